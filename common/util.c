@@ -1,0 +1,245 @@
+/*
+ * util: parsing and validation of sizes, names and checksums.
+ */
+#include "util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+int parse_u64(const char *s, uint64_t *ret)
+{
+	uint64_t v = 0;
+
+	if (!s || !*s)
+		return -EINVAL;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+			return -ERANGE;
+		v = v * 10 + (uint64_t)(*s - '0');
+	}
+	*ret = v;
+	return 0;
+}
+
+int parse_size(const char *s, uint64_t *ret_size)
+{
+	char digits[32];
+	const char *p = s;
+	uint64_t v, mult = 1;
+	size_t n;
+	int r;
+
+	if (!s)
+		return -EINVAL;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	n = (size_t)(p - s);
+	if (n == 0 || n >= sizeof(digits))
+		return n ? -ERANGE : -EINVAL;
+	memcpy(digits, s, n);
+	digits[n] = '\0';
+	r = parse_u64(digits, &v);
+	if (r < 0)
+		return r;
+	switch (toupper((unsigned char)*p)) {
+	case '\0':
+		break;
+	case 'K':
+		mult = 1ULL << 10;
+		break;
+	case 'M':
+		mult = 1ULL << 20;
+		break;
+	case 'G':
+		mult = 1ULL << 30;
+		break;
+	case 'T':
+		mult = 1ULL << 40;
+		break;
+	case 'B':
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (*p) {
+		bool was_b = toupper((unsigned char)*p) == 'B';
+
+		p++;
+		if (!was_b && *p == 'i')
+			p++;
+		if (!was_b && toupper((unsigned char)*p) == 'B')
+			p++;
+		if (*p)
+			return -EINVAL;
+	}
+	if (v > UINT64_MAX / mult)
+		return -ERANGE;
+	*ret_size = v * mult;
+	return 0;
+}
+
+bool utf8_valid(const char *str, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t i = 0;
+
+	while (i < len) {
+		unsigned char c = s[i];
+		uint32_t cp;
+		size_t n, k;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		} else if ((c & 0xe0) == 0xc0) {
+			n = 1;
+			cp = c & 0x1f;
+		} else if ((c & 0xf0) == 0xe0) {
+			n = 2;
+			cp = c & 0x0f;
+		} else if ((c & 0xf8) == 0xf0) {
+			n = 3;
+			cp = c & 0x07;
+		} else {
+			return false;
+		}
+		if (n >= len - i)
+			return false;
+		for (k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = (cp << 6) | (s[i + k] & 0x3f);
+		}
+		if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += n + 1;
+	}
+	return true;
+}
+
+int name_validate(const char *name)
+{
+	size_t len;
+
+	if (!name)
+		return -EINVAL;
+	len = strlen(name);
+	if (len == 0 || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+		return -EINVAL;
+	if (len > OBJFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (!utf8_valid(name, len))
+		return -EILSEQ;
+	return 0;
+}
+
+int node_name_validate(const char *name)
+{
+	size_t len, i;
+
+	if (!name)
+		return -EINVAL;
+	len = strlen(name);
+	if (len == 0 || len >= OBJFS_NODE_MAX || name[0] == '.' || name[0] == '-')
+		return -EINVAL;
+	for (i = 0; i < len; i++) {
+		char c = name[i];
+
+		if (!isalnum((unsigned char)c) && c != '.' && c != '_' && c != '-')
+			return -EINVAL;
+	}
+	return 0;
+}
+
+void csum_to_hex(const uint8_t csum[OBJFS_CSUM_LEN], char out[OBJFS_CSUM_HEX])
+{
+	static const char hex[] = "0123456789abcdef";
+	int i;
+
+	for (i = 0; i < OBJFS_CSUM_LEN; i++) {
+		out[2 * i] = hex[csum[i] >> 4];
+		out[2 * i + 1] = hex[csum[i] & 0xf];
+	}
+	out[2 * OBJFS_CSUM_LEN] = '\0';
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int csum_from_hex(const char *hex, uint8_t ret_csum[OBJFS_CSUM_LEN])
+{
+	uint8_t out[OBJFS_CSUM_LEN];
+	int i;
+
+	if (!hex || strlen(hex) != 2 * OBJFS_CSUM_LEN)
+		return -EINVAL;
+	for (i = 0; i < OBJFS_CSUM_LEN; i++) {
+		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return -EINVAL;
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	memcpy(ret_csum, out, sizeof(out));
+	return 0;
+}
+
+void csum_buf(const void *buf, size_t len, uint8_t ret_csum[OBJFS_CSUM_LEN])
+{
+	XXH128_hash_t h = XXH3_128bits(buf, len);
+	XXH128_canonical_t c;
+
+	XXH128_canonicalFromHash(&c, h);
+	memcpy(ret_csum, c.digest, OBJFS_CSUM_LEN);
+}
+
+int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int write_full(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EPIPE;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}

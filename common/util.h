@@ -1,0 +1,60 @@
+/*
+ * util: small helpers shared by every module.  No state.
+ */
+#ifndef OBJFS_UTIL_H
+#define OBJFS_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define OBJFS_NAME_MAX 255	/* bytes per path component */
+#define OBJFS_PATH_MAX 4096	/* bytes per path, terminating NUL included */
+#define OBJFS_NODE_MAX 64	/* bytes per node name, NUL included */
+#define OBJFS_CSUM_LEN 16	/* xxh3-128 */
+#define OBJFS_CSUM_HEX (2 * OBJFS_CSUM_LEN + 1)
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/*
+ * Parse a size with an optional binary suffix (K, M, G, T, optionally
+ * followed by "i" and/or "B": 512M, 4GiB, 1024).  0 or -EINVAL/-ERANGE.
+ */
+int parse_size(const char *s, uint64_t *ret_size);
+
+/* Parse a whole decimal uint64 (no sign, no junk).  0 or -EINVAL/-ERANGE. */
+int parse_u64(const char *s, uint64_t *ret);
+
+/*
+ * Check one path component from a user: not empty, not "." or "..", no
+ * '/', valid UTF-8, at most OBJFS_NAME_MAX bytes.  Returns 0,
+ * -ENAMETOOLONG, -EILSEQ or -EINVAL.
+ */
+int name_validate(const char *name);
+
+/* Is @s (of @len bytes) well-formed UTF-8?  Overlongs and surrogates fail. */
+bool utf8_valid(const char *s, size_t len);
+
+/*
+ * Check a node name: 1..63 bytes of [A-Za-z0-9._-], not starting with '.'
+ * or '-'.  0 or -EINVAL.
+ */
+int node_name_validate(const char *name);
+
+/* Lower-case hex of a checksum into @out (OBJFS_CSUM_HEX bytes). */
+void csum_to_hex(const uint8_t csum[OBJFS_CSUM_LEN], char out[OBJFS_CSUM_HEX]);
+/* Parse exactly 32 hex digits.  0 or -EINVAL. */
+int csum_from_hex(const char *hex, uint8_t ret_csum[OBJFS_CSUM_LEN]);
+
+/* xxh3-128 of one buffer. */
+void csum_buf(const void *buf, size_t len, uint8_t ret_csum[OBJFS_CSUM_LEN]);
+
+/* CLOCK_REALTIME in nanoseconds. */
+int64_t now_ns(void);
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t mono_ns(void);
+
+/* Write all of @len bytes / read exactly; 0 or -errno (-EPIPE on EOF). */
+int write_full(int fd, const void *buf, size_t len);
+
+#endif

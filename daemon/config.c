@@ -1,0 +1,336 @@
+/*
+ * config: argv and -o option parsing for objfsd and mount.objfs.
+ *
+ * Everything is checked here, before the daemon touches Redis, the store
+ * or the mount point, so that a typo fails at once with a message that
+ * names it.  Options that mount(8) adds on its own (rw, defaults, _netdev,
+ * user, ...) are accepted; the ones that mean something to the kernel
+ * (ro, nosuid, nodev, noexec, noatime) are kept and passed on to FUSE.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+static int set_str(char **dst, const char *val)
+{
+	char *copy = strdup(val);
+
+	if (!copy)
+		return -ENOMEM;
+	free(*dst);
+	*dst = copy;
+	return 0;
+}
+
+static int prefix_validate(const char *p)
+{
+	size_t i, len = strlen(p);
+
+	if (len == 0 || len > 64)
+		return -EINVAL;
+	for (i = 0; i < len; i++) {
+		char c = p[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/* HOST:PORT, [IPv6]:PORT or :PORT (all addresses) */
+static int parse_listen(struct config *c, const char *val, char *err, size_t errlen)
+{
+	const char *colon, *host_start = val, *host_end;
+	uint64_t port;
+	char host[256];
+	size_t hlen;
+
+	if (val[0] == '[') {
+		host_end = strchr(val, ']');
+		if (!host_end || host_end[1] != ':')
+			return fail(err, errlen, "invalid option 'listen=%s': expected HOST:PORT", val);
+		host_start = val + 1;
+		colon = host_end + 1;
+	} else {
+		colon = strrchr(val, ':');
+		if (!colon)
+			return fail(err, errlen, "invalid option 'listen=%s': expected HOST:PORT", val);
+		host_end = colon;
+	}
+	hlen = (size_t)(host_end - host_start);
+	if (hlen >= sizeof(host))
+		return fail(err, errlen, "invalid option 'listen=%s': host name too long", val);
+	if (parse_u64(colon + 1, &port) < 0 || port == 0 || port > 65535)
+		return fail(err, errlen, "invalid option 'listen=%s': port must be 1-65535", val);
+	memcpy(host, host_start, hlen);
+	host[hlen] = '\0';
+	if (set_str(&c->listen_host, hlen ? host : "0.0.0.0") < 0)
+		return -ENOMEM;
+	c->listen_port = (uint16_t)port;
+	return 0;
+}
+
+static int parse_spec(struct config *c, const char *spec, char *err, size_t errlen)
+{
+	if (set_str(&c->spec, spec) < 0)
+		return -ENOMEM;
+	if (!strcmp(spec, "local")) {
+		c->spec_kind = SPEC_LOCAL;
+		return 0;
+	}
+	if (!strncmp(spec, "redis://", 8)) {
+		c->spec_kind = SPEC_REDIS;
+		if (!spec[8])
+			return fail(err, errlen, "invalid SPEC '%s': missing host", spec);
+	} else if (!strncmp(spec, "unix:", 5)) {
+		c->spec_kind = SPEC_UNIX;
+		if (spec[5] != '/')
+			return fail(err, errlen, "invalid SPEC '%s': unix: needs an absolute path",
+				    spec);
+	} else {
+		return fail(err, errlen,
+			    "invalid SPEC '%s': expected redis://HOST:PORT, unix:/PATH or local",
+			    spec);
+	}
+	return set_str(&c->redis_url, spec);
+}
+
+/* Options that mount(8) or fstab may add and that mean nothing to us. */
+static const char *const ignored_opts[] = {
+	"rw", "defaults", "_netdev", "auto", "noauto", "nofail", "dev", "suid", "exec",
+	"atime", "relatime", "nouser", "users", "async",
+};
+
+int config_parse_options(struct config *c, const char *opts, char *err, size_t errlen)
+{
+	char *copy, *save = NULL, *opt;
+	int r = 0;
+	size_t i;
+
+	copy = strdup(opts);
+	if (!copy)
+		return -ENOMEM;
+	for (opt = strtok_r(copy, ",", &save); opt && r == 0; opt = strtok_r(NULL, ",", &save)) {
+		char *val = strchr(opt, '=');
+		bool ignored = false;
+
+		if (val)
+			*val++ = '\0';
+		for (i = 0; i < ARRAY_SIZE(ignored_opts); i++)
+			if (!val && !strcmp(opt, ignored_opts[i]))
+				ignored = true;
+		if (ignored || !strncmp(opt, "x-", 2) || !strncmp(opt, "comment=", 8))
+			continue;
+
+#define FLAG(name, field)                                                                       \
+	if (!strcmp(opt, name)) {                                                               \
+		if (val)                                                                        \
+			r = fail(err, errlen, "option '%s' takes no value", name);              \
+		else                                                                            \
+			c->field = true;                                                        \
+		continue;                                                                       \
+	}
+		FLAG("allow_overwrite", allow_overwrite)
+		FLAG("allow_other", allow_other)
+		FLAG("foreground", foreground)
+		FLAG("debug", debug)
+		FLAG("ro", read_only)
+		FLAG("nosuid", nosuid)
+		FLAG("nodev", nodev)
+		FLAG("noexec", noexec)
+		FLAG("noatime", noatime)
+#undef FLAG
+		if (!strcmp(opt, "user")) {
+			/* what mount(8) implies for user mounts */
+			c->nosuid = c->nodev = c->noexec = true;
+			continue;
+		}
+		if (!val || !*val) {
+			if (!strcmp(opt, "node") || !strcmp(opt, "listen") || !strcmp(opt, "store") ||
+			    !strcmp(opt, "capacity") || !strcmp(opt, "prefix") ||
+			    !strcmp(opt, "secret_file") || !strcmp(opt, "rundir") ||
+			    !strcmp(opt, "log"))
+				r = fail(err, errlen, "option '%s' needs a value (%s=...)", opt, opt);
+			else
+				r = fail(err, errlen, "unknown option '%s'", opt);
+			continue;
+		}
+		if (!strcmp(opt, "node")) {
+			if (node_name_validate(val) < 0)
+				r = fail(err, errlen,
+					 "invalid option 'node=%s': use 1-63 of [A-Za-z0-9._-], "
+					 "not starting with '.' or '-'",
+					 val);
+			else
+				snprintf(c->node, sizeof(c->node), "%s", val);
+		} else if (!strcmp(opt, "listen")) {
+			r = parse_listen(c, val, err, errlen);
+		} else if (!strcmp(opt, "store")) {
+			if (val[0] != '/')
+				r = fail(err, errlen, "invalid option 'store=%s': need an absolute path",
+					 val);
+			else
+				r = set_str(&c->store_dir, val);
+		} else if (!strcmp(opt, "capacity")) {
+			uint64_t size;
+
+			if (parse_size(val, &size) < 0)
+				r = fail(err, errlen,
+					 "invalid option 'capacity=%s': expected a size like 512M or 4G",
+					 val);
+			else if (size < (1ULL << 20))
+				r = fail(err, errlen, "invalid option 'capacity=%s': at least 1M", val);
+			else if (size > (1ULL << 50))
+				r = fail(err, errlen, "invalid option 'capacity=%s': at most 1P", val);
+			else
+				c->capacity = size;
+		} else if (!strcmp(opt, "prefix")) {
+			if (prefix_validate(val) < 0)
+				r = fail(err, errlen,
+					 "invalid option 'prefix=%s': use 1-64 of [A-Za-z0-9._-]", val);
+			else
+				r = set_str(&c->prefix, val);
+		} else if (!strcmp(opt, "secret_file")) {
+			if (val[0] != '/')
+				r = fail(err, errlen,
+					 "invalid option 'secret_file=%s': need an absolute path", val);
+			else
+				r = set_str(&c->secret_file, val);
+		} else if (!strcmp(opt, "rundir")) {
+			if (val[0] != '/')
+				r = fail(err, errlen, "invalid option 'rundir=%s': need an absolute path",
+					 val);
+			else
+				r = set_str(&c->rundir, val);
+		} else if (!strcmp(opt, "log")) {
+			if (val[0] != '/')
+				r = fail(err, errlen, "invalid option 'log=%s': need an absolute path",
+					 val);
+			else
+				r = set_str(&c->logfile, val);
+		} else {
+			r = fail(err, errlen, "unknown option '%s'", opt);
+		}
+	}
+	free(copy);
+	return r;
+}
+
+int config_parse_argv(struct config *c, int argc, char **argv, char *err, size_t errlen)
+{
+	const char *pos[2];
+	int npos = 0, i, r;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+			return -ECANCELED;
+		if (!strcmp(a, "-o")) {
+			if (++i >= argc)
+				return fail(err, errlen, "option '-o' needs an argument");
+			r = config_parse_options(c, argv[i], err, errlen);
+			if (r < 0)
+				return r;
+		} else if (!strncmp(a, "-o", 2)) {
+			r = config_parse_options(c, a + 2, err, errlen);
+			if (r < 0)
+				return r;
+		} else if (!strcmp(a, "--check")) {
+			c->check_only = true;
+		} else if (!strcmp(a, "-f")) {
+			c->foreground = true;
+		} else if (!strcmp(a, "-d")) {
+			c->debug = true;
+			c->foreground = true;
+		} else if (a[0] == '-' && a[1]) {
+			return fail(err, errlen, "unknown argument '%s'", a);
+		} else if (npos < 2) {
+			pos[npos++] = a;
+		} else {
+			return fail(err, errlen, "unexpected argument '%s'", a);
+		}
+	}
+	if (npos < 2)
+		return fail(err, errlen, "expected SPEC and MOUNTPOINT (see --help)");
+	r = parse_spec(c, pos[0], err, errlen);
+	if (r < 0)
+		return r;
+	if (!pos[1][0])
+		return fail(err, errlen, "empty MOUNTPOINT");
+	return set_str(&c->mountpoint, pos[1]);
+}
+
+int config_finish(struct config *c, char *err, size_t errlen)
+{
+	char buf[OBJFS_PATH_MAX];
+
+	if (!c->prefix && set_str(&c->prefix, "objfs") < 0)
+		return -ENOMEM;
+	if (!c->node[0]) {
+		char host[256], *dot;
+
+		if (gethostname(host, sizeof(host)) < 0)
+			return fail(err, errlen, "cannot read the hostname: %s; give node=NAME",
+				    strerror(errno));
+		host[sizeof(host) - 1] = '\0';
+		dot = strchr(host, '.');
+		if (dot)
+			*dot = '\0';
+		if (node_name_validate(host) < 0)
+			return fail(err, errlen,
+				    "the hostname '%s' is not a valid node name; give node=NAME", host);
+		memcpy(c->node, host, strlen(host) + 1);
+	}
+	if (!c->capacity)
+		c->capacity = CONFIG_DEFAULT_CAPACITY;
+	if (!c->listen_host) {
+		if (set_str(&c->listen_host, "0.0.0.0") < 0)
+			return -ENOMEM;
+		c->listen_port = CONFIG_DEFAULT_PORT;
+	}
+	if (!c->store_dir) {
+		snprintf(buf, sizeof(buf), "/dev/shm/objfs-%s-%s", c->prefix, c->node);
+		if (set_str(&c->store_dir, buf) < 0)
+			return -ENOMEM;
+	}
+	if (!c->rundir) {
+		snprintf(buf, sizeof(buf), "/run/objfs/%s-%s", c->prefix, c->node);
+		if (set_str(&c->rundir, buf) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+void config_release(struct config *c)
+{
+	free(c->spec);
+	free(c->redis_url);
+	free(c->mountpoint);
+	free(c->listen_host);
+	free(c->store_dir);
+	free(c->prefix);
+	free(c->secret_file);
+	free(c->rundir);
+	free(c->logfile);
+	memset(c, 0, sizeof(*c));
+}

@@ -1,0 +1,69 @@
+/*
+ * config: the command line of objfsd (and so of mount.objfs):
+ *
+ *   objfsd SPEC MOUNTPOINT [-o OPT[,OPT...]]... [-f] [-d]
+ *
+ * SPEC is redis://[:password@]host:port[/db], unix:/path/to/redis.sock or
+ * "local".  Parsing checks everything it can without touching the system
+ * (no Redis, no filesystem), so a bad option fails before anything starts.
+ */
+#ifndef OBJFS_CONFIG_H
+#define OBJFS_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+enum spec_kind {
+	SPEC_REDIS,	/* redis://... */
+	SPEC_UNIX,	/* unix:/path */
+	SPEC_LOCAL,	/* a private redis-server started by the daemon */
+};
+
+#define CONFIG_DEFAULT_CAPACITY (1ULL << 30)
+#define CONFIG_DEFAULT_PORT 7419
+
+struct config {
+	enum spec_kind spec_kind;
+	char *spec;		/* SPEC as given */
+	char *redis_url;	/* URL for meta; NULL for SPEC_LOCAL until started */
+	char *mountpoint;	/* as given (resolved by the daemon) */
+
+	char node[OBJFS_NODE_MAX];	/* node=, default: the hostname */
+	char *listen_host;	/* listen=HOST:PORT */
+	uint16_t listen_port;
+	char *store_dir;	/* store=, default /dev/shm/objfs-<prefix>-<node> */
+	uint64_t capacity;	/* capacity=, default CONFIG_DEFAULT_CAPACITY */
+	char *prefix;		/* prefix=, default "objfs" */
+	char *secret_file;	/* secret_file= */
+	char *rundir;		/* rundir=, default /run/objfs/<prefix>-<node> */
+	char *logfile;		/* log=, default <rundir>/objfsd.log when in the background */
+
+	bool allow_overwrite;
+	bool allow_other;
+	bool foreground;
+	bool debug;
+	bool read_only;		/* ro */
+	bool check_only;	/* --check: validate the command line, do nothing */
+	bool nosuid, nodev, noexec, noatime;
+};
+
+/*
+ * Parse argv into @c (which the caller zero-initializes).  Returns 0, or
+ * -EINVAL with a message naming the bad argument or option in @err.
+ * "--help"/"-h" returns -ECANCELED (the caller prints usage).
+ */
+int config_parse_argv(struct config *c, int argc, char **argv, char *err, size_t errlen);
+
+/* Parse one comma-separated -o list into @c.  Same errors. */
+int config_parse_options(struct config *c, const char *opts, char *err, size_t errlen);
+
+/* Fill defaults for everything not given (node from the hostname, store
+ * and run directories).  -EINVAL with @err if a default cannot be made. */
+int config_finish(struct config *c, char *err, size_t errlen);
+
+void config_release(struct config *c);
+
+#endif

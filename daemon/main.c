@@ -1,0 +1,508 @@
+/*
+ * objfsd: one daemon per node and mount.
+ *
+ * main() parses the command line, goes to the background (the parent
+ * waits on a pipe and exits only once the mount is ready, so mount(8)
+ * returns with a usable filesystem), starts the private Redis for SPEC
+ * "local", connects to Redis, opens the store, claims the node name,
+ * reconciles, mounts, and serves until unmounted.  A maintenance thread
+ * refreshes the node card and runs fs_tick().
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "fs.h"
+#include "local_redis.h"
+#include "log.h"
+#include "meta.h"
+#include "store.h"
+#include "util.h"
+
+#define HEARTBEAT_S 5
+#define CARD_TTL_S 15
+
+static const char usage[] =
+	"usage: objfsd SPEC MOUNTPOINT [-o OPTION[,OPTION...]] [-f] [-d]\n"
+	"\n"
+	"Mount an objfs node: the cluster's immutable objects as read-only files.\n"
+	"\n"
+	"SPEC (where the Redis location service is):\n"
+	"  redis://[:PASSWORD@]HOST:PORT[/DB]\n"
+	"  unix:/path/to/redis.sock\n"
+	"  local            start a private redis-server for this node alone\n"
+	"\n"
+	"Options (-o, comma-separated):\n"
+	"  node=NAME        node name (default: the hostname)\n"
+	"  listen=HOST:PORT transport listener (default 0.0.0.0:7419)\n"
+	"  store=DIR        shared-memory store (default /dev/shm/objfs-PREFIX-NODE)\n"
+	"  capacity=SIZE    store capacity, e.g. 512M, 4G (default 1G)\n"
+	"  prefix=NAME      Redis key prefix / cluster name (default objfs)\n"
+	"  allow_overwrite  an O_TRUNC open of an existing name writes a new object\n"
+	"  allow_other      let other users access the mount\n"
+	"  secret_file=PATH cluster secret for peer authentication\n"
+	"  rundir=DIR       sockets and logs (default /run/objfs/PREFIX-NODE)\n"
+	"  log=FILE         log file (default RUNDIR/objfsd.log in the background)\n"
+	"  foreground, -f   stay in the foreground, log to stderr\n"
+	"  debug, -d        trace every FUSE request (implies foreground)\n"
+	"  --check          check the command line and exit\n"
+	"  ro, nosuid, nodev, noexec, noatime, rw, defaults, _netdev, user, ...\n"
+	"                   as in mount(8)\n"
+	"\n"
+	"Unmount with 'umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT'.\n";
+
+struct daemon {
+	struct config cfg;
+	char mountpoint[PATH_MAX];
+	struct local_redis *lr;
+	struct meta *meta;
+	struct store *store;
+	struct fs *fs;
+	struct meta_card card;
+	int ready_fd;		/* pipe to the waiting parent, or -1 */
+	FILE *log;
+
+	pthread_t ticker;
+	bool ticker_started;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	bool stopping;		/* lock */
+};
+
+static bool log_to_file;
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A startup error: to the log, and to the user's terminal. */
+static void fail(const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_error("%s", msg);
+	if (log_to_file)
+		fprintf(stderr, "objfsd: %s\n", msg);
+}
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	char *p;
+
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return -ENAMETOOLONG;
+	for (p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static void random_hex(char *out, size_t nbytes)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char raw[32];
+	FILE *f = fopen("/dev/urandom", "re");
+	size_t i;
+
+	if (nbytes > sizeof(raw))
+		nbytes = sizeof(raw);
+	if (!f || fread(raw, 1, nbytes, f) != nbytes) {
+		uint64_t x = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 32);
+
+		for (i = 0; i < nbytes; i++, x = x * 6364136223846793005ULL + 1)
+			raw[i] = (unsigned char)(x >> 56);
+	}
+	if (f)
+		fclose(f);
+	for (i = 0; i < nbytes; i++) {
+		out[2 * i] = hex[raw[i] >> 4];
+		out[2 * i + 1] = hex[raw[i] & 15];
+	}
+	out[2 * nbytes] = '\0';
+}
+
+/* Fork; the parent waits until the child reports the mount ready. */
+static int daemonize(struct daemon *d)
+{
+	int fds[2];
+	pid_t pid;
+	char c;
+
+	if (pipe(fds) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0) {
+		close(fds[1]);
+		if (read(fds[0], &c, 1) == 1 && c == 'R')
+			_exit(0);
+		_exit(1);
+	}
+	close(fds[0]);
+	d->ready_fd = fds[1];
+	setsid();
+	return 0;
+}
+
+static void report_ready(struct daemon *d)
+{
+	int fd;
+
+	if (d->ready_fd < 0)
+		return;
+	write_full(d->ready_fd, "R", 1);
+	close(d->ready_fd);
+	d->ready_fd = -1;
+	fd = open("/dev/null", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+}
+
+static void fill_card(struct daemon *d)
+{
+	struct store_stats ss;
+
+	store_stats(d->store, &ss);
+	d->card.capacity = ss.capacity;
+	d->card.used = ss.used;
+}
+
+static void *ticker_main(void *arg)
+{
+	struct daemon *d = arg;
+	bool was_up = true;
+
+	pthread_mutex_lock(&d->lock);
+	while (!d->stopping) {
+		struct timespec until;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += HEARTBEAT_S;
+		pthread_cond_timedwait(&d->wake, &d->lock, &until);
+		if (d->stopping)
+			break;
+		pthread_mutex_unlock(&d->lock);
+
+		local_redis_check(d->lr);
+		fill_card(d);
+		if (meta_node_heartbeat(d->meta, &d->card, CARD_TTL_S) == 0) {
+			if (!was_up)
+				log_info("Redis at %s is reachable again", meta_url(d->meta));
+			was_up = true;
+			fs_tick(d->fs);
+		} else if (was_up) {
+			char err[256];
+
+			meta_last_error(d->meta, err, sizeof(err));
+			log_warn("Redis at %s is unreachable (%s); local objects stay readable, "
+				 "changes fail with EIO until it is back",
+				 meta_url(d->meta), err);
+			was_up = false;
+		}
+		pthread_mutex_lock(&d->lock);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
+static int start_ticker(struct daemon *d)
+{
+	sigset_t all, old;
+	int r;
+
+	/* signals belong to the FUSE loop's handlers */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	r = pthread_create(&d->ticker, NULL, ticker_main, d);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r)
+		return -r;
+	d->ticker_started = true;
+	return 0;
+}
+
+static void stop_ticker(struct daemon *d)
+{
+	if (!d->ticker_started)
+		return;
+	pthread_mutex_lock(&d->lock);
+	d->stopping = true;
+	pthread_cond_signal(&d->wake);
+	pthread_mutex_unlock(&d->lock);
+	pthread_join(d->ticker, NULL);
+}
+
+static int open_meta(struct daemon *d)
+{
+	struct meta_config mc = {
+		.url = d->cfg.redis_url,
+		.prefix = d->cfg.prefix,
+		.node = d->cfg.node,
+	};
+	char err[256];
+	int r;
+
+	d->meta = meta_new(&mc, &r);
+	if (!d->meta) {
+		fail("invalid Redis SPEC '%s': %s", d->cfg.spec, strerror(-r));
+		return r;
+	}
+	r = meta_connect(d->meta);
+	if (r < 0) {
+		meta_last_error(d->meta, err, sizeof(err));
+		fail("cannot connect to Redis at %s: %s", meta_url(d->meta),
+		     err[0] ? err : strerror(-r));
+	}
+	return r;
+}
+
+static int open_store(struct daemon *d)
+{
+	struct store_config sc = {
+		.dir = d->cfg.store_dir,
+		.capacity = d->cfg.capacity,
+		.verify = true,
+	};
+	uint64_t need = 0;
+	int r;
+
+	d->store = store_open(&sc, &r, &need);
+	if (d->store)
+		return 0;
+	if (r == -EBUSY)
+		fail("store %s is in use by another objfsd", d->cfg.store_dir);
+	else if (r == -EFBIG)
+		fail("store %s holds objects up to %" PRIu64 " bytes into its arena; "
+		     "mount with capacity=%" PRIu64 " or more",
+		     d->cfg.store_dir, need, need);
+	else
+		fail("cannot open store %s: %s", d->cfg.store_dir, strerror(-r));
+	return r;
+}
+
+static int claim_node(struct daemon *d)
+{
+	struct meta_card other;
+	int r;
+
+	gethostname(d->card.host, sizeof(d->card.host) - 1);
+	snprintf(d->card.listen, sizeof(d->card.listen), "%s:%u", d->cfg.listen_host,
+		 d->cfg.listen_port);
+	d->card.pid = getpid();
+	random_hex(d->card.instance, 16);
+	d->card.started_ns = now_ns();
+	fill_card(d);
+	r = meta_node_claim(d->meta, &d->card, CARD_TTL_S, &other);
+	if (r == -EADDRINUSE)
+		fail("node name '%s' is in use by a live objfsd (pid %d on host %s); "
+		     "give another node=NAME",
+		     d->cfg.node, other.pid, other.host);
+	else if (r < 0)
+		fail("cannot register node '%s' in Redis: %s", d->cfg.node, strerror(-r));
+	return r;
+}
+
+static int open_log(struct daemon *d)
+{
+	char path[PATH_MAX];
+
+	if (d->cfg.logfile)
+		snprintf(path, sizeof(path), "%s", d->cfg.logfile);
+	else if (!d->cfg.foreground)
+		snprintf(path, sizeof(path), "%s/objfsd.log", d->cfg.rundir);
+	else
+		return 0;
+	d->log = fopen(path, "ae");
+	if (!d->log) {
+		fprintf(stderr, "objfsd: cannot open log file %s: %s\n", path, strerror(errno));
+		return -errno;
+	}
+	log_setup(d->cfg.debug ? LOGL_DEBUG : LOGL_INFO, d->log);
+	log_to_file = true;
+	return 0;
+}
+
+static int run(struct daemon *d)
+{
+	char url[OBJFS_PATH_MAX + 8], err[1024], fsname[512];
+	struct fs_config fc;
+	unsigned n = 0;
+	int r;
+
+	r = mkdir_p(d->cfg.rundir, 0700);
+	if (r < 0) {
+		fprintf(stderr, "objfsd: cannot create run directory %s: %s\n", d->cfg.rundir,
+			strerror(-r));
+		return r;
+	}
+	r = open_log(d);
+	if (r < 0)
+		return r;
+	log_info("starting node '%s' on %s (SPEC %s, store %s, capacity %" PRIu64 ")",
+		 d->cfg.node, d->mountpoint, d->cfg.spec, d->cfg.store_dir, d->cfg.capacity);
+
+	r = mkdir_p(d->cfg.store_dir, 0700);
+	if (r < 0) {
+		fail("cannot create store directory %s: %s", d->cfg.store_dir, strerror(-r));
+		return r;
+	}
+	if (d->cfg.spec_kind == SPEC_LOCAL) {
+		char datadir[PATH_MAX];
+
+		snprintf(datadir, sizeof(datadir), "%s/redis", d->cfg.store_dir);
+		d->lr = local_redis_start(d->cfg.rundir, datadir, url, sizeof(url), err,
+					  sizeof(err));
+		if (!d->lr) {
+			fail("cannot start the local Redis: %s", err);
+			return -EIO;
+		}
+		d->cfg.redis_url = strdup(url);
+		if (!d->cfg.redis_url)
+			return -ENOMEM;
+	}
+	r = open_meta(d);
+	if (r < 0)
+		return r;
+	r = open_store(d);
+	if (r < 0)
+		return r;
+	r = claim_node(d);
+	if (r < 0)
+		return r;
+
+	snprintf(fsname, sizeof(fsname), "objfs:%s",
+		 d->cfg.spec_kind == SPEC_LOCAL ? "local" : meta_url(d->meta));
+	fc = (struct fs_config){
+		.mountpoint = d->mountpoint,
+		.node = d->cfg.node,
+		.fsname = fsname,
+		.store_dir = d->cfg.store_dir,
+		.allow_overwrite = d->cfg.allow_overwrite,
+		.allow_other = d->cfg.allow_other,
+		.read_only = d->cfg.read_only,
+		.nosuid = d->cfg.nosuid,
+		.nodev = d->cfg.nodev,
+		.noexec = d->cfg.noexec,
+		.noatime = d->cfg.noatime,
+		.debug = d->cfg.debug,
+	};
+	d->fs = fs_new(&fc, d->meta, d->store, &r);
+	if (!d->fs) {
+		fail("cannot set up the filesystem: %s", strerror(-r));
+		return r;
+	}
+	r = fs_reconcile(d->fs, &n);
+	if (r < 0) {
+		fail("cannot reconcile the store with Redis at %s: %s", meta_url(d->meta),
+		     strerror(-r));
+		return r;
+	}
+	if (n)
+		log_info("registered %u objects from the store again", n);
+	r = fs_mount(d->fs);
+	if (r < 0) {
+		fail("cannot mount on %s (is /dev/fuse available, and are you root?)",
+		     d->mountpoint);
+		return r;
+	}
+	r = start_ticker(d);
+	if (r < 0) {
+		fail("cannot start the maintenance thread: %s", strerror(-r));
+		return r;
+	}
+	log_info("mounted %s (node '%s', Redis %s)", d->mountpoint, d->cfg.node,
+		 meta_url(d->meta));
+	if (d->cfg.foreground)
+		fprintf(stderr, "objfsd: mounted %s\n", d->mountpoint);
+	report_ready(d);
+
+	r = fs_run(d->fs);
+	log_info("unmounted %s; shutting down", d->mountpoint);
+	return r;
+}
+
+static void shutdown_all(struct daemon *d)
+{
+	stop_ticker(d);
+	if (d->meta && d->card.instance[0])
+		meta_node_release(d->meta, d->card.instance);
+	fs_free(d->fs);
+	store_close(d->store);
+	meta_free(d->meta);
+	local_redis_stop(d->lr);
+	pthread_mutex_destroy(&d->lock);
+	pthread_cond_destroy(&d->wake);
+	config_release(&d->cfg);
+	if (d->log) {
+		log_setup(LOGL_INFO, NULL);
+		fclose(d->log);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct daemon d = { .ready_fd = -1 };
+	char err[1024];
+	struct stat st;
+	int r;
+
+	pthread_mutex_init(&d.lock, NULL);
+	pthread_cond_init(&d.wake, NULL);
+	r = config_parse_argv(&d.cfg, argc, argv, err, sizeof(err));
+	if (r == -ECANCELED) {
+		fputs(usage, stdout);
+		return 0;
+	}
+	if (r == 0)
+		r = config_finish(&d.cfg, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "objfsd: %s\n", r == -ENOMEM ? "out of memory" : err);
+		return 1;
+	}
+	if (!realpath(d.cfg.mountpoint, d.mountpoint) || stat(d.mountpoint, &st) < 0) {
+		fprintf(stderr, "objfsd: mount point %s: %s\n", d.cfg.mountpoint, strerror(errno));
+		return 1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "objfsd: mount point %s is not a directory\n", d.mountpoint);
+		return 1;
+	}
+	if (d.cfg.check_only) {
+		config_release(&d.cfg);
+		return 0;
+	}
+	log_setup(d.cfg.debug ? LOGL_DEBUG : LOGL_INFO, NULL);
+	if (!d.cfg.foreground && daemonize(&d) < 0) {
+		fprintf(stderr, "objfsd: cannot go to the background: %s\n", strerror(errno));
+		return 1;
+	}
+	r = run(&d);
+	shutdown_all(&d);
+	return r < 0 ? 1 : 0;
+}

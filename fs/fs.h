@@ -1,0 +1,68 @@
+/*
+ * fs: the node's object layer seen through FUSE.
+ *
+ * It joins the store (bytes) and meta (names, records) into a low-level
+ * FUSE filesystem: inode numbers are the cluster-wide ids from meta, reads
+ * are answered from the store's shared memory, and a file written through
+ * the mount becomes an object when its last handle is released.
+ *
+ * The daemon creates the store and the meta client, hands them to
+ * fs_new(), calls fs_reconcile() once, fs_mount(), then fs_run() until the
+ * filesystem is unmounted.  A maintenance thread of the daemon calls
+ * fs_tick() every few seconds.
+ */
+#ifndef OBJFS_FS_H
+#define OBJFS_FS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct fs;
+struct meta;
+struct store;
+
+struct fs_config {
+	const char *mountpoint;	/* absolute */
+	const char *node;
+	const char *fsname;	/* shown by mount(8) and df */
+	const char *store_dir;	/* for the status report */
+	bool allow_overwrite;
+	bool allow_other;
+	bool read_only;
+	bool nosuid, nodev, noexec, noatime;
+	bool debug;		/* libfuse request tracing */
+};
+
+/* Neither @m nor @s is owned; both must outlive the fs. */
+struct fs *fs_new(const struct fs_config *cfg, struct meta *m, struct store *s, int *ret_err);
+void fs_free(struct fs *fs);
+
+/*
+ * Bring the store and Redis into agreement.  If the Redis epoch is the one
+ * the store saw last, local objects that Redis no longer has were deleted
+ * while this node was away and are dropped; the others get this node as a
+ * holder.  If the epoch changed (Redis lost its data), every local object
+ * is registered again under its last known path.  Then objects whose
+ * publish failed while Redis was down are published.
+ * Returns 0 or -errno; *ret_n (may be NULL) gets objects re-registered.
+ */
+int fs_reconcile(struct fs *fs, unsigned *ret_n);
+
+/* Create the FUSE session and mount.  -errno on failure. */
+int fs_mount(struct fs *fs);
+/* Serve requests with a thread pool until unmounted or a signal arrives.
+ * Unmounts before returning. */
+int fs_run(struct fs *fs);
+
+/*
+ * Periodic work (every few seconds, from a thread of the daemon): retry
+ * publishing objects sealed while Redis was down, re-register everything
+ * if the Redis epoch changed, discard abandoned replacement objects.
+ */
+void fs_tick(struct fs *fs);
+
+/* Status report as "key: value" lines into @buf.  Returns its length. */
+size_t fs_status(struct fs *fs, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,135 @@
+/*
+ * fs_i.h: state shared by the files of the fs module.
+ *
+ * Locking: fs->lock guards the inode table, the pending list and every
+ * field marked "fs->lock" below.  It is never held across a Redis call or
+ * a fuse_reply_*().  Objects (struct store_obj) have their own refcounts.
+ */
+#ifndef OBJFS_FS_I_H
+#define OBJFS_FS_I_H
+
+#define FUSE_USE_VERSION 312
+
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uthash.h>
+
+#include "fs.h"
+#include "log.h"
+#include "meta.h"
+#include "store.h"
+#include "util.h"
+
+/* Cache lifetimes handed to the kernel.  Objects never change, so their
+ * entries and attributes can be cached for a long time; directories change
+ * (mtime, link count), so their attributes are kept short. */
+#define FS_ENTRY_TIMEOUT 3600.0
+#define FS_FILE_ATTR_TIMEOUT 3600.0
+#define FS_DIR_ATTR_TIMEOUT 1.0
+
+/*
+ * A file being written on this node.  It is visible on this node only (an
+ * overlay on the Redis namespace) until its last handle is released and
+ * it is sealed and published.
+ */
+struct pending {
+	uint64_t id;
+	uint64_t parent;	/* fs->lock */
+	char name[OBJFS_NAME_MAX + 1];	/* fs->lock */
+	struct store_obj *obj;	/* one reference, owned */
+	unsigned opens;		/* handles open on it; fs->lock */
+	unsigned flushed;	/* handles flushed since their last write; fs->lock */
+	bool replace;		/* replaces an existing name at seal (allow_overwrite) */
+	bool failed;		/* a write failed: discard instead of sealing */
+	bool unlinked;		/* name removed before the seal: discard */
+	bool sealing;		/* last handle gone, seal in progress; fs->lock */
+	int64_t created_ns;	/* mono_ns(); for reaping replacements nobody opened */
+	struct pending *next;	/* fs->lock */
+};
+
+/* An inode the kernel knows about (nlookup > 0) or that a handle uses. */
+struct inode {
+	uint64_t ino;		/* = meta id */
+	enum meta_kind kind;
+	uint64_t nlookup;	/* fs->lock */
+	unsigned handles;	/* open handles; fs->lock */
+	bool sealed;		/* fs->lock */
+	struct meta_obj obj;	/* sealed attributes; fs->lock */
+	struct pending *pending;	/* while written here; fs->lock */
+	/* directories: cached attributes */
+	int64_t dir_mtime;	/* fs->lock */
+	uint64_t dir_nsub;	/* fs->lock */
+	UT_hash_handle hh;
+};
+
+/* A published-later object: sealed while Redis was unreachable. */
+struct unpublished {
+	uint64_t id;
+	uint64_t parent;
+	char name[OBJFS_NAME_MAX + 1];
+	bool replace;
+	struct unpublished *next;
+};
+
+struct fs {
+	struct fs_config cfg;	/* strings owned */
+	struct meta *meta;
+	struct store *store;
+	struct fuse_session *se;
+	bool mounted;
+
+	pthread_mutex_t lock;
+	pthread_cond_t settle;	/* signalled when a pending object is released */
+	struct inode *inodes;	/* fs->lock; uthash by ino */
+	struct pending *pending;	/* fs->lock */
+	struct unpublished *unpublished;	/* fs->lock */
+	char epoch[64];		/* last Redis epoch reconciled against; fs->lock */
+
+	/* counters, atomics */
+	uint64_t n_sealed, n_published_late, n_reregistered;
+};
+
+/* An open file: one per open(2) of a file through the mount. */
+struct handle {
+	struct store_obj *obj;	/* reference, owned */
+	struct pending *pending;	/* set if this handle is on a pending object */
+	bool writable;
+	bool flushed;		/* fs->lock */
+};
+
+/* fs_inode.c */
+struct inode *inode_find(struct fs *fs, uint64_t ino);
+struct inode *inode_get(struct fs *fs, uint64_t ino, enum meta_kind kind);
+void inode_forget(struct fs *fs, uint64_t ino, uint64_t n);
+void inode_put_handle(struct fs *fs, uint64_t ino);
+void inode_free_all(struct fs *fs);
+struct pending *pending_find(struct fs *fs, uint64_t parent, const char *name);
+void pending_remove(struct fs *fs, struct pending *p);
+
+/* fs_file.c */
+void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		  struct fuse_file_info *fi);
+void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		 struct fuse_file_info *fi);
+void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		   struct fuse_file_info *fi);
+void fs_pending_settle(struct fs *fs, struct pending *p);
+void fs_pending_free(struct pending *p);
+bool fs_take_replace_wish(struct fs *fs, uint64_t id);
+void fs_publish_retry(struct fs *fs);
+void fs_reap_pending(struct fs *fs);
+
+/* fs.c */
+void fs_fill_attr(struct fs *fs, struct inode *in, struct stat *st);
+int fs_reply_entry_for(fuse_req_t req, struct fs *fs, struct inode *in);
+void fs_forget_local(struct fs *fs, uint64_t id);
+int fs_errno(struct fs *fs, int err, const char *what, uint64_t parent, const char *name);
+
+#endif

@@ -1,0 +1,103 @@
+/*
+ * fs_inode: the table of inodes the kernel holds references to, and the
+ * overlay of files being written on this node.
+ *
+ * An inode lives while the kernel has looked it up (nlookup > 0) or a
+ * handle is open on it.  Inode numbers are meta ids, so the same object
+ * has the same inode number on every node and across remounts.
+ * All functions here are called with fs->lock held.
+ */
+#include "fs_i.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct inode *inode_find(struct fs *fs, uint64_t ino)
+{
+	struct inode *in = NULL;
+
+	HASH_FIND(hh, fs->inodes, &ino, sizeof(ino), in);
+	return in;
+}
+
+/* Find or make the inode @ino; NULL only on allocation failure. */
+struct inode *inode_get(struct fs *fs, uint64_t ino, enum meta_kind kind)
+{
+	struct inode *in = inode_find(fs, ino);
+
+	if (in) {
+		in->kind = kind;
+		return in;
+	}
+	in = calloc(1, sizeof(*in));
+	if (!in)
+		return NULL;
+	in->ino = ino;
+	in->kind = kind;
+	HASH_ADD(hh, fs->inodes, ino, sizeof(in->ino), in);
+	return in;
+}
+
+static void inode_maybe_free(struct fs *fs, struct inode *in)
+{
+	if (in->nlookup || in->handles || in->pending || in->ino == META_ROOT_ID)
+		return;
+	HASH_DELETE(hh, fs->inodes, in);
+	free(in);
+}
+
+void inode_forget(struct fs *fs, uint64_t ino, uint64_t n)
+{
+	struct inode *in = inode_find(fs, ino);
+
+	if (!in)
+		return;
+	in->nlookup = in->nlookup > n ? in->nlookup - n : 0;
+	inode_maybe_free(fs, in);
+}
+
+/* Drop a handle's hold on an inode (see struct inode.handles). */
+void inode_put_handle(struct fs *fs, uint64_t ino)
+{
+	struct inode *in = inode_find(fs, ino);
+
+	if (!in)
+		return;
+	if (in->handles)
+		in->handles--;
+	inode_maybe_free(fs, in);
+}
+
+void inode_free_all(struct fs *fs)
+{
+	struct inode *in, *tmp;
+
+	HASH_ITER(hh, fs->inodes, in, tmp) {
+		HASH_DELETE(hh, fs->inodes, in);
+		free(in);
+	}
+}
+
+struct pending *pending_find(struct fs *fs, uint64_t parent, const char *name)
+{
+	struct pending *p;
+
+	for (p = fs->pending; p; p = p->next)
+		if (p->parent == parent && !p->unlinked && !strcmp(p->name, name))
+			return p;
+	return NULL;
+}
+
+/* Unlink @p from the overlay; the caller still owns it. */
+void pending_remove(struct fs *fs, struct pending *p)
+{
+	struct pending **pp;
+
+	for (pp = &fs->pending; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			p->next = NULL;
+			return;
+		}
+	}
+}

@@ -1,0 +1,179 @@
+/*
+ * store: the node's shared-memory object store.
+ *
+ * Layout of a store directory (store=DIR):
+ *
+ *   DIR/lock            flock()ed by the one daemon that owns the store
+ *   DIR/arena           one shared-memory file of `capacity` bytes, mapped
+ *                       once, MAP_SHARED; every object's bytes live in it
+ *   DIR/objects/<id>    one catalog record per sealed object (16 hex digits):
+ *                       id, size, mtime, checksum, last known path and the
+ *                       object's extents in the arena; written to a temp
+ *                       name and renamed, so a record is whole or absent
+ *   DIR/notes/<key>     small strings other layers keep with the store
+ *                       (the Redis epoch seen last, say)
+ *
+ * Memory.  The arena is allocated in 4 KiB pages tracked by a bitmap.
+ * Freed pages go back to the bitmap but stay resident in the tmpfs, so the
+ * next object reuses memory that is already faulted in (first touch costs
+ * ~12 us a page here; see notes/fuse-and-memory-here.md).  Allocation is
+ * first fit from low offsets, which keeps reusing the same warm pages.
+ * Capacity is the arena size; a write that needs pages that are not free
+ * gets -ENOSPC and changes nothing else.
+ *
+ * Objects.  An object is a list of extents in the arena.  A pending object
+ * (being written) grows by extents, in place where the next pages are
+ * free; sealing computes the xxh3-128 checksum, gives back the unused
+ * tail, writes the catalog record, and makes the object immutable.  Bytes
+ * that were never written read as zeros.
+ *
+ * Lifetime.  Objects are refcounted.  store_unlink() removes the catalog
+ * record at once; the pages are freed when the last reference goes, so an
+ * object that is still open stays readable after unlink.
+ *
+ * Restart.  store_open() on a directory that holds an arena adopts every
+ * valid catalog record: the record must be whole, its extents inside the
+ * arena and not overlapping another object's, and the bytes must match
+ * the checksum.  A record that fails is renamed to "<id>.bad" and reported
+ * through the bad-record count; it is never served.
+ *
+ * Threading: all functions are thread-safe.  Reading a sealed object
+ * through store_obj_iov() takes no lock.
+ *
+ * Errors: 0 or a negative errno.
+ */
+#ifndef OBJFS_STORE_H
+#define OBJFS_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "util.h"
+
+#define STORE_PAGE 4096
+
+struct store;
+struct store_obj;
+
+struct store_config {
+	const char *dir;	/* created (0700) if missing */
+	uint64_t capacity;	/* bytes, rounded down to STORE_PAGE; >= 1 MiB */
+	bool verify;		/* check adopted objects' checksums at open */
+};
+
+/*
+ * Open (or create) the store.  NULL and *ret_err on failure: -EBUSY if
+ * another process holds the lock, -EFBIG if adopted objects lie beyond
+ * the capacity (a smaller capacity than before), -EINVAL for a bad
+ * config, or the errno of the failing syscall.  For -EFBIG,
+ * *ret_err_detail (may be NULL) gets the capacity that would be needed.
+ */
+struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t *ret_err_detail);
+
+/* Unmap and unlock.  Leaks nothing even if objects are still referenced
+ * (their memory simply goes with the mapping); sealed objects stay on
+ * disk for the next store_open(). */
+void store_close(struct store *s);
+
+struct store_stats {
+	uint64_t capacity;	/* bytes */
+	uint64_t used;		/* bytes of pages allocated to objects */
+	uint64_t objects;	/* sealed objects in the store */
+	uint64_t pending;	/* objects being written */
+	uint64_t bad_records;	/* catalog records rejected at open */
+};
+void store_stats(struct store *s, struct store_stats *ret);
+
+/* ---- objects ---- */
+
+/*
+ * Start a pending object with id @id (unique; -EEXIST if the store
+ * already has @id).  Returns it with one reference.
+ */
+struct store_obj *store_create(struct store *s, uint64_t id, int *ret_err);
+
+/* Find an object (pending or sealed) by id and take a reference; NULL if
+ * absent or unlinked. */
+struct store_obj *store_lookup(struct store *s, uint64_t id);
+
+struct store_obj *store_obj_ref(struct store_obj *o);
+/* Drop a reference; NULL is fine.  Frees the pages of an unlinked or
+ * discarded object when the last reference goes. */
+void store_obj_unref(struct store_obj *o);
+
+uint64_t store_obj_id(const struct store_obj *o);
+uint64_t store_obj_size(const struct store_obj *o);
+bool store_obj_sealed(const struct store_obj *o);
+/* Only meaningful once sealed. */
+int64_t store_obj_mtime(const struct store_obj *o);
+void store_obj_csum(const struct store_obj *o, uint8_t ret_csum[OBJFS_CSUM_LEN]);
+/* Last known path, copied into @buf ("" if none). */
+void store_obj_path(const struct store_obj *o, char *buf, size_t len);
+
+/*
+ * Write into a pending object, growing it.  Bytes between the old size and
+ * @off read as zeros.  -EACCES if sealed, -ENOSPC if the arena has no room
+ * (the object keeps what it had), -EFBIG past 2^50 bytes.
+ */
+int store_write(struct store_obj *o, const void *buf, size_t len, uint64_t off);
+
+/* Set the size of a pending object (shrink or zero-extend). */
+int store_truncate(struct store_obj *o, uint64_t size);
+
+/*
+ * Make room for @size bytes at once and set the size (for receivers that
+ * will fill the object through store_obj_iov()).  -ENOSPC, -EACCES.
+ */
+int store_reserve(struct store_obj *o, uint64_t size);
+
+/*
+ * Copy bytes out of any object (pending objects are read under their
+ * lock).  Returns bytes copied (short at end of object) or negative errno.
+ */
+ssize_t store_read(struct store_obj *o, void *buf, size_t len, uint64_t off);
+
+/*
+ * Point @iov at the arena memory holding [@off, @off + @len) of the
+ * object, clipped to its size.  Uses at most @max_iov entries and stops
+ * early if it runs out.  Returns the number of entries used and sets
+ * *ret_bytes to the bytes covered.  For a sealed object the memory stays
+ * valid while the caller holds a reference.  For a pending object the
+ * caller must not race with writers (the fetch path owns its object).
+ */
+int store_obj_iov(struct store_obj *o, uint64_t off, size_t len, struct iovec *iov, int max_iov,
+		  size_t *ret_bytes);
+
+/*
+ * Seal a pending object: compute its checksum, trim unused pages, write
+ * the catalog record with @path and @mtime_ns.  After this the object is
+ * immutable.  -EACCES if already sealed.
+ */
+int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns);
+
+/* Record a new path for a sealed object (after a rename). */
+int store_set_path(struct store_obj *o, const char *path);
+
+/*
+ * Remove an object from the store: its catalog record goes now (a
+ * restart will not bring it back), its pages when the last reference
+ * goes.  Works on pending objects too (a discarded write).  Idempotent.
+ */
+void store_unlink(struct store_obj *o);
+
+/*
+ * Call @cb for every sealed, linked object, each with a reference held
+ * for the duration of the call.  Stops at the first non-zero return and
+ * returns it.
+ */
+int store_foreach(struct store *s, int (*cb)(struct store_obj *o, void *arg), void *arg);
+
+/* ---- notes ---- */
+
+/* Read note @key (a [a-z0-9_-]+ name) into @buf.  -ENOENT if absent. */
+int store_note_get(struct store *s, const char *key, char *buf, size_t len);
+/* Write note @key atomically. */
+int store_note_set(struct store *s, const char *key, const char *value);
+
+#endif

@@ -1,0 +1,252 @@
+/*
+ * meta: the Redis location service.  The only module that includes hiredis.
+ *
+ * Namespace model.  Every directory and every object has a 64-bit id drawn
+ * from one cluster-wide counter; the FUSE inode number of a file or
+ * directory is that id, on every node.  Id 1 is the root directory.  A
+ * directory is a Redis hash of its children; a file entry names an object
+ * id; the object's immutable attributes live in an object record.
+ *
+ * Key schema (P is the prefix, "objfs" by default):
+ *
+ *   P:{ns}:ctr          string  last id handed out (root is 1, so ids start at 2)
+ *   P:{ns}:epoch        string  random token set once when the namespace is
+ *                               created; a node that sees it change knows
+ *                               Redis lost its data and re-registers
+ *   P:{ns}:d:<id>       hash    one directory:
+ *                                 "/mtime"  mtime in ns since the epoch
+ *                                 "/parent" parent directory id (root: 1)
+ *                                 "/name"   own name ("" for root)
+ *                                 "/nsub"   number of child directories
+ *                                 <name>    "d<id>" (directory) or "f<id>" (file)
+ *                               ('/' cannot occur in a name, so the reserved
+ *                               fields never collide with children)
+ *   P:o:{<id>}          hash    object record: "size", "csum" (32 hex digits,
+ *                               xxh3-128), "mtime" (ns), "origin" (node)
+ *   P:h:{<id>}          set     nodes holding a sealed copy of the object
+ *   P:node:<name>       hash    node card, with a TTL refreshed by the
+ *                               heartbeat: "host", "pid", "listen",
+ *                               "instance", "started", "capacity", "used"
+ *   P:nodes             set     every node name that ever registered
+ *   P:inval             channel invalidations, "<kind> <parent> <name> <id>"
+ *
+ * Per-object keys share the hash tag {<id>}; all namespace keys share the
+ * tag {ns}, so on Redis Cluster every namespace script runs in one slot.
+ * Scripts that link a name to an object touch both; on a single Redis
+ * (the only deployment today) they are one atomic Lua script.
+ *
+ * Every multi-key change is one Lua script.  Every value read back from
+ * Redis is validated; a malformed one gives -EBADMSG (callers report EIO).
+ *
+ * Threading: a struct meta is safe to use from many threads.  It keeps a
+ * small pool of connections; each call borrows one.  When Redis is
+ * unreachable, calls fail fast with -EIO (no call blocks for longer than
+ * the configured timeout); the next call after the backoff delay tries to
+ * reconnect.
+ *
+ * Errors: 0 or a negative errno.  -EIO means Redis could not be reached or
+ * answered with an unexpected error; -EBADMSG means a corrupt record.
+ */
+#ifndef OBJFS_META_H
+#define OBJFS_META_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+#define META_ROOT_ID 1
+
+struct meta;
+
+struct meta_config {
+	/* redis://[:password@]host:port[/db] or unix:/path/to/sock */
+	const char *url;
+	/* key prefix, [A-Za-z0-9._-]{1,64}; default "objfs" when NULL */
+	const char *prefix;
+	/* this node's name (see node_name_validate) */
+	const char *node;
+	/* connections in the pool; default 4 when 0 */
+	unsigned pool_size;
+	/* connect and command timeout in ms; default 2000 when 0 */
+	unsigned timeout_ms;
+};
+
+/*
+ * Parse and check @cfg->url and the prefix without connecting.  Returns
+ * NULL with *ret_err set (-EINVAL for a bad URL or prefix, -ENOMEM).
+ * Strings are copied.  Free with meta_free().
+ */
+struct meta *meta_new(const struct meta_config *cfg, int *ret_err);
+void meta_free(struct meta *m);
+
+/*
+ * Connect now (used at mount time, so that an unreachable Redis fails the
+ * mount) and create the root directory, counter and epoch if missing.
+ * 0, -EIO (unreachable; see meta_last_error()), -EACCES (auth failed).
+ */
+int meta_connect(struct meta *m);
+
+/* The URL with any password replaced by "***"; owned by @m. */
+const char *meta_url(const struct meta *m);
+/* true if the last command succeeded (the connection is believed up). */
+bool meta_is_up(const struct meta *m);
+/* Human-readable text of the last connection error ("" if none); copied
+ * into @buf. */
+void meta_last_error(const struct meta *m, char *buf, size_t len);
+
+/* ---- namespace ---- */
+
+enum meta_kind {
+	META_DIR = 1,
+	META_FILE = 2,
+};
+
+/* The immutable record of a sealed object. */
+struct meta_obj {
+	uint64_t id;
+	uint64_t size;
+	int64_t mtime_ns;
+	uint8_t csum[OBJFS_CSUM_LEN];
+	char origin[OBJFS_NODE_MAX];
+};
+
+/* What a name in a directory resolves to. */
+struct meta_entry {
+	enum meta_kind kind;
+	uint64_t id;
+	/* META_FILE: the object record.  META_DIR: only id and mtime_ns
+	 * (the directory's mtime) are set, plus nsub below. */
+	struct meta_obj obj;
+	uint64_t nsub;
+};
+
+/* Look up @name in directory @parent.  0, -ENOENT (no such name),
+ * -ENOTDIR (@parent is not a directory), -EBADMSG, -EIO. */
+int meta_lookup(struct meta *m, uint64_t parent, const char *name, struct meta_entry *ret);
+
+/* Attributes of directory @id (kind META_DIR) or object @id (META_FILE). */
+int meta_getattr(struct meta *m, uint64_t id, struct meta_entry *ret);
+
+/* Get an object record by id.  -ENOENT if none. */
+int meta_get_object(struct meta *m, uint64_t id, struct meta_obj *ret);
+
+/*
+ * Directory listing.  meta_readdir() fills a heap array of entries (kind,
+ * id, name; attributes are not filled) that the caller frees with
+ * meta_dirents_free().  -ENOENT if @dir does not exist.
+ */
+struct meta_dirent {
+	enum meta_kind kind;
+	uint64_t id;
+	char name[OBJFS_NAME_MAX + 1];
+};
+int meta_readdir(struct meta *m, uint64_t dir, struct meta_dirent **ret_ents, size_t *ret_n);
+void meta_dirents_free(struct meta_dirent *ents);
+
+/* Create directory @name in @parent.  0 and *ret with the new directory,
+ * -EEXIST, -ENOENT (@parent gone), -ENOTDIR. */
+int meta_mkdir(struct meta *m, uint64_t parent, const char *name, int64_t mtime_ns,
+	       struct meta_entry *ret);
+
+/* Remove empty directory @name.  -ENOENT, -ENOTDIR (a file),
+ * -ENOTEMPTY.  *ret_id (may be NULL) gets the removed directory's id. */
+int meta_rmdir(struct meta *m, uint64_t parent, const char *name, uint64_t *ret_id);
+
+/* Draw a fresh id from the counter (for an object about to be written). */
+int meta_alloc_id(struct meta *m, uint64_t *ret_id);
+
+/*
+ * Publish a sealed object: write its record (obj->id must come from
+ * meta_alloc_id()), add this node as a holder, and link @name in @parent
+ * to it, atomically.  If @name exists: a directory gives -EISDIR; a file
+ * gives -EEXIST unless @replace, in which case the old object's record and
+ * holder set are deleted and *ret_replaced gets its id (else 0).
+ * -ENOENT if @parent is gone.  On success *ret_path (may be NULL; size
+ * OBJFS_PATH_MAX) gets the object's full path, for the store's catalog.
+ * Publishes an invalidation.
+ */
+int meta_publish(struct meta *m, uint64_t parent, const char *name, const struct meta_obj *obj,
+		 bool replace, uint64_t *ret_replaced, char *ret_path);
+
+/*
+ * Unlink file @name: remove the entry, the object record and its holder
+ * set.  *ret_id gets the object id.  -ENOENT, -EISDIR.
+ */
+int meta_unlink(struct meta *m, uint64_t parent, const char *name, uint64_t *ret_id);
+
+/* rename(2) flags understood by meta_rename() */
+#define META_RENAME_NOREPLACE (1u << 0)
+#define META_RENAME_EXCHANGE (1u << 1)
+
+/*
+ * Rename @oparent/@oname to @nparent/@nname atomically, with POSIX
+ * semantics: a file may replace a file only if @replace_files is set
+ * (otherwise -EEXIST); a directory may replace an empty directory
+ * (-ENOTEMPTY otherwise); file over directory -EISDIR, directory over file
+ * -ENOTDIR; moving a directory below itself -EINVAL; renaming onto itself
+ * is a no-op.  With META_RENAME_NOREPLACE an existing target gives
+ * -EEXIST; with META_RENAME_EXCHANGE both must exist and are swapped.
+ * *ret_replaced (may be NULL) gets the id of a replaced file or directory
+ * (0 if none); a replaced file's record and holders are deleted.
+ * Publishes an invalidation.
+ */
+int meta_rename(struct meta *m, uint64_t oparent, const char *oname, uint64_t nparent,
+		const char *nname, unsigned flags, bool replace_files, uint64_t *ret_replaced);
+
+/*
+ * Holders of object @id, as a heap array of @*ret_n node names that the
+ * caller frees with free() (one allocation).  An object with no holders
+ * gives 0 and an empty array.
+ */
+int meta_holders(struct meta *m, uint64_t id, char (**ret_nodes)[OBJFS_NODE_MAX], size_t *ret_n);
+
+/* Add or remove this node as a holder of @id. */
+int meta_add_holder(struct meta *m, uint64_t id);
+int meta_del_holder(struct meta *m, uint64_t id);
+
+/* ---- recovery ---- */
+
+/* The namespace epoch token (creating it if missing), into @buf. */
+int meta_epoch(struct meta *m, char *buf, size_t len);
+
+/*
+ * Re-register a sealed object found in the local store after Redis lost
+ * its data.  If the record for obj->id exists, only adds this node as a
+ * holder and returns 0.  Otherwise recreates the record and the holder,
+ * makes the directories along @path (absolute, "/a/b/name") as needed, and
+ * links the name; if the name is taken by another entry, links it as
+ * "<name>.objfs-<id>" instead and returns 1.  Raises the id counter to at
+ * least obj->id.  -EINVAL for a malformed path.
+ */
+int meta_reregister(struct meta *m, const struct meta_obj *obj, const char *path);
+
+/* Does the record of object @id exist?  1, 0, or negative errno. */
+int meta_object_exists(struct meta *m, uint64_t id);
+
+/* ---- node cards ---- */
+
+struct meta_card {
+	char host[256];
+	char listen[128];
+	int pid;
+	char instance[40];
+	int64_t started_ns;
+	uint64_t capacity;
+	uint64_t used;
+};
+
+/*
+ * Claim this node's name and write its card with a TTL of @ttl_s.  If a
+ * live card with another instance token holds the name, -EADDRINUSE and
+ * *ret_other gets that card (so the caller can say who).
+ */
+int meta_node_claim(struct meta *m, const struct meta_card *card, unsigned ttl_s,
+		    struct meta_card *ret_other);
+/* Refresh this node's card (same instance token) and its TTL. */
+int meta_node_heartbeat(struct meta *m, const struct meta_card *card, unsigned ttl_s);
+/* Delete this node's card if it still carries @instance (clean shutdown). */
+int meta_node_release(struct meta *m, const char *instance);
+
+#endif

@@ -1,0 +1,128 @@
+/*
+ * mount.objfs: the helper mount(8) runs for "mount -t objfs" and fstab.
+ *
+ *   mount.objfs SPEC MOUNTPOINT [-sfnv] [-o OPTIONS] [-t objfs]
+ *
+ * It turns mount(8)'s calling convention into objfsd's and execs the
+ * daemon, which checks the options, mounts, and returns once the mount is
+ * ready.  -f (fake) checks the options only, -n and -s are accepted and
+ * ignored, -v prints the command it runs.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef OBJFSD_PATH
+#define OBJFSD_PATH "/usr/local/bin/objfsd"
+#endif
+
+static const char usage[] =
+	"usage: mount.objfs SPEC MOUNTPOINT [-sfnv] [-o OPTION[,OPTION...]]\n"
+	"\n"
+	"Mount helper for objfs, run by 'mount -t objfs SPEC MOUNTPOINT' and by\n"
+	"fstab lines such as:\n"
+	"  local  /mnt/objfs  objfs  capacity=4G,_netdev  0 0\n"
+	"\n"
+	"SPEC is redis://[:PASSWORD@]HOST:PORT[/DB], unix:/path/to/redis.sock or\n"
+	"local.  The options are objfsd's (see objfsd --help).\n"
+	"  -f  fake: check the options, do not mount\n"
+	"  -v  print the daemon command line\n"
+	"  -n, -s  accepted and ignored (no mtab; sloppy)\n";
+
+/* objfsd next to us in a build tree, else the installed one. */
+static void find_daemon(char *buf, size_t len)
+{
+	char self[PATH_MAX - 64];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	if (n > 0) {
+		self[n] = '\0';
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(buf, len, "%s/../daemon/objfsd", self);
+			if (access(buf, X_OK) == 0)
+				return;
+			snprintf(buf, len, "%s/objfsd", self);
+			if (access(buf, X_OK) == 0)
+				return;
+		}
+	}
+	snprintf(buf, len, "%s", OBJFSD_PATH);
+}
+
+int main(int argc, char **argv)
+{
+	const char *pos[2], *opts = NULL;
+	char daemon[PATH_MAX];
+	char *dargv[8];
+	int npos = 0, i, dargc = 0;
+	int fake = 0, verbose = 0;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			fputs(usage, stdout);
+			return 0;
+		} else if (!strcmp(a, "-o")) {
+			if (++i >= argc) {
+				fprintf(stderr, "mount.objfs: option '-o' needs an argument\n");
+				return 1;
+			}
+			opts = argv[i];
+		} else if (!strncmp(a, "-o", 2)) {
+			opts = a + 2;
+		} else if (!strcmp(a, "-t")) {
+			if (++i >= argc || (strcmp(argv[i], "objfs") && strcmp(argv[i], "fuse.objfs"))) {
+				fprintf(stderr, "mount.objfs: unsupported filesystem type\n");
+				return 1;
+			}
+		} else if (a[0] == '-' && a[1] && a[1] != '-') {
+			const char *f;
+
+			for (f = a + 1; *f; f++) {
+				if (*f == 'f')
+					fake = 1;
+				else if (*f == 'v')
+					verbose = 1;
+				else if (*f != 'n' && *f != 's') {
+					fprintf(stderr, "mount.objfs: unknown flag '-%c'\n", *f);
+					return 1;
+				}
+			}
+		} else if (npos < 2) {
+			pos[npos++] = a;
+		} else {
+			fprintf(stderr, "mount.objfs: unexpected argument '%s'\n", a);
+			return 1;
+		}
+	}
+	if (npos < 2) {
+		fputs(usage, stderr);
+		return 1;
+	}
+	find_daemon(daemon, sizeof(daemon));
+	dargv[dargc++] = daemon;
+	dargv[dargc++] = (char *)pos[0];
+	dargv[dargc++] = (char *)pos[1];
+	if (opts && *opts) {
+		dargv[dargc++] = (char *)"-o";
+		dargv[dargc++] = (char *)opts;
+	}
+	if (fake)
+		dargv[dargc++] = (char *)"--check";
+	dargv[dargc] = NULL;
+	if (verbose) {
+		for (i = 0; i < dargc; i++)
+			fprintf(stderr, "%s%s", i ? " " : "", dargv[i]);
+		fputc('\n', stderr);
+	}
+	execv(daemon, dargv);
+	fprintf(stderr, "mount.objfs: cannot run %s: %s\n", daemon, strerror(errno));
+	return 1;
+}

@@ -1,0 +1,172 @@
+/*
+ * test-config: objfsd's command line and -o options.
+ */
+#include <errno.h>
+
+#include "config.h"
+#include "tap.h"
+
+static int parse(struct config *c, char *err, const char *spec, const char *opts)
+{
+	char *argv[] = { (char *)"objfsd", (char *)spec, (char *)"/mnt/x", (char *)"-o",
+			 (char *)opts, NULL };
+
+	memset(c, 0, sizeof(*c));
+	err[0] = '\0';
+	return config_parse_argv(c, opts ? 5 : 3, argv, err, 256);
+}
+
+TEST(specs)
+{
+	struct config c;
+	char err[256];
+
+	CHECK_EQ(parse(&c, err, "local", NULL), 0);
+	CHECK_EQ(c.spec_kind, SPEC_LOCAL);
+	CHECK(c.redis_url == NULL);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "redis://10.0.0.1:6379/2", NULL), 0);
+	CHECK_EQ(c.spec_kind, SPEC_REDIS);
+	CHECK_STR(c.redis_url, "redis://10.0.0.1:6379/2");
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "unix:/run/redis.sock", NULL), 0);
+	CHECK_EQ(c.spec_kind, SPEC_UNIX);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "unix:relative.sock", NULL), -EINVAL);
+	CHECK(strstr(err, "unix:relative.sock") != NULL);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "http://x", NULL), -EINVAL);
+	CHECK(strstr(err, "http://x") != NULL);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "redis://", NULL), -EINVAL);
+	config_release(&c);
+}
+
+TEST(options)
+{
+	struct config c;
+	char err[256];
+
+	CHECK_EQ(parse(&c, err, "local",
+		       "node=n1,listen=127.0.0.1:9000,store=/dev/shm/s,capacity=512M,prefix=c1,"
+		       "allow_overwrite,allow_other,foreground,debug,secret_file=/etc/objfs.key"),
+		 0);
+	CHECK_STR(c.node, "n1");
+	CHECK_STR(c.listen_host, "127.0.0.1");
+	CHECK_EQ(c.listen_port, 9000);
+	CHECK_STR(c.store_dir, "/dev/shm/s");
+	CHECK_EQ(c.capacity, 512ULL << 20);
+	CHECK_STR(c.prefix, "c1");
+	CHECK(c.allow_overwrite && c.allow_other && c.foreground && c.debug);
+	CHECK_STR(c.secret_file, "/etc/objfs.key");
+	config_release(&c);
+
+	/* what mount(8) and fstab add */
+	CHECK_EQ(parse(&c, err, "local",
+		       "rw,defaults,_netdev,noauto,nofail,x-systemd.automount,nosuid,nodev,"
+		       "noexec,noatime,ro"),
+		 0);
+	CHECK(c.nosuid && c.nodev && c.noexec && c.noatime && c.read_only);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "user"), 0);
+	CHECK(c.nosuid && c.nodev && c.noexec);
+	config_release(&c);
+
+	CHECK_EQ(parse(&c, err, "local", "listen=[::1]:7000"), 0);
+	CHECK_STR(c.listen_host, "::1");
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "listen=:7000"), 0);
+	CHECK_STR(c.listen_host, "0.0.0.0");
+	config_release(&c);
+}
+
+TEST(bad_options)
+{
+	static const struct {
+		const char *opts;
+		const char *must_name;
+	} cases[] = {
+		{ "bogus", "bogus" },
+		{ "capacity=12Q", "capacity=12Q" },
+		{ "capacity=100", "capacity=100" },	/* below 1M */
+		{ "capacity=", "capacity" },
+		{ "capacity", "capacity" },
+		{ "node=bad name", "node=bad name" },
+		{ "node=", "node" },
+		{ "listen=nohostport", "listen=nohostport" },
+		{ "listen=h:0", "listen=h:0" },
+		{ "listen=h:65536", "listen=h:65536" },
+		{ "store=relative", "store=relative" },
+		{ "prefix=a:b", "prefix=a:b" },
+		{ "secret_file=rel", "secret_file=rel" },
+		{ "allow_overwrite=1", "allow_overwrite" },
+		{ "rw,frobnicate,ro", "frobnicate" },
+	};
+	struct config c;
+	char err[256];
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		CHECK_EQ(parse(&c, err, "local", cases[i].opts), -EINVAL);
+		if (!strstr(err, cases[i].must_name))
+			fprintf(stderr, "  message for '%s' was: %s\n", cases[i].opts, err);
+		CHECK(strstr(err, cases[i].must_name) != NULL);
+		config_release(&c);
+	}
+}
+
+TEST(argv)
+{
+	struct config c;
+	char err[256];
+	char *help[] = { (char *)"objfsd", (char *)"--help", NULL };
+	char *one[] = { (char *)"objfsd", (char *)"local", NULL };
+	char *three[] = { (char *)"objfsd", (char *)"local", (char *)"/a", (char *)"/b", NULL };
+	char *flags[] = { (char *)"objfsd", (char *)"-f", (char *)"local", (char *)"/a",
+			  (char *)"-ocapacity=2G", NULL };
+	char *dangling[] = { (char *)"objfsd", (char *)"local", (char *)"/a", (char *)"-o", NULL };
+
+	memset(&c, 0, sizeof(c));
+	CHECK_EQ(config_parse_argv(&c, 2, help, err, sizeof(err)), -ECANCELED);
+	config_release(&c);
+	CHECK_EQ(config_parse_argv(&c, 2, one, err, sizeof(err)), -EINVAL);
+	config_release(&c);
+	CHECK_EQ(config_parse_argv(&c, 4, three, err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "/b") != NULL);
+	config_release(&c);
+	CHECK_EQ(config_parse_argv(&c, 5, flags, err, sizeof(err)), 0);
+	CHECK(c.foreground);
+	CHECK_EQ(c.capacity, 2ULL << 30);
+	config_release(&c);
+	CHECK_EQ(config_parse_argv(&c, 4, dangling, err, sizeof(err)), -EINVAL);
+	config_release(&c);
+}
+
+TEST(defaults)
+{
+	struct config c;
+	char err[256];
+
+	CHECK_EQ(parse(&c, err, "local", "node=n7"), 0);
+	CHECK_EQ(config_finish(&c, err, sizeof(err)), 0);
+	CHECK_STR(c.prefix, "objfs");
+	CHECK_EQ(c.capacity, CONFIG_DEFAULT_CAPACITY);
+	CHECK_STR(c.store_dir, "/dev/shm/objfs-objfs-n7");
+	CHECK_STR(c.rundir, "/run/objfs/objfs-n7");
+	CHECK_EQ(c.listen_port, CONFIG_DEFAULT_PORT);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", NULL), 0);
+	CHECK_EQ(config_finish(&c, err, sizeof(err)), 0);
+	CHECK(c.node[0] != '\0'); /* from the hostname */
+	config_release(&c);
+}
+
+int main(void)
+{
+	RUN(specs);
+	RUN(options);
+	RUN(bad_options);
+	RUN(argv);
+	RUN(defaults);
+	return tap_done();
+}

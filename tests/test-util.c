@@ -1,0 +1,135 @@
+/*
+ * test-util: sizes, names, node names, checksums.
+ */
+#include <errno.h>
+
+#include "tap.h"
+#include "util.h"
+
+TEST(sizes)
+{
+	static const struct {
+		const char *in;
+		int err;
+		uint64_t want;
+	} cases[] = {
+		{ "0", 0, 0 },
+		{ "1024", 0, 1024 },
+		{ "512M", 0, 512ULL << 20 },
+		{ "4G", 0, 4ULL << 30 },
+		{ "4g", 0, 4ULL << 30 },
+		{ "4GiB", 0, 4ULL << 30 },
+		{ "4GB", 0, 4ULL << 30 },
+		{ "1T", 0, 1ULL << 40 },
+		{ "10K", 0, 10240 },
+		{ "100B", 0, 100 },
+		{ "", -EINVAL, 0 },
+		{ "G", -EINVAL, 0 },
+		{ "-1", -EINVAL, 0 },
+		{ "1.5G", -EINVAL, 0 },
+		{ "4X", -EINVAL, 0 },
+		{ "4GiBx", -EINVAL, 0 },
+		{ " 4G", -EINVAL, 0 },
+		{ "99999999999999999999", -ERANGE, 0 },
+		{ "17179869184G", -ERANGE, 0 },
+	};
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		uint64_t v = 12345;
+		int r = parse_size(cases[i].in, &v);
+
+		CHECK_EQ(r, cases[i].err);
+		if (r == 0)
+			CHECK_EQ(v, cases[i].want);
+		else
+			CHECK_EQ(v, 12345); /* untouched on failure */
+	}
+	CHECK_EQ(parse_size(NULL, NULL), -EINVAL);
+}
+
+TEST(names)
+{
+	char longname[300];
+
+	CHECK_EQ(name_validate("a"), 0);
+	CHECK_EQ(name_validate("with space and ünïcödé"), 0);
+	CHECK_EQ(name_validate(".hidden"), 0);
+	CHECK_EQ(name_validate("..."), 0);
+	CHECK_EQ(name_validate(""), -EINVAL);
+	CHECK_EQ(name_validate("."), -EINVAL);
+	CHECK_EQ(name_validate(".."), -EINVAL);
+	CHECK_EQ(name_validate("a/b"), -EINVAL);
+	CHECK_EQ(name_validate(NULL), -EINVAL);
+	memset(longname, 'x', sizeof(longname));
+	longname[255] = '\0';
+	CHECK_EQ(name_validate(longname), 0);
+	longname[255] = 'x';
+	longname[256] = '\0';
+	CHECK_EQ(name_validate(longname), -ENAMETOOLONG);
+	/* invalid UTF-8: stray continuation, overlong, surrogate, truncated,
+	 * beyond U+10FFFF */
+	CHECK_EQ(name_validate("a\x80"), -EILSEQ);
+	CHECK_EQ(name_validate("\xc0\xaf"), -EILSEQ);
+	CHECK_EQ(name_validate("\xed\xa0\x80"), -EILSEQ);
+	CHECK_EQ(name_validate("\xe2\x82"), -EILSEQ);
+	CHECK_EQ(name_validate("\xf4\x90\x80\x80"), -EILSEQ);
+	CHECK_EQ(name_validate("\xf0\x9f\x98\x80"), 0); /* emoji */
+}
+
+TEST(node_names)
+{
+	CHECK_EQ(node_name_validate("node-1"), 0);
+	CHECK_EQ(node_name_validate("a.b_c"), 0);
+	CHECK_EQ(node_name_validate(""), -EINVAL);
+	CHECK_EQ(node_name_validate("-x"), -EINVAL);
+	CHECK_EQ(node_name_validate(".x"), -EINVAL);
+	CHECK_EQ(node_name_validate("a b"), -EINVAL);
+	CHECK_EQ(node_name_validate("a:b"), -EINVAL);
+	CHECK_EQ(node_name_validate("0123456789012345678901234567890123456789012345678901234567890123"),
+		 -EINVAL);
+	CHECK_EQ(node_name_validate("012345678901234567890123456789012345678901234567890123456789012"),
+		 0);
+}
+
+TEST(checksums)
+{
+	uint8_t a[OBJFS_CSUM_LEN], b[OBJFS_CSUM_LEN];
+	char hex[OBJFS_CSUM_HEX];
+
+	csum_buf("hello", 5, a);
+	csum_to_hex(a, hex);
+	CHECK_EQ(strlen(hex), 32);
+	CHECK_EQ(csum_from_hex(hex, b), 0);
+	CHECK(!memcmp(a, b, sizeof(a)));
+	csum_buf("hellp", 5, b);
+	CHECK(memcmp(a, b, sizeof(a)) != 0);
+	/* the empty input hashes to xxh3-128's published value */
+	csum_buf("", 0, a);
+	csum_to_hex(a, hex);
+	CHECK_STR(hex, "99aa06d3014798d86001c324468d497f");
+	CHECK_EQ(csum_from_hex("zz", b), -EINVAL);
+	CHECK_EQ(csum_from_hex("99aa06d3014798d86001c324468d497g", b), -EINVAL);
+	CHECK_EQ(csum_from_hex("99aa06d3014798d86001c324468d497f0", b), -EINVAL);
+}
+
+TEST(numbers)
+{
+	uint64_t v = 7;
+
+	CHECK_EQ(parse_u64("18446744073709551615", &v), 0);
+	CHECK(v == UINT64_MAX);
+	CHECK_EQ(parse_u64("18446744073709551616", &v), -ERANGE);
+	CHECK_EQ(parse_u64("12a", &v), -EINVAL);
+	CHECK_EQ(parse_u64("", &v), -EINVAL);
+}
+
+int main(void)
+{
+	RUN(sizes);
+	RUN(names);
+	RUN(node_names);
+	RUN(checksums);
+	RUN(numbers);
+	return tap_done();
+}
