@@ -1,0 +1,618 @@
+/*
+ * store_catalog: the files beside the arena.
+ *
+ * objects/<16 hex digits> is the catalog record of one sealed object.
+ * Binary, little-endian:
+ *
+ *   u32 magic "OBJC", u32 version (1)
+ *   u64 id, u64 size, i64 mtime_ns, u8 csum[16]  (xxh3-128, canonical)
+ *   u32 path_len (<= 4095), u32 n_ext
+ *   path_len bytes of path (no NUL)
+ *   n_ext times { u64 arena page, u64 npages }
+ *   u64 XXH3_64bits of everything before it
+ *
+ * A record is written to objects/.tmp-<id>, fsynced and renamed over the
+ * real name, so it is whole or absent.  At open, store_catalog_adopt_i()
+ * reads every record in name (so id) order and adopts the valid ones:
+ * the file must decode exactly, the hash match, the id match the name,
+ * the extents lie inside what the arena file held, add up to the size in
+ * pages and not overlap an object adopted before it; with cfg->verify
+ * the data checksum is recomputed too.  A record that fails is renamed
+ * "<name>.bad" and counted; leftover temp files are deleted.
+ *
+ * notes/<key> holds one small value, replaced the same way.
+ *
+ * This file also sets up the directory itself: creates it and its
+ * subdirectories and takes the flock on DIR/lock.
+ */
+#include "store_i.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "log.h"
+
+#define REC_MAGIC 0x434a424fU /* "OBJC" */
+#define REC_VERSION 1U
+#define REC_HDR 56 /* bytes before the path */
+#define REC_EXT 16 /* bytes per extent */
+#define REC_TAIL 8 /* trailing hash */
+#define REC_PATH_MAX (OBJFS_PATH_MAX - 1)
+#define NOTE_KEY_MAX 64
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+	int i;
+
+	for (i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	int i;
+
+	for (i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_le32(const uint8_t *p)
+{
+	uint32_t v = 0;
+	int i;
+
+	for (i = 3; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void rec_name(uint64_t id, char name[STORE_ID_HEX + 1])
+{
+	snprintf(name, STORE_ID_HEX + 1, "%016" PRIx64, id);
+}
+
+/* Parse a record name: exactly 16 lower-case hex digits.  0 or -EINVAL. */
+static int rec_name_parse(const char *name, uint64_t *ret_id)
+{
+	uint64_t id = 0;
+	int i;
+
+	for (i = 0; i < STORE_ID_HEX; i++) {
+		char c = name[i];
+
+		if (c >= '0' && c <= '9')
+			id = id << 4 | (uint64_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			id = id << 4 | (uint64_t)(c - 'a' + 10);
+		else
+			return -EINVAL;
+	}
+	if (name[STORE_ID_HEX])
+		return -EINVAL;
+	*ret_id = id;
+	return 0;
+}
+
+/* Write @buf to @dir_fd/@name through @tmp and rename(). */
+static int write_atomic(int dir_fd, const char *tmp, const char *name, const void *buf, size_t len)
+{
+	int fd, r;
+
+	fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	r = write_full(fd, buf, len);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	if (r == 0 && renameat(dir_fd, tmp, dir_fd, name) < 0)
+		r = -errno;
+	if (r < 0)
+		unlinkat(dir_fd, tmp, 0);
+	return r;
+}
+
+/* Read up to @len bytes at offset 0; sets *ret_n to what was read. */
+static int read_upto(int fd, void *buf, size_t len, size_t *ret_n)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)done);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	*ret_n = done;
+	return 0;
+}
+
+/* ---- the directory ---- */
+
+static int open_subdir(int dir_fd, const char *name, int *ret_fd)
+{
+	int fd;
+
+	if (mkdirat(dir_fd, name, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	*ret_fd = fd;
+	return 0;
+}
+
+int store_dir_open_i(struct store *s, const char *dir)
+{
+	int r;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	s->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->dir_fd < 0)
+		return -errno;
+	s->lock_fd = openat(s->dir_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (s->lock_fd < 0)
+		return -errno;
+	while (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno != EINTR)
+			return errno == EWOULDBLOCK ? -EBUSY : -errno;
+	}
+	r = open_subdir(s->dir_fd, "objects", &s->objects_fd);
+	if (r < 0)
+		return r;
+	return open_subdir(s->dir_fd, "notes", &s->notes_fd);
+}
+
+/* ---- records ---- */
+
+int store_catalog_write_i(struct store_obj *o, const char *path)
+{
+	char name[STORE_ID_HEX + 1], tmp[sizeof(STORE_TMP_PREFIX) + STORE_ID_HEX];
+	size_t plen = strlen(path), len, i;
+	uint8_t *buf, *p;
+	int r;
+
+	if (plen > REC_PATH_MAX)
+		return -ENAMETOOLONG;
+	if (o->n_ext > UINT32_MAX)
+		return -EFBIG;
+	len = REC_HDR + plen + o->n_ext * REC_EXT + REC_TAIL;
+	buf = malloc(len);
+	if (!buf)
+		return -ENOMEM;
+	put_le32(buf, REC_MAGIC);
+	put_le32(buf + 4, REC_VERSION);
+	put_le64(buf + 8, o->id);
+	put_le64(buf + 16, o->size);
+	put_le64(buf + 24, (uint64_t)o->mtime_ns);
+	memcpy(buf + 32, o->csum, OBJFS_CSUM_LEN);
+	put_le32(buf + 48, (uint32_t)plen);
+	put_le32(buf + 52, (uint32_t)o->n_ext);
+	memcpy(buf + REC_HDR, path, plen);
+	p = buf + REC_HDR + plen;
+	for (i = 0; i < o->n_ext; i++, p += REC_EXT) {
+		put_le64(p, o->ext[i].page);
+		put_le64(p + 8, o->ext[i].npages);
+	}
+	put_le64(p, XXH3_64bits(buf, len - REC_TAIL));
+
+	rec_name(o->id, name);
+	snprintf(tmp, sizeof(tmp), STORE_TMP_PREFIX "%s", name);
+	r = write_atomic(o->s->objects_fd, tmp, name, buf, len);
+	free(buf);
+	return r;
+}
+
+int store_catalog_remove_i(struct store *s, uint64_t id)
+{
+	char name[STORE_ID_HEX + 1];
+
+	rec_name(id, name);
+	if (unlinkat(s->objects_fd, name, 0) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+/* A record's fields, pointing into the file's bytes. */
+struct rec {
+	uint64_t id, size;
+	int64_t mtime_ns;
+	const uint8_t *csum;
+	const uint8_t *path;
+	uint32_t path_len, n_ext;
+	const uint8_t *ext;
+};
+
+/* Decode and check one record against @valid_pages.  0 or -EBADMSG. */
+static int rec_decode(const uint8_t *buf, size_t len, uint64_t valid_pages, struct rec *ret)
+{
+	struct rec rec;
+	uint64_t total = 0, i;
+
+	if (len < REC_HDR + REC_TAIL)
+		return -EBADMSG;
+	if (get_le64(buf + len - REC_TAIL) != XXH3_64bits(buf, len - REC_TAIL))
+		return -EBADMSG;
+	if (get_le32(buf) != REC_MAGIC || get_le32(buf + 4) != REC_VERSION)
+		return -EBADMSG;
+	rec.id = get_le64(buf + 8);
+	rec.size = get_le64(buf + 16);
+	rec.mtime_ns = (int64_t)get_le64(buf + 24);
+	rec.csum = buf + 32;
+	rec.path_len = get_le32(buf + 48);
+	rec.n_ext = get_le32(buf + 52);
+	rec.path = buf + REC_HDR;
+	rec.ext = rec.path + rec.path_len;
+	if (rec.path_len > REC_PATH_MAX || rec.n_ext > valid_pages ||
+	    len != REC_HDR + (uint64_t)rec.path_len + (uint64_t)rec.n_ext * REC_EXT + REC_TAIL)
+		return -EBADMSG;
+	if (memchr(rec.path, '\0', rec.path_len) || rec.size > STORE_SIZE_MAX)
+		return -EBADMSG;
+	for (i = 0; i < rec.n_ext; i++) {
+		uint64_t page = get_le64(rec.ext + i * REC_EXT);
+		uint64_t n = get_le64(rec.ext + i * REC_EXT + 8);
+
+		if (n == 0 || page >= valid_pages || n > valid_pages - page ||
+		    n > valid_pages - total)
+			return -EBADMSG;
+		total += n;
+	}
+	if (total != store_pages(rec.size))
+		return -EBADMSG;
+	*ret = rec;
+	return 0;
+}
+
+/* Read record file @name whole into *ret_buf (caller frees).  -EBADMSG if
+ * it is not a regular file of a plausible size. */
+static int rec_read(struct store *s, const char *name, uint64_t valid_pages, uint8_t **ret_buf,
+		    size_t *ret_len)
+{
+	uint64_t max = REC_HDR + REC_PATH_MAX + valid_pages * REC_EXT + REC_TAIL;
+	struct stat st;
+	uint8_t *buf;
+	size_t n;
+	int fd, r;
+
+	fd = openat(s->objects_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return errno == ELOOP ? -EBADMSG : -errno;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		goto close_fd;
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
+		r = -EBADMSG;
+		goto close_fd;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		r = -ENOMEM;
+		goto close_fd;
+	}
+	/* one byte more than fstat said, to notice a file that grew */
+	r = read_upto(fd, buf, (size_t)st.st_size + 1, &n);
+	if (r == 0 && n != (size_t)st.st_size)
+		r = -EBADMSG;
+	if (r < 0) {
+		free(buf);
+		goto close_fd;
+	}
+	*ret_buf = buf;
+	*ret_len = n;
+close_fd:
+	close(fd);
+	return r;
+}
+
+/*
+ * Adopt the record in file @name for object @id.  -EBADMSG if the record
+ * must be set aside, another negative errno if the open must fail.
+ */
+static int adopt_one(struct store *s, const char *name, uint64_t id, uint64_t valid_pages,
+		     uint64_t *max_end)
+{
+	struct store_ext *ext = NULL;
+	struct store_obj *o;
+	uint8_t csum[OBJFS_CSUM_LEN];
+	struct rec rec;
+	uint64_t opage = 0, end = 0;
+	uint8_t *buf = NULL;
+	size_t len = 0, i, claimed = 0;
+	int r;
+
+	r = rec_read(s, name, valid_pages, &buf, &len);
+	if (r < 0)
+		return r;
+	r = rec_decode(buf, len, valid_pages, &rec);
+	if (r == 0 && rec.id != id)
+		r = -EBADMSG;
+	if (r < 0)
+		goto free_buf;
+
+	ext = calloc(rec.n_ext ? rec.n_ext : 1, sizeof(*ext));
+	if (!ext) {
+		r = -ENOMEM;
+		goto free_buf;
+	}
+	for (i = 0; i < rec.n_ext; i++) {
+		ext[i].page = get_le64(rec.ext + i * REC_EXT);
+		ext[i].npages = get_le64(rec.ext + i * REC_EXT + 8);
+		ext[i].opage = opage;
+		opage += ext[i].npages;
+		if (store_pages_claim_i(s, ext[i].page, ext[i].npages) < 0) {
+			r = -EBADMSG;
+			goto release_pages;
+		}
+		claimed++;
+		if (ext[i].page + ext[i].npages > end)
+			end = ext[i].page + ext[i].npages;
+	}
+	if (s->verify) {
+		r = store_hash_i(s, ext, rec.n_ext, rec.size, csum);
+		if (r == 0 && memcmp(csum, rec.csum, OBJFS_CSUM_LEN))
+			r = -EBADMSG;
+		if (r < 0)
+			goto release_pages;
+	}
+
+	o = store_obj_new_i(s, id);
+	if (!o) {
+		r = -ENOMEM;
+		goto release_pages;
+	}
+	o->ext = ext;
+	o->cap_ext = rec.n_ext ? rec.n_ext : 1;
+	o->n_ext = rec.n_ext;
+	o->npages = opage;
+	o->size = rec.size;
+	o->mtime_ns = rec.mtime_ns;
+	memcpy(o->csum, rec.csum, OBJFS_CSUM_LEN);
+	o->sealed = true;
+	if (rec.path_len) {
+		o->path = strndup((const char *)rec.path, rec.path_len);
+		if (!o->path)
+			r = -ENOMEM;
+	}
+	if (r == 0)
+		r = store_table_add_i(s, o);
+	if (r < 0) {
+		/* the object owns ext now; give the pages back first */
+		for (i = 0; i < claimed; i++)
+			store_pages_release_i(s, ext[i].page, ext[i].npages);
+		store_obj_free_i(o);
+		goto free_buf;
+	}
+	if (end > *max_end)
+		*max_end = end;
+	free(buf);
+	return 0;
+
+release_pages:
+	for (i = 0; i < claimed; i++)
+		store_pages_release_i(s, ext[i].page, ext[i].npages);
+	free(ext);
+free_buf:
+	free(buf);
+	return r;
+}
+
+static void set_aside(struct store *s, const char *name)
+{
+	char bad[NAME_MAX + 1];
+	int r = -ENAMETOOLONG;
+
+	s->bad_records++;
+	if ((size_t)snprintf(bad, sizeof(bad), "%s" STORE_BAD_SUFFIX, name) < sizeof(bad))
+		r = renameat(s->objects_fd, name, s->objects_fd, bad) < 0 ? -errno : 0;
+	if (r < 0)
+		log_debug("store: cannot set aside bad record '%s': %s", name, strerror(-r));
+	else
+		log_debug("store: bad record '%s' set aside", name);
+}
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n >= k && !strcmp(s + n - k, suffix);
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * The names in directory @dir_fd, sorted; deletes temp files on the way.
+ * Caller frees each name and the array.
+ */
+static int list_dir(int dir_fd, char ***ret_names, size_t *ret_n)
+{
+	char **names = NULL, **grown;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+	int fd, r = 0;
+
+	fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	while ((errno = 0, de = readdir(d))) {
+		if (!strncmp(de->d_name, STORE_TMP_PREFIX, strlen(STORE_TMP_PREFIX))) {
+			unlinkat(dir_fd, de->d_name, 0);
+			continue;
+		}
+		if (de->d_name[0] == '.')
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 64;
+			grown = realloc(names, cap * sizeof(*names));
+			if (!grown) {
+				r = -ENOMEM;
+				break;
+			}
+			names = grown;
+		}
+		names[n] = strdup(de->d_name);
+		if (!names[n]) {
+			r = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	if (r == 0 && errno)
+		r = -errno;
+	closedir(d);
+	if (r < 0) {
+		while (n)
+			free(names[--n]);
+		free(names);
+		return r;
+	}
+	if (n)
+		qsort(names, n, sizeof(*names), cmp_names);
+	*ret_names = names;
+	*ret_n = n;
+	return 0;
+}
+
+int store_catalog_adopt_i(struct store *s, uint64_t valid_pages, uint64_t *ret_max_end)
+{
+	char **names = NULL;
+	uint64_t id, max_end = 0;
+	size_t n = 0, i;
+	int r;
+
+	r = list_dir(s->objects_fd, &names, &n);
+	if (r < 0)
+		return r;
+	for (i = 0; i < n && r == 0; i++) {
+		if (has_suffix(names[i], STORE_BAD_SUFFIX))
+			continue;
+		if (rec_name_parse(names[i], &id) < 0)
+			r = -EBADMSG;
+		else
+			r = adopt_one(s, names[i], id, valid_pages, &max_end);
+		if (r == -EBADMSG) {
+			set_aside(s, names[i]);
+			r = 0;
+		}
+	}
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	if (r < 0)
+		return r;
+	*ret_max_end = max_end;
+	return 0;
+}
+
+/* ---- notes ---- */
+
+static int note_key_check(const char *key)
+{
+	size_t i;
+
+	if (!key)
+		return -EINVAL;
+	for (i = 0; key[i]; i++) {
+		char c = key[i];
+
+		if (i >= NOTE_KEY_MAX ||
+		    !((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+			return -EINVAL;
+	}
+	return i ? 0 : -EINVAL;
+}
+
+int store_note_get(struct store *s, const char *key, char *buf, size_t len)
+{
+	size_t n;
+	int fd, r;
+
+	r = note_key_check(key);
+	if (r < 0)
+		return r;
+	if (!buf || !len)
+		return -EINVAL;
+	fd = openat(s->notes_fd, key, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	r = read_upto(fd, buf, len, &n);
+	close(fd);
+	if (r < 0)
+		return r;
+	if (n == len)
+		return -ERANGE;
+	buf[n] = '\0';
+	return 0;
+}
+
+int store_note_set(struct store *s, const char *key, const char *value)
+{
+	char tmp[sizeof(STORE_TMP_PREFIX) + NOTE_KEY_MAX];
+	size_t len;
+	int r;
+
+	r = note_key_check(key);
+	if (r < 0)
+		return r;
+	if (!value)
+		return -EINVAL;
+	len = strnlen(value, STORE_NOTE_MAX + 1);
+	if (len > STORE_NOTE_MAX)
+		return -E2BIG;
+	snprintf(tmp, sizeof(tmp), STORE_TMP_PREFIX "%s", key);
+	pthread_mutex_lock(&s->note_lock);
+	r = write_atomic(s->notes_fd, tmp, key, value, len);
+	pthread_mutex_unlock(&s->note_lock);
+	return r;
+}
+
+void store_notes_cleanup_i(struct store *s)
+{
+	char **names = NULL;
+	size_t n = 0;
+
+	/* listing deletes the temp files */
+	if (list_dir(s->notes_fd, &names, &n) < 0)
+		return;
+	while (n)
+		free(names[--n]);
+	free(names);
+}

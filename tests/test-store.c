@@ -1,0 +1,1365 @@
+/*
+ * test-store: unit tests of the shared-memory object store.
+ *
+ * Every case opens stores in its own mkdtemp() directory under /dev/shm
+ * and removes it afterwards.  Some cases edit the store's files between
+ * a close and a reopen (catalog records, the arena) to check adoption;
+ * they know the record layout documented in fs/store_catalog.c.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "store.h"
+#include "tap.h"
+#include "util.h"
+
+#define MiB (1024ULL * 1024)
+#define PG STORE_PAGE
+
+/* record layout (fs/store_catalog.c) */
+#define REC_ID 8
+#define REC_SIZE 16
+#define REC_PATH_LEN 48
+#define REC_N_EXT 52
+#define REC_HDR 56
+
+struct tdir {
+	char root[64];
+	char dir[96];
+};
+
+static void tdir_init(struct tdir *t)
+{
+	strcpy(t->root, "/dev/shm/objfs-test-store-XXXXXX");
+	if (!mkdtemp(t->root)) {
+		perror("mkdtemp");
+		exit(1);
+	}
+	/* a subdirectory, so that store_open() has to create it */
+	snprintf(t->dir, sizeof(t->dir), "%s/s", t->root);
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static void tdir_release(struct tdir *t)
+{
+	nftw(t->root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static struct store *open_store(const struct tdir *t, uint64_t cap, bool verify, int *ret_err,
+				uint64_t *ret_detail)
+{
+	struct store_config cfg = {.dir = t->dir, .capacity = cap, .verify = verify};
+	uint64_t detail = 0;
+	int err = 0;
+	struct store *s = store_open(&cfg, &err, &detail);
+
+	if (ret_err)
+		*ret_err = err;
+	if (ret_detail)
+		*ret_detail = detail;
+	return s;
+}
+
+static struct store *must_open(const struct tdir *t, uint64_t cap, bool verify)
+{
+	int err = 0;
+	struct store *s = open_store(t, cap, verify, &err, NULL);
+
+	if (!s) {
+		fprintf(stderr, "store_open %s: %s\n", t->dir, strerror(-err));
+		exit(1);
+	}
+	return s;
+}
+
+static void fill(uint8_t *buf, size_t len, uint64_t seed, uint64_t off)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		uint64_t x = (off + i) * 0x9e3779b97f4a7c15ULL ^ seed * 0xbf58476d1ce4e5b9ULL;
+
+		buf[i] = (uint8_t)(x >> 56 ^ x >> 29);
+	}
+}
+
+static uint8_t *pattern(size_t len, uint64_t seed)
+{
+	uint8_t *buf = malloc(len ? len : 1);
+
+	if (!buf)
+		exit(1);
+	fill(buf, len, seed, 0);
+	return buf;
+}
+
+/* Does @o hold exactly @len bytes equal to @want? */
+static bool obj_equals(struct store_obj *o, const uint8_t *want, size_t len)
+{
+	uint8_t *got = malloc(len + 1);
+	ssize_t n;
+	bool ok;
+
+	if (!got)
+		exit(1);
+	n = store_read(o, got, len + 1, 0);
+	ok = store_obj_size(o) == len && n == (ssize_t)len && !memcmp(got, want, len);
+	free(got);
+	return ok;
+}
+
+static bool all_zero(const uint8_t *p, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/* Create, write @len bytes of pattern @seed in one write, seal. */
+static struct store_obj *make_sealed(struct store *s, uint64_t id, size_t len, uint64_t seed,
+				     const char *path)
+{
+	uint8_t *buf = pattern(len, seed);
+	struct store_obj *o;
+	int err = 0;
+
+	o = store_create(s, id, &err);
+	if (!o) {
+		fprintf(stderr, "store_create %llu: %s\n", (unsigned long long)id, strerror(-err));
+		exit(1);
+	}
+	CHECK_EQ(store_write(o, buf, len, 0), 0);
+	CHECK_EQ(store_seal(o, path, 1000 + (int64_t)id), 0);
+	free(buf);
+	return o;
+}
+
+static uint64_t used_bytes(struct store *s)
+{
+	struct store_stats st;
+
+	store_stats(s, &st);
+	return st.used;
+}
+
+static void *iov_base0(struct store_obj *o)
+{
+	struct iovec iov;
+	size_t bytes;
+
+	if (store_obj_iov(o, 0, 1, &iov, 1, &bytes) != 1)
+		return NULL;
+	return iov.iov_base;
+}
+
+static void rec_path(const struct tdir *t, uint64_t id, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/objects/%016llx", t->dir, (unsigned long long)id);
+}
+
+/* Read a whole small file; caller frees.  NULL if absent. */
+static uint8_t *slurp(const char *path, size_t *ret_len)
+{
+	struct stat st;
+	uint8_t *buf;
+	int fd = open(path, O_RDONLY);
+
+	if (fd < 0)
+		return NULL;
+	fstat(fd, &st);
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf || read(fd, buf, (size_t)st.st_size) != st.st_size)
+		exit(1);
+	close(fd);
+	*ret_len = (size_t)st.st_size;
+	return buf;
+}
+
+static void spew(const char *path, const uint8_t *buf, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	if (fd < 0 || write(fd, buf, len) != (ssize_t)len)
+		exit(1);
+	close(fd);
+}
+
+static uint64_t le64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static void set_le64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+
+static void rec_rehash(uint8_t *buf, size_t len)
+{
+	set_le64(buf + len - 8, XXH3_64bits(buf, len - 8));
+}
+
+/* Highest arena page end named by record @id (0 if absent). */
+static uint64_t rec_end(const struct tdir *t, uint64_t id)
+{
+	char path[256];
+	uint8_t *buf, *ext;
+	uint32_t plen, n, i;
+	uint64_t end = 0;
+	size_t len;
+
+	rec_path(t, id, path, sizeof(path));
+	buf = slurp(path, &len);
+	if (!buf)
+		return 0;
+	memcpy(&plen, buf + REC_PATH_LEN, 4);
+	memcpy(&n, buf + REC_N_EXT, 4);
+	ext = buf + REC_HDR + plen;
+	for (i = 0; i < n; i++) {
+		uint64_t e = le64(ext + 16 * i) + le64(ext + 16 * i + 8);
+
+		if (e > end)
+			end = e;
+	}
+	free(buf);
+	return end;
+}
+
+static bool exists(const char *path)
+{
+	return access(path, F_OK) == 0;
+}
+
+static uint64_t file_size(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* ---- cases ---- */
+
+TEST(config)
+{
+	struct tdir t;
+	struct store_config cfg = {0};
+	struct store_stats st;
+	struct store *s;
+	struct stat sb;
+	int err = 0;
+
+	tdir_init(&t);
+	CHECK(!open_store(&t, MiB - 1, false, &err, NULL));
+	CHECK_EQ(err, -EINVAL);
+	CHECK(!open_store(&t, 0, false, &err, NULL));
+	CHECK_EQ(err, -EINVAL);
+	err = 0;
+	CHECK(!store_open(&cfg, &err, NULL));
+	CHECK_EQ(err, -EINVAL);
+
+	s = must_open(&t, MiB + 100, false);
+	store_stats(s, &st);
+	CHECK_EQ(st.capacity, MiB);
+	CHECK_EQ(st.used, 0);
+	CHECK(stat(t.dir, &sb) == 0 && (sb.st_mode & 0777) == 0700);
+	store_close(s);
+	tdir_release(&t);
+}
+
+TEST(lock)
+{
+	struct tdir t;
+	struct store *s1, *s2;
+	int err = 0;
+
+	tdir_init(&t);
+	s1 = must_open(&t, MiB, false);
+	s2 = open_store(&t, MiB, false, &err, NULL);
+	CHECK(!s2);
+	CHECK_EQ(err, -EBUSY);
+	store_close(s1);
+	s2 = open_store(&t, MiB, false, &err, NULL);
+	CHECK(s2);
+	store_close(s2);
+	tdir_release(&t);
+}
+
+TEST(zero_byte)
+{
+	uint8_t want[OBJFS_CSUM_LEN], got[OBJFS_CSUM_LEN];
+	struct store_stats st;
+	struct iovec iov[2];
+	struct store_obj *o;
+	struct tdir t;
+	struct store *s;
+	char path[64], buf[8];
+	size_t bytes = 99;
+
+	tdir_init(&t);
+	csum_buf("", 0, want);
+	s = must_open(&t, MiB, false);
+	o = store_create(s, 1, NULL);
+	CHECK(o);
+	CHECK_EQ(store_seal(o, "/empty", 123), 0);
+	CHECK(store_obj_sealed(o));
+	CHECK_EQ(store_obj_size(o), 0);
+	store_obj_csum(o, got);
+	CHECK(!memcmp(got, want, sizeof(want)));
+	CHECK_EQ(store_read(o, buf, sizeof(buf), 0), 0);
+	CHECK_EQ(store_obj_iov(o, 0, 100, iov, 2, &bytes), 0);
+	CHECK_EQ(bytes, 0);
+	CHECK_EQ(used_bytes(s), 0);
+	store_obj_unref(o);
+	store_close(s);
+
+	s = must_open(&t, MiB, true);
+	store_stats(s, &st);
+	CHECK_EQ(st.objects, 1);
+	CHECK_EQ(st.bad_records, 0);
+	o = store_lookup(s, 1);
+	CHECK(o);
+	if (o) {
+		CHECK(store_obj_sealed(o));
+		CHECK_EQ(store_obj_size(o), 0);
+		CHECK_EQ(store_obj_mtime(o), 123);
+		store_obj_csum(o, got);
+		CHECK(!memcmp(got, want, sizeof(want)));
+		store_obj_path(o, path, sizeof(path));
+		CHECK_STR(path, "/empty");
+	}
+	store_obj_unref(o);
+	store_close(s);
+	tdir_release(&t);
+}
+
+TEST(enospc)
+{
+	uint8_t *a = pattern(100 * PG, 1), *b = pattern(160 * PG, 2), *c = pattern(MiB, 3);
+	uint8_t csum_a[OBJFS_CSUM_LEN], csum[OBJFS_CSUM_LEN];
+	struct store_obj *oa, *ob, *oc;
+	struct tdir t;
+	struct store *s;
+	uint64_t used;
+	size_t off;
+	int r;
+
+	tdir_init(&t);
+	s = must_open(&t, MiB, false);
+	oa = make_sealed(s, 1, 100 * PG, 1, "/a");
+	store_obj_csum(oa, csum_a);
+
+	/* small writes: geometric growth takes more than needed */
+	ob = store_create(s, 2, NULL);
+	for (off = 0; off < 100 * PG; off += PG)
+		CHECK_EQ(store_write(ob, b + off, PG, off), 0);
+	used = used_bytes(s);
+	CHECK(used >= 200 * PG && used < MiB);
+
+	/* more than is free: nothing changes */
+	r = store_write(ob, b + 100 * PG, 57 * PG, 100 * PG);
+	CHECK_EQ(r, -ENOSPC);
+	CHECK_EQ(used_bytes(s), used);
+	CHECK(obj_equals(ob, b, 100 * PG));
+	CHECK(obj_equals(oa, a, 100 * PG));
+	csum_buf(a, 100 * PG, csum);
+	CHECK(!memcmp(csum, csum_a, sizeof(csum)));
+	CHECK_EQ(store_truncate(ob, MiB), -ENOSPC);
+	CHECK_EQ(store_obj_size(ob), 100 * PG);
+
+	/* exactly what is left fits, then nothing more */
+	CHECK_EQ(store_write(ob, b + 100 * PG, 56 * PG, 100 * PG), 0);
+	CHECK_EQ(used_bytes(s), MiB);
+	CHECK_EQ(store_write(ob, "x", 1, 156 * PG), -ENOSPC);
+	CHECK_EQ(store_write(ob, b, PG, 0), 0);
+	CHECK(obj_equals(ob, b, 156 * PG));
+	CHECK(obj_equals(oa, a, 100 * PG));
+	oc = store_create(s, 3, NULL);
+	CHECK_EQ(store_write(oc, "x", 1, 0), -ENOSPC);
+	CHECK_EQ(store_obj_size(oc), 0);
+	CHECK_EQ(store_seal(ob, "/b", 1), 0);
+	CHECK(obj_equals(ob, b, 156 * PG));
+
+	/* freed: a whole-arena object fits in odd-sized writes */
+	store_unlink(oa);
+	store_unlink(ob);
+	store_obj_unref(oa);
+	store_obj_unref(ob);
+	CHECK_EQ(used_bytes(s), 0);
+	for (off = 0; off < MiB; off += 3000) {
+		size_t n = off + 3000 > MiB ? MiB - off : 3000;
+
+		r = store_write(oc, c + off, n, off);
+		if (r)
+			break;
+	}
+	CHECK_EQ(r, 0);
+	CHECK_EQ(store_seal(oc, "/c", 1), 0);
+	CHECK(obj_equals(oc, c, MiB));
+	CHECK_EQ(used_bytes(s), MiB);
+	store_obj_unref(oc);
+	store_close(s);
+	tdir_release(&t);
+	free(a);
+	free(b);
+	free(c);
+}
+
+TEST(holes)
+{
+	const size_t max = 1024 * 1024;
+	uint8_t *shadow = calloc(1, max), *got = malloc(max), *junk = malloc(16 * PG);
+	uint8_t want[OBJFS_CSUM_LEN], csum[OBJFS_CSUM_LEN];
+	struct store_obj *x, *y;
+	uint64_t size = 0;
+	struct tdir t;
+	struct store *s;
+	void *old_base;
+	unsigned int seed = 7;
+	int i;
+
+	tdir_init(&t);
+	s = must_open(&t, 4 * MiB, false);
+
+	/* leave non-zero bytes in the first pages */
+	memset(junk, 0xaa, 16 * PG);
+	x = store_create(s, 1, NULL);
+	CHECK_EQ(store_write(x, junk, 16 * PG, 0), 0);
+	old_base = iov_base0(x);
+	store_unlink(x);
+	store_obj_unref(x);
+	CHECK_EQ(used_bytes(s), 0);
+
+	y = store_create(s, 2, NULL);
+	CHECK_EQ(store_write(y, "hello", 5, 5000), 0);
+	CHECK(iov_base0(y) == old_base);
+	memcpy(shadow + 5000, "hello", 5);
+	size = 5005;
+	CHECK_EQ(store_read(y, got, max, 0), 5005);
+	CHECK(!memcmp(got, shadow, 5005));
+
+	for (i = 0; i < 400; i++) {
+		int op = rand_r(&seed) % 10;
+		uint64_t off = (uint64_t)rand_r(&seed) % (max - 70000);
+		size_t len = 1 + (size_t)rand_r(&seed) % 60000;
+
+		if (op < 7) {
+			fill(shadow + off, len, (uint64_t)i, off);
+			CHECK_EQ(store_write(y, shadow + off, len, off), 0);
+			if (off + len > size)
+				size = off + len;
+		} else if (op < 9) {
+			if (off < size)
+				memset(shadow + off, 0, size - off);
+			CHECK_EQ(store_truncate(y, off), 0);
+			size = off;
+		} else {
+			ssize_t want_n =
+			    off >= size ? 0 : (ssize_t)(off + len > size ? size - off : len);
+
+			CHECK_EQ(store_read(y, got, len, off), want_n);
+			CHECK(!memcmp(got, shadow + off, (size_t)want_n));
+		}
+		CHECK_EQ(store_obj_size(y), size);
+	}
+	CHECK(obj_equals(y, shadow, size));
+	CHECK_EQ(store_seal(y, "/y", 1), 0);
+	CHECK(obj_equals(y, shadow, size));
+	csum_buf(shadow, size, want);
+	store_obj_csum(y, csum);
+	CHECK(!memcmp(want, csum, sizeof(want)));
+	store_obj_unref(y);
+	store_close(s);
+	tdir_release(&t);
+	free(shadow);
+	free(got);
+	free(junk);
+}
+
+TEST(truncate)
+{
+	uint8_t buf[3 * PG], want[3 * PG];
+	struct store_obj *o;
+	struct tdir t;
+	struct store *s;
+	uint64_t used;
+
+	tdir_init(&t);
+	s = must_open(&t, MiB, false);
+	o = store_create(s, 1, NULL);
+	memset(want, 0xcc, sizeof(want));
+	CHECK_EQ(store_write(o, want, sizeof(want), 0), 0);
+	used = used_bytes(s);
+	CHECK_EQ(store_truncate(o, 100), 0);
+	CHECK_EQ(store_obj_size(o), 100);
+	CHECK_EQ(store_read(o, buf, sizeof(buf), 0), 100);
+	CHECK(used_bytes(s) < used);
+	CHECK_EQ(store_truncate(o, sizeof(buf)), 0);
+	memset(want + 100, 0, sizeof(want) - 100);
+	CHECK(obj_equals(o, want, sizeof(want)));
+
+	/* shrink to nothing, then a write past the end leaves a zero gap */
+	CHECK_EQ(store_truncate(o, 0), 0);
+	CHECK_EQ(used_bytes(s), 0);
+	CHECK_EQ(store_write(o, "x", 1, 2 * PG), 0);
+	memset(want, 0, sizeof(want));
+	want[2 * PG] = 'x';
+	CHECK(obj_equals(o, want, 2 * PG + 1));
+	CHECK_EQ(store_truncate(o, 1ULL << 51), -EFBIG);
+	CHECK_EQ(store_seal(o, NULL, 0), 0);
+	CHECK_EQ(used_bytes(s), 3 * PG);
+	CHECK_EQ(store_truncate(o, 0), -EACCES);
+	store_obj_unref(o);
+	store_close(s);
+	tdir_release(&t);
+}
+
+TEST(seal)
+{
+	const size_t len = MiB + 123;
+	uint8_t *data = pattern(len, 9), want[OBJFS_CSUM_LEN], got[OBJFS_CSUM_LEN];
+	char longpath[OBJFS_PATH_MAX + 1], path[64], buf[64];
+	struct store_obj *o, *p;
+	struct tdir t;
+	struct store *s;
+	size_t off;
+	int err = 0;
+
+	tdir_init(&t);
+	s = must_open(&t, 4 * MiB, false);
+	o = store_create(s, 42, NULL);
+	for (off = 0; off < len; off += 7777)
+		CHECK_EQ(store_write(o, data + off, off + 7777 > len ? len - off : 7777, off), 0);
+	CHECK_EQ(store_write(o, "x", 1, 1ULL << 50), -EFBIG);
+	CHECK_EQ(store_set_path(o, "/early"), -EINVAL);
+	CHECK(!store_create(s, 42, &err));
+	CHECK_EQ(err, -EEXIST);
+	CHECK(!store_obj_sealed(o));
+
+	memset(longpath, 'a', OBJFS_PATH_MAX);
+	longpath[0] = '/';
+	longpath[OBJFS_PATH_MAX] = '\0';
+	CHECK_EQ(store_seal(o, longpath, 1), -ENAMETOOLONG);
+	CHECK(!store_obj_sealed(o));
+
+	CHECK_EQ(store_seal(o, "/a/b", 77), 0);
+	CHECK(store_obj_sealed(o));
+	CHECK_EQ(store_obj_mtime(o), 77);
+	csum_buf(data, len, want);
+	store_obj_csum(o, got);
+	CHECK(!memcmp(want, got, sizeof(want)));
+	store_obj_path(o, path, sizeof(path));
+	CHECK_STR(path, "/a/b");
+	store_obj_path(o, path, 3);
+	CHECK_STR(path, "/a");
+	/* the speculative tail went back */
+	CHECK_EQ(used_bytes(s), (len + PG - 1) / PG * PG);
+
+	CHECK_EQ(store_write(o, "x", 1, 0), -EACCES);
+	CHECK_EQ(store_truncate(o, 1), -EACCES);
+	CHECK_EQ(store_reserve(o, 1), -EACCES);
+	CHECK_EQ(store_seal(o, "/again", 1), -EACCES);
+	CHECK(!store_create(s, 42, &err));
+	CHECK_EQ(err, -EEXIST);
+
+	CHECK(obj_equals(o, data, len));
+	CHECK_EQ(store_read(o, buf, sizeof(buf), len - 3), 3);
+	CHECK(!memcmp(buf, data + len - 3, 3));
+	CHECK_EQ(store_read(o, buf, sizeof(buf), len + 10), 0);
+
+	CHECK_EQ(store_set_path(o, "/c"), 0);
+	store_obj_path(o, path, sizeof(path));
+	CHECK_STR(path, "/c");
+	p = store_lookup(s, 42);
+	CHECK(p == o);
+	store_obj_unref(p);
+	CHECK(!store_lookup(s, 43));
+	store_obj_unref(o);
+	store_close(s);
+
+	/* the new path survives a restart */
+	s = must_open(&t, 4 * MiB, true);
+	o = store_lookup(s, 42);
+	CHECK(o);
+	if (o) {
+		store_obj_path(o, path, sizeof(path));
+		CHECK_STR(path, "/c");
+		CHECK(obj_equals(o, data, len));
+	}
+	store_obj_unref(o);
+	store_close(s);
+	tdir_release(&t);
+	free(data);
+}
+
+TEST(unlink)
+{
+	uint8_t *data = pattern(64 * 1024, 5);
+	struct store_stats st;
+	struct store_obj *o, *l, *p;
+	struct tdir t;
+	struct store *s;
+	char rec[256];
+	void *base;
+
+	tdir_init(&t);
+	s = must_open(&t, MiB, false);
+	o = make_sealed(s, 1, 64 * 1024, 5, "/o");
+	base = iov_base0(o);
+	rec_path(&t, 1, rec, sizeof(rec));
+	CHECK(exists(rec));
+	l = store_lookup(s, 1);
+	CHECK(l == o);
+
+	store_unlink(o);
+	CHECK(!exists(rec));
+	CHECK(!store_lookup(s, 1));
+	store_stats(s, &st);
+	CHECK_EQ(st.objects, 0);
+	CHECK_EQ(st.used, 64 * 1024);
+	CHECK_EQ(store_set_path(o, "/gone"), -ENOENT);
+	store_obj_unref(o);
+	CHECK(obj_equals(l, data, 64 * 1024));
+	CHECK_EQ(used_bytes(s), 64 * 1024);
+	store_obj_unref(l);
+	CHECK_EQ(used_bytes(s), 0);
+
+	/* the pages come back to the next object; the id can be used again */
+	p = store_create(s, 1, NULL);
+	CHECK(p);
+	CHECK_EQ(store_write(p, data, 64 * 1024, 0), 0);
+	CHECK(iov_base0(p) == base);
+	store_stats(s, &st);
+	CHECK_EQ(st.pending, 1);
+
+	/* a discarded write */
+	store_unlink(p);
+	store_unlink(p);
+	CHECK_EQ(store_seal(p, "/p", 1), -ENOENT);
+	CHECK(!exists(rec));
+	store_stats(s, &st);
+	CHECK_EQ(st.pending, 0);
+	store_obj_unref(p);
+	CHECK_EQ(used_bytes(s), 0);
+	store_close(s);
+	tdir_release(&t);
+	free(data);
+}
+
+struct saved {
+	uint64_t id, size;
+	int64_t mtime;
+	uint8_t csum[OBJFS_CSUM_LEN];
+	const char *path;
+	uint8_t *data;
+};
+
+static int count_cb(struct store_obj *o, void *arg)
+{
+	(*(int *)arg)++;
+	return 0;
+}
+
+static int stop_cb(struct store_obj *o, void *arg)
+{
+	(*(int *)arg)++;
+	return 7;
+}
+
+TEST(reopen)
+{
+	struct saved sv[3] = {
+	    {.id = 10, .size = 0, .path = ""},
+	    {.id = 11, .size = 5000, .path = "/x/eleven"},
+	    {.id = 0xfedcba9876543210ULL, .size = 300 * 1024 + 1, .path = "/renamed"},
+	};
+	struct store_obj *o, *pend, *gone;
+	struct store_stats st;
+	uint8_t *big = pattern(MiB, 77);
+	struct tdir t;
+	struct store *s;
+	char path[64];
+	int i, n = 0;
+
+	tdir_init(&t);
+	s = must_open(&t, 4 * MiB, false);
+	for (i = 0; i < 3; i++) {
+		sv[i].data = pattern(sv[i].size, sv[i].id);
+		o = make_sealed(s, sv[i].id, sv[i].size, sv[i].id, i == 2 ? "/old" : sv[i].path);
+		if (i == 2)
+			CHECK_EQ(store_set_path(o, sv[i].path), 0);
+		sv[i].mtime = store_obj_mtime(o);
+		store_obj_csum(o, sv[i].csum);
+		store_obj_unref(o);
+	}
+	/* neither a pending nor an unlinked object comes back */
+	pend = store_create(s, 13, NULL);
+	CHECK_EQ(store_write(pend, big, 4096, 0), 0);
+	gone = make_sealed(s, 14, 4096, 14, "/gone");
+	store_unlink(gone);
+	store_obj_unref(gone);
+	/* close with a reference still held (pend): nothing may leak */
+	store_close(s);
+
+	s = must_open(&t, 4 * MiB, true);
+	store_stats(s, &st);
+	CHECK_EQ(st.objects, 3);
+	CHECK_EQ(st.pending, 0);
+	CHECK_EQ(st.bad_records, 0);
+	CHECK_EQ(st.used, (2 + 76) * PG);
+	for (i = 0; i < 3; i++) {
+		uint8_t csum[OBJFS_CSUM_LEN];
+
+		o = store_lookup(s, sv[i].id);
+		CHECK(o);
+		if (!o)
+			continue;
+		CHECK(store_obj_sealed(o));
+		CHECK(obj_equals(o, sv[i].data, sv[i].size));
+		CHECK_EQ(store_obj_mtime(o), sv[i].mtime);
+		store_obj_csum(o, csum);
+		CHECK(!memcmp(csum, sv[i].csum, sizeof(csum)));
+		store_obj_path(o, path, sizeof(path));
+		CHECK_STR(path, sv[i].path);
+		store_obj_unref(o);
+	}
+	CHECK(!store_lookup(s, 13));
+	CHECK(!store_lookup(s, 14));
+	CHECK_EQ(store_foreach(s, count_cb, &n), 0);
+	CHECK_EQ(n, 3);
+	n = 0;
+	CHECK_EQ(store_foreach(s, stop_cb, &n), 7);
+	CHECK_EQ(n, 1);
+
+	/* new objects go around the adopted ones */
+	o = store_create(s, 20, NULL);
+	CHECK_EQ(store_write(o, big, MiB, 0), 0);
+	CHECK_EQ(store_seal(o, "/20", 1), 0);
+	store_obj_unref(o);
+	for (i = 0; i < 3; i++) {
+		o = store_lookup(s, sv[i].id);
+		CHECK(o && obj_equals(o, sv[i].data, sv[i].size));
+		store_obj_unref(o);
+	}
+	store_close(s);
+	for (i = 0; i < 3; i++)
+		free(sv[i].data);
+	free(big);
+	tdir_release(&t);
+}
+
+TEST(bad_record)
+{
+	char rec[256], bad[300], tmp[256];
+	struct store_stats st;
+	struct store_obj *o;
+	struct tdir t;
+	struct store *s;
+	uint8_t *buf;
+	size_t len;
+	int i;
+
+	tdir_init(&t);
+	s = must_open(&t, MiB, false);
+	for (i = 1; i <= 3; i++)
+		store_obj_unref(make_sealed(s, (uint64_t)i, 10000, (uint64_t)i, "/f"));
+	store_close(s);
+
+	rec_path(&t, 2, rec, sizeof(rec));
+	buf = slurp(rec, &len);
+	CHECK(buf);
+	buf[REC_SIZE] ^= 0x01;
+	spew(rec, buf, len);
+	free(buf);
+	snprintf(tmp, sizeof(tmp), "%s/objects/.tmp-0000000000000009", t.dir);
+	spew(tmp, (const uint8_t *)"junk", 4);
+
+	s = must_open(&t, MiB, false);
+	store_stats(s, &st);
+	CHECK_EQ(st.bad_records, 1);
+	CHECK_EQ(st.objects, 2);
+	CHECK_EQ(st.used, 2 * 3 * PG);
+	CHECK(!store_lookup(s, 2));
+	for (i = 1; i <= 3; i += 2) {
+		uint8_t *want = pattern(10000, (uint64_t)i);
+
+		o = store_lookup(s, (uint64_t)i);
+		CHECK(o && obj_equals(o, want, 10000));
+		store_obj_unref(o);
+		free(want);
+	}
+	snprintf(bad, sizeof(bad), "%s.bad", rec);
+	CHECK(exists(bad));
+	CHECK(!exists(rec));
+	CHECK(!exists(tmp));
+	store_close(s);
+
+	s = must_open(&t, MiB, false);
+	store_stats(s, &st);
+	CHECK_EQ(st.bad_records, 0);
+	CHECK_EQ(st.objects, 2);
+	store_close(s);
+	tdir_release(&t);
+}
+
+TEST(overlap)
+{
+	char rec1[256], rec[256];
+	struct store_stats st;
+	struct store_obj *o;
+	uint8_t *one, *buf, *want = pattern(3 * PG, 1);
+	struct tdir t;
+	struct store *s;
+	size_t len;
+
+	tdir_init(&t);
+	s = must_open(&t, MiB, false);
+	store_obj_unref(make_sealed(s, 1, 3 * PG, 1, ""));
+	store_obj_unref(make_sealed(s, 2, 3 * PG, 2, ""));
+	store_close(s);
+
+	rec_path(&t, 1, rec1, sizeof(rec1));
+	one = slurp(rec1, &len);
+	CHECK(one && len == REC_HDR + 16 + 8);
+	buf = malloc(len);
+
+	/* object 2 claims object 1's pages: a well-formed record */
+	memcpy(buf, one, len);
+	set_le64(buf + REC_ID, 2);
+	rec_rehash(buf, len);
+	rec_path(&t, 2, rec, sizeof(rec));
+	spew(rec, buf, len);
+
+	/* object 3: extent past the arena */
+	set_le64(buf + REC_ID, 3);
+	set_le64(buf + REC_HDR, 1ULL << 40);
+	rec_rehash(buf, len);
+	rec_path(&t, 3, rec, sizeof(rec));
+	spew(rec, buf, len);
+
+	/* object 4: size does not match its pages */
+	memcpy(buf, one, len);
+	set_le64(buf + REC_ID, 4);
+	set_le64(buf + REC_HDR, 10);
+	set_le64(buf + REC_SIZE, 3 * PG + 1);
+	rec_rehash(buf, len);
+	rec_path(&t, 4, rec, sizeof(rec));
+	spew(rec, buf, len);
+
+	/* object 5: id differs from its name */
+	memcpy(buf, one, len);
+	set_le64(buf + REC_HDR, 20);
+	rec_rehash(buf, len);
+	rec_path(&t, 5, rec, sizeof(rec));
+	spew(rec, buf, len);
+
+	s = must_open(&t, MiB, false);
+	store_stats(s, &st);
+	CHECK_EQ(st.bad_records, 4);
+	CHECK_EQ(st.objects, 1);
+	CHECK_EQ(st.used, 3 * PG);
+	o = store_lookup(s, 1);
+	CHECK(o && obj_equals(o, want, 3 * PG));
+	store_obj_unref(o);
+	CHECK(!store_lookup(s, 2));
+	CHECK(!store_lookup(s, 3));
+	CHECK(!store_lookup(s, 4));
+	CHECK(!store_lookup(s, 5));
+	store_close(s);
+	free(one);
+	free(buf);
+	free(want);
+	tdir_release(&t);
+}
+
+TEST(verify)
+{
+	uint8_t *want = pattern(10000, 3), *rec_buf, byte;
+	char arena[256], rec[256], bad[300];
+	struct store_stats st;
+	struct store_obj *o;
+	struct tdir t;
+	struct store *s;
+	uint64_t at;
+	size_t len;
+	int fd;
+
+	tdir_init(&t);
+	s = must_open(&t, MiB, false);
+	store_obj_unref(make_sealed(s, 1, 10000, 3, ""));
+	store_close(s);
+
+	rec_path(&t, 1, rec, sizeof(rec));
+	rec_buf = slurp(rec, &len);
+	CHECK(rec_buf);
+	at = le64(rec_buf + REC_HDR) * PG + 5000;
+	free(rec_buf);
+	snprintf(arena, sizeof(arena), "%s/arena", t.dir);
+	fd = open(arena, O_RDWR);
+	CHECK(pread(fd, &byte, 1, (off_t)at) == 1);
+	byte ^= 0x40;
+	CHECK(pwrite(fd, &byte, 1, (off_t)at) == 1);
+	close(fd);
+
+	/* without verify the record is trusted */
+	s = must_open(&t, MiB, false);
+	o = store_lookup(s, 1);
+	CHECK(o && !obj_equals(o, want, 10000));
+	store_obj_unref(o);
+	store_close(s);
+
+	s = must_open(&t, MiB, true);
+	store_stats(s, &st);
+	CHECK_EQ(st.bad_records, 1);
+	CHECK_EQ(st.objects, 0);
+	CHECK_EQ(st.used, 0);
+	CHECK(!store_lookup(s, 1));
+	snprintf(bad, sizeof(bad), "%s.bad", rec);
+	CHECK(exists(bad));
+	store_close(s);
+	free(want);
+	tdir_release(&t);
+}
+
+TEST(shrink_capacity)
+{
+	uint8_t *a = pattern(10 * PG, 1), *b = pattern(100 * PG, 3);
+	struct store_obj *o, *filler;
+	struct store_stats st;
+	char arena[256];
+	struct tdir t;
+	struct store *s;
+	uint64_t end, detail = 0;
+	int err = 0;
+
+	tdir_init(&t);
+	snprintf(arena, sizeof(arena), "%s/arena", t.dir);
+	s = must_open(&t, 4 * MiB, false);
+	store_obj_unref(make_sealed(s, 1, 10 * PG, 1, "/a"));
+	filler = make_sealed(s, 2, 2 * MiB, 2, "/filler");
+	store_obj_unref(make_sealed(s, 3, 100 * PG, 3, "/b"));
+	store_unlink(filler);
+	store_obj_unref(filler);
+	store_close(s);
+	end = rec_end(&t, 3);
+	CHECK(end * PG > 2 * MiB && end * PG <= 3 * MiB);
+
+	CHECK(!open_store(&t, 2 * MiB, false, &err, &detail));
+	CHECK_EQ(err, -EFBIG);
+	CHECK_EQ(detail, end * PG);
+	CHECK_EQ(file_size(arena), 4 * MiB);
+
+	/* enough room: the arena shrinks and keeps its bytes */
+	s = must_open(&t, 3 * MiB, true);
+	CHECK_EQ(file_size(arena), 3 * MiB);
+	store_stats(s, &st);
+	CHECK_EQ(st.capacity, 3 * MiB);
+	CHECK_EQ(st.objects, 2);
+	CHECK_EQ(st.bad_records, 0);
+	o = store_lookup(s, 1);
+	CHECK(o && obj_equals(o, a, 10 * PG));
+	store_obj_unref(o);
+	o = store_lookup(s, 3);
+	CHECK(o && obj_equals(o, b, 100 * PG));
+	store_obj_unref(o);
+	o = store_create(s, 4, NULL);
+	CHECK_EQ(store_truncate(o, 3 * MiB - 110 * PG + 1), -ENOSPC);
+	CHECK_EQ(store_truncate(o, 3 * MiB - 110 * PG), 0);
+	store_unlink(o);
+	store_obj_unref(o);
+	store_close(s);
+
+	/* and grows again */
+	s = must_open(&t, 8 * MiB, true);
+	CHECK_EQ(file_size(arena), 8 * MiB);
+	o = store_lookup(s, 3);
+	CHECK(o && obj_equals(o, b, 100 * PG));
+	store_obj_unref(o);
+	store_close(s);
+	free(a);
+	free(b);
+	tdir_release(&t);
+}
+
+TEST(notes)
+{
+	char big[66], buf[64], notes[256];
+	const char *bad_keys[] = {"", "Epoch", "a/b", "..", ".x", "a.b", "a b", big};
+	struct tdir t;
+	struct store *s;
+	size_t i;
+
+	tdir_init(&t);
+	memset(big, 'a', 65);
+	big[65] = '\0';
+	s = must_open(&t, MiB, false);
+	CHECK_EQ(store_note_get(s, "epoch", buf, sizeof(buf)), -ENOENT);
+	CHECK_EQ(store_note_set(s, "epoch", "42"), 0);
+	CHECK_EQ(store_note_get(s, "epoch", buf, sizeof(buf)), 0);
+	CHECK_STR(buf, "42");
+	CHECK_EQ(store_note_set(s, "epoch", "43"), 0);
+	CHECK_EQ(store_note_get(s, "epoch", buf, sizeof(buf)), 0);
+	CHECK_STR(buf, "43");
+	CHECK_EQ(store_note_set(s, "e_-9", ""), 0);
+	CHECK_EQ(store_note_get(s, "e_-9", buf, sizeof(buf)), 0);
+	CHECK_STR(buf, "");
+	CHECK_EQ(store_note_set(s, "hello", "hello"), 0);
+	CHECK_EQ(store_note_get(s, "hello", buf, 5), -ERANGE);
+	CHECK_EQ(store_note_get(s, "hello", buf, 6), 0);
+	CHECK_STR(buf, "hello");
+	for (i = 0; i < ARRAY_SIZE(bad_keys); i++) {
+		CHECK_EQ(store_note_set(s, bad_keys[i], "x"), -EINVAL);
+		CHECK_EQ(store_note_get(s, bad_keys[i], buf, sizeof(buf)), -EINVAL);
+	}
+	big[64] = '\0';
+	CHECK_EQ(store_note_set(s, big, "long key"), 0);
+	CHECK_EQ(store_note_get(s, big, buf, sizeof(buf)), 0);
+	CHECK_STR(buf, "long key");
+	store_close(s);
+
+	snprintf(notes, sizeof(notes), "%s/notes/.tmp-epoch", t.dir);
+	CHECK(!exists(notes));
+	s = must_open(&t, MiB, false);
+	CHECK_EQ(store_note_get(s, "epoch", buf, sizeof(buf)), 0);
+	CHECK_STR(buf, "43");
+	store_close(s);
+	tdir_release(&t);
+}
+
+TEST(reserve_iov)
+{
+	const size_t len = MiB + 5000;
+	uint8_t *dirty = malloc(2 * MiB), *got = malloc(len), *want = pattern(len, 11);
+	uint8_t csum[OBJFS_CSUM_LEN], wcsum[OBJFS_CSUM_LEN];
+	struct iovec iov[64];
+	struct store_obj *x, *o;
+	struct tdir t;
+	struct store *s;
+	size_t bytes = 0, off = 0;
+	int n, i;
+
+	tdir_init(&t);
+	s = must_open(&t, 4 * MiB, false);
+	memset(dirty, 0x55, 2 * MiB);
+	x = store_create(s, 1, NULL);
+	CHECK_EQ(store_write(x, dirty, 2 * MiB, 0), 0);
+	store_unlink(x);
+	store_obj_unref(x);
+
+	o = store_create(s, 2, NULL);
+	CHECK_EQ(store_reserve(o, len), 0);
+	CHECK_EQ(store_obj_size(o), len);
+	CHECK_EQ(store_read(o, got, len, 0), (ssize_t)len);
+	CHECK(all_zero(got, len));
+	n = store_obj_iov(o, 0, len, iov, 64, &bytes);
+	CHECK(n >= 1);
+	CHECK_EQ(bytes, len);
+	for (i = 0; i < n; i++) {
+		memcpy(iov[i].iov_base, want + off, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	CHECK_EQ(store_seal(o, "/r", 1), 0);
+	CHECK(obj_equals(o, want, len));
+	csum_buf(want, len, wcsum);
+	store_obj_csum(o, csum);
+	CHECK(!memcmp(csum, wcsum, sizeof(csum)));
+	CHECK_EQ(store_reserve(o, 1), -EACCES);
+
+	CHECK_EQ(store_obj_iov(o, len - 10, 100, iov, 64, &bytes), 1);
+	CHECK_EQ(bytes, 10);
+	CHECK(!memcmp(iov[0].iov_base, want + len - 10, 10));
+	CHECK_EQ(store_obj_iov(o, len + 1, 100, iov, 64, &bytes), 0);
+	CHECK_EQ(bytes, 0);
+	CHECK_EQ(store_obj_iov(o, 0, 100, iov, 0, &bytes), 0);
+	CHECK_EQ(bytes, 0);
+	store_obj_unref(o);
+	store_close(s);
+	free(dirty);
+	free(got);
+	free(want);
+	tdir_release(&t);
+}
+
+TEST(fragmented)
+{
+	uint8_t *data = pattern(10 * PG, 12), page[PG], wcsum[OBJFS_CSUM_LEN], csum[OBJFS_CSUM_LEN];
+	struct store_obj *objs[256], *o;
+	struct iovec iov[64];
+	struct tdir t;
+	struct store *s;
+	size_t bytes = 0;
+	uint64_t used;
+	int i, n;
+
+	tdir_init(&t);
+	s = must_open(&t, MiB, false);
+	memset(page, 0x77, sizeof(page));
+	for (i = 0; i < 256; i++) {
+		objs[i] = store_create(s, (uint64_t)i + 1, NULL);
+		CHECK_EQ(store_write(objs[i], page, PG, 0), 0);
+	}
+	CHECK_EQ(used_bytes(s), MiB);
+	o = store_create(s, 1000, NULL);
+	CHECK_EQ(store_write(o, page, 1, 0), -ENOSPC);
+	for (i = 0; i < 256; i += 2) {
+		store_unlink(objs[i]);
+		store_obj_unref(objs[i]);
+	}
+
+	/* only single free pages: ten pieces */
+	CHECK_EQ(store_write(o, data, 10 * PG, 0), 0);
+	CHECK(obj_equals(o, data, 10 * PG));
+	n = store_obj_iov(o, 0, 10 * PG, iov, 64, &bytes);
+	CHECK_EQ(n, 10);
+	CHECK_EQ(bytes, 10 * PG);
+	CHECK_EQ(store_obj_iov(o, 0, 10 * PG, iov, 3, &bytes), 3);
+	CHECK_EQ(bytes, 3 * PG);
+	CHECK_EQ(store_obj_iov(o, 100, 10 * PG, iov, 3, &bytes), 3);
+	CHECK_EQ(bytes, 3 * PG - 100);
+	CHECK(iov[0].iov_len == PG - 100 && !memcmp(iov[0].iov_base, data + 100, PG - 100));
+	CHECK(!memcmp(iov[2].iov_base, data + 2 * PG, PG));
+
+	/* more than the 118 free pages: unchanged */
+	used = used_bytes(s);
+	CHECK_EQ(store_truncate(o, 200 * PG), -ENOSPC);
+	CHECK_EQ(used_bytes(s), used);
+	CHECK(obj_equals(o, data, 10 * PG));
+	CHECK_EQ(store_seal(o, "/frag", 1), 0);
+	csum_buf(data, 10 * PG, wcsum);
+	store_obj_csum(o, csum);
+	CHECK(!memcmp(csum, wcsum, sizeof(csum)));
+	store_obj_unref(o);
+	store_close(s);
+
+	/* and it comes back in pieces */
+	s = must_open(&t, MiB, true);
+	o = store_lookup(s, 1000);
+	CHECK(o && obj_equals(o, data, 10 * PG));
+	store_obj_unref(o);
+	store_close(s);
+	free(data);
+	tdir_release(&t);
+}
+
+/* ---- threads ---- */
+
+#define NTHREADS 4
+#define NITER 60
+
+struct worker {
+	pthread_t tid;
+	struct store *s;
+	int index;
+	int failures;
+	int kept;
+};
+
+static uint64_t worker_id(int t, int i)
+{
+	return (uint64_t)t * 1000 + (uint64_t)i;
+}
+
+static size_t worker_size(uint64_t id)
+{
+	return (size_t)(id * 7919 % 300000);
+}
+
+static bool check_sealed(struct store_obj *o)
+{
+	size_t len = worker_size(store_obj_id(o));
+	uint8_t *want = pattern(len, store_obj_id(o)), csum[OBJFS_CSUM_LEN], got[OBJFS_CSUM_LEN];
+	bool ok = obj_equals(o, want, len);
+
+	csum_buf(want, len, csum);
+	store_obj_csum(o, got);
+	free(want);
+	return ok && !memcmp(csum, got, sizeof(csum));
+}
+
+static void *worker_run(void *arg)
+{
+	struct worker *w = arg;
+	unsigned int seed = (unsigned int)w->index + 1;
+	int i;
+
+	for (i = 0; i < NITER; i++) {
+		uint64_t id = worker_id(w->index, i);
+		size_t len = worker_size(id), off = 0;
+		uint8_t *data = pattern(len, id);
+		struct store_obj *o, *l, *other;
+
+		o = store_create(w->s, id, NULL);
+		if (!o) {
+			w->failures++;
+			free(data);
+			continue;
+		}
+		while (off < len) {
+			size_t n = 1 + (size_t)rand_r(&seed) % 65536;
+
+			if (n > len - off)
+				n = len - off;
+			if (store_write(o, data + off, n, off))
+				w->failures++;
+			off += n;
+		}
+		if (store_seal(o, "/t", (int64_t)id))
+			w->failures++;
+		l = store_lookup(w->s, id);
+		if (!l || !check_sealed(l))
+			w->failures++;
+		store_obj_unref(l);
+
+		/* read another thread's object while it may be written or unlinked */
+		other = store_lookup(w->s, worker_id((w->index + 1) % NTHREADS, i));
+		if (other && store_obj_sealed(other) && !check_sealed(other))
+			w->failures++;
+		store_obj_unref(other);
+
+		if (i % 3)
+			store_unlink(o);
+		else
+			w->kept++;
+		store_obj_unref(o);
+		free(data);
+	}
+	return NULL;
+}
+
+TEST(threads)
+{
+	struct worker w[NTHREADS];
+	struct store_stats st;
+	struct store_obj *o;
+	struct tdir t;
+	struct store *s;
+	int i, j, kept = 0;
+
+	tdir_init(&t);
+	s = must_open(&t, 64 * MiB, false);
+	for (i = 0; i < NTHREADS; i++) {
+		w[i] = (struct worker){.s = s, .index = i};
+		CHECK_EQ(pthread_create(&w[i].tid, NULL, worker_run, &w[i]), 0);
+	}
+	for (i = 0; i < NTHREADS; i++) {
+		pthread_join(w[i].tid, NULL);
+		CHECK_EQ(w[i].failures, 0);
+		kept += w[i].kept;
+	}
+	store_stats(s, &st);
+	CHECK_EQ(st.objects, kept);
+	CHECK_EQ(st.pending, 0);
+	for (i = 0; i < NTHREADS; i++) {
+		for (j = 0; j < NITER; j++) {
+			o = store_lookup(s, worker_id(i, j));
+			CHECK(!o == !!(j % 3));
+			if (o)
+				CHECK(check_sealed(o));
+			store_obj_unref(o);
+		}
+	}
+	store_close(s);
+
+	s = must_open(&t, 64 * MiB, true);
+	store_stats(s, &st);
+	CHECK_EQ(st.objects, kept);
+	CHECK_EQ(st.bad_records, 0);
+	store_close(s);
+	tdir_release(&t);
+}
+
+/* ---- throughput (printed, not asserted) ---- */
+
+static double write_pass(struct store *s, uint64_t id, const uint8_t *data, size_t total,
+			 size_t chunk)
+{
+	struct store_obj *o = store_create(s, id, NULL);
+	int64_t t0, t1;
+	size_t off;
+	int r = 0;
+
+	t0 = mono_ns();
+	for (off = 0; off < total && !r; off += chunk)
+		r = store_write(o, data + off, chunk, off);
+	t1 = mono_ns();
+	CHECK_EQ(r, 0);
+	CHECK_EQ(store_seal(o, "/big", 1), 0);
+	CHECK(obj_equals(o, data, total));
+	store_unlink(o);
+	store_obj_unref(o);
+	return (double)total / 1e6 / ((double)(t1 - t0) / 1e9);
+}
+
+TEST(throughput)
+{
+	const size_t total = 64 * MiB;
+	uint8_t *data = pattern(total, 99);
+	struct store_obj *o;
+	struct iovec iov[16];
+	struct tdir t;
+	struct store *s;
+	double cold, warm;
+	size_t bytes = 0;
+
+	tdir_init(&t);
+	s = must_open(&t, 256 * MiB, false);
+	cold = write_pass(s, 1, data, total, MiB);
+	warm = write_pass(s, 2, data, total, MiB);
+	CHECK_EQ(used_bytes(s), 0);
+
+	/* a sequential write grows one extent in place */
+	o = store_create(s, 3, NULL);
+	for (bytes = 0; bytes < total; bytes += MiB)
+		CHECK_EQ(store_write(o, data + bytes, MiB, bytes), 0);
+	CHECK_EQ(store_obj_iov(o, 0, total, iov, 16, &bytes), 1);
+	CHECK_EQ(bytes, total);
+	store_obj_unref(o);
+	printf("# 64 MiB in 1 MiB writes: %.0f MB/s cold arena, %.0f MB/s recycled pages\n", cold,
+	       warm);
+	store_close(s);
+	free(data);
+	tdir_release(&t);
+}
+
+int main(void)
+{
+	RUN(config);
+	RUN(lock);
+	RUN(zero_byte);
+	RUN(enospc);
+	RUN(holes);
+	RUN(truncate);
+	RUN(seal);
+	RUN(unlink);
+	RUN(reopen);
+	RUN(bad_record);
+	RUN(overlap);
+	RUN(verify);
+	RUN(shrink_capacity);
+	RUN(notes);
+	RUN(reserve_iov);
+	RUN(fragmented);
+	RUN(threads);
+	RUN(throughput);
+	return tap_done();
+}
