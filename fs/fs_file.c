@@ -33,6 +33,7 @@
 #include <time.h>
 
 #define SETTLE_WAIT_MS 500
+#define SEAL_WAIT_NS (60 * 1000000000LL)
 #define REPLACE_WISH_NS (2 * 1000000000LL)
 #define REAP_AFTER_NS (10 * 1000000000LL)
 #define READ_IOV_MAX 256
@@ -89,27 +90,39 @@ void fs_pending_free(struct pending *p)
 	free(p);
 }
 
+static bool unsettled(struct pending *p, bool *ret_sealing)
+{
+	*ret_sealing = p->sealing;
+	return p->sealing || (p->opens && p->flushed >= p->opens);
+}
+
 /*
- * Wait (bounded) until @p is sealed if every handle on it was closed and
- * only the asynchronous RELEASE is outstanding.  Called with fs->lock
- * held; may drop and retake it.
+ * Wait until @p is sealed if its last handle is gone (a seal is running)
+ * or every handle was closed and only the asynchronous RELEASE is
+ * outstanding.  The first case always ends soon (a checksum and one Redis
+ * call, each bounded); the second may be a dup()ed descriptor still in
+ * use, so it waits SETTLE_WAIT_MS at most.  Called with fs->lock held;
+ * may drop and retake it.
  */
 void fs_pending_settle(struct fs *fs, struct pending *p)
 {
 	struct inode *in = inode_find(fs, p->id);
-	struct timespec until;
+	int64_t start = mono_ns();
+	bool sealing;
 
-	if (!p->opens || p->flushed < p->opens)
-		return;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_nsec += SETTLE_WAIT_MS * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
-	while (in && in->pending == p && p->opens && p->flushed >= p->opens) {
-		if (pthread_cond_timedwait(&fs->settle, &fs->lock, &until))
+	while (in && in->pending == p && unsettled(p, &sealing)) {
+		int64_t limit = sealing ? SEAL_WAIT_NS : SETTLE_WAIT_MS * 1000000LL;
+		struct timespec until;
+
+		if (mono_ns() - start > limit)
 			break;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 50 * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&fs->settle, &fs->lock, &until);
 		in = inode_find(fs, p->id);
 	}
 }
@@ -251,6 +264,12 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (in->pending)
 		fs_pending_settle(fs, in->pending);
 	p = in->pending;
+	if (p && p->sealing) {
+		pthread_mutex_unlock(&fs->lock);
+		log_warn("object %" PRIu64 " is still being sealed after 60 s", (uint64_t)ino);
+		fuse_reply_err(req, EBUSY);
+		return;
+	}
 	if (p && !p->unlinked) {
 		h = handle_new(store_obj_ref(p->obj), p, (fi->flags & O_ACCMODE) != O_RDONLY);
 		if (!h) {

@@ -23,14 +23,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct reconcile {
-	struct fs *fs;
-	bool same_epoch;
-	unsigned reregistered;
-	uint64_t *drop;		/* ids to drop after the walk */
-	size_t ndrop, capdrop;
-	int err;
+struct idlist {
+	uint64_t *ids;
+	size_t n, cap;
 };
+
+static int collect_id(struct store_obj *o, void *arg)
+{
+	struct idlist *l = arg;
+
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 256;
+		uint64_t *ids = realloc(l->ids, cap * sizeof(*ids));
+
+		if (!ids)
+			return -ENOMEM;
+		l->ids = ids;
+		l->cap = cap;
+	}
+	l->ids[l->n++] = store_obj_id(o);
+	return 0;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
 
 static int reregister(struct fs *fs, struct store_obj *o, const char *path)
 {
@@ -60,74 +80,85 @@ static int reregister(struct fs *fs, struct store_obj *o, const char *path)
 	return r < 0 ? r : 0;
 }
 
-static int reconcile_one(struct store_obj *o, void *arg)
+/*
+ * Reconcile one object.  Returns 1 if it was registered again, 0 if it
+ * was checked (or dropped), or a negative errno.
+ */
+static int reconcile_one(struct fs *fs, uint64_t id, bool same_epoch)
 {
-	struct reconcile *rc = arg;
 	char path[OBJFS_PATH_MAX];
-	uint64_t id = store_obj_id(o);
+	struct store_obj *o;
 	int r;
 
+	o = store_lookup(fs->store, id);
+	if (!o)
+		return 0;	/* unlinked meanwhile */
 	store_obj_path(o, path, sizeof(path));
-	if (rc->same_epoch && path[0]) {
-		r = meta_object_exists(rc->fs->meta, id);
+	if (same_epoch && path[0]) {
+		r = meta_object_exists(fs->meta, id);
 		if (r == 0) {
-			if (rc->ndrop == rc->capdrop) {
-				size_t cap = rc->capdrop ? 2 * rc->capdrop : 64;
-				uint64_t *d = realloc(rc->drop, cap * sizeof(*d));
-
-				if (!d)
-					return -ENOMEM;
-				rc->drop = d;
-				rc->capdrop = cap;
-			}
-			rc->drop[rc->ndrop++] = id;
-			return 0;
+			log_info("object %" PRIu64 " was deleted while this node was away; "
+				 "dropping it",
+				 id);
+			store_unlink(o);
+		} else if (r == 1) {
+			r = meta_add_holder(fs->meta, id);
 		}
-		if (r == 1)
-			r = meta_add_holder(rc->fs->meta, id);
 	} else {
-		r = reregister(rc->fs, o, path);
+		r = reregister(fs, o, path);
 		if (r == 0)
-			rc->reregistered++;
+			r = 1;
 	}
-	if (r < 0)
-		rc->err = r;
-	return r == -EIO ? r : 0;	/* stop only when Redis is gone */
+	store_obj_unref(o);
+	return r;
 }
 
 int fs_reconcile(struct fs *fs, unsigned *ret_n)
 {
-	struct reconcile rc = { .fs = fs };
+	struct idlist l = { 0 };
 	char epoch[64], seen[64];
+	unsigned n = 0;
+	bool same;
 	size_t i;
-	int r;
+	int r, err = 0;
 
 	r = meta_epoch(fs->meta, epoch, sizeof(epoch));
 	if (r < 0)
 		return r;
-	rc.same_epoch = store_note_get(fs->store, "epoch", seen, sizeof(seen)) == 0 &&
-			!strcmp(seen, epoch);
-	r = store_foreach(fs->store, reconcile_one, &rc);
-	for (i = 0; i < rc.ndrop; i++) {
-		log_info("object %" PRIu64 " was deleted while this node was away; dropping it",
-			 rc.drop[i]);
-		fs_forget_local(fs, rc.drop[i]);
-	}
-	free(rc.drop);
-	if (r < 0)
+	same = store_note_get(fs->store, "epoch", seen, sizeof(seen)) == 0 && !strcmp(seen, epoch);
+	r = store_foreach(fs->store, collect_id, &l);
+	if (r < 0) {
+		free(l.ids);
 		return r;
-	if (rc.err)
-		log_warn("reconciling with Redis: %s", strerror(-rc.err));
+	}
+	/* highest id first: the first re-registration raises the id counter
+	 * above every local object, so directories it creates cannot take an
+	 * id that a later object already has */
+	qsort(l.ids, l.n, sizeof(*l.ids), cmp_desc);
+	for (i = 0; i < l.n; i++) {
+		r = reconcile_one(fs, l.ids[i], same);
+		if (r == 1)
+			n++;
+		else if (r < 0)
+			err = r;
+		if (r == -EIO)
+			break;	/* Redis went away: try again on the next tick */
+	}
+	free(l.ids);
+	if (err == -EIO)
+		return err;
+	if (err)
+		log_warn("reconciling with Redis: %s", strerror(-err));
 	r = store_note_set(fs->store, "epoch", epoch);
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&fs->lock);
 	snprintf(fs->epoch, sizeof(fs->epoch), "%s", epoch);
 	pthread_mutex_unlock(&fs->lock);
-	__atomic_add_fetch(&fs->n_reregistered, rc.reregistered, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&fs->n_reregistered, n, __ATOMIC_RELAXED);
 	fs_publish_retry(fs);
 	if (ret_n)
-		*ret_n = rc.reregistered;
+		*ret_n = n;
 	return 0;
 }
 

@@ -1,0 +1,1334 @@
+/*
+ * test-meta: unit tests of the Redis location service.
+ *
+ * main() starts a private redis-server on a unix socket in a mkdtemp()
+ * directory (skip if redis-server is not installed) and kills it at the
+ * end.  Each case uses its own key prefix, so cases do not see each
+ * other's namespace.  Cases damage records behind meta's back through a
+ * raw hiredis connection, knowing the key schema of meta.h.  The cases
+ * that kill, stop or flush Redis run last; "auth" lets the server listen
+ * on a loopback TCP port for a moment to try AUTH and SELECT.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "meta.h"
+#include "tap.h"
+#include "util.h"
+
+static struct {
+	char dir[64];
+	char sock[128];
+	char url[160];
+	pid_t pid;
+} R;
+
+static redisContext *raw;
+
+static bool have_redis_server(void)
+{
+	const char *path = getenv("PATH");
+	char buf[4096], *save, *d;
+
+	snprintf(buf, sizeof(buf), "%s", path ? path : "/usr/local/bin:/usr/bin:/bin");
+	for (d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		char exe[4200];
+
+		snprintf(exe, sizeof(exe), "%s/redis-server", d);
+		if (access(exe, X_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
+static bool redis_answers(void)
+{
+	struct timeval tv = { 1, 0 };
+	redisContext *c = redisConnectUnixWithTimeout(R.sock, tv);
+	redisReply *rep;
+	bool ok = false;
+
+	if (c && !c->err) {
+		rep = redisCommand(c, "PING");
+		ok = rep && rep->type == REDIS_REPLY_STATUS && !strcmp(rep->str, "PONG");
+		if (rep)
+			freeReplyObject(rep);
+	}
+	if (c)
+		redisFree(c);
+	return ok;
+}
+
+static void raw_close(void)
+{
+	if (raw)
+		redisFree(raw);
+	raw = NULL;
+}
+
+static void redis_start(void)
+{
+	char log[128];
+	int i;
+
+	unlink(R.sock);
+	snprintf(log, sizeof(log), "%s/redis.log", R.dir);
+	R.pid = fork();
+	if (R.pid < 0) {
+		perror("fork");
+		exit(1);
+	}
+	if (R.pid == 0) {
+		int fd = open("/dev/null", O_RDWR);
+
+		/* no orphan server if the test crashes */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fd >= 0) {
+			dup2(fd, 0);
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", R.sock,
+		       "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", R.dir,
+		       "--logfile", log, (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 500; i++) {
+		if (redis_answers())
+			break;
+		usleep(20000);
+	}
+	if (i == 500) {
+		fprintf(stderr, "redis-server did not start\n");
+		kill(R.pid, SIGKILL);
+		exit(1);
+	}
+	raw_close();
+	raw = redisConnectUnix(R.sock);
+	if (!raw || raw->err) {
+		fprintf(stderr, "cannot connect to the test redis-server\n");
+		exit(1);
+	}
+}
+
+static void redis_kill(void)
+{
+	raw_close();
+	if (R.pid > 0) {
+		kill(R.pid, SIGKILL);
+		waitpid(R.pid, NULL, 0);
+	}
+	R.pid = 0;
+}
+
+static void rdo(const char *fmt, ...)
+{
+	redisReply *rep;
+	va_list ap;
+
+	va_start(ap, fmt);
+	rep = redisvCommand(raw, fmt, ap);
+	va_end(ap);
+	if (!rep) {
+		fprintf(stderr, "raw redis command failed: %s\n", raw->errstr);
+		exit(1);
+	}
+	if (rep->type == REDIS_REPLY_ERROR)
+		fprintf(stderr, "raw redis command '%s': %s\n", fmt, rep->str);
+	freeReplyObject(rep);
+}
+
+/* A string field, or "" */
+static void rget(char *buf, size_t len, const char *fmt, ...)
+{
+	redisReply *rep;
+	va_list ap;
+
+	va_start(ap, fmt);
+	rep = redisvCommand(raw, fmt, ap);
+	va_end(ap);
+	buf[0] = '\0';
+	if (rep && rep->type == REDIS_REPLY_STRING)
+		snprintf(buf, len, "%s", rep->str);
+	else if (rep && rep->type == REDIS_REPLY_INTEGER)
+		snprintf(buf, len, "%lld", rep->integer);
+	if (rep)
+		freeReplyObject(rep);
+}
+
+static struct meta *mk(const char *prefix, const char *node, unsigned pool, unsigned timeout_ms)
+{
+	struct meta_config cfg = {
+		.url = R.url,
+		.prefix = prefix,
+		.node = node,
+		.pool_size = pool,
+		.timeout_ms = timeout_ms,
+	};
+	struct meta *m;
+	int err = 0;
+
+	m = meta_new(&cfg, &err);
+	if (!m) {
+		fprintf(stderr, "meta_new: %s\n", strerror(-err));
+		exit(1);
+	}
+	return m;
+}
+
+static struct meta *mk_connected(const char *prefix)
+{
+	struct meta *m = mk(prefix, "node-a", 0, 0);
+
+	CHECK_EQ(meta_connect(m), 0);
+	return m;
+}
+
+static void mkobj(struct meta *m, struct meta_obj *o, uint64_t size)
+{
+	char data[64];
+
+	memset(o, 0, sizeof(*o));
+	CHECK_EQ(meta_alloc_id(m, &o->id), 0);
+	o->size = size;
+	o->mtime_ns = 1700000000123456789LL;
+	snprintf(data, sizeof(data), "object %" PRIu64, o->id);
+	csum_buf(data, strlen(data), o->csum);
+	snprintf(o->origin, sizeof(o->origin), "node-a");
+}
+
+static uint64_t lookup_id(struct meta *m, uint64_t parent, const char *name)
+{
+	struct meta_entry e;
+
+	if (meta_lookup(m, parent, name, &e) < 0)
+		return 0;
+	return e.id;
+}
+
+static int64_t ms_since(int64_t t0)
+{
+	return (mono_ns() - t0) / 1000000;
+}
+
+/* ---- cases ---- */
+
+TEST(urls)
+{
+	static const struct {
+		const char *url;
+		int err;
+		const char *shown;
+	} cases[] = {
+		{ "redis://localhost:6380", 0, "redis://localhost:6380" },
+		{ "redis://localhost", 0, "redis://localhost" },
+		{ "redis://10.0.0.1:6379/3", 0, "redis://10.0.0.1:6379/3" },
+		{ "redis://:s3cret@db.example:7000/2", 0, "redis://:***@db.example:7000/2" },
+		{ "redis://:p@ss@host", 0, "redis://:***@host" },
+		{ "redis://[::1]:6379", 0, "redis://[::1]:6379" },
+		{ "unix:/run/objfs/redis.sock", 0, "unix:/run/objfs/redis.sock" },
+		{ "http://localhost:6379", -EINVAL, NULL },
+		{ "redis:/localhost", -EINVAL, NULL },
+		{ "redis://", -EINVAL, NULL },
+		{ "redis://:6379", -EINVAL, NULL },
+		{ "redis://host:0", -EINVAL, NULL },
+		{ "redis://host:65536", -EINVAL, NULL },
+		{ "redis://host:", -EINVAL, NULL },
+		{ "redis://host:12x", -EINVAL, NULL },
+		{ "redis://host:6379/", -EINVAL, NULL },
+		{ "redis://host:6379/x", -EINVAL, NULL },
+		{ "redis://host:6379/1/2", -EINVAL, NULL },
+		{ "redis://host:6379?db=1", -EINVAL, NULL },
+		{ "redis://host name", -EINVAL, NULL },
+		{ "redis://user:pw@host", -EINVAL, NULL },
+		{ "redis://:@host", -EINVAL, NULL },
+		{ "redis://[::1", -EINVAL, NULL },
+		{ "unix:", -EINVAL, NULL },
+		{ "unix:relative.sock", -EINVAL, NULL },
+		{ "", -EINVAL, NULL },
+	};
+	struct meta_config cfg = { .node = "n1" };
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct meta *m;
+		int err = 12345;
+
+		cfg.url = cases[i].url;
+		m = meta_new(&cfg, &err);
+		if (cases[i].err) {
+			CHECK(m == NULL);
+			CHECK_EQ(err, cases[i].err);
+			if (m)
+				fprintf(stderr, "  accepted '%s'\n", cases[i].url);
+		} else {
+			CHECK(m != NULL);
+			if (m)
+				CHECK_STR(meta_url(m), cases[i].shown);
+			else
+				fprintf(stderr, "  rejected '%s'\n", cases[i].url);
+		}
+		meta_free(m);
+	}
+
+	/* prefix and node name */
+	cfg.url = "unix:/x.sock";
+	{
+		static const struct {
+			const char *prefix, *node;
+			bool ok;
+		} pn[] = {
+			{ NULL, "n1", true },
+			{ "a.b_c-D9", "n1", true },
+			{ "", "n1", false },
+			{ "a:b", "n1", false },
+			{ "a{b}", "n1", false },
+			{ "objfs", NULL, false },
+			{ "objfs", "", false },
+			{ "objfs", "-bad", false },
+			{ "objfs", "bad name", false },
+		};
+		char long_prefix[80];
+
+		for (i = 0; i < ARRAY_SIZE(pn); i++) {
+			struct meta *m;
+			int err = 0;
+
+			cfg.prefix = pn[i].prefix;
+			cfg.node = pn[i].node;
+			m = meta_new(&cfg, &err);
+			CHECK_EQ(m != NULL, pn[i].ok);
+			if (!pn[i].ok)
+				CHECK_EQ(err, -EINVAL);
+			meta_free(m);
+		}
+		memset(long_prefix, 'p', 65);
+		long_prefix[65] = '\0';
+		cfg.prefix = long_prefix;
+		cfg.node = "n1";
+		CHECK(meta_new(&cfg, NULL) == NULL);
+		long_prefix[64] = '\0';
+		meta_free(meta_new(&cfg, NULL));
+	}
+	meta_free(NULL);
+}
+
+TEST(dead_socket)
+{
+	struct meta_config cfg = {
+		.url = "unix:/nonexistent/objfs-test/redis.sock",
+		.node = "n1",
+		.timeout_ms = 500,
+	};
+	struct meta_entry e;
+	char err[256];
+	struct meta *m = meta_new(&cfg, NULL);
+	int64_t t0;
+
+	CHECK(m != NULL);
+	if (!m)
+		return;
+	t0 = mono_ns();
+	CHECK_EQ(meta_connect(m), -EIO);
+	CHECK(ms_since(t0) < 400);
+	CHECK(!meta_is_up(m));
+	meta_last_error(m, err, sizeof(err));
+	CHECK(strstr(err, "No such file") != NULL);
+	/* in backoff: immediate */
+	t0 = mono_ns();
+	CHECK_EQ(meta_getattr(m, 1, &e), -EIO);
+	CHECK_EQ(meta_lookup(m, 1, "x", &e), -EIO);
+	CHECK(ms_since(t0) < 50);
+	meta_free(m);
+
+	/* a password against a server without one */
+	snprintf(err, sizeof(err), "redis://:nope@localhost:1");
+	cfg.url = err;
+	m = meta_new(&cfg, NULL);
+	CHECK(m != NULL);
+	CHECK_EQ(meta_connect(m), -EIO);	/* nothing listens on port 1 */
+	meta_free(m);
+}
+
+/* A free loopback TCP port (there is a small race; good enough here). */
+static int free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+static int connect_url(const char *url, char *err, size_t len)
+{
+	struct meta_config cfg = { .url = url, .prefix = "t-auth", .node = "n1" };
+	struct meta *m = meta_new(&cfg, NULL);
+	struct meta_entry e;
+	int r;
+
+	if (!m)
+		return -EINVAL;
+	r = meta_connect(m);
+	meta_last_error(m, err, len);
+	if (r == 0)
+		r = meta_mkdir(m, 1, "here", 1, &e);
+	meta_free(m);
+	return r;
+}
+
+/* AUTH and SELECT, over TCP: the server listens on a port for a while. */
+TEST(auth)
+{
+	char url[200], err[256], buf[64];
+	int port = free_port();
+
+	/* over the unix socket, without a password: NOAUTH */
+	rdo("CONFIG SET requirepass sekrit");
+	CHECK_EQ(connect_url(R.url, err, sizeof(err)), -EACCES);
+	CHECK(strstr(err, "NOAUTH") != NULL);
+
+	CHECK(port > 0);
+	rdo("CONFIG SET bind 127.0.0.1");
+	rdo("CONFIG SET port %d", port);
+	snprintf(url, sizeof(url), "redis://:sekrit@127.0.0.1:%d/3", port);
+	CHECK_EQ(connect_url(url, err, sizeof(err)), 0);
+	CHECK_STR(err, "");
+	rdo("SELECT 3");
+	rget(buf, sizeof(buf), "HEXISTS t-auth:{ns}:d:1 here");
+	CHECK_STR(buf, "1");
+	rdo("SELECT 0");
+	rget(buf, sizeof(buf), "EXISTS t-auth:{ns}:d:1");
+	CHECK_STR(buf, "0");
+
+	snprintf(url, sizeof(url), "redis://:wrong@127.0.0.1:%d/3", port);
+	CHECK_EQ(connect_url(url, err, sizeof(err)), -EACCES);
+	CHECK(strstr(err, "authentication failed") != NULL);
+	snprintf(url, sizeof(url), "redis://:sekrit@127.0.0.1:%d/99999", port);
+	CHECK_EQ(connect_url(url, err, sizeof(err)), -EIO);
+	CHECK(strstr(err, "SELECT") != NULL);
+
+	rdo("CONFIG SET port 0");
+	rdo("CONFIG SET requirepass %s", "");
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", port);
+	CHECK_EQ(connect_url(url, err, sizeof(err)), -EIO);
+	CHECK(strstr(err, "refused") != NULL);
+}
+
+TEST(namespace)
+{
+	struct meta *m = mk_connected("t-ns");
+	struct meta_entry e, d;
+	struct meta_dirent *ents = NULL;
+	size_t n = 0, i;
+	char buf[64];
+	bool seen[3] = { false };
+
+	/* the root */
+	CHECK_EQ(meta_getattr(m, META_ROOT_ID, &e), 0);
+	CHECK_EQ(e.kind, META_DIR);
+	CHECK_EQ(e.id, 1);
+	CHECK_EQ(e.nsub, 0);
+	CHECK(e.obj.mtime_ns > 0);
+	rget(buf, sizeof(buf), "HGET t-ns:{ns}:d:1 /parent");
+	CHECK_STR(buf, "1");
+	rget(buf, sizeof(buf), "GET t-ns:{ns}:epoch");
+	CHECK_EQ(strlen(buf), 32);
+
+	CHECK_EQ(meta_readdir(m, 1, &ents, &n), 0);
+	CHECK_EQ(n, 0);
+	meta_dirents_free(ents);
+
+	CHECK_EQ(meta_mkdir(m, 1, "a", 111, &d), 0);
+	CHECK_EQ(d.kind, META_DIR);
+	CHECK(d.id > 1);
+	CHECK_EQ(d.obj.mtime_ns, 111);
+	CHECK_EQ(meta_mkdir(m, 1, "b", 222, NULL), 0);
+	CHECK_EQ(meta_mkdir(m, d.id, "c", 333, NULL), 0);
+
+	CHECK_EQ(meta_lookup(m, 1, "a", &e), 0);
+	CHECK_EQ(e.kind, META_DIR);
+	CHECK_EQ(e.id, d.id);
+	CHECK_EQ(e.obj.mtime_ns, 333);	/* mkdir of c touched a */
+	CHECK_EQ(e.nsub, 1);
+	CHECK_EQ(meta_getattr(m, d.id, &e), 0);
+	CHECK_EQ(e.kind, META_DIR);
+	CHECK_EQ(e.nsub, 1);
+	CHECK_EQ(meta_getattr(m, 1, &e), 0);
+	CHECK_EQ(e.nsub, 2);
+
+	rget(buf, sizeof(buf), "HGET t-ns:{ns}:d:%" PRIu64 " /name", d.id);
+	CHECK_STR(buf, "a");
+
+	CHECK_EQ(meta_readdir(m, 1, &ents, &n), 0);
+	CHECK_EQ(n, 2);
+	for (i = 0; i < n; i++) {
+		CHECK_EQ(ents[i].kind, META_DIR);
+		if (!strcmp(ents[i].name, "a"))
+			seen[0] = ents[i].id == d.id;
+		else if (!strcmp(ents[i].name, "b"))
+			seen[1] = true;
+		else
+			seen[2] = true;
+	}
+	CHECK(seen[0] && seen[1] && !seen[2]);
+	meta_dirents_free(ents);
+
+	/* names that are not names */
+	CHECK_EQ(meta_mkdir(m, 1, "", 1, NULL), -EINVAL);
+	CHECK_EQ(meta_mkdir(m, 1, "x/y", 1, NULL), -EINVAL);
+	CHECK_EQ(meta_mkdir(m, 1, "..", 1, NULL), -EINVAL);
+	CHECK_EQ(meta_lookup(m, 1, "/mtime", &e), -EINVAL);
+	CHECK_EQ(meta_lookup(m, 0, "a", &e), -EINVAL);
+	CHECK(meta_is_up(m));
+	meta_free(m);
+}
+
+TEST(namespace_errors)
+{
+	struct meta *m = mk_connected("t-err");
+	struct meta_dirent *ents;
+	struct meta_entry e;
+	struct meta_obj o;
+	uint64_t a, id = 0;
+	size_t n;
+
+	CHECK_EQ(meta_mkdir(m, 1, "a", 1, &e), 0);
+	a = e.id;
+	CHECK_EQ(meta_mkdir(m, 1, "a", 1, NULL), -EEXIST);
+	CHECK_EQ(meta_lookup(m, 1, "nope", &e), -ENOENT);
+	CHECK_EQ(meta_lookup(m, 987654, "x", &e), -ENOENT);
+	CHECK_EQ(meta_mkdir(m, 987654, "x", 1, NULL), -ENOENT);
+	CHECK_EQ(meta_getattr(m, 987654, &e), -ENOENT);
+	CHECK_EQ(meta_readdir(m, 987654, &ents, &n), -ENOENT);
+	CHECK_EQ(meta_get_object(m, 987654, &o), -ENOENT);
+	CHECK_EQ(meta_object_exists(m, 987654), 0);
+
+	mkobj(m, &o, 10);
+	CHECK_EQ(meta_publish(m, a, "f", &o, false, NULL, NULL), 0);
+	CHECK_EQ(meta_lookup(m, o.id, "x", &e), -ENOTDIR);
+	CHECK_EQ(meta_mkdir(m, o.id, "x", 1, NULL), -ENOTDIR);
+	CHECK_EQ(meta_readdir(m, o.id, &ents, &n), -ENOTDIR);
+	CHECK_EQ(meta_rmdir(m, a, "f", NULL), -ENOTDIR);
+	CHECK_EQ(meta_rmdir(m, 1, "a", NULL), -ENOTEMPTY);
+	CHECK_EQ(meta_rmdir(m, 1, "nope", NULL), -ENOENT);
+	CHECK_EQ(meta_unlink(m, 1, "a", NULL), -EISDIR);
+	CHECK_EQ(meta_unlink(m, a, "f", &id), 0);
+	CHECK_EQ(id, o.id);
+	CHECK_EQ(meta_mkdir(m, a, "sub", 1, NULL), 0);
+	CHECK_EQ(meta_rmdir(m, 1, "a", NULL), -ENOTEMPTY);
+	CHECK_EQ(meta_rmdir(m, a, "sub", NULL), 0);
+	CHECK_EQ(meta_rmdir(m, 1, "a", &id), 0);
+	CHECK_EQ(id, a);
+	CHECK_EQ(meta_getattr(m, a, &e), -ENOENT);
+	CHECK_EQ(meta_getattr(m, 1, &e), 0);
+	CHECK_EQ(e.nsub, 0);
+	meta_free(m);
+}
+
+TEST(publish)
+{
+	struct meta *m = mk_connected("t-pub");
+	char path[OBJFS_PATH_MAX];
+	char(*nodes)[OBJFS_NODE_MAX] = NULL;
+	struct meta_entry e, d;
+	struct meta_obj o, o2, got;
+	redisContext *sub;
+	redisReply *rep;
+	uint64_t replaced = 99, id;
+	int64_t mt;
+	size_t n = 99;
+
+	CHECK_EQ(meta_mkdir(m, 1, "dir", 5, &d), 0);
+	CHECK_EQ(meta_mkdir(m, d.id, "sub dir", 5, &d), 0);
+	mkobj(m, &o, 4096);
+
+	/* watch the invalidations */
+	sub = redisConnectUnix(R.sock);
+	rep = redisCommand(sub, "SUBSCRIBE t-pub:inval");
+	freeReplyObject(rep);
+
+	CHECK_EQ(meta_publish(m, d.id, "file 1", &o, false, &replaced, path), 0);
+	CHECK_EQ(replaced, 0);
+	CHECK_STR(path, "/dir/sub dir/file 1");
+	{
+		struct timeval tv = { 2, 0 };
+		char want[128];
+
+		redisSetTimeout(sub, tv);
+		CHECK_EQ(redisGetReply(sub, (void **)&rep), REDIS_OK);
+		CHECK(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 3);
+		snprintf(want, sizeof(want), "publish %" PRIu64 " file 1 %" PRIu64, d.id, o.id);
+		if (rep && rep->elements == 3)
+			CHECK_STR(rep->element[2]->str, want);
+		if (rep)
+			freeReplyObject(rep);
+	}
+	redisFree(sub);
+
+	CHECK_EQ(meta_lookup(m, d.id, "file 1", &e), 0);
+	CHECK_EQ(e.kind, META_FILE);
+	CHECK_EQ(e.id, o.id);
+	CHECK_EQ(e.obj.size, 4096);
+	CHECK_EQ(e.obj.mtime_ns, o.mtime_ns);
+	CHECK(!memcmp(e.obj.csum, o.csum, OBJFS_CSUM_LEN));
+	CHECK_STR(e.obj.origin, "node-a");
+	CHECK_EQ(meta_getattr(m, o.id, &e), 0);
+	CHECK_EQ(e.kind, META_FILE);
+	CHECK_EQ(e.obj.size, 4096);
+	CHECK_EQ(meta_get_object(m, o.id, &got), 0);
+	CHECK_EQ(got.id, o.id);
+	CHECK(!memcmp(got.csum, o.csum, OBJFS_CSUM_LEN));
+	CHECK_EQ(meta_object_exists(m, o.id), 1);
+	CHECK_EQ(meta_holders(m, o.id, &nodes, &n), 0);
+	CHECK_EQ(n, 1);
+	if (n == 1)
+		CHECK_STR(nodes[0], "node-a");
+	free(nodes);
+
+	/* the parent's mtime moved */
+	CHECK_EQ(meta_getattr(m, d.id, &e), 0);
+	mt = e.obj.mtime_ns;
+	CHECK(mt > 5);
+
+	/* a retry of the same publish */
+	CHECK_EQ(meta_publish(m, d.id, "file 1", &o, false, &replaced, NULL), 0);
+	CHECK_EQ(replaced, 0);
+
+	/* another object under the same name */
+	mkobj(m, &o2, 7);
+	CHECK_EQ(meta_publish(m, d.id, "file 1", &o2, false, &replaced, NULL), -EEXIST);
+	CHECK_EQ(meta_publish(m, d.id, "file 1", &o2, true, &replaced, path), 0);
+	CHECK_EQ(replaced, o.id);
+	CHECK_EQ(meta_object_exists(m, o.id), 0);
+	CHECK_EQ(meta_get_object(m, o.id, &got), -ENOENT);
+	nodes = NULL;
+	CHECK_EQ(meta_holders(m, o.id, &nodes, &n), 0);
+	CHECK_EQ(n, 0);
+	free(nodes);
+	CHECK_EQ(lookup_id(m, d.id, "file 1"), o2.id);
+
+	/* over a directory, into nothing, into a file */
+	CHECK_EQ(meta_publish(m, 1, "dir", &o2, true, NULL, NULL), -EISDIR);
+	CHECK_EQ(meta_publish(m, 424242, "x", &o2, false, NULL, NULL), -ENOENT);
+	CHECK_EQ(meta_publish(m, o2.id, "x", &o2, false, NULL, NULL), -ENOTDIR);
+	o2.origin[0] = '\0';
+	CHECK_EQ(meta_publish(m, 1, "x", &o2, false, NULL, NULL), -EINVAL);
+	CHECK_EQ(meta_publish(m, 1, "x", NULL, false, NULL, NULL), -EINVAL);
+
+	/* unlink */
+	CHECK_EQ(meta_unlink(m, d.id, "file 1", &id), 0);
+	CHECK_EQ(id, o2.id);
+	CHECK_EQ(meta_object_exists(m, o2.id), 0);
+	CHECK_EQ(meta_lookup(m, d.id, "file 1", &e), -ENOENT);
+	CHECK_EQ(meta_unlink(m, d.id, "file 1", &id), -ENOENT);
+	meta_free(m);
+}
+
+TEST(holders)
+{
+	struct meta *a = mk_connected("t-hold");
+	struct meta *b = mk("t-hold", "node-b", 0, 0);
+	char(*nodes)[OBJFS_NODE_MAX] = NULL;
+	struct meta_obj o;
+	size_t n = 0, i;
+	bool sa = false, sb = false;
+
+	mkobj(a, &o, 1);
+	CHECK_EQ(meta_publish(a, 1, "h", &o, false, NULL, NULL), 0);
+	CHECK_EQ(meta_add_holder(b, o.id), 0);
+	CHECK_EQ(meta_add_holder(b, o.id), 0);
+	CHECK_EQ(meta_holders(a, o.id, &nodes, &n), 0);
+	CHECK_EQ(n, 2);
+	for (i = 0; i < n; i++) {
+		sa |= !strcmp(nodes[i], "node-a");
+		sb |= !strcmp(nodes[i], "node-b");
+	}
+	CHECK(sa && sb);
+	free(nodes);
+	CHECK_EQ(meta_del_holder(a, o.id), 0);
+	CHECK_EQ(meta_holders(a, o.id, &nodes, &n), 0);
+	CHECK_EQ(n, 1);
+	if (n == 1)
+		CHECK_STR(nodes[0], "node-b");
+	free(nodes);
+
+	/* a holder name that is not a node name */
+	rdo("SADD t-hold:h:{%" PRIu64 "} %s", o.id, "bad node!");
+	CHECK_EQ(meta_holders(a, o.id, &nodes, &n), -EBADMSG);
+	meta_free(a);
+	meta_free(b);
+}
+
+TEST(rename)
+{
+	struct meta *m = mk_connected("t-ren");
+	struct meta_dirent *ents;
+	struct meta_entry e;
+	struct meta_obj f1, f2, f3;
+	uint64_t a, b, c, x, y, replaced;
+	char buf[64];
+	size_t n;
+
+	CHECK_EQ(meta_mkdir(m, 1, "a", 1, &e), 0);
+	a = e.id;
+	CHECK_EQ(meta_mkdir(m, 1, "b", 1, &e), 0);
+	b = e.id;
+	CHECK_EQ(meta_mkdir(m, a, "c", 1, &e), 0);
+	c = e.id;
+	mkobj(m, &f1, 1);
+	mkobj(m, &f2, 2);
+	mkobj(m, &f3, 3);
+	CHECK_EQ(meta_publish(m, a, "f1", &f1, false, NULL, NULL), 0);
+	CHECK_EQ(meta_publish(m, c, "f2", &f2, false, NULL, NULL), 0);
+	CHECK_EQ(meta_publish(m, b, "f3", &f3, false, NULL, NULL), 0);
+
+	/* a file within a directory, then across */
+	CHECK_EQ(meta_rename(m, a, "f1", a, "g1", 0, false, &replaced), 0);
+	CHECK_EQ(replaced, 0);
+	CHECK_EQ(lookup_id(m, a, "g1"), f1.id);
+	CHECK_EQ(lookup_id(m, a, "f1"), 0);
+	CHECK_EQ(meta_rename(m, a, "g1", b, "g1", 0, false, NULL), 0);
+	CHECK_EQ(lookup_id(m, b, "g1"), f1.id);
+	CHECK_EQ(meta_rename(m, b, "g1", b, "g1", 0, false, NULL), 0); /* onto itself */
+	CHECK_EQ(lookup_id(m, b, "g1"), f1.id);
+	CHECK_EQ(meta_rename(m, b, "nope", a, "x", 0, false, NULL), -ENOENT);
+
+	/* file over file */
+	CHECK_EQ(meta_rename(m, b, "g1", b, "f3", 0, false, NULL), -EEXIST);
+	CHECK_EQ(meta_rename(m, b, "g1", b, "f3", META_RENAME_NOREPLACE, true, NULL), -EEXIST);
+	CHECK_EQ(meta_rename(m, b, "g1", b, "f3", 0, true, &replaced), 0);
+	CHECK_EQ(replaced, f3.id);
+	CHECK_EQ(meta_object_exists(m, f3.id), 0);
+	CHECK_EQ(lookup_id(m, b, "f3"), f1.id);
+
+	/* a directory with children: they move along */
+	CHECK_EQ(meta_getattr(m, a, &e), 0);
+	CHECK_EQ(e.nsub, 1);
+	CHECK_EQ(meta_rename(m, a, "c", b, "c2", 0, false, NULL), 0);
+	CHECK_EQ(lookup_id(m, b, "c2"), c);
+	CHECK_EQ(meta_lookup(m, c, "f2", &e), 0);
+	CHECK_EQ(e.id, f2.id);
+	rget(buf, sizeof(buf), "HGET t-ren:{ns}:d:%" PRIu64 " /parent", c);
+	snprintf(buf + 32, 32, "%" PRIu64, b);
+	CHECK_STR(buf, buf + 32);
+	rget(buf, sizeof(buf), "HGET t-ren:{ns}:d:%" PRIu64 " /name", c);
+	CHECK_STR(buf, "c2");
+	CHECK_EQ(meta_getattr(m, a, &e), 0);
+	CHECK_EQ(e.nsub, 0);
+	CHECK_EQ(meta_getattr(m, b, &e), 0);
+	CHECK_EQ(e.nsub, 1);
+	{
+		char path[OBJFS_PATH_MAX];
+		struct meta_obj o;
+
+		mkobj(m, &o, 9);
+		CHECK_EQ(meta_publish(m, c, "new", &o, false, NULL, path), 0);
+		CHECK_STR(path, "/b/c2/new");
+	}
+
+	/* into its own subtree */
+	CHECK_EQ(meta_rename(m, 1, "b", c, "loop", 0, false, NULL), -EINVAL);
+	CHECK_EQ(meta_rename(m, 1, "b", b, "loop", 0, false, NULL), -EINVAL);
+	CHECK_EQ(lookup_id(m, 1, "b"), b);
+
+	/* directory over an empty directory, over a non-empty one, over a
+	 * file; a file over a directory */
+	CHECK_EQ(meta_mkdir(m, 1, "empty", 1, &e), 0);
+	x = e.id;
+	CHECK_EQ(meta_rename(m, 1, "a", 1, "empty", 0, false, &replaced), 0);
+	CHECK_EQ(replaced, x);
+	CHECK_EQ(meta_getattr(m, x, &e), -ENOENT);
+	CHECK_EQ(lookup_id(m, 1, "empty"), a);
+	CHECK_EQ(meta_getattr(m, 1, &e), 0);
+	CHECK_EQ(e.nsub, 2);	/* b, empty(=a) */
+	CHECK_EQ(meta_rename(m, 1, "empty", 1, "b", 0, false, NULL), -ENOTEMPTY);
+	CHECK_EQ(meta_rename(m, 1, "empty", b, "f3", 0, true, NULL), -ENOTDIR);
+	CHECK_EQ(meta_rename(m, b, "f3", 1, "empty", 0, true, NULL), -EISDIR);
+
+	/* exchange */
+	CHECK_EQ(meta_rename(m, b, "f3", 1, "nope", META_RENAME_EXCHANGE, false, NULL), -ENOENT);
+	CHECK_EQ(meta_rename(m, b, "f3", 1, "empty", META_RENAME_EXCHANGE, false, &replaced), 0);
+	CHECK_EQ(replaced, 0);
+	CHECK_EQ(lookup_id(m, b, "f3"), a);
+	CHECK_EQ(lookup_id(m, 1, "empty"), f1.id);
+	rget(buf, sizeof(buf), "HGET t-ren:{ns}:d:%" PRIu64 " /parent", a);
+	snprintf(buf + 32, 32, "%" PRIu64, b);
+	CHECK_STR(buf, buf + 32);
+	CHECK_EQ(meta_getattr(m, 1, &e), 0);
+	CHECK_EQ(e.nsub, 1);
+	CHECK_EQ(meta_getattr(m, b, &e), 0);
+	CHECK_EQ(e.nsub, 2);
+	/* exchanging a directory with its own descendant */
+	CHECK_EQ(meta_rename(m, 1, "b", c, "f2", META_RENAME_EXCHANGE, false, NULL), -EINVAL);
+	CHECK_EQ(meta_rename(m, 1, "b", 1, "empty", META_RENAME_EXCHANGE | META_RENAME_NOREPLACE,
+			     false, NULL),
+		 -EINVAL);
+	CHECK_EQ(meta_rename(m, 1, "b", 1, "x", 1u << 7, false, NULL), -EINVAL);
+
+	/* NOREPLACE onto a free name works */
+	CHECK_EQ(meta_rename(m, 1, "empty", 1, "free", META_RENAME_NOREPLACE, false, NULL), 0);
+	CHECK_EQ(meta_readdir(m, 1, &ents, &n), 0);
+	CHECK_EQ(n, 2);
+	meta_dirents_free(ents);
+
+	/* damaged "/parent" chain */
+	CHECK_EQ(meta_mkdir(m, 1, "q", 1, &e), 0);
+	y = e.id;
+	rdo("HSET t-ren:{ns}:d:%" PRIu64 " /parent garbage", c);
+	CHECK_EQ(meta_rename(m, 1, "q", c, "q", 0, false, NULL), -EBADMSG);
+	CHECK_EQ(lookup_id(m, 1, "q"), y);
+	meta_free(m);
+}
+
+TEST(corrupt)
+{
+	struct meta *m = mk_connected("t-bad");
+	char(*nodes)[OBJFS_NODE_MAX];
+	struct meta_dirent *ents = NULL;
+	struct meta_entry e;
+	struct meta_obj o, got;
+	char name[400], epoch[64];
+	size_t n;
+	uint64_t d, id;
+	static const char *const bad_values[] = {
+		"garbage", "d", "f", "d0", "f-1", "x5", "d05", "d18446744073709551616",
+		"d99999999999999999999999", "d1 ", "",
+	};
+	size_t i;
+
+	CHECK_EQ(meta_mkdir(m, 1, "d", 1, &e), 0);
+	d = e.id;
+	for (i = 0; i < ARRAY_SIZE(bad_values); i++) {
+		rdo("HSET t-bad:{ns}:d:%" PRIu64 " bad %s", d, bad_values[i]);
+		CHECK_EQ(meta_lookup(m, d, "bad", &e), -EBADMSG);
+		CHECK_EQ(meta_readdir(m, d, &ents, &n), -EBADMSG);
+		CHECK_EQ(meta_unlink(m, d, "bad", NULL), -EBADMSG);
+	}
+	rdo("HDEL t-bad:{ns}:d:%" PRIu64 " bad", d);
+	CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
+	meta_dirents_free(ents);
+
+	/* an entry whose record is missing */
+	rdo("HSET t-bad:{ns}:d:%" PRIu64 " ghost f777777", d);
+	CHECK_EQ(meta_lookup(m, d, "ghost", &e), -EBADMSG);
+	rdo("HSET t-bad:{ns}:d:%" PRIu64 " ghost d777777", d);
+	CHECK_EQ(meta_lookup(m, d, "ghost", &e), -EBADMSG);
+	rdo("HDEL t-bad:{ns}:d:%" PRIu64 " ghost", d);
+
+	/* object records */
+	mkobj(m, &o, 10);
+	CHECK_EQ(meta_publish(m, d, "obj", &o, false, NULL, NULL), 0);
+	id = o.id;
+	{
+		static const struct {
+			const char *field, *value;
+		} bad[] = {
+			{ "csum", "zz" },
+			{ "csum", "0123456789abcdef0123456789abcdefaa" },
+			{ "csum", "0123456789abcdef0123456789abcdeg" },
+			{ "size", "-1" },
+			{ "size", "18446744073709551616" },
+			{ "size", "12abc" },
+			{ "size", "" },
+			{ "mtime", "abc" },
+			{ "mtime", "9223372036854775808" },
+			{ "origin", "bad node" },
+			{ "origin", "" },
+		};
+		char csum[OBJFS_CSUM_HEX], val[32];
+
+		csum_to_hex(o.csum, csum);
+		for (i = 0; i < ARRAY_SIZE(bad); i++) {
+			rdo("HSET t-bad:o:{%" PRIu64 "} %s %s", id, bad[i].field, bad[i].value);
+			CHECK_EQ(meta_lookup(m, d, "obj", &e), -EBADMSG);
+			CHECK_EQ(meta_getattr(m, id, &e), -EBADMSG);
+			CHECK_EQ(meta_get_object(m, id, &got), -EBADMSG);
+			rdo("HSET t-bad:o:{%" PRIu64 "} csum %s size 10 mtime %" PRId64
+			    " origin node-a",
+			    id, csum, o.mtime_ns);
+		}
+		rdo("HDEL t-bad:o:{%" PRIu64 "} size", id);
+		CHECK_EQ(meta_get_object(m, id, &got), -EBADMSG);
+		rdo("HSET t-bad:o:{%" PRIu64 "} size 10", id);
+		rdo("HSET t-bad:o:{%" PRIu64 "} mtime -5", id);
+		CHECK_EQ(meta_get_object(m, id, &got), 0);
+		CHECK_EQ(got.mtime_ns, -5);
+		snprintf(val, sizeof(val), "%s", "ok");
+		CHECK_STR(val, "ok");
+	}
+
+	/* directory fields */
+	rdo("HSET t-bad:{ns}:d:%" PRIu64 " /nsub -3", d);
+	CHECK_EQ(meta_getattr(m, d, &e), -EBADMSG);
+	CHECK_EQ(meta_lookup(m, 1, "d", &e), -EBADMSG);
+	rdo("HSET t-bad:{ns}:d:%" PRIu64 " /nsub 0", d);
+	rdo("HSET t-bad:{ns}:d:%" PRIu64 " /mtime x", d);
+	CHECK_EQ(meta_getattr(m, d, &e), -EBADMSG);
+	rdo("HSET t-bad:{ns}:d:%" PRIu64 " /mtime 1", d);
+	CHECK_EQ(meta_getattr(m, d, &e), 0);
+
+	/* names that cannot be names: too long, bad UTF-8, NUL inside */
+	memset(name, 'n', 300);
+	name[300] = '\0';
+	rdo("HSET t-bad:{ns}:d:%" PRIu64 " %s f%" PRIu64, d, name, id);
+	CHECK_EQ(meta_readdir(m, d, &ents, &n), -EBADMSG);
+	rdo("HDEL t-bad:{ns}:d:%" PRIu64 " %s", d, name);
+	memset(name, 'n', 255);
+	name[255] = '\0';
+	rdo("HSET t-bad:{ns}:d:%" PRIu64 " %s f%" PRIu64, d, name, id);
+	CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
+	CHECK_EQ(n, 2);
+	meta_dirents_free(ents);
+	rdo("HSET t-bad:{ns}:d:%" PRIu64 " %b f1", d, "\xff\xfe", (size_t)2);
+	CHECK_EQ(meta_readdir(m, d, &ents, &n), -EBADMSG);
+	rdo("HDEL t-bad:{ns}:d:%" PRIu64 " %b", d, "\xff\xfe", (size_t)2);
+	rdo("HSET t-bad:{ns}:d:%" PRIu64 " %b f1", d, "a\0b", (size_t)3);
+	CHECK_EQ(meta_readdir(m, d, &ents, &n), -EBADMSG);
+	rdo("HDEL t-bad:{ns}:d:%" PRIu64 " %b", d, "a\0b", (size_t)3);
+	CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
+	meta_dirents_free(ents);
+
+	/* a damaged path makes publish refuse before it writes */
+	rdo("HSET t-bad:{ns}:d:%" PRIu64 " /name %s", d, "");
+	mkobj(m, &o, 1);
+	CHECK_EQ(meta_publish(m, d, "p", &o, false, NULL, NULL), -EBADMSG);
+	CHECK_EQ(meta_object_exists(m, o.id), 0);
+	rdo("HSET t-bad:{ns}:d:%" PRIu64 " /name d", d);
+
+	/* counter, epoch and holders */
+	rdo("SET t-bad:{ns}:ctr abc");
+	CHECK(meta_alloc_id(m, &id) < 0);
+	CHECK(meta_mkdir(m, 1, "z", 1, NULL) < 0);
+	rdo("SET t-bad:{ns}:ctr 1000");
+	rdo("SET t-bad:{ns}:epoch %s", "not an epoch!");
+	CHECK_EQ(meta_epoch(m, epoch, sizeof(epoch)), -EBADMSG);
+	rdo("SET t-bad:{ns}:epoch abcdef");
+	CHECK_EQ(meta_epoch(m, epoch, 4), -ERANGE);
+	CHECK_EQ(meta_epoch(m, epoch, sizeof(epoch)), 0);
+	CHECK_STR(epoch, "abcdef");
+	rdo("SADD t-bad:h:{%" PRIu64 "} %b", id, "x\0y", (size_t)3);
+	CHECK_EQ(meta_holders(m, id, &nodes, &n), -EBADMSG);
+
+	/* a key of the wrong type */
+	rdo("DEL t-bad:{ns}:d:%" PRIu64, d);
+	rdo("SET t-bad:{ns}:d:%" PRIu64 " string", d);
+	CHECK(meta_lookup(m, d, "x", &e) < 0);
+	CHECK(meta_readdir(m, d, &ents, &n) < 0);
+	CHECK(meta_is_up(m));
+	meta_free(m);
+}
+
+TEST(reregister)
+{
+	struct meta *m = mk_connected("t-rereg");
+	struct meta *b = mk("t-rereg", "node-b", 0, 0);
+	char(*nodes)[OBJFS_NODE_MAX];
+	struct meta_dirent *ents;
+	struct meta_entry e;
+	struct meta_obj o;
+	uint64_t a, bb, id;
+	size_t n, i;
+	char name[300], path[600], alt[300];
+
+	memset(&o, 0, sizeof(o));
+	o.id = 100;
+	o.size = 5;
+	o.mtime_ns = 77;
+	snprintf(o.origin, sizeof(o.origin), "node-a");
+	CHECK_EQ(meta_reregister(m, &o, "/a/b/file"), 0);
+	a = lookup_id(m, 1, "a");
+	bb = lookup_id(m, a, "b");
+	CHECK(a > 100 && bb > 100);
+	CHECK_EQ(meta_lookup(m, bb, "file", &e), 0);
+	CHECK_EQ(e.kind, META_FILE);
+	CHECK_EQ(e.id, 100);
+	CHECK_EQ(e.obj.size, 5);
+	CHECK_EQ(meta_alloc_id(m, &id), 0);
+	CHECK(id > 100);
+	CHECK_EQ(meta_getattr(m, 1, &e), 0);
+	CHECK_EQ(e.nsub, 1);
+
+	/* the record exists: only a holder more */
+	CHECK_EQ(meta_reregister(b, &o, "/elsewhere/file"), 0);
+	CHECK_EQ(lookup_id(m, 1, "elsewhere"), 0);
+	CHECK_EQ(meta_holders(m, 100, &nodes, &n), 0);
+	CHECK_EQ(n, 2);
+	free(nodes);
+
+	/* the name is taken */
+	o.id = 5000;
+	CHECK_EQ(meta_reregister(m, &o, "/a/b/file"), 1);
+	CHECK_EQ(lookup_id(m, bb, "file"), 100);
+	CHECK_EQ(lookup_id(m, bb, "file.objfs-5000"), 5000);
+	CHECK_EQ(meta_alloc_id(m, &id), 0);
+	CHECK(id > 5000);
+
+	/* a directory on the path is a file */
+	o.id = 5001;
+	CHECK_EQ(meta_reregister(m, &o, "/a/b/file/x"), 1);
+	CHECK_EQ(lookup_id(m, lookup_id(m, bb, "file.objfs-5001"), "x"), 5001);
+
+	/* a long name gets a shorter alternative, cut between characters */
+	name[0] = '\0';
+	for (i = 0; i < 125; i++)
+		strcat(name, "\xc3\xa9");	/* 250 bytes of "é" */
+	snprintf(path, sizeof(path), "/a/%s", name);
+	o.id = 5002;
+	CHECK_EQ(meta_reregister(m, &o, path), 0);
+	o.id = 5003;
+	CHECK_EQ(meta_reregister(m, &o, path), 1);
+	CHECK_EQ(meta_readdir(m, a, &ents, &n), 0);
+	CHECK_EQ(n, 3);
+	alt[0] = '\0';
+	for (i = 0; i < n; i++)
+		if (ents[i].id == 5003)
+			snprintf(alt, sizeof(alt), "%s", ents[i].name);
+	meta_dirents_free(ents);
+	CHECK(strlen(alt) <= 255 && strlen(alt) > 200);
+	CHECK(strstr(alt, ".objfs-5003") != NULL);
+	CHECK_EQ(name_validate(alt), 0);
+
+	/* malformed paths */
+	CHECK_EQ(meta_reregister(m, &o, "a/b"), -EINVAL);
+	CHECK_EQ(meta_reregister(m, &o, "/"), -EINVAL);
+	CHECK_EQ(meta_reregister(m, &o, "/a//b"), -EINVAL);
+	CHECK_EQ(meta_reregister(m, &o, "/a/"), -EINVAL);
+	CHECK_EQ(meta_reregister(m, &o, "/a/../b"), -EINVAL);
+	CHECK_EQ(meta_reregister(m, &o, ""), -EINVAL);
+	CHECK_EQ(meta_reregister(m, &o, NULL), -EINVAL);
+	meta_free(m);
+	meta_free(b);
+}
+
+TEST(nodes)
+{
+	struct meta *m1 = mk("t-node", "alpha", 0, 0);
+	struct meta *m2 = mk("t-node", "alpha", 0, 0);
+	struct meta_card a, b, other;
+	char buf[64];
+	pid_t dead;
+
+	memset(&a, 0, sizeof(a));
+	snprintf(a.host, sizeof(a.host), "host-1");
+	snprintf(a.listen, sizeof(a.listen), "10.0.0.1:7000");
+	a.pid = getpid();
+	snprintf(a.instance, sizeof(a.instance), "aaaa1111");
+	a.started_ns = 123;
+	a.capacity = 1 << 30;
+	a.used = 42;
+	b = a;
+	snprintf(b.host, sizeof(b.host), "host-2");
+	snprintf(b.instance, sizeof(b.instance), "bbbb2222");
+
+	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), 0);
+	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), 0);	/* again: ours */
+	rget(buf, sizeof(buf), "HGET t-node:node:alpha listen");
+	CHECK_STR(buf, "10.0.0.1:7000");
+	rget(buf, sizeof(buf), "SISMEMBER t-node:nodes alpha");
+	CHECK_STR(buf, "1");
+	rget(buf, sizeof(buf), "TTL t-node:node:alpha");
+	CHECK(atoi(buf) > 0 && atoi(buf) <= 30);
+
+	/* another live instance on another host */
+	memset(&other, 0, sizeof(other));
+	CHECK_EQ(meta_node_claim(m2, &b, 30, &other), -EADDRINUSE);
+	CHECK_STR(other.instance, "aaaa1111");
+	CHECK_STR(other.host, "host-1");
+	CHECK_EQ(other.pid, getpid());
+	CHECK_EQ(other.used, 42);
+	CHECK_EQ(other.capacity, 1 << 30);
+	CHECK_EQ(other.started_ns, 123);
+	/* same host, but the pid is alive */
+	snprintf(b.host, sizeof(b.host), "host-1");
+	CHECK_EQ(meta_node_claim(m2, &b, 30, &other), -EADDRINUSE);
+
+	/* same host and a dead pid: taken over */
+	dead = fork();
+	if (dead == 0)
+		_exit(0);
+	waitpid(dead, NULL, 0);
+	a.pid = dead;
+	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), 0);
+	CHECK_EQ(meta_node_claim(m2, &b, 30, &other), 0);
+	rget(buf, sizeof(buf), "HGET t-node:node:alpha instance");
+	CHECK_STR(buf, "bbbb2222");
+	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), -EADDRINUSE);
+	CHECK_EQ(meta_node_heartbeat(m2, &b, 30), 0);
+
+	/* release only with the right instance */
+	CHECK_EQ(meta_node_release(m1, "aaaa1111"), 0);
+	rget(buf, sizeof(buf), "EXISTS t-node:node:alpha");
+	CHECK_STR(buf, "1");
+	CHECK_EQ(meta_node_release(m2, "bbbb2222"), 0);
+	rget(buf, sizeof(buf), "EXISTS t-node:node:alpha");
+	CHECK_STR(buf, "0");
+	/* a heartbeat brings a lost card back */
+	CHECK_EQ(meta_node_heartbeat(m2, &b, 30), 0);
+	rget(buf, sizeof(buf), "HGET t-node:node:alpha instance");
+	CHECK_STR(buf, "bbbb2222");
+
+	/* a damaged card of someone else */
+	rdo("HSET t-node:node:alpha pid notapid");
+	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), -EBADMSG);
+
+	/* bad cards */
+	b.instance[0] = '\0';
+	CHECK_EQ(meta_node_claim(m2, &b, 30, &other), -EINVAL);
+	CHECK_EQ(meta_node_claim(m2, &a, 0, &other), -EINVAL);
+	CHECK_EQ(meta_node_release(m2, ""), -EINVAL);
+	meta_free(m1);
+	meta_free(m2);
+}
+
+struct worker {
+	struct meta *m;
+	uint64_t dir;
+	int idx;
+	int failures;
+};
+
+#define WORKER_OPS 300
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct meta_entry e;
+	char name[32];
+	int i;
+
+	for (i = 0; i < WORKER_OPS; i++) {
+		snprintf(name, sizeof(name), "w%d-%d", w->idx, i);
+		if (meta_mkdir(w->m, w->dir, name, i, &e) < 0)
+			w->failures++;
+		if (meta_lookup(w->m, w->dir, name, &e) < 0 || e.kind != META_DIR)
+			w->failures++;
+		if (meta_lookup(w->m, 1, "shared", &e) < 0 || e.id != w->dir)
+			w->failures++;
+		if (meta_getattr(w->m, 1, &e) < 0)
+			w->failures++;
+	}
+	return NULL;
+}
+
+TEST(threads)
+{
+	struct meta *m = mk("t-thr", "node-a", 2, 0);
+	struct worker w[4];
+	pthread_t t[4];
+	struct meta_dirent *ents;
+	struct meta_entry e;
+	size_t n;
+	int i;
+
+	CHECK_EQ(meta_mkdir(m, 1, "shared", 1, &e), 0);
+	for (i = 0; i < 4; i++) {
+		w[i] = (struct worker){ .m = m, .dir = e.id, .idx = i };
+		pthread_create(&t[i], NULL, worker_main, &w[i]);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		CHECK_EQ(w[i].failures, 0);
+	}
+	CHECK_EQ(meta_readdir(m, e.id, &ents, &n), 0);
+	CHECK_EQ(n, 4 * WORKER_OPS);
+	meta_dirents_free(ents);
+	CHECK_EQ(meta_getattr(m, e.id, &e), 0);
+	CHECK_EQ(e.nsub, 4 * WORKER_OPS);
+	meta_free(m);
+}
+
+TEST(noscript)
+{
+	struct meta *m = mk_connected("t-noscript");
+	struct meta_entry e;
+
+	CHECK_EQ(meta_mkdir(m, 1, "x", 1, NULL), 0);
+	rdo("SCRIPT FLUSH");
+	CHECK_EQ(meta_lookup(m, 1, "x", &e), 0);
+	CHECK_EQ(meta_mkdir(m, 1, "y", 1, NULL), 0);
+	meta_free(m);
+}
+
+TEST(flushall)
+{
+	struct meta *m = mk_connected("t-flush");
+	char e1[64], e2[64];
+	struct meta_dirent *ents;
+	struct meta_entry e;
+	uint64_t id;
+	size_t n;
+
+	CHECK_EQ(meta_epoch(m, e1, sizeof(e1)), 0);
+	CHECK_EQ(strlen(e1), 32);
+	CHECK_EQ(meta_mkdir(m, 1, "x", 1, NULL), 0);
+	rdo("FLUSHALL");
+	/* any call heals the namespace */
+	CHECK_EQ(meta_readdir(m, 1, &ents, &n), 0);
+	CHECK_EQ(n, 0);
+	meta_dirents_free(ents);
+	CHECK_EQ(meta_getattr(m, 1, &e), 0);
+	CHECK_EQ(meta_epoch(m, e2, sizeof(e2)), 0);
+	CHECK_EQ(strlen(e2), 32);
+	CHECK(strcmp(e1, e2) != 0);
+	rdo("FLUSHALL");
+	CHECK_EQ(meta_alloc_id(m, &id), 0);
+	CHECK_EQ(id, 2);
+	CHECK_EQ(meta_lookup(m, 1, "x", &e), -ENOENT);
+	rdo("FLUSHALL");
+	CHECK_EQ(meta_lookup(m, 1, "x", &e), -ENOENT);
+	CHECK_EQ(meta_epoch(m, e1, sizeof(e1)), 0);
+	CHECK(strcmp(e1, e2) != 0);
+	meta_free(m);
+}
+
+/* Redis hangs (SIGSTOP): calls give up after about the timeout. */
+TEST(hung)
+{
+	struct meta *m = mk("t-hung", "node-a", 2, 300);
+	struct meta_entry e;
+	int64_t t0;
+	int i;
+
+	CHECK_EQ(meta_connect(m), 0);
+	kill(R.pid, SIGSTOP);
+	for (i = 0; i < 4; i++) {
+		t0 = mono_ns();
+		CHECK_EQ(meta_getattr(m, 1, &e), -EIO);
+		CHECK(ms_since(t0) < 1000);
+	}
+	CHECK(!meta_is_up(m));
+	kill(R.pid, SIGCONT);
+	t0 = mono_ns();
+	while (meta_getattr(m, 1, &e) < 0 && ms_since(t0) < 10000)
+		usleep(20000);
+	CHECK_EQ(meta_getattr(m, 1, &e), 0);
+	CHECK(meta_is_up(m));
+	meta_free(m);
+}
+
+/* Redis dies and comes back empty on the same socket. */
+TEST(restart)
+{
+	struct meta *m = mk("t-restart", "node-a", 0, 1000);
+	struct meta_dirent *ents;
+	struct meta_entry e;
+	char err[256], e1[64], e2[64];
+	int64_t t0;
+	size_t n;
+	int i;
+
+	CHECK_EQ(meta_connect(m), 0);
+	CHECK(meta_is_up(m));
+	CHECK_EQ(meta_epoch(m, e1, sizeof(e1)), 0);
+	CHECK_EQ(meta_mkdir(m, 1, "x", 1, NULL), 0);
+	redis_kill();
+	for (i = 0; i < 8; i++) {
+		t0 = mono_ns();
+		CHECK_EQ(meta_lookup(m, 1, "x", &e), -EIO);
+		CHECK(ms_since(t0) < 1500);
+	}
+	CHECK(!meta_is_up(m));
+	meta_last_error(m, err, sizeof(err));
+	CHECK(err[0] != '\0');
+	t0 = mono_ns();
+	CHECK_EQ(meta_connect(m), -EIO);
+	CHECK(ms_since(t0) < 1500);
+
+	redis_start();
+	t0 = mono_ns();
+	while (meta_getattr(m, 1, &e) < 0 && ms_since(t0) < 10000)
+		usleep(20000);
+	CHECK_EQ(meta_getattr(m, 1, &e), 0);
+	CHECK(meta_is_up(m));
+	meta_last_error(m, err, sizeof(err));
+	CHECK_STR(err, "");
+	CHECK_EQ(meta_readdir(m, 1, &ents, &n), 0);
+	CHECK_EQ(n, 0);
+	meta_dirents_free(ents);
+	CHECK_EQ(meta_epoch(m, e2, sizeof(e2)), 0);
+	CHECK(strcmp(e1, e2) != 0);
+	CHECK_EQ(meta_mkdir(m, 1, "x", 1, NULL), 0);
+
+	/* a restart between two calls costs no failed call: the closed
+	 * idle connections are noticed before they are used */
+	CHECK_EQ(meta_getattr(m, 1, &e), 0);
+	redis_kill();
+	redis_start();
+	CHECK_EQ(meta_mkdir(m, 1, "y", 1, NULL), 0);
+	CHECK_EQ(meta_lookup(m, 1, "y", &e), 0);
+	CHECK(meta_is_up(m));
+	meta_free(m);
+}
+
+static int rm_dir(const char *dir)
+{
+	char cmd[200];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd);
+}
+
+int main(void)
+{
+	int r;
+
+	if (!have_redis_server())
+		tap_skip("redis-server is not installed");
+	signal(SIGPIPE, SIG_DFL);	/* meta must cope on its own */
+	strcpy(R.dir, "/tmp/objfs-test-meta-XXXXXX");
+	if (!mkdtemp(R.dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(R.sock, sizeof(R.sock), "%s/redis.sock", R.dir);
+	snprintf(R.url, sizeof(R.url), "unix:%s", R.sock);
+	redis_start();
+
+	RUN(urls);
+	RUN(dead_socket);
+	RUN(auth);
+	RUN(namespace);
+	RUN(namespace_errors);
+	RUN(publish);
+	RUN(holders);
+	RUN(rename);
+	RUN(corrupt);
+	RUN(reregister);
+	RUN(nodes);
+	RUN(threads);
+	RUN(noscript);
+	RUN(flushall);
+	RUN(hung);
+	RUN(restart);
+
+	redis_kill();
+	r = tap_done();
+	rm_dir(R.dir);
+	return r;
+}
