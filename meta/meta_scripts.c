@@ -2,9 +2,9 @@
  * meta_scripts: the Lua scripts of the location service, as C strings.
  *
  * Each script is one atomic change (or one consistent read) of the
- * namespace.  meta.c loads them with SCRIPT LOAD on every new connection
- * and calls them with EVALSHA; the calling convention (ARGV header, error
- * replies) is in meta_i.h, the key schema in meta.h.
+ * namespace.  meta_pool.c loads them with SCRIPT LOAD on every new
+ * connection and calls them with EVALSHA; the calling convention (ARGV
+ * header, error replies) is in meta_i.h, the key schema in meta.h.
  *
  * Rules every script follows:
  *   - all checks come before the first write, because Redis does not roll
