@@ -113,6 +113,14 @@ static void inode_update(struct inode *in, const struct meta_entry *e)
 	}
 }
 
+/* Make the kernel forget its entry for @name (which no longer names what
+ * it cached).  Never call with fs->lock held. */
+void fs_notify_gone(struct fs *fs, uint64_t parent, const char *name)
+{
+	if (fs->se && fs->mounted)
+		fuse_lowlevel_notify_inval_entry(fs->se, parent, name, strlen(name));
+}
+
 /* Drop this node's copy of object @id (its name is gone). */
 void fs_forget_local(struct fs *fs, uint64_t id)
 {
@@ -256,6 +264,11 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (in && in->kind == META_FILE) {
 		if (in->pending)
 			fs_pending_settle(fs, in->pending);
+		if (!in->pending && !in->sealed) {
+			pthread_mutex_unlock(&fs->lock);
+			fuse_reply_err(req, ENOENT);	/* a discarded write */
+			return;
+		}
 		fs_fill_attr(fs, in, &st);
 		timeout = attr_timeout(in);
 		pthread_mutex_unlock(&fs->lock);

@@ -264,6 +264,11 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (in->pending)
 		fs_pending_settle(fs, in->pending);
 	p = in->pending;
+	if (!p && !in->sealed) {
+		pthread_mutex_unlock(&fs->lock);
+		fuse_reply_err(req, ENOENT);	/* a discarded write */
+		return;
+	}
 	if (p && p->sealing) {
 		pthread_mutex_unlock(&fs->lock);
 		log_warn("object %" PRIu64 " is still being sealed after 60 s", (uint64_t)ino);
@@ -416,7 +421,9 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs *fs = fuse_req_userdata(req);
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
 	struct pending *p = h->pending;
-	bool failed = false;
+	char name[OBJFS_NAME_MAX + 1];
+	bool failed = false, hide = false;
+	uint64_t parent = 0;
 
 	if (p) {
 		pthread_mutex_lock(&fs->lock);
@@ -425,8 +432,19 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			p->flushed++;
 		}
 		failed = p->failed;
+		/* a write was lost: the object will never be published, so the
+		 * name goes away now rather than at the (asynchronous) release */
+		if (failed && !p->unlinked) {
+			p->unlinked = true;
+			pending_remove(fs, p);
+			parent = p->parent;
+			memcpy(name, p->name, sizeof(name));
+			hide = true;
+		}
 		pthread_mutex_unlock(&fs->lock);
 	}
+	if (hide)
+		fs_notify_gone(fs, parent, name);
 	/* close(2) reports a write that was lost to a full store */
 	fuse_reply_err(req, failed && h->writable ? ENOSPC : 0);
 }
@@ -560,8 +578,10 @@ static void seal_pending(struct fs *fs, struct pending *p)
 	pthread_mutex_unlock(&fs->lock);
 	__atomic_add_fetch(&fs->n_sealed, 1, __ATOMIC_RELAXED);
 
-	if (discard || r < 0)
+	if (discard || r < 0) {
+		fs_notify_gone(fs, p->parent, p->name);
 		fs_pending_free(p);
+	}
 	else {
 		store_obj_unref(p->obj);
 		free(p);

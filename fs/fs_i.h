@@ -130,6 +130,7 @@ void fs_reap_pending(struct fs *fs);
 void fs_fill_attr(struct fs *fs, struct inode *in, struct stat *st);
 int fs_reply_entry_for(fuse_req_t req, struct fs *fs, struct inode *in);
 void fs_forget_local(struct fs *fs, uint64_t id);
+void fs_notify_gone(struct fs *fs, uint64_t parent, const char *name);
 int fs_errno(struct fs *fs, int err, const char *what, uint64_t parent, const char *name);
 
 #endif
