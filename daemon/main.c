@@ -477,21 +477,22 @@ int main(int argc, char **argv)
 	r = config_parse_argv(&d.cfg, argc, argv, err, sizeof(err));
 	if (r == -ECANCELED) {
 		fputs(usage, stdout);
+		config_release(&d.cfg);
 		return 0;
 	}
 	if (r == 0)
 		r = config_finish(&d.cfg, err, sizeof(err));
 	if (r < 0) {
 		fprintf(stderr, "objfsd: %s\n", r == -ENOMEM ? "out of memory" : err);
-		return 1;
+		goto fail;
 	}
 	if (!realpath(d.cfg.mountpoint, d.mountpoint) || stat(d.mountpoint, &st) < 0) {
 		fprintf(stderr, "objfsd: mount point %s: %s\n", d.cfg.mountpoint, strerror(errno));
-		return 1;
+		goto fail;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "objfsd: mount point %s is not a directory\n", d.mountpoint);
-		return 1;
+		goto fail;
 	}
 	if (d.cfg.check_only) {
 		config_release(&d.cfg);
@@ -500,9 +501,13 @@ int main(int argc, char **argv)
 	log_setup(d.cfg.debug ? LOGL_DEBUG : LOGL_INFO, NULL);
 	if (!d.cfg.foreground && daemonize(&d) < 0) {
 		fprintf(stderr, "objfsd: cannot go to the background: %s\n", strerror(errno));
-		return 1;
+		goto fail;
 	}
 	r = run(&d);
 	shutdown_all(&d);
 	return r < 0 ? 1 : 0;
+
+fail:
+	config_release(&d.cfg);
+	return 1;
 }

@@ -904,6 +904,7 @@ int fs_mount(struct fs *fs)
 		argv[argc++] = (char *)"-d";
 	args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	fs->se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), fs);
+	fuse_opt_free_args(&args);
 	if (!fs->se)
 		return -EINVAL;
 	if (fuse_set_signal_handlers(fs->se) < 0)

@@ -398,9 +398,14 @@ static int adopt_one(struct store *s, const char *name, uint64_t id, uint64_t va
 	memcpy(o->csum, rec.csum, OBJFS_CSUM_LEN);
 	o->sealed = true;
 	if (rec.path_len) {
-		o->path = strndup((const char *)rec.path, rec.path_len);
-		if (!o->path)
+		/* not strndup: the path ends the record, unterminated */
+		o->path = malloc(rec.path_len + 1);
+		if (o->path) {
+			memcpy(o->path, rec.path, rec.path_len);
+			o->path[rec.path_len] = '\0';
+		} else {
 			r = -ENOMEM;
+		}
 	}
 	if (r == 0)
 		r = store_table_add_i(s, o);

@@ -1,0 +1,71 @@
+#!/bin/bash
+# Bad command lines fail at once (exit 1) naming the culprit, mount
+# nothing and leave no process; mount(8)'s generic options are accepted;
+# ro makes a read-only mount.
+# shellcheck source=SCRIPTDIR/../lib.sh
+. "$(dirname "$0")/../lib.sh"
+
+need_built "$OBJFSD" "$MOUNT_HELPER"
+
+# bad BINARY WHAT-MUST-BE-NAMED ARGS...
+bad() {
+	local bin=$1 named=$2 rc=0 out t0 t1
+	shift 2
+	step "$(basename "$bin") $* must be rejected naming '$named'"
+	t0=$(date +%s)
+	capture 20 "$bin" "$@" || rc=$?
+	out=$CAPTURED
+	t1=$(date +%s)
+	assert_eq 1 "$rc" "exit status of $(basename "$bin") $* (output: $out)"
+	[ -n "$named" ] && assert_match "$named" "$out" "error message"
+	assert_le "$((t1 - t0))" 5 "seconds to reject $*"
+	if is_mounted "$M"; then fail "$M got mounted by $*"; fi
+	left=$(our_procs)
+	[ -z "$left" ] || fail "processes left after rejected $*: $(describe_pids "$left")"
+}
+
+M=$(mnt_of n1)
+mkdir -p "$M"
+O=$(default_opts n1)
+
+for bin in "$OBJFSD" "$MOUNT_HELPER"; do
+	bad "$bin" bogus_opt local "$M" -o "$O,bogus_opt"
+	bad "$bin" 'frobnicate' local "$M" -o "frobnicate=3,$O"
+	bad "$bin" capacity local "$M" -o "$O,capacity=12Q"
+	bad "$bin" capacity local "$M" -o "$O,capacity=abc"
+	bad "$bin" capacity local "$M" -o "$O,capacity=0"
+	bad "$bin" capacity local "$M" -o "$O,capacity="
+done
+bad "$OBJFSD" node local "$M" -o "$O,node=bad/name"
+bad "$OBJFSD" node local "$M" -o "$O,node=-x"
+bad "$OBJFSD" listen local "$M" -o "$O,listen=127.0.0.1:notaport"
+bad "$OBJFSD" 'ftp://' "ftp://127.0.0.1:6379" "$M" -o "$O"
+bad "$OBJFSD" '' local
+bad "$OBJFSD" '' 
+
+step "a capacity below the store minimum (100K) fails"
+rc=0
+capture 30 "$OBJFSD" local "$M" -o "$O,capacity=100K" || rc=$?
+out=$CAPTURED
+assert_eq 1 "$rc" "exit status with capacity=100K (output: $out)"
+if is_mounted "$M"; then fail "mounted with capacity=100K"; fi
+
+step "a missing mount point fails"
+rc=0
+capture 30 "$OBJFSD" local "$T/no-such-dir" -o "$O" || rc=$?
+out=$CAPTURED
+assert_eq 1 "$rc" "exit status with a missing mount point (output: $out)"
+assert_match "no-such-dir" "$out" "message names the mount point"
+left=$(our_procs)
+[ -z "$left" ] || fail "processes left after a failed mount: $(describe_pids "$left")"
+
+step "mount(8) generic options are accepted"
+mount_objfs n1 local "capacity=64M,rw,defaults,nosuid,nodev,noexec,noatime,_netdev,user,auto,noauto,nofail"
+echo hello >"$M/f"
+assert_eq hello "$(cat "$M/f")" "content through a mount with generic options"
+umount_objfs n1 || fail "unmount failed"
+
+step "ro gives a read-only mount"
+mount_objfs n2 local "capacity=64M,ro"
+assert_fails_with 'Read-only file system' touch "$(mnt_of n2)/g"
+assert_fails_with 'Read-only file system' mkdir "$(mnt_of n2)/d"

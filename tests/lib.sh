@@ -1,0 +1,687 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # variables here are used by the tests that source this file
+#
+# lib.sh: sourced by every integration test (tests/integration/NN-*.sh).
+#
+# Gives each test a work directory ($T, under /tmp) and a store directory
+# ($S, under /dev/shm), private redis-servers, objfs mounts with a unique
+# node, store, run directory and log each, assertions, and a cleanup on
+# exit that unmounts everything and stops every process this test started
+# (and only those).  A test exits 0 (pass), 77 (skip) or anything else
+# (fail), and says what failed on stderr.
+#
+# Environment:
+#   OBJFS_BUILD        build directory (default: <repo>/build)
+#   OBJFS_TEST_TMPDIR  where to make $T (default /tmp); tests/run sets it
+#   OBJFS_SANITIZE=1   the build is sanitized: collect ASan/UBSan reports
+#                      from every process and fail the test if any appear
+#   OBJFS_KEEP=1       keep $T and $S after the test (for debugging)
+#
+# Every wait is bounded.
+
+set -Eeuo pipefail
+
+TEST_NAME=$(basename "$0" .sh)
+LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+OBJFS_BUILD=$(cd "${OBJFS_BUILD:-$LIB_DIR/../build}" 2>/dev/null && pwd) || {
+	echo "FAIL: build directory ${OBJFS_BUILD:-$LIB_DIR/../build} does not exist" >&2
+	exit 1
+}
+# shellcheck disable=SC2034 # used by the tests
+OBJFSD=$OBJFS_BUILD/daemon/objfsd
+# shellcheck disable=SC2034
+MOUNT_HELPER=$OBJFS_BUILD/mount-helpers/mount.objfs
+OBJFS_CLI=$OBJFS_BUILD/cli/objfs
+
+if [ "$(id -u)" != 0 ]; then
+	echo "SKIP: integration tests need root (FUSE mounts)" >&2
+	exit 77
+fi
+if [ ! -c /dev/fuse ]; then
+	echo "SKIP: /dev/fuse is missing" >&2
+	exit 77
+fi
+
+# ---- reporting ----
+
+_FAILED_CMD_REPORTED=0
+
+# Print a progress line to the test's log.
+step() { printf '== %s\n' "$*" >&2; }
+
+# Fail the test now.  Never call from a $(...) subshell.
+fail() {
+	printf 'FAIL: %s: %s\n' "$TEST_NAME" "$*" >&2
+	_FAILED_CMD_REPORTED=1
+	exit 1
+}
+
+skip() {
+	printf 'SKIP: %s: %s\n' "$TEST_NAME" "$*" >&2
+	exit 77
+}
+
+_on_err() {
+	local rc=$? line=$1 cmd=$2
+	if [ "$_FAILED_CMD_REPORTED" = 0 ]; then
+		printf 'FAIL: %s: line %s: command failed (status %s): %s\n' \
+			"$TEST_NAME" "$line" "$rc" "$cmd" >&2
+		_FAILED_CMD_REPORTED=1
+	fi
+}
+trap '_on_err "$LINENO" "$BASH_COMMAND"' ERR
+
+# Skip the test if a tool is missing.
+need() {
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 || skip "needs '$c', which is not installed"
+	done
+}
+
+# The binaries are part of the project: missing means the build is broken,
+# which is a failure, not a skip.
+need_built() {
+	local b
+	for b in "$@"; do
+		[ -x "$b" ] || fail "not built: $b"
+	done
+}
+
+# ---- assertions ----
+
+assert_eq() {
+	local expected=$1 actual=$2 what=${3:-value}
+	[ "$expected" = "$actual" ] ||
+		fail "$what: expected '$expected', got '$actual'"
+}
+
+assert_ne() {
+	local unexpected=$1 actual=$2 what=${3:-value}
+	[ "$unexpected" != "$actual" ] || fail "$what: did not expect '$actual'"
+}
+
+# assert_match ERE STRING [WHAT]
+assert_match() {
+	local re=$1 s=$2 what=${3:-value}
+	grep -qE -- "$re" <<<"$s" || fail "$what: expected to match /$re/, got: $s"
+}
+
+assert_no_match() {
+	local re=$1 s=$2 what=${3:-value}
+	if grep -qE -- "$re" <<<"$s"; then fail "$what: must not match /$re/, got: $s"; fi
+}
+
+# assert_le A B [WHAT]   (integers)
+assert_le() {
+	[ "$1" -le "$2" ] || fail "${3:-value}: expected $1 <= $2"
+}
+
+# capture SECONDS CMD...: run CMD bounded to SECONDS with stdout and
+# stderr going to a file (not a pipe: a daemon that CMD leaves behind
+# must not be able to hold a $(...) open), then put the output in
+# $CAPTURED and return CMD's status.
+CAPTURED=
+capture() {
+	local secs=$1 rc=0
+	shift
+	timeout -k 5 "$secs" "$@" >"$T/.capture" 2>&1 </dev/null || rc=$?
+	CAPTURED=$(cat "$T/.capture")
+	return "$rc"
+}
+
+# Run CMD (bounded to 60 s); fail with its output if it does not succeed.
+assert_ok() {
+	local rc=0
+	capture 60 "$@" || rc=$?
+	[ "$rc" = 0 ] || fail "command failed (status $rc): $*: $CAPTURED"
+}
+
+# assert_fails_with ERE CMD...: CMD (bounded to 60 s) must fail, and its
+# stdout+stderr must match ERE (say "Permission denied|Operation not
+# permitted").
+assert_fails_with() {
+	local re=$1 out rc=0
+	shift
+	capture 60 "$@" || rc=$?
+	out=$CAPTURED
+	if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then fail "timed out: $*"; fi
+	[ "$rc" != 0 ] || fail "expected failure ($re) but it succeeded: $*: $out"
+	grep -qiE -- "$re" <<<"$out" ||
+		fail "expected failure matching /$re/: $* (status $rc): $out"
+}
+
+# assert_same FILE1 FILE2: byte-exact.
+assert_same() {
+	local out
+	out=$(timeout -k 5 120 cmp -- "$1" "$2" 2>&1) || fail "files differ: $out"
+}
+
+assert_exists() { [ -e "$1" ] || fail "expected $1 to exist"; }
+assert_absent() {
+	if [ -e "$1" ] || [ -L "$1" ]; then fail "expected $1 to be absent"; fi
+}
+
+# py_errno CODE [ARG...]: run python CODE with A = [ARG...] and print "OK"
+# or the errno name of the OSError it raised.
+py_errno() {
+	local code=$1
+	shift
+	timeout -k 5 60 python3 - "$code" "$@" <<'EOF'
+import errno, os, sys
+code, A = sys.argv[1], sys.argv[2:]
+try:
+    exec(code)
+    print("OK")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, str(e.errno)))
+EOF
+}
+
+# assert_errno ERE CODE [ARG...]: CODE must raise an OSError whose errno
+# name matches ERE (anchored), e.g. "EACCES|EPERM".
+assert_errno() {
+	local re=$1 got
+	shift
+	got=$(py_errno "$@") || fail "python failed running: $1"
+	[[ $got =~ ^($re)$ ]] || fail "expected errno $re from: $1 ${*:2}, got $got"
+}
+
+# ls_has DIR NAME: does `ls -A DIR` list NAME?  Fails the test if ls fails.
+ls_has() {
+	timeout -k 5 30 ls -A -- "$1" >"$T/.ls" 2>&1 || fail "ls $1 failed: $(cat "$T/.ls")"
+	grep -qxF -- "$2" "$T/.ls"
+}
+
+# ls_of DIR: `ls -A DIR` as one line, names separated by spaces
+ls_of() {
+	timeout -k 5 30 ls -A -- "$1" | tr '\n' ' ' | sed 's/ $//'
+}
+
+# eventually SECONDS CMD...: retry CMD (a program: each try bounded to 30 s;
+# or a shell function of this file, which must bound itself) every
+# 0.2 s until it succeeds; fail the test with its last output if it never
+# does.
+eventually() {
+	local secs=$1 deadline out
+	shift
+	deadline=$(($(date +%s) + secs))
+	while :; do
+		if declare -F "$1" >/dev/null; then
+			out=$("$@" 2>&1) && return 0
+		else
+			out=$(timeout -k 5 30 "$@" 2>&1) && return 0
+		fi
+		[ "$(date +%s)" -lt "$deadline" ] || fail "not true within ${secs}s: $*: $out"
+		sleep 0.2
+	done
+}
+
+# listing_is DIR "NAMES": for eventually
+listing_is() { [ "$(ls_of "$1")" = "$2" ] || { echo "ls $1: $(ls_of "$1")"; return 1; }; }
+
+# ---- data ----
+
+# mkdata FILE SIZE: SIZE bytes from /dev/urandom.
+mkdata() {
+	head -c "$2" /dev/urandom >"$1"
+	[ "$(stat -c %s "$1")" = "$2" ] || fail "could not make $2 bytes of test data in $1"
+}
+
+sha256_of() { sha256sum <"$1" | cut -d' ' -f1; }
+
+# xxh3_128 FILE: the canonical (big-endian) xxh3-128 hex digest, as objfs
+# publishes it, computed independently through libxxhash.
+xxh3_128() {
+	timeout -k 5 60 python3 - "$1" <<'EOF'
+import ctypes, ctypes.util, sys
+lib = ctypes.util.find_library("xxhash")
+if not lib:
+    sys.exit("libxxhash not found")
+x = ctypes.CDLL(lib)
+class H(ctypes.Structure):
+    _fields_ = [("low64", ctypes.c_uint64), ("high64", ctypes.c_uint64)]
+x.XXH3_128bits.restype = H
+x.XXH3_128bits.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+data = open(sys.argv[1], "rb").read()
+buf = ctypes.create_string_buffer(data, len(data))
+h = x.XXH3_128bits(buf, len(data))
+print("%016x%016x" % (h.high64, h.low64))
+EOF
+}
+
+# A free loopback TCP port (racy, but private to this machine).
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+now() { date +%s.%N; }
+
+# ---- work directories ----
+
+_tmpbase=${OBJFS_TEST_TMPDIR:-/tmp}
+T=$(mktemp -d "$_tmpbase/objfs-$TEST_NAME.XXXXXX")
+S=$(mktemp -d "${OBJFS_TEST_SHMDIR:-/dev/shm}/objfs-$TEST_NAME.XXXXXX")
+export T S
+chmod 755 "$T"
+
+if [ "${OBJFS_SANITIZE:-0}" = 1 ]; then
+	mkdir -p "$T/sanitizer"
+	export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}:log_path=$T/sanitizer/asan"
+	export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}:log_path=$T/sanitizer/ubsan"
+fi
+
+# ---- processes ----
+
+# _procs_matching STR...: pids of objfsd, mount.objfs and redis-server
+# processes whose command line or working directory mentions one of STR.
+_procs_matching() {
+	local p comm cmd cwd s
+	for p in /proc/[0-9]*; do
+		comm=$(cat "$p/comm" 2>/dev/null) || continue
+		case $comm in
+		objfsd | mount.objfs | redis-server | redis-check-* | objfs*) ;;
+		*) continue ;;
+		esac
+		cmd=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
+		cwd=$(readlink "$p/cwd" 2>/dev/null) || cwd=
+		for s in "$@"; do
+			case "$cmd $cwd/" in
+			*"$s"*)
+				echo "${p#/proc/}"
+				break
+				;;
+			esac
+		done
+	done
+}
+
+# _children PID: direct children of PID
+_children() {
+	{ ps -o pid= --ppid "$1" 2>/dev/null || true; } | tr -d ' '
+	return 0
+}
+
+# Our processes: everything that mentions $T or $S.
+our_procs() { _procs_matching "$T" "$S"; }
+
+# describe_pids PID...: one "pid comm cmdline" line each (the pids may
+# also come as one space- or newline-separated word)
+describe_pids() {
+	local p
+	# shellcheck disable=SC2048,SC2086
+	for p in $*; do
+		[ -d "/proc/$p" ] || continue
+		printf '  %s %s %s\n' "$p" "$(cat "/proc/$p/comm" 2>/dev/null)" \
+			"$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"
+	done
+}
+
+# alive PID...: print those still running (zombies count as gone)
+alive() {
+	local p st
+	for p in "$@"; do
+		st=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) || continue
+		[ "$st" = Z ] || echo "$p"
+	done
+	return 0
+}
+
+# wait_gone SECONDS PID...: 0 once every PID has exited
+wait_gone() {
+	local secs=$1 i left
+	shift
+	for ((i = 0; i < secs * 10; i++)); do
+		left=$(alive "$@")
+		[ -z "$left" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# ---- redis ----
+
+REDIS_PID=
+REDIS_SOCK=
+REDIS_PORT=
+# shellcheck disable=SC2034 # used by the tests
+REDIS_URL=
+REDIS_DIR=$T/redis
+
+_redis_start() {
+	mkdir -p "$REDIS_DIR"
+	if [ -n "$REDIS_SOCK" ]; then
+		redis-server --port 0 --unixsocket "$REDIS_SOCK" --unixsocketperm 700 \
+			--save "" --appendonly no --dir "$REDIS_DIR" \
+			--logfile "$REDIS_DIR/redis.log" --daemonize no &
+	else
+		redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
+			--dir "$REDIS_DIR" --logfile "$REDIS_DIR/redis.log" --daemonize no &
+	fi
+	REDIS_PID=$!
+	local i
+	for ((i = 0; i < 100; i++)); do
+		if [ "$(rcli PING 2>/dev/null)" = PONG ]; then return 0; fi
+		[ -n "$(alive "$REDIS_PID")" ] || break
+		sleep 0.1
+	done
+	fail "redis-server did not start: $(tail -n 5 "$REDIS_DIR/redis.log" 2>/dev/null)"
+}
+
+# start_redis: a private redis-server on a unix socket in $T.
+# Sets REDIS_SOCK, REDIS_URL (unix:...), REDIS_PID.
+start_redis() {
+	need redis-server redis-cli
+	REDIS_SOCK=$T/redis.sock
+	REDIS_PORT=
+	REDIS_URL=unix:$REDIS_SOCK
+	_redis_start
+}
+
+# start_redis_tcp: the same on a free loopback port.  Sets REDIS_PORT,
+# REDIS_URL (redis://127.0.0.1:PORT).
+start_redis_tcp() {
+	need redis-server redis-cli
+	REDIS_SOCK=
+	REDIS_PORT=$(free_port)
+	REDIS_URL=redis://127.0.0.1:$REDIS_PORT
+	_redis_start
+}
+
+# rcli ARGS...: redis-cli against our redis (bounded)
+rcli() {
+	if [ -n "$REDIS_SOCK" ]; then
+		timeout -k 2 10 redis-cli -s "$REDIS_SOCK" "$@"
+	else
+		timeout -k 2 10 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@"
+	fi
+}
+
+# stop_redis [save|nosave]: shut our redis down (default nosave: its data
+# is lost; "save" writes dump.rdb so that restart_redis brings it back).
+stop_redis() {
+	local how=${1:-nosave}
+	[ -n "$REDIS_PID" ] || return 0
+	rcli SHUTDOWN "${how^^}" >/dev/null 2>&1 || true
+	if ! wait_gone 10 "$REDIS_PID"; then
+		kill -KILL "$REDIS_PID" 2>/dev/null || true
+		wait_gone 5 "$REDIS_PID" || true
+	fi
+	wait "$REDIS_PID" 2>/dev/null || true
+	REDIS_PID=
+}
+
+# restart_redis: start it again on the same socket or port and directory.
+restart_redis() {
+	[ -z "$REDIS_PID" ] || fail "restart_redis: redis is still running"
+	_redis_start
+}
+
+# ---- mounts ----
+
+declare -a MOUNTS=()
+declare -A MOUNT_PIDS=()
+declare -a BG_PIDS=()
+MOUNT_OUT=
+
+mnt_of() { echo "$T/$1"; }
+log_of() { echo "$T/$1.log"; }
+store_of() { echo "$S/$1"; }
+rundir_of() { echo "$T/$1.run"; }
+
+# Is PATH a mount point right now?
+is_mounted() {
+	awk -v m="$1" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo
+}
+
+# fstype of the mount at PATH
+mount_fstype() {
+	awk -v m="$1" '$5 == m { for (i = 7; i <= NF; i++) if ($i == "-") { print $(i + 1); exit } }' \
+		/proc/self/mountinfo
+}
+
+# default_opts NAME: the options that keep a mount private to this test
+default_opts() {
+	echo "node=$1,store=$(store_of "$1"),rundir=$(rundir_of "$1"),log=$(log_of "$1"),listen=127.0.0.1:$(free_port)"
+}
+
+# _remember_mount NAME: note the mount and its processes for cleanup
+_remember_mount() {
+	local name=$1 mnt p pids
+	mnt=$(mnt_of "$name")
+	MOUNTS+=("$mnt")
+	pids=$(_procs_matching "$mnt" "$(rundir_of "$name")" "$(store_of "$name")")
+	for p in $pids; do
+		[ "$(cat "/proc/$p/comm" 2>/dev/null)" = objfsd ] && pids+=" $(_children "$p" | tr '\n' ' ')"
+	done
+	MOUNT_PIDS[$name]=$(tr ' ' '\n' <<<"$pids" | grep -E '^[0-9]+$' | sort -un | tr '\n' ' ' || true)
+	step "mounted $name at $mnt (processes: ${MOUNT_PIDS[$name]:-none found})"
+}
+
+# wait_mounted PATH SECONDS
+wait_mounted() {
+	local i
+	for ((i = 0; i < $2 * 10; i++)); do
+		is_mounted "$1" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# try_mount NAME SPEC [OPTS]: run objfsd (bounded to 60 s) with the
+# default options plus OPTS.  Returns its status; its output is in
+# $MOUNT_OUT.  Remembers a successful mount for cleanup.
+try_mount() {
+	local name=$1 spec=$2 extra=${3:-} mnt opts rc=0
+	need_built "$OBJFSD"
+	mnt=$(mnt_of "$name")
+	mkdir -p "$mnt"
+	opts=$(default_opts "$name")
+	[ -z "$extra" ] || opts="$opts,$extra"
+	capture 60 "$OBJFSD" "$spec" "$mnt" -o "$opts" || rc=$?
+	MOUNT_OUT=$CAPTURED
+	if [ "$rc" = 0 ]; then
+		if ! wait_mounted "$mnt" 10; then
+			MOUNT_OUT="objfsd exited 0 but $mnt is not mounted: $MOUNT_OUT"
+			rc=99
+		fi
+	fi
+	is_mounted "$mnt" && _remember_mount "$name"
+	return "$rc"
+}
+
+# mount_objfs NAME SPEC [OPTS]: mount or fail the test.  The mount point is
+# $(mnt_of NAME).
+mount_objfs() {
+	local rc=0
+	try_mount "$@" || rc=$?
+	[ "$rc" = 0 ] || fail "mounting $1 ($2 ${3:-}) failed (status $rc): $MOUNT_OUT$(_log_tail "$1")"
+}
+
+_log_tail() {
+	local log
+	log=$(log_of "$1")
+	[ -s "$log" ] && printf '\n--- tail of %s:\n%s' "$log" "$(tail -n 20 "$log")"
+	return 0
+}
+
+# umount_objfs NAME [CMD...]: unmount with CMD MOUNTPOINT (default
+# fusermount3 -u; bounded) and wait up to 15 s for the mount's processes
+# (daemon, its local redis-server) to exit.  Returns 1 and prints the
+# survivors if any are left.
+umount_objfs() {
+	local name=$1 mnt pids left out rc=0
+	shift
+	[ $# -gt 0 ] || set -- fusermount3 -u
+	mnt=$(mnt_of "$name")
+	pids=${MOUNT_PIDS[$name]:-}
+	if is_mounted "$mnt"; then
+		capture 30 "$@" "$mnt" || rc=$?
+		out=$CAPTURED
+		if [ "$rc" != 0 ]; then
+			echo "$* $mnt failed (status $rc): $out" >&2
+			return 1
+		fi
+	fi
+	if is_mounted "$mnt"; then
+		echo "$mnt is still mounted after $*" >&2
+		return 1
+	fi
+	# shellcheck disable=SC2086
+	if ! wait_gone 15 $pids; then
+		# shellcheck disable=SC2086
+		left=$(alive $pids)
+		echo "processes of $name still running 15 s after unmount:" >&2
+		# shellcheck disable=SC2086
+		describe_pids $left >&2
+		return 1
+	fi
+	# anything else of this mount that we did not see at mount time
+	left=$(_procs_matching "$mnt" "$(rundir_of "$name")" "$(store_of "$name")")
+	if [ -n "$left" ]; then
+		echo "processes of $name still running after unmount:" >&2
+		# shellcheck disable=SC2086
+		describe_pids $left >&2
+		return 1
+	fi
+	MOUNT_PIDS[$name]=
+	return 0
+}
+
+# objfs_cli ARGS...: the CLI, bounded
+objfs_cli() {
+	need_built "$OBJFS_CLI"
+	timeout -k 5 30 "$OBJFS_CLI" "$@"
+}
+
+# field KEY < "key: value" lines: print the value of KEY
+field() {
+	awk -v k="$1" 'index($0, k ":") == 1 { sub("^[^:]*:[ \t]*", ""); print; exit }'
+}
+
+# xattr PATH NAME: value of an extended attribute (bounded)
+xattr() {
+	timeout -k 5 30 getfattr --only-values --absolute-names -n "$2" -- "$1"
+}
+
+# ---- readers: a python process that keeps a file open ----
+
+# start_reader ID FILE: open FILE, read its first 64 KiB, then wait for
+# release_reader ID before reading the rest.  Waits (20 s max) until the
+# file is open.
+start_reader() {
+	local id=$1 file=$2 i
+	python3 - "$file" "$T/reader-$id" <<'EOF' &
+import hashlib, os, sys, time
+path, base = sys.argv[1], sys.argv[2]
+def out(s):
+    with open(base + ".tmp", "w") as f:
+        f.write(s + "\n")
+    os.rename(base + ".tmp", base + ".result")
+try:
+    f = open(path, "rb", buffering=0)
+    h = hashlib.sha256()
+    first = f.read(65536)
+    h.update(first)
+    open(base + ".ready", "w").close()
+    deadline = time.time() + 60
+    while not os.path.exists(base + ".go"):
+        if time.time() > deadline:
+            out("ERR timeout waiting for go")
+            sys.exit(1)
+        time.sleep(0.02)
+    while True:
+        b = f.read(1 << 20)
+        if not b:
+            break
+        h.update(b)
+    f.close()
+    out(h.hexdigest())
+except OSError as e:
+    import errno
+    out("ERR " + errno.errorcode.get(e.errno, str(e.errno)))
+    open(base + ".ready", "w").close()
+EOF
+	BG_PIDS+=("$!")
+	for ((i = 0; i < 200; i++)); do
+		[ -e "$T/reader-$id.ready" ] && break
+		sleep 0.1
+	done
+	[ -e "$T/reader-$id.ready" ] || fail "reader $id did not open $file within 20 s"
+	if [ -e "$T/reader-$id.result" ]; then
+		fail "reader $id could not open $file: $(cat "$T/reader-$id.result")"
+	fi
+}
+
+# release_reader ID: let the reader finish; prints its result (sha256 of
+# everything it read, or "ERR <errno>").  Bounded to 60 s.
+release_reader() {
+	local id=$1 i
+	touch "$T/reader-$id.go"
+	for ((i = 0; i < 600; i++)); do
+		[ -e "$T/reader-$id.result" ] && break
+		sleep 0.1
+	done
+	if [ -e "$T/reader-$id.result" ]; then
+		cat "$T/reader-$id.result"
+	else
+		echo "ERR reader did not finish within 60 s"
+	fi
+}
+
+# ---- cleanup ----
+
+# on_exit CMD...: run CMD (eval'ed) at cleanup, after the unmounts, in
+# reverse order of registration
+declare -a EXIT_HOOKS=()
+on_exit() { EXIT_HOOKS=("$*" "${EXIT_HOOKS[@]}"); }
+
+_cleanup() {
+	local rc=$? m p left pids f h
+	set +eE
+	trap - ERR
+	for p in "${BG_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	for m in "${MOUNTS[@]}"; do
+		if is_mounted "$m"; then
+			timeout -k 2 10 fusermount3 -u "$m" >/dev/null 2>&1 ||
+				timeout -k 2 10 umount "$m" >/dev/null 2>&1 ||
+				umount -l "$m" >/dev/null 2>&1
+		fi
+	done
+	for h in "${EXIT_HOOKS[@]}"; do eval "$h"; done
+	stop_redis nosave
+	# Daemons get some time to exit on their own after the unmount.
+	pids=$(our_procs)
+	# shellcheck disable=SC2086
+	if [ -n "$pids" ] && ! wait_gone 10 $pids; then
+		# shellcheck disable=SC2086
+		left=$(alive $pids)
+		echo "cleanup: killing processes still running after unmount:" >&2
+		# shellcheck disable=SC2086
+		describe_pids $left >&2
+		# shellcheck disable=SC2086
+		kill -TERM $left 2>/dev/null
+		# shellcheck disable=SC2086
+		wait_gone 5 $left || kill -KILL $left 2>/dev/null
+	fi
+	# Sanitizer reports from any of our processes fail the test.
+	if [ -d "$T/sanitizer" ]; then
+		for f in "$T"/sanitizer/*; do
+			[ -s "$f" ] || continue
+			echo "FAIL: $TEST_NAME: sanitizer report $(basename "$f"):" >&2
+			head -n 60 "$f" >&2
+			[ "$rc" = 0 ] && rc=1
+		done
+	fi
+	if [ "${OBJFS_KEEP:-0}" = 1 ]; then
+		echo "kept $T and $S" >&2
+	else
+		for m in "${MOUNTS[@]}"; do is_mounted "$m" && umount -l "$m" 2>/dev/null; done
+		rm -rf --one-file-system "$T" "$S" 2>/dev/null
+	fi
+	[ "$rc" = 0 ] && echo "PASS: $TEST_NAME" >&2
+	exit "$rc"
+}
+trap _cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
