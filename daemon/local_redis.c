@@ -76,16 +76,17 @@ static int spawn(struct local_redis *lr, char *err, size_t errlen)
 		sigemptyset(&all);
 		sigprocmask(SIG_SETMASK, &all, NULL);
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		/* never hold the caller's terminal or pipe: a caller that
+		 * reads our output, $(mount ...) say, would wait for redis */
 		if (fd >= 0) {
 			dup2(fd, 0);
 			dup2(fd, 1);
+			dup2(fd, 2);
 		}
 		if (!getenv("PATH"))
 			setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 			       1);
 		execvp("redis-server", (char *const *)argv);
-		fprintf(stderr, "objfsd: cannot run redis-server: %s (install redis-server)\n",
-			strerror(errno));
 		_exit(127);
 	}
 	lr->pid = pid;
@@ -95,8 +96,12 @@ static int spawn(struct local_redis *lr, char *err, size_t errlen)
 
 		if (waitpid(pid, &status, WNOHANG) == pid) {
 			lr->pid = 0;
-			snprintf(err, errlen, "redis-server exited at start (status %d); see %s",
-				 WIFEXITED(status) ? WEXITSTATUS(status) : -1, logfile);
+			if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+				snprintf(err, errlen, "cannot run redis-server (is the redis-server "
+					 "package installed?)");
+			else
+				snprintf(err, errlen, "redis-server exited at start (status %d); see %s",
+					 WIFEXITED(status) ? WEXITSTATUS(status) : -1, logfile);
 			return -ECHILD;
 		}
 		if (answers_ping(lr->sock))

@@ -106,7 +106,8 @@ static bool unsettled(struct pending *p, bool *ret_sealing)
  */
 void fs_pending_settle(struct fs *fs, struct pending *p)
 {
-	struct inode *in = inode_find(fs, p->id);
+	uint64_t id = p->id;	/* @p may be freed while we wait */
+	struct inode *in = inode_find(fs, id);
 	int64_t start = mono_ns();
 	bool sealing;
 
@@ -123,7 +124,7 @@ void fs_pending_settle(struct fs *fs, struct pending *p)
 			until.tv_nsec -= 1000000000L;
 		}
 		pthread_cond_timedwait(&fs->settle, &fs->lock, &until);
-		in = inode_find(fs, p->id);
+		in = inode_find(fs, id);
 	}
 }
 

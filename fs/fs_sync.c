@@ -134,7 +134,8 @@ int fs_reconcile(struct fs *fs, unsigned *ret_n)
 	/* highest id first: the first re-registration raises the id counter
 	 * above every local object, so directories it creates cannot take an
 	 * id that a later object already has */
-	qsort(l.ids, l.n, sizeof(*l.ids), cmp_desc);
+	if (l.n)
+		qsort(l.ids, l.n, sizeof(*l.ids), cmp_desc);
 	for (i = 0; i < l.n; i++) {
 		r = reconcile_one(fs, l.ids[i], same);
 		if (r == 1)
