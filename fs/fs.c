@@ -250,32 +250,48 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 	fuse_reply_none(req);
 }
 
+/*
+ * Reply with the attributes of a file inode, or of a directory inode as
+ * last seen.  ESTALE if the kernel asks about an inode we do not have,
+ * ENOENT for a write that was discarded.
+ */
+void fs_reply_attr(fuse_req_t req, struct fs *fs, fuse_ino_t ino)
+{
+	struct inode *in;
+	struct stat st;
+	double timeout;
+
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find(fs, ino);
+	if (in && in->kind == META_FILE && in->pending)
+		fs_pending_settle(fs, in->pending);
+	if (!in || (in->kind == META_FILE && !in->pending && !in->sealed)) {
+		pthread_mutex_unlock(&fs->lock);
+		fuse_reply_err(req, in ? ENOENT : ESTALE);
+		return;
+	}
+	fs_fill_attr(fs, in, &st);
+	timeout = attr_timeout(in);
+	pthread_mutex_unlock(&fs->lock);
+	fuse_reply_attr(req, &st, timeout);
+}
+
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fuse_req_userdata(req);
 	struct meta_entry e;
 	struct inode *in;
-	struct stat st;
-	double timeout;
+	bool is_file;
 	int r;
 
 	pthread_mutex_lock(&fs->lock);
 	in = inode_find(fs, ino);
-	if (in && in->kind == META_FILE) {
-		if (in->pending)
-			fs_pending_settle(fs, in->pending);
-		if (!in->pending && !in->sealed) {
-			pthread_mutex_unlock(&fs->lock);
-			fuse_reply_err(req, ENOENT);	/* a discarded write */
-			return;
-		}
-		fs_fill_attr(fs, in, &st);
-		timeout = attr_timeout(in);
-		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_attr(req, &st, timeout);
+	is_file = in && in->kind == META_FILE;
+	pthread_mutex_unlock(&fs->lock);
+	if (is_file) {
+		fs_reply_attr(req, fs, ino);
 		return;
 	}
-	pthread_mutex_unlock(&fs->lock);
 
 	/* directories: refresh mtime and link count from Redis, but fall
 	 * back to what we know when Redis is away */
@@ -287,20 +303,15 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, r == -ENOENT ? ESTALE : fs_errno(fs, r, "getattr", ino, NULL));
 		return;
 	}
-	if (!in) {
+	if (!in)
 		in = inode_get(fs, ino, e.kind);
-		if (!in) {
-			pthread_mutex_unlock(&fs->lock);
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-	}
-	if (r == 0)
+	if (in && r == 0)
 		inode_update(in, &e);
-	fs_fill_attr(fs, in, &st);
-	timeout = attr_timeout(in);
 	pthread_mutex_unlock(&fs->lock);
-	fuse_reply_attr(req, &st, timeout);
+	if (!in)
+		fuse_reply_err(req, ENOMEM);
+	else
+		fs_reply_attr(req, fs, ino);
 }
 
 /* ---- directories ---- */

@@ -624,10 +624,9 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 		   struct fuse_file_info *fi)
 {
 	struct fs *fs = fuse_req_userdata(req);
-	struct pending *p;
+	struct store_obj *obj = NULL;
+	enum meta_kind kind;
 	struct inode *in;
-	struct stat st;
-	double timeout;
 	int r = 0;
 
 	pthread_mutex_lock(&fs->lock);
@@ -637,43 +636,35 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	p = in->kind == META_FILE ? in->pending : NULL;
-	if (p)
-		store_obj_ref(p->obj);
+	kind = in->kind;
+	if (kind == META_FILE && in->pending)
+		obj = store_obj_ref(in->pending->obj);
 	pthread_mutex_unlock(&fs->lock);
 
 	if (to_set & FUSE_SET_ATTR_SIZE) {
-		if (!p) {
+		if (!obj) {
 			log_info("refusing to truncate object %" PRIu64
 				 ": objects are immutable once sealed",
 				 (uint64_t)ino);
-			fuse_reply_err(req, in->kind == META_DIR ? EISDIR : EACCES);
+			fuse_reply_err(req, kind == META_DIR ? EISDIR : EACCES);
 			return;
 		}
-		r = store_truncate(p->obj, (uint64_t)attr->st_size);
-		if (r == -ENOSPC)
-			p->failed = true;
+		r = store_truncate(obj, (uint64_t)attr->st_size);
+		if (r == -ENOSPC) {
+			pthread_mutex_lock(&fs->lock);
+			in = inode_find(fs, ino);
+			if (in && in->pending && in->pending->obj == obj)
+				in->pending->failed = true;
+			pthread_mutex_unlock(&fs->lock);
+		}
 	}
 	/* mode, owner and times are fixed at seal; changing them is accepted
 	 * and has no effect, so tar and cp -p work on the mount */
-	store_obj_unref(p ? p->obj : NULL);
-	if (r < 0) {
+	store_obj_unref(obj);
+	if (r < 0)
 		fuse_reply_err(req, -r);
-		return;
-	}
-	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, ino);
-	if (!in) {
-		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_err(req, ESTALE);
-		return;
-	}
-	fs_fill_attr(fs, in, &st);
-	timeout = in->kind == META_DIR ? FS_DIR_ATTR_TIMEOUT
-		  : in->pending	       ? 0.0
-					       : FS_FILE_ATTR_TIMEOUT;
-	pthread_mutex_unlock(&fs->lock);
-	fuse_reply_attr(req, &st, timeout);
+	else
+		fs_reply_attr(req, fs, ino);
 }
 
 /* ---- maintenance ---- */

@@ -128,6 +128,7 @@ void fs_reap_pending(struct fs *fs);
 
 /* fs.c */
 void fs_fill_attr(struct fs *fs, struct inode *in, struct stat *st);
+void fs_reply_attr(fuse_req_t req, struct fs *fs, fuse_ino_t ino);
 int fs_reply_entry_for(fuse_req_t req, struct fs *fs, struct inode *in);
 void fs_forget_local(struct fs *fs, uint64_t id);
 void fs_notify_gone(struct fs *fs, uint64_t parent, const char *name);

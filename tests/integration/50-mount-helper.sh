@@ -7,15 +7,19 @@
 need mount umount
 need_built "$MOUNT_HELPER" "$OBJFSD"
 
-# mount(8) looks for helpers in /sbin only.  Use an installed helper if
-# there is one; otherwise link the built one there for this test.
+# mount(8) looks for helpers in /sbin only.  Link the built helper there
+# for this test, so it is the build under test that runs; an installed
+# helper is moved aside and put back on exit.
 if [ -e /sbin/mount.objfs ] || [ -L /sbin/mount.objfs ]; then
-	step "using the installed $(readlink -f /sbin/mount.objfs)"
+	saved=/sbin/.mount.objfs.saved-by-test.$$
+	mv /sbin/mount.objfs "$saved"
+	on_exit "rm -f /sbin/mount.objfs; mv '$saved' /sbin/mount.objfs"
+	step "moved the installed /sbin/mount.objfs aside"
 else
-	ln -s "$MOUNT_HELPER" /sbin/mount.objfs
 	on_exit 'rm -f /sbin/mount.objfs'
-	step "linked /sbin/mount.objfs -> $MOUNT_HELPER"
 fi
+ln -s "$MOUNT_HELPER" /sbin/mount.objfs
+step "linked /sbin/mount.objfs -> $MOUNT_HELPER"
 # in case the helper looks for objfsd in PATH
 export PATH="$OBJFS_BUILD/daemon:$PATH"
 
