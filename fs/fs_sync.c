@@ -4,9 +4,12 @@
  * The Redis epoch is a token written once when a namespace is created.
  * The store remembers the epoch it last agreed with (note "epoch").
  *
- *   same epoch     Redis is authoritative: a local object whose record is
- *                  gone was deleted while this node was away, and is
- *                  dropped; the others get this node back as a holder.
+ *   same epoch     a local object whose record exists gets this node back
+ *                  as a holder; one with a tombstone was deleted while this
+ *                  node was away, and is dropped; one that Redis knows
+ *                  nothing about (Redis restored from an older snapshot
+ *                  keeps its epoch) is registered again: absence alone
+ *                  never deletes data.
  *   other epoch    Redis lost its data (or this store was used with
  *                  another Redis): every local object is registered again
  *                  under the path recorded at its last publish.
@@ -80,6 +83,25 @@ static int reregister(struct fs *fs, struct store_obj *o, const char *path)
 	return r < 0 ? r : 0;
 }
 
+enum obj_state {
+	OBJ_UNKNOWN = 0,	/* neither record nor tombstone */
+	OBJ_LIVE = 1,
+	OBJ_DELETED = 2,
+};
+
+/* What Redis says of object @id: an enum obj_state or a negative errno. */
+static int object_state(struct fs *fs, uint64_t id)
+{
+	int r = meta_object_exists(fs->meta, id);
+
+	if (r != 0)
+		return r < 0 ? r : OBJ_LIVE;
+	r = meta_object_deleted(fs->meta, id);
+	if (r != 0)
+		return r < 0 ? r : OBJ_DELETED;
+	return OBJ_UNKNOWN;
+}
+
 /*
  * Reconcile one object.  Returns 1 if it was registered again, 0 if it
  * was checked (or dropped), or a negative errno.
@@ -94,20 +116,27 @@ static int reconcile_one(struct fs *fs, uint64_t id, bool same_epoch)
 	if (!o)
 		return 0;	/* unlinked meanwhile */
 	store_obj_path(o, path, sizeof(path));
-	if (same_epoch && path[0]) {
-		r = meta_object_exists(fs->meta, id);
-		if (r == 0) {
-			log_info("object %" PRIu64 " was deleted while this node was away; "
-				 "dropping it",
-				 id);
-			store_unlink(o);
-		} else if (r == 1) {
-			r = meta_add_holder(fs->meta, id);
-		}
-	} else {
+	r = same_epoch && path[0] ? object_state(fs, id) : OBJ_UNKNOWN;
+	switch (r) {
+	case OBJ_LIVE:
+		r = meta_add_holder(fs->meta, id);
+		break;
+	case OBJ_DELETED:
+		log_info("object %" PRIu64 " was deleted while this node was away; dropping it",
+			 id);
+		store_unlink(o);
+		r = 0;
+		break;
+	case OBJ_UNKNOWN:
+		if (same_epoch && path[0])
+			log_warn("Redis does not know object %" PRIu64 " ('%s') although its "
+				 "epoch is unchanged (restored from an older snapshot?); "
+				 "registering it again",
+				 id, path);
 		r = reregister(fs, o, path);
 		if (r == 0)
 			r = 1;
+		break;
 	}
 	store_obj_unref(o);
 	return r;

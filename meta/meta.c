@@ -694,19 +694,29 @@ int meta_reregister(struct meta *m, const struct meta_obj *obj, const char *path
 	return r;
 }
 
-int meta_object_exists(struct meta *m, uint64_t id)
+static int key_exists(struct meta *m, char kind, uint64_t id)
 {
 	char key[PREFIX_MAX + 32];
 	redisReply *rep;
 	int r;
 
-	obj_key(m, 'o', id, key, sizeof(key));
+	obj_key(m, kind, id, key, sizeof(key));
 	r = id ? command(m, &rep, "ss", "EXISTS", key) : -EINVAL;
 	if (r < 0)
 		return r;
 	r = rep_bool(rep);
 	freeReplyObject(rep);
 	return r;
+}
+
+int meta_object_exists(struct meta *m, uint64_t id)
+{
+	return key_exists(m, 'o', id);
+}
+
+int meta_object_deleted(struct meta *m, uint64_t id)
+{
+	return key_exists(m, 't', id);
 }
 
 /* ---- node cards ---- */

@@ -24,6 +24,11 @@
  *   P:o:{<id>}          hash    object record: "size", "csum" (32 hex digits,
  *                               xxh3-128), "mtime" (ns), "origin" (node)
  *   P:h:{<id>}          set     nodes holding a sealed copy of the object
+ *   P:t:{<id>}          string  tombstone of a deleted object (unlink,
+ *                               replace): the deletion time in ns, kept for
+ *                               META_TOMBSTONE_TTL seconds so that a node
+ *                               that was away can tell "deleted" from "Redis
+ *                               forgot it" (a restore from an old snapshot)
  *   P:node:<name>       hash    node card, with a TTL refreshed by the
  *                               heartbeat: "host", "pid", "listen",
  *                               "instance", "started", "capacity", "used"
@@ -57,6 +62,7 @@
 #include "util.h"
 
 #define META_ROOT_ID 1
+#define META_TOMBSTONE_TTL 2592000	/* 30 days */
 
 struct meta;
 
@@ -224,6 +230,10 @@ int meta_reregister(struct meta *m, const struct meta_obj *obj, const char *path
 
 /* Does the record of object @id exist?  1, 0, or negative errno. */
 int meta_object_exists(struct meta *m, uint64_t id);
+
+/* Was object @id deleted (does its tombstone exist)?  1, 0, or negative
+ * errno.  An object with neither record nor tombstone is unknown to Redis. */
+int meta_object_deleted(struct meta *m, uint64_t id);
 
 /* ---- node cards ---- */
 

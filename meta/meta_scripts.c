@@ -17,6 +17,7 @@
  *     the epoch if they are missing, so a FLUSHALL (or a Redis that came
  *     back empty) heals on the next call of any node.
  */
+#include "meta.h"
 #include "meta_i.h"
 
 #define STR_(x) #x
@@ -31,6 +32,12 @@
 	"local function dkey(id) return NS .. 'd:' .. id end\n"                                \
 	"local function okey(id) return P .. ':o:{' .. id .. '}' end\n"                        \
 	"local function hkey(id) return P .. ':h:{' .. id .. '}' end\n"                        \
+	"local function tkey(id) return P .. ':t:{' .. id .. '}' end\n"                        \
+	/* delete an object's record and holders, leaving a tombstone */                      \
+	"local function bury(id)\n"                                                            \
+	"  redis.call('DEL', okey(id), hkey(id))\n"                                            \
+	"  redis.call('SET', tkey(id), NOW, 'EX', " STR(META_TOMBSTONE_TTL) ")\n"               \
+	"end\n"                                                                                \
 	/* a decimal uint64 >= 1 without leading zeros */                                      \
 	"local function isid(s)\n"                                                             \
 	"  return type(s) == 'string' and string.match(s, '^[1-9]%d*$') ~= nil and\n"          \
@@ -190,7 +197,7 @@ static const char script_publish[] = LUA_NS
 	"  cur = a[1]\n"
 	"end\n"
 	"if #path >= 4096 then path = '' end\n"
-	"if replaced ~= '0' then redis.call('DEL', okey(replaced), hkey(replaced)) end\n"
+	"if replaced ~= '0' then bury(replaced) end\n"
 	"redis.call('HSET', okey(id), 'size', ARGV[7], 'csum', ARGV[8], 'mtime', ARGV[9],\n"
 	"            'origin', ARGV[10])\n"
 	"redis.call('SADD', hkey(id), ARGV[12])\n"
@@ -212,7 +219,7 @@ static const char script_unlink[] = LUA_NS
 	"if k == 'd' then fail('EISDIR') end\n"
 	"redis.call('HDEL', dkey(parent), name)\n"
 	"redis.call('HSET', dkey(parent), '/mtime', NOW)\n"
-	"redis.call('DEL', okey(id), hkey(id))\n"
+	"bury(id)\n"
 	"inval('unlink', parent, name, id)\n"
 	"return id\n";
 
@@ -289,7 +296,7 @@ static const char script_rename[] = LUA_NS
 	"if tv then\n"
 	"  replaced = tid\n"
 	"  if tk == 'f' then\n"
-	"    redis.call('DEL', okey(tid), hkey(tid))\n"
+	"    bury(tid)\n"
 	"  else\n"
 	"    redis.call('DEL', dkey(tid))\n"
 	"    redis.call('HINCRBY', npd, '/nsub', -1)\n"

@@ -626,6 +626,8 @@ TEST(publish)
 	CHECK_EQ(meta_publish(m, d.id, "file 1", &o2, true, &replaced, path), 0);
 	CHECK_EQ(replaced, o.id);
 	CHECK_EQ(meta_object_exists(m, o.id), 0);
+	CHECK_EQ(meta_object_deleted(m, o.id), 1);	/* the replaced one */
+	CHECK_EQ(meta_object_deleted(m, o2.id), 0);	/* the live one */
 	CHECK_EQ(meta_get_object(m, o.id, &got), -ENOENT);
 	nodes = NULL;
 	CHECK_EQ(meta_holders(m, o.id, &nodes, &n), 0);
@@ -645,6 +647,8 @@ TEST(publish)
 	CHECK_EQ(meta_unlink(m, d.id, "file 1", &id), 0);
 	CHECK_EQ(id, o2.id);
 	CHECK_EQ(meta_object_exists(m, o2.id), 0);
+	CHECK_EQ(meta_object_deleted(m, o2.id), 1);
+	CHECK_EQ(meta_object_deleted(m, 987654), 0);	/* never existed */
 	CHECK_EQ(meta_lookup(m, d.id, "file 1", &e), -ENOENT);
 	CHECK_EQ(meta_unlink(m, d.id, "file 1", &id), -ENOENT);
 	meta_free(m);
