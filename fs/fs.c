@@ -169,6 +169,53 @@ static struct pending *make_replacement(struct fs *fs, uint64_t parent, const ch
 	return p;
 }
 
+/*
+ * Redis is unreachable: answer from the name cache if @name was a
+ * directory or an object this node holds, so local objects stay readable
+ * after the kernel dropped its entries.  Returns false if it cannot.
+ */
+static bool lookup_offline(fuse_req_t req, struct fs *fs, uint64_t parent, const char *name)
+{
+	struct store_obj *o = NULL;
+	enum meta_kind kind;
+	struct inode *in;
+	uint64_t id;
+	bool known;
+
+	pthread_mutex_lock(&fs->lock);
+	known = dcache_get(fs, parent, name, &kind, &id);
+	pthread_mutex_unlock(&fs->lock);
+	if (!known)
+		return false;
+	if (kind == META_FILE) {
+		o = store_lookup(fs->store, id);
+		if (!o || !store_obj_sealed(o)) {
+			store_obj_unref(o);
+			return false;
+		}
+	}
+	pthread_mutex_lock(&fs->lock);
+	in = inode_get(fs, id, kind);
+	if (!in) {
+		pthread_mutex_unlock(&fs->lock);
+		store_obj_unref(o);
+		return false;
+	}
+	if (o && !in->pending && !in->sealed) {
+		in->sealed = true;
+		in->obj.id = id;
+		in->obj.size = store_obj_size(o);
+		in->obj.mtime_ns = store_obj_mtime(o);
+		store_obj_csum(o, in->obj.csum);
+		snprintf(in->obj.origin, sizeof(in->obj.origin), "%s", fs->cfg.node);
+	}
+	store_obj_unref(o);
+	log_debug("Redis unreachable: '%s' in directory %" PRIu64 " resolved from the name cache",
+		  name, parent);
+	fs_reply_entry_for(req, fs, in);
+	return true;
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fuse_req_userdata(req);
@@ -195,7 +242,13 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	pthread_mutex_unlock(&fs->lock);
 
 	r = meta_lookup(fs->meta, parent, name, &e);
+	if (r == -EIO && lookup_offline(req, fs, parent, name))
+		return;
 	if (r < 0) {
+		pthread_mutex_lock(&fs->lock);
+		if (r == -ENOENT)
+			dcache_del(fs, parent, name);
+		pthread_mutex_unlock(&fs->lock);
 		fuse_reply_err(req, r == -ENOENT ? ENOENT : fs_errno(fs, r, "lookup", parent, name));
 		return;
 	}
@@ -216,6 +269,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
+	dcache_put(fs, parent, name, e.kind, e.id);
 	in = inode_get(fs, e.id, e.kind);
 	if (!in)
 		goto no_mem;
@@ -464,6 +518,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
+	dcache_put(fs, parent, name, META_DIR, e.id);
 	in = inode_get(fs, e.id, META_DIR);
 	if (!in) {
 		pthread_mutex_unlock(&fs->lock);
@@ -474,12 +529,22 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	fs_reply_entry_for(req, fs, in);
 }
 
+/* Drop @name from the name cache (the next lookup learns it anew). */
+static void forget_name(struct fs *fs, uint64_t parent, const char *name)
+{
+	pthread_mutex_lock(&fs->lock);
+	dcache_del(fs, parent, name);
+	pthread_mutex_unlock(&fs->lock);
+}
+
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fuse_req_userdata(req);
 	int r;
 
 	r = meta_rmdir(fs->meta, parent, name, NULL);
+	if (r == 0)
+		forget_name(fs, parent, name);
 	fuse_reply_err(req, r < 0 ? fs_errno(fs, r, "rmdir", parent, name) : 0);
 }
 
@@ -525,6 +590,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, fs_errno(fs, r, "unlink", parent, name));
 		return;
 	}
+	forget_name(fs, parent, name);
 	fs_forget_local(fs, id);
 	fuse_reply_err(req, 0);
 }
@@ -607,6 +673,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		fuse_reply_err(req, fs_errno(fs, r, "rename", parent, name));
 		return;
 	}
+	forget_name(fs, parent, name);
+	forget_name(fs, newparent, newname);
 	if (replaced)
 		fs_forget_local(fs, replaced);
 	fuse_reply_err(req, 0);
@@ -855,6 +923,7 @@ void fs_free(struct fs *fs)
 		free(u);
 	}
 	inode_free_all(fs);
+	dcache_free_all(fs);
 	pthread_mutex_destroy(&fs->lock);
 	pthread_cond_destroy(&fs->settle);
 	free((char *)fs->cfg.mountpoint);

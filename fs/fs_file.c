@@ -40,18 +40,13 @@
 
 /* ---- overwrite wishes (see the top of this file) ---- */
 
-struct replace_wish {
-	uint64_t id;
-	int64_t at_ns;
-};
-
-static struct replace_wish wishes[16];	/* fs->lock; one fs per process */
-
+/* Called with fs->lock held. */
 static void add_replace_wish(struct fs *fs, uint64_t id)
 {
+	struct replace_wish *wishes = fs->wishes;
 	size_t i, oldest = 0;
 
-	for (i = 0; i < ARRAY_SIZE(wishes); i++) {
+	for (i = 0; i < ARRAY_SIZE(fs->wishes); i++) {
 		if (wishes[i].id == id || wishes[i].id == 0) {
 			oldest = i;
 			break;
@@ -65,11 +60,12 @@ static void add_replace_wish(struct fs *fs, uint64_t id)
 
 bool fs_take_replace_wish(struct fs *fs, uint64_t id)
 {
+	struct replace_wish *wishes = fs->wishes;
 	bool found = false;
 	size_t i;
 
 	pthread_mutex_lock(&fs->lock);
-	for (i = 0; i < ARRAY_SIZE(wishes); i++) {
+	for (i = 0; i < ARRAY_SIZE(fs->wishes); i++) {
 		if (wishes[i].id == id && mono_ns() - wishes[i].at_ns < REPLACE_WISH_NS) {
 			wishes[i].id = 0;
 			found = true;
@@ -533,6 +529,9 @@ static int publish(struct fs *fs, uint64_t id, uint64_t parent, const char *name
 	}
 	if (path[0])
 		store_set_path(obj, path);
+	pthread_mutex_lock(&fs->lock);
+	dcache_put(fs, parent, name, META_FILE, id);
+	pthread_mutex_unlock(&fs->lock);
 	if (replaced)
 		fs_forget_local(fs, replaced);
 	return 0;

@@ -14,6 +14,8 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+/* uthash: report allocation failure instead of calling exit() */
+#define HASH_NONFATAL_OOM 1
 #include <uthash.h>
 
 #include "fs.h"
@@ -64,6 +66,18 @@ struct inode {
 	UT_hash_handle hh;
 };
 
+/*
+ * The last known meaning of a name, kept after the kernel forgets the
+ * inode, so that names of local objects still resolve while Redis is
+ * unreachable.  Keyed by "<parent id>/<name>".
+ */
+struct dentry {
+	char *key;
+	enum meta_kind kind;
+	uint64_t id;
+	UT_hash_handle hh;
+};
+
 /* A published-later object: sealed while Redis was unreachable. */
 struct unpublished {
 	uint64_t id;
@@ -71,6 +85,13 @@ struct unpublished {
 	char name[OBJFS_NAME_MAX + 1];
 	bool replace;
 	struct unpublished *next;
+};
+
+/* An O_TRUNC open of sealed object @id asked for a replacement (see
+ * fs_file.c); the lookup that follows within a moment creates it. */
+struct replace_wish {
+	uint64_t id;
+	int64_t at_ns;
 };
 
 struct fs {
@@ -86,6 +107,9 @@ struct fs {
 	struct pending *pending;	/* fs->lock */
 	struct unpublished *unpublished;	/* fs->lock */
 	char epoch[64];		/* last Redis epoch reconciled against; fs->lock */
+	struct replace_wish wishes[16];	/* fs->lock */
+	struct dentry *dcache;	/* fs->lock; uthash by key */
+	size_t n_dcache;	/* fs->lock */
 
 	/* counters, atomics */
 	uint64_t n_sealed, n_published_late, n_reregistered;
@@ -106,6 +130,12 @@ void inode_forget(struct fs *fs, uint64_t ino, uint64_t n);
 void inode_put_handle(struct fs *fs, uint64_t ino);
 void inode_free_all(struct fs *fs);
 struct pending *pending_find(struct fs *fs, uint64_t parent, const char *name);
+void dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
+		uint64_t id);
+void dcache_del(struct fs *fs, uint64_t parent, const char *name);
+bool dcache_get(struct fs *fs, uint64_t parent, const char *name, enum meta_kind *ret_kind,
+		uint64_t *ret_id);
+void dcache_free_all(struct fs *fs);
 void pending_remove(struct fs *fs, struct pending *p);
 
 /* fs_file.c */

@@ -5,12 +5,20 @@
  * An inode lives while the kernel has looked it up (nlookup > 0) or a
  * handle is open on it.  Inode numbers are meta ids, so the same object
  * has the same inode number on every node and across remounts.
+ * The name cache (dcache_*) remembers what names meant, past the
+ * kernel's FORGET, for lookups while Redis is unreachable.  It is bounded:
+ * when it reaches DCACHE_MAX entries it starts over.
+ *
  * All functions here are called with fs->lock held.
  */
 #include "fs_i.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define DCACHE_MAX (1u << 20)
 
 struct inode *inode_find(struct fs *fs, uint64_t ino)
 {
@@ -35,6 +43,10 @@ struct inode *inode_get(struct fs *fs, uint64_t ino, enum meta_kind kind)
 	in->ino = ino;
 	in->kind = kind;
 	HASH_ADD(hh, fs->inodes, ino, sizeof(in->ino), in);
+	if (inode_find(fs, ino) != in) {	/* the table could not grow */
+		free(in);
+		return NULL;
+	}
 	return in;
 }
 
@@ -100,4 +112,82 @@ void pending_remove(struct fs *fs, struct pending *p)
 			return;
 		}
 	}
+}
+
+static void dcache_key(char *buf, size_t len, uint64_t parent, const char *name)
+{
+	snprintf(buf, len, "%" PRIu64 "/%s", parent, name);
+}
+
+static struct dentry *dcache_find(struct fs *fs, uint64_t parent, const char *name)
+{
+	char key[32 + OBJFS_NAME_MAX];
+	struct dentry *d = NULL;
+
+	dcache_key(key, sizeof(key), parent, name);
+	HASH_FIND_STR(fs->dcache, key, d);
+	return d;
+}
+
+void dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
+		uint64_t id)
+{
+	char key[32 + OBJFS_NAME_MAX];
+	struct dentry *d = dcache_find(fs, parent, name);
+
+	if (!d) {
+		if (fs->n_dcache >= DCACHE_MAX)
+			dcache_free_all(fs);
+		d = calloc(1, sizeof(*d));
+		dcache_key(key, sizeof(key), parent, name);
+		if (!d || !(d->key = strdup(key))) {
+			free(d);
+			return;	/* only a fallback: losing an entry is fine */
+		}
+		HASH_ADD_KEYPTR(hh, fs->dcache, d->key, strlen(d->key), d);
+		if (dcache_find(fs, parent, name) != d) {
+			free(d->key);
+			free(d);
+			return;
+		}
+		fs->n_dcache++;
+	}
+	d->kind = kind;
+	d->id = id;
+}
+
+void dcache_del(struct fs *fs, uint64_t parent, const char *name)
+{
+	struct dentry *d = dcache_find(fs, parent, name);
+
+	if (!d)
+		return;
+	HASH_DELETE(hh, fs->dcache, d);
+	fs->n_dcache--;
+	free(d->key);
+	free(d);
+}
+
+bool dcache_get(struct fs *fs, uint64_t parent, const char *name, enum meta_kind *ret_kind,
+		uint64_t *ret_id)
+{
+	struct dentry *d = dcache_find(fs, parent, name);
+
+	if (!d)
+		return false;
+	*ret_kind = d->kind;
+	*ret_id = d->id;
+	return true;
+}
+
+void dcache_free_all(struct fs *fs)
+{
+	struct dentry *d, *tmp;
+
+	HASH_ITER(hh, fs->dcache, d, tmp) {
+		HASH_DELETE(hh, fs->dcache, d);
+		free(d->key);
+		free(d);
+	}
+	fs->n_dcache = 0;
 }

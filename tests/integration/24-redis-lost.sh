@@ -29,6 +29,12 @@ assert_same "$T/a" "$M/a"
 assert_same "$T/b" "$M/d/b"
 assert_eq $((1 << 20)) "$(stat -c %s "$M/a")" "size of a while Redis is down"
 
+step "still readable after the kernel dropped its cached names"
+sync
+echo 2 >/proc/sys/vm/drop_caches
+assert_same "$T/a" "$M/a"
+assert_same "$T/b" "$M/d/b"
+
 step "mutations fail with EIO, quickly"
 t0=$(date +%s)
 assert_fails_with "$EIO" touch "$M/new"
