@@ -633,6 +633,27 @@ static int rename_pending(struct fs *fs, struct pending *p, uint64_t nparent, co
 	return 0;
 }
 
+/*
+ * Keep the catalog path of a local object current after a rename here, so
+ * that a re-registration after Redis lost its data uses the new name.
+ * (Objects below a renamed directory keep their old recorded paths.)
+ */
+static void record_path(struct fs *fs, uint64_t parent, const char *name)
+{
+	char path[OBJFS_PATH_MAX];
+	enum meta_kind kind;
+	struct store_obj *o;
+	uint64_t id;
+
+	if (meta_path(fs->meta, parent, name, &kind, &id, path) < 0 || kind != META_FILE ||
+	    !path[0])
+		return;
+	o = store_lookup(fs->store, id);
+	if (o && store_obj_sealed(o))
+		store_set_path(o, path);
+	store_obj_unref(o);
+}
+
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		      const char *newname, unsigned int flags)
 {
@@ -678,6 +699,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	if (replaced)
 		fs_forget_local(fs, replaced);
 	fuse_reply_err(req, 0);
+	record_path(fs, newparent, newname);
+	if (flags & RENAME_EXCHANGE)
+		record_path(fs, parent, name);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)

@@ -541,6 +541,36 @@ clean_rep:
 	return r;
 }
 
+int meta_path(struct meta *m, uint64_t parent, const char *name, enum meta_kind *ret_kind,
+	      uint64_t *ret_id, char *ret_path)
+{
+	const char *kind, *path;
+	redisReply *rep;
+	uint64_t id;
+	int r;
+
+	r = parent ? name_validate(name) : -EINVAL;
+	if (r == 0)
+		r = script(m, MS_PATH, &rep, "us", parent, name);
+	if (r < 0)
+		return r;
+	r = -EBADMSG;
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 ||
+	    rep_u64(rep->element[1], &id) < 0 || id == 0)
+		goto clean_rep;
+	kind = rep_text(rep->element[0], 1);
+	path = rep_text(rep->element[2], OBJFS_PATH_MAX - 1);
+	if (!kind || (kind[0] != 'd' && kind[0] != 'f') || !path || (path[0] && path[0] != '/'))
+		goto clean_rep;
+	*ret_kind = kind[0] == 'd' ? META_DIR : META_FILE;
+	*ret_id = id;
+	memcpy(ret_path, path, strlen(path) + 1);
+	r = 0;
+clean_rep:
+	freeReplyObject(rep);
+	return r;
+}
+
 int meta_rename(struct meta *m, uint64_t oparent, const char *oname, uint64_t nparent,
 		const char *nname, unsigned flags, bool replace_files, uint64_t *ret_replaced)
 {

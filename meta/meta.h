@@ -135,6 +135,12 @@ int meta_lookup(struct meta *m, uint64_t parent, const char *name, struct meta_e
 /* Attributes of directory @id (kind META_DIR) or object @id (META_FILE). */
 int meta_getattr(struct meta *m, uint64_t id, struct meta_entry *ret);
 
+/* What @name in @parent is, and its full path from the root (into
+ * @ret_path, OBJFS_PATH_MAX bytes; "" if longer than a path may be).
+ * -ENOENT, -ENOTDIR, -EBADMSG, -EIO. */
+int meta_path(struct meta *m, uint64_t parent, const char *name, enum meta_kind *ret_kind,
+	      uint64_t *ret_id, char *ret_path);
+
 /* Get an object record by id.  -ENOENT if none. */
 int meta_get_object(struct meta *m, uint64_t id, struct meta_obj *ret);
 

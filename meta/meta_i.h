@@ -46,6 +46,7 @@ enum meta_script {
 	MS_CLAIM,
 	MS_HEARTBEAT,
 	MS_RELEASE,
+	MS_PATH,
 	META_NSCRIPTS
 };
 

@@ -62,6 +62,24 @@
 	"  if not k or not isid(id) then fail('EBADMSG') end\n"                                \
 	"  return k, id\n"                                                                     \
 	"end\n"                                                                                \
+	/* the full path of @name in directory @parent ('' if deeper or longer than   \
+	 * a path may be) */                                                                   \
+	"local function pathof(parent, name)\n"                                                 \
+	"  local parts, cur, path = {}, parent, ''\n"                                           \
+	"  for i = 1, " STR(META_PATH_DEPTH) " do\n"                                            \
+	"    if cur == '1' then\n"                                                              \
+	"      for j = #parts, 1, -1 do path = path .. '/' .. parts[j] end\n"                   \
+	"      path = path .. '/' .. name\n"                                                    \
+	"      break\n"                                                                         \
+	"    end\n"                                                                             \
+	"    local a = redis.call('HMGET', dkey(cur), '/parent', '/name')\n"                    \
+	"    if not isid(a[1]) or not a[2] or a[2] == '' then fail('EBADMSG') end\n"            \
+	"    parts[#parts + 1] = a[2]\n"                                                        \
+	"    cur = a[1]\n"                                                                      \
+	"  end\n"                                                                               \
+	"  if #path >= 4096 then return '' end\n"                                               \
+	"  return path\n"                                                                       \
+	"end\n"                                                                                 \
 	/* a directory that must exist */                                                      \
 	"local function needdir(id)\n"                                                         \
 	"  if redis.call('EXISTS', dkey(id)) == 1 then return end\n"                           \
@@ -184,19 +202,7 @@ static const char script_publish[] = LUA_NS
 	"    replaced = oid\n"
 	"  end\n"
 	"end\n"
-	"local parts, cur, path = {}, parent, ''\n"
-	"for i = 1, " STR(META_PATH_DEPTH) " do\n"
-	"  if cur == '1' then\n"
-	"    for j = #parts, 1, -1 do path = path .. '/' .. parts[j] end\n"
-	"    path = path .. '/' .. name\n"
-	"    break\n"
-	"  end\n"
-	"  local a = redis.call('HMGET', dkey(cur), '/parent', '/name')\n"
-	"  if not isid(a[1]) or not a[2] or a[2] == '' then fail('EBADMSG') end\n"
-	"  parts[#parts + 1] = a[2]\n"
-	"  cur = a[1]\n"
-	"end\n"
-	"if #path >= 4096 then path = '' end\n"
+	"local path = pathof(parent, name)\n"
 	"if replaced ~= '0' then bury(replaced) end\n"
 	"redis.call('HSET', okey(id), 'size', ARGV[7], 'csum', ARGV[8], 'mtime', ARGV[9],\n"
 	"            'origin', ARGV[10])\n"
@@ -208,6 +214,15 @@ static const char script_publish[] = LUA_NS
 	"  inval('publish', parent, name, id)\n"
 	"end\n"
 	"return {replaced, path}\n";
+
+/* ARGV[4] parent, ARGV[5] name.  Returns {kind, id, full path}. */
+static const char script_path[] = LUA_NS
+	"local parent, name = ARGV[4], ARGV[5]\n"
+	"needdir(parent)\n"
+	"local v = redis.call('HGET', dkey(parent), name)\n"
+	"if not v then fail('ENOENT') end\n"
+	"local k, id = parse(v)\n"
+	"return {k, id, pathof(parent, name)}\n";
 
 /* ARGV[4] parent, ARGV[5] name.  Returns the object id. */
 static const char script_unlink[] = LUA_NS
@@ -448,6 +463,7 @@ const char *const meta_script_src[META_NSCRIPTS] = {
 	[MS_CLAIM] = script_claim,
 	[MS_HEARTBEAT] = script_heartbeat,
 	[MS_RELEASE] = script_release,
+	[MS_PATH] = script_path,
 };
 
 const char *const meta_script_name[META_NSCRIPTS] = {
@@ -465,4 +481,5 @@ const char *const meta_script_name[META_NSCRIPTS] = {
 	[MS_CLAIM] = "claim",
 	[MS_HEARTBEAT] = "heartbeat",
 	[MS_RELEASE] = "release",
+	[MS_PATH] = "path",
 };

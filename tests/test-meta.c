@@ -810,6 +810,42 @@ TEST(rename)
 	meta_free(m);
 }
 
+TEST(paths)
+{
+	struct meta *m = mk_connected("t-path");
+	char path[OBJFS_PATH_MAX];
+	enum meta_kind kind;
+	struct meta_entry e;
+	struct meta_obj f;
+	uint64_t a, b, id;
+
+	CHECK_EQ(meta_mkdir(m, 1, "a", 1, &e), 0);
+	a = e.id;
+	CHECK_EQ(meta_mkdir(m, a, "b", 1, &e), 0);
+	b = e.id;
+	mkobj(m, &f, 10);
+	CHECK_EQ(meta_publish(m, b, "f", &f, false, NULL, NULL), 0);
+	CHECK_EQ(meta_path(m, b, "f", &kind, &id, path), 0);
+	CHECK_EQ(kind, META_FILE);
+	CHECK_EQ(id, f.id);
+	CHECK_STR(path, "/a/b/f");
+	CHECK_EQ(meta_path(m, a, "b", &kind, &id, path), 0);
+	CHECK_EQ(kind, META_DIR);
+	CHECK_EQ(id, b);
+	CHECK_STR(path, "/a/b");
+	/* the path follows renames of the file and of its directories */
+	CHECK_EQ(meta_rename(m, 1, "a", 1, "A", 0, false, NULL), 0);
+	CHECK_EQ(meta_rename(m, b, "f", a, "g", 0, false, NULL), 0);
+	CHECK_EQ(meta_path(m, a, "g", &kind, &id, path), 0);
+	CHECK_STR(path, "/A/g");
+	CHECK_EQ(id, f.id);
+	CHECK_EQ(meta_path(m, b, "f", &kind, &id, path), -ENOENT);
+	CHECK_EQ(meta_path(m, 999999, "f", &kind, &id, path), -ENOENT);
+	CHECK_EQ(meta_path(m, f.id, "x", &kind, &id, path), -ENOTDIR);
+	CHECK_EQ(meta_path(m, a, "..", &kind, &id, path), -EINVAL);
+	meta_free(m);
+}
+
 TEST(corrupt)
 {
 	struct meta *m = mk_connected("t-bad");
@@ -1322,6 +1358,7 @@ int main(void)
 	RUN(publish);
 	RUN(holders);
 	RUN(rename);
+	RUN(paths);
 	RUN(corrupt);
 	RUN(reregister);
 	RUN(nodes);

@@ -12,9 +12,12 @@ M=$(mnt_of n1)
 
 mkdata "$T/a" 300000
 mkdata "$T/b" 7000
+mkdata "$T/r" 4000
 cp "$T/a" "$M/a"
 mkdir -p "$M/d/e"
 cp "$T/b" "$M/d/e/b"
+cp "$T/r" "$M/r-old"
+mv "$M/r-old" "$M/d/r-new"
 csum_a=$(xattr "$M/a" user.objfs.checksum)
 
 step "redis restarts empty"
@@ -47,6 +50,8 @@ mount_objfs n2 "$REDIS_URL" "capacity=64M"
 M2=$(mnt_of n2)
 ls_has "$M2" a || fail "a fresh node does not see a"
 ls_has "$M2/d/e" b || fail "a fresh node does not see d/e/b"
+ls_has "$M2/d" r-new || fail "a file renamed before the loss is not back under its new name"
+ls_has "$M2" r-old && fail "a file renamed before the loss came back under its old name"
 assert_eq 300000 "$(stat -c %s "$M2/a")" "size of a seen from n2"
 assert_eq 7000 "$(stat -c %s "$M2/d/e/b")" "size of d/e/b seen from n2"
 assert_eq "$csum_a" "$(xattr "$M2/a" user.objfs.checksum)" "checksum of a seen from n2"
