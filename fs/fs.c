@@ -65,7 +65,10 @@ void fs_fill_attr(struct fs *fs, struct inode *in, struct stat *st)
 		st->st_blocks = (blkcnt_t)((size + STORE_PAGE - 1) / STORE_PAGE * (STORE_PAGE / 512));
 		set_time(&st->st_mtim, now_ns());
 	} else {
-		st->st_mode = S_IFREG | 0444;
+		/* sealed bytes never change; with allow_overwrite the name may
+		 * be given to a new object by an O_TRUNC open, which the kernel
+		 * checks against these bits (default_permissions) */
+		st->st_mode = S_IFREG | (fs->cfg.allow_overwrite ? 0644 : 0444);
 		st->st_nlink = 1;
 		st->st_size = (off_t)in->obj.size;
 		st->st_blocks =
@@ -564,6 +567,26 @@ static struct pending *pending_drop(struct fs *fs, struct pending *p)
 	return NULL;
 }
 
+/*
+ * The file being written as @name in @parent, once any seal of it that is
+ * already running has finished (a sealing file belongs to the seal: its
+ * name is about to be published).  NULL if there is none.  Called with
+ * fs->lock held; may drop and retake it.
+ */
+static struct pending *pending_find_settled(struct fs *fs, uint64_t parent, const char *name)
+{
+	struct pending *p;
+	int tries;
+
+	for (tries = 0; tries < 4; tries++) {
+		p = pending_find(fs, parent, name);
+		if (!p || !p->sealing)
+			return p;
+		fs_pending_settle(fs, p);	/* may free p */
+	}
+	return NULL;
+}
+
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fuse_req_userdata(req);
@@ -572,7 +595,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int r;
 
 	pthread_mutex_lock(&fs->lock);
-	p = pending_find(fs, parent, name);
+	p = pending_find_settled(fs, parent, name);
 	if (p && !p->replace) {
 		dead = pending_drop(fs, p);
 		pthread_mutex_unlock(&fs->lock);
@@ -595,12 +618,15 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	fuse_reply_err(req, 0);
 }
 
-/* rename(2) of a file that is still being written on this node */
-static int rename_pending(struct fs *fs, struct pending *p, uint64_t nparent, const char *nname,
-			  unsigned flags)
+/*
+ * rename(2) of a file that is still being written on this node.  -EAGAIN
+ * if it was sealed meanwhile (the caller renames it in Redis instead).
+ */
+static int rename_pending(struct fs *fs, uint64_t parent, const char *name, uint64_t nparent,
+			  const char *nname, unsigned flags)
 {
+	struct pending *p, *other, *dead = NULL;
 	struct meta_entry e;
-	struct pending *other, *dead = NULL;
 	bool replace = false;
 	int r;
 
@@ -617,7 +643,17 @@ static int rename_pending(struct fs *fs, struct pending *p, uint64_t nparent, co
 		return r;
 	}
 	pthread_mutex_lock(&fs->lock);
-	other = pending_find(fs, nparent, nname);
+	/* found again: it may have been sealed or unlinked during the lookup */
+	p = pending_find_settled(fs, parent, name);
+	if (!p) {
+		pthread_mutex_unlock(&fs->lock);
+		return -EAGAIN;
+	}
+	other = pending_find_settled(fs, nparent, nname);
+	if (pending_find(fs, parent, name) != p) {
+		pthread_mutex_unlock(&fs->lock);
+		return -EAGAIN;
+	}
 	if (other && other != p) {
 		if (flags & RENAME_NOREPLACE) {
 			pthread_mutex_unlock(&fs->lock);
@@ -673,12 +709,14 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
-	p = pending_find(fs, parent, name);
+	p = pending_find_settled(fs, parent, name);
 	pthread_mutex_unlock(&fs->lock);
 	if (p) {
-		r = rename_pending(fs, p, newparent, newname, flags);
-		fuse_reply_err(req, r < 0 ? fs_errno(fs, r, "rename", parent, name) : 0);
-		return;
+		r = rename_pending(fs, parent, name, newparent, newname, flags);
+		if (r != -EAGAIN) {
+			fuse_reply_err(req, r < 0 ? fs_errno(fs, r, "rename", parent, name) : 0);
+			return;
+		}
 	}
 	if (flags & RENAME_NOREPLACE)
 		mflags |= META_RENAME_NOREPLACE;

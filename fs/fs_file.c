@@ -220,7 +220,13 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 	fi->fh = (uintptr_t)h;
 	fi->keep_cache = 0;
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
-		/* the creator was interrupted; the kernel will not release */
+		/* the creator was interrupted: the kernel never saw the entry,
+		 * so it will send neither RELEASE nor FORGET */
+		pthread_mutex_lock(&fs->lock);
+		in = inode_find(fs, id);
+		if (in && in->nlookup)
+			in->nlookup--;
+		pthread_mutex_unlock(&fs->lock);
 		handle_release(fs, id, h);
 	}
 	return;
@@ -273,10 +279,11 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	if (p && !p->unlinked) {
-		h = handle_new(store_obj_ref(p->obj), p, (fi->flags & O_ACCMODE) != O_RDONLY);
+		obj = store_obj_ref(p->obj);
+		h = handle_new(obj, p, (fi->flags & O_ACCMODE) != O_RDONLY);
 		if (!h) {
 			pthread_mutex_unlock(&fs->lock);
-			store_obj_unref(p->obj);
+			store_obj_unref(obj);
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
@@ -496,6 +503,7 @@ static int publish(struct fs *fs, uint64_t id, uint64_t parent, const char *name
 	char path[OBJFS_PATH_MAX];
 	struct pending tmp = { .id = id, .parent = parent };
 	uint64_t replaced = 0;
+	bool as_named;
 	struct meta_obj mo;
 	int r;
 
@@ -509,6 +517,7 @@ static int publish(struct fs *fs, uint64_t id, uint64_t parent, const char *name
 
 	path[0] = '\0';
 	r = meta_publish(fs->meta, parent, name, &mo, replace, &replaced, path);
+	as_named = r == 0;
 	if (r == -EEXIST || r == -EISDIR)
 		r = publish_conflict(fs, &tmp, &mo, path);
 	if (r == -ENOENT || r == -ENOTDIR) {
@@ -529,9 +538,11 @@ static int publish(struct fs *fs, uint64_t id, uint64_t parent, const char *name
 	}
 	if (path[0])
 		store_set_path(obj, path);
-	pthread_mutex_lock(&fs->lock);
-	dcache_put(fs, parent, name, META_FILE, id);
-	pthread_mutex_unlock(&fs->lock);
+	if (as_named) {
+		pthread_mutex_lock(&fs->lock);
+		dcache_put(fs, parent, name, META_FILE, id);
+		pthread_mutex_unlock(&fs->lock);
+	}
 	if (replaced)
 		fs_forget_local(fs, replaced);
 	return 0;

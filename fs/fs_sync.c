@@ -102,6 +102,24 @@ static int object_state(struct fs *fs, uint64_t id)
 	return OBJ_UNKNOWN;
 }
 
+/* Is @id waiting to be published (sealed while Redis was away, or being
+ * sealed right now)?  Then reconciling must leave it alone. */
+static bool publish_pending(struct fs *fs, uint64_t id)
+{
+	struct unpublished *u;
+	struct inode *in;
+	bool found = false;
+
+	pthread_mutex_lock(&fs->lock);
+	for (u = fs->unpublished; u && !found; u = u->next)
+		found = u->id == id;
+	in = found ? NULL : inode_find(fs, id);
+	if (in && in->pending)
+		found = true;
+	pthread_mutex_unlock(&fs->lock);
+	return found;
+}
+
 /*
  * Reconcile one object.  Returns 1 if it was registered again, 0 if it
  * was checked (or dropped), or a negative errno.
@@ -112,6 +130,8 @@ static int reconcile_one(struct fs *fs, uint64_t id, bool same_epoch)
 	struct store_obj *o;
 	int r;
 
+	if (publish_pending(fs, id))
+		return 0;	/* fs_publish_retry() or a running seal publishes it */
 	o = store_lookup(fs->store, id);
 	if (!o)
 		return 0;	/* unlinked meanwhile */
@@ -155,6 +175,8 @@ int fs_reconcile(struct fs *fs, unsigned *ret_n)
 	if (r < 0)
 		return r;
 	same = store_note_get(fs->store, "epoch", seen, sizeof(seen)) == 0 && !strcmp(seen, epoch);
+	/* objects sealed while Redis was away get their real names first */
+	fs_publish_retry(fs);
 	r = store_foreach(fs->store, collect_id, &l);
 	if (r < 0) {
 		free(l.ids);

@@ -20,8 +20,25 @@ cp "$T/r" "$M/r-old"
 mv "$M/r-old" "$M/d/r-new"
 csum_a=$(xattr "$M/a" user.objfs.checksum)
 
-step "redis restarts empty"
+step "a writer keeps 'late' open across the outage"
+mkdata "$T/late" 50000
+python3 - "$T/late" "$M/late" "$T/go" <<'PY' &
+import os, sys, time
+src, dst, go = sys.argv[1:4]
+with open(dst, "wb") as f:
+    f.write(open(src, "rb").read())
+    for _ in range(600):
+        if os.path.exists(go):
+            break
+        time.sleep(0.05)
+PY
+writer=$!
+eventually 10 test -e "$M/late" || fail "the writer did not create late"
+
+step "redis restarts empty; 'late' is closed while it is down"
 stop_redis nosave
+touch "$T/go"
+wait "$writer" || fail "the writer failed"
 restart_redis
 assert_eq 0 "$(rcli DBSIZE)" "keys in the restarted Redis"
 
@@ -51,6 +68,9 @@ M2=$(mnt_of n2)
 ls_has "$M2" a || fail "a fresh node does not see a"
 ls_has "$M2/d/e" b || fail "a fresh node does not see d/e/b"
 ls_has "$M2/d" r-new || fail "a file renamed before the loss is not back under its new name"
+eventually 15 ls_has "$M2" late || fail "'late', sealed while Redis was down, is not published"
+ls_has "$M2" lost+found && fail "an object was registered twice (lost+found: $(ls "$M2/lost+found"))"
+assert_same "$T/late" "$M/late"
 ls_has "$M2" r-old && fail "a file renamed before the loss came back under its old name"
 assert_eq 300000 "$(stat -c %s "$M2/a")" "size of a seen from n2"
 assert_eq 7000 "$(stat -c %s "$M2/d/e/b")" "size of d/e/b seen from n2"
