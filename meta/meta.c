@@ -636,29 +636,41 @@ clean_rep:
 	return r;
 }
 
-static int holder_cmd(struct meta *m, const char *cmd, uint64_t id)
+/*
+ * Send @cmd about the key of kind @kind ('o', 'h', 't') of object @id, with
+ * this node's name as an extra argument if @with_node, and return the
+ * integer reply (>= 0) or a negative errno.
+ */
+static int obj_int_cmd(struct meta *m, const char *cmd, char kind, uint64_t id, bool with_node)
 {
 	char key[PREFIX_MAX + 32];
 	redisReply *rep;
 	int r;
 
-	obj_key(m, 'h', id, key, sizeof(key));
-	r = id ? command(m, &rep, "sss", cmd, key, m->node) : -EINVAL;
+	if (!id)
+		return -EINVAL;
+	obj_key(m, kind, id, key, sizeof(key));
+	r = with_node ? command(m, &rep, "sss", cmd, key, m->node)
+		      : command(m, &rep, "ss", cmd, key);
 	if (r < 0)
 		return r;
-	r = rep->type == REDIS_REPLY_INTEGER ? 0 : -EBADMSG;
+	r = rep_bool(rep);
 	freeReplyObject(rep);
 	return r;
 }
 
 int meta_add_holder(struct meta *m, uint64_t id)
 {
-	return holder_cmd(m, "SADD", id);
+	int r = obj_int_cmd(m, "SADD", 'h', id, true);
+
+	return r < 0 ? r : 0;
 }
 
 int meta_del_holder(struct meta *m, uint64_t id)
 {
-	return holder_cmd(m, "SREM", id);
+	int r = obj_int_cmd(m, "SREM", 'h', id, true);
+
+	return r < 0 ? r : 0;
 }
 
 /* ---- recovery ---- */
@@ -724,29 +736,14 @@ int meta_reregister(struct meta *m, const struct meta_obj *obj, const char *path
 	return r;
 }
 
-static int key_exists(struct meta *m, char kind, uint64_t id)
-{
-	char key[PREFIX_MAX + 32];
-	redisReply *rep;
-	int r;
-
-	obj_key(m, kind, id, key, sizeof(key));
-	r = id ? command(m, &rep, "ss", "EXISTS", key) : -EINVAL;
-	if (r < 0)
-		return r;
-	r = rep_bool(rep);
-	freeReplyObject(rep);
-	return r;
-}
-
 int meta_object_exists(struct meta *m, uint64_t id)
 {
-	return key_exists(m, 'o', id);
+	return obj_int_cmd(m, "EXISTS", 'o', id, false);
 }
 
 int meta_object_deleted(struct meta *m, uint64_t id)
 {
-	return key_exists(m, 't', id);
+	return obj_int_cmd(m, "EXISTS", 't', id, false);
 }
 
 /* ---- node cards ---- */
