@@ -9,36 +9,75 @@
  *       it wants a truly cold read.  With --repeat, N reads and the
  *       median.
  *
- *   objfs-bench create DIR COUNT SIZE
+ *   objfs-bench create DIR COUNT SIZE [--random]
  *       Create DIR/f00000 .. DIR/f<COUNT-1> of SIZE bytes each (open,
- *       write, close), for the stat benchmark.
+ *       write, close), for the stat benchmark.  --random fills every file
+ *       with different pseudo-random bytes (for the latency benchmark, so
+ *       that no two objects are alike).
  *
  *   objfs-bench stat DIR COUNT [--passes N]
  *       stat() every DIR/fNNNNN once to warm the caches, then N timed
  *       passes (default 5); report the median pass in stats per second.
  *
+ *   objfs-bench tcp SIZE [--repeat N] [--buf SIZE]
+ *       The raw loopback TCP ceiling: a sender thread write()s SIZE bytes
+ *       from a pre-touched 1 MiB buffer in 1 MiB calls to 127.0.0.1; the
+ *       receiver read()s them into a pre-touched buffer that is reused
+ *       (1 MiB by default, --buf to receive into a bigger one, filled
+ *       round-robin).  N transfers (default 5), each on a new connection;
+ *       reports the median.
+ *
+ *   objfs-bench redis-get URL SIZE N
+ *       SET a SIZE-byte value in the Redis at URL (unix:/path.sock or
+ *       redis://host:port), then time N GETs of it with hiredis, the
+ *       reader's maxbuf set to 0 (its fast setting for big replies).
+ *       2 + N/10 untimed GETs first.  Reports p50/p99 in microseconds.
+ *
+ *   objfs-bench open-read DIR COUNT [--no-stat]
+ *       For each DIR/f00000 .. DIR/f<COUNT-1>, once: open, read to the end
+ *       (1 MiB read() calls into one reused buffer), close, each timed.
+ *       The names are stat()ed first, untimed, so that the timing is of
+ *       open+read+close and not of the name lookup (--no-stat includes
+ *       the lookup).  Each file is read once: through a node that does not
+ *       hold the objects, every open is a cold remote fetch.  Reports
+ *       p50/p99 in microseconds.
+ *
+ * SIZE takes a K, M or G suffix (powers of 1024).  Percentiles are
+ * nearest-rank: p99 of 20 samples is the largest.
+ *
  * Output is one line of key=value pairs per measurement, for scripts:
  *   read file=F bytes=B seconds=S gibps=G
  *   stat dir=D count=C passes=N median_per_s=R best_per_s=R
+ *   tcp bytes=B runs=N rbuf=B gibps=G min_gibps=G max_gibps=G
+ *   redis-get size=B n=N p50_us=U p99_us=U mean_us=U max_us=U
+ *   open-read dir=D n=N bytes=B p50_us=U p99_us=U mean_us=U max_us=U
  *
  * Timing uses CLOCK_MONOTONIC.  Nothing here depends on objfs: the same
- * program measures the /dev/shm baseline.
+ * program measures the baselines.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <hiredis/hiredis.h>
 #include <inttypes.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #define READ_CHUNK (1u << 20)
 #define MAX_REPEAT 64
+#define MAX_SAMPLES 100000
+#define MAX_SIZE (64ull << 30)
 
 static double now_s(void)
 {
@@ -61,11 +100,39 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* Nearest-rank percentile @p (0..1] of @v[0..n), which is sorted. */
+static double percentile(const double *v, long n, double p)
+{
+	long k = (long)ceil(p * (double)n);
+
+	if (k < 1)
+		k = 1;
+	if (k > n)
+		k = n;
+	return v[k - 1];
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out, "usage: objfs-bench read FILE [--drop] [--repeat N]\n"
-		     "       objfs-bench create DIR COUNT SIZE\n"
-		     "       objfs-bench stat DIR COUNT [--passes N]\n");
+		     "       objfs-bench create DIR COUNT SIZE [--random]\n"
+		     "       objfs-bench stat DIR COUNT [--passes N]\n"
+		     "       objfs-bench tcp SIZE [--repeat N] [--buf SIZE]\n"
+		     "       objfs-bench redis-get URL SIZE N\n"
+		     "       objfs-bench open-read DIR COUNT [--no-stat]\n");
+}
+
+/* A pre-touched, page-aligned buffer of @size bytes, or NULL. */
+static char *touched_alloc(size_t size)
+{
+	void *buf;
+
+	if (posix_memalign(&buf, 4096, size)) {
+		fprintf(stderr, "objfs-bench: out of memory (%zu bytes)\n", size);
+		return NULL;
+	}
+	memset(buf, 0xa5, size);
+	return buf;
 }
 
 static int parse_count(const char *s, long min, long max, long *ret)
@@ -81,6 +148,41 @@ static int parse_count(const char *s, long min, long max, long *ret)
 	}
 	*ret = v;
 	return 0;
+}
+
+/* "4096", "64K", "1M", "1G" (powers of 1024), 1..MAX_SIZE */
+static int parse_size(const char *s, uint64_t *ret)
+{
+	unsigned long long v, mul = 1;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (!errno && end != s) {
+		switch (*end) {
+		case 'k':
+		case 'K':
+			mul = 1ull << 10;
+			end++;
+			break;
+		case 'm':
+		case 'M':
+			mul = 1ull << 20;
+			end++;
+			break;
+		case 'g':
+		case 'G':
+			mul = 1ull << 30;
+			end++;
+			break;
+		}
+		if (!*end && v >= 1 && v <= MAX_SIZE / mul) {
+			*ret = v * mul;
+			return 0;
+		}
+	}
+	fprintf(stderr, "objfs-bench: bad size '%s' (want 1..64G, suffix K, M or G)\n", s);
+	return -EINVAL;
 }
 
 /* One pass over @path: 0 with *ret_bytes and *ret_secs set, or -errno. */
@@ -177,11 +279,35 @@ static int cmd_read(int argc, char **argv)
 	return 0;
 }
 
+/* Fill @buf with pseudo-random bytes (xorshift64*), fast and different
+ * for every @seed. */
+static void fill_random(char *buf, size_t len, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
+	size_t i;
+
+	for (i = 0; i < len; i += 8) {
+		uint64_t v;
+
+		x ^= x >> 12;
+		x ^= x << 25;
+		x ^= x >> 27;
+		v = x * 0x2545f4914f6cdd1dull;
+		memcpy(buf + i, &v, len - i < 8 ? len - i : 8);
+	}
+}
+
 static int cmd_create(int argc, char **argv)
 {
 	long count, size, i;
 	char path[4096], *buf;
+	bool random = false;
+	uint64_t seed;
 
+	if (argc == 4 && !strcmp(argv[3], "--random")) {
+		random = true;
+		argc--;
+	}
 	if (argc != 3) {
 		usage(stderr);
 		return 2;
@@ -196,9 +322,12 @@ static int cmd_create(int argc, char **argv)
 	}
 	for (i = 0; i < size; i++)
 		buf[i] = (char)('a' + i % 26);
+	seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 	for (i = 0; i < count; i++) {
 		int fd;
 
+		if (random)
+			fill_random(buf, (size_t)size, seed + (uint64_t)i);
 		snprintf(path, sizeof(path), "%s/f%05ld", argv[0], i);
 		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 		if (fd < 0) {
@@ -282,6 +411,403 @@ static int cmd_stat(int argc, char **argv)
 	return 0;
 }
 
+/* ---- tcp: the loopback TCP ceiling ---- */
+
+struct tcp_sender {
+	int fd;
+	uint64_t bytes;
+	const char *buf; /* READ_CHUNK bytes, pre-touched */
+	int err;	 /* 0 or a negative errno */
+};
+
+static void *tcp_send_main(void *arg)
+{
+	struct tcp_sender *s = arg;
+	uint64_t left = s->bytes;
+
+	while (left) {
+		size_t want = left < READ_CHUNK ? (size_t)left : READ_CHUNK;
+		ssize_t n = write(s->fd, s->buf, want);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			s->err = -errno;
+			break;
+		}
+		left -= (uint64_t)n;
+	}
+	return NULL;
+}
+
+/* A listening socket on 127.0.0.1, any port: its fd and *ret_addr, or
+ * -errno. */
+static int tcp_listen(struct sockaddr_in *ret_addr)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd, r;
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 4) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	*ret_addr = sa;
+	return fd;
+}
+
+/* One transfer of @bytes on a new connection: 0 with *ret_secs, or -errno. */
+static int tcp_once(int lfd, const struct sockaddr_in *addr, const char *sbuf, char *rbuf,
+		    size_t rbuf_size, uint64_t bytes, double *ret_secs)
+{
+	struct tcp_sender s = { .bytes = bytes, .buf = sbuf };
+	uint64_t got = 0;
+	size_t off = 0;
+	pthread_t th;
+	double t0, t1;
+	int afd, r = 0;
+
+	s.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s.fd < 0)
+		return -errno;
+	if (connect(s.fd, (const struct sockaddr *)addr, sizeof(*addr)) < 0) {
+		r = -errno;
+		close(s.fd);
+		return r;
+	}
+	afd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (afd < 0) {
+		r = -errno;
+		close(s.fd);
+		return r;
+	}
+	t0 = now_s();
+	r = -pthread_create(&th, NULL, tcp_send_main, &s);
+	if (r < 0)
+		goto clean_fds;
+	while (got < bytes) {
+		size_t want = rbuf_size - off < READ_CHUNK ? rbuf_size - off : READ_CHUNK;
+		ssize_t n = read(afd, rbuf + off, want);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			break;
+		}
+		if (n == 0) {
+			r = -EPIPE;
+			break;
+		}
+		got += (uint64_t)n;
+		off += (size_t)n;
+		if (off == rbuf_size)
+			off = 0;
+	}
+	t1 = now_s();
+	if (r < 0)
+		shutdown(afd, SHUT_RDWR); /* unblocks the sender */
+	pthread_join(th, NULL);
+	if (!r)
+		r = s.err;
+	if (!r)
+		*ret_secs = t1 - t0;
+clean_fds:
+	close(afd);
+	close(s.fd);
+	return r;
+}
+
+static int cmd_tcp(int argc, char **argv)
+{
+	double rates[MAX_REPEAT], lo = 0, hi = 0;
+	uint64_t bytes = 0, rbuf_size = READ_CHUNK;
+	struct sockaddr_in addr;
+	char *sbuf, *rbuf;
+	long repeat = 5;
+	int i, lfd, r = 0;
+
+	for (i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
+			if (parse_count(argv[++i], 1, MAX_REPEAT, &repeat) < 0)
+				return 2;
+		} else if (!strcmp(argv[i], "--buf") && i + 1 < argc) {
+			if (parse_size(argv[++i], &rbuf_size) < 0)
+				return 2;
+		} else if (!bytes && argv[i][0] != '-') {
+			if (parse_size(argv[i], &bytes) < 0)
+				return 2;
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!bytes) {
+		usage(stderr);
+		return 2;
+	}
+	sbuf = touched_alloc(READ_CHUNK);
+	rbuf = touched_alloc((size_t)rbuf_size);
+	if (!sbuf || !rbuf) {
+		free(sbuf);
+		free(rbuf);
+		return 1;
+	}
+	lfd = tcp_listen(&addr);
+	if (lfd < 0) {
+		fprintf(stderr, "objfs-bench: cannot listen on 127.0.0.1: %s\n", strerror(-lfd));
+		r = lfd;
+		goto out;
+	}
+	for (i = 0; i < repeat; i++) {
+		double secs = 0;
+
+		r = tcp_once(lfd, &addr, sbuf, rbuf, (size_t)rbuf_size, bytes, &secs);
+		if (r < 0) {
+			fprintf(stderr, "objfs-bench: loopback transfer: %s\n", strerror(-r));
+			break;
+		}
+		rates[i] = (double)bytes / secs / (double)(1u << 30);
+		if (!i || rates[i] < lo)
+			lo = rates[i];
+		if (rates[i] > hi)
+			hi = rates[i];
+	}
+	close(lfd);
+	if (!r)
+		printf("tcp bytes=%" PRIu64 " runs=%ld rbuf=%" PRIu64
+		       " gibps=%.3f min_gibps=%.3f max_gibps=%.3f\n",
+		       bytes, repeat, rbuf_size, median(rates, (int)repeat), lo, hi);
+out:
+	free(sbuf);
+	free(rbuf);
+	return r < 0 ? 1 : 0;
+}
+
+/* ---- latency: Redis GET and open+read+close ---- */
+
+/* Sort @us[0..n) and print "p50_us=.. p99_us=.. mean_us=.. max_us=..". */
+static void print_latency(double *us, long n)
+{
+	double sum = 0;
+	long i;
+
+	for (i = 0; i < n; i++)
+		sum += us[i];
+	qsort(us, (size_t)n, sizeof(*us), cmp_double);
+	printf("p50_us=%.1f p99_us=%.1f mean_us=%.1f max_us=%.1f\n", percentile(us, n, 0.50),
+	       percentile(us, n, 0.99), sum / (double)n, us[n - 1]);
+}
+
+/* unix:/path.sock, redis://host[:port] or host:port; NULL on failure
+ * (said on stderr). */
+static redisContext *redis_connect_url(const char *url)
+{
+	struct timeval tv = { .tv_sec = 5 };
+	char host[256];
+	const char *h = url, *colon;
+	redisContext *c;
+	long port = 6379;
+	size_t hl;
+
+	if (!strncmp(url, "unix:", 5)) {
+		c = redisConnectUnixWithTimeout(url + 5, tv);
+	} else {
+		if (!strncmp(url, "redis://", 8))
+			h += 8;
+		colon = strrchr(h, ':');
+		hl = colon ? (size_t)(colon - h) : strlen(h);
+		if (hl == 0 || hl >= sizeof(host) ||
+		    (colon && parse_count(colon + 1, 1, 65535, &port) < 0)) {
+			fprintf(stderr, "objfs-bench: bad redis url '%s'\n", url);
+			return NULL;
+		}
+		memcpy(host, h, hl);
+		host[hl] = '\0';
+		c = redisConnectWithTimeout(host, (int)port, tv);
+	}
+	if (!c || c->err) {
+		fprintf(stderr, "objfs-bench: cannot connect to redis '%s': %s\n", url,
+			c ? c->errstr : "out of memory");
+		redisFree(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* GET @key, expecting @size bytes: 0 or -EIO (said on stderr). */
+static int redis_get_once(redisContext *c, const char *key, uint64_t size)
+{
+	redisReply *rep = redisCommand(c, "GET %s", key);
+	int r = 0;
+
+	if (!rep) {
+		fprintf(stderr, "objfs-bench: redis GET: %s\n", c->errstr);
+		return -EIO;
+	}
+	if (rep->type != REDIS_REPLY_STRING || (uint64_t)rep->len != size) {
+		fprintf(stderr, "objfs-bench: redis GET %s: unexpected reply (type %d)\n", key,
+			rep->type);
+		r = -EIO;
+	}
+	freeReplyObject(rep);
+	return r;
+}
+
+static int cmd_redis_get(int argc, char **argv)
+{
+	redisContext *c = NULL;
+	redisReply *rep;
+	char key[64], *val = NULL;
+	double *us = NULL;
+	uint64_t size;
+	long n, i;
+	int rc = 1;
+
+	if (argc != 3) {
+		usage(stderr);
+		return 2;
+	}
+	if (parse_size(argv[1], &size) < 0 || size > (512u << 20) ||
+	    parse_count(argv[2], 1, MAX_SAMPLES, &n) < 0)
+		return 2;
+	us = calloc((size_t)n, sizeof(*us));
+	val = malloc((size_t)size);
+	if (!us || !val) {
+		fprintf(stderr, "objfs-bench: out of memory\n");
+		goto out;
+	}
+	fill_random(val, (size_t)size, size);
+	c = redis_connect_url(argv[0]);
+	if (!c)
+		goto out;
+	/* hiredis 0.14 otherwise frees its read buffer whenever more than
+	 * 16 KiB of it is unused, and re-grows it for every big reply */
+	c->reader->maxbuf = 0;
+	snprintf(key, sizeof(key), "objfs-bench:get:%" PRIu64, size);
+	rep = redisCommand(c, "SET %s %b", key, val, (size_t)size);
+	if (!rep || rep->type == REDIS_REPLY_ERROR) {
+		fprintf(stderr, "objfs-bench: redis SET: %s\n", rep ? rep->str : c->errstr);
+		freeReplyObject(rep);
+		goto out;
+	}
+	freeReplyObject(rep);
+	for (i = 0; i < 2 + n / 10; i++)
+		if (redis_get_once(c, key, size) < 0)
+			goto out;
+	for (i = 0; i < n; i++) {
+		double t0 = now_s();
+
+		if (redis_get_once(c, key, size) < 0)
+			goto out;
+		us[i] = (now_s() - t0) * 1e6;
+	}
+	freeReplyObject(redisCommand(c, "DEL %s", key));
+	printf("redis-get size=%" PRIu64 " n=%ld ", size, n);
+	print_latency(us, n);
+	rc = 0;
+out:
+	redisFree(c);
+	free(val);
+	free(us);
+	return rc;
+}
+
+/* open, read to the end into @buf (READ_CHUNK bytes), close: bytes read,
+ * or -errno (said on stderr) */
+static int64_t open_read_close(const char *path, char *buf)
+{
+	int64_t total = 0;
+	int fd, r;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		fprintf(stderr, "objfs-bench: cannot open '%s': %s\n", path, strerror(errno));
+		return r;
+	}
+	for (;;) {
+		ssize_t n = read(fd, buf, READ_CHUNK);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			fprintf(stderr, "objfs-bench: read '%s' at %" PRId64 ": %s\n", path, total,
+				strerror(errno));
+			close(fd);
+			return r;
+		}
+		if (n == 0)
+			break;
+		total += n;
+	}
+	if (close(fd) < 0) {
+		r = -errno;
+		fprintf(stderr, "objfs-bench: close '%s': %s\n", path, strerror(errno));
+		return r;
+	}
+	return total;
+}
+
+static int cmd_open_read(int argc, char **argv)
+{
+	char path[4096], *buf = NULL;
+	bool warm_names = true;
+	uint64_t bytes = 0;
+	double *us = NULL;
+	struct stat st;
+	long n, i;
+	int rc = 1;
+
+	if (argc == 3 && !strcmp(argv[2], "--no-stat")) {
+		warm_names = false;
+		argc--;
+	}
+	if (argc != 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (parse_count(argv[1], 1, MAX_SAMPLES, &n) < 0)
+		return 2;
+	us = calloc((size_t)n, sizeof(*us));
+	buf = touched_alloc(READ_CHUNK);
+	if (!us || !buf)
+		goto out;
+	for (i = 0; warm_names && i < n; i++) {
+		snprintf(path, sizeof(path), "%s/f%05ld", argv[0], i);
+		if (stat(path, &st) < 0) {
+			fprintf(stderr, "objfs-bench: stat '%s': %s\n", path, strerror(errno));
+			goto out;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		double t0;
+		int64_t got;
+
+		snprintf(path, sizeof(path), "%s/f%05ld", argv[0], i);
+		t0 = now_s();
+		got = open_read_close(path, buf);
+		if (got < 0)
+			goto out;
+		us[i] = (now_s() - t0) * 1e6;
+		bytes += (uint64_t)got;
+	}
+	printf("open-read dir=%s n=%ld bytes=%" PRIu64 " ", argv[0], n, bytes);
+	print_latency(us, n);
+	rc = 0;
+out:
+	free(buf);
+	free(us);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -298,6 +824,12 @@ int main(int argc, char **argv)
 		return cmd_create(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "stat"))
 		return cmd_stat(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "tcp"))
+		return cmd_tcp(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "redis-get"))
+		return cmd_redis_get(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "open-read"))
+		return cmd_open_read(argc - 2, argv + 2);
 	usage(stderr);
 	return 2;
 }

@@ -6,20 +6,31 @@
  * credentials are needed, and anything that can read a file's xattrs can
  * script objfs.
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
 
 static const char usage[] =
 	"usage: objfs COMMAND [ARGS]\n"
 	"\n"
 	"Commands:\n"
 	"  status MOUNTPOINT   store capacity and use, object count, Redis state\n"
-	"  stat PATH...        id, size, checksum and holders of objects\n"
+	"  stat PATH...        id, size, checksum, holders and local state of objects\n"
+	"  nodes MOUNTPOINT    the cluster's nodes, live or down, and their addresses\n"
+	"  prefetch [-q] PATH...\n"
+	"                      stage objects (directories: everything below) onto\n"
+	"                      this node before they are used, showing progress\n"
 	"  help                this text\n";
 
 /* Read xattr @name of @path into a heap string (caller frees). */
@@ -98,6 +109,18 @@ static int stat_one(const char *path)
 	printf("size: %lld\n", (long long)st.st_size);
 	printf("checksum: %s\n", csum ? csum : "(not sealed yet)");
 	printf("holders: %s\n", loc ? loc : "(unknown: Redis unreachable)");
+	{
+		char *st_local = get_xattr(path, "user.objfs.fetch", &err);
+		char state[16] = "";
+		unsigned long long done = 0, total = 0;
+
+		if (st_local && sscanf(st_local, "%15s %llu %llu", state, &done, &total) == 3)
+			printf("here: %s%s", state,
+			       strcmp(state, "fetching") ? "\n" : "");
+		if (st_local && !strcmp(state, "fetching"))
+			printf(" (%llu of %llu bytes)\n", done, total);
+		free(st_local);
+	}
 	free(id);
 	free(csum);
 	free(loc);
@@ -120,6 +143,285 @@ static int cmd_stat(int argc, char **argv)
 	return rc;
 }
 
+static int cmd_nodes(int argc, char **argv)
+{
+	char *text, *line, *save = NULL;
+	int err;
+
+	if (argc != 1) {
+		fprintf(stderr, "usage: objfs nodes MOUNTPOINT\n");
+		return 2;
+	}
+	text = get_xattr(argv[0], "user.objfs.nodes", &err);
+	if (!text) {
+		if (err == ENODATA || err == ENOTSUP)
+			fprintf(stderr, "objfs: %s is not the root of an objfs mount\n", argv[0]);
+		else
+			fprintf(stderr, "objfs: %s: %s\n", argv[0], strerror(err));
+		return 1;
+	}
+	printf("%-20s %-5s %7s %-22s %-8s %10s %10s %s\n", "NODE", "STATE", "TTL", "ADDRESS",
+	       "CAPS", "USED", "CAPACITY", "HOST");
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char node[80], state[8], host[260], addr[160], caps[80];
+		long long ttl;
+		unsigned long long used, cap;
+
+		if (sscanf(line, "%79s %7s %lld %259s %159s %79s %llu %llu", node, state, &ttl, host,
+			   addr, caps, &used, &cap) != 8)
+			continue;
+		if (!strcmp(state, "live"))
+			printf("%-20s %-5s %6.1fs %-22s %-8s %9.1fM %9.1fM %s\n", node, state,
+			       (double)ttl / 1000, addr, caps, (double)used / (1 << 20),
+			       (double)cap / (1 << 20), host);
+		else
+			printf("%-20s %-5s %7s %-22s %-8s %10s %10s %s\n", node, "down", "-", "-",
+			       "-", "-", "-", "-");
+	}
+	free(text);
+	return 0;
+}
+
+/* ---- prefetch ---- */
+
+#define PREFETCH_PARALLEL 16
+
+struct job {
+	char *path;
+	int fd;
+	uint64_t size, done;
+	bool finished;
+};
+
+struct jobs {
+	struct job *v;
+	size_t n, cap;
+	int bad;		/* paths that could not be listed */
+};
+
+static struct jobs *g_jobs;
+
+static int add_job(const char *path, const struct stat *st)
+{
+	struct jobs *j = g_jobs;
+
+	if (j->n == j->cap) {
+		size_t cap = j->cap ? j->cap * 2 : 64;
+		struct job *v = realloc(j->v, cap * sizeof(*v));
+
+		if (!v)
+			return -1;
+		j->v = v;
+		j->cap = cap;
+	}
+	j->v[j->n] = (struct job){ .path = strdup(path), .fd = -1, .size = (uint64_t)st->st_size };
+	if (!j->v[j->n].path)
+		return -1;
+	j->n++;
+	return 0;
+}
+
+static int walk_cb(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	if (type == FTW_F && S_ISREG(st->st_mode))
+		return add_job(path, st) < 0 ? 1 : 0;
+	if (type == FTW_DNR || type == FTW_NS) {
+		fprintf(stderr, "objfs: %s: cannot read\n", path);
+		g_jobs->bad++;
+	}
+	return 0;
+}
+
+/* "local", "fetching" or "remote" for @path, with bytes in place. */
+static int fetch_state(const char *path, char *state, size_t len, uint64_t *done)
+{
+	char *v;
+	unsigned long long d = 0, t = 0;
+	char s[16];
+	int err = 0;
+
+	v = get_xattr(path, "user.objfs.fetch", &err);
+	if (!v)
+		return -err;
+	if (sscanf(v, "%15s %llu %llu", s, &d, &t) != 3) {
+		free(v);
+		return -EBADMSG;
+	}
+	snprintf(state, len, "%s", s);
+	*done = d;
+	free(v);
+	return 0;
+}
+
+static void human(double b, char *buf, size_t len)
+{
+	const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	int i = 0;
+
+	while (b >= 1024 && i < 4) {
+		b /= 1024;
+		i++;
+	}
+	snprintf(buf, len, i ? "%.1f %s" : "%.0f %s", b, u[i]);
+}
+
+static double secs_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* Finish job @jb: 0 once its object is local here, else 1 (reported). */
+static int poll_job(struct job *jb)
+{
+	char state[16];
+	uint64_t done = 0;
+	char c;
+	int r;
+
+	r = fetch_state(jb->path, state, sizeof(state), &done);
+	if (r == -ENODATA) {
+		/* being written on this node: it is here already */
+		jb->done = jb->size;
+		jb->finished = true;
+		return 0;
+	}
+	if (r < 0) {
+		fprintf(stderr, "objfs: %s: %s\n", jb->path, strerror(-r));
+		jb->finished = true;
+		return 1;
+	}
+	jb->done = done;
+	if (!strcmp(state, "local")) {
+		jb->done = jb->size;
+		jb->finished = true;
+		return 0;
+	}
+	if (!strcmp(state, "fetching"))
+		return -1;	/* not yet */
+	/* "remote": the fetch ended without a copy here; a read says why */
+	if (jb->size && pread(jb->fd, &c, 1, (off_t)jb->size - 1) < 0)
+		fprintf(stderr, "objfs: %s: %s\n", jb->path, strerror(errno));
+	else
+		fprintf(stderr, "objfs: %s: the fetch did not complete\n", jb->path);
+	jb->finished = true;
+	return 1;
+}
+
+static int cmd_prefetch(int argc, char **argv)
+{
+	struct jobs jobs = { 0 };
+	uint64_t total = 0, done_bytes = 0;
+	size_t next = 0, running = 0, finished = 0, i;
+	bool quiet = false, tty = isatty(2);
+	struct timespec t0;
+	int failed = 0, a;
+	char b1[32], b2[32], b3[32];
+
+	if (argc > 0 && !strcmp(argv[0], "-q")) {
+		quiet = true;
+		argc--;
+		argv++;
+	}
+	if (argc < 1) {
+		fprintf(stderr, "usage: objfs prefetch [-q] PATH...\n");
+		return 2;
+	}
+	g_jobs = &jobs;
+	for (a = 0; a < argc; a++) {
+		struct stat st;
+
+		if (stat(argv[a], &st) < 0) {
+			fprintf(stderr, "objfs: %s: %s\n", argv[a], strerror(errno));
+			failed++;
+		} else if (S_ISDIR(st.st_mode)) {
+			if (nftw(argv[a], walk_cb, 32, FTW_PHYS | FTW_MOUNT) != 0) {
+				fprintf(stderr, "objfs: %s: cannot walk: %s\n", argv[a],
+					strerror(errno ? errno : ENOMEM));
+				failed++;
+			}
+		} else if (S_ISREG(st.st_mode)) {
+			if (add_job(argv[a], &st) < 0) {
+				fprintf(stderr, "objfs: out of memory\n");
+				return 1;
+			}
+		} else {
+			fprintf(stderr, "objfs: %s: not a file or directory\n", argv[a]);
+			failed++;
+		}
+	}
+	failed += jobs.bad;
+	for (i = 0; i < jobs.n; i++)
+		total += jobs.v[i].size;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (finished < jobs.n) {
+		uint64_t now_bytes = done_bytes;
+
+		/* opening starts the fetch; keep a bounded number in flight */
+		while (next < jobs.n && running < PREFETCH_PARALLEL) {
+			struct job *jb = &jobs.v[next++];
+
+			jb->fd = open(jb->path, O_RDONLY | O_CLOEXEC);
+			if (jb->fd < 0) {
+				fprintf(stderr, "objfs: %s: %s\n", jb->path, strerror(errno));
+				jb->finished = true;
+				finished++;
+				failed++;
+				continue;
+			}
+			running++;
+		}
+		for (i = 0; i < next; i++) {
+			struct job *jb = &jobs.v[i];
+			int r;
+
+			if (jb->finished || jb->fd < 0)
+				continue;
+			r = poll_job(jb);
+			if (r >= 0) {
+				close(jb->fd);
+				jb->fd = -1;
+				running--;
+				finished++;
+				failed += r;
+				if (r == 0)
+					done_bytes += jb->size;
+				if (!quiet && !tty && r == 0)
+					fprintf(stderr, "staged %s\n", jb->path);
+				continue;
+			}
+			now_bytes += jb->done;
+		}
+		if (!quiet && tty) {
+			double t = secs_since(&t0);
+
+			human((double)now_bytes, b1, sizeof(b1));
+			human((double)total, b2, sizeof(b2));
+			human(t > 0 ? (double)now_bytes / t : 0, b3, sizeof(b3));
+			fprintf(stderr, "\r%zu/%zu objects  %s / %s  %3.0f%%  %s/s   ", finished,
+				jobs.n, b1, b2, total ? 100.0 * (double)now_bytes / (double)total : 100.0,
+				b3);
+		}
+		if (finished < jobs.n)
+			usleep(100000);
+	}
+	if (!quiet) {
+		double t = secs_since(&t0);
+
+		human((double)done_bytes, b1, sizeof(b1));
+		human(t > 0 ? (double)done_bytes / t : 0, b3, sizeof(b3));
+		fprintf(stderr, "%s%zu objects staged, %s in %.1f s (%s/s)%s\n", tty ? "\r" : "",
+			jobs.n - (size_t)(failed > (int)jobs.n ? (int)jobs.n : failed), b1, t, b3,
+			failed ? "; some failed (see above)" : "");
+	}
+	for (i = 0; i < jobs.n; i++)
+		free(jobs.v[i].path);
+	free(jobs.v);
+	return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
@@ -131,6 +433,10 @@ int main(int argc, char **argv)
 		return cmd_status(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "stat"))
 		return cmd_stat(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "nodes"))
+		return cmd_nodes(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "prefetch"))
+		return cmd_prefetch(argc - 2, argv + 2);
 	fprintf(stderr, "objfs: unknown command '%s' (see objfs --help)\n", argv[1]);
 	return 2;
 }

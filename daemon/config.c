@@ -79,8 +79,10 @@ static int parse_listen(struct config *c, const char *val, char *err, size_t err
 	hlen = (size_t)(host_end - host_start);
 	if (hlen >= sizeof(host))
 		return fail(err, errlen, "invalid option 'listen=%s': host name too long", val);
-	if (parse_u64(colon + 1, &port) < 0 || port == 0 || port > 65535)
-		return fail(err, errlen, "invalid option 'listen=%s': port must be 1-65535", val);
+	if (parse_u64(colon + 1, &port) < 0 || port > 65535)
+		return fail(err, errlen,
+			    "invalid option 'listen=%s': port must be 0-65535 (0: any free port)",
+			    val);
 	memcpy(host, host_start, hlen);
 	host[hlen] = '\0';
 	if (set_str(&c->listen_host, hlen ? host : "0.0.0.0") < 0)
@@ -158,6 +160,7 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 		FLAG("nodev", nodev)
 		FLAG("noexec", noexec)
 		FLAG("noatime", noatime)
+		FLAG("prefault", prefault)
 #undef FLAG
 		if (!strcmp(opt, "user")) {
 			/* what mount(8) implies for user mounts */
@@ -168,7 +171,8 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 			if (!strcmp(opt, "node") || !strcmp(opt, "listen") || !strcmp(opt, "store") ||
 			    !strcmp(opt, "capacity") || !strcmp(opt, "prefix") ||
 			    !strcmp(opt, "secret_file") || !strcmp(opt, "rundir") ||
-			    !strcmp(opt, "log"))
+			    !strcmp(opt, "log") || !strcmp(opt, "advertise") ||
+			    !strcmp(opt, "io_timeout") || !strcmp(opt, "serve_bwlimit"))
 				r = fail(err, errlen, "option '%s' needs a value (%s=...)", opt, opt);
 			else
 				r = fail(err, errlen, "unknown option '%s'", opt);
@@ -215,6 +219,33 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 					 "invalid option 'secret_file=%s': need an absolute path", val);
 			else
 				r = set_str(&c->secret_file, val);
+		} else if (!strcmp(opt, "advertise")) {
+			if (strlen(val) > 200 || strpbrk(val, " \t/,[]"))
+				r = fail(err, errlen,
+					 "invalid option 'advertise=%s': expected a host name or "
+					 "address",
+					 val);
+			else
+				r = set_str(&c->advertise, val);
+		} else if (!strcmp(opt, "io_timeout")) {
+			uint64_t ms;
+
+			if (parse_u64(val, &ms) < 0 || ms < 100 || ms > 600000)
+				r = fail(err, errlen,
+					 "invalid option 'io_timeout=%s': milliseconds, 100-600000",
+					 val);
+			else
+				c->io_timeout_ms = (unsigned)ms;
+		} else if (!strcmp(opt, "serve_bwlimit")) {
+			uint64_t bw;
+
+			if (parse_size(val, &bw) < 0 || (bw && bw < 4096))
+				r = fail(err, errlen,
+					 "invalid option 'serve_bwlimit=%s': bytes per second like "
+					 "100M, at least 4K (0: no limit)",
+					 val);
+			else
+				c->serve_bwlimit = bw;
 		} else if (!strcmp(opt, "rundir")) {
 			if (val[0] != '/')
 				r = fail(err, errlen, "invalid option 'rundir=%s': need an absolute path",
@@ -327,6 +358,7 @@ void config_release(struct config *c)
 	free(c->redis_url);
 	free(c->mountpoint);
 	free(c->listen_host);
+	free(c->advertise);
 	free(c->store_dir);
 	free(c->prefix);
 	free(c->secret_file);

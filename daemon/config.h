@@ -33,7 +33,10 @@ struct config {
 
 	char node[OBJFS_NODE_MAX];	/* node=, default: the hostname */
 	char *listen_host;	/* listen=HOST:PORT */
-	uint16_t listen_port;
+	uint16_t listen_port;	/* 0: any free port */
+	char *advertise;	/* advertise=HOST: the address peers reach us at */
+	unsigned io_timeout_ms;	/* io_timeout=MS: a peer silent this long is dead (0: default) */
+	uint64_t serve_bwlimit;	/* serve_bwlimit=SIZE: bytes/s served (0: no limit) */
 	char *store_dir;	/* store=, default /dev/shm/objfs-<prefix>-<node> */
 	uint64_t capacity;	/* capacity=, default CONFIG_DEFAULT_CAPACITY */
 	char *prefix;		/* prefix=, default "objfs" */
@@ -46,6 +49,7 @@ struct config {
 	bool foreground;
 	bool debug;
 	bool read_only;		/* ro */
+	bool prefault;		/* prefault: touch the whole arena at mount */
 	bool check_only;	/* --check: validate the command line, do nothing */
 	bool nosuid, nodev, noexec, noatime;
 };

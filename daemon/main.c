@@ -22,11 +22,13 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "endpoint.h"
 #include "fs.h"
 #include "local_redis.h"
 #include "log.h"
 #include "meta.h"
 #include "store.h"
+#include "transport.h"
 #include "util.h"
 
 #define HEARTBEAT_S 5
@@ -44,15 +46,22 @@ static const char usage[] =
 	"\n"
 	"Options (-o, comma-separated):\n"
 	"  node=NAME        node name (default: the hostname)\n"
-	"  listen=HOST:PORT transport listener (default 0.0.0.0:7419)\n"
+	"  listen=HOST:PORT transport listener (default 0.0.0.0:7419; port 0: any)\n"
+	"  advertise=HOST   address other nodes reach this one at (default: the\n"
+	"                   listen address, or this host's first IPv4 address)\n"
+	"  io_timeout=MS    a peer silent this long mid-transfer is dead (default 2000)\n"
+	"  serve_bwlimit=SIZE  cap on bytes per second served to peers (default none)\n"
 	"  store=DIR        shared-memory store (default /dev/shm/objfs-PREFIX-NODE)\n"
 	"  capacity=SIZE    store capacity, e.g. 512M, 4G (default 1G)\n"
 	"  prefix=NAME      Redis key prefix / cluster name (default objfs)\n"
 	"  allow_overwrite  an O_TRUNC open of an existing name writes a new object\n"
 	"  allow_other      let other users access the mount\n"
-	"  secret_file=PATH cluster secret for peer authentication\n"
+	"  secret_file=PATH cluster secret (16+ bytes, mode 600) that peers prove\n"
+	"                   they know; without it only loopback peers are served\n"
 	"  rundir=DIR       sockets and logs (default /run/objfs/PREFIX-NODE)\n"
 	"  log=FILE         log file (default RUNDIR/objfsd.log in the background)\n"
+	"  prefault         fault the whole store in at mount (in the background), so\n"
+	"                   the first objects do not pay for first-touch page faults\n"
 	"  foreground, -f   stay in the foreground, log to stderr\n"
 	"  debug, -d        trace every FUSE request (implies foreground)\n"
 	"  --check          check the command line and exit\n"
@@ -68,12 +77,17 @@ struct daemon {
 	struct meta *meta;
 	struct store *store;
 	struct fs *fs;
+	struct transport *transport;
+	struct transport_source source;
 	struct meta_card card;
 	int ready_fd;		/* pipe to the waiting parent, or -1 */
 	FILE *log;
 
 	pthread_t ticker;
 	bool ticker_started;
+	pthread_t prefaulter;
+	bool prefault_started;
+	bool prefault_stop;	/* atomic */
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	bool stopping;		/* lock */
@@ -231,7 +245,22 @@ static void *ticker_main(void *arg)
 	return NULL;
 }
 
-static int start_ticker(struct daemon *d)
+static void *prefault_main(void *arg)
+{
+	struct daemon *d = arg;
+	int64_t t0 = mono_ns();
+	int r;
+
+	r = store_prefault(d->store, &d->prefault_stop);
+	if (r == 0)
+		log_info("store faulted in (%" PRIu64 " bytes in %.1f s)", d->cfg.capacity,
+			 (double)(mono_ns() - t0) / 1e9);
+	else if (r != -ECANCELED)
+		log_warn("cannot fault the store in: %s", strerror(-r));
+	return NULL;
+}
+
+static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
 {
 	sigset_t all, old;
 	int r;
@@ -239,12 +268,18 @@ static int start_ticker(struct daemon *d)
 	/* signals belong to the FUSE loop's handlers */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	r = pthread_create(&d->ticker, NULL, ticker_main, d);
+	r = pthread_create(t, NULL, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r)
-		return -r;
-	d->ticker_started = true;
-	return 0;
+	return -r;
+}
+
+static int start_ticker(struct daemon *d)
+{
+	int r = start_thread(&d->ticker, ticker_main, d);
+
+	if (r == 0)
+		d->ticker_started = true;
+	return r;
 }
 
 static void stop_ticker(struct daemon *d)
@@ -312,8 +347,7 @@ static int claim_node(struct daemon *d)
 	int r;
 
 	gethostname(d->card.host, sizeof(d->card.host) - 1);
-	snprintf(d->card.listen, sizeof(d->card.listen), "%s:%u", d->cfg.listen_host,
-		 d->cfg.listen_port);
+	snprintf(d->card.caps, sizeof(d->card.caps), "%s", transport_name(d->transport));
 	d->card.pid = getpid();
 	random_hex(d->card.instance, 16);
 	d->card.started_ns = now_ns();
@@ -392,9 +426,11 @@ static int run(struct daemon *d)
 	r = open_store(d);
 	if (r < 0)
 		return r;
-	r = claim_node(d);
-	if (r < 0)
-		return r;
+	d->transport = endpoint_new(&d->cfg, err, sizeof(err));
+	if (!d->transport) {
+		fail("%s", err);
+		return -EINVAL;
+	}
 
 	snprintf(fsname, sizeof(fsname), "objfs:%s",
 		 d->cfg.spec_kind == SPEC_LOCAL ? "local" : meta_url(d->meta));
@@ -411,12 +447,23 @@ static int run(struct daemon *d)
 		.noexec = d->cfg.noexec,
 		.noatime = d->cfg.noatime,
 		.debug = d->cfg.debug,
+		.transport = d->transport,
 	};
 	d->fs = fs_new(&fc, d->meta, d->store, &r);
 	if (!d->fs) {
 		fail("cannot set up the filesystem: %s", strerror(-r));
 		return r;
 	}
+	fs_source(d->fs, &d->source);
+	r = endpoint_serve(d->transport, &d->cfg, &d->source, d->card.listen,
+			   sizeof(d->card.listen), err, sizeof(err));
+	if (r < 0) {
+		fail("%s", err);
+		return r;
+	}
+	r = claim_node(d);
+	if (r < 0)
+		return r;
 	r = fs_reconcile(d->fs, &n);
 	if (r < 0) {
 		fail("cannot reconcile the store with Redis at %s: %s", meta_url(d->meta),
@@ -429,6 +476,13 @@ static int run(struct daemon *d)
 	if (r < 0) {
 		fail("cannot mount on %s (is /dev/fuse available, and are you root?)",
 		     d->mountpoint);
+		return r;
+	}
+	if (d->cfg.prefault && start_thread(&d->prefaulter, prefault_main, d) == 0)
+		d->prefault_started = true;
+	r = meta_subscribe(d->meta, fs_on_inval, d->fs);
+	if (r < 0) {
+		fail("cannot subscribe to invalidations: %s", strerror(-r));
 		return r;
 	}
 	r = start_ticker(d);
@@ -452,6 +506,14 @@ static void shutdown_all(struct daemon *d)
 	stop_ticker(d);
 	if (d->meta && d->card.instance[0])
 		meta_node_release(d->meta, d->card.instance);
+	if (d->prefault_started) {
+		__atomic_store_n(&d->prefault_stop, true, __ATOMIC_RELAXED);
+		pthread_join(d->prefaulter, NULL);
+	}
+	if (d->meta)
+		meta_unsubscribe(d->meta);
+	fs_stop_fetching(d->fs);
+	transport_free(d->transport);
 	fs_free(d->fs);
 	store_close(d->store);
 	meta_free(d->meta);

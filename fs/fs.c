@@ -277,6 +277,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!in)
 		goto no_mem;
 	inode_update(in, &e);
+	if (e.kind == META_FILE)
+		inode_set_name(in, parent, name);
 	fs_reply_entry_for(req, fs, in);
 	return;
 
@@ -768,6 +770,8 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 #define XATTR_CSUM "user.objfs.checksum"
 #define XATTR_LOC "user.objfs.locations"
 #define XATTR_STATUS "user.objfs.status"
+#define XATTR_NODES "user.objfs.nodes"
+#define XATTR_FETCH "user.objfs.fetch"
 
 static void reply_xattr_value(fuse_req_t req, const char *val, size_t len, size_t size)
 {
@@ -804,6 +808,60 @@ static void xattr_locations(fuse_req_t req, struct fs *fs, uint64_t id, size_t s
 	free(nodes);
 }
 
+/* Size of object @id as this node knows it (0 if unknown). */
+static uint64_t in_size(struct fs *fs, uint64_t id)
+{
+	struct inode *in;
+	uint64_t size = 0;
+
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find(fs, id);
+	if (in && in->sealed)
+		size = in->obj.size;
+	pthread_mutex_unlock(&fs->lock);
+	return size;
+}
+
+/* The cluster's members, one line each:
+ * "NAME live|down TTL_MS HOST LISTEN CAPS USED CAPACITY". */
+static void xattr_nodes(fuse_req_t req, struct fs *fs, size_t size)
+{
+	struct meta_member *mm = NULL;
+	size_t n = 0, i, used = 0, cap;
+	char *buf;
+	int r;
+
+	r = meta_members(fs->meta, &mm, &n);
+	if (r < 0) {
+		fuse_reply_err(req, fs_errno(fs, r, "getxattr", META_ROOT_ID, XATTR_NODES));
+		return;
+	}
+	cap = (n + 1) * 640;
+	buf = malloc(cap);
+	if (!buf) {
+		free(mm);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	buf[0] = '\0';
+	for (i = 0; i < n; i++) {
+		const struct meta_card *c = &mm[i].card;
+
+		if (mm[i].live)
+			used += (size_t)snprintf(buf + used, cap - used,
+						 "%s live %" PRId64 " %s %s %s %" PRIu64 " %" PRIu64 "\n",
+						 mm[i].node, mm[i].ttl_ms, c->host[0] ? c->host : "-",
+						 c->listen[0] ? c->listen : "-", c->caps[0] ? c->caps : "-",
+						 c->used, c->capacity);
+		else
+			used += (size_t)snprintf(buf + used, cap - used, "%s down -1 - - - 0 0\n",
+						 mm[i].node);
+	}
+	reply_xattr_value(req, buf, used, size);
+	free(buf);
+	free(mm);
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct fs *fs = fuse_req_userdata(req);
@@ -812,6 +870,10 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	bool sealed;
 	size_t len;
 
+	if (ino == META_ROOT_ID && !strcmp(name, XATTR_NODES)) {
+		xattr_nodes(req, fs, size);
+		return;
+	}
 	if (ino == META_ROOT_ID && !strcmp(name, XATTR_STATUS)) {
 		char *buf = malloc(8192);
 
@@ -839,6 +901,23 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	} else if (!strcmp(name, XATTR_CSUM) && sealed) {
 		csum_to_hex(in->obj.csum, val);
 		len = strlen(val);
+	} else if (!strcmp(name, XATTR_FETCH) && sealed) {
+		uint64_t done = 0, total = 0;
+		const char *state = "fetching";
+
+		pthread_mutex_unlock(&fs->lock);
+		if (fetch_progress(fs, ino, &done, &total) < 0) {
+			struct store_obj *o = store_lookup(fs->store, ino);
+
+			state = o && store_obj_sealed(o) ? "local" : "remote";
+			total = in_size(fs, ino);
+			done = o && store_obj_sealed(o) ? total : 0;
+			store_obj_unref(o);
+		}
+		len = (size_t)snprintf(val, sizeof(val), "%s %" PRIu64 " %" PRIu64, state, done,
+				       total);
+		reply_xattr_value(req, val, len, size);
+		return;
 	} else if (!strcmp(name, XATTR_LOC) && sealed) {
 		pthread_mutex_unlock(&fs->lock);
 		xattr_locations(req, fs, ino, size);
@@ -855,8 +934,9 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct fs *fs = fuse_req_userdata(req);
-	static const char file_names[] = XATTR_ID "\0" XATTR_CSUM "\0" XATTR_LOC "\0";
-	static const char root_names[] = XATTR_STATUS "\0";
+	static const char file_names[] =
+		XATTR_ID "\0" XATTR_CSUM "\0" XATTR_LOC "\0" XATTR_FETCH "\0";
+	static const char root_names[] = XATTR_STATUS "\0" XATTR_NODES "\0";
 	struct inode *in;
 	bool is_file;
 
@@ -959,7 +1039,26 @@ struct fs *fs_new(const struct fs_config *cfg, struct meta *m, struct store *s, 
 	fs->store = s;
 	pthread_mutex_init(&fs->lock, NULL);
 	pthread_cond_init(&fs->settle, NULL);
+	pthread_mutex_init(&fs->flock, NULL);
+	pthread_cond_init(&fs->fq_cond, NULL);
+	if (cfg->transport) {
+		int r = fetch_start_workers(fs);
+
+		if (r < 0) {
+			fs_free(fs);
+			*ret_err = r;
+			return NULL;
+		}
+	}
 	return fs;
+}
+
+void fs_stop_fetching(struct fs *fs)
+{
+	if (!fs)
+		return;
+	fetch_stop_workers(fs);
+	fetch_drop_all(fs);
 }
 
 void fs_free(struct fs *fs)
@@ -968,6 +1067,7 @@ void fs_free(struct fs *fs)
 
 	if (!fs)
 		return;
+	fs_stop_fetching(fs);
 	if (fs->se) {
 		if (fs->mounted)
 			fuse_session_unmount(fs->se);
@@ -986,8 +1086,11 @@ void fs_free(struct fs *fs)
 	}
 	inode_free_all(fs);
 	dcache_free_all(fs);
+	fs_lru_free_all(fs);
 	pthread_mutex_destroy(&fs->lock);
 	pthread_cond_destroy(&fs->settle);
+	pthread_mutex_destroy(&fs->flock);
+	pthread_cond_destroy(&fs->fq_cond);
 	free((char *)fs->cfg.mountpoint);
 	free((char *)fs->cfg.node);
 	free((char *)fs->cfg.fsname);

@@ -20,7 +20,10 @@
 
 struct fs;
 struct meta;
+struct meta_inval;
 struct store;
+struct transport;
+struct transport_source;
 
 struct fs_config {
 	const char *mountpoint;	/* absolute */
@@ -32,6 +35,8 @@ struct fs_config {
 	bool read_only;
 	bool nosuid, nodev, noexec, noatime;
 	bool debug;		/* libfuse request tracing */
+	/* fetches other nodes' objects (not owned; must outlive the fs) */
+	struct transport *transport;
 };
 
 /* Neither @m nor @s is owned; both must outlive the fs. */
@@ -61,6 +66,18 @@ int fs_run(struct fs *fs);
  * if the Redis epoch changed, discard abandoned replacement objects.
  */
 void fs_tick(struct fs *fs);
+
+/* Stop fetching (worker threads end, fetches in flight fail).  Call
+ * before freeing the transport; fs_free() does it too. */
+void fs_stop_fetching(struct fs *fs);
+
+/* The source the transport serves this node's sealed objects from. */
+void fs_source(struct fs *fs, struct transport_source *ret);
+
+/* Invalidation from another node (a meta_inval_fn for meta_subscribe()):
+ * drops the kernel's cached entries and the copy of a deleted object.
+ * @ev NULL: messages may have been missed; drops every cached name. */
+void fs_on_inval(void *arg, const struct meta_inval *ev);
 
 /* Status report as "key: value" lines into @buf.  Returns its length. */
 size_t fs_status(struct fs *fs, char *buf, size_t len);

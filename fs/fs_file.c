@@ -251,6 +251,7 @@ static bool wants_write(int flags)
 void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fuse_req_userdata(req);
+	struct fetch *f = NULL;
 	struct store_obj *obj;
 	struct handle *h;
 	struct inode *in;
@@ -319,23 +320,34 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_mutex_unlock(&fs->lock);
 
 	obj = store_lookup(fs->store, ino);
-	if (!obj || !store_obj_sealed(obj)) {
+	if (obj && !store_obj_sealed(obj)) {
+		/* a fetch in flight (or one that just ended): go through it */
 		store_obj_unref(obj);
-		log_info("object %" PRIu64 " is not on this node; fetching from other nodes is "
-			 "not available in this version",
-			 (uint64_t)ino);
-		r = EREMOTE;
-		goto fail;
+		obj = NULL;
+	}
+	if (!obj) {
+		r = fetch_open(fs, ino, &f, &obj);
+		if (r < 0) {
+			r = -r;
+			if (r != ENOENT && r != ENOSPC && r != ENOMEM)
+				r = EIO;
+			goto fail;
+		}
+	} else {
+		fs_lru_touch(fs, ino);
 	}
 	h = handle_new(obj, NULL, false);
 	if (!h) {
 		store_obj_unref(obj);
+		fetch_put(fs, f);
 		r = ENOMEM;
 		goto fail;
 	}
+	h->fetch = f;
 	fi->fh = (uintptr_t)h;
 	fi->keep_cache = 1;
 	fuse_reply_open(req, fi);
+	fetch_opened(fs, f);
 	return;
 
 fail:
@@ -357,6 +369,14 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct f
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;
+	}
+	if (h->fetch) {
+		int r = fetch_wait(fuse_req_userdata(req), h->fetch, (uint64_t)off, size);
+
+		if (r < 0) {
+			fuse_reply_err(req, -r);
+			return;
+		}
 	}
 	if (!h->pending) {
 		cnt = store_obj_iov(h->obj, (uint64_t)off, size, iov, READ_IOV_MAX, &bytes);
@@ -403,6 +423,8 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		return;
 	}
 	r = store_write(h->obj, buf, size, (uint64_t)off);
+	if (r == -ENOSPC && fs_evict(fs, size) > 0)
+		r = store_write(h->obj, buf, size, (uint64_t)off);
 	pthread_mutex_lock(&fs->lock);
 	if (h->flushed) {
 		h->flushed = false;
@@ -617,6 +639,7 @@ static void handle_release(struct fs *fs, uint64_t ino, struct handle *h)
 	pthread_mutex_unlock(&fs->lock);
 	if (last)
 		seal_pending(fs, p);
+	fetch_put(fs, h->fetch);
 	store_obj_unref(h->obj);
 	free(h);
 	pthread_mutex_lock(&fs->lock);

@@ -31,6 +31,9 @@
 #define FS_FILE_ATTR_TIMEOUT 3600.0
 #define FS_DIR_ATTR_TIMEOUT 1.0
 
+/* threads that fetch chunks of other nodes' objects */
+#define FS_FETCH_WORKERS 8
+
 /*
  * A file being written on this node.  It is visible on this node only (an
  * overlay on the Redis namespace) until its last handle is released and
@@ -60,6 +63,10 @@ struct inode {
 	bool sealed;		/* fs->lock */
 	struct meta_obj obj;	/* sealed attributes; fs->lock */
 	struct pending *pending;	/* while written here; fs->lock */
+	/* files: the name it was last looked up by (for a fetched copy's
+	 * catalog path); fs->lock */
+	uint64_t parent;
+	char *name;
 	/* directories: cached attributes */
 	int64_t dir_mtime;	/* fs->lock */
 	uint64_t dir_nsub;	/* fs->lock */
@@ -111,22 +118,54 @@ struct fs {
 	struct dentry *dcache;	/* fs->lock; uthash by key */
 	size_t n_dcache;	/* fs->lock */
 
+	/* fetches of other nodes' objects (fs_fetch.c) */
+	struct fetch *fetches;	/* fs->lock; uthash by id */
+	pthread_mutex_t flock;	/* see fs_fetch.c */
+	pthread_cond_t fq_cond;	/* workers wait here; fs->flock */
+	struct fetch *fq;	/* fetches with chunks to hand out; fs->flock */
+	bool fq_stop;		/* fs->flock */
+	pthread_t workers[FS_FETCH_WORKERS];
+	unsigned nworkers;
+	struct lru *lru;	/* last use of local objects; fs->lock; uthash by id */
+
 	/* counters, atomics */
 	uint64_t n_sealed, n_published_late, n_reregistered;
+	uint64_t n_fetches, n_fetch_done, n_fetch_failed, n_fetch_bytes, n_failovers;
+	uint64_t n_csum_failures, n_stale_holders, n_evictions, n_invalidations;
 };
 
 /* An open file: one per open(2) of a file through the mount. */
 struct handle {
 	struct store_obj *obj;	/* reference, owned */
 	struct pending *pending;	/* set if this handle is on a pending object */
+	struct fetch *fetch;	/* set while the object is being fetched here */
 	bool writable;
 	bool flushed;		/* fs->lock */
 };
+
+/* fs_fetch.c */
+struct fetch;
+int fetch_open(struct fs *fs, uint64_t id, struct fetch **ret_f, struct store_obj **ret_obj);
+void fetch_opened(struct fs *fs, struct fetch *f);
+int fetch_wait(struct fs *fs, struct fetch *f, uint64_t off, uint64_t len);
+void fetch_put(struct fs *fs, struct fetch *f);
+int fetch_progress(struct fs *fs, uint64_t id, uint64_t *ret_done, uint64_t *ret_size);
+bool fetch_running(struct fs *fs, uint64_t id);
+int fetch_start_workers(struct fs *fs);
+void fetch_stop_workers(struct fs *fs);
+void fetch_drop_all(struct fs *fs);
+
+/* fs_cache.c */
+struct lru;
+void fs_lru_touch(struct fs *fs, uint64_t id);
+void fs_lru_free_all(struct fs *fs);
+uint64_t fs_evict(struct fs *fs, uint64_t need);
 
 /* fs_inode.c */
 struct inode *inode_find(struct fs *fs, uint64_t ino);
 struct inode *inode_get(struct fs *fs, uint64_t ino, enum meta_kind kind);
 void inode_forget(struct fs *fs, uint64_t ino, uint64_t n);
+void inode_set_name(struct inode *in, uint64_t parent, const char *name);
 void inode_put_handle(struct fs *fs, uint64_t ino);
 void inode_free_all(struct fs *fs);
 struct pending *pending_find(struct fs *fs, uint64_t parent, const char *name);

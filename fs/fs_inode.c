@@ -55,7 +55,18 @@ static void inode_maybe_free(struct fs *fs, struct inode *in)
 	if (in->nlookup || in->handles || in->pending || in->ino == META_ROOT_ID)
 		return;
 	HASH_DELETE(hh, fs->inodes, in);
+	free(in->name);
 	free(in);
+}
+
+/* Remember the name @in was looked up by (best effort). */
+void inode_set_name(struct inode *in, uint64_t parent, const char *name)
+{
+	if (in->name && in->parent == parent && !strcmp(in->name, name))
+		return;
+	free(in->name);
+	in->name = strdup(name);
+	in->parent = parent;
 }
 
 void inode_forget(struct fs *fs, uint64_t ino, uint64_t n)
@@ -86,6 +97,7 @@ void inode_free_all(struct fs *fs)
 
 	HASH_ITER(hh, fs->inodes, in, tmp) {
 		HASH_DELETE(hh, fs->inodes, in);
+		free(in->name);
 		free(in);
 	}
 }

@@ -20,6 +20,8 @@
  */
 #include "fs_i.h"
 
+#include "transport.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -272,6 +274,37 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("sealed: %" PRIu64 "\n", __atomic_load_n(&fs->n_sealed, __ATOMIC_RELAXED));
 	OUT("reregistered: %" PRIu64 "\n", __atomic_load_n(&fs->n_reregistered, __ATOMIC_RELAXED));
 	OUT("overwrite: %s\n", fs->cfg.allow_overwrite ? "allowed" : "refused");
+#define CTR(name, field) OUT(name ": %" PRIu64 "\n", __atomic_load_n(&fs->field, __ATOMIC_RELAXED))
+	CTR("fetches", n_fetches);
+	CTR("fetches_done", n_fetch_done);
+	CTR("fetches_failed", n_fetch_failed);
+	CTR("fetch_bytes", n_fetch_bytes);
+	CTR("failovers", n_failovers);
+	CTR("checksum_failures", n_csum_failures);
+	CTR("stale_holders_dropped", n_stale_holders);
+	CTR("evictions", n_evictions);
+	CTR("invalidations", n_invalidations);
+#undef CTR
+	if (fs->cfg.transport) {
+		struct transport_stats ts;
+		char addr[160];
+
+		transport_stats(fs->cfg.transport, &ts);
+		if (transport_addr(fs->cfg.transport, addr, sizeof(addr)) < 0)
+			snprintf(addr, sizeof(addr), "-");
+		OUT("transport: %s\n", transport_name(fs->cfg.transport));
+		OUT("listen: %s\n", addr);
+		OUT("served_bytes: %" PRIu64 "\n", ts.bytes_sent);
+		OUT("served_requests: %" PRIu64 "\n", ts.requests_served);
+		OUT("received_bytes: %" PRIu64 "\n", ts.bytes_received);
+		OUT("requests_sent: %" PRIu64 "\n", ts.requests_sent);
+		OUT("connections_open: %" PRIu64 "\n", ts.conns_open);
+		OUT("connections_accepted: %" PRIu64 "\n", ts.conns_accepted);
+		OUT("auth_failures: %" PRIu64 "\n", ts.auth_failures);
+		OUT("bad_frames: %" PRIu64 "\n", ts.bad_frames);
+	} else {
+		OUT("transport: none\n");
+	}
 #undef OUT
 	return n < len ? n : len - 1;
 }

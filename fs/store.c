@@ -956,6 +956,25 @@ static int map_arena(struct store *s, uint64_t *ret_old)
 	return 0;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#define PREFAULT_STEP (64ULL << 20)
+
+int store_prefault(struct store *s, const bool *stop)
+{
+	uint64_t off, len;
+
+	for (off = 0; off < s->capacity; off += PREFAULT_STEP) {
+		if (stop && __atomic_load_n(stop, __ATOMIC_RELAXED))
+			return -ECANCELED;
+		len = s->capacity - off < PREFAULT_STEP ? s->capacity - off : PREFAULT_STEP;
+		if (madvise(s->base + off, len, MADV_POPULATE_WRITE) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
 /* Cut the arena file and mapping down to the capacity. */
 static int shrink_arena(struct store *s)
 {

@@ -1,11 +1,14 @@
 /*
  * meta: the Redis location service (model and key schema in meta.h).
  *
- * Owns: the life of struct meta (meta_new(), meta_free()) and every public
- * call: the namespace, object records and holders, recovery and node
- * cards, with the validation of every reply.  How a command reaches Redis
- * (the connection pool, reconnect and backoff, the hiredis error maps, the
- * URL) is meta_pool.c's; the Lua scripts are in meta_scripts.c.
+ * Owns: the life of struct meta (meta_new(), meta_free()) and the public
+ * calls of the namespace, object records and holders, recovery and node
+ * cards, with the validation of every reply (its validators are shared
+ * with meta_cluster.c, which has the calls of the cluster view: locate,
+ * release a replica, members, and the invalidation subscriber).  How a
+ * command reaches Redis (the connection pool, reconnect and backoff, the
+ * hiredis error maps, the URL) is meta_pool.c's; the Lua scripts are in
+ * meta_scripts.c.
  *
  * Data flow: a public call checks its arguments, builds an argument vector
  * (struct args), borrows a connection from the pool, runs one script with
@@ -35,16 +38,14 @@
 #define POOL_MAX 64
 #define TIMEOUT_DEFAULT_MS 2000
 #define TIMEOUT_MAX_MS 600000
-#define PREFIX_MAX 64
 /* a listing larger than this gives -EFBIG rather than a huge allocation */
 #define DIR_MAX (1u << 20)
-#define HOLDERS_MAX 4096
 #define EPOCH_MAX 64
 
 /* ---- calls ---- */
 
 /* Run script @s with its own arguments as @fmt says (see args_vadd()). */
-static int script_(struct meta *m, enum meta_script s, redisReply **ret, const char *fmt, ...)
+int script_(struct meta *m, enum meta_script s, redisReply **ret, const char *fmt, ...)
 {
 	struct args a;
 	struct conn *c;
@@ -66,7 +67,7 @@ static int script_(struct meta *m, enum meta_script s, redisReply **ret, const c
 }
 
 /* One plain command built as @fmt says; an error reply becomes an errno. */
-static int command_(struct meta *m, redisReply **ret, const char *fmt, ...)
+int command_(struct meta *m, redisReply **ret, const char *fmt, ...)
 {
 	struct args a = { 0 };
 	redisReply *rep;
@@ -94,13 +95,10 @@ static int command_(struct meta *m, redisReply **ret, const char *fmt, ...)
 	return 0;
 }
 
-#define script(m, s, ret, fmt, ...) script_(m, s, ret, fmt, ##__VA_ARGS__, args_end)
-#define command(m, ret, fmt, ...) command_(m, ret, fmt, ##__VA_ARGS__, args_end)
-
 /* ---- reply validation ---- */
 
 /* A bulk string of at most @max bytes and without NULs, or NULL. */
-static const char *rep_text(const redisReply *r, size_t max)
+const char *rep_text(const redisReply *r, size_t max)
 {
 	if (!r || r->type != REDIS_REPLY_STRING || !r->str || r->len > max ||
 	    strlen(r->str) != r->len)
@@ -108,7 +106,7 @@ static const char *rep_text(const redisReply *r, size_t max)
 	return r->str;
 }
 
-static int rep_u64(const redisReply *r, uint64_t *ret)
+int rep_u64(const redisReply *r, uint64_t *ret)
 {
 	const char *s = rep_text(r, 20);
 
@@ -117,7 +115,7 @@ static int rep_u64(const redisReply *r, uint64_t *ret)
 	return 0;
 }
 
-static int rep_i64(const redisReply *r, int64_t *ret)
+int rep_i64(const redisReply *r, int64_t *ret)
 {
 	const char *s = rep_text(r, 20);
 	bool neg;
@@ -133,7 +131,7 @@ static int rep_i64(const redisReply *r, int64_t *ret)
 }
 
 /* An id: decimal, no leading zero, 1 .. UINT64_MAX. */
-static int parse_id(const char *s, uint64_t *ret)
+int parse_id(const char *s, uint64_t *ret)
 {
 	if (*s < '1' || *s > '9' || parse_u64(s, ret) < 0)
 		return -EBADMSG;
@@ -159,7 +157,7 @@ static int rep_entry(const redisReply *r, enum meta_kind *kind, uint64_t *id)
 }
 
 /* size, csum, mtime, origin */
-static int rep_obj(redisReply *const *f, uint64_t id, struct meta_obj *ret)
+int rep_obj(redisReply *const *f, uint64_t id, struct meta_obj *ret)
 {
 	struct meta_obj o;
 	const char *csum, *origin;
@@ -222,6 +220,7 @@ struct meta *meta_new(const struct meta_config *cfg, int *ret_err)
 	if (!m)
 		goto fail;
 	pthread_mutex_init(&m->lock, NULL);
+	pthread_mutex_init(&m->sub_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&m->freed, &ca);
@@ -253,12 +252,14 @@ void meta_free(struct meta *m)
 
 	if (!m)
 		return;
+	meta_unsubscribe(m);
 	for (i = 0; m->conns && i < m->pool_size; i++)
 		if (m->conns[i].ctx)
 			redisFree(m->conns[i].ctx);
 	free(m->conns);
 	pthread_cond_destroy(&m->freed);
 	pthread_mutex_destroy(&m->lock);
+	pthread_mutex_destroy(&m->sub_lock);
 	free(m->node);
 	free(m->prefix);
 	free(m->host);
@@ -661,9 +662,18 @@ static int obj_int_cmd(struct meta *m, const char *cmd, char kind, uint64_t id, 
 
 int meta_add_holder(struct meta *m, uint64_t id)
 {
-	int r = obj_int_cmd(m, "SADD", 'h', id, true);
+	redisReply *rep;
+	int r;
 
-	return r < 0 ? r : 0;
+	r = id ? script(m, MS_ADD_HOLDER, &rep, "us", id, m->node) : -EINVAL;
+	if (r < 0)
+		return r;
+	if (rep->type != REDIS_REPLY_INTEGER || (rep->integer != 0 && rep->integer != 1))
+		r = -EBADMSG;
+	else
+		r = rep->integer ? 0 : -ENOENT;
+	freeReplyObject(rep);
+	return r;
 }
 
 int meta_del_holder(struct meta *m, uint64_t id)
@@ -748,6 +758,12 @@ int meta_object_deleted(struct meta *m, uint64_t id)
 
 /* ---- node cards ---- */
 
+bool caps_valid(const char *s, size_t len)
+{
+	return len == 0 || chars_in(s, len, sizeof(((struct meta_card *)0)->caps) - 1,
+				    ALNUM ",._-");
+}
+
 static bool card_valid(const struct meta_card *card)
 {
 	return card && memchr(card->host, '\0', sizeof(card->host)) && card->host[0] &&
@@ -755,7 +771,8 @@ static bool card_valid(const struct meta_card *card)
 	       memchr(card->instance, '\0', sizeof(card->instance)) &&
 	       chars_in(card->instance, strlen(card->instance), sizeof(card->instance) - 1,
 			ALNUM "-_") &&
-	       card->pid > 0;
+	       memchr(card->caps, '\0', sizeof(card->caps)) &&
+	       caps_valid(card->caps, strlen(card->caps)) && card->pid > 0;
 }
 
 /* The ARGV of the claim and heartbeat scripts (see meta_scripts.c). */
@@ -765,29 +782,33 @@ static int args_card(struct meta *m, struct args *a, const struct meta_card *car
 	int r = args_script(m, a);
 
 	if (r == 0)
-		args_add(a, "sssusissiuu", m->node, card->instance, takeover, (uint64_t)ttl_s,
+		args_add(a, "sssusissiuus", m->node, card->instance, takeover, (uint64_t)ttl_s,
 			 card->host, (int64_t)card->pid, card->listen, card->instance,
-			 card->started_ns, card->capacity, card->used);
+			 card->started_ns, card->capacity, card->used, card->caps);
 	return r;
 }
 
-/* host, pid, listen, instance, started, capacity, used */
-static int rep_card(redisReply *const *f, struct meta_card *ret)
+/* host, pid, listen, instance, started, capacity, used, caps (nil on the
+ * cards of older nodes: "") */
+int rep_card(redisReply *const *f, struct meta_card *ret)
 {
 	const char *host = rep_text(f[0], sizeof(ret->host) - 1);
 	const char *listen = rep_text(f[2], sizeof(ret->listen) - 1);
 	const char *instance = rep_text(f[3], sizeof(ret->instance) - 1);
+	const char *caps;
 	struct meta_card c;
 	int64_t pid;
 
+	caps = f[7]->type == REDIS_REPLY_NIL ? "" : rep_text(f[7], sizeof(ret->caps) - 1);
 	memset(&c, 0, sizeof(c));
 	if (!host || !listen || !instance || rep_i64(f[1], &pid) < 0 || pid < 0 ||
 	    pid > INT_MAX || rep_i64(f[4], &c.started_ns) < 0 || rep_u64(f[5], &c.capacity) < 0 ||
-	    rep_u64(f[6], &c.used) < 0)
+	    rep_u64(f[6], &c.used) < 0 || !caps || !caps_valid(caps, strlen(caps)))
 		return -EBADMSG;
 	memcpy(c.host, host, strlen(host) + 1);
 	memcpy(c.listen, listen, strlen(listen) + 1);
 	memcpy(c.instance, instance, strlen(instance) + 1);
+	memcpy(c.caps, caps, strlen(caps) + 1);
 	c.pid = (int)pid;
 	*ret = c;
 	return 0;
@@ -812,7 +833,7 @@ static int claim_once(struct meta *m, struct conn *c, const struct meta_card *ca
 		goto clean_rep;
 	if (rep->element[0]->integer == 1 && rep->elements == 1)
 		r = 0;
-	else if (rep->element[0]->integer == 0 && rep->elements == 8 &&
+	else if (rep->element[0]->integer == 0 && rep->elements == 9 &&
 		 rep_card(rep->element + 1, ret_other) == 0)
 		r = -EADDRINUSE;
 clean_rep:

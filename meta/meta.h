@@ -24,16 +24,26 @@
  *   P:o:{<id>}          hash    object record: "size", "csum" (32 hex digits,
  *                               xxh3-128), "mtime" (ns), "origin" (node)
  *   P:h:{<id>}          set     nodes holding a sealed copy of the object
+ *                               (meta_locate() drops those whose card expired)
  *   P:t:{<id>}          string  tombstone of a deleted object (unlink,
  *                               replace): the deletion time in ns, kept for
  *                               META_TOMBSTONE_TTL seconds so that a node
  *                               that was away can tell "deleted" from "Redis
  *                               forgot it" (a restore from an old snapshot)
  *   P:node:<name>       hash    node card, with a TTL refreshed by the
- *                               heartbeat: "host", "pid", "listen",
- *                               "instance", "started", "capacity", "used"
+ *                               heartbeat: "host", "pid", "listen" (the
+ *                               node's transport address, "HOST:PORT"),
+ *                               "instance", "started", "capacity", "used",
+ *                               "caps" (transports it serves, "tcp" or
+ *                               "tcp,rdma"; missing on cards of older
+ *                               nodes, read as "")
  *   P:nodes             set     every node name that ever registered
- *   P:inval             channel invalidations, "<kind> <parent> <name> <id>"
+ *   P:inval             channel invalidations, "<kind> <parent> <name> <id>";
+ *                               kinds publish, replace, unlink, rename-from,
+ *                               rename-to, mkdir, rmdir, and "gone 0 - <id>"
+ *                               when an object is deleted (unlink, replace,
+ *                               rename over it)
+ *                               (the name may contain spaces)
  *
  * Per-object keys share the hash tag {<id>}; all namespace keys share the
  * tag {ns}, so on Redis Cluster every namespace script runs in one slot.
@@ -44,7 +54,8 @@
  * Redis is validated; a malformed one gives -EBADMSG (callers report EIO).
  *
  * Threading: a struct meta is safe to use from many threads.  It keeps a
- * small pool of connections; each call borrows one.  When Redis is
+ * small pool of connections; each call borrows one (the invalidation
+ * subscriber has a connection and a thread of its own).  When Redis is
  * unreachable, calls fail fast with -EIO (no call blocks for longer than
  * the configured timeout); the next call after the backoff delay tries to
  * reconnect.
@@ -214,7 +225,8 @@ int meta_rename(struct meta *m, uint64_t oparent, const char *oname, uint64_t np
  */
 int meta_holders(struct meta *m, uint64_t id, char (**ret_nodes)[OBJFS_NODE_MAX], size_t *ret_n);
 
-/* Add or remove this node as a holder of @id. */
+/* Add or remove this node as a holder of @id.  Adding gives -ENOENT (and
+ * changes nothing) if the object has no record: it was deleted. */
 int meta_add_holder(struct meta *m, uint64_t id);
 int meta_del_holder(struct meta *m, uint64_t id);
 
@@ -245,12 +257,15 @@ int meta_object_deleted(struct meta *m, uint64_t id);
 
 struct meta_card {
 	char host[256];
-	char listen[128];
+	char listen[128];	/* transport address, "HOST:PORT" */
 	int pid;
 	char instance[40];
 	int64_t started_ns;
 	uint64_t capacity;
 	uint64_t used;
+	/* transports served, comma-separated ("tcp", "tcp,rdma"): "" or
+	 * 1..63 of [A-Za-z0-9,._-] */
+	char caps[64];
 };
 
 /*
@@ -264,5 +279,100 @@ int meta_node_claim(struct meta *m, const struct meta_card *card, unsigned ttl_s
 int meta_node_heartbeat(struct meta *m, const struct meta_card *card, unsigned ttl_s);
 /* Delete this node's card if it still carries @instance (clean shutdown). */
 int meta_node_release(struct meta *m, const char *instance);
+
+/* ---- cluster (meta_cluster.c) ---- */
+
+/* A holder of an object that a fetch can ask. */
+struct meta_holder {
+	char node[OBJFS_NODE_MAX];
+	char addr[128];		/* the card's "listen" */
+	char caps[64];		/* the card's "caps" */
+};
+
+/*
+ * Locate object @id for a fetch, in one round trip: its record and the
+ * holders that are live (their card exists), this node left out.
+ * Holders whose card has expired are removed from the holder set (their
+ * entries are stale) and counted in *ret_stale (may be NULL).  A holder
+ * whose card or name is malformed is skipped with a warning, and left in
+ * the set.  *ret_holders is one heap allocation that the caller frees with
+ * free(), possibly with *ret_n == 0; holders come in no particular order.
+ * -ENOENT if the object has no record, -EBADMSG if the record is
+ * malformed, -EIO.
+ */
+int meta_locate(struct meta *m, uint64_t id, struct meta_obj *ret_obj,
+		struct meta_holder **ret_holders, size_t *ret_n, unsigned *ret_stale);
+
+/*
+ * Drop this node's copy of @id from the holders, atomically, only if at
+ * least one other holder with a live card (one that exists and names a
+ * "listen" address) remains.  1: removed, or this node was not a holder
+ * (the caller may now free its copy); 0: this node is the last live
+ * holder, nothing changed; -ENOENT: no such object record.
+ */
+int meta_release_replica(struct meta *m, uint64_t id);
+
+/* A node of the cluster. */
+struct meta_member {
+	char node[OBJFS_NODE_MAX];
+	bool live;		/* its card exists */
+	int64_t ttl_ms;		/* remaining card TTL; -1 if not live (or if
+				 * the card has no expiry, which the calls
+				 * here never leave) */
+	struct meta_card card;	/* valid only if live */
+};
+
+/*
+ * Every node that ever registered (P:nodes), sorted by name, with its card
+ * if live, in one round trip.  One heap array that the caller frees with
+ * free(), possibly with *ret_n == 0.  A member whose name or card is
+ * malformed is skipped with a warning.  -EFBIG for more than 65536
+ * members, -EIO.
+ */
+int meta_members(struct meta *m, struct meta_member **ret, size_t *ret_n);
+
+/* One invalidation, as published by the calls that change the namespace. */
+struct meta_inval {
+	/* "publish", "replace", "unlink", "rename-from", "rename-to",
+	 * "mkdir", "rmdir" (any 1..15 of [a-z-] is passed on) */
+	char kind[16];
+	uint64_t parent;	/* the directory */
+	char name[OBJFS_NAME_MAX + 1];	/* the name in it */
+	uint64_t id;		/* the file or directory the name was linked to */
+};
+
+/*
+ * Called by the subscriber thread for each invalidation, in the order
+ * Redis delivers them.  @ev is NULL after the subscription was
+ * (re)established following a gap (Redis down, connection lost, or the
+ * first attempt of meta_subscribe() failed): messages may have been
+ * missed, so the caller should revalidate everything it caches.  It may
+ * call any meta_*() function but meta_subscribe(), meta_unsubscribe() and
+ * meta_free(); a slow callback delays the following messages and
+ * meta_unsubscribe().
+ */
+typedef void (*meta_inval_fn)(void *arg, const struct meta_inval *ev);
+
+/*
+ * Start a thread with its own Redis connection (not from the pool)
+ * subscribed to the invalidation channel, and call @fn(@arg, ...) for each
+ * message; malformed messages are skipped with a warning.  The thread
+ * runs with every signal blocked.  On a lost connection it reconnects at
+ * once, then with the pool's backoff (100 ms doubling to 5 s); it sends a
+ * PING after 5 s without traffic, so a silently dead connection is noticed
+ * within about 5 s plus the timeout.  Returns after the first attempt to
+ * subscribe (at once if Redis is up or refuses; against a hung Redis, up
+ * to a second to connect plus the timeout): if that one succeeded, nothing
+ * published afterwards is missed without a NULL event; if it failed, the
+ * thread keeps trying and reports the gap once it succeeds.  0, -EALREADY if
+ * already subscribed, -EINVAL, -ENOMEM, or an errno from pipe(2) or
+ * pthread_create().
+ */
+int meta_subscribe(struct meta *m, meta_inval_fn fn, void *arg);
+
+/* Stop the thread and join it (within about a second; at once unless it is
+ * connecting or in the callback).  Safe if not subscribed; meta_free()
+ * calls it. */
+void meta_unsubscribe(struct meta *m);
 
 #endif

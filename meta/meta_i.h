@@ -1,11 +1,14 @@
 /*
- * meta_i.h: what meta.c, meta_pool.c and meta_scripts.c share.  Not for
- * other modules.
+ * meta_i.h: what meta.c, meta_pool.c, meta_scripts.c and meta_cluster.c
+ * share.  Not for other modules.
  *
  * struct meta is built by meta.c (meta_new()) and its pool run by
- * meta_pool.c, which sends the commands of meta.c's calls: a call builds a
- * struct args, borrows a slot with pool_get_call(), runs it with
- * pool_script() or pool_cmd(), and gives the slot back with pool_put().
+ * meta_pool.c, which sends the commands of meta.c's and meta_cluster.c's
+ * calls: a call builds a struct args, borrows a slot with pool_get_call(),
+ * runs it with pool_script() or pool_cmd() (or the script() and command()
+ * helpers of meta.c), and gives the slot back with pool_put().  The
+ * reply validators of meta.c are shared too.  The invalidation subscriber
+ * (meta_cluster.c) connects on its own with pool_connect().
  *
  * Every script is called as EVALSHA <sha> 0 with this ARGV header:
  *
@@ -31,6 +34,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "meta.h"
+
 enum meta_script {
 	MS_EPOCH,
 	MS_ALLOC,
@@ -47,6 +52,10 @@ enum meta_script {
 	MS_HEARTBEAT,
 	MS_RELEASE,
 	MS_PATH,
+	MS_LOCATE,
+	MS_RELEASE_REPLICA,
+	MS_MEMBERS,
+	MS_ADD_HOLDER,
 	META_NSCRIPTS
 };
 
@@ -62,6 +71,14 @@ extern const char *const meta_script_name[META_NSCRIPTS];
 #define META_WALK_MAX 16384
 
 #define SHA_LEN 40
+#define PREFIX_MAX 64
+/* a holder set larger than this is corrupt (-EBADMSG) */
+#define HOLDERS_MAX 4096
+/* reconnect backoff, of the pool and of the subscriber */
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+
+struct sub;
 
 /* One slot of the pool. */
 struct conn {
@@ -91,6 +108,11 @@ struct meta {
 	bool probing;			/* guarded by lock */
 	char last_err[256];		/* guarded by lock */
 	bool up;			/* atomic */
+
+	/* serializes meta_subscribe() and meta_unsubscribe(); held while
+	 * the subscriber thread starts and while it is joined */
+	pthread_mutex_t sub_lock;
+	struct sub *sub;		/* guarded by sub_lock; meta_cluster.c */
 };
 
 /* ---- argument vectors (meta_pool.c) ---- */
@@ -138,10 +160,47 @@ int pool_script(struct meta *m, struct conn *c, enum meta_script s, struct args 
 
 /* The one map from an error reply to a negative errno. */
 int pool_reply_errno(const redisReply *rep);
+/* The one map from a failed context to a negative errno (@e: errno right
+ * after the failing call), with a text into @why. */
+int pool_ctx_error(const redisContext *ctx, int e, char *why, size_t len);
+
+/*
+ * A context of the caller's own, outside the pool: connected with send and
+ * receive timeouts of @timeout_ms, authenticated and with the database
+ * selected as the URL says.  0, -EIO, -EACCES or -ENOMEM, with a text in
+ * @why.  Touches no state of the pool.  The caller frees it with
+ * redisFree().
+ */
+int pool_connect(struct meta *m, unsigned timeout_ms, redisContext **ret, char *why,
+		 size_t wlen);
 
 /* Fill the url, host, port, sock, password and db of @m from @url (see
  * meta.h).  0, -EINVAL or -ENOMEM; meta_free() frees what it filled. */
 int pool_parse_url(struct meta *m, const char *url);
+
+/* ---- calls and replies (meta.c) ---- */
+
+/* Run script @s with its own arguments as @fmt says (see args_vadd()). */
+int script_(struct meta *m, enum meta_script s, redisReply **ret, const char *fmt, ...);
+/* One plain command built as @fmt says; an error reply becomes an errno. */
+int command_(struct meta *m, redisReply **ret, const char *fmt, ...);
+#define script(m, s, ret, fmt, ...) script_(m, s, ret, fmt, ##__VA_ARGS__, args_end)
+#define command(m, ret, fmt, ...) command_(m, ret, fmt, ##__VA_ARGS__, args_end)
+
+/* A bulk string of at most @max bytes and without NULs, or NULL. */
+const char *rep_text(const redisReply *r, size_t max);
+/* Decimal numbers in bulk strings: 0 or -EBADMSG. */
+int rep_u64(const redisReply *r, uint64_t *ret);
+int rep_i64(const redisReply *r, int64_t *ret);
+/* An id: decimal, no leading zero, 1 .. UINT64_MAX.  0 or -EBADMSG. */
+int parse_id(const char *s, uint64_t *ret);
+/* An object record from its fields size, csum, mtime, origin. */
+int rep_obj(redisReply *const *f, uint64_t id, struct meta_obj *ret);
+/* A node card from its fields host, pid, listen, instance, started,
+ * capacity, used, caps. */
+int rep_card(redisReply *const *f, struct meta_card *ret);
+/* A caps string as struct meta_card allows it ("" included)? */
+bool caps_valid(const char *s, size_t len);
 
 /* ---- strings ---- */
 

@@ -21,9 +21,11 @@
  * a successful connect: until it expires, a call that would have to
  * connect fails with -EIO at once, and afterwards one call at a time
  * probes.  So no call waits much longer than timeout_ms (a connect plus one
- * round trip when Redis hangs).
+ * round trip when Redis hangs).  pool_connect() makes a connection outside
+ * the pool the same way (for the invalidation subscriber), without the
+ * scripts.
  *
- * Errors: ctx_error() is the one map from hiredis context errors and
+ * Errors: pool_ctx_error() is the one map from hiredis context errors and
  * pool_reply_errno() the one map from error replies.  A lost connection is
  * -EIO to callers, as meta.h promises; the detail goes to meta_last_error().
  *
@@ -57,8 +59,6 @@
 #include "log.h"
 #include "meta_i.h"
 
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 5000
 #define DEFAULT_PORT 6379
 
 /* ---- argument vectors ---- */
@@ -137,7 +137,7 @@ int args_script(const struct meta *m, struct args *a)
  * The one map from a failed hiredis context to an errno, with a text for
  * meta_last_error().  @e is errno right after the failing call.
  */
-static int ctx_error(const redisContext *ctx, int e, char *why, size_t len)
+int pool_ctx_error(const redisContext *ctx, int e, char *why, size_t len)
 {
 	int r;
 
@@ -248,7 +248,7 @@ static void note_error(struct meta *m, const char *why)
 static int conn_broken(struct meta *m, struct conn *c, int e)
 {
 	char why[256];
-	int r = ctx_error(c->ctx, e, why, sizeof(why));
+	int r = pool_ctx_error(c->ctx, e, why, sizeof(why));
 
 	log_debug("meta: connection to %s lost: %s", m->url, why);
 	redisFree(c->ctx);
@@ -269,7 +269,7 @@ static int read_reply(redisContext *ctx, redisReply **ret, char *why, size_t len
 	e = errno;
 	sigpipe_unblock(&g, ok != REDIS_OK);
 	if (ok != REDIS_OK || !rep)
-		return ctx_error(ctx, e, why, len);
+		return pool_ctx_error(ctx, e, why, len);
 	*ret = rep;
 	return 0;
 }
@@ -287,16 +287,98 @@ static bool is_sha(const redisReply *rep)
 }
 
 /*
+ * Connect to Redis with send and receive timeouts of @timeout_ms, and
+ * queue AUTH and SELECT as the URL says (ctx_auth() reads their replies).
+ */
+static int ctx_open(struct meta *m, unsigned timeout_ms, redisContext **ret, char *why,
+		    size_t wlen)
+{
+	struct timeval tv = {
+		.tv_sec = timeout_ms / 1000,
+		.tv_usec = (timeout_ms % 1000) * 1000,
+	};
+	redisContext *ctx;
+	int r;
+
+	if (m->sock)
+		ctx = redisConnectUnixWithTimeout(m->sock, tv);
+	else
+		ctx = redisConnectWithTimeout(m->host, m->port, tv);
+	if (!ctx) {
+		snprintf(why, wlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (ctx->err || redisSetTimeout(ctx, tv) != REDIS_OK) {
+		r = pool_ctx_error(ctx, errno, why, wlen);
+		goto clean_ctx;
+	}
+	/* hiredis 0.14 keeps at most 16 KiB of unused read buffer and
+	 * moves the rest on every read: big replies get quadratic */
+	ctx->reader->maxbuf = 0;
+	r = -ENOMEM;
+	snprintf(why, wlen, "out of memory");
+	if (m->password && redisAppendCommand(ctx, "AUTH %s", m->password) != REDIS_OK)
+		goto clean_ctx;
+	if (m->db && redisAppendCommand(ctx, "SELECT %u", m->db) != REDIS_OK)
+		goto clean_ctx;
+	*ret = ctx;
+	return 0;
+
+clean_ctx:
+	redisFree(ctx);
+	return r == -ENOMEM ? r : -EIO;
+}
+
+/* Read the replies of the AUTH and SELECT that ctx_open() queued. */
+static int ctx_auth(struct meta *m, redisContext *ctx, char *why, size_t wlen)
+{
+	redisReply *rep;
+	int i, r;
+
+	for (i = 0; i < 2; i++) {
+		if ((i == 0 && !m->password) || (i == 1 && !m->db))
+			continue;
+		r = read_reply(ctx, &rep, why, wlen);
+		if (r < 0)
+			return r == -ENOMEM ? r : -EIO;
+		if (rep->type == REDIS_REPLY_ERROR) {
+			snprintf(why, wlen, "%s: %.200s", i == 0 ? "authentication failed" : "SELECT",
+				 rep->str);
+			r = i == 0 ? -EACCES : pool_reply_errno(rep);
+			freeReplyObject(rep);
+			return r == -EACCES || r == -ENOMEM ? r : -EIO;
+		}
+		freeReplyObject(rep);
+	}
+	return 0;
+}
+
+int pool_connect(struct meta *m, unsigned timeout_ms, redisContext **ret, char *why,
+		 size_t wlen)
+{
+	redisContext *ctx;
+	int r;
+
+	r = ctx_open(m, timeout_ms, &ctx, why, wlen);
+	if (r < 0)
+		return r;
+	r = ctx_auth(m, ctx, why, wlen);
+	if (r < 0) {
+		redisFree(ctx);
+		return r;
+	}
+	why[0] = '\0';
+	*ret = ctx;
+	return 0;
+}
+
+/*
  * Connect slot @c and prepare it: AUTH, SELECT, SCRIPT LOAD of every
  * script and the namespace init, pipelined.  0, -EIO, -EACCES or -ENOMEM,
  * with a text in @why.
  */
 static int conn_open(struct meta *m, struct conn *c, char *why, size_t wlen)
 {
-	struct timeval tv = {
-		.tv_sec = m->timeout_ms / 1000,
-		.tv_usec = (m->timeout_ms % 1000) * 1000,
-	};
 	const char *loadv[3] = { "SCRIPT", "LOAD", NULL };
 	redisReply *rep = NULL;
 	redisContext *ctx;
@@ -315,28 +397,11 @@ static int conn_open(struct meta *m, struct conn *c, char *why, size_t wlen)
 	a.v[2] = "0";
 	a.len[2] = 1;
 
-	if (m->sock)
-		ctx = redisConnectUnixWithTimeout(m->sock, tv);
-	else
-		ctx = redisConnectWithTimeout(m->host, m->port, tv);
-	if (!ctx) {
-		snprintf(why, wlen, "out of memory");
-		return -ENOMEM;
-	}
-	if (ctx->err || redisSetTimeout(ctx, tv) != REDIS_OK) {
-		r = ctx_error(ctx, errno, why, wlen);
-		goto clean_ctx;
-	}
-	/* hiredis 0.14 keeps at most 16 KiB of unused read buffer and
-	 * moves the rest on every read: big replies get quadratic */
-	ctx->reader->maxbuf = 0;
-
+	r = ctx_open(m, m->timeout_ms, &ctx, why, wlen);
+	if (r < 0)
+		return r;
 	r = -ENOMEM;
 	snprintf(why, wlen, "out of memory");
-	if (m->password && redisAppendCommand(ctx, "AUTH %s", m->password) != REDIS_OK)
-		goto clean_ctx;
-	if (m->db && redisAppendCommand(ctx, "SELECT %u", m->db) != REDIS_OK)
-		goto clean_ctx;
 	for (i = 0; i < META_NSCRIPTS; i++) {
 		loadv[2] = meta_script_src[i];
 		if (redisAppendCommandArgv(ctx, 3, loadv, NULL) != REDIS_OK)
@@ -345,25 +410,22 @@ static int conn_open(struct meta *m, struct conn *c, char *why, size_t wlen)
 	if (redisAppendCommandArgv(ctx, a.n, a.v, a.len) != REDIS_OK)
 		goto clean_ctx;
 
-	/* the replies: [AUTH] (-2), [SELECT] (-1), the scripts, the init */
-	for (i = -2; i <= META_NSCRIPTS; i++) {
-		if ((i == -2 && !m->password) || (i == -1 && !m->db))
-			continue;
+	/* the replies: [AUTH], [SELECT], the scripts, the init */
+	r = ctx_auth(m, ctx, why, wlen);
+	if (r < 0)
+		goto clean_ctx;
+	for (i = 0; i <= META_NSCRIPTS; i++) {
 		r = read_reply(ctx, &rep, why, wlen);
 		if (r < 0)
 			goto clean_ctx;
 		if (rep->type == REDIS_REPLY_ERROR) {
-			static const char *const what[] = {
-				"authentication failed", "SELECT", "SCRIPT LOAD",
-				"cannot create the namespace",
-			};
-
 			snprintf(why, wlen, "%s: %.200s",
-				 what[i < 0 ? i + 2 : i < META_NSCRIPTS ? 2 : 3], rep->str);
-			r = i == -2 ? -EACCES : pool_reply_errno(rep);
+				 i < META_NSCRIPTS ? "SCRIPT LOAD" : "cannot create the namespace",
+				 rep->str);
+			r = pool_reply_errno(rep);
 			goto clean_rep;
 		}
-		if (i >= 0 && i < META_NSCRIPTS) {
+		if (i < META_NSCRIPTS) {
 			if (!is_sha(rep)) {
 				snprintf(why, wlen, "SCRIPT LOAD: unexpected reply");
 				r = -EIO;

@@ -37,6 +37,7 @@
 	"local function bury(id)\n"                                                            \
 	"  redis.call('DEL', okey(id), hkey(id))\n"                                            \
 	"  redis.call('SET', tkey(id), NOW, 'EX', " STR(META_TOMBSTONE_TTL) ")\n"               \
+	"  redis.call('PUBLISH', P .. ':inval', 'gone 0 - ' .. id)\n"                          \
 	"end\n"                                                                                \
 	/* a decimal uint64 >= 1 without leading zeros */                                      \
 	"local function isid(s)\n"                                                             \
@@ -401,12 +402,31 @@ static const char script_reregister[] = LUA_NS
 	"end\n"
 	"return conflict\n";
 
-/* The card fields in the order ARGV carries them from ARGV[8] on, and the
- * order the claim script returns another card in. */
-#define LUA_CARD                                                                               \
+/*
+ * Helpers of the scripts that read node cards: the card fields in the
+ * order ARGV carries them from ARGV[8] on and the scripts return them in,
+ * the key of a card, and whether a holder or member is a node name at all
+ * (see node_name_validate(); anything else is left alone for
+ * meta_cluster.c to report).
+ */
+#define LUA_NODES                                                                              \
 	"local FIELDS = {'host', 'pid', 'listen', 'instance', 'started', 'capacity',\n"        \
-	"                'used'}\n"                                                            \
-	"local key = P .. ':node:' .. ARGV[4]\n"                                               \
+	"                'used', 'caps'}\n"                                                    \
+	"local function ckey(n) return P .. ':node:' .. n end\n"                               \
+	"local function isnode(n)\n"                                                           \
+	"  return #n <= 63 and string.match(n, '^[A-Za-z0-9_][A-Za-z0-9._-]*$') ~= nil\n"     \
+	"end\n"                                                                                \
+	/* does node @n have a card a fetch can use? */                                        \
+	"local function live(n)\n"                                                             \
+	"  if not isnode(n) then return false end\n"                                           \
+	"  local l = redis.pcall('HGET', ckey(n), 'listen')\n"                                 \
+	"  return type(l) == 'string' and l ~= ''\n"                                           \
+	"end\n"
+
+/* Writing this node's card. */
+#define LUA_CARD                                                                               \
+	LUA_NODES                                                                              \
+	"local key = ckey(ARGV[4])\n"                                                          \
 	"local function write()\n"                                                             \
 	"  local kv = {}\n"                                                                    \
 	"  for i, f in ipairs(FIELDS) do\n"                                                    \
@@ -421,15 +441,15 @@ static const char script_reregister[] = LUA_NS
 
 /*
  * ARGV[4] node, ARGV[5] instance, ARGV[6] instance that may be replaced
- * (a card meta.c found stale) or "", ARGV[7] ttl, ARGV[8..14] the card
- * (host, pid, listen, instance, started, capacity, used).  Returns {1}, or
- * {0, <the other card's fields in the same order>}.
+ * (a card meta.c found stale) or "", ARGV[7] ttl, ARGV[8..15] the card
+ * (host, pid, listen, instance, started, capacity, used, caps).  Returns
+ * {1}, or {0, <the other card's fields in the same order>}.
  */
 static const char script_claim[] = LUA_BASE LUA_CARD
 	"local cur = redis.call('HGET', key, 'instance')\n"
 	"if cur and cur ~= ARGV[5] and not (ARGV[6] ~= '' and cur == ARGV[6]) then\n"
 	"  local a = redis.call('HMGET', key, unpack(FIELDS))\n"
-	"  return {0, a[1], a[2], a[3], a[4], a[5], a[6], a[7]}\n"
+	"  return {0, a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]}\n"
 	"end\n"
 	"write()\n"
 	"return {1}\n";
@@ -448,6 +468,78 @@ static const char script_release[] = LUA_BASE
 	"redis.call('DEL', key)\n"
 	"return 1\n";
 
+/*
+ * ARGV[4] object id, ARGV[5] this node.  Returns {size, csum, mtime,
+ * origin, number of stale holders removed, then node, listen, caps of
+ * each other holder whose card exists}; card fields may be nil
+ * (meta_cluster.c skips such a holder).  A holder other than this node whose card is gone
+ * is removed from the set: its entry is stale.  A holder that is not a
+ * node name is returned as it is, for meta.c to skip.  ENOENT if the
+ * object has no record.
+ */
+static const char script_locate[] = LUA_BASE LUA_NODES
+	"local id, me = ARGV[4], ARGV[5]\n"
+	"if redis.call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
+	"local a = redis.call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
+	"local out, stale = {a[1], a[2], a[3], a[4], 0}, 0\n"
+	"for _, n in ipairs(redis.call('SMEMBERS', hkey(id))) do\n"
+	"  if n ~= me then\n"
+	"    if isnode(n) and redis.call('EXISTS', ckey(n)) == 0 then\n"
+	"      redis.call('SREM', hkey(id), n)\n"
+	"      stale = stale + 1\n"
+	"    else\n"
+	"      local c = redis.pcall('HMGET', ckey(n), 'listen', 'caps')\n"
+	"      if type(c) ~= 'table' or c.err then c = {} end\n"
+	"      out[#out + 1] = n\n"
+	"      out[#out + 1] = c[1] or false\n"
+	"      out[#out + 1] = c[2] or false\n"
+	"    end\n"
+	"  end\n"
+	"end\n"
+	"out[5] = stale\n"
+	"return out\n";
+
+/*
+ * ARGV[4] object id, ARGV[5] this node.  Removes this node from the
+ * holders if another holder has a live card (exists, with a listen
+ * address): returns 1 then, or if this node was no holder; else 0 and
+ * nothing changes.  ENOENT if the object has no record.
+ */
+static const char script_release_replica[] = LUA_BASE LUA_NODES
+	"local id, me = ARGV[4], ARGV[5]\n"
+	"if redis.call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
+	"for _, n in ipairs(redis.call('SMEMBERS', hkey(id))) do\n"
+	"  if n ~= me and live(n) then\n"
+	"    redis.call('SREM', hkey(id), me)\n"
+	"    return 1\n"
+	"  end\n"
+	"end\n"
+	"return 0\n";
+
+/* ARGV[4] object id, ARGV[5] this node.  1 if added (or already there),
+ * 0 if the object has no record (deleted): no holder set is made for it. */
+static const char script_add_holder[] = LUA_BASE
+	"local id, me = ARGV[4], ARGV[5]\n"
+	"if redis.call('EXISTS', okey(id)) == 0 then return 0 end\n"
+	"redis.call('SADD', hkey(id), me)\n"
+	"return 1\n";
+
+/*
+ * ARGV: (header).  Returns for every member of P:nodes: its name, the
+ * PTTL of its card (-2: no card), and the card fields in the order of
+ * FIELDS (nil where missing; all nil if the key is not a hash).
+ */
+static const char script_members[] = LUA_BASE LUA_NODES
+	"local out = {}\n"
+	"for _, n in ipairs(redis.call('SMEMBERS', P .. ':nodes')) do\n"
+	"  out[#out + 1] = n\n"
+	"  out[#out + 1] = redis.call('PTTL', ckey(n))\n"
+	"  local c = redis.pcall('HMGET', ckey(n), unpack(FIELDS))\n"
+	"  if type(c) ~= 'table' or c.err then c = {} end\n"
+	"  for i = 1, #FIELDS do out[#out + 1] = c[i] or false end\n"
+	"end\n"
+	"return out\n";
+
 const char *const meta_script_src[META_NSCRIPTS] = {
 	[MS_EPOCH] = script_epoch,
 	[MS_ALLOC] = script_alloc,
@@ -464,6 +556,10 @@ const char *const meta_script_src[META_NSCRIPTS] = {
 	[MS_HEARTBEAT] = script_heartbeat,
 	[MS_RELEASE] = script_release,
 	[MS_PATH] = script_path,
+	[MS_LOCATE] = script_locate,
+	[MS_RELEASE_REPLICA] = script_release_replica,
+	[MS_MEMBERS] = script_members,
+	[MS_ADD_HOLDER] = script_add_holder,
 };
 
 const char *const meta_script_name[META_NSCRIPTS] = {
@@ -482,4 +578,8 @@ const char *const meta_script_name[META_NSCRIPTS] = {
 	[MS_HEARTBEAT] = "heartbeat",
 	[MS_RELEASE] = "release",
 	[MS_PATH] = "path",
+	[MS_LOCATE] = "locate",
+	[MS_RELEASE_REPLICA] = "release-replica",
+	[MS_MEMBERS] = "members",
+	[MS_ADD_HOLDER] = "add_holder",
 };

@@ -478,7 +478,8 @@ try_mount() {
 	mkdir -p "$mnt"
 	opts=$(default_opts "$name")
 	[ -z "$extra" ] || opts="$opts,$extra"
-	capture 60 "$OBJFSD" "$spec" "$mnt" -o "$opts" || rc=$?
+	# shellcheck disable=SC2086 # MOUNT_PREFIX is a command prefix, split on purpose
+	capture 60 ${MOUNT_PREFIX:-} "$OBJFSD" "$spec" "$mnt" -o "$opts" || rc=$?
 	MOUNT_OUT=$CAPTURED
 	if [ "$rc" = 0 ]; then
 		if ! wait_mounted "$mnt" 10; then
@@ -559,9 +560,70 @@ field() {
 	awk -v k="$1" 'index($0, k ":") == 1 { sub("^[^:]*:[ \t]*", ""); print; exit }'
 }
 
+# status_of NAME KEY: one field of node NAME's status report
+status_of() {
+	xattr "$(mnt_of "$1")" user.objfs.status | field "$2"
+}
+
+# kill_node NAME [SIGNAL]: kill node NAME's daemon (default SIGKILL), as a
+# crash would; its mount is left to the cleanup (reads give ENOTCONN).
+kill_node() {
+	local p
+	for p in ${MOUNT_PIDS[$1]:-}; do
+		[ "$(cat "/proc/$p/comm" 2>/dev/null)" = objfsd ] && kill "-${2:-KILL}" "$p"
+	done
+	return 0
+}
+
 # xattr PATH NAME: value of an extended attribute (bounded)
 xattr() {
 	timeout -k 5 30 getfattr --only-values --absolute-names -n "$2" -- "$1"
+}
+
+# ---- network namespaces: one per "host" ----
+
+# netns_hosts SUBNET NAME...: a network namespace per NAME, each with a veth
+# pair into a hub namespace holding a bridge, on SUBNET.0/24 (NAME i gets
+# SUBNET.(i+1)).  Sets NETNS_IP[NAME] and NETNS_PATH[NAME]; run a command
+# "on" a host with netns_run NAME CMD... (only the network namespace
+# changes: mounts made there are visible here).  Everything goes at exit.
+declare -A NETNS_IP=() NETNS_PATH=()
+netns_hosts() {
+	local subnet=$1 hub i=1 name ns
+	shift
+	need ip nsenter
+	hub=objfs-$$-hub
+	ip netns add "$hub" || skip "cannot create network namespaces here"
+	on_exit "ip netns del $hub 2>/dev/null"
+	ip -n "$hub" link add br0 type bridge
+	ip -n "$hub" link set br0 up
+	for name in "$@"; do
+		ns=objfs-$$-$name
+		ip netns add "$ns"
+		on_exit "ip netns del $ns 2>/dev/null"
+		ip link add "veth$$h$i" netns "$hub" type veth peer name eth0 netns "$ns"
+		ip -n "$hub" link set "veth$$h$i" master br0 up
+		ip -n "$ns" addr add "$subnet.$((i + 1))/24" dev eth0
+		ip -n "$ns" link set eth0 up
+		ip -n "$ns" link set lo up
+		NETNS_IP[$name]=$subnet.$((i + 1))
+		NETNS_PATH[$name]=/run/netns/$ns
+		i=$((i + 1))
+	done
+}
+
+netns_run() {
+	local name=$1
+	shift
+	nsenter --net="${NETNS_PATH[$name]}" "$@"
+}
+
+# mount_objfs_on HOST NAME SPEC [OPTS]: mount node NAME inside HOST's
+# network namespace, listening on HOST's address.
+mount_objfs_on() {
+	local host=$1 name=$2 spec=$3 extra=${4:-}
+	MOUNT_PREFIX="nsenter --net=${NETNS_PATH[$host]}" \
+		mount_objfs "$name" "$spec" "listen=${NETNS_IP[$host]}:7419${extra:+,$extra}"
 }
 
 # ---- readers: a python process that keeps a file open ----

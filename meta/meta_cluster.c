@@ -1,0 +1,596 @@
+/*
+ * meta_cluster: the cluster view of the location service (API in meta.h,
+ * scripts in meta_scripts.c).
+ *
+ * Owns: locating an object for a fetch (its record and live holders, with
+ * stale holders pruned), giving up a replica, the member list, and the
+ * invalidation subscriber.  The first three are one Lua script each, run
+ * on a pool connection like meta.c's calls and validated with meta.c's
+ * reply validators.
+ *
+ * Subscriber: one thread (struct sub), with a blocking redisContext of its
+ * own made by pool_connect() (so unix: and redis:// URLs, AUTH and SELECT
+ * work as for the pool) and a pipe whose read end, once written, tells the
+ * thread to stop.  The thread never blocks in hiredis' reads: it polls the
+ * socket and the pipe, then feeds hiredis' reader with redisBufferRead().
+ * Only the connect and the AUTH/SELECT round trip block, for at most
+ * SUB_CONNECT_MS.
+ *
+ *   connect, SUBSCRIBE P:inval, wait for the confirmation
+ *     -> fails: back off (100 ms doubling to 5 s, as the pool), retry
+ *     -> ok: if a gap came before (a lost connection, failed attempts),
+ *            call fn(NULL); then for each message parse it and call fn;
+ *            PING after SUB_PING_MS without traffic, and count the
+ *            connection lost if no answer comes within the timeout
+ *     -> lost: reconnect at once, and back off if that fails
+ *
+ * The thread runs with every signal blocked, so a write to a closed
+ * connection cannot kill the process with SIGPIPE and the daemon's signals
+ * go to its other threads.
+ */
+#define _GNU_SOURCE
+#include "meta.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "log.h"
+#include "meta_i.h"
+
+#define MEMBERS_MAX 65536
+/* the subscriber's connect and AUTH wait at most this long, so that
+ * meta_unsubscribe() does not wait longer for a thread that is connecting */
+#define SUB_CONNECT_MS 1000
+/* traffic-free time after which the subscriber checks its connection */
+#define SUB_PING_MS 5000
+/* "<kind> <parent> <name> <id>" is at most 15 + 20 + 255 + 20 + 3 bytes */
+#define INVAL_MAX 320
+
+/* At most one warning a second from each call site: a broken record or a
+ * rogue publisher must not flood the log. */
+static bool warn_due(int64_t *last)
+{
+	int64_t now = mono_ns(), prev = __atomic_load_n(last, __ATOMIC_RELAXED);
+
+	return now - prev >= 1000000000 &&
+	       __atomic_compare_exchange_n(last, &prev, now, false, __ATOMIC_RELAXED,
+					   __ATOMIC_RELAXED);
+}
+
+/* ---- locate ---- */
+
+/* node, listen, caps: 0, or -EBADMSG with the reason in @why. */
+static int rep_holder(redisReply *const *f, struct meta_holder *ret, const char **why)
+{
+	const char *node = rep_text(f[0], OBJFS_NODE_MAX - 1);
+	const char *addr = rep_text(f[1], sizeof(ret->addr) - 1);
+	const char *caps;
+
+	caps = f[2]->type == REDIS_REPLY_NIL ? "" : rep_text(f[2], sizeof(ret->caps) - 1);
+
+	*why = "holder name is not a node name";
+	if (!node || node_name_validate(node) < 0)
+		return -EBADMSG;
+	*why = "no valid listen address";
+	if (!addr || !addr[0])
+		return -EBADMSG;
+	*why = "malformed caps";
+	if (!caps || !caps_valid(caps, strlen(caps)))
+		return -EBADMSG;
+	memset(ret, 0, sizeof(*ret));
+	memcpy(ret->node, node, strlen(node) + 1);
+	memcpy(ret->addr, addr, strlen(addr) + 1);
+	memcpy(ret->caps, caps, strlen(caps) + 1);
+	return 0;
+}
+
+int meta_locate(struct meta *m, uint64_t id, struct meta_obj *ret_obj,
+		struct meta_holder **ret_holders, size_t *ret_n, unsigned *ret_stale)
+{
+	static int64_t warned;
+	struct meta_holder *hs;
+	struct meta_obj obj;
+	redisReply *rep;
+	size_t i, n = 0;
+	int r;
+
+	r = id ? script(m, MS_LOCATE, &rep, "us", id, m->node) : -EINVAL;
+	if (r < 0)
+		return r;
+	r = -EBADMSG;
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 5 || (rep->elements - 5) % 3 ||
+	    (rep->elements - 5) / 3 > HOLDERS_MAX || rep_obj(rep->element, id, &obj) < 0 ||
+	    rep->element[4]->type != REDIS_REPLY_INTEGER || rep->element[4]->integer < 0 ||
+	    rep->element[4]->integer > UINT_MAX)
+		goto clean_rep;
+	r = -ENOMEM;
+	hs = calloc((rep->elements - 5) / 3 + 1, sizeof(*hs));
+	if (!hs)
+		goto clean_rep;
+	for (i = 5; i < rep->elements; i += 3) {
+		const char *why;
+
+		if (rep_holder(rep->element + i, &hs[n], &why) == 0) {
+			n++;
+			continue;
+		}
+		if (warn_due(&warned)) {
+			const char *s = rep_text(rep->element[i], OBJFS_NODE_MAX - 1);
+
+			log_warn("meta: object %" PRIu64 ": skipping holder '%s': %s", id,
+				 s && node_name_validate(s) == 0 ? s : "?", why);
+		}
+	}
+	*ret_obj = obj;
+	*ret_holders = hs;
+	*ret_n = n;
+	if (ret_stale)
+		*ret_stale = (unsigned)rep->element[4]->integer;
+	r = 0;
+clean_rep:
+	freeReplyObject(rep);
+	return r;
+}
+
+int meta_release_replica(struct meta *m, uint64_t id)
+{
+	redisReply *rep;
+	int r;
+
+	r = id ? script(m, MS_RELEASE_REPLICA, &rep, "us", id, m->node) : -EINVAL;
+	if (r < 0)
+		return r;
+	if (rep->type != REDIS_REPLY_INTEGER || (rep->integer != 0 && rep->integer != 1))
+		r = -EBADMSG;
+	else
+		r = (int)rep->integer;
+	freeReplyObject(rep);
+	return r;
+}
+
+/* ---- members ---- */
+
+/* Stride of the members script's reply: name, pttl, 8 card fields. */
+#define MEMBER_FIELDS 10
+
+static int member_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct meta_member *)a)->node, ((const struct meta_member *)b)->node);
+}
+
+/* One member: 0, or -EBADMSG with the reason in @why. */
+static int rep_member(redisReply *const *f, struct meta_member *ret, const char **why)
+{
+	const char *node = rep_text(f[0], OBJFS_NODE_MAX - 1);
+	struct meta_member mb;
+
+	memset(&mb, 0, sizeof(mb));
+	*why = "not a node name";
+	if (!node || node_name_validate(node) < 0)
+		return -EBADMSG;
+	memcpy(mb.node, node, strlen(node) + 1);
+	*why = "malformed card TTL";
+	if (f[1]->type != REDIS_REPLY_INTEGER || f[1]->integer < -2)
+		return -EBADMSG;
+	mb.live = f[1]->integer != -2;
+	mb.ttl_ms = mb.live ? f[1]->integer : -1;
+	*why = "malformed card";
+	if (mb.live && rep_card(f + 2, &mb.card) < 0)
+		return -EBADMSG;
+	*ret = mb;
+	return 0;
+}
+
+int meta_members(struct meta *m, struct meta_member **ret, size_t *ret_n)
+{
+	static int64_t warned;
+	struct meta_member *mbs;
+	redisReply *rep;
+	size_t i, n = 0;
+	int r;
+
+	r = script(m, MS_MEMBERS, &rep, "");
+	if (r < 0)
+		return r;
+	r = -EBADMSG;
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements % MEMBER_FIELDS)
+		goto clean_rep;
+	r = -EFBIG;
+	if (rep->elements / MEMBER_FIELDS > MEMBERS_MAX)
+		goto clean_rep;
+	r = -ENOMEM;
+	mbs = calloc(rep->elements / MEMBER_FIELDS + 1, sizeof(*mbs));
+	if (!mbs)
+		goto clean_rep;
+	for (i = 0; i < rep->elements; i += MEMBER_FIELDS) {
+		const char *why;
+
+		if (rep_member(rep->element + i, &mbs[n], &why) == 0) {
+			n++;
+			continue;
+		}
+		if (warn_due(&warned)) {
+			const char *s = rep_text(rep->element[i], OBJFS_NODE_MAX - 1);
+
+			log_warn("meta: skipping member '%s': %s",
+				 s && node_name_validate(s) == 0 ? s : "?", why);
+		}
+	}
+	qsort(mbs, n, sizeof(*mbs), member_cmp);
+	*ret = mbs;
+	*ret_n = n;
+	r = 0;
+clean_rep:
+	freeReplyObject(rep);
+	return r;
+}
+
+/* ---- invalidations ---- */
+
+struct sub {
+	/* set by meta_subscribe(), read-only afterwards */
+	struct meta *m;
+	meta_inval_fn fn;
+	void *arg;
+	pthread_t thread;
+	int wake[2];		/* a byte in wake[0]: stop */
+	char channel[PREFIX_MAX + sizeof(":inval")];
+
+	pthread_mutex_t lock;
+	pthread_cond_t tried;	/* the first attempt is over */
+	bool first_done;	/* guarded by lock */
+};
+
+/* A decimal id of @len bytes at @s (see parse_id()). */
+static int span_id(const char *s, size_t len, uint64_t *ret)
+{
+	char buf[24];
+
+	if (len == 0 || len > 20)
+		return -EBADMSG;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	return parse_id(buf, ret);
+}
+
+/*
+ * "<kind> <parent> <name> <id>": kind, then parent, then id from the end;
+ * the name (which may hold spaces, never '/') is what is between.
+ */
+static int parse_inval(const char *s, size_t len, struct meta_inval *ret)
+{
+	const char *sp1, *sp2, *last;
+	struct meta_inval ev;
+	size_t n;
+
+	memset(&ev, 0, sizeof(ev));
+	if (len > INVAL_MAX || memchr(s, '\0', len))
+		return -EBADMSG;
+	sp1 = memchr(s, ' ', len);
+	if (!sp1 || !chars_in(s, (size_t)(sp1 - s), sizeof(ev.kind) - 1,
+			      "abcdefghijklmnopqrstuvwxyz-"))
+		return -EBADMSG;
+	sp2 = memchr(sp1 + 1, ' ', len - (size_t)(sp1 + 1 - s));
+	last = memrchr(s, ' ', len);
+	if (!sp2 || last <= sp2 || span_id(last + 1, len - (size_t)(last + 1 - s), &ev.id) < 0)
+		return -EBADMSG;
+	/* "gone 0 - <id>": an object deleted, no name involved */
+	if (sp1 - s == 4 && !memcmp(s, "gone", 4) && sp2 - sp1 == 2 && sp1[1] == '0')
+		ev.parent = 0;
+	else if (span_id(sp1 + 1, (size_t)(sp2 - sp1 - 1), &ev.parent) < 0)
+		return -EBADMSG;
+	n = (size_t)(last - sp2 - 1);
+	if (n > OBJFS_NAME_MAX)
+		return -EBADMSG;
+	memcpy(ev.kind, s, (size_t)(sp1 - s));
+	memcpy(ev.name, sp2 + 1, n);
+	if (name_validate(ev.name) < 0)
+		return -EBADMSG;
+	*ret = ev;
+	return 0;
+}
+
+/* Has meta_unsubscribe() asked the thread to stop? */
+static bool sub_stopping(const struct sub *s)
+{
+	struct pollfd p = { .fd = s->wake[0], .events = POLLIN };
+
+	return poll(&p, 1, 0) > 0;
+}
+
+/* Send what is queued on @ctx (a few bytes: the socket takes them). */
+static int sub_flush(redisContext *ctx, char *why, size_t wlen)
+{
+	int done = 0;
+
+	do {
+		if (redisBufferWrite(ctx, &done) != REDIS_OK)
+			return pool_ctx_error(ctx, errno, why, wlen);
+	} while (!done);
+	return 0;
+}
+
+/*
+ * The next reply on @ctx, waiting until @deadline (mono ns).  0,
+ * -ETIMEDOUT (the deadline passed), -ECANCELED (stop), or another negative
+ * errno with the reason in @why (the context is then unusable).
+ */
+static int sub_next(struct sub *s, redisContext *ctx, int64_t deadline, redisReply **ret,
+		    char *why, size_t wlen)
+{
+	struct pollfd p[2] = {
+		{ .fd = s->wake[0], .events = POLLIN },
+		{ .fd = ctx->fd, .events = POLLIN },
+	};
+	void *rep;
+	int64_t left;
+	int n;
+
+	for (;;) {
+		if (redisGetReplyFromReader(ctx, &rep) != REDIS_OK)
+			return pool_ctx_error(ctx, errno, why, wlen);
+		if (rep) {
+			*ret = rep;
+			return 0;
+		}
+		left = deadline - mono_ns();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		n = poll(p, 2, (int)((left + 999999) / 1000000));
+		if (n < 0 && errno != EINTR) {
+			snprintf(why, wlen, "poll: %s", strerror(errno));
+			return -errno;
+		}
+		if (n <= 0)
+			continue;
+		if (p[0].revents)
+			return -ECANCELED;
+		if (p[1].revents && redisBufferRead(ctx) != REDIS_OK)
+			return pool_ctx_error(ctx, errno, why, wlen);
+	}
+}
+
+/* Is @rep the array {@kind, ...} of at least @n elements? */
+static bool push_is(const redisReply *rep, const char *kind, size_t n)
+{
+	const char *s;
+
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < n || rep->elements < 1)
+		return false;
+	s = rep_text(rep->element[0], 16);
+	return s && !strcmp(s, kind);
+}
+
+/* Connect and subscribe: 0, -ECANCELED (stop) or a negative errno with
+ * the reason in @why. */
+static int sub_open(struct sub *s, redisContext **ret, char *why, size_t wlen)
+{
+	struct meta *m = s->m;
+	redisContext *ctx;
+	redisReply *rep;
+	int r;
+
+	r = pool_connect(m, m->timeout_ms < SUB_CONNECT_MS ? m->timeout_ms : SUB_CONNECT_MS,
+			 &ctx, why, wlen);
+	if (r < 0)
+		return r;
+	r = -ENOMEM;
+	snprintf(why, wlen, "out of memory");
+	if (redisAppendCommand(ctx, "SUBSCRIBE %s", s->channel) != REDIS_OK)
+		goto clean_ctx;
+	r = sub_flush(ctx, why, wlen);
+	if (r == 0)
+		r = sub_next(s, ctx, mono_ns() + (int64_t)m->timeout_ms * 1000000, &rep, why,
+			     wlen);
+	if (r == -ETIMEDOUT)
+		snprintf(why, wlen, "no answer to SUBSCRIBE within %u ms", m->timeout_ms);
+	if (r < 0)
+		goto clean_ctx;
+	r = 0;
+	if (!push_is(rep, "subscribe", 3) || !rep_text(rep->element[1], sizeof(s->channel)) ||
+	    strcmp(rep->element[1]->str, s->channel)) {
+		snprintf(why, wlen, "SUBSCRIBE: %.200s",
+			 rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+		r = rep->type == REDIS_REPLY_ERROR ? pool_reply_errno(rep) : -EPROTO;
+	}
+	freeReplyObject(rep);
+	if (r < 0)
+		goto clean_ctx;
+	*ret = ctx;
+	return 0;
+
+clean_ctx:
+	redisFree(ctx);
+	return r;
+}
+
+/* A message from the channel: call back with it, or skip a bad one. */
+static void sub_message(struct sub *s, const redisReply *rep)
+{
+	static int64_t warned;
+	struct meta_inval ev;
+	const redisReply *p = rep->element[2];
+	bool ok = p->type == REDIS_REPLY_STRING && p->len <= INVAL_MAX;
+
+	if (rep->elements != 3 || !rep_text(rep->element[1], sizeof(s->channel)) ||
+	    strcmp(rep->element[1]->str, s->channel) || p->type != REDIS_REPLY_STRING ||
+	    parse_inval(p->str, p->len, &ev) < 0) {
+		if (warn_due(&warned))
+			log_warn("meta: skipping a malformed invalidation on %s: '%.*s'",
+				 s->channel, ok ? (int)p->len : 0, ok ? p->str : "");
+		return;
+	}
+	s->fn(s->arg, &ev);
+}
+
+/* Read messages until the connection is lost (a negative errno, the
+ * reason in @why) or the thread is to stop (-ECANCELED). */
+static int sub_loop(struct sub *s, redisContext *ctx, char *why, size_t wlen)
+{
+	int64_t ping_at = mono_ns() + (int64_t)SUB_PING_MS * 1000000, pong_by = 0;
+	redisReply *rep;
+	int r;
+
+	for (;;) {
+		r = sub_next(s, ctx, pong_by ? pong_by : ping_at, &rep, why, wlen);
+		if (r == -ETIMEDOUT && pong_by) {
+			snprintf(why, wlen, "no answer to PING within %u ms", s->m->timeout_ms);
+			return r;
+		}
+		if (r == -ETIMEDOUT) {
+			if (redisAppendCommand(ctx, "PING") != REDIS_OK) {
+				snprintf(why, wlen, "out of memory");
+				return -ENOMEM;
+			}
+			r = sub_flush(ctx, why, wlen);
+			if (r < 0)
+				return r;
+			pong_by = mono_ns() + (int64_t)s->m->timeout_ms * 1000000;
+			continue;
+		}
+		if (r < 0)
+			return r;
+		if (push_is(rep, "message", 3))
+			sub_message(s, rep);
+		else if (push_is(rep, "pong", 1))
+			pong_by = 0;
+		else
+			log_debug("meta: subscriber: unexpected reply of type %d", rep->type);
+		freeReplyObject(rep);
+		if (!pong_by)
+			ping_at = mono_ns() + (int64_t)SUB_PING_MS * 1000000;
+	}
+}
+
+static void sub_tried(struct sub *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->first_done = true;
+	pthread_cond_signal(&s->tried);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void *sub_main(void *arg)
+{
+	struct sub *s = arg;
+	struct pollfd p = { .fd = s->wake[0], .events = POLLIN };
+	redisContext *ctx;
+	unsigned backoff = 0;
+	bool gap = false;
+	char why[256];
+	int r;
+
+	while (!sub_stopping(s)) {
+		r = sub_open(s, &ctx, why, sizeof(why));
+		sub_tried(s);
+		if (r == -ECANCELED)
+			break;
+		if (r < 0) {
+			log_debug("meta: subscriber cannot connect to %s: %s", s->m->url, why);
+			gap = true;
+			backoff = backoff ? backoff * 2 : BACKOFF_MIN_MS;
+			if (backoff > BACKOFF_MAX_MS)
+				backoff = BACKOFF_MAX_MS;
+			if (poll(&p, 1, (int)backoff) > 0)
+				break;
+			continue;
+		}
+		backoff = 0;
+		log_debug("meta: subscribed to %s on %s%s", s->channel, s->m->url,
+			  gap ? " after a gap" : "");
+		if (gap)
+			s->fn(s->arg, NULL);
+		gap = true;
+		r = sub_loop(s, ctx, why, sizeof(why));
+		redisFree(ctx);
+		if (r == -ECANCELED)
+			break;
+		log_debug("meta: subscription to %s lost: %s", s->m->url, why);
+	}
+	return NULL;
+}
+
+static void sub_free(struct sub *s)
+{
+	close(s->wake[0]);
+	close(s->wake[1]);
+	pthread_cond_destroy(&s->tried);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+int meta_subscribe(struct meta *m, meta_inval_fn fn, void *arg)
+{
+	sigset_t all, old;
+	struct sub *s;
+	int r;
+
+	if (!fn)
+		return -EINVAL;
+	pthread_mutex_lock(&m->sub_lock);
+	r = -EALREADY;
+	if (m->sub)
+		goto out;
+	r = -ENOMEM;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		goto out;
+	if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
+		r = -errno;
+		free(s);
+		goto out;
+	}
+	s->m = m;
+	s->fn = fn;
+	s->arg = arg;
+	snprintf(s->channel, sizeof(s->channel), "%s:inval", m->prefix);
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->tried, NULL);
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = -pthread_create(&s->thread, NULL, sub_main, s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r < 0) {
+		sub_free(s);
+		goto out;
+	}
+	pthread_mutex_lock(&s->lock);
+	while (!s->first_done)
+		pthread_cond_wait(&s->tried, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+	m->sub = s;
+out:
+	pthread_mutex_unlock(&m->sub_lock);
+	return r;
+}
+
+void meta_unsubscribe(struct meta *m)
+{
+	struct sub *s;
+
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->sub_lock);
+	s = m->sub;
+	m->sub = NULL;
+	if (s) {
+		/* the byte stays in the pipe: every later poll sees it */
+		while (write(s->wake[1], "x", 1) < 0 && errno == EINTR)
+			;
+		pthread_join(s->thread, NULL);
+		sub_free(s);
+	}
+	pthread_mutex_unlock(&m->sub_lock);
+}

@@ -1,0 +1,1328 @@
+/*
+ * test-transport: the transport over real loopback sockets, in one
+ * process.
+ *
+ * A server transport serves an in-memory source (struct msrc: a few
+ * objects of patterned bytes, handed out in fragments so that a range
+ * spans many iovecs); client transports fetch from it into malloc()ed
+ * buffers split into uneven iovecs.  Misbehaving peers are played by raw
+ * sockets: raw clients that send junk to the real server, and a fake
+ * server thread (fake_*) that answers a real client wrongly or stalls.
+ * Some cases reach into transport_i.h: tcp_serve_fd() over a socketpair
+ * stands in for a peer that is not on this host.
+ *
+ * Every socket is on 127.0.0.1 (or ::1), every wait is bounded, and an
+ * alarm ends the program if something hangs anyway.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "tap.h"
+#include "transport.h"
+#include "transport_i.h"
+#include "util.h"
+#include "wire.h"
+
+#define KiB 1024ULL
+#define MiB (1024ULL * 1024)
+
+static const uint8_t secret_a[] = "0123456789abcdef-cluster-a";
+static const uint8_t secret_b[] = "0123456789abcdef-cluster-b";
+
+/* ---- in-memory source ---- */
+
+struct msrc;
+
+struct mobj {
+	struct msrc *src;
+	uint64_t id;
+	uint64_t size;
+	size_t frag;	/* bytes per iovec entry at most */
+	uint8_t *data;
+};
+
+struct msrc {
+	struct mobj objs[8];
+	int n;
+	atomic_int opens, closes;
+};
+
+static uint8_t pattern(uint64_t id, uint64_t i)
+{
+	uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ULL ^ id * 0xc2b2ae3d27d4eb4fULL;
+
+	x ^= x >> 29;
+	return (uint8_t)(x ^ x >> 17);
+}
+
+static void msrc_add(struct msrc *s, uint64_t id, uint64_t size, size_t frag)
+{
+	struct mobj *o = &s->objs[s->n++];
+	uint64_t i;
+
+	o->src = s;
+	o->id = id;
+	o->size = size;
+	o->frag = frag;
+	o->data = malloc(size ? size : 1);
+	for (i = 0; i < size; i++)
+		o->data[i] = pattern(id, i);
+}
+
+static int msrc_open(void *ctx, uint64_t id, uint64_t *ret_size, void **ret_token)
+{
+	struct msrc *s = ctx;
+	int i;
+
+	for (i = 0; i < s->n; i++) {
+		if (s->objs[i].id == id) {
+			atomic_fetch_add(&s->opens, 1);
+			*ret_size = s->objs[i].size;
+			*ret_token = &s->objs[i];
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+static int msrc_iov(void *token, uint64_t off, size_t len, struct iovec *iov, int max_iov,
+		    size_t *ret_bytes)
+{
+	struct mobj *o = token;
+	size_t bytes = 0;
+	int n = 0;
+
+	while (n < max_iov && bytes < len && off + bytes < o->size) {
+		size_t l = len - bytes;
+
+		if (l > o->frag)
+			l = o->frag;
+		if (l > o->size - off - bytes)
+			l = (size_t)(o->size - off - bytes);
+		iov[n].iov_base = o->data + off + bytes;
+		iov[n].iov_len = l;
+		n++;
+		bytes += l;
+	}
+	*ret_bytes = bytes;
+	return n;
+}
+
+static void msrc_close(void *token)
+{
+	struct mobj *o = token;
+
+	atomic_fetch_add(&o->src->closes, 1);
+}
+
+static struct msrc src;	/* the objects every server below serves */
+
+static const struct {
+	uint64_t id, size;
+	size_t frag;
+} objects[] = {
+	{ 1, 0, 4096 },
+	{ 2, 1, 4096 },
+	{ 3, 4095, 4096 },
+	{ 4, 1 * MiB + 13, 4096 },	/* 257 fragments: several iov() calls */
+	{ 5, 9 * MiB + 7, 300 * KiB },
+	{ 6, 64 * KiB, 1000 },
+};
+
+static struct mobj *obj(uint64_t id)
+{
+	int i;
+
+	for (i = 0; i < src.n; i++)
+		if (src.objs[i].id == id)
+			return &src.objs[i];
+	return NULL;
+}
+
+/* ---- transports ---- */
+
+static struct transport *server_new(const char *host, uint16_t port, const uint8_t *secret,
+				    size_t slen, unsigned timeout_ms, uint64_t bwlimit, char *addr,
+				    size_t addr_size)
+{
+	struct transport_config cfg = {
+		.node = "srv",
+		.listen_host = host,
+		.listen_port = port,
+		.secret = secret,
+		.secret_len = slen,
+		.io_timeout_ms = timeout_ms,
+		.serve_bwlimit = bwlimit,
+	};
+	struct transport_source s = {
+		.open = msrc_open, .iov = msrc_iov, .close = msrc_close, .ctx = &src,
+	};
+	struct transport *t;
+	int err;
+
+	t = transport_new(&cfg, &err);
+	if (!t) {
+		fprintf(stderr, "transport_new: %s\n", strerror(-err));
+		return NULL;
+	}
+	err = transport_serve(t, &s);
+	if (!err)
+		err = transport_addr(t, addr, addr_size);
+	if (err) {
+		fprintf(stderr, "serve on %s:%u: %s\n", host, port, strerror(-err));
+		transport_free(t);
+		return NULL;
+	}
+	return t;
+}
+
+static struct transport *client_new(const char *node, const uint8_t *secret, size_t slen,
+				    unsigned timeout_ms)
+{
+	struct transport_config cfg = {
+		.node = node, .secret = secret, .secret_len = slen, .io_timeout_ms = timeout_ms,
+	};
+
+	return transport_new(&cfg, NULL);
+}
+
+static struct transport_stats stats(struct transport *t)
+{
+	struct transport_stats s;
+
+	transport_stats(t, &s);
+	return s;
+}
+
+/* Wait up to 3 s for a counter that another thread updates. */
+#define WAIT_FOR(cond)                                                  \
+	do {                                                            \
+		int wait_i_;                                            \
+		for (wait_i_ = 0; wait_i_ < 300 && !(cond); wait_i_++)  \
+			usleep(10000);                                  \
+	} while (0)
+
+static double now_s(void)
+{
+	return (double)mono_ns() / 1e9;
+}
+
+struct progress_log {
+	uint64_t calls, last, len;
+	bool monotonic;
+};
+
+static void on_progress(void *arg, uint64_t done)
+{
+	struct progress_log *p = arg;
+
+	if (p->calls && done < p->last)
+		p->monotonic = false;
+	if (done > p->len)
+		p->monotonic = false;
+	p->last = done;
+	p->calls++;
+}
+
+/*
+ * Fetch [off, off+len) of @id into a fresh buffer cut into uneven
+ * iovecs and check every byte when it worked.  Returns the result, or
+ * -EBADMSG for wrong bytes.  No CHECK inside: threads call it.
+ */
+static int fetch_check(struct transport *c, const char *peer, const char *addr, uint64_t id,
+		       uint64_t off, uint64_t len, int n_iov, struct progress_log *pl)
+{
+	uint8_t *buf = malloc(len ? len : 1);
+	struct iovec *iov = calloc((size_t)n_iov, sizeof(*iov));
+	uint64_t at = 0, i;
+	struct mobj *o = obj(id);
+	int k, err;
+
+	/* uneven pieces; the last takes the rest */
+	for (k = 0; k < n_iov; k++) {
+		uint64_t piece = k == n_iov - 1 ? len - at : (len - at) / 3 + (uint64_t)k % 2;
+
+		if (piece > len - at)
+			piece = len - at;
+
+		iov[k].iov_base = buf + at;
+		iov[k].iov_len = piece;
+		at += piece;
+	}
+	memset(buf, 0xcc, len ? len : 1);
+	if (pl) {
+		memset(pl, 0, sizeof(*pl));
+		pl->monotonic = true;
+		pl->len = len;
+	}
+	err = transport_fetch(c, peer, addr, id, off, len, iov, n_iov, pl ? on_progress : NULL,
+			      pl);
+	if (!err) {
+		for (i = 0; o && i < len; i++)
+			if (buf[i] != o->data[off + i])
+				break;
+		if (!o || i != len) {
+			fprintf(stderr, "object %" PRIu64 " [%" PRIu64 ", +%" PRIu64
+				"): wrong byte at %" PRIu64 "\n", id, off, len, i);
+			err = -EBADMSG;
+		}
+	}
+	free(iov);
+	free(buf);
+	return err;
+}
+
+/* ---- cases ---- */
+
+TEST(config)
+{
+	struct transport_config cfg = { .node = "n1" };
+	struct transport *t;
+	char addr[64];
+	int err = 0;
+
+	t = transport_new(&cfg, &err);
+	CHECK(t && !err);
+	CHECK_STR(transport_name(t), "tcp");
+	CHECK_EQ(transport_addr(t, addr, sizeof(addr)), -ENOTCONN);
+	transport_free(t);
+	transport_free(NULL);
+
+	cfg.backend = "rdma";
+	CHECK(!transport_new(&cfg, &err));
+	CHECK_EQ(err, -EINVAL);
+	cfg.backend = "tcp";
+	cfg.secret = secret_a;
+	cfg.secret_len = TRANSPORT_SECRET_MIN - 1;
+	CHECK(!transport_new(&cfg, &err));
+	CHECK_EQ(err, -EINVAL);
+	cfg.secret_len = TRANSPORT_SECRET_MAX + 1;
+	CHECK(!transport_new(&cfg, &err));
+	cfg.secret = NULL;
+	cfg.secret_len = 16;
+	CHECK(!transport_new(&cfg, &err));
+	cfg.secret_len = 0;
+	cfg.node = "bad/name";
+	CHECK(!transport_new(&cfg, &err));
+	cfg.node = NULL;
+	CHECK(!transport_new(&cfg, &err));
+	CHECK(!transport_new(NULL, &err));
+}
+
+TEST(serve_errors)
+{
+	struct transport_source s = {
+		.open = msrc_open, .iov = msrc_iov, .close = msrc_close, .ctx = &src,
+	};
+	struct transport_config cfg = { .node = "s2", .listen_host = "127.0.0.1" };
+	struct transport *a, *b;
+	char addr[64];
+	unsigned port;
+
+	a = server_new("127.0.0.1", 0, NULL, 0, 0, 0, addr, sizeof(addr));
+	CHECK(a != NULL);
+	if (!a)
+		return;
+	CHECK(!strncmp(addr, "127.0.0.1:", 10));
+	port = (unsigned)atoi(addr + 10);
+	CHECK(port > 0 && port < 65536);
+	CHECK_EQ(transport_serve(a, &s), -EBUSY);
+	CHECK_EQ(transport_addr(a, addr, 8), -ERANGE);
+
+	cfg.listen_port = (uint16_t)port;
+	b = transport_new(&cfg, NULL);
+	CHECK_EQ(transport_serve(b, &s), -EADDRINUSE);
+	s.iov = NULL;
+	CHECK_EQ(transport_serve(b, &s), -EINVAL);
+	transport_free(b);
+
+	cfg.listen_port = 0;
+	cfg.listen_host = "192.0.2.1";	/* TEST-NET: not on this host */
+	b = transport_new(&cfg, NULL);
+	s.iov = msrc_iov;
+	CHECK_EQ(transport_serve(b, &s), -EADDRNOTAVAIL);
+	transport_free(b);
+	transport_free(a);
+}
+
+static struct transport *srv;	/* plain server: no secret, 127.0.0.1 */
+static char srv_addr[64];
+
+TEST(sizes)
+{
+	struct transport *c = client_new("c-sizes", NULL, 0, 0);
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(objects); i++) {
+		CHECK_EQ(fetch_check(c, "srv", srv_addr, objects[i].id, 0, objects[i].size, 1, NULL),
+			 0);
+		CHECK_EQ(fetch_check(c, "srv", srv_addr, objects[i].id, 0, objects[i].size, 5, NULL),
+			 0);
+	}
+	/* a thousand small iovecs */
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 4, 0, obj(4)->size, 1000, NULL), 0);
+	CHECK_EQ(stats(c).requests_sent, 2 * ARRAY_SIZE(objects) + 1);
+	CHECK_EQ(stats(c).bytes_received,
+		 2 * (0 + 1 + 4095 + 1 * MiB + 13 + 9 * MiB + 7 + 64 * KiB) + 1 * MiB + 13);
+	transport_free(c);
+}
+
+TEST(ranges)
+{
+	struct transport *c = client_new("c-ranges", NULL, 0, 0);
+	uint64_t size = obj(5)->size, accepted = stats(srv).conns_accepted;
+	struct iovec v = { 0 };
+	uint8_t b;
+
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 5, 1, 1, 1, NULL), 0);
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 5, 4095, 8193, 3, NULL), 0);
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 5, size - 100, 100, 2, NULL), 0);
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 5, 3 * MiB + 1, 5 * MiB, 4, NULL), 0);
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 5, size, 0, 1, NULL), 0);
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 5, size + 1, 0, 1, NULL), -ERANGE);
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 5, size - 1, 2, 1, NULL), -ERANGE);
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 2, 0, 2, 1, NULL), -ERANGE);
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 99, 0, 1, 1, NULL), -ENOENT);
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 99, 0, 0, 1, NULL), -ENOENT);
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 2, 0, 1, 1, NULL), 0);
+	/* an ERR leaves the connection usable: still one connection */
+	CHECK_EQ(stats(srv).conns_accepted - accepted, 1);
+	CHECK_EQ(stats(c).conns_open, 1);
+
+	/* bad arguments, refused before anything is sent */
+	v.iov_base = &b;
+	v.iov_len = 1;
+	CHECK_EQ(transport_fetch(c, "srv", srv_addr, 2, 0, 2, &v, 1, NULL, NULL), -EINVAL);
+	CHECK_EQ(transport_fetch(c, "srv", srv_addr, 2, 0, 1, NULL, 1, NULL, NULL), -EINVAL);
+	CHECK_EQ(transport_fetch(c, "srv", srv_addr, 2, UINT64_MAX, 1, &v, 1, NULL, NULL),
+		 -EINVAL);
+	CHECK_EQ(transport_fetch(c, "a/b", srv_addr, 2, 0, 1, &v, 1, NULL, NULL), -EINVAL);
+	CHECK_EQ(transport_fetch(c, "x", "127.0.0.1", 2, 0, 1, &v, 1, NULL, NULL), -EINVAL);
+	CHECK_EQ(transport_fetch(c, "x", "127.0.0.1:0", 2, 0, 1, &v, 1, NULL, NULL), -EINVAL);
+	CHECK_EQ(transport_fetch(c, "x", "127.0.0.1:65536", 2, 0, 1, &v, 1, NULL, NULL), -EINVAL);
+	CHECK_EQ(transport_fetch(c, "x", "::1:80", 2, 0, 1, &v, 1, NULL, NULL), -EINVAL);
+	CHECK_EQ(transport_fetch(c, "x", "[::1]80", 2, 0, 1, &v, 1, NULL, NULL), -EINVAL);
+	CHECK_EQ(transport_fetch(c, "x", "", 2, 0, 1, &v, 1, NULL, NULL), -EINVAL);
+	CHECK_EQ(stats(c).requests_sent, 11);
+	transport_free(c);
+}
+
+TEST(progress)
+{
+	struct transport *c = client_new("c-progress", NULL, 0, 0);
+	struct progress_log pl;
+	uint64_t len = obj(5)->size;
+
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 5, 0, len, 3, &pl), 0);
+	CHECK(pl.monotonic);
+	CHECK(pl.last == len);
+	CHECK(pl.calls >= 2);
+	CHECK(pl.calls <= len / (256 * KiB) + 2);
+
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 2, 0, 1, 1, &pl), 0);
+	CHECK_EQ(pl.calls, 1);
+	CHECK_EQ(pl.last, 1);
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 1, 0, 0, 1, &pl), 0);
+	CHECK_EQ(pl.calls, 1);
+	CHECK_EQ(pl.last, 0);
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 99, 0, 10, 1, &pl), -ENOENT);
+	CHECK_EQ(pl.calls, 0);
+	transport_free(c);
+}
+
+TEST(reuse)
+{
+	struct transport *c = client_new("c-reuse", NULL, 0, 0);
+	uint64_t accepted = stats(srv).conns_accepted, served = stats(srv).requests_served;
+	int i;
+
+	for (i = 0; i < 20; i++)
+		CHECK_EQ(fetch_check(c, "srv", srv_addr, 6, (uint64_t)i * 100, 1000, 2, NULL), 0);
+	CHECK_EQ(stats(c).requests_sent, 20);
+	CHECK_EQ(stats(c).conns_open, 1);
+	CHECK_EQ(stats(srv).conns_accepted - accepted, 1);
+	CHECK_EQ(stats(srv).requests_served - served, 20);
+
+	/* forgetting the peer closes its connection; the next fetch makes one */
+	transport_forget_peer(c, "srv");
+	transport_forget_peer(c, "nobody");
+	CHECK_EQ(stats(c).conns_open, 0);
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 6, 0, 10, 1, NULL), 0);
+	CHECK_EQ(stats(srv).conns_accepted - accepted, 2);
+	transport_free(c);
+}
+
+/* a client whose requests are smaller than WIRE_LEN_MAX: the split path */
+TEST(split)
+{
+	struct transport *c = client_new("c-split", NULL, 0, 0);
+	struct progress_log pl;
+	uint64_t len = obj(5)->size;
+
+	c->get_max = 100000;
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 5, 0, len, 7, &pl), 0);
+	CHECK_EQ(stats(c).requests_sent, (len + 99999) / 100000);
+	CHECK(pl.monotonic);
+	CHECK(pl.last == len);
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 5, len - 150000, 150001, 1, NULL), -ERANGE);
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 5, len - 150000, 150000, 1, NULL), 0);
+	transport_free(c);
+}
+
+struct par {
+	struct transport *c;
+	int errors;
+	uint64_t seed;
+};
+
+static void *par_thread(void *arg)
+{
+	struct par *p = arg;
+	uint64_t size = obj(5)->size;
+	int i;
+
+	for (i = 0; i < 25; i++) {
+		uint64_t off, len;
+
+		p->seed = p->seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		off = (p->seed >> 20) % size;
+		len = (p->seed >> 7) % (size - off < 2 * MiB ? size - off : 2 * MiB) + 1;
+		if (off + len > size)
+			len = size - off;
+		if (fetch_check(p->c, "srv", srv_addr, 5, off, len, 1 + i % 4, NULL))
+			p->errors++;
+	}
+	return NULL;
+}
+
+TEST(parallel)
+{
+	struct transport_config cfg = { .node = "c-par", .conns_per_peer = 3 };
+	struct transport *c = transport_new(&cfg, NULL);
+	pthread_t th[8];
+	struct par p[8];
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		p[i].c = c;
+		p[i].errors = 0;
+		p[i].seed = (uint64_t)i * 977 + 1;
+		pthread_create(&th[i], NULL, par_thread, &p[i]);
+	}
+	for (i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		CHECK_EQ(p[i].errors, 0);
+	}
+	CHECK_EQ(stats(c).requests_sent, 8 * 25);
+	/* at most conns_per_peer are kept once everyone is done */
+	CHECK(stats(c).conns_open >= 1 && stats(c).conns_open <= 3);
+	transport_free(c);
+}
+
+TEST(secret)
+{
+	struct transport *s, *c;
+	char addr[64];
+	uint64_t fails;
+
+	s = server_new("127.0.0.1", 0, secret_a, sizeof(secret_a) - 1, 0, 0, addr, sizeof(addr));
+	CHECK(s != NULL);
+	if (!s)
+		return;
+
+	c = client_new("c-good", secret_a, sizeof(secret_a) - 1, 0);
+	CHECK_EQ(fetch_check(c, "srv", addr, 4, 0, obj(4)->size, 2, NULL), 0);
+	CHECK_EQ(fetch_check(c, "srv", addr, 3, 0, 4095, 1, NULL), 0);
+	CHECK_EQ(stats(s).auth_failures, 0);
+	CHECK_EQ(stats(s).conns_accepted, 1);
+	transport_free(c);
+
+	fails = stats(s).auth_failures;
+	c = client_new("c-wrong", secret_b, sizeof(secret_b) - 1, 0);
+	CHECK_EQ(fetch_check(c, "srv", addr, 3, 0, 4095, 1, NULL), -EACCES);
+	CHECK_EQ(stats(s).auth_failures - fails, 1);
+	CHECK_EQ(stats(c).conns_open, 0);
+	transport_free(c);
+
+	/* same prefix, one byte shorter: still the wrong secret */
+	c = client_new("c-short", secret_a, sizeof(secret_a) - 2, 0);
+	CHECK_EQ(fetch_check(c, "srv", addr, 3, 0, 4095, 1, NULL), -EACCES);
+	CHECK_EQ(stats(s).auth_failures - fails, 2);
+	transport_free(c);
+
+	c = client_new("c-none", NULL, 0, 0);
+	CHECK_EQ(fetch_check(c, "srv", addr, 3, 0, 4095, 1, NULL), -EACCES);
+	CHECK_EQ(stats(s).auth_failures - fails, 3);
+	CHECK_EQ(stats(s).requests_served, 2);
+	transport_free(c);
+
+	/* a client with a secret does not trust a server without one */
+	c = client_new("c-strict", secret_a, sizeof(secret_a) - 1, 0);
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 3, 0, 4095, 1, NULL), -EACCES);
+	transport_free(c);
+	transport_free(s);
+}
+
+/* tcp_serve_fd() on one end of a socketpair, as if the peer were @sa */
+struct fake_peer {
+	struct transport *t;
+	int fd;
+	struct sockaddr_storage sa;
+	socklen_t len;
+};
+
+static void *serve_fd_thread(void *arg)
+{
+	struct fake_peer *f = arg;
+
+	tcp_serve_fd(f->t, f->fd, (struct sockaddr *)&f->sa, f->len, NULL);
+	close(f->fd);
+	return NULL;
+}
+
+static int handshake_as(struct transport *server, struct transport *client, const char *ip)
+{
+	struct fake_peer f = { .t = server };
+	struct sockaddr_in *in4 = (struct sockaddr_in *)&f.sa;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&f.sa;
+	pthread_t th;
+	int sv[2], err;
+
+	if (strchr(ip, ':')) {
+		in6->sin6_family = AF_INET6;
+		inet_pton(AF_INET6, ip, &in6->sin6_addr);
+		f.len = sizeof(*in6);
+	} else {
+		in4->sin_family = AF_INET;
+		inet_pton(AF_INET, ip, &in4->sin_addr);
+		f.len = sizeof(*in4);
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		return -errno;
+	f.fd = sv[0];
+	pthread_create(&th, NULL, serve_fd_thread, &f);
+	err = tcp_client_handshake(client, sv[1]);
+	close(sv[1]);
+	pthread_join(th, NULL);
+	return err;
+}
+
+TEST(loopback_only)
+{
+	struct transport *c = client_new("c-remote", NULL, 0, 0);
+	uint64_t fails = stats(srv).auth_failures;
+
+	CHECK_EQ(handshake_as(srv, c, "127.0.0.1"), 0);
+	CHECK_EQ(handshake_as(srv, c, "127.255.0.9"), 0);
+	CHECK_EQ(handshake_as(srv, c, "::1"), 0);
+	CHECK_EQ(handshake_as(srv, c, "::ffff:127.0.0.1"), 0);
+	CHECK_EQ(stats(srv).auth_failures - fails, 0);
+	CHECK_EQ(handshake_as(srv, c, "192.0.2.1"), -EACCES);
+	CHECK_EQ(handshake_as(srv, c, "10.0.0.1"), -EACCES);
+	CHECK_EQ(handshake_as(srv, c, "128.0.0.1"), -EACCES);
+	CHECK_EQ(handshake_as(srv, c, "::ffff:10.0.0.1"), -EACCES);
+	CHECK_EQ(handshake_as(srv, c, "2001:db8::1"), -EACCES);
+	CHECK_EQ(handshake_as(srv, c, "::2"), -EACCES);
+	CHECK_EQ(stats(srv).auth_failures - fails, 6);
+	transport_free(c);
+}
+
+/* ---- raw clients against the real server ---- */
+
+static int raw_connect(const char *addr)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct timeval tv = { .tv_sec = 5 };
+	const char *colon = strrchr(addr, ':');
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	sa.sin_port = htons((uint16_t)atoi(colon + 1));
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void raw_send(int fd, const void *buf, size_t len)
+{
+	CHECK_EQ(send(fd, buf, len, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+static void raw_send_msg(int fd, const struct wire_msg *m)
+{
+	uint8_t buf[WIRE_MSG_MAX];
+	int n = wire_encode(m, buf, sizeof(buf));
+
+	CHECK(n > 0);
+	if (n > 0)
+		raw_send(fd, buf, (size_t)n);
+}
+
+/* Read until the server closes; how many bytes came first (-1: no close). */
+static ssize_t raw_until_closed(int fd, uint8_t *keep, size_t keep_len)
+{
+	uint8_t buf[4096];
+	ssize_t total = 0;
+
+	for (;;) {
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+
+		if (n == 0 || (n < 0 && errno == ECONNRESET))
+			return total;
+		if (n < 0)
+			return -1;
+		if (keep && (size_t)total < keep_len)
+			memcpy(keep + total, buf,
+			       (size_t)n < keep_len - (size_t)total ? (size_t)n
+								     : keep_len - (size_t)total);
+		total += n;
+	}
+}
+
+static void raw_hello(int fd, uint16_t flags)
+{
+	struct wire_msg m = { .type = WIRE_HELLO, .flags = flags };
+
+	strcpy(m.node, "raw");
+	raw_send_msg(fd, &m);
+}
+
+/* one message, read with a blocking socket */
+static int raw_recv_msg(int fd, struct wire_msg *m)
+{
+	uint8_t buf[WIRE_MSG_MAX];
+	size_t have = 0;
+
+	for (;;) {
+		int n = wire_decode(buf, have, m);
+		ssize_t r;
+
+		if (n != -EAGAIN)
+			return n;
+		r = recv(fd, buf + have, have < WIRE_HDR_LEN ? WIRE_HDR_LEN - have : 1, 0);
+		if (r <= 0)
+			return -ECONNRESET;
+		have += (size_t)r;
+	}
+}
+
+TEST(bad_frames)
+{
+	static const char junk[] = "GET / HTTP/1.1\r\nHost: objfs\r\n\r\n0123456789";
+	uint64_t bad = stats(srv).bad_frames, served = stats(srv).requests_served;
+	struct transport *c = client_new("c-bad", NULL, 0, 0);
+	struct wire_msg m;
+	uint8_t hdr[WIRE_MSG_MAX], got[64];
+	int fd;
+
+	/* junk */
+	fd = raw_connect(srv_addr);
+	raw_send(fd, junk, sizeof(junk));
+	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
+	close(fd);
+	CHECK_EQ(stats(srv).bad_frames - bad, 1);
+
+	/* a truncated header, then the peer hangs up */
+	memset(&m, 0, sizeof(m));
+	m.type = WIRE_HELLO;
+	strcpy(m.node, "raw");
+	CHECK(wire_encode(&m, hdr, sizeof(hdr)) > 0);
+	fd = raw_connect(srv_addr);
+	raw_send(fd, hdr, 20);
+	shutdown(fd, SHUT_WR);
+	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
+	close(fd);
+	CHECK_EQ(stats(srv).bad_frames - bad, 2);
+
+	/* a HELLO whose body never comes */
+	fd = raw_connect(srv_addr);
+	raw_send(fd, hdr, WIRE_HDR_LEN + 3);
+	shutdown(fd, SHUT_WR);
+	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
+	close(fd);
+	CHECK_EQ(stats(srv).bad_frames - bad, 3);
+
+	/* a HELLO with an absurd body length */
+	fd = raw_connect(srv_addr);
+	hdr[32 + 5] = 1;	/* length += 1 TiB */
+	raw_send(fd, hdr, WIRE_HDR_LEN);
+	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
+	close(fd);
+	CHECK_EQ(stats(srv).bad_frames - bad, 4);
+
+	/* GET before any handshake: closed, nothing served */
+	fd = raw_connect(srv_addr);
+	memset(&m, 0, sizeof(m));
+	m.type = WIRE_GET;
+	m.id = 3;
+	m.len = 10;
+	raw_send_msg(fd, &m);
+	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
+	close(fd);
+	CHECK_EQ(stats(srv).bad_frames - bad, 5);
+
+	/* authenticated, then a GET of 2 GiB */
+	fd = raw_connect(srv_addr);
+	raw_hello(fd, 0);
+	CHECK_EQ(raw_recv_msg(fd, &m), WIRE_HDR_LEN);
+	CHECK_EQ(m.type, WIRE_READY);
+	CHECK_EQ(m.status, 0);
+	memset(&m, 0, sizeof(m));
+	m.type = WIRE_GET;
+	m.id = 5;
+	m.len = 1;
+	raw_send_msg(fd, &m);	/* a good one first */
+	CHECK_EQ(raw_recv_msg(fd, &m), WIRE_HDR_LEN);
+	CHECK_EQ(m.type, WIRE_DATA);
+	CHECK_EQ(recv(fd, got, 1, MSG_WAITALL), 1);
+	CHECK_EQ(got[0], obj(5)->data[0]);
+	memset(hdr, 0, sizeof(hdr));
+	memset(&m, 0, sizeof(m));
+	m.type = WIRE_GET;
+	m.id = 5;
+	m.len = 1;
+	CHECK_EQ(wire_encode(&m, hdr, sizeof(hdr)), WIRE_HDR_LEN);
+	hdr[32 + 3] = 0x80;	/* length = 2 GiB + 1 */
+	raw_send(fd, hdr, WIRE_HDR_LEN);
+	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
+	close(fd);
+	CHECK_EQ(stats(srv).bad_frames - bad, 6);
+
+	/* a second HELLO after READY */
+	fd = raw_connect(srv_addr);
+	raw_hello(fd, 0);
+	CHECK_EQ(raw_recv_msg(fd, &m), WIRE_HDR_LEN);
+	raw_hello(fd, 0);
+	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
+	close(fd);
+	CHECK_EQ(stats(srv).bad_frames - bad, 7);
+
+	/* a server reply sent to the server */
+	fd = raw_connect(srv_addr);
+	memset(&m, 0, sizeof(m));
+	m.type = WIRE_READY;
+	raw_send_msg(fd, &m);
+	CHECK_EQ(raw_until_closed(fd, got, sizeof(got)), 0);
+	close(fd);
+	CHECK_EQ(stats(srv).bad_frames - bad, 8);
+
+	CHECK_EQ(stats(srv).requests_served - served, 1);
+	/* and everybody else is still served */
+	CHECK_EQ(fetch_check(c, "srv", srv_addr, 4, 0, obj(4)->size, 3, NULL), 0);
+	transport_free(c);
+}
+
+TEST(bad_frames_secret)
+{
+	struct transport *s;
+	struct wire_msg m;
+	char addr[64];
+	int fd;
+
+	s = server_new("127.0.0.1", 0, secret_a, sizeof(secret_a) - 1, 0, 0, addr, sizeof(addr));
+	CHECK(s != NULL);
+	if (!s)
+		return;
+
+	/* GET instead of AUTH */
+	fd = raw_connect(addr);
+	raw_hello(fd, WIRE_F_SECRET);
+	CHECK(raw_recv_msg(fd, &m) > 0);
+	CHECK_EQ(m.type, WIRE_CHALLENGE);
+	memset(&m, 0, sizeof(m));
+	m.type = WIRE_GET;
+	m.id = 3;
+	raw_send_msg(fd, &m);
+	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
+	close(fd);
+	CHECK_EQ(stats(s).bad_frames, 1);
+	CHECK_EQ(stats(s).auth_failures, 0);
+
+	/* a made-up proof */
+	fd = raw_connect(addr);
+	raw_hello(fd, WIRE_F_SECRET);
+	CHECK(raw_recv_msg(fd, &m) > 0);
+	memset(&m, 0, sizeof(m));
+	m.type = WIRE_AUTH;
+	memset(m.proof, 0x42, sizeof(m.proof));
+	raw_send_msg(fd, &m);
+	CHECK_EQ(raw_recv_msg(fd, &m), WIRE_HDR_LEN);
+	CHECK_EQ(m.type, WIRE_READY);
+	CHECK_EQ(m.status, EACCES);
+	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
+	close(fd);
+	CHECK_EQ(stats(s).auth_failures, 1);
+
+	/* the server's own proof sent back (reflection) */
+	fd = raw_connect(addr);
+	raw_hello(fd, WIRE_F_SECRET);
+	CHECK(raw_recv_msg(fd, &m) > 0);
+	m.type = WIRE_AUTH;
+	memset(m.nonce, 0, sizeof(m.nonce));
+	raw_send_msg(fd, &m);
+	CHECK_EQ(raw_recv_msg(fd, &m), WIRE_HDR_LEN);
+	CHECK_EQ(m.status, EACCES);
+	close(fd);
+	WAIT_FOR(stats(s).auth_failures == 2);
+	CHECK_EQ(stats(s).auth_failures, 2);
+
+	/* no HELLO at all within io_timeout: the server hangs up */
+	fd = raw_connect(addr);
+	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
+	close(fd);
+	CHECK_EQ(stats(s).requests_served, 0);
+	transport_free(s);
+}
+
+/* ---- a fake server for a real client ---- */
+
+enum fake_mode {
+	FAKE_STALL,	/* half the payload, then nothing */
+	FAKE_CLOSE,	/* half the payload, then close */
+	FAKE_BAD_OFF,	/* DATA for another offset */
+	FAKE_BAD_REQID,	/* ERR for another request */
+	FAKE_BAD_LEN,	/* DATA of another length */
+	FAKE_JUNK,	/* not a message at all */
+	FAKE_CLOSE_EARLY,	/* close right after reading GET */
+};
+
+struct fake {
+	int lfd;
+	int release[2];	/* a byte (or EOF) here ends a stall */
+	enum fake_mode mode;
+	pthread_t th;
+	char addr[64];
+};
+
+static void *fake_thread(void *arg)
+{
+	struct fake *f = arg;
+	static uint8_t payload[256 * 1024];
+	struct wire_msg m, get;
+	struct pollfd p;
+	int fd;
+
+	fd = accept(f->lfd, NULL, NULL);
+	if (fd < 0)
+		return NULL;
+	if (raw_recv_msg(fd, &m) <= 0 || m.type != WIRE_HELLO)
+		goto out;
+	memset(&m, 0, sizeof(m));
+	m.type = WIRE_READY;
+	raw_send_msg(fd, &m);
+	if (raw_recv_msg(fd, &get) != WIRE_HDR_LEN || get.type != WIRE_GET)
+		goto out;
+	m = get;
+	m.type = WIRE_DATA;
+	switch (f->mode) {
+	case FAKE_STALL:
+	case FAKE_CLOSE:
+		raw_send_msg(fd, &m);
+		raw_send(fd, payload, (size_t)get.len / 2);
+		if (f->mode == FAKE_STALL) {
+			p.fd = f->release[0];
+			p.events = POLLIN;
+			poll(&p, 1, 10000);
+		}
+		break;
+	case FAKE_BAD_OFF:
+		m.off++;
+		raw_send_msg(fd, &m);
+		break;
+	case FAKE_BAD_LEN:
+		m.len--;
+		raw_send_msg(fd, &m);
+		break;
+	case FAKE_BAD_REQID:
+		m.type = WIRE_ERR;
+		m.len = 0;
+		m.status = ENOENT;
+		m.reqid++;
+		raw_send_msg(fd, &m);
+		break;
+	case FAKE_JUNK:
+		raw_send(fd, "this is not a header at all, no sir, no", 40);
+		break;
+	case FAKE_CLOSE_EARLY:
+		break;
+	}
+out:
+	close(fd);
+	return NULL;
+}
+
+static void fake_start(struct fake *f, enum fake_mode mode)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+
+	f->mode = mode;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(!bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)));
+	CHECK(!listen(f->lfd, 4));
+	getsockname(f->lfd, (struct sockaddr *)&sa, &len);
+	snprintf(f->addr, sizeof(f->addr), "127.0.0.1:%u", ntohs(sa.sin_port));
+	CHECK(!pipe(f->release));
+	pthread_create(&f->th, NULL, fake_thread, f);
+}
+
+static void fake_stop(struct fake *f)
+{
+	close(f->release[1]);
+	pthread_join(f->th, NULL);
+	close(f->release[0]);
+	close(f->lfd);
+}
+
+/* fetch 200 KiB from a fake server in @mode; the time it took in *@secs */
+static int fake_fetch(enum fake_mode mode, unsigned timeout_ms, double *secs,
+		      struct progress_log *pl)
+{
+	struct transport *c = client_new("c-fake", NULL, 0, timeout_ms);
+	static uint8_t buf[200 * 1024];
+	struct iovec v = { .iov_base = buf, .iov_len = sizeof(buf) };
+	struct fake f;
+	double t0;
+	int err;
+
+	fake_start(&f, mode);
+	memset(pl, 0, sizeof(*pl));
+	pl->monotonic = true;
+	pl->len = sizeof(buf);
+	t0 = now_s();
+	err = transport_fetch(c, "fake", f.addr, 1, 0, sizeof(buf), &v, 1, on_progress, pl);
+	if (secs)
+		*secs = now_s() - t0;
+	CHECK_EQ(stats(c).conns_open, 0);	/* a failed connection is not kept */
+	transport_free(c);
+	fake_stop(&f);
+	return err;
+}
+
+TEST(stall)
+{
+	struct progress_log pl;
+	double secs;
+
+	CHECK_EQ(fake_fetch(FAKE_STALL, 300, &secs, &pl), -ETIMEDOUT);
+	CHECK(secs >= 0.25 && secs < 1.5);
+	CHECK(pl.last < 200 * 1024);
+	fprintf(stderr, "stall detected after %.3f s (io_timeout 0.3 s)\n", secs);
+}
+
+TEST(reset)
+{
+	struct progress_log pl;
+	double secs;
+
+	CHECK_EQ(fake_fetch(FAKE_CLOSE, 2000, &secs, &pl), -ECONNRESET);
+	CHECK(secs < 1.5);
+	CHECK_EQ(fake_fetch(FAKE_CLOSE_EARLY, 2000, &secs, &pl), -ECONNRESET);
+}
+
+TEST(bad_replies)
+{
+	struct progress_log pl;
+
+	CHECK_EQ(fake_fetch(FAKE_BAD_OFF, 2000, NULL, &pl), -EPROTO);
+	CHECK_EQ(fake_fetch(FAKE_BAD_LEN, 2000, NULL, &pl), -EPROTO);
+	CHECK_EQ(fake_fetch(FAKE_BAD_REQID, 2000, NULL, &pl), -EPROTO);
+	CHECK_EQ(fake_fetch(FAKE_JUNK, 2000, NULL, &pl), -EPROTO);
+	CHECK_EQ(pl.calls, 0);
+}
+
+TEST(refused)
+{
+	struct transport *c = client_new("c-refused", NULL, 0, 1000);
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	char addr[64];
+	uint8_t b;
+	struct iovec v = { .iov_base = &b, .iov_len = 1 };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	/* a port that was free a moment ago */
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	getsockname(fd, (struct sockaddr *)&sa, &len);
+	close(fd);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", ntohs(sa.sin_port));
+	CHECK_EQ(transport_fetch(c, "gone", addr, 1, 0, 1, &v, 1, NULL, NULL), -ECONNREFUSED);
+	CHECK_EQ(transport_fetch(c, "gone", "no-such-host.invalid:80", 1, 0, 1, &v, 1, NULL, NULL),
+		 -EHOSTUNREACH);
+	CHECK_EQ(stats(c).conns_open, 0);
+	transport_free(c);
+}
+
+/* the peer restarts on the same port, then moves to another */
+TEST(stale)
+{
+	struct transport *c = client_new("c-stale", NULL, 0, 0), *a, *b;
+	char addr[64], addr2[64];
+	unsigned port;
+
+	a = server_new("127.0.0.1", 0, NULL, 0, 0, 0, addr, sizeof(addr));
+	CHECK(a != NULL);
+	if (!a)
+		return;
+	port = (unsigned)atoi(strrchr(addr, ':') + 1);
+	CHECK_EQ(fetch_check(c, "moving", addr, 3, 0, 4095, 1, NULL), 0);
+	CHECK_EQ(stats(c).conns_open, 1);
+	transport_free(a);
+
+	a = server_new("127.0.0.1", (uint16_t)port, NULL, 0, 0, 0, addr2, sizeof(addr2));
+	CHECK(a != NULL);
+	if (!a)
+		return;
+	CHECK_STR(addr, addr2);
+	CHECK_EQ(fetch_check(c, "moving", addr, 3, 0, 4095, 1, NULL), 0);
+	CHECK_EQ(stats(c).conns_open, 1);
+	CHECK_EQ(stats(a).conns_accepted, 1);
+
+	b = server_new("127.0.0.1", 0, NULL, 0, 0, 0, addr2, sizeof(addr2));
+	CHECK(b != NULL);
+	CHECK_EQ(fetch_check(c, "moving", addr2, 6, 0, 64 * KiB, 1, NULL), 0);
+	/* the connection to the old address was dropped, not kept */
+	CHECK_EQ(stats(c).conns_open, 1);
+	WAIT_FOR(stats(a).conns_open == 0);
+	CHECK_EQ(stats(a).conns_open, 0);
+	CHECK_EQ(stats(b).conns_accepted, 1);
+	transport_free(c);
+	transport_free(b);
+	transport_free(a);
+}
+
+TEST(bwlimit)
+{
+	struct transport *s, *c = client_new("c-bw", NULL, 0, 0);
+	char addr[64];
+	double t0, secs;
+
+	s = server_new("127.0.0.1", 0, NULL, 0, 0, 8 * MiB, addr, sizeof(addr));
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	t0 = now_s();
+	CHECK_EQ(fetch_check(c, "bw", addr, 5, 0, 4 * MiB, 1, NULL), 0);
+	secs = now_s() - t0;
+	/* 4 MiB at 8 MiB/s, less a burst of 1 MiB: at least 0.375 s */
+	CHECK(secs > 0.3 && secs < 3);
+	fprintf(stderr, "4 MiB at 8 MiB/s took %.3f s\n", secs);
+	transport_free(c);
+	transport_free(s);
+}
+
+/* transport_free() of a busy server is prompt */
+TEST(free_prompt)
+{
+	struct transport *s, *c[3];
+	char addr[64];
+	double t0;
+	int i, raw;
+
+	s = server_new("127.0.0.1", 0, NULL, 0, 5000, 0, addr, sizeof(addr));
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	for (i = 0; i < 3; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "c-free%d", i);
+		c[i] = client_new(name, NULL, 0, 0);
+		CHECK_EQ(fetch_check(c[i], "s", addr, 2, 0, 1, 1, NULL), 0);
+	}
+	raw = raw_connect(addr);	/* mid-handshake, silent */
+	WAIT_FOR(stats(s).conns_open == 4);
+	CHECK_EQ(stats(s).conns_open, 4);
+	t0 = now_s();
+	transport_free(s);
+	CHECK(now_s() - t0 < 1.0);
+	CHECK_EQ(raw_until_closed(raw, NULL, 0), 0);
+	close(raw);
+	/* the clients find their cached connections dead and say so */
+	for (i = 0; i < 3; i++) {
+		CHECK_EQ(fetch_check(c[i], "s", addr, 2, 0, 1, 1, NULL), -ECONNREFUSED);
+		transport_free(c[i]);
+	}
+}
+
+/* beyond 256 connections the server hangs up at once, and recovers */
+TEST(conn_cap)
+{
+	struct transport *s, *c = client_new("c-cap", NULL, 0, 0);
+	int fds[257], i, n = 0;
+	char addr[64];
+
+	s = server_new("127.0.0.1", 0, NULL, 0, 10000, 0, addr, sizeof(addr));
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	for (i = 0; i < 256; i++) {
+		fds[i] = raw_connect(addr);
+		n += fds[i] >= 0;
+	}
+	CHECK_EQ(n, 256);
+	WAIT_FOR(stats(s).conns_open == 256);
+	CHECK_EQ(stats(s).conns_open, 256);
+	fds[256] = raw_connect(addr);
+	CHECK(fds[256] >= 0);
+	CHECK_EQ(raw_until_closed(fds[256], NULL, 0), 0);
+	CHECK_EQ(stats(s).conns_accepted, 256);
+	for (i = 0; i <= 256; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	WAIT_FOR(stats(s).conns_open == 0);
+	CHECK_EQ(stats(s).conns_open, 0);
+	CHECK_EQ(fetch_check(c, "cap", addr, 3, 0, 4095, 1, NULL), 0);
+	transport_free(c);
+	transport_free(s);
+}
+
+TEST(ipv6)
+{
+	struct transport *s, *c;
+	char addr[64];
+	int fd = socket(AF_INET6, SOCK_STREAM, 0);
+	struct sockaddr_in6 sa = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		printf("# no ::1 here, skipping ipv6\n");
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	close(fd);
+	s = server_new("::1", 0, NULL, 0, 0, 0, addr, sizeof(addr));
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	CHECK(!strncmp(addr, "[::1]:", 6));
+	c = client_new("c-v6", NULL, 0, 0);
+	CHECK_EQ(fetch_check(c, "v6", addr, 4, 0, obj(4)->size, 2, NULL), 0);
+	transport_free(c);
+	transport_free(s);
+}
+
+TEST(read_secret)
+{
+	char dir[] = "/tmp/objfs-test-secret-XXXXXX", path[64];
+	uint8_t *sec = NULL;
+	size_t len = 0;
+	char big[TRANSPORT_SECRET_MAX + 2];
+	FILE *f;
+
+	if (!mkdtemp(dir)) {
+		CHECK(0);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/secret", dir);
+	f = fopen(path, "w");
+	fputs("0123456789abcdefXYZ\n", f);
+	fclose(f);
+	chmod(path, 0600);
+	CHECK_EQ(transport_read_secret(path, &sec, &len), 0);
+	CHECK_EQ(len, 19);
+	CHECK(sec && !memcmp(sec, "0123456789abcdefXYZ", 19));
+	free(sec);
+
+	chmod(path, 0644);
+	CHECK_EQ(transport_read_secret(path, &sec, &len), -EPERM);
+	chmod(path, 0640);
+	CHECK_EQ(transport_read_secret(path, &sec, &len), 0);
+	free(sec);
+
+	f = fopen(path, "w");
+	fputs("short\n", f);
+	fclose(f);
+	CHECK_EQ(transport_read_secret(path, &sec, &len), -EINVAL);
+	f = fopen(path, "w");
+	fputs("0123456789abcdef\n\n", f);	/* one newline goes, the other stays */
+	fclose(f);
+	CHECK_EQ(transport_read_secret(path, &sec, &len), 0);
+	CHECK_EQ(len, 17);
+	free(sec);
+
+	memset(big, 'k', sizeof(big));
+	f = fopen(path, "w");
+	fwrite(big, 1, TRANSPORT_SECRET_MAX, f);
+	fputc('\n', f);
+	fclose(f);
+	CHECK_EQ(transport_read_secret(path, &sec, &len), 0);
+	CHECK_EQ(len, TRANSPORT_SECRET_MAX);
+	free(sec);
+	f = fopen(path, "w");
+	fwrite(big, 1, TRANSPORT_SECRET_MAX + 1, f);
+	fclose(f);
+	CHECK_EQ(transport_read_secret(path, &sec, &len), -EINVAL);
+
+	unlink(path);
+	CHECK_EQ(transport_read_secret(path, &sec, &len), -ENOENT);
+	rmdir(dir);
+}
+
+int main(void)
+{
+	size_t i;
+
+	alarm(110);	/* tests/run gives a unit test 120 s */
+	log_setup(LOGL_INFO, stderr);
+	for (i = 0; i < ARRAY_SIZE(objects); i++)
+		msrc_add(&src, objects[i].id, objects[i].size, objects[i].frag);
+
+	RUN(config);
+	RUN(serve_errors);
+	srv = server_new("127.0.0.1", 0, NULL, 0, 1000, 0, srv_addr, sizeof(srv_addr));
+	if (!srv) {
+		fprintf(stderr, "cannot start the test server\n");
+		return 1;
+	}
+	RUN(sizes);
+	RUN(ranges);
+	RUN(progress);
+	RUN(reuse);
+	RUN(split);
+	RUN(parallel);
+	RUN(secret);
+	RUN(loopback_only);
+	RUN(bad_frames);
+	RUN(bad_frames_secret);
+	RUN(stall);
+	RUN(reset);
+	RUN(bad_replies);
+	RUN(refused);
+	RUN(stale);
+	RUN(bwlimit);
+	RUN(free_prompt);
+	RUN(conn_cap);
+	RUN(ipv6);
+	RUN(read_secret);
+
+	transport_free(srv);
+	/* every object the servers opened was closed again */
+	CHECK(atomic_load(&src.opens) > 0);
+	CHECK_EQ(atomic_load(&src.opens), atomic_load(&src.closes));
+	for (i = 0; i < (size_t)src.n; i++)
+		free(src.objs[i].data);
+	return tap_done();
+}

@@ -1,0 +1,411 @@
+/*
+ * fuzz-wire: libFuzzer target for everything in the transport that reads
+ * bytes from a peer.  Built only with -Dfuzz=true and clang; run by
+ * tests/fuzz/run-wire.sh.
+ *
+ * Every input first goes through the decoder as a stream of messages
+ * (wire_decode() until it stops), and every message it accepts must
+ * encode back to the very same bytes.  Then byte 0 of the input picks a
+ * mode and the rest is what a malicious peer sends over a socketpair:
+ *
+ *   0  to the real server connection handler (tcp_serve_fd()), no secret,
+ *      the peer counted as loopback
+ *   1  to the handler of a server with a secret: the pre-auth states
+ *   2  the same, but the harness authenticates first (with the real
+ *      client handshake and the right secret), so the bytes land in the
+ *      GET loop of an authenticated connection
+ *   3  to a server without a secret, the peer claiming to be 192.0.2.1
+ *   4  to the client handshake (the bytes are the "server"), no secret
+ *   5  the same, the client holding a secret
+ *
+ * The server serves an in-memory source of a few small objects cut into
+ * fragments.  The harness writes the input while draining whatever comes
+ * back, so neither side can block the other; the handler ends at EOF.
+ *
+ * With OBJFS_FUZZ_SEEDS=DIR in the environment the program instead writes
+ * a seed corpus of valid conversations into DIR (made with the real
+ * encoder, so the seeds follow the codec) and exits.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "transport_i.h"
+#include "wire.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const uint8_t fuzz_secret[] = "fuzzing-secret-0123456789";
+
+/* ---- in-memory source ---- */
+
+struct fobj {
+	uint64_t id, size;
+	size_t frag;
+	uint8_t *data;
+};
+
+static struct fobj objs[] = {
+	{ 1, 0, 16, NULL },
+	{ 2, 100, 7, NULL },
+	{ 3, 5000, 1000, NULL },
+	{ 4, 20000, 4096, NULL },
+};
+
+static int src_open(void *ctx, uint64_t id, uint64_t *ret_size, void **ret_token)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(objs) / sizeof(objs[0]); i++) {
+		if (objs[i].id == id) {
+			*ret_size = objs[i].size;
+			*ret_token = &objs[i];
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+static int src_iov(void *token, uint64_t off, size_t len, struct iovec *iov, int max_iov,
+		   size_t *ret_bytes)
+{
+	struct fobj *o = token;
+	size_t bytes = 0;
+	int n = 0;
+
+	if (off > o->size || len > o->size - off)
+		__builtin_trap();	/* the server must check the range first */
+	while (n < max_iov && bytes < len) {
+		size_t l = len - bytes < o->frag ? len - bytes : o->frag;
+
+		iov[n].iov_base = o->data + off + bytes;
+		iov[n].iov_len = l;
+		n++;
+		bytes += l;
+	}
+	*ret_bytes = bytes;
+	return n;
+}
+
+static void src_close(void *token)
+{
+}
+
+/* ---- transports, made once ---- */
+
+static struct transport *srv_plain, *srv_secret, *cli_plain, *cli_secret;
+
+static struct transport *make(const char *node, bool secret)
+{
+	struct transport_config cfg = {
+		.node = node,
+		.secret = secret ? fuzz_secret : NULL,
+		.secret_len = secret ? sizeof(fuzz_secret) - 1 : 0,
+		.io_timeout_ms = 200,
+	};
+	struct transport *t = transport_new(&cfg, NULL);
+
+	if (!t)
+		abort();
+	/* the handler is driven directly: no listening socket */
+	t->src.open = src_open;
+	t->src.iov = src_iov;
+	t->src.close = src_close;
+	return t;
+}
+
+/* ---- seeds ---- */
+
+struct seed {
+	uint8_t buf[4096];
+	size_t len;
+};
+
+static void seed_byte(struct seed *s, uint8_t b)
+{
+	s->buf[s->len++] = b;
+}
+
+static void seed_msg(struct seed *s, const struct wire_msg *m)
+{
+	int n = wire_encode(m, s->buf + s->len, sizeof(s->buf) - s->len);
+
+	if (n < 0)
+		abort();
+	s->len += (size_t)n;
+}
+
+static void seed_hello(struct seed *s, uint16_t flags)
+{
+	struct wire_msg m = { .type = WIRE_HELLO, .flags = flags };
+
+	memset(m.nonce, 0x11, sizeof(m.nonce));
+	strcpy(m.node, "fuzz-peer");
+	seed_msg(s, &m);
+}
+
+static void seed_get(struct seed *s, uint32_t reqid, uint64_t id, uint64_t off, uint64_t len)
+{
+	struct wire_msg m = { .type = WIRE_GET, .reqid = reqid, .id = id, .off = off, .len = len };
+
+	seed_msg(s, &m);
+}
+
+static void seed_simple(struct seed *s, uint8_t type, int status)
+{
+	struct wire_msg m = { .type = type, .status = status };
+
+	memset(m.nonce, 0x22, sizeof(m.nonce));
+	memset(m.proof, 0x33, sizeof(m.proof));
+	seed_msg(s, &m);
+}
+
+static void seed_write(const char *dir, int n, const struct seed *s)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/seed-%02d", dir, n);
+	f = fopen(path, "w");
+	if (!f || fwrite(s->buf, 1, s->len, f) != s->len || fclose(f)) {
+		perror(path);
+		exit(1);
+	}
+}
+
+static void write_seeds(const char *dir)
+{
+	struct seed s;
+	int n = 0;
+
+	mkdir(dir, 0755);
+	/* 0: a whole conversation */
+	s.len = 0;
+	seed_byte(&s, 0);
+	seed_hello(&s, 0);
+	seed_get(&s, 1, 2, 0, 100);
+	seed_get(&s, 2, 3, 10, 4000);
+	seed_get(&s, 3, 9, 0, 1);	/* ENOENT */
+	seed_get(&s, 4, 2, 50, 100);	/* ERANGE */
+	seed_get(&s, 5, 1, 0, 0);
+	seed_get(&s, 6, 4, 0, 20000);
+	seed_write(dir, n++, &s);
+	/* 0: GET before HELLO */
+	s.len = 0;
+	seed_byte(&s, 0);
+	seed_get(&s, 1, 2, 0, 100);
+	seed_write(dir, n++, &s);
+	/* 1: with a secret, a made-up proof; and no secret at all */
+	s.len = 0;
+	seed_byte(&s, 1);
+	seed_hello(&s, WIRE_F_SECRET);
+	seed_simple(&s, WIRE_AUTH, 0);
+	seed_get(&s, 1, 2, 0, 100);
+	seed_write(dir, n++, &s);
+	s.len = 0;
+	seed_byte(&s, 1);
+	seed_hello(&s, 0);
+	seed_write(dir, n++, &s);
+	/* 2: authenticated by the harness, then GETs */
+	s.len = 0;
+	seed_byte(&s, 2);
+	seed_get(&s, 7, 4, 100, 19900);
+	seed_get(&s, 8, 3, 4999, 1);
+	seed_get(&s, 9, 2, 0, 101);
+	seed_write(dir, n++, &s);
+	/* 3: not loopback */
+	s.len = 0;
+	seed_byte(&s, 3);
+	seed_hello(&s, 0);
+	seed_get(&s, 1, 2, 0, 100);
+	seed_write(dir, n++, &s);
+	/* 4, 5: server replies for the client handshake */
+	s.len = 0;
+	seed_byte(&s, 4);
+	seed_simple(&s, WIRE_READY, 0);
+	seed_write(dir, n++, &s);
+	s.len = 0;
+	seed_byte(&s, 5);
+	seed_simple(&s, WIRE_CHALLENGE, 0);
+	seed_simple(&s, WIRE_READY, 0);
+	seed_write(dir, n++, &s);
+	s.len = 0;
+	seed_byte(&s, 4);
+	seed_simple(&s, WIRE_READY, EACCES);
+	seed_write(dir, n++, &s);
+	/* replies, for the decoder */
+	s.len = 0;
+	seed_byte(&s, 0);
+	{
+		struct wire_msg m = { .type = WIRE_DATA, .reqid = 1, .id = 2, .len = 3 };
+		struct wire_msg e = { .type = WIRE_ERR, .reqid = 2, .id = 2, .status = ENOENT };
+
+		seed_msg(&s, &m);
+		seed_msg(&s, &e);
+	}
+	seed_write(dir, n++, &s);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	const char *seeds = getenv("OBJFS_FUZZ_SEEDS");
+	size_t i, k;
+
+	if (seeds) {
+		write_seeds(seeds);
+		exit(0);
+	}
+	log_setup(LOGL_ERROR, stderr);
+	for (i = 0; i < sizeof(objs) / sizeof(objs[0]); i++) {
+		objs[i].data = malloc(objs[i].size + 1);
+		for (k = 0; k < objs[i].size; k++)
+			objs[i].data[k] = (uint8_t)(k * 31 + i);
+	}
+	srv_plain = make("fuzz-srv", false);
+	srv_secret = make("fuzz-srv", true);
+	cli_plain = make("fuzz-cli", false);
+	cli_secret = make("fuzz-cli", true);
+	return 0;
+}
+
+/* ---- one input ---- */
+
+/* The decoder over the whole input, and the encode-back invariant. */
+static void fuzz_decoder(const uint8_t *data, size_t size)
+{
+	size_t off = 0;
+
+	while (off < size) {
+		uint8_t again[WIRE_MSG_MAX];
+		struct wire_msg m;
+		int n = wire_decode(data + off, size - off, &m);
+
+		if (n <= 0) {
+			if (n != -EAGAIN && n != -EPROTO)
+				__builtin_trap();
+			break;
+		}
+		if (wire_encode(&m, again, sizeof(again)) != n || memcmp(again, data + off, (size_t)n))
+			__builtin_trap();
+		off += (size_t)n;
+	}
+}
+
+struct handler {
+	struct transport *t;
+	int fd;
+	struct sockaddr_storage sa;
+	socklen_t sa_len;
+};
+
+static void *handler_thread(void *arg)
+{
+	struct handler *h = arg;
+
+	tcp_serve_fd(h->t, h->fd, (struct sockaddr *)&h->sa, h->sa_len, NULL);
+	close(h->fd);
+	return NULL;
+}
+
+/* Write @data to @fd while reading and dropping what comes back, to EOF. */
+static void pump(int fd, const uint8_t *data, size_t size)
+{
+	uint8_t sink[65536];
+	bool writing = true;
+
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	if (!size) {
+		shutdown(fd, SHUT_WR);
+		writing = false;
+	}
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN | (writing ? POLLOUT : 0) };
+		ssize_t n;
+
+		if (poll(&p, 1, 10000) <= 0)
+			__builtin_trap();	/* the handler hung */
+		if (writing && (p.revents & (POLLOUT | POLLERR | POLLHUP))) {
+			n = send(fd, data, size, MSG_NOSIGNAL);
+			if (n > 0) {
+				data += n;
+				size -= (size_t)n;
+			}
+			if ((n < 0 && errno != EAGAIN) || !size) {
+				shutdown(fd, SHUT_WR);
+				writing = false;
+			}
+		}
+		n = recv(fd, sink, sizeof(sink), 0);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			return;
+	}
+}
+
+static void fuzz_server(int mode, const uint8_t *data, size_t size)
+{
+	struct handler h = { 0 };
+	struct sockaddr_in *in4 = (struct sockaddr_in *)&h.sa;
+	pthread_t th;
+	int sv[2];
+
+	h.t = mode == 1 || mode == 2 ? srv_secret : srv_plain;
+	in4->sin_family = AF_INET;
+	in4->sin_addr.s_addr = mode == 3 ? inet_addr("192.0.2.1") : htonl(INADDR_LOOPBACK);
+	h.sa_len = sizeof(*in4);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		abort();
+	h.fd = sv[0];
+	if (pthread_create(&th, NULL, handler_thread, &h))
+		abort();
+	if (mode == 2 && tcp_client_handshake(cli_secret, sv[1]))
+		__builtin_trap();	/* the right secret must get in */
+	pump(sv[1], data, size);
+	pthread_join(th, NULL);
+	close(sv[1]);
+}
+
+static void fuzz_client(int mode, const uint8_t *data, size_t size)
+{
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		abort();
+	/* the whole "server" side up front: inputs are far smaller than the
+	 * socket buffer; the client's own writes land in sv[0] unread */
+	if (size && send(sv[0], data, size, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)size) {
+		close(sv[0]);
+		close(sv[1]);
+		return;
+	}
+	shutdown(sv[0], SHUT_WR);
+	tcp_client_handshake(mode == 5 ? cli_secret : cli_plain, sv[1]);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	int mode;
+
+	fuzz_decoder(data, size);
+	if (size < 1 || size > 65536)
+		return 0;
+	mode = data[0] % 6;
+	if (mode <= 3)
+		fuzz_server(mode, data + 1, size - 1);
+	else
+		fuzz_client(mode, data + 1, size - 1);
+	return 0;
+}

@@ -1,0 +1,1062 @@
+/*
+ * tcp: the TCP backend.
+ *
+ * Server.  One listening socket (IPv4 or IPv6, whatever listen_host
+ * resolves to first), one accept thread, and one thread per accepted
+ * connection, at most TCP_MAX_CONNS at a time (more are closed at once).
+ * A connection thread runs tcp_serve_fd(): the handshake (auth.c), then
+ * GET after GET.  A GET is answered with ERR, or with a DATA header and
+ * then the payload written with sendmsg() straight from the iovecs that
+ * the source points into its shared memory, in pieces of up to
+ * TCP_CHUNK bytes (the header rides with the first piece).  No byte is
+ * copied into a buffer of ours.  (sendfile was slower than write() from
+ * mapped memory on loopback here, see notes/fuse-and-memory-here.md.)
+ * serve_bwlimit is a token bucket shared by all connections, taken
+ * before each piece; pieces shrink to the bucket's burst so that no
+ * single wait is long.
+ *
+ * Any malformed frame, a message out of place (GET before READY), a
+ * stall or an I/O error closes that connection only, with one log line
+ * naming the peer; the other connections and the server go on.
+ *
+ * Client.  A connection is a non-blocking socket, connected with a
+ * timeout, authenticated, then used by one fetch at a time (the cache in
+ * transport.c sees to that).  A fetch sends GET, checks that the reply
+ * echoes exactly what was asked, and reads the payload with readv()
+ * straight into the caller's iovecs.
+ *
+ * Timeouts.  All sockets are non-blocking and every wait is a poll():
+ * a client wait lasts at most io_timeout_ms since the last byte moved;
+ * the server gives the whole handshake io_timeout_ms, a request the same
+ * since its last byte, and an idle connection TCP_IDLE_MS between
+ * requests.  Writes use MSG_NOSIGNAL, so a vanished peer is EPIPE, never
+ * SIGPIPE.
+ *
+ * Stopping.  The accept thread sleeps in poll() on the listening socket
+ * and an eventfd.  tcp_stop() sets srv->stop, kicks the eventfd, joins the
+ * accept thread, shuts down every connection's socket (under srv->lock,
+ * so never one that its thread already closed) and joins them all.
+ * Connection threads that end on their own are joined by the accept
+ * thread, which they kick on the way out.
+ */
+#define _GNU_SOURCE
+#include "transport_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define TCP_MAX_CONNS 256
+#define TCP_BACKLOG 128
+#define TCP_CHUNK (1024 * 1024)
+#define TCP_IOV_MAX 64
+#define TCP_IDLE_MS (5 * 60 * 1000)
+#define TCP_PROGRESS_STEP (256 * 1024)
+#define TCP_LOG_EVERY_NS (1000LL * 1000 * 1000)
+
+struct tcp_server;
+
+/* One accepted connection. */
+struct srv_conn {
+	struct tcp_server *srv;
+	pthread_t thread;
+	int fd;	/* -1 once its thread closed it (srv->lock) */
+	bool done;	/* its thread has finished (srv->lock) */
+	struct sockaddr_storage peer;
+	socklen_t peer_len;
+	struct srv_conn *next;	/* srv->conns (srv->lock) */
+};
+
+struct tcp_server {
+	struct transport *t;
+	int listen_fd;
+	int wake_fd;	/* eventfd: wakes the accept thread */
+	pthread_t accept_thread;
+	atomic_bool stop;
+	pthread_mutex_t lock;
+	struct srv_conn *conns;	/* every thread not yet joined (lock) */
+	unsigned n_live;	/* connections open (lock) */
+	int64_t last_full_log;	/* accept thread only */
+};
+
+/* One client connection. */
+struct tcp_conn {
+	struct tconn base;	/* first: transport.c sees only this */
+	int fd;
+	uint32_t next_reqid;
+	char peer[TRANSPORT_ADDR_MAX];
+};
+
+/* ---- socket I/O ---- */
+
+/* The one map from socket errors to what transport.h promises. */
+static int sock_err(int e)
+{
+	switch (e) {
+	case EPIPE:
+	case ECONNRESET:
+	case ENOTCONN:
+	case ECONNABORTED:
+	case ESHUTDOWN:
+		return -ECONNRESET;
+	case EAGAIN:
+	case ETIMEDOUT:
+		return -ETIMEDOUT;
+	default:
+		return -e;
+	}
+}
+
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0))
+		return -errno;
+	return 0;
+}
+
+/* Wait up to @ms for @events.  0, -ETIMEDOUT or -errno. */
+static int wait_fd(int fd, short events, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+
+	for (;;) {
+		int n = poll(&p, 1, ms);
+
+		if (n > 0)
+			return 0;	/* ready, or an error the next call reports */
+		if (n == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+/* @ms, cut to what is left before @deadline (0: no deadline). */
+static int wait_ms(int ms, int64_t deadline)
+{
+	int left;
+
+	if (!deadline)
+		return ms;
+	left = ms_left(deadline);
+	return left < ms ? left : ms;
+}
+
+/* Read at least one byte into @iov.  EOF is -ECONNRESET. */
+static int recv_some(int fd, const struct iovec *iov, int cnt, int ms, int64_t deadline,
+		     size_t *ret_n)
+{
+	for (;;) {
+		ssize_t n = readv(fd, iov, cnt);
+		int err;
+
+		if (n > 0) {
+			*ret_n = (size_t)n;
+			return 0;
+		}
+		if (n == 0)
+			return -ECONNRESET;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return sock_err(errno);
+		err = wait_fd(fd, POLLIN, wait_ms(ms, deadline));
+		if (err)
+			return err;
+	}
+}
+
+/* Read exactly @len bytes; *@ret_got says how many came before a failure. */
+static int recv_buf(int fd, void *buf, size_t len, int ms, int64_t deadline, size_t *ret_got)
+{
+	size_t got = 0, n;
+	int err = 0;
+
+	while (got < len) {
+		struct iovec v = { .iov_base = (char *)buf + got, .iov_len = len - got };
+
+		err = recv_some(fd, &v, 1, ms, deadline, &n);
+		if (err)
+			break;
+		got += n;
+	}
+	if (ret_got)
+		*ret_got = got;
+	return err;
+}
+
+/* Write all of @iov (which is used up in place). */
+static int send_iov(int fd, struct iovec *iov, int cnt, int ms, int64_t deadline)
+{
+	while (cnt > 0) {
+		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
+		ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		int err;
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				return sock_err(errno);
+			err = wait_fd(fd, POLLOUT, wait_ms(ms, deadline));
+			if (err)
+				return err;
+			continue;
+		}
+		while (cnt > 0 && (size_t)n >= iov->iov_len) {
+			n -= (ssize_t)iov->iov_len;
+			iov++;
+			cnt--;
+		}
+		if (cnt > 0) {
+			iov->iov_base = (char *)iov->iov_base + n;
+			iov->iov_len -= (size_t)n;
+		}
+	}
+	return 0;
+}
+
+static int send_msg(int fd, const struct wire_msg *m, int ms, int64_t deadline)
+{
+	uint8_t buf[WIRE_MSG_MAX];
+	struct iovec v;
+	int n = wire_encode(m, buf, sizeof(buf));
+
+	if (n < 0)
+		return n;
+	v.iov_base = buf;
+	v.iov_len = (size_t)n;
+	return send_iov(fd, &v, 1, ms, deadline);
+}
+
+/*
+ * Read one message, header and body.  *@ret_got: bytes of it that came.
+ * -EPROTO malformed, else as recv_buf().
+ */
+static int recv_msg(int fd, struct wire_msg *ret, int ms, int64_t deadline, size_t *ret_got)
+{
+	uint8_t buf[WIRE_HDR_LEN + WIRE_BODY_MAX];
+	size_t body, got = 0, got2 = 0;
+	int err;
+
+	err = recv_buf(fd, buf, WIRE_HDR_LEN, ms, deadline, &got);
+	if (!err)
+		err = wire_decode_hdr(buf, ret, &body);
+	if (!err && body)
+		err = recv_buf(fd, buf + WIRE_HDR_LEN, body, ms, deadline, &got2);
+	if (!err)
+		err = wire_decode_body(ret, buf + WIRE_HDR_LEN, body);
+	if (ret_got)
+		*ret_got = got + got2;
+	return err;
+}
+
+/* ---- iovec cursor (the caller's iovecs are const) ---- */
+
+struct iov_cur {
+	const struct iovec *iov;
+	int cnt;
+	size_t skip;	/* bytes of iov[0] already filled */
+};
+
+/* Point @out at the next at most @limit bytes; skips empty entries. */
+static int cur_fill(const struct iov_cur *c, struct iovec *out, int max, uint64_t limit)
+{
+	size_t skip = c->skip;
+	uint64_t bytes = 0;
+	int i = 0, k;
+
+	for (k = 0; k < c->cnt && i < max && bytes < limit; k++) {
+		size_t l = c->iov[k].iov_len - skip;
+
+		if (l > limit - bytes)
+			l = (size_t)(limit - bytes);
+		if (l) {
+			out[i].iov_base = (char *)c->iov[k].iov_base + skip;
+			out[i].iov_len = l;
+			i++;
+			bytes += l;
+		}
+		skip = 0;
+	}
+	return i;
+}
+
+static void cur_advance(struct iov_cur *c, size_t n)
+{
+	while (n && c->cnt) {
+		size_t l = c->iov[0].iov_len - c->skip;
+
+		if (n < l) {
+			c->skip += n;
+			return;
+		}
+		n -= l;
+		c->iov++;
+		c->cnt--;
+		c->skip = 0;
+	}
+}
+
+/* ---- client ---- */
+
+struct prog {
+	transport_progress_fn fn;
+	void *arg;
+	uint64_t done;	/* bytes in place, from the start of the whole range */
+	uint64_t reported;
+};
+
+static void prog_add(struct prog *p, uint64_t n)
+{
+	p->done += n;
+	if (p->fn && p->done - p->reported >= TCP_PROGRESS_STEP) {
+		p->fn(p->arg, p->done);
+		p->reported = p->done;
+	}
+}
+
+int tcp_client_handshake(struct transport *t, int fd)
+{
+	int64_t deadline = mono_ns() + (int64_t)t->io_timeout_ms * 1000000;
+	int ms = (int)t->io_timeout_ms, err;
+	struct wire_msg out, in;
+	struct auth_cli a;
+
+	err = set_nonblock(fd);
+	if (!err)
+		err = auth_cli_hello(t, &a, &out);
+	if (err)
+		return err;
+	for (;;) {
+		err = send_msg(fd, &out, ms, deadline);
+		if (!err)
+			err = recv_msg(fd, &in, ms, deadline, NULL);
+		if (!err)
+			err = auth_cli_step(t, &a, &in, &out);
+		if (err < 0 && a.refused)
+			return -EACCES;
+		if (err != 1)
+			return err;
+	}
+}
+
+/* Split "HOST:PORT" or "[V6]:PORT" into @host and @port. */
+static int addr_split(const char *addr, char *host, size_t host_size, char *port,
+		      size_t port_size)
+{
+	const char *colon, *h = addr, *h_end;
+	char *end;
+	unsigned long p;
+
+	if (addr[0] == '[') {
+		h = addr + 1;
+		h_end = strchr(h, ']');
+		if (!h_end || h_end[1] != ':')
+			return -EINVAL;
+		colon = h_end + 1;
+	} else {
+		colon = strrchr(addr, ':');
+		if (!colon || memchr(addr, ':', (size_t)(colon - addr)))
+			return -EINVAL;
+		h_end = colon;
+	}
+	if (h_end == h || (size_t)(h_end - h) >= host_size)
+		return -EINVAL;
+	memcpy(host, h, (size_t)(h_end - h));
+	host[h_end - h] = 0;
+	if (colon[1] < '0' || colon[1] > '9')
+		return -EINVAL;
+	errno = 0;
+	p = strtoul(colon + 1, &end, 10);
+	if (errno || *end || p == 0 || p > 65535)
+		return -EINVAL;
+	snprintf(port, port_size, "%lu", p);
+	return 0;
+}
+
+static int gai_err(int e)
+{
+	switch (e) {
+	case EAI_MEMORY:
+		return -ENOMEM;
+	case EAI_SYSTEM:
+		return errno ? -errno : -EHOSTUNREACH;
+	default:
+		return -EHOSTUNREACH;	/* no such name, no address, DNS down */
+	}
+}
+
+/* Connect to one address within @ms.  A socket, or -errno. */
+static int connect_one(const struct addrinfo *ai, int ms)
+{
+	socklen_t len = sizeof(int);
+	int fd, err = 0, one = 1;
+
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		if (errno != EINPROGRESS && errno != EINTR) {
+			err = -errno;
+			goto close_fd;
+		}
+		err = wait_fd(fd, POLLOUT, ms);
+		if (err)
+			goto close_fd;
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+			err = errno;
+		if (err) {
+			err = -err;
+			goto close_fd;
+		}
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	return fd;
+
+close_fd:
+	close(fd);
+	return err;
+}
+
+static int tcp_connect(struct transport *t, const char *addr, struct tconn **ret)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+	char host[TRANSPORT_ADDR_MAX], port[8];
+	struct addrinfo *res, *ai;
+	struct tcp_conn *c;
+	int fd = -EHOSTUNREACH, err;
+
+	err = addr_split(addr, host, sizeof(host), port, sizeof(port));
+	if (err)
+		return err;
+	err = getaddrinfo(host, port, &hints, &res);
+	if (err)
+		return gai_err(err);
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = connect_one(ai, (int)t->io_timeout_ms);
+		if (fd >= 0)
+			break;
+	}
+	freeaddrinfo(res);
+	/* -EACCES means "authentication failed" to callers, not "firewall" */
+	if (fd == -EACCES || fd == -EPERM)
+		return -ECONNREFUSED;
+	if (fd < 0)
+		return sock_err(-fd);
+
+	err = tcp_client_handshake(t, fd);
+	if (err) {
+		log_debug("transport: handshake with %s failed: %s", addr, strerror(-err));
+		goto close_fd;
+	}
+	err = -ENOMEM;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		goto close_fd;
+	c->fd = fd;
+	snprintf(c->peer, sizeof(c->peer), "%s", addr);
+	*ret = &c->base;
+	return 0;
+
+close_fd:
+	close(fd);
+	return err;
+}
+
+static int status_err(int status)
+{
+	switch (status) {
+	case ENOENT:
+	case ERANGE:
+	case EINVAL:
+	case EIO:
+	case ENOMEM:
+	case EBUSY:
+		return -status;
+	default:
+		return -EIO;
+	}
+}
+
+/* Read @len payload bytes into the caller's memory at @cur. */
+static int recv_payload(struct tcp_conn *c, struct iov_cur *cur, uint64_t len, struct prog *pg)
+{
+	struct transport *t = c->base.t;
+	struct iovec win[TCP_IOV_MAX];
+	size_t got;
+	int err;
+
+	while (len) {
+		int n = cur_fill(cur, win, TCP_IOV_MAX, len);
+
+		err = recv_some(c->fd, win, n, (int)t->io_timeout_ms, 0, &got);
+		if (err)
+			return err;
+		cur_advance(cur, got);
+		len -= got;
+		COUNT_ADD(t, bytes_received, got);
+		prog_add(pg, got);
+	}
+	return 0;
+}
+
+/*
+ * One GET of at most t->get_max bytes.  0, 1 if the server answered ERR
+ * (its status in *@ret_status), or -errno.
+ */
+static int fetch_one(struct tcp_conn *c, uint64_t id, uint64_t off, uint64_t len,
+		     struct iov_cur *cur, struct prog *pg, int *ret_status)
+{
+	struct transport *t = c->base.t;
+	int ms = (int)t->io_timeout_ms, err;
+	struct wire_msg get, in;
+	size_t got = 0;
+
+	memset(&get, 0, sizeof(get));
+	get.type = WIRE_GET;
+	get.reqid = ++c->next_reqid;
+	get.id = id;
+	get.off = off;
+	get.len = len;
+	err = send_msg(c->fd, &get, ms, 0);
+	if (err)
+		return err;
+	COUNT_ADD(t, requests_sent, 1);
+
+	err = recv_msg(c->fd, &in, ms, 0, &got);
+	if (got)
+		c->base.answered = true;
+	if (err)
+		return err;
+	if (in.reqid != get.reqid || in.id != id || in.off != off)
+		return -EPROTO;
+	if (in.type == WIRE_ERR) {
+		*ret_status = in.status;
+		return 1;
+	}
+	if (in.type != WIRE_DATA || in.len != len)
+		return -EPROTO;
+	return recv_payload(c, cur, len, pg);
+}
+
+static int tcp_fetch(struct tconn *tc, uint64_t id, uint64_t off, uint64_t len,
+		     const struct iovec *iov, int iovcnt, transport_progress_fn progress, void *arg)
+{
+	struct tcp_conn *c = (struct tcp_conn *)tc;
+	struct transport *t = tc->t;
+	struct iov_cur cur = { .iov = iov, .cnt = iovcnt };
+	struct prog pg = { .fn = progress, .arg = arg };
+	uint64_t done = 0;
+	int err, status = EIO;
+
+	do {
+		uint64_t piece = len - done < t->get_max ? len - done : t->get_max;
+
+		err = fetch_one(c, id, off + done, piece, &cur, &pg, &status);
+		if (err == 1)	/* ERR: the connection is still in step */
+			return status_err(status);
+		if (err) {
+			tc->broken = true;
+			if (err != -ETIMEDOUT && err != -EPROTO)
+				log_debug("transport: fetch from %s failed: %s", c->peer,
+					  strerror(-err));
+			return err;
+		}
+		done += piece;
+	} while (done < len);
+	if (progress && (pg.reported != len || !len))
+		progress(arg, len);
+	return 0;
+}
+
+static bool tcp_idle_ok(struct tconn *tc)
+{
+	struct tcp_conn *c = (struct tcp_conn *)tc;
+	struct pollfd p = { .fd = c->fd, .events = POLLIN | POLLRDHUP };
+
+	/* an idle connection has nothing to read: anything is EOF or junk */
+	return poll(&p, 1, 0) == 0;
+}
+
+static void tcp_close(struct tconn *tc)
+{
+	struct tcp_conn *c = (struct tcp_conn *)tc;
+
+	close(c->fd);
+	free(c);
+}
+
+/* ---- server ---- */
+
+/* Close this connection for what the peer sent: count it, say so. */
+static void bad_frame(struct transport *t, const char *peer, const char *what)
+{
+	COUNT_ADD(t, bad_frames, 1);
+	log_warn("transport: closing connection from %s: %s", peer, what);
+}
+
+static int send_err(struct transport *t, int fd, const struct wire_msg *get, int status)
+{
+	struct wire_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = WIRE_ERR;
+	m.reqid = get->reqid;
+	m.id = get->id;
+	m.off = get->off;
+	m.status = status > 0 && status <= WIRE_STATUS_MAX ? status : EIO;
+	COUNT_ADD(t, requests_served, 1);
+	return send_msg(fd, &m, (int)t->io_timeout_ms, 0);
+}
+
+/*
+ * Answer one GET.  0: go on with the connection; -errno: close it (an
+ * I/O error, or the source failed after the DATA header went out).
+ */
+static int serve_get(struct transport *t, int fd, const struct wire_msg *get, const char *peer,
+		     const atomic_bool *stop)
+{
+	const struct transport_source *src = &t->src;
+	struct iovec iov[1 + TCP_IOV_MAX];
+	uint8_t hdr[WIRE_HDR_LEN];
+	uint64_t size, off = get->off, left = get->len;
+	size_t chunk = TCP_CHUNK;
+	struct wire_msg data;
+	bool hdr_pending = true;
+	void *token;
+	int err;
+
+	err = src->open(src->ctx, get->id, &size, &token);
+	if (err)
+		return send_err(t, fd, get, -err);
+	if (off > size || left > size - off) {
+		src->close(token);
+		return send_err(t, fd, get, ERANGE);
+	}
+	data = *get;
+	data.type = WIRE_DATA;
+	if (wire_encode(&data, hdr, sizeof(hdr)) != WIRE_HDR_LEN) {
+		src->close(token);
+		return -EIO;
+	}
+	if (t->bucket.rate && chunk > t->bucket.burst)
+		chunk = (size_t)t->bucket.burst;
+
+	while (hdr_pending || left) {
+		size_t want = left < chunk ? (size_t)left : chunk, bytes = 0;
+		int first = hdr_pending ? 0 : 1, n = 0;
+
+		iov[0].iov_base = hdr;
+		iov[0].iov_len = sizeof(hdr);
+		if (want) {
+			n = src->iov(token, off, want, iov + 1, TCP_IOV_MAX, &bytes);
+			if (n <= 0 || n > TCP_IOV_MAX || bytes == 0 || bytes > want) {
+				err = n < 0 ? n : -EIO;
+				log_warn("transport: cannot read object %" PRIx64
+					 " for %s at offset %" PRIu64 ": %s",
+					 get->id, peer, off, strerror(-err));
+				break;
+			}
+			tbucket_take(&t->bucket, bytes, stop);
+		}
+		/* counted before the send, so that they are up to date by the
+		 * time the client has the bytes; taken back if it fails */
+		COUNT_ADD(t, bytes_sent, bytes);
+		if (bytes == left)
+			COUNT_ADD(t, requests_served, 1);
+		err = send_iov(fd, iov + first, n + 1 - first, (int)t->io_timeout_ms, 0);
+		if (err) {
+			COUNT_SUB(t, bytes_sent, bytes);
+			if (bytes == left)
+				COUNT_SUB(t, requests_served, 1);
+			log_info("transport: sending object %" PRIx64 " to %s failed: %s", get->id,
+				 peer, strerror(-err));
+			break;
+		}
+		hdr_pending = false;
+		off += bytes;
+		left -= bytes;
+	}
+	src->close(token);
+	return err;
+}
+
+void tcp_serve_fd(struct transport *t, int fd, const struct sockaddr *peer, socklen_t peer_len,
+		  const atomic_bool *stop)
+{
+	int64_t hs_deadline = mono_ns() + (int64_t)t->io_timeout_ms * 1000000;
+	int ms = (int)t->io_timeout_ms, err;
+	char name[TRANSPORT_ADDR_MAX + OBJFS_NODE_MAX + 8];
+	struct wire_msg in, reply;
+	struct auth_srv a;
+	size_t got;
+	bool ready, close_after;
+
+	auth_addr_str(peer, peer_len, name, sizeof(name));
+	auth_srv_init(&a, auth_peer_is_local(peer, peer_len));
+	err = set_nonblock(fd);
+	if (err) {
+		log_warn("transport: connection from %s: %s", name, strerror(-err));
+		return;
+	}
+	while (!(stop && atomic_load(stop))) {
+		ready = auth_srv_ready(&a);
+		if (ready) {
+			/* between requests a pooled connection may idle */
+			err = wait_fd(fd, POLLIN, TCP_IDLE_MS);
+			if (err) {
+				log_debug("transport: closing idle connection from %s", name);
+				return;
+			}
+		}
+		err = recv_msg(fd, &in, ms, ready ? 0 : hs_deadline, &got);
+		if (err == -EPROTO) {
+			bad_frame(t, name, "malformed message");
+			return;
+		}
+		if (err && got) {
+			bad_frame(t, name, err == -ETIMEDOUT ? "stalled inside a message"
+							     : "closed inside a message");
+			return;
+		}
+		if (err) {
+			if (!ready || err != -ECONNRESET)
+				log_info("transport: connection from %s: %s", name,
+					 ready ? strerror(-err)
+					       : err == -ETIMEDOUT ? "no handshake in time"
+								   : "closed during the handshake");
+			else
+				log_debug("transport: %s closed its connection", name);
+			return;
+		}
+
+		if (ready) {
+			if (in.type != WIRE_GET) {
+				bad_frame(t, name, "unexpected message");
+				return;
+			}
+			if (serve_get(t, fd, &in, name, stop))
+				return;
+			continue;
+		}
+
+		err = auth_srv_step(t, &a, &in, &reply, &close_after);
+		if (err == -EPROTO) {
+			bad_frame(t, name, in.type == WIRE_GET ? "GET before authentication"
+							       : "message out of place in the handshake");
+			return;
+		}
+		if (err) {
+			log_warn("transport: handshake with %s: %s", name, strerror(-err));
+			return;
+		}
+		if (in.type == WIRE_HELLO) {
+			/* from now on, logs name the peer as it named itself */
+			size_t l = strlen(name);
+
+			snprintf(name + l, sizeof(name) - l, " ('%s')", a.node);
+		}
+		err = send_msg(fd, &reply, ms, hs_deadline);
+		if (close_after) {
+			log_warn("transport: refused %s: %s", name, a.why);
+			return;
+		}
+		if (err) {
+			log_info("transport: connection from %s: %s", name, strerror(-err));
+			return;
+		}
+	}
+}
+
+static void kick(int fd)
+{
+	uint64_t one = 1;
+	ssize_t n;
+
+	do
+		n = write(fd, &one, sizeof(one));
+	while (n < 0 && errno == EINTR);
+}
+
+static void *conn_thread(void *arg)
+{
+	struct srv_conn *c = arg;
+	struct tcp_server *srv = c->srv;
+
+	tcp_serve_fd(srv->t, c->fd, (struct sockaddr *)&c->peer, c->peer_len, &srv->stop);
+	pthread_mutex_lock(&srv->lock);
+	close(c->fd);
+	c->fd = -1;
+	c->done = true;
+	srv->n_live--;
+	pthread_mutex_unlock(&srv->lock);
+	COUNT_SUB(srv->t, conns_open, 1);
+	kick(srv->wake_fd);
+	return NULL;
+}
+
+/* Join the connection threads that have finished (accept thread). */
+static void reap(struct tcp_server *srv)
+{
+	struct srv_conn **pp, *c, *done = NULL;
+
+	pthread_mutex_lock(&srv->lock);
+	for (pp = &srv->conns; (c = *pp);) {
+		if (c->done) {
+			*pp = c->next;
+			c->next = done;
+			done = c;
+		} else {
+			pp = &c->next;
+		}
+	}
+	pthread_mutex_unlock(&srv->lock);
+	while ((c = done)) {
+		done = c->next;
+		pthread_join(c->thread, NULL);
+		free(c);
+	}
+}
+
+/* Log at most once a second: a flood must not flood the log too. */
+static bool log_now(struct tcp_server *srv)
+{
+	int64_t now = mono_ns();
+
+	if (now - srv->last_full_log < TCP_LOG_EVERY_NS)
+		return false;
+	srv->last_full_log = now;
+	return true;
+}
+
+static void accept_one(struct tcp_server *srv)
+{
+	struct transport *t = srv->t;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct srv_conn *c;
+	char name[TRANSPORT_ADDR_MAX];
+	int fd, one = 1, err;
+
+	fd = accept4(srv->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0) {
+		if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
+			return;
+		if (log_now(srv))
+			log_warn("transport: accept: %s", strerror(errno));
+		/* out of descriptors or memory: do not spin */
+		poll(NULL, 0, 100);
+		return;
+	}
+	auth_addr_str((struct sockaddr *)&ss, len, name, sizeof(name));
+	pthread_mutex_lock(&srv->lock);
+	if (srv->n_live >= TCP_MAX_CONNS) {
+		pthread_mutex_unlock(&srv->lock);
+		if (log_now(srv))
+			log_warn("transport: refusing %s: %d connections open already", name,
+				 TCP_MAX_CONNS);
+		close(fd);
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		pthread_mutex_unlock(&srv->lock);
+		close(fd);
+		return;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	c->srv = srv;
+	c->fd = fd;
+	memcpy(&c->peer, &ss, len);
+	c->peer_len = len;
+	/* counted first: the thread may be done before pthread_create returns */
+	COUNT_ADD(t, conns_accepted, 1);
+	COUNT_ADD(t, conns_open, 1);
+	err = pthread_create(&c->thread, NULL, conn_thread, c);
+	if (err) {
+		pthread_mutex_unlock(&srv->lock);
+		COUNT_SUB(t, conns_accepted, 1);
+		COUNT_SUB(t, conns_open, 1);
+		log_warn("transport: cannot start a thread for %s: %s", name, strerror(err));
+		close(fd);
+		free(c);
+		return;
+	}
+	c->next = srv->conns;
+	srv->conns = c;
+	srv->n_live++;
+	pthread_mutex_unlock(&srv->lock);
+	log_debug("transport: connection from %s", name);
+}
+
+static void *accept_thread(void *arg)
+{
+	struct tcp_server *srv = arg;
+	struct pollfd p[2] = {
+		{ .fd = srv->listen_fd, .events = POLLIN },
+		{ .fd = srv->wake_fd, .events = POLLIN },
+	};
+
+	while (!atomic_load(&srv->stop)) {
+		uint64_t v;
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno != EINTR)
+				poll(NULL, 0, 100);
+			continue;
+		}
+		if (atomic_load(&srv->stop))
+			break;
+		if (p[1].revents && read(srv->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			log_debug("transport: eventfd: %s", strerror(errno));
+		reap(srv);
+		if (p[0].revents)
+			accept_one(srv);
+	}
+	return NULL;
+}
+
+static int listen_on(const char *host, uint16_t port, int *ret_fd)
+{
+	struct addrinfo hints = {
+		.ai_socktype = SOCK_STREAM,
+		.ai_flags = AI_PASSIVE | AI_NUMERICSERV,
+	};
+	struct addrinfo *res, *ai;
+	char port_str[8];
+	int fd, one = 1, err = -EADDRNOTAVAIL;
+
+	snprintf(port_str, sizeof(port_str), "%u", port);
+	err = getaddrinfo(host, port_str, &hints, &res);
+	if (err)
+		return err == EAI_MEMORY ? -ENOMEM : -EADDRNOTAVAIL;
+	err = -EADDRNOTAVAIL;
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0) {
+			err = -errno;
+			continue;
+		}
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, TCP_BACKLOG) == 0) {
+			freeaddrinfo(res);
+			*ret_fd = fd;
+			return 0;
+		}
+		err = -errno;
+		close(fd);
+	}
+	freeaddrinfo(res);
+	return err;
+}
+
+static int tcp_serve(struct transport *t)
+{
+	struct tcp_server *srv;
+	int err;
+
+	srv = calloc(1, sizeof(*srv));
+	if (!srv)
+		return -ENOMEM;
+	srv->t = t;
+	atomic_init(&srv->stop, false);
+	srv->last_full_log = INT64_MIN / 2;
+	err = listen_on(t->listen_host, t->listen_port, &srv->listen_fd);
+	if (err)
+		goto free_srv;
+	srv->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (srv->wake_fd < 0) {
+		err = -errno;
+		goto close_listen;
+	}
+	pthread_mutex_init(&srv->lock, NULL);
+	err = -pthread_create(&srv->accept_thread, NULL, accept_thread, srv);
+	if (err)
+		goto destroy_lock;
+	t->srv = srv;
+	return 0;
+
+destroy_lock:
+	pthread_mutex_destroy(&srv->lock);
+	close(srv->wake_fd);
+close_listen:
+	close(srv->listen_fd);
+free_srv:
+	free(srv);
+	return err;
+}
+
+static void tcp_stop(struct transport *t)
+{
+	struct tcp_server *srv = t->srv;
+	struct srv_conn *c;
+
+	if (!srv)
+		return;
+	atomic_store(&srv->stop, true);
+	kick(srv->wake_fd);
+	pthread_join(srv->accept_thread, NULL);
+
+	/* no new connections now; wake every thread out of its socket */
+	pthread_mutex_lock(&srv->lock);
+	for (c = srv->conns; c; c = c->next)
+		if (c->fd >= 0)
+			shutdown(c->fd, SHUT_RDWR);
+	pthread_mutex_unlock(&srv->lock);
+	while ((c = srv->conns)) {
+		srv->conns = c->next;
+		pthread_join(c->thread, NULL);
+		free(c);
+	}
+	pthread_mutex_destroy(&srv->lock);
+	close(srv->wake_fd);
+	close(srv->listen_fd);
+	free(srv);
+	t->srv = NULL;
+}
+
+static int tcp_addr(const struct transport *t, char *buf, size_t len)
+{
+	const struct tcp_server *srv = t->srv;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char s[TRANSPORT_ADDR_MAX];
+
+	if (getsockname(srv->listen_fd, (struct sockaddr *)&ss, &sl) < 0)
+		return -errno;
+	auth_addr_str((struct sockaddr *)&ss, sl, s, sizeof(s));
+	if (strlen(s) >= len)
+		return -ERANGE;
+	memcpy(buf, s, strlen(s) + 1);
+	return 0;
+}
+
+const struct transport_ops tcp_ops = {
+	.name = "tcp",
+	.serve = tcp_serve,
+	.stop = tcp_stop,
+	.addr = tcp_addr,
+	.connect = tcp_connect,
+	.fetch = tcp_fetch,
+	.idle_ok = tcp_idle_ok,
+	.close = tcp_close,
+};

@@ -1,0 +1,188 @@
+/*
+ * transport_i.h: what transport.c, auth.c and the backends (tcp.c, later
+ * rdma.c) share.  Nothing outside transport/ includes this, except the
+ * unit tests and the fuzz target, which drive the internals directly.
+ *
+ * A backend is a struct transport_ops.  transport.c owns everything
+ * above it: config, the per-peer cache of client connections, counters,
+ * the serve bandwidth bucket.  A backend's client connection embeds a
+ * struct tconn as its first member; its server state hangs off t->srv.
+ */
+#ifndef OBJFS_TRANSPORT_I_H
+#define OBJFS_TRANSPORT_I_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "transport.h"
+#include "util.h"
+#include "wire.h"
+
+#define TRANSPORT_ADDR_MAX 320	/* "[v6 or host name]:port" */
+#define TRANSPORT_CONNS_PER_PEER_MAX 64
+
+struct peer;
+
+/* One client connection, as transport.c sees it. */
+struct tconn {
+	struct transport *t;
+	struct tconn *next;	/* in its peer's idle list (t->lock) */
+	uint64_t gen;	/* the peer generation it was made for */
+	/* set by ops->fetch, read by transport.c after it returns */
+	bool broken;	/* unusable: close it, never return it to the pool */
+	bool answered;	/* some reply bytes arrived */
+};
+
+struct transport_ops {
+	const char *name;
+	/* Bind, listen and start serving t->src.  0 or -errno. */
+	int (*serve)(struct transport *t);
+	/* Stop serving: wake and join every server thread, close their
+	 * sockets.  Called once, after a successful serve(). */
+	void (*stop)(struct transport *t);
+	/* transport_addr() while serving. */
+	int (*addr)(const struct transport *t, char *buf, size_t len);
+	/* Connect to @addr ("HOST:PORT") and authenticate.  Errors as
+	 * transport_fetch() documents them. */
+	int (*connect)(struct transport *t, const char *addr, struct tconn **ret);
+	/* Fetch one range on @c (any length: the backend splits it into
+	 * wire-sized requests).  Sets c->broken and c->answered. */
+	int (*fetch)(struct tconn *c, uint64_t id, uint64_t off, uint64_t len,
+		     const struct iovec *iov, int iovcnt, transport_progress_fn progress,
+		     void *arg);
+	/* May this idle connection be reused (the peer has not closed it)? */
+	bool (*idle_ok)(struct tconn *c);
+	void (*close)(struct tconn *c);
+};
+
+extern const struct transport_ops tcp_ops;
+
+/* Counters behind transport_stats(); relaxed atomics. */
+struct transport_counters {
+	atomic_uint_fast64_t bytes_sent;
+	atomic_uint_fast64_t bytes_received;
+	atomic_uint_fast64_t requests_served;
+	atomic_uint_fast64_t requests_sent;
+	atomic_uint_fast64_t conns_accepted;
+	atomic_uint_fast64_t conns_open;
+	atomic_uint_fast64_t auth_failures;
+	atomic_uint_fast64_t bad_frames;
+};
+
+#define COUNT_ADD(t, field, n) atomic_fetch_add_explicit(&(t)->cnt.field, (n), memory_order_relaxed)
+#define COUNT_SUB(t, field, n) atomic_fetch_sub_explicit(&(t)->cnt.field, (n), memory_order_relaxed)
+
+/* Token bucket for serve_bwlimit, shared by all server connections. */
+struct tbucket {
+	pthread_mutex_t lock;
+	uint64_t rate;	/* bytes per second; 0: no limit */
+	uint64_t burst;	/* bytes */
+	double tokens;	/* may go negative: debt the next takers wait off */
+	int64_t last_ns;	/* mono_ns() of the last refill */
+};
+
+struct transport {
+	const struct transport_ops *ops;
+	/* config, fixed after transport_new() */
+	char node[OBJFS_NODE_MAX];
+	char *listen_host;
+	uint16_t listen_port;
+	uint8_t *secret;	/* NULL: no secret, loopback peers only */
+	size_t secret_len;
+	unsigned io_timeout_ms;
+	unsigned conns_per_peer;
+	/* largest range one request asks for; WIRE_LEN_MAX (tests lower it) */
+	uint64_t get_max;
+
+	/* server side: set by transport_serve() before ops->serve() */
+	struct transport_source src;
+	bool serving;
+	void *srv;	/* the backend's server state */
+	struct tbucket bucket;
+
+	/* client side: the connection cache */
+	pthread_mutex_t lock;
+	struct peer *peers;	/* uthash by name (lock) */
+	uint64_t next_gen;	/* (lock) */
+
+	struct transport_counters cnt;
+};
+
+/*
+ * Take @n bytes from the bucket, sleeping off any debt, in slices so
+ * that *@stop (set by a server that is stopping) ends the wait early.
+ */
+void tbucket_take(struct tbucket *b, uint64_t n, const atomic_bool *stop);
+
+/* Milliseconds left until @deadline_ns (mono_ns()); 0 when past. */
+int ms_left(int64_t deadline_ns);
+
+/* ---- auth.c: the handshake, independent of the byte stream ---- */
+
+/* Is the peer at @sa on this host (127.0.0.0/8, ::1, ::ffff:127.x, unix)? */
+bool auth_peer_is_local(const struct sockaddr *sa, socklen_t len);
+
+/* "HOST:PORT" (IPv6 "[HOST]:PORT") of @sa, for logs and transport_addr(). */
+void auth_addr_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t size);
+
+/* The server's handshake state for one connection. */
+struct auth_srv {
+	int state;	/* AUTH_SRV_* in auth.c */
+	bool local;	/* the peer is on this host */
+	uint8_t cnonce[WIRE_NONCE_LEN];
+	uint8_t snonce[WIRE_NONCE_LEN];
+	char node[OBJFS_NODE_MAX];	/* the client's name, once it said HELLO */
+	const char *why;	/* why it was refused, for the log */
+};
+
+void auth_srv_init(struct auth_srv *a, bool local);
+
+/* Has the peer authenticated (may it send GET)? */
+bool auth_srv_ready(const struct auth_srv *a);
+
+/*
+ * Feed one handshake message from the client to the server's state
+ * machine.  On 0, send *@reply; if *@ret_close, close the connection
+ * after sending it (the peer was refused: auth_failures is counted).
+ * -EPROTO: a message out of place (the caller counts a bad frame).
+ */
+int auth_srv_step(struct transport *t, struct auth_srv *a, const struct wire_msg *in,
+		  struct wire_msg *reply, bool *ret_close);
+
+/* The client's handshake state for one connection. */
+struct auth_cli {
+	int state;
+	bool refused;	/* we refused the server: the result is -EACCES */
+	uint8_t cnonce[WIRE_NONCE_LEN];
+};
+
+/* Fill in the HELLO to send first.  0 or -errno (no randomness). */
+int auth_cli_hello(struct transport *t, struct auth_cli *a, struct wire_msg *ret_hello);
+
+/*
+ * Feed one message from the server.  0: done, authenticated.  1: send
+ * *@reply and call again with the next message.  -EACCES refused (by the
+ * server, or the server failed to prove the secret), -EPROTO.  Once
+ * a->refused is set, the handshake ends in -EACCES whatever happens.
+ */
+int auth_cli_step(struct transport *t, struct auth_cli *a, const struct wire_msg *in,
+		  struct wire_msg *reply);
+
+/* ---- tcp.c internals that the fuzz target and tests drive ---- */
+
+/*
+ * Serve one already-connected stream socket @fd, whose peer is @peer
+ * (used for the loopback rule and logs), as a server thread would: until
+ * the peer closes, misbehaves or stalls, or *@stop becomes true.  Does
+ * not close @fd.  Needs t->src.
+ */
+void tcp_serve_fd(struct transport *t, int fd, const struct sockaddr *peer, socklen_t peer_len,
+		  const atomic_bool *stop);
+
+/* Run the client side of the handshake on a connected socket @fd. */
+int tcp_client_handshake(struct transport *t, int fd);
+
+#endif

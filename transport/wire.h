@@ -1,0 +1,112 @@
+/*
+ * wire: the transport's binary protocol, encode and decode only (no I/O).
+ * docs/protocol.md is the full description; this is the short one.
+ *
+ * Every message starts with a fixed 40-byte header, little-endian:
+ *
+ *    0  u32 magic    "OBJF" (bytes 4f 42 4a 46)
+ *    4  u8  version  WIRE_VERSION
+ *    5  u8  type     enum wire_type
+ *    6  u16 flags    HELLO: WIRE_F_SECRET; every other type: 0
+ *    8  i32 status   READY: 0 or EACCES; ERR: a positive errno; else 0
+ *   12  u32 reqid    GET/DATA/ERR: chosen by the client, echoed; else 0
+ *   16  u64 id       GET/DATA/ERR: the object; else 0
+ *   24  u64 offset   GET/DATA/ERR: the range start; else 0
+ *   32  u64 length   HELLO/CHALLENGE/AUTH: body bytes that follow;
+ *                    GET: range length (no body); DATA: range length,
+ *                    and exactly that many payload bytes follow;
+ *                    READY/ERR: 0
+ *
+ * Bodies: HELLO is the client nonce then the client's node name (1..63
+ * bytes, no NUL); CHALLENGE the server nonce then the server proof; AUTH
+ * the client proof.  A DATA payload is not a body: the transport moves it
+ * straight between shared memory and the socket.
+ *
+ * Decoding checks every field against its type and returns -EPROTO for
+ * anything else, so a decoded message can be used without further checks.
+ * The largest body is WIRE_BODY_MAX bytes; a range is at most
+ * WIRE_LEN_MAX bytes and offset + length never overflows.  Encoding
+ * applies the same rules (-EINVAL), so we never send what we would reject.
+ */
+#ifndef OBJFS_WIRE_H
+#define OBJFS_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+#define WIRE_MAGIC 0x464a424fU	/* "OBJF" read as a little-endian u32 */
+#define WIRE_VERSION 1
+#define WIRE_HDR_LEN 40
+#define WIRE_NONCE_LEN 32
+#define WIRE_PROOF_LEN 32	/* HMAC-SHA256 */
+#define WIRE_LEN_MAX (1ULL << 30)	/* one GET / DATA */
+#define WIRE_NODE_MAX (OBJFS_NODE_MAX - 1)
+#define WIRE_BODY_MAX (WIRE_NONCE_LEN + WIRE_NODE_MAX)
+#define WIRE_MSG_MAX (WIRE_HDR_LEN + WIRE_BODY_MAX)
+#define WIRE_STATUS_MAX 4095
+
+enum wire_type {
+	WIRE_HELLO = 1,	/* client -> server: nonce, node name */
+	WIRE_CHALLENGE = 2,	/* server -> client: nonce, server proof */
+	WIRE_AUTH = 3,	/* client -> server: client proof */
+	WIRE_READY = 4,	/* server -> client: status 0 or EACCES */
+	WIRE_GET = 5,	/* client -> server: id, offset, length */
+	WIRE_DATA = 6,	/* server -> client: echo of the GET, then payload */
+	WIRE_ERR = 7,	/* server -> client: echo of the GET, status */
+};
+
+#define WIRE_F_SECRET 0x0001	/* HELLO: the client has a cluster secret */
+
+/*
+ * One message.  Header fields first; nonce, proof and node are the body
+ * (HELLO: nonce and node; CHALLENGE: nonce and proof; AUTH: proof).  For
+ * HELLO, CHALLENGE and AUTH, len is the body length: wire_encode() sets
+ * it on the wire itself and the decoders report it.
+ */
+struct wire_msg {
+	uint8_t type;
+	uint16_t flags;
+	int32_t status;
+	uint32_t reqid;
+	uint64_t id;
+	uint64_t off;
+	uint64_t len;
+	uint8_t nonce[WIRE_NONCE_LEN];
+	uint8_t proof[WIRE_PROOF_LEN];
+	char node[OBJFS_NODE_MAX];
+};
+
+/* "HELLO", ..., or "unknown" */
+const char *wire_type_name(unsigned type);
+
+/*
+ * Encode header and body into @buf (@size bytes; WIRE_MSG_MAX always
+ * suffices).  Returns the bytes written, or -EINVAL if @m breaks a rule
+ * of its type or @buf is too small.
+ */
+int wire_encode(const struct wire_msg *m, uint8_t *buf, size_t size);
+
+/*
+ * Decode the WIRE_HDR_LEN bytes of a header into @ret (body fields
+ * zeroed) and set *ret_body to the body bytes that follow (0 for all but
+ * HELLO, CHALLENGE and AUTH; at most WIRE_BODY_MAX).  0 or -EPROTO.
+ */
+int wire_decode_hdr(const uint8_t *buf, struct wire_msg *ret, size_t *ret_body);
+
+/*
+ * Decode the @len body bytes of the message whose header @m holds into
+ * its body fields.  0, or -EPROTO if @len is not what the header said or
+ * the body breaks a rule (a node name that node_name_validate() refuses).
+ */
+int wire_decode_body(struct wire_msg *m, const uint8_t *body, size_t len);
+
+/*
+ * Decode one whole message (header and body) from the start of @buf.
+ * Returns the bytes it took, -EAGAIN if @buf holds only part of a message
+ * that is well formed so far, or -EPROTO.
+ */
+int wire_decode(const uint8_t *buf, size_t len, struct wire_msg *ret);
+
+#endif
