@@ -376,10 +376,14 @@ static void after_seal(struct fs *fs, struct fetch *f)
 		name = strdup(in->name);
 	}
 	pthread_mutex_unlock(&fs->lock);
-	if (name && meta_path(fs->meta, parent, name, &kind, &id, path) == 0 && id == f->id &&
-	    path[0])
-		store_set_path(f->obj, path);
+	if (!name || meta_path(fs->meta, parent, name, &kind, &id, path) < 0 || id != f->id)
+		path[0] = '\0';
 	free(name);
+	/* the catalog record: from now on the copy survives a restart */
+	r = store_set_path(f->obj, path);
+	if (r < 0 && r != -ENOENT)
+		log_warn("object %" PRIu64 ": cannot write its catalog record: %s", f->id,
+			 strerror(-r));
 	fs_lru_touch(fs, f->id);
 }
 
@@ -390,7 +394,7 @@ static void finish_fetch(struct fs *fs, struct fetch *f)
 	char want[OBJFS_CSUM_LEN * 2 + 1], got[OBJFS_CSUM_LEN * 2 + 1];
 	int r;
 
-	r = store_seal(f->obj, "", f->rec.mtime_ns);
+	r = store_seal(f->obj, NULL, f->rec.mtime_ns);
 	if (r < 0) {
 		fail_fetch(fs, f, strerror(-r));
 		return;
@@ -658,6 +662,16 @@ static void fetch_go(struct fs *fs, struct fetch *f)
 	}
 }
 
+struct fetch *fetch_ref(struct fs *fs, struct fetch *f)
+{
+	if (f) {
+		pthread_mutex_lock(&fs->flock);
+		f->refs++;
+		pthread_mutex_unlock(&fs->flock);
+	}
+	return f;
+}
+
 void fetch_opened(struct fs *fs, struct fetch *f)
 {
 	bool post;
@@ -670,6 +684,7 @@ void fetch_opened(struct fs *fs, struct fetch *f)
 	pthread_mutex_unlock(&fs->flock);
 	if (post)
 		after_seal(fs, f);
+	fetch_put(fs, f);
 }
 
 /*

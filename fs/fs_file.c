@@ -346,6 +346,8 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	h->fetch = f;
 	fi->fh = (uintptr_t)h;
 	fi->keep_cache = 1;
+	/* the handle may be released as soon as the open is answered */
+	fetch_ref(fs, f);
 	fuse_reply_open(req, fi);
 	fetch_opened(fs, f);
 	return;

@@ -146,6 +146,9 @@ struct handle {
 /* fs_fetch.c */
 struct fetch;
 int fetch_open(struct fs *fs, uint64_t id, struct fetch **ret_f, struct store_obj **ret_obj);
+struct fetch *fetch_ref(struct fs *fs, struct fetch *f);
+/* After the open was answered: finish what a fetch done inside open()
+ * left (Redis, the catalog record), and drop a fetch_ref() reference. */
 void fetch_opened(struct fs *fs, struct fetch *f);
 int fetch_wait(struct fs *fs, struct fetch *f, uint64_t off, uint64_t len);
 void fetch_put(struct fs *fs, struct fetch *f);

@@ -764,7 +764,7 @@ int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 	if (r < 0)
 		goto out;
 	o->mtime_ns = mtime_ns;
-	r = store_catalog_write_i(o, p);
+	r = path ? store_catalog_write_i(o, p) : 0;
 	if (r < 0)
 		goto out;
 

@@ -157,7 +157,10 @@ int store_obj_iov(struct store_obj *o, uint64_t off, size_t len, struct iovec *i
 /*
  * Seal a pending object: compute its checksum, trim unused pages, write
  * the catalog record with @path and @mtime_ns.  After this the object is
- * immutable.  -EACCES if already sealed.
+ * immutable.  -EACCES if already sealed.  With @path NULL no record is
+ * written yet (a fetched copy, sealed on the reader's path): the object
+ * is served at once but does not survive a restart until
+ * store_set_path() writes its record.
  */
 int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns);
 
