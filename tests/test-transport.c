@@ -53,7 +53,7 @@ struct mobj {
 	struct msrc *src;
 	uint64_t id;
 	uint64_t size;
-	size_t frag;	/* bytes per iovec entry at most */
+	size_t frag; /* bytes per iovec entry at most */
 	uint8_t *data;
 };
 
@@ -131,7 +131,7 @@ static void msrc_close(void *token)
 	atomic_fetch_add(&o->src->closes, 1);
 }
 
-static struct msrc src;	/* the objects every server below serves */
+static struct msrc src; /* the objects every server below serves */
 
 static const struct {
 	uint64_t id, size;
@@ -140,7 +140,7 @@ static const struct {
 	{ 1, 0, 4096 },
 	{ 2, 1, 4096 },
 	{ 3, 4095, 4096 },
-	{ 4, 1 * MiB + 13, 4096 },	/* 257 fragments: several iov() calls */
+	{ 4, 1 * MiB + 13, 4096 }, /* 257 fragments: several iov() calls */
 	{ 5, 9 * MiB + 7, 300 * KiB },
 	{ 6, 64 * KiB, 1000 },
 };
@@ -162,16 +162,19 @@ static struct transport *server_new(const char *host, uint16_t port, const uint8
 				    size_t addr_size)
 {
 	struct transport_config cfg = {
-		.node = "srv",
-		.listen_host = host,
-		.listen_port = port,
-		.secret = secret,
-		.secret_len = slen,
-		.io_timeout_ms = timeout_ms,
-		.serve_bwlimit = bwlimit,
+	    .node = "srv",
+	    .listen_host = host,
+	    .listen_port = port,
+	    .secret = secret,
+	    .secret_len = slen,
+	    .io_timeout_ms = timeout_ms,
+	    .serve_bwlimit = bwlimit,
 	};
 	struct transport_source s = {
-		.open = msrc_open, .iov = msrc_iov, .close = msrc_close, .ctx = &src,
+	    .open = msrc_open,
+	    .iov = msrc_iov,
+	    .close = msrc_close,
+	    .ctx = &src,
 	};
 	struct transport *t;
 	int err;
@@ -196,7 +199,10 @@ static struct transport *client_new(const char *node, const uint8_t *secret, siz
 				    unsigned timeout_ms)
 {
 	struct transport_config cfg = {
-		.node = node, .secret = secret, .secret_len = slen, .io_timeout_ms = timeout_ms,
+	    .node = node,
+	    .secret = secret,
+	    .secret_len = slen,
+	    .io_timeout_ms = timeout_ms,
 	};
 
 	return transport_new(&cfg, NULL);
@@ -211,11 +217,11 @@ static struct transport_stats stats(struct transport *t)
 }
 
 /* Wait up to 3 s for a counter that another thread updates. */
-#define WAIT_FOR(cond)                                                  \
-	do {                                                            \
-		int wait_i_;                                            \
-		for (wait_i_ = 0; wait_i_ < 300 && !(cond); wait_i_++)  \
-			usleep(10000);                                  \
+#define WAIT_FOR(cond)                                                 \
+	do {                                                           \
+		int wait_i_;                                           \
+		for (wait_i_ = 0; wait_i_ < 300 && !(cond); wait_i_++) \
+			usleep(10000);                                 \
 	} while (0)
 
 static double now_s(void)
@@ -271,15 +277,16 @@ static int fetch_check(struct transport *c, const char *peer, const char *addr, 
 		pl->monotonic = true;
 		pl->len = len;
 	}
-	err = transport_fetch(c, peer, addr, id, off, len, iov, n_iov, pl ? on_progress : NULL,
-			      pl);
+	err = transport_fetch(c, peer, addr, id, off, len, iov, n_iov, pl ? on_progress : NULL, pl);
 	if (!err) {
 		for (i = 0; o && i < len; i++)
 			if (buf[i] != o->data[off + i])
 				break;
 		if (!o || i != len) {
-			fprintf(stderr, "object %" PRIu64 " [%" PRIu64 ", +%" PRIu64
-				"): wrong byte at %" PRIu64 "\n", id, off, len, i);
+			fprintf(stderr,
+				"object %" PRIu64 " [%" PRIu64 ", +%" PRIu64
+				"): wrong byte at %" PRIu64 "\n",
+				id, off, len, i);
 			err = -EBADMSG;
 		}
 	}
@@ -292,7 +299,7 @@ static int fetch_check(struct transport *c, const char *peer, const char *addr, 
 
 TEST(config)
 {
-	struct transport_config cfg = { .node = "n1" };
+	struct transport_config cfg = {.node = "n1"};
 	struct transport *t;
 	char addr[64];
 	int err = 0;
@@ -328,9 +335,12 @@ TEST(config)
 TEST(serve_errors)
 {
 	struct transport_source s = {
-		.open = msrc_open, .iov = msrc_iov, .close = msrc_close, .ctx = &src,
+	    .open = msrc_open,
+	    .iov = msrc_iov,
+	    .close = msrc_close,
+	    .ctx = &src,
 	};
-	struct transport_config cfg = { .node = "s2", .listen_host = "127.0.0.1" };
+	struct transport_config cfg = {.node = "s2", .listen_host = "127.0.0.1"};
 	struct transport *a, *b;
 	char addr[64];
 	unsigned port;
@@ -353,7 +363,7 @@ TEST(serve_errors)
 	transport_free(b);
 
 	cfg.listen_port = 0;
-	cfg.listen_host = "192.0.2.1";	/* TEST-NET: not on this host */
+	cfg.listen_host = "192.0.2.1"; /* TEST-NET: not on this host */
 	b = transport_new(&cfg, NULL);
 	s.iov = msrc_iov;
 	CHECK_EQ(transport_serve(b, &s), -EADDRNOTAVAIL);
@@ -361,7 +371,7 @@ TEST(serve_errors)
 	transport_free(a);
 }
 
-static struct transport *srv;	/* plain server: no secret, 127.0.0.1 */
+static struct transport *srv; /* plain server: no secret, 127.0.0.1 */
 static char srv_addr[64];
 
 TEST(sizes)
@@ -370,10 +380,10 @@ TEST(sizes)
 	size_t i;
 
 	for (i = 0; i < ARRAY_SIZE(objects); i++) {
-		CHECK_EQ(fetch_check(c, "srv", srv_addr, objects[i].id, 0, objects[i].size, 1, NULL),
-			 0);
-		CHECK_EQ(fetch_check(c, "srv", srv_addr, objects[i].id, 0, objects[i].size, 5, NULL),
-			 0);
+		CHECK_EQ(
+		    fetch_check(c, "srv", srv_addr, objects[i].id, 0, objects[i].size, 1, NULL), 0);
+		CHECK_EQ(
+		    fetch_check(c, "srv", srv_addr, objects[i].id, 0, objects[i].size, 5, NULL), 0);
 	}
 	/* a thousand small iovecs */
 	CHECK_EQ(fetch_check(c, "srv", srv_addr, 4, 0, obj(4)->size, 1000, NULL), 0);
@@ -387,7 +397,7 @@ TEST(ranges)
 {
 	struct transport *c = client_new("c-ranges", NULL, 0, 0);
 	uint64_t size = obj(5)->size, accepted = stats(srv).conns_accepted;
-	struct iovec v = { 0 };
+	struct iovec v = {0};
 	uint8_t b;
 
 	CHECK_EQ(fetch_check(c, "srv", srv_addr, 5, 1, 1, 1, NULL), 0);
@@ -410,8 +420,7 @@ TEST(ranges)
 	v.iov_len = 1;
 	CHECK_EQ(transport_fetch(c, "srv", srv_addr, 2, 0, 2, &v, 1, NULL, NULL), -EINVAL);
 	CHECK_EQ(transport_fetch(c, "srv", srv_addr, 2, 0, 1, NULL, 1, NULL, NULL), -EINVAL);
-	CHECK_EQ(transport_fetch(c, "srv", srv_addr, 2, UINT64_MAX, 1, &v, 1, NULL, NULL),
-		 -EINVAL);
+	CHECK_EQ(transport_fetch(c, "srv", srv_addr, 2, UINT64_MAX, 1, &v, 1, NULL, NULL), -EINVAL);
 	CHECK_EQ(transport_fetch(c, "a/b", srv_addr, 2, 0, 1, &v, 1, NULL, NULL), -EINVAL);
 	CHECK_EQ(transport_fetch(c, "x", "127.0.0.1", 2, 0, 1, &v, 1, NULL, NULL), -EINVAL);
 	CHECK_EQ(transport_fetch(c, "x", "127.0.0.1:0", 2, 0, 1, &v, 1, NULL, NULL), -EINVAL);
@@ -513,7 +522,7 @@ static void *par_thread(void *arg)
 
 TEST(parallel)
 {
-	struct transport_config cfg = { .node = "c-par", .conns_per_peer = 3 };
+	struct transport_config cfg = {.node = "c-par", .conns_per_peer = 3};
 	struct transport *c = transport_new(&cfg, NULL);
 	pthread_t th[8];
 	struct par p[8];
@@ -598,7 +607,7 @@ static void *serve_fd_thread(void *arg)
 
 static int handshake_as(struct transport *server, struct transport *client, const char *ip)
 {
-	struct fake_peer f = { .t = server };
+	struct fake_peer f = {.t = server};
 	struct sockaddr_in *in4 = (struct sockaddr_in *)&f.sa;
 	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&f.sa;
 	pthread_t th;
@@ -647,8 +656,8 @@ TEST(loopback_only)
 
 static int raw_connect(const char *addr)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	struct timeval tv = { .tv_sec = 5 };
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	struct timeval tv = {.tv_sec = 5};
 	const char *colon = strrchr(addr, ':');
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
@@ -694,14 +703,14 @@ static ssize_t raw_until_closed(int fd, uint8_t *keep, size_t keep_len)
 		if (keep && (size_t)total < keep_len)
 			memcpy(keep + total, buf,
 			       (size_t)n < keep_len - (size_t)total ? (size_t)n
-								     : keep_len - (size_t)total);
+								    : keep_len - (size_t)total);
 		total += n;
 	}
 }
 
 static void raw_hello(int fd, uint16_t flags)
 {
-	struct wire_msg m = { .type = WIRE_HELLO, .flags = flags };
+	struct wire_msg m = {.type = WIRE_HELLO, .flags = flags};
 
 	strcpy(m.node, "raw");
 	raw_send_msg(fd, &m);
@@ -764,7 +773,7 @@ TEST(bad_frames)
 
 	/* a HELLO with an absurd body length */
 	fd = raw_connect(srv_addr);
-	hdr[32 + 5] = 1;	/* length += 1 TiB */
+	hdr[32 + 5] = 1; /* length += 1 TiB */
 	raw_send(fd, hdr, WIRE_HDR_LEN);
 	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
 	close(fd);
@@ -791,7 +800,7 @@ TEST(bad_frames)
 	m.type = WIRE_GET;
 	m.id = 5;
 	m.len = 1;
-	raw_send_msg(fd, &m);	/* a good one first */
+	raw_send_msg(fd, &m); /* a good one first */
 	CHECK_EQ(raw_recv_msg(fd, &m), WIRE_HDR_LEN);
 	CHECK_EQ(m.type, WIRE_DATA);
 	CHECK_EQ(recv(fd, got, 1, MSG_WAITALL), 1);
@@ -802,7 +811,7 @@ TEST(bad_frames)
 	m.id = 5;
 	m.len = 1;
 	CHECK_EQ(wire_encode(&m, hdr, sizeof(hdr)), WIRE_HDR_LEN);
-	hdr[32 + 3] = 0x80;	/* length = 2 GiB + 1 */
+	hdr[32 + 3] = 0x80; /* length = 2 GiB + 1 */
 	raw_send(fd, hdr, WIRE_HDR_LEN);
 	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
 	close(fd);
@@ -897,18 +906,18 @@ TEST(bad_frames_secret)
 /* ---- a fake server for a real client ---- */
 
 enum fake_mode {
-	FAKE_STALL,	/* half the payload, then nothing */
-	FAKE_CLOSE,	/* half the payload, then close */
-	FAKE_BAD_OFF,	/* DATA for another offset */
-	FAKE_BAD_REQID,	/* ERR for another request */
-	FAKE_BAD_LEN,	/* DATA of another length */
-	FAKE_JUNK,	/* not a message at all */
-	FAKE_CLOSE_EARLY,	/* close right after reading GET */
+	FAKE_STALL,	  /* half the payload, then nothing */
+	FAKE_CLOSE,	  /* half the payload, then close */
+	FAKE_BAD_OFF,	  /* DATA for another offset */
+	FAKE_BAD_REQID,	  /* ERR for another request */
+	FAKE_BAD_LEN,	  /* DATA of another length */
+	FAKE_JUNK,	  /* not a message at all */
+	FAKE_CLOSE_EARLY, /* close right after reading GET */
 };
 
 struct fake {
 	int lfd;
-	int release[2];	/* a byte (or EOF) here ends a stall */
+	int release[2]; /* a byte (or EOF) here ends a stall */
 	enum fake_mode mode;
 	pthread_t th;
 	char addr[64];
@@ -973,7 +982,7 @@ out:
 
 static void fake_start(struct fake *f, enum fake_mode mode)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct sockaddr_in sa = {.sin_family = AF_INET};
 	socklen_t len = sizeof(sa);
 
 	f->mode = mode;
@@ -1001,7 +1010,7 @@ static int fake_fetch(enum fake_mode mode, unsigned timeout_ms, double *secs,
 {
 	struct transport *c = client_new("c-fake", NULL, 0, timeout_ms);
 	static uint8_t buf[200 * 1024];
-	struct iovec v = { .iov_base = buf, .iov_len = sizeof(buf) };
+	struct iovec v = {.iov_base = buf, .iov_len = sizeof(buf)};
 	struct fake f;
 	double t0;
 	int err;
@@ -1014,7 +1023,7 @@ static int fake_fetch(enum fake_mode mode, unsigned timeout_ms, double *secs,
 	err = transport_fetch(c, "fake", f.addr, 1, 0, sizeof(buf), &v, 1, on_progress, pl);
 	if (secs)
 		*secs = now_s() - t0;
-	CHECK_EQ(stats(c).conns_open, 0);	/* a failed connection is not kept */
+	CHECK_EQ(stats(c).conns_open, 0); /* a failed connection is not kept */
 	transport_free(c);
 	fake_stop(&f);
 	return err;
@@ -1055,11 +1064,11 @@ TEST(bad_replies)
 TEST(refused)
 {
 	struct transport *c = client_new("c-refused", NULL, 0, 1000);
-	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct sockaddr_in sa = {.sin_family = AF_INET};
 	socklen_t len = sizeof(sa);
 	char addr[64];
 	uint8_t b;
-	struct iovec v = { .iov_base = &b, .iov_len = 1 };
+	struct iovec v = {.iov_base = &b, .iov_len = 1};
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	/* a port that was free a moment ago */
@@ -1152,7 +1161,7 @@ TEST(free_prompt)
 		c[i] = client_new(name, NULL, 0, 0);
 		CHECK_EQ(fetch_check(c[i], "s", addr, 2, 0, 1, 1, NULL), 0);
 	}
-	raw = raw_connect(addr);	/* mid-handshake, silent */
+	raw = raw_connect(addr); /* mid-handshake, silent */
 	WAIT_FOR(stats(s).conns_open == 4);
 	CHECK_EQ(stats(s).conns_open, 4);
 	t0 = now_s();
@@ -1204,7 +1213,7 @@ TEST(ipv6)
 	struct transport *s, *c;
 	char addr[64];
 	int fd = socket(AF_INET6, SOCK_STREAM, 0);
-	struct sockaddr_in6 sa = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
 
 	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa))) {
 		printf("# no ::1 here, skipping ipv6\n");
@@ -1257,7 +1266,7 @@ TEST(read_secret)
 	fclose(f);
 	CHECK_EQ(transport_read_secret(path, &sec, &len), -EINVAL);
 	f = fopen(path, "w");
-	fputs("0123456789abcdef\n\n", f);	/* one newline goes, the other stays */
+	fputs("0123456789abcdef\n\n", f); /* one newline goes, the other stays */
 	fclose(f);
 	CHECK_EQ(transport_read_secret(path, &sec, &len), 0);
 	CHECK_EQ(len, 17);
@@ -1285,7 +1294,7 @@ int main(void)
 {
 	size_t i;
 
-	alarm(110);	/* tests/run gives a unit test 120 s */
+	alarm(110); /* tests/run gives a unit test 120 s */
 	log_setup(LOGL_INFO, stderr);
 	for (i = 0; i < ARRAY_SIZE(objects); i++)
 		msrc_add(&src, objects[i].id, objects[i].size, objects[i].frag);

@@ -47,7 +47,7 @@ static void raw_hdr(const struct raw *r, uint8_t out[WIRE_HDR_LEN])
 /* a valid header of @type (bodies: the shortest legal length) */
 static struct raw good(uint8_t type)
 {
-	struct raw r = { .magic = WIRE_MAGIC, .version = WIRE_VERSION, .type = type };
+	struct raw r = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .type = type};
 
 	switch (type) {
 	case WIRE_HELLO:
@@ -101,14 +101,17 @@ static int decode_exact(const uint8_t *src, size_t len, struct wire_msg *m)
 TEST(layout)
 {
 	static const uint8_t want[WIRE_HDR_LEN] = {
-		'O', 'B', 'J', 'F', 1, WIRE_GET, 0, 0,	/* magic, version, type, flags */
-		0, 0, 0, 0, 0x04, 0x03, 0x02, 0x01,	/* status, reqid */
-		0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,	/* id */
-		0x00, 0x10, 0, 0, 0, 0, 0, 0,	/* offset 4096 */
-		0x00, 0x00, 0x10, 0, 0, 0, 0, 0,	/* length 1 MiB */
+	    'O',  'B',	'J',  'F',  1,	  WIRE_GET, 0,	  0,	/* magic, version, type, flags */
+	    0,	  0,	0,    0,    0x04, 0x03,	    0x02, 0x01, /* status, reqid */
+	    0x88, 0x77, 0x66, 0x55, 0x44, 0x33,	    0x22, 0x11, /* id */
+	    0x00, 0x10, 0,    0,    0,	  0,	    0,	  0,	/* offset 4096 */
+	    0x00, 0x00, 0x10, 0,    0,	  0,	    0,	  0,	/* length 1 MiB */
 	};
-	struct wire_msg m = { .type = WIRE_GET, .reqid = 0x01020304, .id = 0x1122334455667788ULL,
-			      .off = 4096, .len = 1 << 20 };
+	struct wire_msg m = {.type = WIRE_GET,
+			     .reqid = 0x01020304,
+			     .id = 0x1122334455667788ULL,
+			     .off = 4096,
+			     .len = 1 << 20};
 	uint8_t buf[WIRE_MSG_MAX];
 
 	CHECK_EQ(WIRE_HDR_LEN, 40);
@@ -232,15 +235,15 @@ TEST(bad_headers)
 	size_t body;
 	uint8_t t;
 
-#define BAD(expr)                                               \
-	do {                                                    \
-		r = good(t);                                    \
-		expr;                                           \
-		CHECK_EQ(decode_raw(&r, &m, &body), -EPROTO);   \
+#define BAD(expr)                                             \
+	do {                                                  \
+		r = good(t);                                  \
+		expr;                                         \
+		CHECK_EQ(decode_raw(&r, &m, &body), -EPROTO); \
 	} while (0)
 
 	for (t = WIRE_HELLO; t <= WIRE_ERR; t++) {
-		BAD(r.magic = 0x4a42464f);	/* byte-swapped */
+		BAD(r.magic = 0x4a42464f); /* byte-swapped */
 		BAD(r.magic = 0);
 		BAD(r.version = 0);
 		BAD(r.version = 2);
@@ -266,7 +269,7 @@ TEST(bad_headers)
 		BAD(r.len = 1ULL << 32);
 	}
 	t = WIRE_HELLO;
-	BAD(r.len = WIRE_NONCE_LEN);	/* empty node name */
+	BAD(r.len = WIRE_NONCE_LEN); /* empty node name */
 	BAD(r.len = WIRE_BODY_MAX + 1);
 	t = WIRE_READY;
 	BAD(r.status = ENOENT);
@@ -356,13 +359,13 @@ TEST(encode_rejects)
 
 	memset(&m, 0, sizeof(m));
 	m.type = WIRE_HELLO;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);	/* no name */
+	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL); /* no name */
 	strcpy(m.node, "..");
 	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	strcpy(m.node, "ok");
-	CHECK_EQ(wire_encode(&m, buf, WIRE_HDR_LEN + WIRE_NONCE_LEN + 1), -EINVAL);	/* small */
+	CHECK_EQ(wire_encode(&m, buf, WIRE_HDR_LEN + WIRE_NONCE_LEN + 1), -EINVAL); /* small */
 	CHECK_EQ(wire_encode(&m, buf, WIRE_HDR_LEN + WIRE_NONCE_LEN + 2), 74);
-	memset(m.node, 'n', sizeof(m.node));	/* not terminated */
+	memset(m.node, 'n', sizeof(m.node)); /* not terminated */
 	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	strcpy(m.node, "ok");
 	m.reqid = 1;
@@ -385,13 +388,13 @@ TEST(encode_rejects)
 
 	memset(&m, 0, sizeof(m));
 	m.type = WIRE_ERR;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);	/* status 0 */
+	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL); /* status 0 */
 	m.status = ENOENT;
 	m.len = 1;
 	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.type = WIRE_READY;
 	m.len = 0;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);	/* READY ENOENT */
+	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL); /* READY ENOENT */
 	m.type = 0;
 	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.type = 8;

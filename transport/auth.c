@@ -47,14 +47,14 @@
 #include "log.h"
 
 enum {
-	AUTH_SRV_HELLO,	/* waiting for HELLO */
+	AUTH_SRV_HELLO, /* waiting for HELLO */
 	AUTH_SRV_AUTH,	/* CHALLENGE sent, waiting for AUTH */
-	AUTH_SRV_READY,	/* authenticated */
+	AUTH_SRV_READY, /* authenticated */
 	AUTH_SRV_REFUSED,
 };
 
 enum {
-	AUTH_CLI_HELLO,	/* HELLO sent */
+	AUTH_CLI_HELLO, /* HELLO sent */
 	AUTH_CLI_AUTH,	/* AUTH sent */
 	AUTH_CLI_DONE,
 };
@@ -209,7 +209,8 @@ int auth_srv_step(struct transport *t, struct auth_srv *a, const struct wire_msg
 		snprintf(a->node, sizeof(a->node), "%s", in->node);
 		if (!t->secret) {
 			if (!a->local) {
-				srv_refuse(t, a, "not a loopback peer, and no cluster secret is set",
+				srv_refuse(t, a,
+					   "not a loopback peer, and no cluster secret is set",
 					   reply, ret_close);
 				return 0;
 			}

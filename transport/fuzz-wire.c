@@ -117,10 +117,10 @@ static struct transport *srv_plain, *srv_secret, *cli_plain, *cli_secret;
 static struct transport *make(const char *node, bool secret)
 {
 	struct transport_config cfg = {
-		.node = node,
-		.secret = secret ? fuzz_secret : NULL,
-		.secret_len = secret ? sizeof(fuzz_secret) - 1 : 0,
-		.io_timeout_ms = 200,
+	    .node = node,
+	    .secret = secret ? fuzz_secret : NULL,
+	    .secret_len = secret ? sizeof(fuzz_secret) - 1 : 0,
+	    .io_timeout_ms = 200,
 	};
 	struct transport *t = transport_new(&cfg, NULL);
 
@@ -156,7 +156,7 @@ static void seed_msg(struct seed *s, const struct wire_msg *m)
 
 static void seed_hello(struct seed *s, uint16_t flags)
 {
-	struct wire_msg m = { .type = WIRE_HELLO, .flags = flags };
+	struct wire_msg m = {.type = WIRE_HELLO, .flags = flags};
 
 	memset(m.nonce, 0x11, sizeof(m.nonce));
 	strcpy(m.node, "fuzz-peer");
@@ -165,14 +165,14 @@ static void seed_hello(struct seed *s, uint16_t flags)
 
 static void seed_get(struct seed *s, uint32_t reqid, uint64_t id, uint64_t off, uint64_t len)
 {
-	struct wire_msg m = { .type = WIRE_GET, .reqid = reqid, .id = id, .off = off, .len = len };
+	struct wire_msg m = {.type = WIRE_GET, .reqid = reqid, .id = id, .off = off, .len = len};
 
 	seed_msg(s, &m);
 }
 
 static void seed_simple(struct seed *s, uint8_t type, int status)
 {
-	struct wire_msg m = { .type = type, .status = status };
+	struct wire_msg m = {.type = type, .status = status};
 
 	memset(m.nonce, 0x22, sizeof(m.nonce));
 	memset(m.proof, 0x33, sizeof(m.proof));
@@ -204,8 +204,8 @@ static void write_seeds(const char *dir)
 	seed_hello(&s, 0);
 	seed_get(&s, 1, 2, 0, 100);
 	seed_get(&s, 2, 3, 10, 4000);
-	seed_get(&s, 3, 9, 0, 1);	/* ENOENT */
-	seed_get(&s, 4, 2, 50, 100);	/* ERANGE */
+	seed_get(&s, 3, 9, 0, 1);    /* ENOENT */
+	seed_get(&s, 4, 2, 50, 100); /* ERANGE */
 	seed_get(&s, 5, 1, 0, 0);
 	seed_get(&s, 6, 4, 0, 20000);
 	seed_write(dir, n++, &s);
@@ -256,8 +256,8 @@ static void write_seeds(const char *dir)
 	s.len = 0;
 	seed_byte(&s, 0);
 	{
-		struct wire_msg m = { .type = WIRE_DATA, .reqid = 1, .id = 2, .len = 3 };
-		struct wire_msg e = { .type = WIRE_ERR, .reqid = 2, .id = 2, .status = ENOENT };
+		struct wire_msg m = {.type = WIRE_DATA, .reqid = 1, .id = 2, .len = 3};
+		struct wire_msg e = {.type = WIRE_ERR, .reqid = 2, .id = 2, .status = ENOENT};
 
 		seed_msg(&s, &m);
 		seed_msg(&s, &e);
@@ -304,7 +304,8 @@ static void fuzz_decoder(const uint8_t *data, size_t size)
 				fail("wire_decode() returned an unexpected error");
 			break;
 		}
-		if (wire_encode(&m, again, sizeof(again)) != n || memcmp(again, data + off, (size_t)n))
+		if (wire_encode(&m, again, sizeof(again)) != n ||
+		    memcmp(again, data + off, (size_t)n))
 			fail("a decoded message does not encode back to its bytes");
 		off += (size_t)n;
 	}
@@ -338,7 +339,7 @@ static void pump(int fd, const uint8_t *data, size_t size)
 		writing = false;
 	}
 	for (;;) {
-		struct pollfd p = { .fd = fd, .events = POLLIN | (writing ? POLLOUT : 0) };
+		struct pollfd p = {.fd = fd, .events = POLLIN | (writing ? POLLOUT : 0)};
 		ssize_t n;
 		int r = poll(&p, 1, 10000);
 
@@ -366,7 +367,7 @@ static void pump(int fd, const uint8_t *data, size_t size)
 
 static void fuzz_server(int mode, const uint8_t *data, size_t size)
 {
-	struct handler h = { 0 };
+	struct handler h = {0};
 	struct sockaddr_in *in4 = (struct sockaddr_in *)&h.sa;
 	pthread_t th;
 	int sv[2];

@@ -74,28 +74,28 @@ struct tcp_server;
 struct srv_conn {
 	struct tcp_server *srv;
 	pthread_t thread;
-	int fd;	/* -1 once its thread closed it (srv->lock) */
-	bool done;	/* its thread has finished (srv->lock) */
+	int fd;	   /* -1 once its thread closed it (srv->lock) */
+	bool done; /* its thread has finished (srv->lock) */
 	struct sockaddr_storage peer;
 	socklen_t peer_len;
-	struct srv_conn *next;	/* srv->conns (srv->lock) */
+	struct srv_conn *next; /* srv->conns (srv->lock) */
 };
 
 struct tcp_server {
 	struct transport *t;
 	int listen_fd;
-	int wake_fd;	/* eventfd: wakes the accept thread */
+	int wake_fd; /* eventfd: wakes the accept thread */
 	pthread_t accept_thread;
 	atomic_bool stop;
 	pthread_mutex_t lock;
-	struct srv_conn *conns;	/* every thread not yet joined (lock) */
+	struct srv_conn *conns; /* every thread not yet joined (lock) */
 	unsigned n_live;	/* connections open (lock) */
 	int64_t last_full_log;	/* accept thread only */
 };
 
 /* One client connection. */
 struct tcp_conn {
-	struct tconn base;	/* first: transport.c sees only this */
+	struct tconn base; /* first: transport.c sees only this */
 	int fd;
 	uint32_t next_reqid;
 	char peer[TRANSPORT_ADDR_MAX];
@@ -133,13 +133,13 @@ static int set_nonblock(int fd)
 /* Wait up to @ms for @events.  0, -ETIMEDOUT or -errno. */
 static int wait_fd(int fd, short events, int ms)
 {
-	struct pollfd p = { .fd = fd, .events = events };
+	struct pollfd p = {.fd = fd, .events = events};
 
 	for (;;) {
 		int n = poll(&p, 1, ms);
 
 		if (n > 0)
-			return 0;	/* ready, or an error the next call reports */
+			return 0; /* ready, or an error the next call reports */
 		if (n == 0)
 			return -ETIMEDOUT;
 		if (errno != EINTR)
@@ -189,7 +189,7 @@ static int recv_buf(int fd, void *buf, size_t len, int ms, int64_t deadline, siz
 	int err = 0;
 
 	while (got < len) {
-		struct iovec v = { .iov_base = (char *)buf + got, .iov_len = len - got };
+		struct iovec v = {.iov_base = (char *)buf + got, .iov_len = len - got};
 
 		err = recv_some(fd, &v, 1, ms, deadline, &n);
 		if (err)
@@ -205,7 +205,7 @@ static int recv_buf(int fd, void *buf, size_t len, int ms, int64_t deadline, siz
 static int send_iov(int fd, struct iovec *iov, int cnt, int ms, int64_t deadline)
 {
 	while (cnt > 0) {
-		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
+		struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
 		ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
 		int err;
 
@@ -272,7 +272,7 @@ static int recv_msg(int fd, struct wire_msg *ret, int ms, int64_t deadline, size
 struct iov_cur {
 	const struct iovec *iov;
 	int cnt;
-	size_t skip;	/* bytes of iov[0] already filled */
+	size_t skip; /* bytes of iov[0] already filled */
 };
 
 /* Point @out at the next at most @limit bytes; skips empty entries. */
@@ -319,7 +319,7 @@ static void cur_advance(struct iov_cur *c, size_t n)
 struct prog {
 	transport_progress_fn fn;
 	void *arg;
-	uint64_t done;	/* bytes in place, from the start of the whole range */
+	uint64_t done; /* bytes in place, from the start of the whole range */
 	uint64_t reported;
 };
 
@@ -358,8 +358,7 @@ int tcp_client_handshake(struct transport *t, int fd)
 }
 
 /* Split "HOST:PORT" or "[V6]:PORT" into @host and @port. */
-static int addr_split(const char *addr, char *host, size_t host_size, char *port,
-		      size_t port_size)
+static int addr_split(const char *addr, char *host, size_t host_size, char *port, size_t port_size)
 {
 	const char *colon, *h = addr, *h_end;
 	char *end;
@@ -399,7 +398,7 @@ static int gai_err(int e)
 	case EAI_SYSTEM:
 		return errno ? -errno : -EHOSTUNREACH;
 	default:
-		return -EHOSTUNREACH;	/* no such name, no address, DNS down */
+		return -EHOSTUNREACH; /* no such name, no address, DNS down */
 	}
 }
 
@@ -438,7 +437,7 @@ close_fd:
 
 static int tcp_connect(struct transport *t, const char *addr, struct tconn **ret)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
 	char host[TRANSPORT_ADDR_MAX], port[8];
 	struct addrinfo *res, *ai;
 	struct tcp_conn *c;
@@ -562,8 +561,8 @@ static int tcp_fetch(struct tconn *tc, uint64_t id, uint64_t off, uint64_t len,
 {
 	struct tcp_conn *c = (struct tcp_conn *)tc;
 	struct transport *t = tc->t;
-	struct iov_cur cur = { .iov = iov, .cnt = iovcnt };
-	struct prog pg = { .fn = progress, .arg = arg };
+	struct iov_cur cur = {.iov = iov, .cnt = iovcnt};
+	struct prog pg = {.fn = progress, .arg = arg};
 	uint64_t done = 0;
 	int err, status = EIO;
 
@@ -571,7 +570,7 @@ static int tcp_fetch(struct tconn *tc, uint64_t id, uint64_t off, uint64_t len,
 		uint64_t piece = len - done < t->get_max ? len - done : t->get_max;
 
 		err = fetch_one(c, id, off + done, piece, &cur, &pg, &status);
-		if (err == 1)	/* ERR: the connection is still in step */
+		if (err == 1) /* ERR: the connection is still in step */
 			return status_err(status);
 		if (err) {
 			tc->broken = true;
@@ -590,7 +589,7 @@ static int tcp_fetch(struct tconn *tc, uint64_t id, uint64_t off, uint64_t len,
 static bool tcp_idle_ok(struct tconn *tc)
 {
 	struct tcp_conn *c = (struct tcp_conn *)tc;
-	struct pollfd p = { .fd = c->fd, .events = POLLIN | POLLRDHUP };
+	struct pollfd p = {.fd = c->fd, .events = POLLIN | POLLRDHUP};
 
 	/* an idle connection has nothing to read: anything is EOF or junk */
 	return poll(&p, 1, 0) == 0;
@@ -733,16 +732,17 @@ void tcp_serve_fd(struct transport *t, int fd, const struct sockaddr *peer, sock
 			return;
 		}
 		if (err && got) {
-			bad_frame(t, name, err == -ETIMEDOUT ? "stalled inside a message"
-							     : "closed inside a message");
+			bad_frame(t, name,
+				  err == -ETIMEDOUT ? "stalled inside a message"
+						    : "closed inside a message");
 			return;
 		}
 		if (err) {
 			if (!ready || err != -ECONNRESET)
 				log_info("transport: connection from %s: %s", name,
-					 ready ? strerror(-err)
-					       : err == -ETIMEDOUT ? "no handshake in time"
-								   : "closed during the handshake");
+					 ready		     ? strerror(-err)
+					 : err == -ETIMEDOUT ? "no handshake in time"
+							     : "closed during the handshake");
 			else
 				log_debug("transport: %s closed its connection", name);
 			return;
@@ -760,8 +760,9 @@ void tcp_serve_fd(struct transport *t, int fd, const struct sockaddr *peer, sock
 
 		err = auth_srv_step(t, &a, &in, &reply, &close_after);
 		if (err == -EPROTO) {
-			bad_frame(t, name, in.type == WIRE_GET ? "GET before authentication"
-							       : "message out of place in the handshake");
+			bad_frame(t, name,
+				  in.type == WIRE_GET ? "GET before authentication"
+						      : "message out of place in the handshake");
 			return;
 		}
 		if (err) {
@@ -912,8 +913,8 @@ static void *accept_thread(void *arg)
 {
 	struct tcp_server *srv = arg;
 	struct pollfd p[2] = {
-		{ .fd = srv->listen_fd, .events = POLLIN },
-		{ .fd = srv->wake_fd, .events = POLLIN },
+	    {.fd = srv->listen_fd, .events = POLLIN},
+	    {.fd = srv->wake_fd, .events = POLLIN},
 	};
 
 	while (!atomic_load(&srv->stop)) {
@@ -938,8 +939,8 @@ static void *accept_thread(void *arg)
 static int listen_on(const char *host, uint16_t port, int *ret_fd)
 {
 	struct addrinfo hints = {
-		.ai_socktype = SOCK_STREAM,
-		.ai_flags = AI_PASSIVE | AI_NUMERICSERV,
+	    .ai_socktype = SOCK_STREAM,
+	    .ai_flags = AI_PASSIVE | AI_NUMERICSERV,
 	};
 	struct addrinfo *res, *ai;
 	char port_str[8];

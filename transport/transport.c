@@ -130,9 +130,9 @@ struct transport *transport_new(const struct transport_config *cfg, int *ret_err
 
 	if (!cfg || !cfg->node || node_name_validate(cfg->node))
 		goto fail;
-	if (cfg->secret ? cfg->secret_len < TRANSPORT_SECRET_MIN ||
-				  cfg->secret_len > TRANSPORT_SECRET_MAX
-			: cfg->secret_len != 0)
+	if (cfg->secret
+		? cfg->secret_len < TRANSPORT_SECRET_MIN || cfg->secret_len > TRANSPORT_SECRET_MAX
+		: cfg->secret_len != 0)
 		goto fail;
 	if (!backend_find(cfg->backend ? cfg->backend : "tcp"))
 		goto fail;
@@ -201,7 +201,8 @@ void transport_free(struct transport *t)
 		return;
 	if (t->serving)
 		t->ops->stop(t);
-	HASH_ITER(hh, t->peers, p, tmp) {
+	HASH_ITER(hh, t->peers, p, tmp)
+	{
 		HASH_DEL(t->peers, p);
 		conn_close_list(t, p->idle);
 		free(p);
@@ -281,8 +282,8 @@ static struct peer *peer_get(struct transport *t, const char *name, const char *
 	return p;
 }
 
-static int conn_borrow(struct transport *t, const char *peer, const char *addr,
-		       struct tconn **ret, bool *ret_reused)
+static int conn_borrow(struct transport *t, const char *peer, const char *addr, struct tconn **ret,
+		       bool *ret_reused)
 {
 	struct tconn *c, *drop;
 	struct peer *p;

@@ -21,7 +21,7 @@
 #include "util.h"
 #include "wire.h"
 
-#define TRANSPORT_ADDR_MAX 320	/* "[v6 or host name]:port" */
+#define TRANSPORT_ADDR_MAX 320 /* "[v6 or host name]:port" */
 #define TRANSPORT_CONNS_PER_PEER_MAX 64
 
 struct peer;
@@ -29,11 +29,11 @@ struct peer;
 /* One client connection, as transport.c sees it. */
 struct tconn {
 	struct transport *t;
-	struct tconn *next;	/* in its peer's idle list (t->lock) */
-	uint64_t gen;	/* the peer generation it was made for */
+	struct tconn *next; /* in its peer's idle list (t->lock) */
+	uint64_t gen;	    /* the peer generation it was made for */
 	/* set by ops->fetch, read by transport.c after it returns */
-	bool broken;	/* unusable: close it, never return it to the pool */
-	bool answered;	/* some reply bytes arrived */
+	bool broken;   /* unusable: close it, never return it to the pool */
+	bool answered; /* some reply bytes arrived */
 };
 
 struct transport_ops {
@@ -78,10 +78,10 @@ struct transport_counters {
 /* Token bucket for serve_bwlimit, shared by all server connections. */
 struct tbucket {
 	pthread_mutex_t lock;
-	uint64_t rate;	/* bytes per second; 0: no limit */
-	uint64_t burst;	/* bytes */
-	double tokens;	/* may go negative: debt the next takers wait off */
-	int64_t last_ns;	/* mono_ns() of the last refill */
+	uint64_t rate;	 /* bytes per second; 0: no limit */
+	uint64_t burst;	 /* bytes */
+	double tokens;	 /* may go negative: debt the next takers wait off */
+	int64_t last_ns; /* mono_ns() of the last refill */
 };
 
 struct transport {
@@ -90,7 +90,7 @@ struct transport {
 	char node[OBJFS_NODE_MAX];
 	char *listen_host;
 	uint16_t listen_port;
-	uint8_t *secret;	/* NULL: no secret, loopback peers only */
+	uint8_t *secret; /* NULL: no secret, loopback peers only */
 	size_t secret_len;
 	unsigned io_timeout_ms;
 	unsigned conns_per_peer;
@@ -100,13 +100,13 @@ struct transport {
 	/* server side: set by transport_serve() before ops->serve() */
 	struct transport_source src;
 	bool serving;
-	void *srv;	/* the backend's server state */
+	void *srv; /* the backend's server state */
 	struct tbucket bucket;
 
 	/* client side: the connection cache */
 	pthread_mutex_t lock;
-	struct peer *peers;	/* uthash by name (lock) */
-	uint64_t next_gen;	/* (lock) */
+	struct peer *peers; /* uthash by name (lock) */
+	uint64_t next_gen;  /* (lock) */
 
 	struct transport_counters cnt;
 };
@@ -130,12 +130,12 @@ void auth_addr_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t s
 
 /* The server's handshake state for one connection. */
 struct auth_srv {
-	int state;	/* AUTH_SRV_* in auth.c */
-	bool local;	/* the peer is on this host */
+	int state;  /* AUTH_SRV_* in auth.c */
+	bool local; /* the peer is on this host */
 	uint8_t cnonce[WIRE_NONCE_LEN];
 	uint8_t snonce[WIRE_NONCE_LEN];
-	char node[OBJFS_NODE_MAX];	/* the client's name, once it said HELLO */
-	const char *why;	/* why it was refused, for the log */
+	char node[OBJFS_NODE_MAX]; /* the client's name, once it said HELLO */
+	const char *why;	   /* why it was refused, for the log */
 };
 
 void auth_srv_init(struct auth_srv *a, bool local);
@@ -155,7 +155,7 @@ int auth_srv_step(struct transport *t, struct auth_srv *a, const struct wire_msg
 /* The client's handshake state for one connection. */
 struct auth_cli {
 	int state;
-	bool refused;	/* we refused the server: the result is -EACCES */
+	bool refused; /* we refused the server: the result is -EACCES */
 	uint8_t cnonce[WIRE_NONCE_LEN];
 };
 

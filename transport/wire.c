@@ -16,16 +16,24 @@
 #include <stdbool.h>
 #include <string.h>
 
-static const char *const type_names[] = {
-	[WIRE_HELLO] = "HELLO", [WIRE_CHALLENGE] = "CHALLENGE", [WIRE_AUTH] = "AUTH",
-	[WIRE_READY] = "READY", [WIRE_GET] = "GET",		[WIRE_DATA] = "DATA",
-	[WIRE_ERR] = "ERR",
-};
-
 const char *wire_type_name(unsigned type)
 {
-	if (type < sizeof(type_names) / sizeof(type_names[0]) && type_names[type])
-		return type_names[type];
+	switch (type) {
+	case WIRE_HELLO:
+		return "HELLO";
+	case WIRE_CHALLENGE:
+		return "CHALLENGE";
+	case WIRE_AUTH:
+		return "AUTH";
+	case WIRE_READY:
+		return "READY";
+	case WIRE_GET:
+		return "GET";
+	case WIRE_DATA:
+		return "DATA";
+	case WIRE_ERR:
+		return "ERR";
+	}
 	return "unknown";
 }
 

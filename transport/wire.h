@@ -36,28 +36,28 @@
 
 #include "util.h"
 
-#define WIRE_MAGIC 0x464a424fU	/* "OBJF" read as a little-endian u32 */
+#define WIRE_MAGIC 0x464a424fU /* "OBJF" read as a little-endian u32 */
 #define WIRE_VERSION 1
 #define WIRE_HDR_LEN 40
 #define WIRE_NONCE_LEN 32
-#define WIRE_PROOF_LEN 32	/* HMAC-SHA256 */
-#define WIRE_LEN_MAX (1ULL << 30)	/* one GET / DATA */
+#define WIRE_PROOF_LEN 32	  /* HMAC-SHA256 */
+#define WIRE_LEN_MAX (1ULL << 30) /* one GET / DATA */
 #define WIRE_NODE_MAX (OBJFS_NODE_MAX - 1)
 #define WIRE_BODY_MAX (WIRE_NONCE_LEN + WIRE_NODE_MAX)
 #define WIRE_MSG_MAX (WIRE_HDR_LEN + WIRE_BODY_MAX)
 #define WIRE_STATUS_MAX 4095
 
 enum wire_type {
-	WIRE_HELLO = 1,	/* client -> server: nonce, node name */
-	WIRE_CHALLENGE = 2,	/* server -> client: nonce, server proof */
-	WIRE_AUTH = 3,	/* client -> server: client proof */
-	WIRE_READY = 4,	/* server -> client: status 0 or EACCES */
-	WIRE_GET = 5,	/* client -> server: id, offset, length */
-	WIRE_DATA = 6,	/* server -> client: echo of the GET, then payload */
-	WIRE_ERR = 7,	/* server -> client: echo of the GET, status */
+	WIRE_HELLO = 1,	    /* client -> server: nonce, node name */
+	WIRE_CHALLENGE = 2, /* server -> client: nonce, server proof */
+	WIRE_AUTH = 3,	    /* client -> server: client proof */
+	WIRE_READY = 4,	    /* server -> client: status 0 or EACCES */
+	WIRE_GET = 5,	    /* client -> server: id, offset, length */
+	WIRE_DATA = 6,	    /* server -> client: echo of the GET, then payload */
+	WIRE_ERR = 7,	    /* server -> client: echo of the GET, status */
 };
 
-#define WIRE_F_SECRET 0x0001	/* HELLO: the client has a cluster secret */
+#define WIRE_F_SECRET 0x0001 /* HELLO: the client has a cluster secret */
 
 /*
  * One message.  Header fields first; nonce, proof and node are the body
