@@ -58,23 +58,33 @@ static char *get_xattr(const char *path, const char *name, int *ret_err)
 	return buf;
 }
 
-static int cmd_status(int argc, char **argv)
+/* Read xattr @name of the mount root @mnt, or say why not (NULL). */
+static char *root_xattr(const char *mnt, const char *name)
 {
 	char *text;
 	int err;
+
+	text = get_xattr(mnt, name, &err);
+	if (!text) {
+		if (err == ENODATA || err == ENOTSUP)
+			fprintf(stderr, "objfs: %s is not the root of an objfs mount\n", mnt);
+		else
+			fprintf(stderr, "objfs: %s: %s\n", mnt, strerror(err));
+	}
+	return text;
+}
+
+static int cmd_status(int argc, char **argv)
+{
+	char *text;
 
 	if (argc != 1) {
 		fprintf(stderr, "usage: objfs status MOUNTPOINT\n");
 		return 2;
 	}
-	text = get_xattr(argv[0], "user.objfs.status", &err);
-	if (!text) {
-		if (err == ENODATA || err == ENOTSUP)
-			fprintf(stderr, "objfs: %s is not the root of an objfs mount\n", argv[0]);
-		else
-			fprintf(stderr, "objfs: %s: %s\n", argv[0], strerror(err));
+	text = root_xattr(argv[0], "user.objfs.status");
+	if (!text)
 		return 1;
-	}
 	fputs(text, stdout);
 	free(text);
 	return 0;
@@ -146,20 +156,14 @@ static int cmd_stat(int argc, char **argv)
 static int cmd_nodes(int argc, char **argv)
 {
 	char *text, *line, *save = NULL;
-	int err;
 
 	if (argc != 1) {
 		fprintf(stderr, "usage: objfs nodes MOUNTPOINT\n");
 		return 2;
 	}
-	text = get_xattr(argv[0], "user.objfs.nodes", &err);
-	if (!text) {
-		if (err == ENODATA || err == ENOTSUP)
-			fprintf(stderr, "objfs: %s is not the root of an objfs mount\n", argv[0]);
-		else
-			fprintf(stderr, "objfs: %s: %s\n", argv[0], strerror(err));
+	text = root_xattr(argv[0], "user.objfs.nodes");
+	if (!text)
 		return 1;
-	}
 	printf("%-20s %-5s %7s %-22s %-8s %10s %10s %s\n", "NODE", "STATE", "TTL", "ADDRESS",
 	       "CAPS", "USED", "CAPACITY", "HOST");
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {

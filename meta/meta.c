@@ -662,18 +662,9 @@ static int obj_int_cmd(struct meta *m, const char *cmd, char kind, uint64_t id, 
 
 int meta_add_holder(struct meta *m, uint64_t id)
 {
-	redisReply *rep;
-	int r;
+	int r = meta_node_obj_script(m, MS_ADD_HOLDER, id);
 
-	r = id ? script(m, MS_ADD_HOLDER, &rep, "us", id, m->node) : -EINVAL;
-	if (r < 0)
-		return r;
-	if (rep->type != REDIS_REPLY_INTEGER || (rep->integer != 0 && rep->integer != 1))
-		r = -EBADMSG;
-	else
-		r = rep->integer ? 0 : -ENOENT;
-	freeReplyObject(rep);
-	return r;
+	return r < 0 ? r : r ? 0 : -ENOENT;
 }
 
 int meta_del_holder(struct meta *m, uint64_t id)

@@ -143,12 +143,13 @@ clean_rep:
 	return r;
 }
 
-int meta_release_replica(struct meta *m, uint64_t id)
+/* Run a per-object script of this node that answers 0 or 1. */
+int meta_node_obj_script(struct meta *m, enum meta_script ms, uint64_t id)
 {
 	redisReply *rep;
 	int r;
 
-	r = id ? script(m, MS_RELEASE_REPLICA, &rep, "us", id, m->node) : -EINVAL;
+	r = id ? script(m, ms, &rep, "us", id, m->node) : -EINVAL;
 	if (r < 0)
 		return r;
 	if (rep->type != REDIS_REPLY_INTEGER || (rep->integer != 0 && rep->integer != 1))
@@ -157,6 +158,11 @@ int meta_release_replica(struct meta *m, uint64_t id)
 		r = (int)rep->integer;
 	freeReplyObject(rep);
 	return r;
+}
+
+int meta_release_replica(struct meta *m, uint64_t id)
+{
+	return meta_node_obj_script(m, MS_RELEASE_REPLICA, id);
 }
 
 /* ---- members ---- */

@@ -184,6 +184,8 @@ int pool_parse_url(struct meta *m, const char *url);
 int script_(struct meta *m, enum meta_script s, redisReply **ret, const char *fmt, ...);
 /* One plain command built as @fmt says; an error reply becomes an errno. */
 int command_(struct meta *m, redisReply **ret, const char *fmt, ...);
+/* A script on object @id and this node that answers 0 or 1: that, or -errno. */
+int meta_node_obj_script(struct meta *m, enum meta_script ms, uint64_t id);
 #define script(m, s, ret, fmt, ...) script_(m, s, ret, fmt, ##__VA_ARGS__, args_end)
 #define command(m, ret, fmt, ...) command_(m, ret, fmt, ##__VA_ARGS__, args_end)
 

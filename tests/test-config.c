@@ -72,6 +72,22 @@ TEST(options)
 	CHECK(c.nosuid && c.nodev && c.noexec);
 	config_release(&c);
 
+	CHECK_EQ(parse(&c, err, "local",
+		       "listen=10.0.0.5:0,advertise=node1.example,io_timeout=750,"
+		       "serve_bwlimit=200M,prefault"),
+		 0);
+	CHECK_STR(c.listen_host, "10.0.0.5");
+	CHECK_EQ(c.listen_port, 0);	/* any free port */
+	CHECK_STR(c.advertise, "node1.example");
+	CHECK_EQ(c.io_timeout_ms, 750);
+	CHECK_EQ(c.serve_bwlimit, 200ULL << 20);
+	CHECK(c.prefault);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "serve_bwlimit=0"), 0);
+	CHECK_EQ(c.serve_bwlimit, 0);
+	CHECK(!c.prefault);
+	config_release(&c);
+
 	CHECK_EQ(parse(&c, err, "local", "listen=[::1]:7000"), 0);
 	CHECK_STR(c.listen_host, "::1");
 	config_release(&c);
@@ -94,7 +110,16 @@ TEST(bad_options)
 		{ "node=bad name", "node=bad name" },
 		{ "node=", "node" },
 		{ "listen=nohostport", "listen=nohostport" },
-		{ "listen=h:0", "listen=h:0" },
+		{ "listen=h:-1", "listen=h:-1" },
+		{ "listen=h:7x", "listen=h:7x" },
+		{ "advertise=a/b", "advertise=a/b" },
+		{ "advertise=", "advertise" },
+		{ "io_timeout=5", "io_timeout=5" },	/* below 100 ms */
+		{ "io_timeout=1s", "io_timeout=1s" },
+		{ "io_timeout=99999999", "io_timeout=99999999" },
+		{ "serve_bwlimit=100", "serve_bwlimit=100" },	/* below 4K */
+		{ "serve_bwlimit=fast", "serve_bwlimit=fast" },
+		{ "prefault=yes", "prefault" },
 		{ "listen=h:65536", "listen=h:65536" },
 		{ "store=relative", "store=relative" },
 		{ "prefix=a:b", "prefix=a:b" },
