@@ -138,10 +138,15 @@ static int cmp_at(const void *a, const void *b)
 static bool evictable(struct fs *fs, uint64_t id, int64_t *ret_at)
 {
 	struct inode *in = inode_find(fs, id);
+	struct unpublished *u;
 	struct lru *e;
 
 	if (in && (in->handles || in->pending))
 		return false;
+	/* sealed while Redis was away: Redis does not know it yet */
+	for (u = fs->unpublished; u; u = u->next)
+		if (u->id == id)
+			return false;
 	if (fetch_running(fs, id))
 		return false;
 	HASH_FIND(hh, fs->lru, &id, sizeof(id), e);

@@ -550,6 +550,7 @@ void fetch_drop_all(struct fs *fs)
 		pthread_mutex_lock(&fs->flock);
 		f->state = f->state == FETCH_RUNNING ? FETCH_FAILED : f->state;
 		dequeue(fs, f);
+		pthread_cond_broadcast(&f->cond);
 		pthread_mutex_unlock(&fs->flock);
 		if (f->state == FETCH_FAILED)
 			store_unlink(f->obj);
