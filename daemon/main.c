@@ -226,8 +226,15 @@ static void *ticker_main(void *arg)
 		local_redis_check(d->lr);
 		fill_card(d);
 		if (meta_node_heartbeat(d->meta, &d->card, CARD_TTL_S) == 0) {
-			if (!was_up)
+			if (!was_up) {
 				log_info("Redis at %s is reachable again", meta_url(d->meta));
+				/* our card may have expired meanwhile, and other
+				 * nodes then dropped us as a holder: say again
+				 * what we hold */
+				if (fs_reconcile(d->fs, NULL) < 0)
+					log_warn("re-registering this node's objects failed; "
+						 "retrying on the next heartbeat");
+			}
 			was_up = true;
 			fs_tick(d->fs);
 		} else if (was_up) {

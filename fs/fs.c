@@ -1087,6 +1087,7 @@ void fs_free(struct fs *fs)
 	inode_free_all(fs);
 	dcache_free_all(fs);
 	fs_lru_free_all(fs);
+	fetch_peer_cache_free(fs);
 	pthread_mutex_destroy(&fs->lock);
 	pthread_cond_destroy(&fs->settle);
 	pthread_mutex_destroy(&fs->flock);

@@ -14,6 +14,13 @@
  *            discards the copy and fails the fetch with EIO), then this
  *            node is added to the holders
  *
+ * Where to fetch from.  The object record comes with the inode (lookup
+ * read it), and the addresses of the nodes seen as holders are kept for
+ * PEER_CACHE_NS.  So an open of an object whose origin node's address is
+ * known goes straight to that node, without a Redis round trip; only if
+ * that node fails (it evicted the object, it died) are the holders
+ * located in Redis, as they are when nothing is known.
+ *
  * Objects up to FETCH_SYNC_MAX are fetched by the opening thread itself,
  * before open() returns: a hand-off to a worker would cost more than the
  * transfer.
@@ -50,6 +57,8 @@
 #define CHUNKS_MAX 4096
 #define FETCH_IOV_MAX 64
 #define RELOCATE_MAX 1
+#define PEER_CACHE_NS (10 * 1000000000LL)
+#define PEER_CACHE_MAX 4096
 
 enum chunk_state {
 	CHUNK_QUEUED,
@@ -87,6 +96,9 @@ struct fetch {
 	size_t nholders;	/* fs->flock */
 	unsigned rr;		/* next holder, round robin; fs->flock */
 	unsigned relocations;	/* fs->flock */
+	bool guessed;		/* holders from the address cache, not Redis */
+	bool relocating;	/* a worker is locating holders again; fs->flock */
+	unsigned gen;		/* holder list replacements; fs->flock */
 	bool queued;		/* on fs->fq; fs->flock */
 	bool post_seal;		/* sealed in open(): after_seal() still to run; fs->flock */
 	bool in_table;		/* in fs->fetches; fs->lock */
@@ -195,6 +207,84 @@ static bool take_task(struct fs *fs, struct fetch **ret_f, unsigned *ret_ci)
 
 /* ---- holders ---- */
 
+/* A node's transport address, as a holder list from Redis gave it. */
+struct peer_addr {
+	char node[OBJFS_NODE_MAX];
+	struct meta_holder h;
+	int64_t at;		/* mono_ns() when learnt */
+	UT_hash_handle hh;
+};
+
+static void peer_cache_put(struct fs *fs, const struct meta_holder *hs, size_t n)
+{
+	struct peer_addr *p;
+	size_t i;
+
+	pthread_mutex_lock(&fs->lock);
+	for (i = 0; i < n; i++) {
+		HASH_FIND_STR(fs->peer_addrs, hs[i].node, p);
+		if (!p) {
+			if (HASH_COUNT(fs->peer_addrs) >= PEER_CACHE_MAX)
+				break;
+			p = calloc(1, sizeof(*p));
+			if (!p)
+				break;
+			snprintf(p->node, sizeof(p->node), "%s", hs[i].node);
+			HASH_ADD_STR(fs->peer_addrs, node, p);
+			{
+				struct peer_addr *added;
+
+				HASH_FIND_STR(fs->peer_addrs, hs[i].node, added);
+				if (!added) {	/* the table could not grow */
+					free(p);
+					break;
+				}
+			}
+		}
+		p->h = hs[i];
+		p->at = mono_ns();
+	}
+	pthread_mutex_unlock(&fs->lock);
+}
+
+static bool peer_cache_get(struct fs *fs, const char *node, struct meta_holder *ret)
+{
+	struct peer_addr *p;
+	bool found = false;
+
+	pthread_mutex_lock(&fs->lock);
+	HASH_FIND_STR(fs->peer_addrs, node, p);
+	if (p && mono_ns() - p->at < PEER_CACHE_NS) {
+		*ret = p->h;
+		found = true;
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return found;
+}
+
+static void peer_cache_del(struct fs *fs, const char *node)
+{
+	struct peer_addr *p;
+
+	pthread_mutex_lock(&fs->lock);
+	HASH_FIND_STR(fs->peer_addrs, node, p);
+	if (p) {
+		HASH_DELETE(hh, fs->peer_addrs, p);
+		free(p);
+	}
+	pthread_mutex_unlock(&fs->lock);
+}
+
+void fetch_peer_cache_free(struct fs *fs)
+{
+	struct peer_addr *p, *tmp;
+
+	HASH_ITER(hh, fs->peer_addrs, p, tmp) {
+		HASH_DELETE(hh, fs->peer_addrs, p);
+		free(p);
+	}
+}
+
 /* Called with fs->flock held.  -1 if every holder is bad. */
 static int pick_holder(struct fetch *f)
 {
@@ -217,7 +307,8 @@ static bool usable_holder(const struct meta_holder *h)
 }
 
 /* Replace the holder list of @f with a fresh one from Redis, keeping
- * holders already found bad marked bad.  0 if at least one good holder. */
+ * holders already found bad marked bad (unless their address changed: a
+ * node that restarted).  0 if at least one good holder. */
 static int relocate(struct fs *fs, struct fetch *f)
 {
 	struct meta_holder *hs = NULL, *old;
@@ -232,6 +323,7 @@ static int relocate(struct fs *fs, struct fetch *f)
 		__atomic_add_fetch(&fs->n_stale_holders, stale, __ATOMIC_RELAXED);
 	if (r < 0)
 		return r;
+	peer_cache_put(fs, hs, n);
 	bad = calloc(n ? n : 1, sizeof(*bad));
 	if (!bad) {
 		free(hs);
@@ -240,7 +332,8 @@ static int relocate(struct fs *fs, struct fetch *f)
 	pthread_mutex_lock(&fs->flock);
 	for (i = 0; i < n; i++) {
 		for (j = 0; j < f->nholders; j++)
-			if (!strcmp(f->holders[j].node, hs[i].node) && f->bad[j])
+			if (f->bad[j] && !strcmp(f->holders[j].node, hs[i].node) &&
+			    !strcmp(f->holders[j].addr, hs[i].addr))
 				bad[i] = true;
 		if (!usable_holder(&hs[i]))
 			bad[i] = true;
@@ -361,11 +454,19 @@ static void after_seal(struct fs *fs, struct fetch *f)
 	enum meta_kind kind;
 	uint64_t parent = 0, id = 0;
 	char *name = NULL;
+	unsigned stale = 0;
 	struct inode *in;
 	int r;
 
-	r = meta_add_holder(fs->meta, f->id);
-	if (r < 0)
+	r = meta_add_holder_prune(fs->meta, f->id, &stale);
+	if (stale) {
+		__atomic_add_fetch(&fs->n_stale_holders, stale, __ATOMIC_RELAXED);
+		log_info("object %" PRIu64 ": dropped %u holder entries of nodes that are gone",
+			 f->id, stale);
+	}
+	if (r == -ENOENT)
+		log_info("object %" PRIu64 " was deleted while it was fetched", f->id);
+	else if (r < 0)
 		log_warn("object %" PRIu64 " was fetched but could not be registered as held "
 			 "here: %s",
 			 f->id, strerror(-r));
@@ -433,7 +534,12 @@ static bool run_chunk(struct fs *fs, struct fetch *f, unsigned ci)
 	int k, r;
 
 	for (;;) {
+		unsigned gen;
+
 		pthread_mutex_lock(&fs->flock);
+		/* another worker is asking Redis for holders: use its answer */
+		while (f->relocating && f->state == FETCH_RUNNING)
+			pthread_cond_wait(&f->cond, &fs->flock);
 		if (f->state != FETCH_RUNNING) {
 			pthread_mutex_unlock(&fs->flock);
 			return false;
@@ -441,14 +547,27 @@ static bool run_chunk(struct fs *fs, struct fetch *f, unsigned ci)
 		k = pick_holder(f);
 		if (k >= 0)
 			h = f->holders[k];
+		gen = f->gen;
 		pthread_mutex_unlock(&fs->flock);
 		if (k < 0) {
 			bool again;
 
 			pthread_mutex_lock(&fs->flock);
-			again = f->relocations++ < RELOCATE_MAX;
+			if (f->relocating || f->gen != gen) {
+				pthread_mutex_unlock(&fs->flock);
+				continue;	/* the list changed: look again */
+			}
+			again = f->relocations++ < RELOCATE_MAX + (f->guessed ? 1 : 0);
+			f->relocating = again;
 			pthread_mutex_unlock(&fs->flock);
 			r = again ? relocate(fs, f) : -EHOSTUNREACH;
+			pthread_mutex_lock(&fs->flock);
+			if (again) {
+				f->relocating = false;
+				f->gen++;
+				pthread_cond_broadcast(&f->cond);
+			}
+			pthread_mutex_unlock(&fs->flock);
 			if (r == 0)
 				continue;
 			snprintf(why, sizeof(why), "no holder of it is reachable%s",
@@ -470,11 +589,15 @@ static bool run_chunk(struct fs *fs, struct fetch *f, unsigned ci)
 			pthread_mutex_unlock(&fs->flock);
 			return false;
 		}
-		if (k < (int)f->nholders && !strcmp(f->holders[k].node, h.node))
+		/* (the list may have been replaced meanwhile) */
+		if (k < (int)f->nholders && !strcmp(f->holders[k].node, h.node) &&
+		    !strcmp(f->holders[k].addr, h.addr))
 			f->bad[k] = true;
 		pthread_mutex_unlock(&fs->flock);
-		if (r != -ENOENT && r != -ERANGE)
+		if (r != -ENOENT && r != -ERANGE) {
 			transport_forget_peer(fs->cfg.transport, h.node);
+			peer_cache_del(fs, h.node);
+		}
 		__atomic_add_fetch(&fs->n_failovers, 1, __ATOMIC_RELAXED);
 		log_warn("object %" PRIu64 ": holder '%s' (%s) %s at offset %" PRIu64
 			 "; trying another holder",
@@ -603,20 +726,37 @@ static int reserve(struct fs *fs, struct fetch *f)
 
 /* Find the object and its holders, and reserve its pages.  Called by
  * the open that created @f (state FETCH_STARTING), without locks. */
-static int fetch_setup(struct fs *fs, struct fetch *f)
+static int fetch_setup(struct fs *fs, struct fetch *f, const struct meta_obj *rec)
 {
+	struct meta_holder origin;
 	unsigned stale = 0;
 	size_t i, good = 0;
 	int r;
 
-	r = meta_locate(fs->meta, f->id, &f->rec, &f->holders, &f->nholders, &stale);
-	if (stale) {
-		__atomic_add_fetch(&fs->n_stale_holders, stale, __ATOMIC_RELAXED);
-		log_info("object %" PRIu64 ": dropped %u holder entries of nodes that are gone",
-			 f->id, stale);
+	/* small objects only: for big ones a Redis round trip is nothing,
+	 * and knowing every holder lets ranges come from several */
+	if (rec && rec->id == f->id && rec->size <= FETCH_SYNC_MAX && rec->origin[0] &&
+	    strcmp(rec->origin, fs->cfg.node) &&
+	    peer_cache_get(fs, rec->origin, &origin) && usable_holder(&origin) &&
+	    (f->holders = malloc(sizeof(*f->holders)))) {
+		/* the node that wrote it, at the address we know: no Redis */
+		f->rec = *rec;
+		f->holders[0] = origin;
+		f->nholders = 1;
+		f->guessed = true;
+		__atomic_add_fetch(&fs->n_fetch_direct, 1, __ATOMIC_RELAXED);
+	} else {
+		r = meta_locate(fs->meta, f->id, &f->rec, &f->holders, &f->nholders, &stale);
+		if (stale) {
+			__atomic_add_fetch(&fs->n_stale_holders, stale, __ATOMIC_RELAXED);
+			log_info("object %" PRIu64 ": dropped %u holder entries of nodes that "
+				 "are gone",
+				 f->id, stale);
+		}
+		if (r < 0)
+			return r;
+		peer_cache_put(fs, f->holders, f->nholders);
 	}
-	if (r < 0)
-		return r;
 	f->bad = calloc(f->nholders ? f->nholders : 1, sizeof(*f->bad));
 	if (!f->bad)
 		return -ENOMEM;
@@ -697,7 +837,8 @@ void fetch_opened(struct fs *fs, struct fetch *f)
  * object any more; -EIO: no holder can be reached or the fetch failed;
  * -ENOSPC: no room even after eviction.
  */
-int fetch_open(struct fs *fs, uint64_t id, struct fetch **ret_f, struct store_obj **ret_obj)
+int fetch_open(struct fs *fs, uint64_t id, const struct meta_obj *rec, struct fetch **ret_f,
+	       struct store_obj **ret_obj)
 {
 	struct fetch *f;
 	bool creator = false;
@@ -734,7 +875,7 @@ int fetch_open(struct fs *fs, uint64_t id, struct fetch **ret_f, struct store_ob
 
 	if (creator) {
 		__atomic_add_fetch(&fs->n_fetches, 1, __ATOMIC_RELAXED);
-		r = fetch_setup(fs, f);
+		r = fetch_setup(fs, f, rec);
 		pthread_mutex_lock(&fs->flock);
 		f->state = r < 0 ? FETCH_FAILED : FETCH_RUNNING;
 		f->err = r;

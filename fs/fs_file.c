@@ -252,6 +252,8 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fuse_req_userdata(req);
 	struct fetch *f = NULL;
+	struct meta_obj rec;
+	bool have_rec = false;
 	struct store_obj *obj;
 	struct handle *h;
 	struct inode *in;
@@ -317,6 +319,9 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	in->handles++;
+	have_rec = in->sealed;
+	if (have_rec)
+		rec = in->obj;
 	pthread_mutex_unlock(&fs->lock);
 
 	obj = store_lookup(fs->store, ino);
@@ -326,7 +331,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		obj = NULL;
 	}
 	if (!obj) {
-		r = fetch_open(fs, ino, &f, &obj);
+		r = fetch_open(fs, ino, have_rec ? &rec : NULL, &f, &obj);
 		if (r < 0) {
 			r = -r;
 			if (r != ENOENT && r != ENOSPC && r != ENOMEM)

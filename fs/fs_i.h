@@ -127,10 +127,11 @@ struct fs {
 	pthread_t workers[FS_FETCH_WORKERS];
 	unsigned nworkers;
 	struct lru *lru;	/* last use of local objects; fs->lock; uthash by id */
+	struct peer_addr *peer_addrs;	/* fs->lock; uthash by node (fs_fetch.c) */
 
 	/* counters, atomics */
 	uint64_t n_sealed, n_published_late, n_reregistered;
-	uint64_t n_fetches, n_fetch_done, n_fetch_failed, n_fetch_bytes, n_failovers;
+	uint64_t n_fetches, n_fetch_direct, n_fetch_done, n_fetch_failed, n_fetch_bytes, n_failovers;
 	uint64_t n_csum_failures, n_stale_holders, n_evictions, n_invalidations;
 };
 
@@ -145,7 +146,9 @@ struct handle {
 
 /* fs_fetch.c */
 struct fetch;
-int fetch_open(struct fs *fs, uint64_t id, struct fetch **ret_f, struct store_obj **ret_obj);
+int fetch_open(struct fs *fs, uint64_t id, const struct meta_obj *rec, struct fetch **ret_f,
+	       struct store_obj **ret_obj);
+void fetch_peer_cache_free(struct fs *fs);
 struct fetch *fetch_ref(struct fs *fs, struct fetch *f);
 /* After the open was answered: finish what a fetch done inside open()
  * left (Redis, the catalog record), and drop a fetch_ref() reference. */

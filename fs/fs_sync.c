@@ -276,6 +276,7 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("overwrite: %s\n", fs->cfg.allow_overwrite ? "allowed" : "refused");
 #define CTR(name, field) OUT(name ": %" PRIu64 "\n", __atomic_load_n(&fs->field, __ATOMIC_RELAXED))
 	CTR("fetches", n_fetches);
+	CTR("fetches_direct", n_fetch_direct);
 	CTR("fetches_done", n_fetch_done);
 	CTR("fetches_failed", n_fetch_failed);
 	CTR("fetch_bytes", n_fetch_bytes);

@@ -660,11 +660,32 @@ static int obj_int_cmd(struct meta *m, const char *cmd, char kind, uint64_t id, 
 	return r;
 }
 
+static int add_holder(struct meta *m, uint64_t id, bool prune, unsigned *ret_stale)
+{
+	redisReply *rep;
+	int r;
+
+	r = id ? script(m, MS_ADD_HOLDER, &rep, "uss", id, m->node, prune ? "1" : "0") : -EINVAL;
+	if (r < 0)
+		return r;
+	if (rep->type != REDIS_REPLY_INTEGER || rep->integer < -1 || rep->integer > INT_MAX)
+		r = -EBADMSG;
+	else if (rep->integer == -1)
+		r = -ENOENT;
+	else if (ret_stale)
+		*ret_stale = (unsigned)rep->integer;
+	freeReplyObject(rep);
+	return r;
+}
+
+int meta_add_holder_prune(struct meta *m, uint64_t id, unsigned *ret_stale)
+{
+	return add_holder(m, id, true, ret_stale);
+}
+
 int meta_add_holder(struct meta *m, uint64_t id)
 {
-	int r = meta_node_obj_script(m, MS_ADD_HOLDER, id);
-
-	return r < 0 ? r : r ? 0 : -ENOENT;
+	return add_holder(m, id, false, NULL);
 }
 
 int meta_del_holder(struct meta *m, uint64_t id)

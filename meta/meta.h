@@ -228,6 +228,9 @@ int meta_holders(struct meta *m, uint64_t id, char (**ret_nodes)[OBJFS_NODE_MAX]
 /* Add or remove this node as a holder of @id.  Adding gives -ENOENT (and
  * changes nothing) if the object has no record: it was deleted. */
 int meta_add_holder(struct meta *m, uint64_t id);
+/* The same, and drop the holders whose node card is gone (stale entries),
+ * counting them in *ret_stale (may be NULL). */
+int meta_add_holder_prune(struct meta *m, uint64_t id, unsigned *ret_stale);
 int meta_del_holder(struct meta *m, uint64_t id);
 
 /* ---- recovery ---- */

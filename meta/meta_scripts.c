@@ -516,13 +516,23 @@ static const char script_release_replica[] = LUA_BASE LUA_NODES
 	"end\n"
 	"return 0\n";
 
-/* ARGV[4] object id, ARGV[5] this node.  1 if added (or already there),
- * 0 if the object has no record (deleted): no holder set is made for it. */
-static const char script_add_holder[] = LUA_BASE
+/* ARGV[4] object id, ARGV[5] this node, ARGV[6] "1" to prune.  Adds this
+ * node as a holder and, when pruning, drops the holders whose node card is
+ * gone (stale entries): returns how many were dropped; -1 if the object
+ * has no record (deleted), in which case no holder set is made for it. */
+static const char script_add_holder[] = LUA_BASE LUA_NODES
 	"local id, me = ARGV[4], ARGV[5]\n"
-	"if redis.call('EXISTS', okey(id)) == 0 then return 0 end\n"
+	"if redis.call('EXISTS', okey(id)) == 0 then return -1 end\n"
 	"redis.call('SADD', hkey(id), me)\n"
-	"return 1\n";
+	"local gone = 0\n"
+	"if ARGV[6] ~= '1' then return 0 end\n"
+	"for _, n in ipairs(redis.call('SMEMBERS', hkey(id))) do\n"
+	"  if n ~= me and isnode(n) and redis.call('EXISTS', ckey(n)) == 0 then\n"
+	"    redis.call('SREM', hkey(id), n)\n"
+	"    gone = gone + 1\n"
+	"  end\n"
+	"end\n"
+	"return gone\n";
 
 /*
  * ARGV: (header).  Returns for every member of P:nodes: its name, the

@@ -790,6 +790,21 @@ TEST(holders)
 	rdo("SADD t-hold:h:{%" PRIu64 "} %s", o.id, "bad node!");
 	CHECK_EQ(meta_holders(a, o.id, &nodes, &n), -EBADMSG);
 
+	/* adding a holder drops holders whose node has no card (ghosts) */
+	rdo("SREM t-hold:h:{%" PRIu64 "} %s", o.id, "bad node!");
+	rdo("SADD t-hold:h:{%" PRIu64 "} %s", o.id, "ghost");
+	{
+		unsigned stale = 99;
+
+		CHECK_EQ(meta_add_holder_prune(b, o.id, &stale), 0);
+		CHECK_EQ(stale, 1);
+		CHECK_EQ(meta_holders(a, o.id, &nodes, &n), 0);
+		CHECK_EQ(n, 1);
+		if (n == 1)
+			CHECK_STR(nodes[0], "node-b");
+		free(nodes);
+	}
+
 	/* a deleted object gets no holder (a fetch that ends after the
 	 * delete must not leave a holder set behind) */
 	CHECK_EQ(meta_unlink(a, 1, "h", NULL), 0);

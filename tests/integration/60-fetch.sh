@@ -33,6 +33,9 @@ total=0
 for n in $sizes; do total=$((total + n)); done
 assert_eq "$total" "$(status_of b fetch_bytes)" "bytes fetched by b"
 assert_eq "$total" "$(status_of a served_bytes)" "bytes served by a"
+# small objects from a node whose address b knows skip Redis
+direct=$(status_of b fetches_direct)
+[ "$direct" -ge 1 ] || fail "no fetch went straight to the origin node ($direct)"
 
 step "b is a holder now, and a second read is local"
 assert_eq "a,b" "$(xattr "$B/s65536" user.objfs.locations | tr ',' '\n' | sort | paste -sd,)" \
@@ -87,6 +90,11 @@ assert_eq "$want" "$got" "sha256 through mmap on c"
 step "head of a big remote object returns before the transfer ends"
 umount_objfs a || fail "unmount a"
 mount_objfs a "$REDIS_URL" "capacity=512M,serve_bwlimit=32M"
+step "a restarted on another port: b's remembered address is stale, the fetch still works"
+mkdata "$T/after-restart" 5000
+cp "$T/after-restart" "$A/after-restart"
+eventually 10 ls_has "$B" after-restart
+assert_ok cmp "$T/after-restart" "$B/after-restart"
 mkdata "$T/huge" $((192 << 20))
 cp "$T/huge" "$A/huge"
 eventually 10 ls_has "$B" huge
