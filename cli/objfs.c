@@ -36,26 +36,34 @@ static const char usage[] =
 /* Read xattr @name of @path into a heap string (caller frees). */
 static char *get_xattr(const char *path, const char *name, int *ret_err)
 {
-	ssize_t n = getxattr(path, name, NULL, 0);
-	char *buf;
+	int tries;
 
-	if (n < 0) {
-		*ret_err = errno;
-		return NULL;
-	}
-	buf = malloc((size_t)n + 1);
-	if (!buf) {
-		*ret_err = ENOMEM;
-		return NULL;
-	}
-	n = getxattr(path, name, buf, (size_t)n);
-	if (n < 0) {
+	/* A value can grow between the size probe and the read (a fetch's
+	 * progress does): ERANGE means probe again. */
+	for (tries = 0; tries < 8; tries++) {
+		ssize_t n = getxattr(path, name, NULL, 0);
+		char *buf;
+
+		if (n < 0) {
+			*ret_err = errno;
+			return NULL;
+		}
+		buf = malloc((size_t)n + 64);
+		if (!buf) {
+			*ret_err = ENOMEM;
+			return NULL;
+		}
+		n = getxattr(path, name, buf, (size_t)n + 63);
+		if (n >= 0) {
+			buf[n] = '\0';
+			return buf;
+		}
 		*ret_err = errno;
 		free(buf);
-		return NULL;
+		if (*ret_err != ERANGE)
+			return NULL;
 	}
-	buf[n] = '\0';
-	return buf;
+	return NULL;
 }
 
 /* Read xattr @name of the mount root @mnt, or say why not (NULL). */
