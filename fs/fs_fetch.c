@@ -56,6 +56,11 @@
 #define CHUNK_MIN (8u << 20)
 #define CHUNKS_MAX 4096
 #define FETCH_IOV_MAX 64
+/* Ranges of one object fetched at once from each holder.  Loopback
+ * measurements: 2 streams moved 1 GiB in 0.30 s, 8 in 0.40 s (more
+ * streams compete for the same cores, and the reader's next bytes and
+ * the checksum's wait behind the others). */
+#define STREAMS_PER_HOLDER 2
 #define RELOCATE_MAX 1
 #define PEER_CACHE_NS (10 * 1000000000LL)
 #define PEER_CACHE_MAX 4096
@@ -91,6 +96,7 @@ struct fetch {
 	unsigned waiters;	/* fs->flock */
 	struct chunk *chunks;
 	unsigned nchunks, ndone;	/* fs->flock */
+	unsigned front;		/* chunks before it are all in place; fs->flock */
 	struct meta_holder *holders;	/* fs->flock */
 	bool *bad;		/* per holder; fs->flock */
 	size_t nholders;	/* fs->flock */
@@ -180,26 +186,45 @@ static void dequeue(struct fs *fs, struct fetch *f)
 	f->queued = false;
 }
 
-/* The first queued chunk of the first fetch in the queue (lowest offset
- * first, so that a reader at the head is served first).  Called with
- * fs->flock held; takes a reference on the fetch. */
+/* How many chunks of one fetch may run at once: STREAMS_PER_HOLDER for
+ * each holder not found bad.  fs->flock held. */
+static unsigned stream_limit(const struct fetch *f)
+{
+	size_t i, good = 0;
+
+	for (i = 0; i < f->nholders; i++)
+		good += !f->bad[i];
+	return STREAMS_PER_HOLDER * (unsigned)(good ? good : 1);
+}
+
+/* The first queued chunk of the first fetch in the queue that is below
+ * its stream limit (lowest offset first, so that a reader at the head is
+ * served first).  Called with fs->flock held; takes a reference on the
+ * fetch. */
 static bool take_task(struct fs *fs, struct fetch **ret_f, unsigned *ret_ci)
 {
-	struct fetch *f;
-	unsigned i;
+	struct fetch *f = fs->fq, *next;
+	unsigned i, queued, running;
 
-	while ((f = fs->fq)) {
-		for (i = 0; i < f->nchunks; i++)
-			if (f->chunks[i].state == CHUNK_QUEUED)
-				break;
-		if (f->state != FETCH_RUNNING || i == f->nchunks) {
+	for (; f; f = next) {
+		next = f->qnext;
+		queued = f->nchunks;
+		running = 0;
+		for (i = 0; i < f->nchunks; i++) {
+			if (f->chunks[i].state == CHUNK_QUEUED && queued == f->nchunks)
+				queued = i;
+			running += f->chunks[i].state == CHUNK_RUNNING;
+		}
+		if (f->state != FETCH_RUNNING || queued == f->nchunks) {
 			dequeue(fs, f);
 			continue;
 		}
-		f->chunks[i].state = CHUNK_RUNNING;
+		if (running >= stream_limit(f))
+			continue;	/* a worker that finishes one takes the next */
+		f->chunks[queued].state = CHUNK_RUNNING;
 		f->refs++;
 		*ret_f = f;
-		*ret_ci = i;
+		*ret_ci = queued;
 		return true;
 	}
 	return false;
@@ -359,16 +384,32 @@ struct progress {
 	uint64_t base;		/* c->done when this transfer started */
 };
 
+/* How many bytes from the start of @f are in place.  fs->flock held. */
+static uint64_t in_place(struct fetch *f)
+{
+	while (f->front < f->nchunks && f->chunks[f->front].done >= f->chunks[f->front].len)
+		f->front++;
+	if (f->front == f->nchunks)
+		return f->rec.size;
+	return f->chunks[f->front].off + f->chunks[f->front].done;
+}
+
 static void on_progress(void *arg, uint64_t done)
 {
 	struct progress *p = arg;
+	uint64_t front;
 
 	pthread_mutex_lock(&p->fs->flock);
 	if (p->base + done > p->c->done)
 		p->c->done = p->base + done;
 	if (p->f->waiters)
 		pthread_cond_broadcast(&p->f->cond);
+	front = in_place(p->f);
 	pthread_mutex_unlock(&p->fs->flock);
+	/* checksum the bytes at the front as they come, while they are in
+	 * the cache, so that sealing has little left to do; bytes in place
+	 * are final (a resumed range starts where the last one stopped) */
+	(void)store_hash_ahead(p->f->obj, front);
 }
 
 /* Receive what is missing of chunk @c from holder @h, straight into the
@@ -443,6 +484,14 @@ static void fail_fetch(struct fs *fs, struct fetch *f, const char *why)
 	__atomic_add_fetch(&fs->n_fetch_failed, 1, __ATOMIC_RELAXED);
 	store_unlink(f->obj);
 	untable(fs, f);
+	/* Pages that readers got before the failure may sit in the kernel's
+	 * cache, and may be bad: drop them, so that the next open reads what
+	 * the next fetch brings.  Only fetches run by the workers can have
+	 * such pages (a small one ends before its open is answered), and
+	 * only a worker, which serves no FUSE request, may wait here for
+	 * the kernel (the readers woken above answer theirs first). */
+	if (f->rec.size > FETCH_SYNC_MAX && fs->se && fs->mounted)
+		fuse_lowlevel_notify_inval_inode(fs->se, f->id, 0, 0);
 }
 
 /* Record where the object is known by, for the catalog (used if Redis
@@ -488,8 +537,10 @@ static void after_seal(struct fs *fs, struct fetch *f)
 	fs_lru_touch(fs, f->id);
 }
 
-/* The last chunk is in: seal, verify, publish.  Called without locks. */
-static void finish_fetch(struct fs *fs, struct fetch *f)
+/* The last chunk is in: seal, verify, publish.  Called without locks.
+ * True if the copy is good (after_seal() is then still to run); false if
+ * it was discarded. */
+static bool finish_fetch(struct fs *fs, struct fetch *f)
 {
 	uint8_t csum[OBJFS_CSUM_LEN];
 	char want[OBJFS_CSUM_LEN * 2 + 1], got[OBJFS_CSUM_LEN * 2 + 1];
@@ -498,7 +549,7 @@ static void finish_fetch(struct fs *fs, struct fetch *f)
 	r = store_seal(f->obj, NULL, f->rec.mtime_ns);
 	if (r < 0) {
 		fail_fetch(fs, f, strerror(-r));
-		return;
+		return false;
 	}
 	store_obj_csum(f->obj, csum);
 	if (memcmp(csum, f->rec.csum, OBJFS_CSUM_LEN)) {
@@ -509,7 +560,7 @@ static void finish_fetch(struct fs *fs, struct fetch *f)
 			  "says %s; discarding the copy",
 			  f->id, got, want);
 		fail_fetch(fs, f, "checksum mismatch");
-		return;
+		return false;
 	}
 	pthread_mutex_lock(&fs->flock);
 	f->state = FETCH_DONE;
@@ -519,6 +570,7 @@ static void finish_fetch(struct fs *fs, struct fetch *f)
 	log_debug("fetched object %" PRIu64 " (%" PRIu64 " bytes) in %.1f ms", f->id,
 		  f->rec.size, (double)(mono_ns() - f->started_ns) / 1e6);
 	untable(fs, f);
+	return true;
 }
 
 /*
@@ -619,8 +671,8 @@ static void *worker_main(void *arg)
 		}
 		pthread_mutex_unlock(&fs->flock);
 		if (run_chunk(fs, f, ci)) {
-			finish_fetch(fs, f);
-			after_seal(fs, f);
+			if (finish_fetch(fs, f))
+				after_seal(fs, f);
 		}
 		fetch_put(fs, f);
 		pthread_mutex_lock(&fs->flock);
@@ -790,14 +842,13 @@ static void fetch_go(struct fs *fs, struct fetch *f)
 	}
 	pthread_mutex_unlock(&fs->flock);
 	if (!f->nchunks) {
-		finish_fetch(fs, f);
-		after_seal(fs, f);
+		if (finish_fetch(fs, f))
+			after_seal(fs, f);
 	} else if (sync) {
 		/* the rest of the work (Redis, the catalog path) is done by
 		 * fetch_opened() once the open has been answered */
 		if (run_chunk(fs, f, 0)) {
-			finish_fetch(fs, f);
-			f->post_seal = true;
+			f->post_seal = finish_fetch(fs, f);
 		}
 		fetch_put(fs, f);
 	}
@@ -925,18 +976,23 @@ static bool covered(struct fetch *f, uint64_t off, uint64_t end)
 
 /*
  * Wait until [off, off+len) of the object (clipped to its size) has
- * arrived.  0, or -EIO if the fetch failed.  Never waits without a bound:
- * the fetch itself ends, one way or the other.
+ * arrived; a range that reaches the end of the object waits for the whole
+ * fetch and its checksum, so that a reader of the whole object gets EIO
+ * rather than the end of a copy that turns out bad.  0, or -EIO if the
+ * fetch failed.  Never waits without a bound: the fetch itself ends, one
+ * way or the other.
  */
 int fetch_wait(struct fs *fs, struct fetch *f, uint64_t off, uint64_t len)
 {
 	uint64_t end = off + len;
+	bool last;
 	int r;
 
 	if (end > f->rec.size || end < off)
 		end = f->rec.size;
+	last = end == f->rec.size;
 	pthread_mutex_lock(&fs->flock);
-	while (f->state == FETCH_RUNNING && !covered(f, off, end)) {
+	while (f->state == FETCH_RUNNING && (last || !covered(f, off, end))) {
 		f->waiters++;
 		pthread_cond_wait(&f->cond, &fs->flock);
 		f->waiters--;

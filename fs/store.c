@@ -371,11 +371,18 @@ static void obj_copy_out(const struct store_obj *o, uint8_t *buf, uint64_t off, 
 	}
 }
 
+static void hash_digest(XXH3_state_t *st, uint8_t ret_csum[OBJFS_CSUM_LEN])
+{
+	XXH128_canonical_t c;
+
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+	memcpy(ret_csum, c.digest, OBJFS_CSUM_LEN);
+}
+
 int store_hash_i(const struct store *s, const struct store_ext *ext, size_t n_ext, uint64_t size,
 		 uint8_t ret_csum[OBJFS_CSUM_LEN])
 {
 	XXH3_state_t *st = XXH3_createState();
-	XXH128_canonical_t c;
 	size_t i;
 
 	if (!st)
@@ -387,9 +394,8 @@ int store_hash_i(const struct store *s, const struct store_ext *ext, size_t n_ex
 		XXH3_128bits_update(st, s->base + ext[i].page * STORE_PAGE, (size_t)n);
 		size -= n;
 	}
-	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+	hash_digest(st, ret_csum);
 	XXH3_freeState(st);
-	memcpy(ret_csum, c.digest, OBJFS_CSUM_LEN);
 	return 0;
 }
 
@@ -412,6 +418,8 @@ static void obj_set_size(struct store_obj *o, uint64_t size)
 
 void store_obj_free_i(struct store_obj *o)
 {
+	XXH3_freeState(o->hst);
+	pthread_mutex_destroy(&o->hash_lock);
 	pthread_mutex_destroy(&o->lock);
 	free(o->ext);
 	free(o->path);
@@ -426,6 +434,7 @@ struct store_obj *store_obj_new_i(struct store *s, uint64_t id)
 		return NULL;
 	/* default attributes: cannot fail on Linux */
 	pthread_mutex_init(&o->lock, NULL);
+	pthread_mutex_init(&o->hash_lock, NULL);
 	o->s = s;
 	o->id = id;
 	return o;
@@ -600,6 +609,7 @@ int store_write(struct store_obj *o, const void *buf, size_t len, uint64_t off)
 	if (r < 0)
 		goto out;
 	size = o->size;
+	o->gen++;
 	if (off > size)
 		obj_zero(o, size, off);
 	obj_copy_in(o, buf, off, end);
@@ -610,8 +620,9 @@ out:
 	return r;
 }
 
-/* Set the size of a pending object, zeroing any growth.  o->lock held. */
-static int obj_resize(struct store_obj *o, uint64_t size)
+/* Set the size of a pending object; growth is zeroed if @zero, else left
+ * as the pages had it (the caller writes every byte).  o->lock held. */
+static int obj_resize(struct store_obj *o, uint64_t size, bool zero)
 {
 	uint64_t old = o->size;
 	int r;
@@ -621,11 +632,13 @@ static int obj_resize(struct store_obj *o, uint64_t size)
 	r = check_range(size, 0);
 	if (r < 0)
 		return r;
+	o->gen++;
 	if (size > old) {
 		r = obj_grow(o, store_pages(size), true);
 		if (r < 0)
 			return r;
-		obj_zero(o, old, size);
+		if (zero)
+			obj_zero(o, old, size);
 	} else {
 		/* pages past the new end are of no use until written again */
 		pthread_mutex_lock(&o->s->lock);
@@ -636,21 +649,30 @@ static int obj_resize(struct store_obj *o, uint64_t size)
 	return 0;
 }
 
-int store_truncate(struct store_obj *o, uint64_t size)
+static int resize_locked(struct store_obj *o, uint64_t size, bool zero)
 {
 	int r;
 
 	if (!o)
 		return -EINVAL;
 	pthread_mutex_lock(&o->lock);
-	r = obj_resize(o, size);
+	r = obj_resize(o, size, zero);
 	pthread_mutex_unlock(&o->lock);
 	return r;
 }
 
+int store_truncate(struct store_obj *o, uint64_t size)
+{
+	return resize_locked(o, size, true);
+}
+
 int store_reserve(struct store_obj *o, uint64_t size)
 {
-	return store_truncate(o, size);
+	/* zeroing a gigabyte the receiver is about to overwrite would cost
+	 * the open 0.1 s; what the pages held stays unreadable, because
+	 * readers of a pending fetched object wait for the bytes they ask
+	 * for, and only a sealed object is served to others */
+	return resize_locked(o, size, false);
 }
 
 /* ---- reading ---- */
@@ -675,22 +697,17 @@ ssize_t store_read(struct store_obj *o, void *buf, size_t len, uint64_t off)
 	return (ssize_t)n;
 }
 
-int store_obj_iov(struct store_obj *o, uint64_t off, size_t len, struct iovec *iov, int max_iov,
-		  size_t *ret_bytes)
+/* Point @iov at [off, off+len) of @o (clipped to its size).  o->lock held,
+ * or @o sealed.  The number of entries used; *@ret_bytes their total. */
+static int obj_iov(const struct store_obj *o, uint64_t off, size_t len, struct iovec *iov,
+		   int max_iov, size_t *ret_bytes)
 {
+	uint64_t size = obj_size(o), end;
 	struct span sp;
-	bool sealed;
-	uint64_t size, end;
 	size_t n, bytes = 0;
 	uint8_t *p;
 	int used = 0;
 
-	if (!o || max_iov < 0 || (!iov && max_iov))
-		return -EINVAL;
-	sealed = obj_is_sealed(o);
-	if (!sealed)
-		pthread_mutex_lock(&o->lock);
-	size = obj_size(o);
 	end = off < size ? off + min_u64(len, size - off) : off;
 	span_init(&sp, o, off, end);
 	while (span_next(&sp, &p, &n)) {
@@ -705,11 +722,99 @@ int store_obj_iov(struct store_obj *o, uint64_t off, size_t len, struct iovec *i
 		}
 		bytes += n;
 	}
+	*ret_bytes = bytes;
+	return used;
+}
+
+int store_obj_iov(struct store_obj *o, uint64_t off, size_t len, struct iovec *iov, int max_iov,
+		  size_t *ret_bytes)
+{
+	bool sealed;
+	size_t bytes;
+	int used;
+
+	if (!o || max_iov < 0 || (!iov && max_iov))
+		return -EINVAL;
+	sealed = obj_is_sealed(o);
+	if (!sealed)
+		pthread_mutex_lock(&o->lock);
+	used = obj_iov(o, off, len, iov, max_iov, &bytes);
 	if (!sealed)
 		pthread_mutex_unlock(&o->lock);
 	if (ret_bytes)
 		*ret_bytes = bytes;
 	return used;
+}
+
+#define HASH_AHEAD_IOV 16
+
+int store_hash_ahead(struct store_obj *o, uint64_t end)
+{
+	struct iovec iov[HASH_AHEAD_IOV];
+	size_t bytes;
+	int r = 0, n, i;
+
+	if (!o)
+		return -EINVAL;
+	if (pthread_mutex_trylock(&o->hash_lock))
+		return 0; /* another thread is at it; sealing hashes what is left */
+	for (;;) {
+		pthread_mutex_lock(&o->lock);
+		if (o->sealed) {
+			pthread_mutex_unlock(&o->lock);
+			r = -EACCES;
+			break;
+		}
+		if (!o->hst || o->hash_gen != o->gen) {
+			/* first use, or the bytes changed since: start over */
+			if (!o->hst && !(o->hst = XXH3_createState())) {
+				pthread_mutex_unlock(&o->lock);
+				r = -ENOMEM;
+				break;
+			}
+			XXH3_128bits_reset(o->hst);
+			o->hashed = 0;
+			o->hash_gen = o->gen;
+		}
+		n = 0;
+		if (o->hashed < end)
+			n = obj_iov(o, o->hashed, (size_t)min_u64(end - o->hashed, SIZE_MAX), iov,
+				    HASH_AHEAD_IOV, &bytes);
+		pthread_mutex_unlock(&o->lock);
+		if (n <= 0)
+			break;
+		/* outside o->lock: the pages of a pending object stay where
+		 * they are, and a change to the bytes moves o->gen on */
+		for (i = 0; i < n; i++)
+			XXH3_128bits_update(o->hst, iov[i].iov_base, iov[i].iov_len);
+		o->hashed += bytes;
+	}
+	pthread_mutex_unlock(&o->hash_lock);
+	return r;
+}
+
+/* The checksum of [0, size) into o->csum, from what store_hash_ahead()
+ * did if it still holds.  o->hash_lock and o->lock held. */
+static int obj_hash(struct store_obj *o, uint64_t size)
+{
+	struct span sp;
+	uint8_t *p;
+	size_t n;
+	int r = 0;
+
+	if (o->hst && o->hash_gen == o->gen && o->hashed <= size) {
+		span_init(&sp, o, o->hashed, size);
+		while (span_next(&sp, &p, &n))
+			XXH3_128bits_update(o->hst, p, n);
+		hash_digest(o->hst, o->csum);
+	} else {
+		r = store_hash_i(o->s, o->ext, o->n_ext, size, o->csum);
+	}
+	if (o->hst) {
+		XXH3_freeState(o->hst);
+		o->hst = NULL;
+	}
+	return r;
 }
 
 /* ---- seal, rename, unlink ---- */
@@ -744,6 +849,7 @@ int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 	if (r < 0)
 		return r;
 
+	pthread_mutex_lock(&o->hash_lock);
 	pthread_mutex_lock(&o->lock);
 	if (o->sealed) {
 		r = -EACCES;
@@ -760,7 +866,7 @@ int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 	pthread_mutex_unlock(&s->lock);
 	/* stale bytes after the end would otherwise sit in the last page */
 	obj_zero(o, size, keep * STORE_PAGE);
-	r = store_hash_i(s, o->ext, o->n_ext, size, o->csum);
+	r = obj_hash(o, size);
 	if (r < 0)
 		goto out;
 	o->mtime_ns = mtime_ns;
@@ -786,6 +892,7 @@ int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 	pthread_mutex_unlock(&s->lock);
 out:
 	pthread_mutex_unlock(&o->lock);
+	pthread_mutex_unlock(&o->hash_lock);
 	free(p);
 	return r;
 }

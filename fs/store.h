@@ -133,7 +133,10 @@ int store_truncate(struct store_obj *o, uint64_t size);
 
 /*
  * Make room for @size bytes at once and set the size (for receivers that
- * will fill the object through store_obj_iov()).  -ENOSPC, -EACCES.
+ * will fill the object through store_obj_iov()).  Unlike store_truncate(),
+ * the new bytes are not zeroed: until the receiver has written them they
+ * hold whatever the pages held, so they must not be read before then.
+ * -ENOSPC, -EACCES.
  */
 int store_reserve(struct store_obj *o, uint64_t size);
 
@@ -153,6 +156,16 @@ ssize_t store_read(struct store_obj *o, void *buf, size_t len, uint64_t off);
  */
 int store_obj_iov(struct store_obj *o, uint64_t off, size_t len, struct iovec *iov, int max_iov,
 		  size_t *ret_bytes);
+
+/*
+ * Fold bytes [0, @end) of a pending object into its checksum now, while
+ * they are fresh in the cache, so that store_seal() hashes only the rest.
+ * For receivers that fill an object front to back: the caller promises
+ * these bytes are final (any store_write() or resize starts the checksum
+ * over).  Returns at once if another thread is doing it.  0, -EACCES if
+ * sealed, -ENOMEM, -EINVAL.
+ */
+int store_hash_ahead(struct store_obj *o, uint64_t end);
 
 /*
  * Seal a pending object: compute its checksum, trim unused pages, write

@@ -5,7 +5,8 @@
  * refcounts; store_catalog.c owns the files beside the arena (catalog
  * records and notes) and the adoption of records at open.
  *
- * Lock order: obj->lock, then store->lock.  store->note_lock is a leaf.
+ * Lock order: obj->hash_lock, then obj->lock, then store->lock.
+ * store->note_lock is a leaf.
  *
  * References: the id table holds one reference of its own on every
  * linked object (pending or sealed), dropped by store_unlink().  So a
@@ -17,6 +18,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <xxhash.h>
 
 /* uthash: report allocation failure instead of calling exit() */
 #define HASH_NONFATAL_OOM 1
@@ -64,6 +66,13 @@ struct store_obj {
 	int64_t mtime_ns;
 	uint8_t csum[OBJFS_CSUM_LEN];
 	char *path; /* lock; NULL means "" */
+	uint64_t gen; /* lock; bumped by every change to the bytes */
+
+	/* the checksum of a prefix, taken ahead of sealing (store_hash_ahead) */
+	pthread_mutex_t hash_lock;
+	XXH3_state_t *hst; /* hash_lock; NULL until needed */
+	uint64_t hashed;   /* hash_lock: bytes [0, hashed) are in hst */
+	uint64_t hash_gen; /* hash_lock: o->gen when hst was started */
 };
 
 struct store {

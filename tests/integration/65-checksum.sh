@@ -1,0 +1,76 @@
+#!/bin/bash
+# A holder whose copy went bad (one byte flipped in its shared memory, as
+# bit rot or a stray write would do) serves bytes that do not match the
+# object's checksum.  The fetching node must notice, for a small object
+# (fetched inside open()) and for a big one (fetched in ranges, checksummed
+# as the bytes arrive): reads get EIO, the copy is discarded (the store
+# gives its pages back), the node does not become a holder, and the
+# failure is counted.  Once the holder's bytes are right again, the next
+# open fetches afresh and gets the right bytes.
+# shellcheck source=SCRIPTDIR/../lib.sh
+. "$(dirname "$0")/../lib.sh"
+
+need python3 getfattr
+start_redis
+mount_objfs a "$REDIS_URL" "capacity=128M"
+mount_objfs b "$REDIS_URL" "capacity=128M"
+A=$(mnt_of a)
+B=$(mnt_of b)
+ARENA=$(store_of a)/arena
+
+# flip FILE: flip (xor 0xff) the byte in the middle of FILE's copy in a's
+# arena, found by its contents (the object must sit in one run of pages,
+# as a fresh object in an empty store does); prints the arena offset
+flip() {
+	timeout -k 5 60 python3 - "$ARENA" "$1" <<'PY'
+import mmap, os, sys
+arena, src = sys.argv[1], sys.argv[2]
+data = open(src, "rb").read()
+fd = os.open(arena, os.O_RDWR)
+m = mmap.mmap(fd, os.fstat(fd).st_size)
+at = m.find(data[:4096])
+if at < 0 or m[at:at + len(data)] != data:
+    sys.exit("the object's bytes are not in one piece in the arena")
+mid = at + len(data) // 2
+m[mid] ^= 0xFF
+m.flush()
+print(at)
+PY
+}
+
+# unflip FILE OFFSET: undo flip
+unflip() {
+	timeout -k 5 60 python3 - "$ARENA" "$1" "$2" <<'PY'
+import mmap, os, sys
+arena, src, at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+size = os.path.getsize(src)
+fd = os.open(arena, os.O_RDWR)
+m = mmap.mmap(fd, os.fstat(fd).st_size)
+m[at + size // 2] ^= 0xFF
+m.flush()
+PY
+}
+
+n=0
+for size in 100000 $((40 << 20)); do
+	n=$((n + 1))
+	step "object of $size bytes, a's copy corrupted"
+	mkdata "$T/o$n" "$size"
+	cp "$T/o$n" "$A/o$n"
+	at=$(flip "$T/o$n") || fail "could not corrupt a's copy of o$n"
+	eventually 10 ls_has "$B" "o$n"
+	used0=$(status_of b used)
+
+	assert_fails_with 'Input/output error' sh -c 'cat "$1" >/dev/null' cat "$B/o$n"
+	assert_eq "$n" "$(status_of b checksum_failures)" "checksum failures counted on b"
+	assert_eq a "$(xattr "$B/o$n" user.objfs.locations)" "holders after the failed fetch"
+	assert_match '^remote ' "$(xattr "$B/o$n" user.objfs.fetch)" "fetch state on b"
+	eventually 5 test "$(status_of b used)" = "$used0"
+	assert_match "checksum|discarding" "$(cat "$(log_of b)")" "b's log says why"
+
+	step "a's copy repaired: the next open fetches it again, byte-exact"
+	unflip "$T/o$n" "$at"
+	assert_ok cmp "$T/o$n" "$B/o$n"
+	assert_match '^local ' "$(xattr "$B/o$n" user.objfs.fetch)" "fetch state on b after the repair"
+	assert_eq "$n" "$(status_of b checksum_failures)" "no new checksum failure"
+done
