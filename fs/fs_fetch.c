@@ -847,8 +847,10 @@ static void fetch_go(struct fs *fs, struct fetch *f)
 	} else if (sync) {
 		/* the rest of the work (Redis, the catalog path) is done by
 		 * fetch_opened() once the open has been answered */
-		if (run_chunk(fs, f, 0)) {
-			f->post_seal = finish_fetch(fs, f);
+		if (run_chunk(fs, f, 0) && finish_fetch(fs, f)) {
+			pthread_mutex_lock(&fs->flock);
+			f->post_seal = true;
+			pthread_mutex_unlock(&fs->flock);
 		}
 		fetch_put(fs, f);
 	}
