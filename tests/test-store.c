@@ -4,7 +4,7 @@
  * Every case opens stores in its own mkdtemp() directory under /dev/shm
  * and removes it afterwards.  Some cases edit the store's files between
  * a close and a reopen (catalog records, the arena) to check adoption;
- * they know the record layout documented in fs/store_catalog.c.
+ * they know the record layout documented in store/store_catalog.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,7 +27,7 @@
 #define MiB (1024ULL * 1024)
 #define PG STORE_PAGE
 
-/* record layout (fs/store_catalog.c) */
+/* record layout (store/store_catalog.c) */
 #define REC_ID 8
 #define REC_SIZE 16
 #define REC_PATH_LEN 48
