@@ -1,358 +1,68 @@
 /*
- * store: objects in one shared-memory arena.
+ * store: the objects of the store, and opening and closing it.
  *
- * The arena is one file of `capacity` bytes in the store directory,
- * mapped once MAP_SHARED.  A bitmap (one bit per 4 KiB page, guarded by
- * store->lock) says which pages belong to some object.  Allocation is
- * first fit from the lowest free page (store->hint remembers where that
- * is), so freed pages, which stay resident in the tmpfs, are the first
- * to be handed out again.
+ * This file owns struct store_obj: creating and finding objects by id,
+ * their references, writing, resizing and reading a pending object,
+ * the checksum (hash-ahead and sealing), paths, unlink, foreach and the
+ * counters.  The pages an object's bytes live in come from the arena
+ * (store_arena.c), the files beside the arena from store_catalog.c.
  *
- * An object is an array of extents (runs of arena pages), each saying
- * which object pages it holds, so an offset is found by binary search.
- * A pending object grows when a write needs more pages: first by
- * extending its last extent in place, else by a new extent as large as
- * what it already holds (geometric, capped at STORE_GROW_MAX_PAGES), else
- * by just the pages needed, in as many pieces as it takes.  The free page
- * count is checked first under store->lock, so growth either succeeds or
- * changes nothing (-ENOSPC).  Pages past the end of a pending object hold
- * stale bytes from earlier objects: whenever the size grows, the gap
- * between the old size and the new bytes is zeroed, so unwritten bytes
- * read as zeros.
- *
- * Writes copy straight into the arena under obj->lock.  Sealing hashes
- * the bytes (xxh3-128, the same digest as csum_buf()), zeroes the tail of
- * the last page, gives back the pages past it, writes the catalog record
- * (store_catalog.c) and then publishes obj->sealed with release order;
- * from then on the extents never change, so readers of a sealed object
- * load sealed with acquire order and use the extents without a lock.
+ * Data flow.  A write takes obj->lock, asks the arena for pages
+ * (store_ext_grow_i(), all or nothing), then copies straight into the
+ * arena memory the object's extents name.  Pages past the end of a
+ * pending object hold stale bytes from earlier objects: whenever the
+ * size grows, the gap between the old size and the new bytes is zeroed,
+ * so unwritten bytes read as zeros (store_reserve() alone skips that,
+ * for receivers that write every byte).  A receiver may fold a prefix
+ * into the checksum early (store_hash_ahead()).  Sealing gives back the
+ * pages past the end, zeroes the tail of the last page, hashes what
+ * hash-ahead left (xxh3-128, the same digest as csum_buf()), writes the
+ * catalog record (store_catalog.c) and then publishes obj->sealed with
+ * release order; from then on the extents never change, so readers of a
+ * sealed object load sealed with acquire order and use the extents
+ * without a lock.
  *
  * The id table holds one reference on every linked object; the last
- * unref of an unlinked object gives its pages back (see store_i.h).
+ * unref of an unlinked object gives its pages back to the arena (see
+ * store_i.h for references and locks).
+ *
+ * Opening: the directory and its lock (store_catalog.c), the arena
+ * mapping (store_arena.c), adoption of the catalog's records, then the
+ * arena is cut to the capacity.
  */
 #include "store_i.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include "log.h"
 
-#define NO_PAGE UINT64_MAX
-
-static uint64_t min_u64(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
-static uint64_t max_u64(uint64_t a, uint64_t b)
-{
-	return a > b ? a : b;
-}
-
-/* ---- page bitmap (s->lock held) ---- */
-
-static uint64_t word_mask(uint64_t bit, uint64_t n)
-{
-	return (n >= 64 ? ~0ULL : (1ULL << n) - 1) << bit;
-}
-
-static void bm_set(uint64_t *bm, uint64_t page, uint64_t n)
-{
-	while (n) {
-		uint64_t bit = page % 64, k = min_u64(64 - bit, n);
-
-		bm[page / 64] |= word_mask(bit, k);
-		page += k;
-		n -= k;
-	}
-}
-
-static void bm_clear(uint64_t *bm, uint64_t page, uint64_t n)
-{
-	while (n) {
-		uint64_t bit = page % 64, k = min_u64(64 - bit, n);
-
-		bm[page / 64] &= ~word_mask(bit, k);
-		page += k;
-		n -= k;
-	}
-}
-
-/* First free page at or after @from, or s->npages if there is none. */
-static uint64_t bm_next_free(const struct store *s, uint64_t from)
-{
-	uint64_t w = from / 64, nwords = (s->npages + 63) / 64, word;
-
-	if (from >= s->npages)
-		return s->npages;
-	word = ~s->bitmap[w] & (~0ULL << (from % 64));
-	while (!word) {
-		if (++w >= nwords)
-			return s->npages;
-		word = ~s->bitmap[w];
-	}
-	return min_u64(w * 64 + (uint64_t)__builtin_ctzll(word), s->npages);
-}
-
-/* First page in use in [from, limit), or limit (clipped to s->npages). */
-static uint64_t bm_next_used(const struct store *s, uint64_t from, uint64_t limit)
-{
-	uint64_t w, last, word;
-
-	limit = min_u64(limit, s->npages);
-	if (from >= limit)
-		return limit;
-	w = from / 64;
-	last = (limit - 1) / 64;
-	word = s->bitmap[w] & (~0ULL << (from % 64));
-	while (!word) {
-		if (++w > last)
-			return limit;
-		word = s->bitmap[w];
-	}
-	return min_u64(w * 64 + (uint64_t)__builtin_ctzll(word), limit);
-}
-
-/* Lowest free page, moving the hint up to it. */
-static uint64_t first_free(struct store *s)
-{
-	s->hint = bm_next_free(s, s->hint);
-	return s->hint;
-}
-
-/* First fit: lowest run of @n free pages, or NO_PAGE. */
-static uint64_t find_run(struct store *s, uint64_t n)
-{
-	uint64_t p = first_free(s);
-
-	while (p < s->npages) {
-		uint64_t e = bm_next_used(s, p, p + n);
-
-		if (e - p >= n)
-			return p;
-		p = bm_next_free(s, e);
-	}
-	return NO_PAGE;
-}
-
-static void pages_take(struct store *s, uint64_t page, uint64_t n)
-{
-	bm_set(s->bitmap, page, n);
-	s->used_pages += n;
-}
-
-int store_pages_claim_i(struct store *s, uint64_t page, uint64_t n)
-{
-	if (bm_next_used(s, page, page + n) != page + n)
-		return -EEXIST;
-	pages_take(s, page, n);
-	return 0;
-}
-
-void store_pages_release_i(struct store *s, uint64_t page, uint64_t n)
-{
-	bm_clear(s->bitmap, page, n);
-	s->used_pages -= n;
-	if (page < s->hint)
-		s->hint = page;
-}
-
-/* ---- extents (o->lock held while pending) ---- */
-
-/* Index of the extent holding object page @pg (pg < o->npages). */
-static size_t ext_find(const struct store_obj *o, uint64_t pg)
-{
-	size_t lo = 0, hi = o->n_ext;
-
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (o->ext[mid].opage <= pg)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-/* Append free pages [page, page + n) to @o.  s->lock held. */
-static int ext_push(struct store_obj *o, uint64_t page, uint64_t n)
-{
-	struct store_ext *last = o->n_ext ? &o->ext[o->n_ext - 1] : NULL;
-
-	if (last && last->page + last->npages == page) {
-		last->npages += n;
-	} else {
-		if (o->n_ext == o->cap_ext) {
-			size_t cap = o->cap_ext ? 2 * o->cap_ext : 4;
-			struct store_ext *ext = realloc(o->ext, cap * sizeof(*ext));
-
-			if (!ext)
-				return -ENOMEM;
-			o->ext = ext;
-			o->cap_ext = cap;
-		}
-		o->ext[o->n_ext++] = (struct store_ext){page, n, o->npages};
-	}
-	pages_take(o->s, page, n);
-	o->npages += n;
-	return 0;
-}
-
-/* Give back every page of @o past its first @keep.  s->lock held. */
-static void obj_trim(struct store_obj *o, uint64_t keep)
-{
-	while (o->n_ext) {
-		struct store_ext *x = &o->ext[o->n_ext - 1];
-		uint64_t cut;
-
-		if (x->opage >= keep) {
-			store_pages_release_i(o->s, x->page, x->npages);
-			o->n_ext--;
-			continue;
-		}
-		if (x->opage + x->npages > keep) {
-			cut = x->opage + x->npages - keep;
-			store_pages_release_i(o->s, x->page + x->npages - cut, cut);
-			x->npages -= cut;
-		}
-		break;
-	}
-	o->npages = min_u64(o->npages, keep);
-}
-
-/*
- * Make @o hold at least @want pages; all or nothing.  @exact asks for no
- * speculative growth (the caller knows the final size).  o->lock held.
- */
-static int obj_grow(struct store_obj *o, uint64_t want, bool exact)
-{
-	struct store *s = o->s;
-	uint64_t need, goal, avail, old = o->npages, p, e;
-	int r = 0;
-
-	if (want <= o->npages)
-		return 0;
-	need = want - o->npages;
-
-	pthread_mutex_lock(&s->lock);
-	avail = s->npages - s->used_pages;
-	if (avail < need) {
-		r = -ENOSPC;
-		goto out;
-	}
-	goal = exact ? need : max_u64(need, min_u64(o->npages, STORE_GROW_MAX_PAGES));
-	if (goal > avail)
-		goal = need;
-
-	/* in place: the pages after the last extent */
-	if (o->n_ext) {
-		struct store_ext *last = &o->ext[o->n_ext - 1];
-
-		p = last->page + last->npages;
-		e = bm_next_used(s, p, p + goal);
-		if (e - p >= need) {
-			r = ext_push(o, p, e - p);
-			goto out;
-		}
-	}
-
-	/* one new extent: of @goal pages, else of just what is needed */
-	p = find_run(s, goal);
-	if (p == NO_PAGE && goal > need) {
-		goal = need;
-		p = find_run(s, goal);
-	}
-	if (p != NO_PAGE) {
-		r = ext_push(o, p, goal);
-		goto out;
-	}
-
-	/* the free pages are there but scattered: take them piece by piece */
-	if (o->n_ext) {
-		struct store_ext *last = &o->ext[o->n_ext - 1];
-
-		p = last->page + last->npages;
-		e = bm_next_used(s, p, p + need);
-		if (e > p)
-			r = ext_push(o, p, e - p);
-	}
-	while (!r && o->npages < want) {
-		p = first_free(s);
-		if (p >= s->npages) {
-			r = -ENOSPC; /* cannot happen: avail was checked */
-			break;
-		}
-		e = bm_next_used(s, p, p + (want - o->npages));
-		r = ext_push(o, p, e - p);
-	}
-	if (r)
-		obj_trim(o, old);
-out:
-	pthread_mutex_unlock(&s->lock);
-	return r;
-}
-
-/* ---- walking the bytes of an object ---- */
-
-struct span {
-	const struct store_obj *o;
-	size_t i;
-	uint64_t off, end;
-};
-
-/* [off, end) must lie within the pages @o holds. */
-static void span_init(struct span *sp, const struct store_obj *o, uint64_t off, uint64_t end)
-{
-	sp->o = o;
-	sp->off = off;
-	sp->end = end;
-	sp->i = off < end ? ext_find(o, off / STORE_PAGE) : 0;
-}
-
-static bool span_next(struct span *sp, uint8_t **ret_p, size_t *ret_n)
-{
-	const struct store_ext *x;
-	uint64_t xoff, n;
-
-	if (sp->off >= sp->end)
-		return false;
-	x = &sp->o->ext[sp->i++];
-	xoff = sp->off - x->opage * STORE_PAGE;
-	n = min_u64(x->npages * STORE_PAGE - xoff, sp->end - sp->off);
-	*ret_p = sp->o->s->base + x->page * STORE_PAGE + xoff;
-	*ret_n = (size_t)n;
-	sp->off += n;
-	return true;
-}
+/* ---- the bytes of an object ---- */
 
 static void obj_zero(const struct store_obj *o, uint64_t off, uint64_t end)
 {
-	struct span sp;
+	struct store_span sp;
 	uint8_t *p;
 	size_t n;
 
-	span_init(&sp, o, off, end);
-	while (span_next(&sp, &p, &n))
+	store_span_init_i(&sp, o, off, end);
+	while (store_span_next_i(&sp, &p, &n))
 		memset(p, 0, n);
 }
 
 static void obj_copy_in(const struct store_obj *o, const uint8_t *buf, uint64_t off, uint64_t end)
 {
-	struct span sp;
+	struct store_span sp;
 	uint8_t *p;
 	size_t n;
 
-	span_init(&sp, o, off, end);
-	while (span_next(&sp, &p, &n)) {
+	store_span_init_i(&sp, o, off, end);
+	while (store_span_next_i(&sp, &p, &n)) {
 		memcpy(p, buf, n);
 		buf += n;
 	}
@@ -360,12 +70,12 @@ static void obj_copy_in(const struct store_obj *o, const uint8_t *buf, uint64_t 
 
 static void obj_copy_out(const struct store_obj *o, uint8_t *buf, uint64_t off, uint64_t end)
 {
-	struct span sp;
+	struct store_span sp;
 	uint8_t *p;
 	size_t n;
 
-	span_init(&sp, o, off, end);
-	while (span_next(&sp, &p, &n)) {
+	store_span_init_i(&sp, o, off, end);
+	while (store_span_next_i(&sp, &p, &n)) {
 		memcpy(buf, p, n);
 		buf += n;
 	}
@@ -463,11 +173,9 @@ int store_table_add_i(struct store *s, struct store_obj *o)
 static void obj_destroy(struct store_obj *o)
 {
 	struct store *s = o->s;
-	size_t i;
 
 	pthread_mutex_lock(&s->lock);
-	for (i = 0; i < o->n_ext; i++)
-		store_pages_release_i(s, o->ext[i].page, o->ext[i].npages);
+	store_pages_release_i(s, o->ext, o->n_ext);
 	if (o->prev)
 		o->prev->next = o->next;
 	else
@@ -605,7 +313,7 @@ int store_write(struct store_obj *o, const void *buf, size_t len, uint64_t off)
 	}
 	if (!len)
 		goto out;
-	r = obj_grow(o, store_pages(end), false);
+	r = store_ext_grow_i(o, store_pages(end), false);
 	if (r < 0)
 		goto out;
 	size = o->size;
@@ -634,16 +342,14 @@ static int obj_resize(struct store_obj *o, uint64_t size, bool zero)
 		return r;
 	o->gen++;
 	if (size > old) {
-		r = obj_grow(o, store_pages(size), true);
+		r = store_ext_grow_i(o, store_pages(size), true);
 		if (r < 0)
 			return r;
 		if (zero)
 			obj_zero(o, old, size);
 	} else {
 		/* pages past the new end are of no use until written again */
-		pthread_mutex_lock(&o->s->lock);
-		obj_trim(o, store_pages(size));
-		pthread_mutex_unlock(&o->s->lock);
+		store_ext_trim_i(o, store_pages(size));
 	}
 	obj_set_size(o, size);
 	return 0;
@@ -703,14 +409,14 @@ static int obj_iov(const struct store_obj *o, uint64_t off, size_t len, struct i
 		   int max_iov, size_t *ret_bytes)
 {
 	uint64_t size = obj_size(o), end;
-	struct span sp;
+	struct store_span sp;
 	size_t n, bytes = 0;
 	uint8_t *p;
 	int used = 0;
 
 	end = off < size ? off + min_u64(len, size - off) : off;
-	span_init(&sp, o, off, end);
-	while (span_next(&sp, &p, &n)) {
+	store_span_init_i(&sp, o, off, end);
+	while (store_span_next_i(&sp, &p, &n)) {
 		if (used && (uint8_t *)iov[used - 1].iov_base + iov[used - 1].iov_len == p) {
 			iov[used - 1].iov_len += n;
 		} else {
@@ -797,14 +503,14 @@ int store_hash_ahead(struct store_obj *o, uint64_t end)
  * did if it still holds.  o->hash_lock and o->lock held. */
 static int obj_hash(struct store_obj *o, uint64_t size)
 {
-	struct span sp;
+	struct store_span sp;
 	uint8_t *p;
 	size_t n;
 	int r = 0;
 
 	if (o->hst && o->hash_gen == o->gen && o->hashed <= size) {
-		span_init(&sp, o, o->hashed, size);
-		while (span_next(&sp, &p, &n))
+		store_span_init_i(&sp, o, o->hashed, size);
+		while (store_span_next_i(&sp, &p, &n))
 			XXH3_128bits_update(o->hst, p, n);
 		hash_digest(o->hst, o->csum);
 	} else {
@@ -861,9 +567,7 @@ int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 	}
 	size = o->size;
 	keep = store_pages(size);
-	pthread_mutex_lock(&s->lock);
-	obj_trim(o, keep);
-	pthread_mutex_unlock(&s->lock);
+	store_ext_trim_i(o, keep);
 	/* stale bytes after the end would otherwise sit in the last page */
 	obj_zero(o, size, keep * STORE_PAGE);
 	r = obj_hash(o, size);
@@ -1007,11 +711,7 @@ static void store_free(struct store *s)
 		next = o->next;
 		store_obj_free_i(o);
 	}
-	free(s->bitmap);
-	if (s->base)
-		munmap(s->base, s->map_len);
-	if (s->arena_fd >= 0)
-		close(s->arena_fd);
+	store_arena_close_i(s);
 	if (s->notes_fd >= 0)
 		close(s->notes_fd);
 	if (s->objects_fd >= 0)
@@ -1031,74 +731,10 @@ void store_close(struct store *s)
 	store_free(s);
 }
 
-/*
- * Open the arena file and map it.  It is grown to the capacity now, but
- * shrunk only after adoption shows nothing lies past the capacity; until
- * then the whole old file stays mapped.  Sets *ret_old to the size the
- * file had (records may point at the pages it held).
- */
-static int map_arena(struct store *s, uint64_t *ret_old)
-{
-	struct stat st;
-	uint64_t old, len;
-	void *base;
-
-	s->arena_fd = openat(s->dir_fd, "arena", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (s->arena_fd < 0)
-		return -errno;
-	if (fstat(s->arena_fd, &st) < 0)
-		return -errno;
-	old = (uint64_t)st.st_size;
-	if (old < s->capacity && ftruncate(s->arena_fd, (off_t)s->capacity) < 0)
-		return -errno;
-	len = max_u64(store_pages(old) * STORE_PAGE, s->capacity);
-	base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, s->arena_fd, 0);
-	if (base == MAP_FAILED)
-		return -errno;
-	s->base = base;
-	s->map_len = len;
-	/* huge pages help when the tmpfs allows them; not required */
-	(void)madvise(base, len, MADV_HUGEPAGE);
-	*ret_old = old;
-	return 0;
-}
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-#define PREFAULT_STEP (64ULL << 20)
-
-int store_prefault(struct store *s, const bool *stop)
-{
-	uint64_t off, len;
-
-	for (off = 0; off < s->capacity; off += PREFAULT_STEP) {
-		if (stop && __atomic_load_n(stop, __ATOMIC_RELAXED))
-			return -ECANCELED;
-		len = s->capacity - off < PREFAULT_STEP ? s->capacity - off : PREFAULT_STEP;
-		if (madvise(s->base + off, len, MADV_POPULATE_WRITE) < 0)
-			return -errno;
-	}
-	return 0;
-}
-
-/* Cut the arena file and mapping down to the capacity. */
-static int shrink_arena(struct store *s)
-{
-	if (s->map_len > s->capacity) {
-		if (munmap(s->base + s->capacity, s->map_len - s->capacity) < 0)
-			return -errno;
-		s->map_len = s->capacity;
-	}
-	if (ftruncate(s->arena_fd, (off_t)s->capacity) < 0)
-		return -errno;
-	return 0;
-}
-
 struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t *ret_err_detail)
 {
 	struct store *s = NULL;
-	uint64_t cap, old_size = 0, valid_pages, max_end = 0, bm_pages;
+	uint64_t cap, valid_pages = 0, max_end = 0;
 	int r;
 
 	if (!cfg || !cfg->dir || !*cfg->dir) {
@@ -1125,19 +761,9 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 	r = store_dir_open_i(s, cfg->dir);
 	if (r < 0)
 		goto fail;
-	r = map_arena(s, &old_size);
+	r = store_arena_open_i(s, &valid_pages);
 	if (r < 0)
 		goto fail;
-	valid_pages = old_size / STORE_PAGE;
-
-	/* the bitmap first spans every page a record may name */
-	bm_pages = max_u64(valid_pages, cap / STORE_PAGE);
-	s->bitmap = calloc((bm_pages + 63) / 64, sizeof(uint64_t));
-	if (!s->bitmap) {
-		r = -ENOMEM;
-		goto fail;
-	}
-	s->npages = bm_pages;
 	r = store_catalog_adopt_i(s, valid_pages, &max_end);
 	if (r < 0)
 		goto fail;
@@ -1147,12 +773,9 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 			*ret_err_detail = max_end * STORE_PAGE;
 		goto fail;
 	}
-	s->npages = cap / STORE_PAGE;
-	if (old_size > cap) {
-		r = shrink_arena(s);
-		if (r < 0)
-			goto fail;
-	}
+	r = store_arena_fit_i(s);
+	if (r < 0)
+		goto fail;
 	store_notes_cleanup_i(s);
 	log_debug("store: opened %s, %" PRIu64 " bytes, %" PRIu64 " objects adopted, %" PRIu64
 		  " bad records",

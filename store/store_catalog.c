@@ -411,8 +411,7 @@ static int adopt_one(struct store *s, const char *name, uint64_t id, uint64_t va
 		r = store_table_add_i(s, o);
 	if (r < 0) {
 		/* the object owns ext now; give the pages back first */
-		for (i = 0; i < claimed; i++)
-			store_pages_release_i(s, ext[i].page, ext[i].npages);
+		store_pages_release_i(s, ext, claimed);
 		store_obj_free_i(o);
 		goto free_buf;
 	}
@@ -422,8 +421,7 @@ static int adopt_one(struct store *s, const char *name, uint64_t id, uint64_t va
 	return 0;
 
 release_pages:
-	for (i = 0; i < claimed; i++)
-		store_pages_release_i(s, ext[i].page, ext[i].npages);
+	store_pages_release_i(s, ext, claimed);
 	free(ext);
 free_buf:
 	free(buf);

@@ -1,12 +1,38 @@
 /*
- * store_i.h: what store.c and store_catalog.c share and nobody else sees.
+ * store_i.h: what the store's files share and nobody else sees.
  *
- * store.c owns the arena, the page bitmap, the objects and their
- * refcounts; store_catalog.c owns the files beside the arena (catalog
- * records and notes) and the adoption of records at open.
+ * store_arena.c owns the arena mapping, the page bitmap, the allocation
+ * and freeing of page runs, the extents of objects and prefault;
+ * store.c owns the objects (lookup, refcounts, bytes, checksum, seal,
+ * unlink) and opening and closing the store; store_catalog.c owns the
+ * files beside the arena (catalog records and notes) and the adoption
+ * of records at open.
  *
- * Lock order: obj->hash_lock, then obj->lock, then store->lock.
- * store->note_lock is a leaf.
+ * Locks.  There are three kinds, taken in this order:
+ *
+ *   obj->hash_lock  one per object; the checksum taken ahead of sealing
+ *                   (hst, hashed, hash_gen).  Held across hashing
+ *                   (store_hash_ahead(), store_seal()) so that only one
+ *                   thread feeds an object's hash state.
+ *   obj->lock       one per object; its pending state: size (stores),
+ *                   the extents while pending, path, gen, and the one
+ *                   write of sealed.  Catalog file I/O for the object
+ *                   (record write and remove) happens under it.
+ *   store->lock     one per store, the global lock; the bitmap and the
+ *                   allocator (npages, hint, used_pages), the id table
+ *                   and the list of all objects (table, all, obj->hh,
+ *                   obj->prev/next), obj->linked (with obj->lock) and
+ *                   the counters.  Held only for work in memory, never
+ *                   across file I/O or a caller's callback.
+ *
+ * So: obj->hash_lock, then obj->lock, then store->lock.  No thread holds
+ * the locks of two objects at once.  store->note_lock is a leaf: it only
+ * serializes note writers and nothing is taken under it.
+ *
+ * Fields not named under a lock are set before the store or the object
+ * is shared and never change after (store->dir_fd and the other fds,
+ * base, map_len, capacity, verify; obj->s, obj->id), or are atomic
+ * (obj->refs, obj->size loads, obj->sealed loads).
  *
  * References: the id table holds one reference of its own on every
  * linked object (pending or sealed), dropped by store_unlink().  So a
@@ -34,6 +60,16 @@
 #define STORE_TMP_PREFIX ".tmp-"
 #define STORE_BAD_SUFFIX ".bad"
 
+static inline uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static inline uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
 static inline uint64_t store_pages(uint64_t bytes)
 {
 	return (bytes + STORE_PAGE - 1) / STORE_PAGE;
@@ -47,25 +83,29 @@ struct store_ext {
 };
 
 struct store_obj {
-	struct store *s;
-	uint64_t id;
-	uint32_t refs; /* atomic */
-	bool sealed;   /* atomic; set (release) once, under lock */
-	bool linked;   /* written under lock and s->lock */
+	struct store *s; /* immutable */
+	uint64_t id;	 /* immutable */
+	uint32_t refs;	 /* atomic */
+	bool sealed;	 /* atomic; set (release) once, under lock and s->lock */
+	bool linked;	 /* written under lock and s->lock; read under either */
 
 	UT_hash_handle hh;	       /* s->table, while linked; s->lock */
 	struct store_obj *prev, *next; /* s->all, until freed; s->lock */
 
 	pthread_mutex_t lock; /* guards the pending state below */
 	uint64_t size;	      /* atomic loads; stores under lock */
-	/* lock while pending; immutable once sealed (read without lock) */
+	/*
+	 * Pending: read and written under lock, and also under s->lock
+	 * while pages change hands (store_arena.c).  Sealed: immutable,
+	 * read without a lock.
+	 */
 	struct store_ext *ext;
 	size_t n_ext, cap_ext;
 	uint64_t npages; /* sum of ext[].npages */
-	/* set before sealed is published */
+	/* lock; set before sealed is published, immutable after */
 	int64_t mtime_ns;
 	uint8_t csum[OBJFS_CSUM_LEN];
-	char *path; /* lock; NULL means "" */
+	char *path;   /* lock; NULL means "" */
 	uint64_t gen; /* lock; bumped by every change to the bytes */
 
 	/* the checksum of a prefix, taken ahead of sealing (store_hash_ahead) */
@@ -76,23 +116,81 @@ struct store_obj {
 };
 
 struct store {
-	int dir_fd, objects_fd, notes_fd, lock_fd, arena_fd;
+	/* set at open, before the store is shared (store_catalog.c) */
+	int dir_fd, objects_fd, notes_fd, lock_fd;
+	/* set at open (store_arena.c) */
+	int arena_fd;
 	uint8_t *base; /* the arena mapping */
 	size_t map_len;
 	uint64_t capacity; /* bytes, a multiple of STORE_PAGE */
 	bool verify;
 
-	pthread_mutex_t lock; /* guards everything below */
+	pthread_mutex_t lock; /* the global lock: guards everything below */
 	uint64_t npages;      /* pages the allocator may hand out */
 	uint64_t *bitmap;     /* one bit per arena page, 1 = in use */
 	uint64_t hint;	      /* every page below it is in use */
 	uint64_t used_pages;
 	struct store_obj *table; /* linked objects by id (uthash) */
 	struct store_obj *all;	 /* every object not yet freed */
-	uint64_t nobjects, npending, bad_records;
+	uint64_t nobjects, npending;
+	uint64_t bad_records; /* written at open only */
 
-	pthread_mutex_t note_lock; /* serializes note writers */
+	pthread_mutex_t note_lock; /* serializes note writers; a leaf */
 };
+
+/* ---- store_arena.c: the mapping ---- */
+
+/*
+ * Open and map DIR/arena (s->dir_fd open), growing the file to the
+ * capacity, and allocate a bitmap over every page a catalog record may
+ * name: the capacity or what the file held, whichever is more.  Sets
+ * *ret_valid_pages to the whole pages the file held.  At open, single
+ * threaded.
+ */
+int store_arena_open_i(struct store *s, uint64_t *ret_valid_pages);
+/* After adoption: hand out only pages below the capacity, and cut the
+ * file and the mapping down to it.  At open, single threaded. */
+int store_arena_fit_i(struct store *s);
+/* Free the bitmap, unmap and close the arena; a half-built store is fine. */
+void store_arena_close_i(struct store *s);
+
+/* ---- store_arena.c: page runs (s->lock held, or the store not yet shared) ---- */
+
+/* Mark pages [page, page + n) in use; -EEXIST (nothing marked) if any
+ * already is. */
+int store_pages_claim_i(struct store *s, uint64_t page, uint64_t n);
+/* Give back the pages of @n_ext extents. */
+void store_pages_release_i(struct store *s, const struct store_ext *ext, size_t n_ext);
+
+/* ---- store_arena.c: extents of a pending object (o->lock held) ---- */
+
+/*
+ * Make @o hold at least @want pages; all or nothing: -ENOSPC or -ENOMEM
+ * leaves @o as it was.  @exact asks for no speculative growth (the
+ * caller knows the final size).  Takes s->lock.
+ */
+int store_ext_grow_i(struct store_obj *o, uint64_t want, bool exact);
+/* Give back every page of @o past its first @keep.  Takes s->lock. */
+void store_ext_trim_i(struct store_obj *o, uint64_t keep);
+
+/*
+ * Walking bytes [off, end) of an object, which must lie within the pages
+ * it holds, as pieces of arena memory:
+ *
+ *	store_span_init_i(&sp, o, off, end);
+ *	while (store_span_next_i(&sp, &p, &n))
+ *		use n bytes at p;
+ *
+ * o->lock held, or @o sealed.
+ */
+struct store_span {
+	const struct store_obj *o;
+	size_t i; /* next extent */
+	uint64_t off, end;
+};
+void store_span_init_i(struct store_span *sp, const struct store_obj *o, uint64_t off,
+		       uint64_t end);
+bool store_span_next_i(struct store_span *sp, uint8_t **ret_p, size_t *ret_n);
 
 /* ---- store.c ---- */
 
@@ -103,9 +201,6 @@ void store_obj_free_i(struct store_obj *o);
 /* Add @o to the id table (linked, +1 ref) and s->all.  -ENOMEM.  s->lock held or
  * the store not yet shared. */
 int store_table_add_i(struct store *s, struct store_obj *o);
-/* Mark pages in use; -EEXIST (nothing marked) if any already is. */
-int store_pages_claim_i(struct store *s, uint64_t page, uint64_t n);
-void store_pages_release_i(struct store *s, uint64_t page, uint64_t n);
 /* xxh3-128 of the first @size bytes held by @ext.  0 or -ENOMEM. */
 int store_hash_i(const struct store *s, const struct store_ext *ext, size_t n_ext, uint64_t size,
 		 uint8_t ret_csum[OBJFS_CSUM_LEN]);
