@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -111,19 +112,27 @@ int store_hash_i(const struct store *s, const struct store_ext *ext, size_t n_ex
 
 /* ---- object lifetime ---- */
 
+/* Without a lock: acquire pairs with the release in store_seal(), so a
+ * true answer makes the final extents, size and checksum visible. */
 static bool obj_is_sealed(const struct store_obj *o)
 {
-	return __atomic_load_n(&o->sealed, __ATOMIC_ACQUIRE);
+	return atomic_load_explicit(&o->sealed, memory_order_acquire);
+}
+
+/* o->lock or s->lock held: sealed is written only under both. */
+static bool obj_sealed_locked(const struct store_obj *o)
+{
+	return atomic_load_explicit(&o->sealed, memory_order_relaxed);
 }
 
 static uint64_t obj_size(const struct store_obj *o)
 {
-	return __atomic_load_n(&o->size, __ATOMIC_RELAXED);
+	return atomic_load_explicit(&o->size, memory_order_relaxed);
 }
 
 static void obj_set_size(struct store_obj *o, uint64_t size)
 {
-	__atomic_store_n(&o->size, size, __ATOMIC_RELAXED);
+	atomic_store_explicit(&o->size, size, memory_order_relaxed);
 }
 
 void store_obj_free_i(struct store_obj *o)
@@ -147,6 +156,9 @@ struct store_obj *store_obj_new_i(struct store *s, uint64_t id)
 	pthread_mutex_init(&o->hash_lock, NULL);
 	o->s = s;
 	o->id = id;
+	atomic_init(&o->refs, 0);
+	atomic_init(&o->sealed, false);
+	atomic_init(&o->size, 0);
 	return o;
 }
 
@@ -156,13 +168,13 @@ int store_table_add_i(struct store *s, struct store_obj *o)
 	if (!o->hh.tbl)
 		return -ENOMEM;
 	o->linked = true;
-	o->refs++;
+	atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
 	o->prev = NULL;
 	o->next = s->all;
 	if (s->all)
 		s->all->prev = o;
 	s->all = o;
-	if (o->sealed)
+	if (obj_sealed_locked(o))
 		s->nobjects++;
 	else
 		s->npending++;
@@ -189,7 +201,7 @@ static void obj_destroy(struct store_obj *o)
 struct store_obj *store_obj_ref(struct store_obj *o)
 {
 	if (o)
-		__atomic_add_fetch(&o->refs, 1, __ATOMIC_RELAXED);
+		atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
 	return o;
 }
 
@@ -197,7 +209,8 @@ void store_obj_unref(struct store_obj *o)
 {
 	if (!o)
 		return;
-	if (__atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL) == 0)
+	/* the old count: 1 means this was the last reference */
+	if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1)
 		obj_destroy(o);
 }
 
@@ -211,7 +224,7 @@ struct store_obj *store_create(struct store *s, uint64_t id, int *ret_err)
 		r = -ENOMEM;
 		goto fail;
 	}
-	o->refs = 1;
+	atomic_store_explicit(&o->refs, 1, memory_order_relaxed);
 	pthread_mutex_lock(&s->lock);
 	HASH_FIND(hh, s->table, &id, sizeof(id), found);
 	r = found ? -EEXIST : store_table_add_i(s, o);
@@ -307,7 +320,7 @@ int store_write(struct store_obj *o, const void *buf, size_t len, uint64_t off)
 	end = off + len;
 
 	pthread_mutex_lock(&o->lock);
-	if (o->sealed) {
+	if (obj_sealed_locked(o)) {
 		r = -EACCES;
 		goto out;
 	}
@@ -316,7 +329,7 @@ int store_write(struct store_obj *o, const void *buf, size_t len, uint64_t off)
 	r = store_ext_grow_i(o, store_pages(end), false);
 	if (r < 0)
 		goto out;
-	size = o->size;
+	size = obj_size(o);
 	o->gen++;
 	if (off > size)
 		obj_zero(o, size, off);
@@ -332,10 +345,10 @@ out:
  * as the pages had it (the caller writes every byte).  o->lock held. */
 static int obj_resize(struct store_obj *o, uint64_t size, bool zero)
 {
-	uint64_t old = o->size;
+	uint64_t old = obj_size(o);
 	int r;
 
-	if (o->sealed)
+	if (obj_sealed_locked(o))
 		return -EACCES;
 	r = check_range(size, 0);
 	if (r < 0)
@@ -466,7 +479,7 @@ int store_hash_ahead(struct store_obj *o, uint64_t end)
 		return 0; /* another thread is at it; sealing hashes what is left */
 	for (;;) {
 		pthread_mutex_lock(&o->lock);
-		if (o->sealed) {
+		if (obj_sealed_locked(o)) {
 			pthread_mutex_unlock(&o->lock);
 			r = -EACCES;
 			break;
@@ -557,7 +570,7 @@ int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 
 	pthread_mutex_lock(&o->hash_lock);
 	pthread_mutex_lock(&o->lock);
-	if (o->sealed) {
+	if (obj_sealed_locked(o)) {
 		r = -EACCES;
 		goto out;
 	}
@@ -565,7 +578,7 @@ int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 		r = -ENOENT;
 		goto out;
 	}
-	size = o->size;
+	size = obj_size(o);
 	keep = store_pages(size);
 	store_ext_trim_i(o, keep);
 	/* stale bytes after the end would otherwise sit in the last page */
@@ -592,7 +605,7 @@ int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 	s->npending--;
 	s->nobjects++;
 	/* publish the final extents to lock-free readers */
-	__atomic_store_n(&o->sealed, true, __ATOMIC_RELEASE);
+	atomic_store_explicit(&o->sealed, true, memory_order_release);
 	pthread_mutex_unlock(&s->lock);
 out:
 	pthread_mutex_unlock(&o->lock);
@@ -612,7 +625,7 @@ int store_set_path(struct store_obj *o, const char *path)
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&o->lock);
-	if (!o->sealed)
+	if (!obj_sealed_locked(o))
 		r = -EINVAL;
 	else if (!o->linked)
 		r = -ENOENT;
@@ -642,7 +655,7 @@ void store_unlink(struct store_obj *o)
 		return;
 	}
 	/* the record goes first, so a new object with this id cannot lose its own */
-	if (o->sealed) {
+	if (obj_sealed_locked(o)) {
 		r = store_catalog_remove_i(s, o->id);
 		if (r < 0)
 			log_debug("store: cannot remove record of %016" PRIx64 ": %s", o->id,
@@ -651,7 +664,7 @@ void store_unlink(struct store_obj *o)
 	pthread_mutex_lock(&s->lock);
 	HASH_DEL(s->table, o);
 	o->linked = false;
-	if (o->sealed)
+	if (obj_sealed_locked(o))
 		s->nobjects--;
 	else
 		s->npending--;

@@ -404,6 +404,9 @@ int store_prefault(struct store *s, const bool *stop)
 	uint64_t off, len;
 
 	for (off = 0; off < s->capacity; off += PREFAULT_STEP) {
+		/* *stop is the caller's plain bool (store.h), which the
+		 * daemon sets with a relaxed atomic store; it can become an
+		 * atomic_bool only together with its owner in daemon/ */
 		if (stop && __atomic_load_n(stop, __ATOMIC_RELAXED))
 			return -ECANCELED;
 		len = s->capacity - off < PREFAULT_STEP ? s->capacity - off : PREFAULT_STEP;

@@ -32,6 +32,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,7 +212,7 @@ int store_catalog_write_i(struct store_obj *o, const char *path)
 	put_le32(buf, REC_MAGIC);
 	put_le32(buf + 4, REC_VERSION);
 	put_le64(buf + 8, o->id);
-	put_le64(buf + 16, o->size);
+	put_le64(buf + 16, store_obj_size(o));
 	put_le64(buf + 24, (uint64_t)o->mtime_ns);
 	memcpy(buf + 32, o->csum, OBJFS_CSUM_LEN);
 	put_le32(buf + 48, (uint32_t)plen);
@@ -393,10 +394,11 @@ static int adopt_one(struct store *s, const char *name, uint64_t id, uint64_t va
 	o->cap_ext = rec.n_ext ? rec.n_ext : 1;
 	o->n_ext = rec.n_ext;
 	o->npages = opage;
-	o->size = rec.size;
+	/* single threaded: nobody can see @o yet */
+	atomic_store_explicit(&o->size, rec.size, memory_order_relaxed);
 	o->mtime_ns = rec.mtime_ns;
 	memcpy(o->csum, rec.csum, OBJFS_CSUM_LEN);
-	o->sealed = true;
+	atomic_store_explicit(&o->sealed, true, memory_order_relaxed);
 	if (rec.path_len) {
 		/* not strndup: the path ends the record, unterminated */
 		o->path = malloc(rec.path_len + 1);

@@ -42,6 +42,7 @@
 #define OBJFS_STORE_I_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <xxhash.h>
@@ -83,17 +84,19 @@ struct store_ext {
 };
 
 struct store_obj {
-	struct store *s; /* immutable */
-	uint64_t id;	 /* immutable */
-	uint32_t refs;	 /* atomic */
-	bool sealed;	 /* atomic; set (release) once, under lock and s->lock */
-	bool linked;	 /* written under lock and s->lock; read under either */
+	struct store *s;  /* immutable */
+	uint64_t id;	  /* immutable */
+	atomic_uint refs; /* relaxed increments, acq_rel decrements */
+	/* set once (release) under lock and s->lock; read with acquire
+	 * without a lock, relaxed under either lock */
+	atomic_bool sealed;
+	bool linked; /* written under lock and s->lock; read under either */
 
 	UT_hash_handle hh;	       /* s->table, while linked; s->lock */
 	struct store_obj *prev, *next; /* s->all, until freed; s->lock */
 
-	pthread_mutex_t lock; /* guards the pending state below */
-	uint64_t size;	      /* atomic loads; stores under lock */
+	pthread_mutex_t lock;	   /* guards the pending state below */
+	atomic_uint_fast64_t size; /* relaxed; stores under lock */
 	/*
 	 * Pending: read and written under lock, and also under s->lock
 	 * while pages change hands (store_arena.c).  Sealed: immutable,
