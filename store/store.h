@@ -15,9 +15,9 @@
  *
  * Memory.  The arena is allocated in 4 KiB pages tracked by a bitmap.
  * Freed pages go back to the bitmap but stay resident in the tmpfs, so the
- * next object reuses memory that is already faulted in (first touch costs
- * ~12 us a page here; see notes/fuse-and-memory-here.md).  Allocation is
- * first fit from low offsets, which keeps reusing the same warm pages.
+ * next object reuses memory that is already faulted in (the first touch
+ * of a page costs ~12 us on these VMs; see docs/design.md).  Allocation
+ * is first fit from low offsets, which keeps reusing the same warm pages.
  * Capacity is the arena size; a write that needs pages that are not free
  * gets -ENOSPC and changes nothing else.
  *
@@ -58,9 +58,9 @@ struct store;
 struct store_obj;
 
 struct store_config {
-	const char *dir;	/* created (0700) if missing */
-	uint64_t capacity;	/* bytes, rounded down to STORE_PAGE; >= 1 MiB */
-	bool verify;		/* check adopted objects' checksums at open */
+	const char *dir;   /* created (0700) if missing */
+	uint64_t capacity; /* bytes, rounded down to STORE_PAGE; >= 1 MiB */
+	bool verify;	   /* check adopted objects' checksums at open */
 };
 
 /*
@@ -78,11 +78,11 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 void store_close(struct store *s);
 
 struct store_stats {
-	uint64_t capacity;	/* bytes */
-	uint64_t used;		/* bytes of pages allocated to objects */
-	uint64_t objects;	/* sealed objects in the store */
-	uint64_t pending;	/* objects being written */
-	uint64_t bad_records;	/* catalog records rejected at open */
+	uint64_t capacity;    /* bytes */
+	uint64_t used;	      /* bytes of pages allocated to objects */
+	uint64_t objects;     /* sealed objects in the store */
+	uint64_t pending;     /* objects being written */
+	uint64_t bad_records; /* catalog records rejected at open */
 };
 void store_stats(struct store *s, struct store_stats *ret);
 
