@@ -1,7 +1,7 @@
 /*
  * transport: the part above the backends.  Owns the config, the choice of
- * backend, the per-peer cache of client connections, the counters, the
- * bandwidth bucket the servers share, and reading the secret file.
+ * backend, the per-peer cache of client connections, the counters, and
+ * reading the secret file.  What serving a GET means is serve.c's.
  *
  * Connection cache.  t->peers is a uthash table keyed by node name, under
  * t->lock.  Each peer holds the address its connections were made to, a
@@ -31,17 +31,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <uthash.h>
 
 #include "log.h"
 
 #define DEFAULT_CONNS_PER_PEER 4
-#define BUCKET_BURST_MIN (64 * 1024)
-#define BUCKET_BURST_MAX (1024 * 1024)
-#define BUCKET_SLICE_NS (50 * 1000 * 1000)
 
+/* One peer in t->peers; every field under t->lock. */
 struct peer {
 	char name[OBJFS_NODE_MAX];
 	char addr[TRANSPORT_ADDR_MAX];
@@ -52,7 +49,7 @@ struct peer {
 };
 
 static const struct transport_ops *const backends[] = {
-	&tcp_ops,
+    &tcp_ops,
 };
 
 int ms_left(int64_t deadline_ns)
@@ -63,52 +60,6 @@ int ms_left(int64_t deadline_ns)
 		return 0;
 	/* round up, so that a wait does not end just before the deadline */
 	return (int)((left + 999999) / 1000000);
-}
-
-/* ---- bandwidth bucket ---- */
-
-static void tbucket_init(struct tbucket *b, uint64_t rate)
-{
-	pthread_mutex_init(&b->lock, NULL);
-	b->rate = rate;
-	b->burst = rate / 8;
-	if (b->burst < BUCKET_BURST_MIN)
-		b->burst = BUCKET_BURST_MIN;
-	if (b->burst > BUCKET_BURST_MAX)
-		b->burst = BUCKET_BURST_MAX;
-	b->tokens = (double)b->burst;
-	b->last_ns = mono_ns();
-}
-
-void tbucket_take(struct tbucket *b, uint64_t n, const atomic_bool *stop)
-{
-	int64_t now, wait_ns, until;
-
-	if (!b->rate)
-		return;
-	pthread_mutex_lock(&b->lock);
-	now = mono_ns();
-	b->tokens += (double)(now - b->last_ns) * (double)b->rate / 1e9;
-	if (b->tokens > (double)b->burst)
-		b->tokens = (double)b->burst;
-	b->last_ns = now;
-	b->tokens -= (double)n;
-	wait_ns = b->tokens < 0 ? (int64_t)(-b->tokens * 1e9 / (double)b->rate) : 0;
-	pthread_mutex_unlock(&b->lock);
-
-	until = now + wait_ns;
-	while (!(stop && atomic_load(stop))) {
-		int64_t left = until - mono_ns();
-		struct timespec ts;
-
-		if (left <= 0)
-			break;
-		if (left > BUCKET_SLICE_NS)
-			left = BUCKET_SLICE_NS;
-		ts.tv_sec = 0;
-		ts.tv_nsec = left;
-		nanosleep(&ts, NULL);
-	}
 }
 
 /* ---- lifecycle ---- */
@@ -208,7 +159,7 @@ void transport_free(struct transport *t)
 		free(p);
 	}
 	pthread_mutex_destroy(&t->lock);
-	pthread_mutex_destroy(&t->bucket.lock);
+	tbucket_release(&t->bucket);
 	if (t->secret)
 		explicit_bzero(t->secret, t->secret_len);
 	free(t->secret);

@@ -1,12 +1,15 @@
 /*
- * transport_i.h: what transport.c, auth.c and the backends (tcp.c, later
- * rdma.c) share.  Nothing outside transport/ includes this, except the
- * unit tests and the fuzz target, which drive the internals directly.
+ * transport_i.h: what transport.c, serve.c, auth.c and the backends
+ * (tcp.c, later rdma.c) share.  Nothing outside transport/ includes
+ * this, except the unit tests and the fuzz target, which drive the
+ * internals directly.
  *
  * A backend is a struct transport_ops.  transport.c owns everything
- * above it: config, the per-peer cache of client connections, counters,
- * the serve bandwidth bucket.  A backend's client connection embeds a
- * struct tconn as its first member; its server state hangs off t->srv.
+ * above it: config, the per-peer cache of client connections, counters.
+ * serve.c owns what answering a GET means (pinning, range checks, the
+ * bandwidth bucket, the served counters), so that every backend serves
+ * alike.  A backend's client connection embeds a struct tconn as its
+ * first member; its server state hangs off t->srv.
  */
 #ifndef OBJFS_TRANSPORT_I_H
 #define OBJFS_TRANSPORT_I_H
@@ -78,10 +81,10 @@ struct transport_counters {
 /* Token bucket for serve_bwlimit, shared by all server connections. */
 struct tbucket {
 	pthread_mutex_t lock;
-	uint64_t rate;	 /* bytes per second; 0: no limit */
-	uint64_t burst;	 /* bytes */
-	double tokens;	 /* may go negative: debt the next takers wait off */
-	int64_t last_ns; /* mono_ns() of the last refill */
+	uint64_t rate;	 /* bytes per second; 0: no limit (fixed) */
+	uint64_t burst;	 /* bytes (fixed) */
+	double tokens;	 /* may go negative: debt the next takers wait off (lock) */
+	int64_t last_ns; /* mono_ns() of the last refill (lock) */
 };
 
 struct transport {
@@ -111,14 +114,69 @@ struct transport {
 	struct transport_counters cnt;
 };
 
-/*
- * Take @n bytes from the bucket, sleeping off any debt, in slices so
- * that *@stop (set by a server that is stopping) ends the wait early.
- */
-void tbucket_take(struct tbucket *b, uint64_t n, const atomic_bool *stop);
-
 /* Milliseconds left until @deadline_ns (mono_ns()); 0 when past. */
 int ms_left(int64_t deadline_ns);
+
+/* ---- serve.c: answering a GET, for every backend ---- */
+
+/* A bucket for @rate bytes per second (0: no limit); release with
+ * tbucket_release(). */
+void tbucket_init(struct tbucket *b, uint64_t rate);
+void tbucket_release(struct tbucket *b);
+
+/*
+ * One GET being answered, on the stack of the server thread that reads
+ * it (no lock: nothing else sees it).  Fields are serve.c's.
+ */
+struct serve_ctx {
+	struct transport *t;
+	const char *peer; /* names the peer in logs */
+	uint64_t id;
+	void *token;   /* the pinned object, from t->src.open() */
+	uint64_t off;  /* where the next piece starts */
+	uint64_t left; /* bytes not handed out yet */
+	bool more;     /* a piece is still due (an empty range has one) */
+	bool served;   /* the request was counted as served */
+};
+
+/*
+ * Start answering @get from the peer that @peer names in logs (the ctx
+ * keeps the pointer: it must live as long).  0: the object is pinned and the
+ * range is in it; *@ret_reply is the DATA header to send, then come the
+ * pieces of serve_next(), then serve_end().  1: *@ret_reply is the ERR
+ * to send (the object is not held, or the range is outside it), the
+ * request is counted as served, and nothing is pinned.
+ */
+int serve_begin(struct transport *t, const struct wire_msg *get, const char *peer,
+		struct serve_ctx *ret_ctx, struct wire_msg *ret_reply);
+
+/* Is a piece still due (call serve_next() again)? */
+bool serve_more(const struct serve_ctx *ctx);
+
+/*
+ * The next piece of the payload, at most @max bytes (less with a
+ * bandwidth limit: no more than the bucket's burst): points @iov (room
+ * for @max_iov) into the pinned object and returns how many entries it
+ * used, with the bytes in *@ret_bytes (0 entries and bytes only for an
+ * empty range).  Before it returns, the bytes are taken from the
+ * bandwidth bucket (sleeping off any debt, less if *@stop becomes true)
+ * and counted as sent, and with the last piece the request is counted
+ * as served: call serve_unsent() if sending them fails.  -errno if the
+ * source failed (logged; no piece is due after it): close the
+ * connection, the reply cannot be finished.
+ */
+int serve_next(struct serve_ctx *ctx, size_t max, struct iovec *iov, int max_iov, size_t *ret_bytes,
+	       const atomic_bool *stop);
+
+/*
+ * Sending failed with @err: take back @bytes of what serve_next()
+ * counted as sent (the pieces that did not go out) and the request if it
+ * was counted as served, and log it.  No piece is due after this.
+ */
+void serve_unsent(struct serve_ctx *ctx, size_t bytes, int err);
+
+/* Unpin the object (after a 0 from serve_begin()). */
+void serve_end(struct serve_ctx *ctx);
 
 /* ---- auth.c: the handshake, independent of the byte stream ---- */
 
