@@ -8,7 +8,7 @@
  * buffers split into uneven iovecs.  Misbehaving peers are played by raw
  * sockets: raw clients that send junk to the real server, and a fake
  * server thread (fake_*) that answers a real client wrongly or stalls.
- * Some cases reach into transport_i.h: tcp_serve_fd() over a socketpair
+ * Some cases reach into tcp_i.h: tcp_serve_fd() over a socketpair
  * stands in for a peer that is not on this host.
  *
  * Every socket is on 127.0.0.1 (or ::1), every wait is bounded, and an
@@ -34,6 +34,7 @@
 
 #include "log.h"
 #include "tap.h"
+#include "tcp_i.h"
 #include "transport.h"
 #include "transport_i.h"
 #include "util.h"

@@ -39,7 +39,7 @@
  * thread, which they kick on the way out.
  */
 #define _GNU_SOURCE
-#include "transport_i.h"
+#include "tcp_i.h"
 
 #include <errno.h>
 #include <fcntl.h>

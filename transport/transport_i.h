@@ -1,8 +1,9 @@
 /*
- * transport_i.h: what transport.c, serve.c, auth.c and the backends
+ * transport_i.h: what transport.c, serve.c, auth.c and every backend
  * (tcp.c, later rdma.c) share.  Nothing outside transport/ includes
  * this, except the unit tests and the fuzz target, which drive the
- * internals directly.
+ * internals directly.  What only one backend knows goes in its own
+ * header (tcp_i.h).
  *
  * A backend is a struct transport_ops.  transport.c owns everything
  * above it: config, the per-peer cache of client connections, counters.
@@ -228,19 +229,5 @@ int auth_cli_hello(struct transport *t, struct auth_cli *a, struct wire_msg *ret
  */
 int auth_cli_step(struct transport *t, struct auth_cli *a, const struct wire_msg *in,
 		  struct wire_msg *reply);
-
-/* ---- tcp.c internals that the fuzz target and tests drive ---- */
-
-/*
- * Serve one already-connected stream socket @fd, whose peer is @peer
- * (used for the loopback rule and logs), as a server thread would: until
- * the peer closes, misbehaves or stalls, or *@stop becomes true.  Does
- * not close @fd.  Needs t->src.
- */
-void tcp_serve_fd(struct transport *t, int fd, const struct sockaddr *peer, socklen_t peer_len,
-		  const atomic_bool *stop);
-
-/* Run the client side of the handshake on a connected socket @fd. */
-int tcp_client_handshake(struct transport *t, int fd);
 
 #endif
