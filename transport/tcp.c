@@ -24,6 +24,13 @@
  * echoes exactly what was asked, and reads the payload with readv()
  * straight into the caller's iovecs.
  *
+ * Tuning (transport_tuning()).  The fetch engine should run
+ * TCP_STREAMS_PER_PEER ranges of one object at once from each peer, of
+ * at least TCP_RANGE_MIN bytes each.
+ * Loopback measurements: 2 streams moved 1 GiB in 0.30 s, 8 in 0.40 s
+ * (more streams compete for the same cores, and the reader's next bytes
+ * and the checksum's wait behind the others).
+ *
  * Timeouts.  All sockets are non-blocking and every wait is a poll():
  * a client wait lasts at most io_timeout_ms since the last byte moved;
  * the server gives the whole handshake io_timeout_ms, a request the same
@@ -66,6 +73,8 @@
 #define TCP_IDLE_MS (5 * 60 * 1000)
 #define TCP_PROGRESS_STEP (256 * 1024)
 #define TCP_LOG_EVERY_NS (1000LL * 1000 * 1000)
+#define TCP_STREAMS_PER_PEER 2
+#define TCP_RANGE_MIN (8ULL << 20)
 
 struct tcp_server;
 
@@ -555,20 +564,19 @@ static int fetch_one(struct tcp_conn *c, uint64_t id, uint64_t off, uint64_t len
 	return recv_payload(c, cur, len, pg);
 }
 
-static int tcp_fetch(struct tconn *tc, uint64_t id, uint64_t off, uint64_t len,
-		     const struct iovec *iov, int iovcnt, transport_progress_fn progress, void *arg)
+static int tcp_fetch(struct tconn *tc, const struct transport_req *req)
 {
 	struct tcp_conn *c = (struct tcp_conn *)tc;
 	struct transport *t = tc->t;
-	struct iov_cur cur = {.iov = iov, .cnt = iovcnt};
-	struct prog pg = {.fn = progress, .arg = arg};
-	uint64_t done = 0;
+	struct iov_cur cur = {.iov = req->iov, .cnt = req->iovcnt};
+	struct prog pg = {.fn = req->progress, .arg = req->arg};
+	uint64_t done = 0, len = req->len;
 	int err, status = EIO;
 
 	do {
 		uint64_t piece = len - done < t->get_max ? len - done : t->get_max;
 
-		err = fetch_one(c, id, off + done, piece, &cur, &pg, &status);
+		err = fetch_one(c, req->id, req->off + done, piece, &cur, &pg, &status);
 		if (err == 1) /* ERR: the connection is still in step */
 			return status_err(status);
 		if (err) {
@@ -580,8 +588,8 @@ static int tcp_fetch(struct tconn *tc, uint64_t id, uint64_t off, uint64_t len,
 		}
 		done += piece;
 	} while (done < len);
-	if (progress && (pg.reported != len || !len))
-		progress(arg, len);
+	if (req->progress && (pg.reported != len || !len))
+		req->progress(req->arg, len);
 	return 0;
 }
 
@@ -1006,6 +1014,9 @@ static int tcp_addr(const struct transport *t, char *buf, size_t len)
 
 const struct transport_ops tcp_ops = {
     .name = "tcp",
+    .caps = "tcp",
+    .streams_per_peer = TCP_STREAMS_PER_PEER,
+    .range_min = TCP_RANGE_MIN,
     .serve = tcp_serve,
     .stop = tcp_stop,
     .addr = tcp_addr,
