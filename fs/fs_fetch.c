@@ -325,10 +325,9 @@ static int pick_holder(struct fetch *f)
 	return -1;
 }
 
-static bool usable_holder(const struct meta_holder *h)
+static bool usable_holder(const struct fs *fs, const struct meta_holder *h)
 {
-	/* the TCP backend is what every node speaks today */
-	return h->addr[0] && (!h->caps[0] || strstr(h->caps, "tcp"));
+	return transport_reaches(fs->cfg.transport, h->caps, h->addr);
 }
 
 /* Replace the holder list of @f with a fresh one from Redis, keeping
@@ -360,7 +359,7 @@ static int relocate(struct fs *fs, struct fetch *f)
 			if (f->bad[j] && !strcmp(f->holders[j].node, hs[i].node) &&
 			    !strcmp(f->holders[j].addr, hs[i].addr))
 				bad[i] = true;
-		if (!usable_holder(&hs[i]))
+		if (!usable_holder(fs, &hs[i]))
 			bad[i] = true;
 		if (!bad[i])
 			good++;
@@ -418,6 +417,8 @@ static int pull_chunk(struct fs *fs, struct fetch *f, struct chunk *c, const str
 {
 	struct iovec iov[FETCH_IOV_MAX];
 	struct progress p = { .fs = fs, .f = f, .c = c };
+	struct transport_req req = { .peer = h->node, .addr = h->addr, .id = f->id, .iov = iov,
+				     .progress = on_progress, .arg = &p };
 	uint64_t pos, end = c->off + c->len;
 	size_t bytes;
 	int cnt, r;
@@ -434,8 +435,10 @@ static int pull_chunk(struct fs *fs, struct fetch *f, struct chunk *c, const str
 			return cnt;
 		if (cnt == 0 || bytes == 0)
 			return -EIO;	/* the reservation does not cover the range */
-		r = transport_fetch(fs->cfg.transport, h->node, h->addr, f->id, pos, bytes, iov,
-				    cnt, on_progress, &p);
+		req.off = pos;
+		req.len = bytes;
+		req.iovcnt = cnt;
+		r = transport_fetch(fs->cfg.transport, &req);
 		if (r < 0)
 			return r;
 		__atomic_add_fetch(&fs->n_fetch_bytes, bytes, __ATOMIC_RELAXED);
@@ -789,7 +792,7 @@ static int fetch_setup(struct fs *fs, struct fetch *f, const struct meta_obj *re
 	 * and knowing every holder lets ranges come from several */
 	if (rec && rec->id == f->id && rec->size <= FETCH_SYNC_MAX && rec->origin[0] &&
 	    strcmp(rec->origin, fs->cfg.node) &&
-	    peer_cache_get(fs, rec->origin, &origin) && usable_holder(&origin) &&
+	    peer_cache_get(fs, rec->origin, &origin) && usable_holder(fs, &origin) &&
 	    (f->holders = malloc(sizeof(*f->holders)))) {
 		/* the node that wrote it, at the address we know: no Redis */
 		f->rec = *rec;
@@ -813,7 +816,7 @@ static int fetch_setup(struct fs *fs, struct fetch *f, const struct meta_obj *re
 	if (!f->bad)
 		return -ENOMEM;
 	for (i = 0; i < f->nholders; i++) {
-		f->bad[i] = !usable_holder(&f->holders[i]);
+		f->bad[i] = !usable_holder(fs, &f->holders[i]);
 		good += !f->bad[i];
 	}
 	if (!good) {

@@ -8,8 +8,9 @@
  * buffers split into uneven iovecs.  Misbehaving peers are played by raw
  * sockets: raw clients that send junk to the real server, and a fake
  * server thread (fake_*) that answers a real client wrongly or stalls.
- * Some cases reach into transport_i.h: tcp_serve_fd() over a socketpair
- * stands in for a peer that is not on this host.
+ * Some cases reach into the internals: tcp_serve_fd() (tcp_i.h) over a
+ * socketpair stands in for a peer that is not on this host, and a fake
+ * backend (transport_new_ops()) shows what transport.c hands a backend.
  *
  * Every socket is on 127.0.0.1 (or ::1), every wait is bounded, and an
  * alarm ends the program if something hangs anyway.
@@ -34,6 +35,7 @@
 
 #include "log.h"
 #include "tap.h"
+#include "tcp_i.h"
 #include "transport.h"
 #include "transport_i.h"
 #include "util.h"
@@ -137,12 +139,12 @@ static const struct {
 	uint64_t id, size;
 	size_t frag;
 } objects[] = {
-	{ 1, 0, 4096 },
-	{ 2, 1, 4096 },
-	{ 3, 4095, 4096 },
-	{ 4, 1 * MiB + 13, 4096 }, /* 257 fragments: several iov() calls */
-	{ 5, 9 * MiB + 7, 300 * KiB },
-	{ 6, 64 * KiB, 1000 },
+    {1, 0, 4096},
+    {2, 1, 4096},
+    {3, 4095, 4096},
+    {4, 1 * MiB + 13, 4096}, /* 257 fragments: several iov() calls */
+    {5, 9 * MiB + 7, 300 * KiB},
+    {6, 64 * KiB, 1000},
 };
 
 static struct mobj *obj(uint64_t id)
@@ -256,6 +258,7 @@ static int fetch_check(struct transport *c, const char *peer, const char *addr, 
 {
 	uint8_t *buf = malloc(len ? len : 1);
 	struct iovec *iov = calloc((size_t)n_iov, sizeof(*iov));
+	struct transport_req req = {.peer = peer, .addr = addr, .id = id, .off = off, .len = len};
 	uint64_t at = 0, i;
 	struct mobj *o = obj(id);
 	int k, err;
@@ -277,7 +280,11 @@ static int fetch_check(struct transport *c, const char *peer, const char *addr, 
 		pl->monotonic = true;
 		pl->len = len;
 	}
-	err = transport_fetch(c, peer, addr, id, off, len, iov, n_iov, pl ? on_progress : NULL, pl);
+	req.iov = iov;
+	req.iovcnt = n_iov;
+	req.progress = pl ? on_progress : NULL;
+	req.arg = pl;
+	err = transport_fetch(c, &req);
 	if (!err) {
 		for (i = 0; o && i < len; i++)
 			if (buf[i] != o->data[off + i])
@@ -330,6 +337,151 @@ TEST(config)
 	cfg.node = NULL;
 	CHECK(!transport_new(&cfg, &err));
 	CHECK(!transport_new(NULL, &err));
+}
+
+/* ---- a backend of the test's own, through transport_new_ops() ---- */
+
+/* What the fake backend saw and did (one fetch at a time). */
+static struct {
+	struct transport_req req; /* the last request fetch() was given */
+	int connects, fetches, closes;
+	int result; /* what fetch() returns */
+} fb;
+
+static int fb_connect(struct transport *t, const char *addr, struct tconn **ret)
+{
+	*ret = calloc(1, sizeof(**ret));
+	fb.connects += !!*ret;
+	return *ret ? 0 : -ENOMEM;
+}
+
+static int fb_fetch(struct tconn *c, const struct transport_req *req)
+{
+	int i;
+
+	fb.fetches++;
+	fb.req = *req;
+	c->answered = true;
+	c->broken = fb.result && fb.result != -ENOENT; /* ERR keeps it in step */
+	for (i = 0; !fb.result && i < req->iovcnt; i++)
+		memset(req->iov[i].iov_base, 0x5a, req->iov[i].iov_len);
+	if (!fb.result && req->progress)
+		req->progress(req->arg, req->len);
+	return fb.result;
+}
+
+static bool fb_idle_ok(struct tconn *c)
+{
+	return true;
+}
+
+static void fb_close(struct tconn *c)
+{
+	fb.closes++;
+	free(c);
+}
+
+static const struct transport_ops fake_ops = {
+    .name = "fake",
+    .caps = "fake",
+    .streams_per_peer = 5,
+    .range_min = 3 * MiB,
+    .connect = fb_connect,
+    .fetch = fb_fetch,
+    .idle_ok = fb_idle_ok,
+    .close = fb_close,
+};
+
+TEST(backend_ops)
+{
+	static const struct {
+		const char *caps, *addr;
+		bool tcp, fake; /* does a tcp, a fake transport reach it? */
+	} cards[] = {
+	    {"tcp", "h:1", true, false},       {"tcp,rdma", "h:1", true, false},
+	    {"rdma,tcp", "h:1", true, false},  {"", "h:1", true, false}, /* an old node */
+	    {NULL, "h:1", true, false},	       {"rdma", "h:1", false, false},
+	    {"tcpx", "h:1", false, false},     {"xtcp,rdma", "h:1", false, false},
+	    {"tc", "h:1", false, false},       {"tcp,fake", "h:1", true, true},
+	    {"fakes,tcp", "h:1", true, false}, {"tcp", "", false, false},
+	    {"fake", NULL, false, false},      {"fake", "h:1", false, true},
+	};
+	struct transport_config cfg = {.node = "c-ops", .backend = "no-such-backend"};
+	struct transport *tcp = client_new("c-caps", NULL, 0, 0);
+	struct transport_source s = {.open = msrc_open, .iov = msrc_iov, .close = msrc_close};
+	struct transport_ops broken_ops = fake_ops;
+	struct progress_log pl = {.monotonic = true, .len = 10};
+	struct transport_tuning tu;
+	struct transport *t;
+	uint8_t buf[10], want[10];
+	struct iovec v[2] = {{buf, 4}, {buf + 4, 6}};
+	struct transport_req req = {.peer = "p1",
+				    .addr = "an address only the backend reads",
+				    .id = 0x0123456789abcdefULL,
+				    .off = 77,
+				    .len = sizeof(buf),
+				    .iov = v,
+				    .iovcnt = 2,
+				    .progress = on_progress,
+				    .arg = &pl};
+	char addr[64];
+	int err = 1;
+	size_t i;
+
+	t = transport_new_ops(&cfg, &fake_ops, &err);
+	CHECK(t && !err);
+	if (!t)
+		return;
+	CHECK_STR(transport_name(t), "fake");
+	CHECK_STR(transport_caps(t), "fake");
+	transport_tuning(t, &tu);
+	CHECK(tu.streams_per_peer == 5 && tu.range_min == 3 * MiB);
+	/* it cannot serve, and says so */
+	CHECK_EQ(transport_serve(t, &s), -EOPNOTSUPP);
+	CHECK_EQ(transport_addr(t, addr, sizeof(addr)), -ENOTCONN);
+
+	/* the request reaches the backend as it was given */
+	memset(buf, 0, sizeof(buf));
+	memset(want, 0x5a, sizeof(want));
+	CHECK_EQ(transport_fetch(t, &req), 0);
+	CHECK(fb.fetches == 1 && fb.req.peer == req.peer && fb.req.addr == req.addr);
+	CHECK(fb.req.id == req.id && fb.req.off == 77 && fb.req.len == sizeof(buf));
+	CHECK(fb.req.iov == v && fb.req.iovcnt == 2 && fb.req.progress == on_progress);
+	CHECK(fb.req.arg == &pl);
+	CHECK(!memcmp(buf, want, sizeof(buf)));
+	CHECK(pl.monotonic && pl.calls == 1 && pl.last == sizeof(buf));
+	CHECK_EQ(stats(t).conns_open, 1);
+
+	/* the connection is cached; an ERR answer keeps it, a failure not */
+	fb.result = -ENOENT;
+	CHECK_EQ(transport_fetch(t, &req), -ENOENT);
+	CHECK(fb.connects == 1 && stats(t).conns_open == 1);
+	fb.result = -ETIMEDOUT;
+	CHECK_EQ(transport_fetch(t, &req), -ETIMEDOUT);
+	CHECK(fb.closes == 1 && stats(t).conns_open == 0);
+
+	/* bad arguments never reach the backend */
+	req.len = 11;
+	CHECK_EQ(transport_fetch(t, &req), -EINVAL);
+	CHECK_EQ(fb.fetches, 3);
+
+	/* which cards each reaches: caps are matched as whole names */
+	CHECK_STR(transport_caps(tcp), "tcp");
+	transport_tuning(tcp, &tu);
+	CHECK(tu.streams_per_peer == 2 && tu.range_min == 8 * MiB);
+	for (i = 0; i < ARRAY_SIZE(cards); i++) {
+		CHECK(transport_reaches(tcp, cards[i].caps, cards[i].addr) == cards[i].tcp);
+		CHECK(transport_reaches(t, cards[i].caps, cards[i].addr) == cards[i].fake);
+	}
+	CHECK(!transport_reaches(NULL, "tcp", "h:1"));
+	transport_free(tcp);
+	transport_free(t);
+	CHECK_EQ(fb.closes, fb.connects);
+
+	/* an ops table short of what a client needs */
+	broken_ops.fetch = NULL;
+	CHECK(!transport_new_ops(&cfg, &broken_ops, &err) && err == -EINVAL);
+	CHECK(!transport_new_ops(&cfg, NULL, &err));
 }
 
 TEST(serve_errors)
@@ -395,10 +547,25 @@ TEST(sizes)
 
 TEST(ranges)
 {
+	static uint8_t b;
+	static const struct iovec v = {&b, 1};
+	static const struct transport_req bad[] = {
+	    {.peer = "srv", .addr = srv_addr, .len = 2, .iov = &v, .iovcnt = 1}, /* iov too short */
+	    {.peer = "srv", .addr = srv_addr, .len = 1, .iovcnt = 1},
+	    {.peer = "srv", .addr = srv_addr, .off = UINT64_MAX, .len = 1, .iov = &v, .iovcnt = 1},
+	    {.peer = "a/b", .addr = srv_addr, .len = 1, .iov = &v, .iovcnt = 1},
+	    {.addr = srv_addr, .len = 1, .iov = &v, .iovcnt = 1},
+	    {.peer = "x", .addr = "127.0.0.1", .len = 1, .iov = &v, .iovcnt = 1},
+	    {.peer = "x", .addr = "127.0.0.1:0", .len = 1, .iov = &v, .iovcnt = 1},
+	    {.peer = "x", .addr = "127.0.0.1:65536", .len = 1, .iov = &v, .iovcnt = 1},
+	    {.peer = "x", .addr = "::1:80", .len = 1, .iov = &v, .iovcnt = 1},
+	    {.peer = "x", .addr = "[::1]80", .len = 1, .iov = &v, .iovcnt = 1},
+	    {.peer = "x", .addr = "", .len = 1, .iov = &v, .iovcnt = 1},
+	    {.peer = "x", .len = 1, .iov = &v, .iovcnt = 1},
+	};
 	struct transport *c = client_new("c-ranges", NULL, 0, 0);
 	uint64_t size = obj(5)->size, accepted = stats(srv).conns_accepted;
-	struct iovec v = {0};
-	uint8_t b;
+	size_t i;
 
 	CHECK_EQ(fetch_check(c, "srv", srv_addr, 5, 1, 1, 1, NULL), 0);
 	CHECK_EQ(fetch_check(c, "srv", srv_addr, 5, 4095, 8193, 3, NULL), 0);
@@ -416,18 +583,9 @@ TEST(ranges)
 	CHECK_EQ(stats(c).conns_open, 1);
 
 	/* bad arguments, refused before anything is sent */
-	v.iov_base = &b;
-	v.iov_len = 1;
-	CHECK_EQ(transport_fetch(c, "srv", srv_addr, 2, 0, 2, &v, 1, NULL, NULL), -EINVAL);
-	CHECK_EQ(transport_fetch(c, "srv", srv_addr, 2, 0, 1, NULL, 1, NULL, NULL), -EINVAL);
-	CHECK_EQ(transport_fetch(c, "srv", srv_addr, 2, UINT64_MAX, 1, &v, 1, NULL, NULL), -EINVAL);
-	CHECK_EQ(transport_fetch(c, "a/b", srv_addr, 2, 0, 1, &v, 1, NULL, NULL), -EINVAL);
-	CHECK_EQ(transport_fetch(c, "x", "127.0.0.1", 2, 0, 1, &v, 1, NULL, NULL), -EINVAL);
-	CHECK_EQ(transport_fetch(c, "x", "127.0.0.1:0", 2, 0, 1, &v, 1, NULL, NULL), -EINVAL);
-	CHECK_EQ(transport_fetch(c, "x", "127.0.0.1:65536", 2, 0, 1, &v, 1, NULL, NULL), -EINVAL);
-	CHECK_EQ(transport_fetch(c, "x", "::1:80", 2, 0, 1, &v, 1, NULL, NULL), -EINVAL);
-	CHECK_EQ(transport_fetch(c, "x", "[::1]80", 2, 0, 1, &v, 1, NULL, NULL), -EINVAL);
-	CHECK_EQ(transport_fetch(c, "x", "", 2, 0, 1, &v, 1, NULL, NULL), -EINVAL);
+	for (i = 0; i < ARRAY_SIZE(bad); i++)
+		CHECK_EQ(transport_fetch(c, &bad[i]), -EINVAL);
+	CHECK_EQ(transport_fetch(c, NULL), -EINVAL);
 	CHECK_EQ(stats(c).requests_sent, 11);
 	transport_free(c);
 }
@@ -708,6 +866,13 @@ static ssize_t raw_until_closed(int fd, uint8_t *keep, size_t keep_len)
 	}
 }
 
+/* The server must close @fd without a byte more; close our end. */
+static void raw_expect_close(int fd)
+{
+	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
+	close(fd);
+}
+
 static void raw_hello(int fd, uint16_t flags)
 {
 	struct wire_msg m = {.type = WIRE_HELLO, .flags = flags};
@@ -747,8 +912,7 @@ TEST(bad_frames)
 	/* junk */
 	fd = raw_connect(srv_addr);
 	raw_send(fd, junk, sizeof(junk));
-	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
-	close(fd);
+	raw_expect_close(fd);
 	CHECK_EQ(stats(srv).bad_frames - bad, 1);
 
 	/* a truncated header, then the peer hangs up */
@@ -759,24 +923,21 @@ TEST(bad_frames)
 	fd = raw_connect(srv_addr);
 	raw_send(fd, hdr, 20);
 	shutdown(fd, SHUT_WR);
-	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
-	close(fd);
+	raw_expect_close(fd);
 	CHECK_EQ(stats(srv).bad_frames - bad, 2);
 
 	/* a HELLO whose body never comes */
 	fd = raw_connect(srv_addr);
 	raw_send(fd, hdr, WIRE_HDR_LEN + 3);
 	shutdown(fd, SHUT_WR);
-	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
-	close(fd);
+	raw_expect_close(fd);
 	CHECK_EQ(stats(srv).bad_frames - bad, 3);
 
 	/* a HELLO with an absurd body length */
 	fd = raw_connect(srv_addr);
 	hdr[32 + 5] = 1; /* length += 1 TiB */
 	raw_send(fd, hdr, WIRE_HDR_LEN);
-	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
-	close(fd);
+	raw_expect_close(fd);
 	CHECK_EQ(stats(srv).bad_frames - bad, 4);
 
 	/* GET before any handshake: closed, nothing served */
@@ -786,8 +947,7 @@ TEST(bad_frames)
 	m.id = 3;
 	m.len = 10;
 	raw_send_msg(fd, &m);
-	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
-	close(fd);
+	raw_expect_close(fd);
 	CHECK_EQ(stats(srv).bad_frames - bad, 5);
 
 	/* authenticated, then a GET of 2 GiB */
@@ -813,8 +973,7 @@ TEST(bad_frames)
 	CHECK_EQ(wire_encode(&m, hdr, sizeof(hdr)), WIRE_HDR_LEN);
 	hdr[32 + 3] = 0x80; /* length = 2 GiB + 1 */
 	raw_send(fd, hdr, WIRE_HDR_LEN);
-	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
-	close(fd);
+	raw_expect_close(fd);
 	CHECK_EQ(stats(srv).bad_frames - bad, 6);
 
 	/* a second HELLO after READY */
@@ -822,8 +981,7 @@ TEST(bad_frames)
 	raw_hello(fd, 0);
 	CHECK_EQ(raw_recv_msg(fd, &m), WIRE_HDR_LEN);
 	raw_hello(fd, 0);
-	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
-	close(fd);
+	raw_expect_close(fd);
 	CHECK_EQ(stats(srv).bad_frames - bad, 7);
 
 	/* a server reply sent to the server */
@@ -862,8 +1020,7 @@ TEST(bad_frames_secret)
 	m.type = WIRE_GET;
 	m.id = 3;
 	raw_send_msg(fd, &m);
-	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
-	close(fd);
+	raw_expect_close(fd);
 	CHECK_EQ(stats(s).bad_frames, 1);
 	CHECK_EQ(stats(s).auth_failures, 0);
 
@@ -878,8 +1035,7 @@ TEST(bad_frames_secret)
 	CHECK_EQ(raw_recv_msg(fd, &m), WIRE_HDR_LEN);
 	CHECK_EQ(m.type, WIRE_READY);
 	CHECK_EQ(m.status, EACCES);
-	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
-	close(fd);
+	raw_expect_close(fd);
 	CHECK_EQ(stats(s).auth_failures, 1);
 
 	/* the server's own proof sent back (reflection) */
@@ -897,8 +1053,7 @@ TEST(bad_frames_secret)
 
 	/* no HELLO at all within io_timeout: the server hangs up */
 	fd = raw_connect(addr);
-	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
-	close(fd);
+	raw_expect_close(fd);
 	CHECK_EQ(stats(s).requests_served, 0);
 	transport_free(s);
 }
@@ -1011,6 +1166,7 @@ static int fake_fetch(enum fake_mode mode, unsigned timeout_ms, double *secs,
 	struct transport *c = client_new("c-fake", NULL, 0, timeout_ms);
 	static uint8_t buf[200 * 1024];
 	struct iovec v = {.iov_base = buf, .iov_len = sizeof(buf)};
+	struct transport_req req = {.peer = "fake", .id = 1, .len = sizeof(buf), .iov = &v};
 	struct fake f;
 	double t0;
 	int err;
@@ -1020,7 +1176,11 @@ static int fake_fetch(enum fake_mode mode, unsigned timeout_ms, double *secs,
 	pl->monotonic = true;
 	pl->len = sizeof(buf);
 	t0 = now_s();
-	err = transport_fetch(c, "fake", f.addr, 1, 0, sizeof(buf), &v, 1, on_progress, pl);
+	req.addr = f.addr;
+	req.iovcnt = 1;
+	req.progress = on_progress;
+	req.arg = pl;
+	err = transport_fetch(c, &req);
 	if (secs)
 		*secs = now_s() - t0;
 	CHECK_EQ(stats(c).conns_open, 0); /* a failed connection is not kept */
@@ -1069,6 +1229,7 @@ TEST(refused)
 	char addr[64];
 	uint8_t b;
 	struct iovec v = {.iov_base = &b, .iov_len = 1};
+	struct transport_req req = {.peer = "gone", .id = 1, .len = 1, .iov = &v, .iovcnt = 1};
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	/* a port that was free a moment ago */
@@ -1077,9 +1238,10 @@ TEST(refused)
 	getsockname(fd, (struct sockaddr *)&sa, &len);
 	close(fd);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", ntohs(sa.sin_port));
-	CHECK_EQ(transport_fetch(c, "gone", addr, 1, 0, 1, &v, 1, NULL, NULL), -ECONNREFUSED);
-	CHECK_EQ(transport_fetch(c, "gone", "no-such-host.invalid:80", 1, 0, 1, &v, 1, NULL, NULL),
-		 -EHOSTUNREACH);
+	req.addr = addr;
+	CHECK_EQ(transport_fetch(c, &req), -ECONNREFUSED);
+	req.addr = "no-such-host.invalid:80";
+	CHECK_EQ(transport_fetch(c, &req), -EHOSTUNREACH);
 	CHECK_EQ(stats(c).conns_open, 0);
 	transport_free(c);
 }
@@ -1233,22 +1395,29 @@ TEST(ipv6)
 	transport_free(s);
 }
 
+/* Replace the contents of @path with @len bytes of @data. */
+static void put_file(const char *path, const void *data, size_t len)
+{
+	FILE *f = fopen(path, "w");
+
+	CHECK(f && fwrite(data, 1, len, f) == len);
+	if (f)
+		fclose(f);
+}
+
 TEST(read_secret)
 {
 	char dir[] = "/tmp/objfs-test-secret-XXXXXX", path[64];
 	uint8_t *sec = NULL;
 	size_t len = 0;
 	char big[TRANSPORT_SECRET_MAX + 2];
-	FILE *f;
 
 	if (!mkdtemp(dir)) {
 		CHECK(0);
 		return;
 	}
 	snprintf(path, sizeof(path), "%s/secret", dir);
-	f = fopen(path, "w");
-	fputs("0123456789abcdefXYZ\n", f);
-	fclose(f);
+	put_file(path, "0123456789abcdefXYZ\n", 20);
 	chmod(path, 0600);
 	CHECK_EQ(transport_read_secret(path, &sec, &len), 0);
 	CHECK_EQ(len, 19);
@@ -1261,28 +1430,21 @@ TEST(read_secret)
 	CHECK_EQ(transport_read_secret(path, &sec, &len), 0);
 	free(sec);
 
-	f = fopen(path, "w");
-	fputs("short\n", f);
-	fclose(f);
+	put_file(path, "short\n", 6);
 	CHECK_EQ(transport_read_secret(path, &sec, &len), -EINVAL);
-	f = fopen(path, "w");
-	fputs("0123456789abcdef\n\n", f); /* one newline goes, the other stays */
-	fclose(f);
+	put_file(path, "0123456789abcdef\n\n", 18); /* one newline goes, the other stays */
 	CHECK_EQ(transport_read_secret(path, &sec, &len), 0);
 	CHECK_EQ(len, 17);
 	free(sec);
 
 	memset(big, 'k', sizeof(big));
-	f = fopen(path, "w");
-	fwrite(big, 1, TRANSPORT_SECRET_MAX, f);
-	fputc('\n', f);
-	fclose(f);
+	big[TRANSPORT_SECRET_MAX] = '\n';
+	put_file(path, big, TRANSPORT_SECRET_MAX + 1);
 	CHECK_EQ(transport_read_secret(path, &sec, &len), 0);
 	CHECK_EQ(len, TRANSPORT_SECRET_MAX);
 	free(sec);
-	f = fopen(path, "w");
-	fwrite(big, 1, TRANSPORT_SECRET_MAX + 1, f);
-	fclose(f);
+	big[TRANSPORT_SECRET_MAX] = 'k';
+	put_file(path, big, TRANSPORT_SECRET_MAX + 1);
 	CHECK_EQ(transport_read_secret(path, &sec, &len), -EINVAL);
 
 	unlink(path);
@@ -1300,6 +1462,7 @@ int main(void)
 		msrc_add(&src, objects[i].id, objects[i].size, objects[i].frag);
 
 	RUN(config);
+	RUN(backend_ops);
 	RUN(serve_errors);
 	srv = server_new("127.0.0.1", 0, NULL, 0, 1000, 0, srv_addr, sizeof(srv_addr));
 	if (!srv) {

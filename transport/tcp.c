@@ -5,15 +5,14 @@
  * resolves to first), one accept thread, and one thread per accepted
  * connection, at most TCP_MAX_CONNS at a time (more are closed at once).
  * A connection thread runs tcp_serve_fd(): the handshake (auth.c), then
- * GET after GET.  A GET is answered with ERR, or with a DATA header and
- * then the payload written with sendmsg() straight from the iovecs that
- * the source points into its shared memory, in pieces of up to
- * TCP_CHUNK bytes (the header rides with the first piece).  No byte is
- * copied into a buffer of ours.  (sendfile was slower than write() from
- * mapped memory on loopback here, see notes/fuse-and-memory-here.md.)
- * serve_bwlimit is a token bucket shared by all connections, taken
- * before each piece; pieces shrink to the bucket's burst so that no
- * single wait is long.
+ * GET after GET.  What a GET is answered with, and what serving it
+ * costs and counts, is serve.c's; this file only writes it to the
+ * socket: ERR, or a DATA header and then the payload written with
+ * sendmsg() straight from the iovecs that the source points into its
+ * shared memory, in pieces of up to TCP_CHUNK bytes (the header rides
+ * with the first piece).  No byte is copied into a buffer of ours
+ * (sendfile was slower than write() from mapped memory on loopback
+ * here).
  *
  * Any malformed frame, a message out of place (GET before READY), a
  * stall or an I/O error closes that connection only, with one log line
@@ -24,6 +23,13 @@
  * transport.c sees to that).  A fetch sends GET, checks that the reply
  * echoes exactly what was asked, and reads the payload with readv()
  * straight into the caller's iovecs.
+ *
+ * Tuning (transport_tuning()).  The fetch engine should run
+ * TCP_STREAMS_PER_PEER ranges of one object at once from each peer, of
+ * at least TCP_RANGE_MIN bytes each.
+ * Loopback measurements: 2 streams moved 1 GiB in 0.30 s, 8 in 0.40 s
+ * (more streams compete for the same cores, and the reader's next bytes
+ * and the checksum's wait behind the others).
  *
  * Timeouts.  All sockets are non-blocking and every wait is a poll():
  * a client wait lasts at most io_timeout_ms since the last byte moved;
@@ -40,7 +46,7 @@
  * thread, which they kick on the way out.
  */
 #define _GNU_SOURCE
-#include "transport_i.h"
+#include "tcp_i.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -67,6 +73,8 @@
 #define TCP_IDLE_MS (5 * 60 * 1000)
 #define TCP_PROGRESS_STEP (256 * 1024)
 #define TCP_LOG_EVERY_NS (1000LL * 1000 * 1000)
+#define TCP_STREAMS_PER_PEER 2
+#define TCP_RANGE_MIN (8ULL << 20)
 
 struct tcp_server;
 
@@ -556,20 +564,19 @@ static int fetch_one(struct tcp_conn *c, uint64_t id, uint64_t off, uint64_t len
 	return recv_payload(c, cur, len, pg);
 }
 
-static int tcp_fetch(struct tconn *tc, uint64_t id, uint64_t off, uint64_t len,
-		     const struct iovec *iov, int iovcnt, transport_progress_fn progress, void *arg)
+static int tcp_fetch(struct tconn *tc, const struct transport_req *req)
 {
 	struct tcp_conn *c = (struct tcp_conn *)tc;
 	struct transport *t = tc->t;
-	struct iov_cur cur = {.iov = iov, .cnt = iovcnt};
-	struct prog pg = {.fn = progress, .arg = arg};
-	uint64_t done = 0;
+	struct iov_cur cur = {.iov = req->iov, .cnt = req->iovcnt};
+	struct prog pg = {.fn = req->progress, .arg = req->arg};
+	uint64_t done = 0, len = req->len;
 	int err, status = EIO;
 
 	do {
 		uint64_t piece = len - done < t->get_max ? len - done : t->get_max;
 
-		err = fetch_one(c, id, off + done, piece, &cur, &pg, &status);
+		err = fetch_one(c, req->id, req->off + done, piece, &cur, &pg, &status);
 		if (err == 1) /* ERR: the connection is still in step */
 			return status_err(status);
 		if (err) {
@@ -581,8 +588,8 @@ static int tcp_fetch(struct tconn *tc, uint64_t id, uint64_t off, uint64_t len,
 		}
 		done += piece;
 	} while (done < len);
-	if (progress && (pg.reported != len || !len))
-		progress(arg, len);
+	if (req->progress && (pg.reported != len || !len))
+		req->progress(req->arg, len);
 	return 0;
 }
 
@@ -612,89 +619,43 @@ static void bad_frame(struct transport *t, const char *peer, const char *what)
 	log_warn("transport: closing connection from %s: %s", peer, what);
 }
 
-static int send_err(struct transport *t, int fd, const struct wire_msg *get, int status)
-{
-	struct wire_msg m;
-
-	memset(&m, 0, sizeof(m));
-	m.type = WIRE_ERR;
-	m.reqid = get->reqid;
-	m.id = get->id;
-	m.off = get->off;
-	m.status = status > 0 && status <= WIRE_STATUS_MAX ? status : EIO;
-	COUNT_ADD(t, requests_served, 1);
-	return send_msg(fd, &m, (int)t->io_timeout_ms, 0);
-}
-
 /*
- * Answer one GET.  0: go on with the connection; -errno: close it (an
- * I/O error, or the source failed after the DATA header went out).
+ * Answer one GET (serve.c decides what with).  0: go on with the
+ * connection; -errno: close it (an I/O error, or the source failed after
+ * the DATA header went out).
  */
-static int serve_get(struct transport *t, int fd, const struct wire_msg *get, const char *peer,
-		     const atomic_bool *stop)
+static int answer_get(struct transport *t, int fd, const struct wire_msg *get, const char *peer,
+		      const atomic_bool *stop)
 {
-	const struct transport_source *src = &t->src;
 	struct iovec iov[1 + TCP_IOV_MAX];
 	uint8_t hdr[WIRE_HDR_LEN];
-	uint64_t size, off = get->off, left = get->len;
-	size_t chunk = TCP_CHUNK;
-	struct wire_msg data;
-	bool hdr_pending = true;
-	void *token;
-	int err;
+	struct serve_ctx ctx;
+	struct wire_msg reply;
+	int first = 0, n, err = 0;
+	size_t bytes;
 
-	err = src->open(src->ctx, get->id, &size, &token);
-	if (err)
-		return send_err(t, fd, get, -err);
-	if (off > size || left > size - off) {
-		src->close(token);
-		return send_err(t, fd, get, ERANGE);
-	}
-	data = *get;
-	data.type = WIRE_DATA;
-	if (wire_encode(&data, hdr, sizeof(hdr)) != WIRE_HDR_LEN) {
-		src->close(token);
+	if (serve_begin(t, get, peer, &ctx, &reply))
+		return send_msg(fd, &reply, (int)t->io_timeout_ms, 0);
+	if (wire_encode(&reply, hdr, sizeof(hdr)) != WIRE_HDR_LEN) {
+		serve_end(&ctx);
 		return -EIO;
 	}
-	if (t->bucket.rate && chunk > t->bucket.burst)
-		chunk = (size_t)t->bucket.burst;
-
-	while (hdr_pending || left) {
-		size_t want = left < chunk ? (size_t)left : chunk, bytes = 0;
-		int first = hdr_pending ? 0 : 1, n = 0;
-
-		iov[0].iov_base = hdr;
-		iov[0].iov_len = sizeof(hdr);
-		if (want) {
-			n = src->iov(token, off, want, iov + 1, TCP_IOV_MAX, &bytes);
-			if (n <= 0 || n > TCP_IOV_MAX || bytes == 0 || bytes > want) {
-				err = n < 0 ? n : -EIO;
-				log_warn("transport: cannot read object %" PRIx64
-					 " for %s at offset %" PRIu64 ": %s",
-					 get->id, peer, off, strerror(-err));
-				break;
-			}
-			tbucket_take(&t->bucket, bytes, stop);
-		}
-		/* counted before the send, so that they are up to date by the
-		 * time the client has the bytes; taken back if it fails */
-		COUNT_ADD(t, bytes_sent, bytes);
-		if (bytes == left)
-			COUNT_ADD(t, requests_served, 1);
-		err = send_iov(fd, iov + first, n + 1 - first, (int)t->io_timeout_ms, 0);
-		if (err) {
-			COUNT_SUB(t, bytes_sent, bytes);
-			if (bytes == left)
-				COUNT_SUB(t, requests_served, 1);
-			log_info("transport: sending object %" PRIx64 " to %s failed: %s", get->id,
-				 peer, strerror(-err));
+	iov[0].iov_base = hdr;
+	iov[0].iov_len = sizeof(hdr);
+	while (serve_more(&ctx)) {
+		n = serve_next(&ctx, TCP_CHUNK, iov + 1, TCP_IOV_MAX, &bytes, stop);
+		if (n < 0) {
+			err = n;
 			break;
 		}
-		hdr_pending = false;
-		off += bytes;
-		left -= bytes;
+		err = send_iov(fd, iov + first, n + 1 - first, (int)t->io_timeout_ms, 0);
+		if (err) {
+			serve_unsent(&ctx, bytes, err);
+			break;
+		}
+		first = 1; /* the header went with the first piece */
 	}
-	src->close(token);
+	serve_end(&ctx);
 	return err;
 }
 
@@ -753,7 +714,7 @@ void tcp_serve_fd(struct transport *t, int fd, const struct sockaddr *peer, sock
 				bad_frame(t, name, "unexpected message");
 				return;
 			}
-			if (serve_get(t, fd, &in, name, stop))
+			if (answer_get(t, fd, &in, name, stop))
 				return;
 			continue;
 		}
@@ -1052,12 +1013,15 @@ static int tcp_addr(const struct transport *t, char *buf, size_t len)
 }
 
 const struct transport_ops tcp_ops = {
-	.name = "tcp",
-	.serve = tcp_serve,
-	.stop = tcp_stop,
-	.addr = tcp_addr,
-	.connect = tcp_connect,
-	.fetch = tcp_fetch,
-	.idle_ok = tcp_idle_ok,
-	.close = tcp_close,
+    .name = "tcp",
+    .caps = "tcp",
+    .streams_per_peer = TCP_STREAMS_PER_PEER,
+    .range_min = TCP_RANGE_MIN,
+    .serve = tcp_serve,
+    .stop = tcp_stop,
+    .addr = tcp_addr,
+    .connect = tcp_connect,
+    .fetch = tcp_fetch,
+    .idle_ok = tcp_idle_ok,
+    .close = tcp_close,
 };

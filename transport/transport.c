@@ -1,7 +1,9 @@
 /*
  * transport: the part above the backends.  Owns the config, the choice of
- * backend, the per-peer cache of client connections, the counters, the
- * bandwidth bucket the servers share, and reading the secret file.
+ * backend (and what it tells the fetch engine: its tuning, which peers'
+ * cards it can reach), the per-peer cache of client connections, the
+ * counters, and reading the secret file.  What serving a GET means is
+ * serve.c's.
  *
  * Connection cache.  t->peers is a uthash table keyed by node name, under
  * t->lock.  Each peer holds the address its connections were made to, a
@@ -31,17 +33,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <uthash.h>
 
 #include "log.h"
 
 #define DEFAULT_CONNS_PER_PEER 4
-#define BUCKET_BURST_MIN (64 * 1024)
-#define BUCKET_BURST_MAX (1024 * 1024)
-#define BUCKET_SLICE_NS (50 * 1000 * 1000)
 
+/* One peer in t->peers; every field under t->lock. */
 struct peer {
 	char name[OBJFS_NODE_MAX];
 	char addr[TRANSPORT_ADDR_MAX];
@@ -52,7 +51,7 @@ struct peer {
 };
 
 static const struct transport_ops *const backends[] = {
-	&tcp_ops,
+    &tcp_ops,
 };
 
 int ms_left(int64_t deadline_ns)
@@ -63,52 +62,6 @@ int ms_left(int64_t deadline_ns)
 		return 0;
 	/* round up, so that a wait does not end just before the deadline */
 	return (int)((left + 999999) / 1000000);
-}
-
-/* ---- bandwidth bucket ---- */
-
-static void tbucket_init(struct tbucket *b, uint64_t rate)
-{
-	pthread_mutex_init(&b->lock, NULL);
-	b->rate = rate;
-	b->burst = rate / 8;
-	if (b->burst < BUCKET_BURST_MIN)
-		b->burst = BUCKET_BURST_MIN;
-	if (b->burst > BUCKET_BURST_MAX)
-		b->burst = BUCKET_BURST_MAX;
-	b->tokens = (double)b->burst;
-	b->last_ns = mono_ns();
-}
-
-void tbucket_take(struct tbucket *b, uint64_t n, const atomic_bool *stop)
-{
-	int64_t now, wait_ns, until;
-
-	if (!b->rate)
-		return;
-	pthread_mutex_lock(&b->lock);
-	now = mono_ns();
-	b->tokens += (double)(now - b->last_ns) * (double)b->rate / 1e9;
-	if (b->tokens > (double)b->burst)
-		b->tokens = (double)b->burst;
-	b->last_ns = now;
-	b->tokens -= (double)n;
-	wait_ns = b->tokens < 0 ? (int64_t)(-b->tokens * 1e9 / (double)b->rate) : 0;
-	pthread_mutex_unlock(&b->lock);
-
-	until = now + wait_ns;
-	while (!(stop && atomic_load(stop))) {
-		int64_t left = until - mono_ns();
-		struct timespec ts;
-
-		if (left <= 0)
-			break;
-		if (left > BUCKET_SLICE_NS)
-			left = BUCKET_SLICE_NS;
-		ts.tv_sec = 0;
-		ts.tv_nsec = left;
-		nanosleep(&ts, NULL);
-	}
 }
 
 /* ---- lifecycle ---- */
@@ -123,25 +76,30 @@ static const struct transport_ops *backend_find(const char *name)
 	return NULL;
 }
 
-struct transport *transport_new(const struct transport_config *cfg, int *ret_err)
+static bool ops_valid(const struct transport_ops *ops)
+{
+	return ops && ops->name && ops->caps && ops->streams_per_peer && ops->connect &&
+	       ops->fetch && ops->idle_ok && ops->close;
+}
+
+struct transport *transport_new_ops(const struct transport_config *cfg,
+				    const struct transport_ops *ops, int *ret_err)
 {
 	struct transport *t;
 	int err = -EINVAL;
 
-	if (!cfg || !cfg->node || node_name_validate(cfg->node))
+	if (!cfg || !cfg->node || node_name_validate(cfg->node) || !ops_valid(ops))
 		goto fail;
 	if (cfg->secret
 		? cfg->secret_len < TRANSPORT_SECRET_MIN || cfg->secret_len > TRANSPORT_SECRET_MAX
 		: cfg->secret_len != 0)
-		goto fail;
-	if (!backend_find(cfg->backend ? cfg->backend : "tcp"))
 		goto fail;
 
 	err = -ENOMEM;
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		goto fail;
-	t->ops = backend_find(cfg->backend ? cfg->backend : "tcp");
+	t->ops = ops;
 	snprintf(t->node, sizeof(t->node), "%s", cfg->node);
 	if (cfg->listen_host) {
 		t->listen_host = strdup(cfg->listen_host);
@@ -177,6 +135,20 @@ fail:
 	return NULL;
 }
 
+struct transport *transport_new(const struct transport_config *cfg, int *ret_err)
+{
+	const struct transport_ops *ops = NULL;
+
+	if (cfg)
+		ops = backend_find(cfg->backend ? cfg->backend : "tcp");
+	if (!ops) {
+		if (ret_err)
+			*ret_err = -EINVAL;
+		return NULL;
+	}
+	return transport_new_ops(cfg, ops, ret_err);
+}
+
 static void conn_close(struct transport *t, struct tconn *c)
 {
 	t->ops->close(c);
@@ -199,7 +171,7 @@ void transport_free(struct transport *t)
 
 	if (!t)
 		return;
-	if (t->serving)
+	if (t->serving && t->ops->stop)
 		t->ops->stop(t);
 	HASH_ITER(hh, t->peers, p, tmp)
 	{
@@ -208,7 +180,7 @@ void transport_free(struct transport *t)
 		free(p);
 	}
 	pthread_mutex_destroy(&t->lock);
-	pthread_mutex_destroy(&t->bucket.lock);
+	tbucket_release(&t->bucket);
 	if (t->secret)
 		explicit_bzero(t->secret, t->secret_len);
 	free(t->secret);
@@ -221,12 +193,49 @@ const char *transport_name(const struct transport *t)
 	return t->ops->name;
 }
 
+const char *transport_caps(const struct transport *t)
+{
+	return t->ops->caps;
+}
+
+void transport_tuning(const struct transport *t, struct transport_tuning *ret)
+{
+	ret->streams_per_peer = t->ops->streams_per_peer;
+	ret->range_min = t->ops->range_min;
+}
+
+/* Is @tok one of the comma-separated tokens of @list? */
+static bool token_in(const char *list, const char *tok)
+{
+	size_t len = strlen(tok);
+	const char *p = list, *end;
+
+	for (;;) {
+		end = strchrnul(p, ',');
+		if ((size_t)(end - p) == len && !memcmp(p, tok, len))
+			return true;
+		if (!*end)
+			return false;
+		p = end + 1;
+	}
+}
+
+bool transport_reaches(const struct transport *t, const char *caps, const char *addr)
+{
+	if (!t || !addr || !*addr)
+		return false;
+	/* cards of nodes older than caps carry none: they all spoke tcp */
+	return token_in(caps && *caps ? caps : "tcp", t->ops->name);
+}
+
 int transport_serve(struct transport *t, const struct transport_source *src)
 {
 	int err;
 
 	if (!t || !src || !src->open || !src->iov || !src->close)
 		return -EINVAL;
+	if (!t->ops->serve)
+		return -EOPNOTSUPP;
 	pthread_mutex_lock(&t->lock);
 	if (t->serving) {
 		pthread_mutex_unlock(&t->lock);
@@ -248,6 +257,8 @@ int transport_addr(const struct transport *t, char *buf, size_t len)
 		return -EINVAL;
 	if (!t->serving)
 		return -ENOTCONN;
+	if (!t->ops->addr)
+		return -EOPNOTSUPP;
 	return t->ops->addr(t, buf, len);
 }
 
@@ -387,34 +398,32 @@ static bool iov_covers(const struct iovec *iov, int iovcnt, uint64_t len)
 	return sum == len;
 }
 
-int transport_fetch(struct transport *t, const char *peer, const char *addr, uint64_t id,
-		    uint64_t off, uint64_t len, const struct iovec *iov, int iovcnt,
-		    transport_progress_fn progress, void *arg)
+int transport_fetch(struct transport *t, const struct transport_req *req)
 {
 	struct tconn *c;
 	bool reused;
 	int err, attempt;
 
-	if (!t || !peer || !addr || node_name_validate(peer) || !*addr ||
-	    strnlen(addr, TRANSPORT_ADDR_MAX) >= TRANSPORT_ADDR_MAX)
+	if (!t || !req || !req->peer || !req->addr || node_name_validate(req->peer) ||
+	    !*req->addr || strnlen(req->addr, TRANSPORT_ADDR_MAX) >= TRANSPORT_ADDR_MAX)
 		return -EINVAL;
-	if (off > UINT64_MAX - len || !iov_covers(iov, iovcnt, len))
+	if (req->off > UINT64_MAX - req->len || !iov_covers(req->iov, req->iovcnt, req->len))
 		return -EINVAL;
 
 	for (attempt = 0;; attempt++) {
-		err = conn_borrow(t, peer, addr, &c, &reused);
+		err = conn_borrow(t, req->peer, req->addr, &c, &reused);
 		if (err)
 			return err;
 		c->broken = false;
 		c->answered = false;
-		err = t->ops->fetch(c, id, off, len, iov, iovcnt, progress, arg);
+		err = t->ops->fetch(c, req);
 		if (err == -ECONNRESET && reused && !c->answered && !attempt) {
 			log_debug("transport: cached connection to '%s' was dead; reconnecting",
-				  peer);
+				  req->peer);
 			conn_close(t, c);
 			continue;
 		}
-		conn_return(t, peer, c);
+		conn_return(t, req->peer, c);
 		return err;
 	}
 }

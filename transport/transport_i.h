@@ -1,12 +1,17 @@
 /*
- * transport_i.h: what transport.c, auth.c and the backends (tcp.c, later
- * rdma.c) share.  Nothing outside transport/ includes this, except the
- * unit tests and the fuzz target, which drive the internals directly.
+ * transport_i.h: what transport.c, serve.c, auth.c and every backend
+ * (tcp.c, later rdma.c) share.  Nothing outside transport/ includes
+ * this, except the unit tests and the fuzz target, which drive the
+ * internals directly (and may plug in a backend of their own with
+ * transport_new_ops()).  What only one backend knows goes in its own
+ * header (tcp_i.h).
  *
  * A backend is a struct transport_ops.  transport.c owns everything
- * above it: config, the per-peer cache of client connections, counters,
- * the serve bandwidth bucket.  A backend's client connection embeds a
- * struct tconn as its first member; its server state hangs off t->srv.
+ * above it: config, the per-peer cache of client connections, counters.
+ * serve.c owns what answering a GET means (pinning, range checks, the
+ * bandwidth bucket, the served counters), so that every backend serves
+ * alike.  A backend's client connection embeds a struct tconn as its
+ * first member; its server state hangs off t->srv.
  */
 #ifndef OBJFS_TRANSPORT_I_H
 #define OBJFS_TRANSPORT_I_H
@@ -31,13 +36,67 @@ struct tconn {
 	struct transport *t;
 	struct tconn *next; /* in its peer's idle list (t->lock) */
 	uint64_t gen;	    /* the peer generation it was made for */
-	/* set by ops->fetch, read by transport.c after it returns */
+	/* set by ops->fetch, read by transport.c after it returns; the
+	 * connection belongs to one fetch at a time, so no lock */
 	bool broken;   /* unusable: close it, never return it to the pool */
 	bool answered; /* some reply bytes arrived */
 };
 
+/*
+ * A backend.  What it must do:
+ *
+ * Threads.  serve() may start whatever server threads the backend needs
+ * (an accept thread, one per connection, a completion thread); stop()
+ * wakes and joins every one of them before it returns, and nothing of
+ * the backend runs after that.  The client ops (connect, fetch,
+ * idle_ok, close) run on the calling thread, which they block; they
+ * leave no thread behind.  Several fetches run at once on different
+ * connections, so the client ops must be thread-safe across connections
+ * (one connection is only ever used by one fetch at a time).
+ *
+ * Timeouts.  Every wait is bounded by t->io_timeout_ms: connect() takes
+ * no longer than about that per address tried (handshake included), and
+ * fetch() no longer than that without a byte moving.  The server gives a
+ * handshake, and a request once begun, the same, and closes a
+ * connection whose peer stalls.  Nothing blocks forever on a peer.
+ *
+ * Results.  fetch() returns 0 only when all req->len bytes are in place and
+ * every reply matched what was asked (id, offset, length): never a
+ * partial success.  On any error the range may be partly written.  It
+ * sets c->answered as soon as any reply byte arrived (transport.c
+ * retries a reset on a reused connection only if none did) and
+ * c->broken when the connection must not be used again (anything but an
+ * ERR answer from the peer, after which the connection is still in
+ * step).  Errors are what transport_fetch() in transport.h documents,
+ * mapped from the backend's own error codes in one function.
+ *
+ * Progress.  fetch() calls req->progress (if not NULL) on the fetching
+ * thread with the bytes in place from the start of the range: never
+ * decreasing, never past req->len, and on success a last call with
+ * req->len (for an empty range too).  A failed fetch owes no last call.
+ *
+ * Serving.  serve() binds to t->listen_host/t->listen_port, runs the
+ * handshake of auth.c on every connection (loopback only without a
+ * secret), then answers each GET with serve.c (serve_begin() ...
+ * serve_end()), never reading the source any other way.  It counts
+ * conns_accepted and conns_open (server side) and bad_frames; client
+ * side, fetch() counts requests_sent and bytes_received (transport.c
+ * counts the client connections it opens).
+ *
+ * A backend that never serves (one written for a test) leaves serve,
+ * stop and addr NULL: transport_serve() is then -EOPNOTSUPP.
+ */
 struct transport_ops {
+	/* cfg->backend, and the name in a peer's caps that says this
+	 * backend can fetch from it (transport_reaches()) */
 	const char *name;
+	/* what a node running this backend advertises on its card: a
+	 * comma-separated list of the transports it serves */
+	const char *caps;
+	/* transport_tuning(): ranges of one object fetched from one peer at
+	 * once (at least 1), and the smallest range worth a stream */
+	unsigned streams_per_peer;
+	uint64_t range_min;
 	/* Bind, listen and start serving t->src.  0 or -errno. */
 	int (*serve)(struct transport *t);
 	/* Stop serving: wake and join every server thread, close their
@@ -45,20 +104,32 @@ struct transport_ops {
 	void (*stop)(struct transport *t);
 	/* transport_addr() while serving. */
 	int (*addr)(const struct transport *t, char *buf, size_t len);
-	/* Connect to @addr ("HOST:PORT") and authenticate.  Errors as
+	/* Connect to @addr (from the peer's card) and authenticate.  On 0,
+	 * *@ret is a connection the backend allocated, with a zeroed struct
+	 * tconn first (transport.c fills it in).  Errors as
 	 * transport_fetch() documents them. */
 	int (*connect)(struct transport *t, const char *addr, struct tconn **ret);
 	/* Fetch one range on @c (any length: the backend splits it into
-	 * wire-sized requests).  Sets c->broken and c->answered. */
-	int (*fetch)(struct tconn *c, uint64_t id, uint64_t off, uint64_t len,
-		     const struct iovec *iov, int iovcnt, transport_progress_fn progress,
-		     void *arg);
-	/* May this idle connection be reused (the peer has not closed it)? */
+	 * requests of at most t->get_max bytes).  See above. */
+	int (*fetch)(struct tconn *c, const struct transport_req *req);
+	/* May this idle connection be reused (the peer has not closed it)?
+	 * Must not block. */
 	bool (*idle_ok)(struct tconn *c);
+	/* Close @c and free it. */
 	void (*close)(struct tconn *c);
 };
 
+/* The backends transport_new() chooses from, by cfg->backend. */
 extern const struct transport_ops tcp_ops;
+
+/*
+ * Create a transport whose backend is @ops, which must stay valid until
+ * transport_free() (cfg->backend is not looked at).  @ops needs name,
+ * caps, streams_per_peer, connect, fetch, idle_ok and close.  Errors as
+ * transport_new().
+ */
+struct transport *transport_new_ops(const struct transport_config *cfg,
+				    const struct transport_ops *ops, int *ret_err);
 
 /* Counters behind transport_stats(); relaxed atomics. */
 struct transport_counters {
@@ -78,10 +149,10 @@ struct transport_counters {
 /* Token bucket for serve_bwlimit, shared by all server connections. */
 struct tbucket {
 	pthread_mutex_t lock;
-	uint64_t rate;	 /* bytes per second; 0: no limit */
-	uint64_t burst;	 /* bytes */
-	double tokens;	 /* may go negative: debt the next takers wait off */
-	int64_t last_ns; /* mono_ns() of the last refill */
+	uint64_t rate;	 /* bytes per second; 0: no limit (fixed) */
+	uint64_t burst;	 /* bytes (fixed) */
+	double tokens;	 /* may go negative: debt the next takers wait off (lock) */
+	int64_t last_ns; /* mono_ns() of the last refill (lock) */
 };
 
 struct transport {
@@ -97,7 +168,8 @@ struct transport {
 	/* largest range one request asks for; WIRE_LEN_MAX (tests lower it) */
 	uint64_t get_max;
 
-	/* server side: set by transport_serve() before ops->serve() */
+	/* server side: set by transport_serve() (under lock) before
+	 * ops->serve(), fixed while serving */
 	struct transport_source src;
 	bool serving;
 	void *srv; /* the backend's server state */
@@ -111,14 +183,69 @@ struct transport {
 	struct transport_counters cnt;
 };
 
-/*
- * Take @n bytes from the bucket, sleeping off any debt, in slices so
- * that *@stop (set by a server that is stopping) ends the wait early.
- */
-void tbucket_take(struct tbucket *b, uint64_t n, const atomic_bool *stop);
-
 /* Milliseconds left until @deadline_ns (mono_ns()); 0 when past. */
 int ms_left(int64_t deadline_ns);
+
+/* ---- serve.c: answering a GET, for every backend ---- */
+
+/* A bucket for @rate bytes per second (0: no limit); release with
+ * tbucket_release(). */
+void tbucket_init(struct tbucket *b, uint64_t rate);
+void tbucket_release(struct tbucket *b);
+
+/*
+ * One GET being answered, on the stack of the server thread that reads
+ * it (no lock: nothing else sees it).  Fields are serve.c's.
+ */
+struct serve_ctx {
+	struct transport *t;
+	const char *peer; /* names the peer in logs */
+	uint64_t id;
+	void *token;   /* the pinned object, from t->src.open() */
+	uint64_t off;  /* where the next piece starts */
+	uint64_t left; /* bytes not handed out yet */
+	bool more;     /* a piece is still due (an empty range has one) */
+	bool served;   /* the request was counted as served */
+};
+
+/*
+ * Start answering @get from the peer that @peer names in logs (the ctx
+ * keeps the pointer: it must live as long).  0: the object is pinned and the
+ * range is in it; *@ret_reply is the DATA header to send, then come the
+ * pieces of serve_next(), then serve_end().  1: *@ret_reply is the ERR
+ * to send (the object is not held, or the range is outside it), the
+ * request is counted as served, and nothing is pinned.
+ */
+int serve_begin(struct transport *t, const struct wire_msg *get, const char *peer,
+		struct serve_ctx *ret_ctx, struct wire_msg *ret_reply);
+
+/* Is a piece still due (call serve_next() again)? */
+bool serve_more(const struct serve_ctx *ctx);
+
+/*
+ * The next piece of the payload, at most @max bytes (less with a
+ * bandwidth limit: no more than the bucket's burst): points @iov (room
+ * for @max_iov) into the pinned object and returns how many entries it
+ * used, with the bytes in *@ret_bytes (0 entries and bytes only for an
+ * empty range).  Before it returns, the bytes are taken from the
+ * bandwidth bucket (sleeping off any debt, less if *@stop becomes true)
+ * and counted as sent, and with the last piece the request is counted
+ * as served: call serve_unsent() if sending them fails.  -errno if the
+ * source failed (logged; no piece is due after it): close the
+ * connection, the reply cannot be finished.
+ */
+int serve_next(struct serve_ctx *ctx, size_t max, struct iovec *iov, int max_iov, size_t *ret_bytes,
+	       const atomic_bool *stop);
+
+/*
+ * Sending failed with @err: take back @bytes of what serve_next()
+ * counted as sent (the pieces that did not go out) and the request if it
+ * was counted as served, and log it.  No piece is due after this.
+ */
+void serve_unsent(struct serve_ctx *ctx, size_t bytes, int err);
+
+/* Unpin the object (after a 0 from serve_begin()). */
+void serve_end(struct serve_ctx *ctx);
 
 /* ---- auth.c: the handshake, independent of the byte stream ---- */
 
@@ -170,19 +297,5 @@ int auth_cli_hello(struct transport *t, struct auth_cli *a, struct wire_msg *ret
  */
 int auth_cli_step(struct transport *t, struct auth_cli *a, const struct wire_msg *in,
 		  struct wire_msg *reply);
-
-/* ---- tcp.c internals that the fuzz target and tests drive ---- */
-
-/*
- * Serve one already-connected stream socket @fd, whose peer is @peer
- * (used for the loopback rule and logs), as a server thread would: until
- * the peer closes, misbehaves or stalls, or *@stop becomes true.  Does
- * not close @fd.  Needs t->src.
- */
-void tcp_serve_fd(struct transport *t, int fd, const struct sockaddr *peer, socklen_t peer_len,
-		  const atomic_bool *stop);
-
-/* Run the client side of the handshake on a connected socket @fd. */
-int tcp_client_handshake(struct transport *t, int fd);
 
 #endif

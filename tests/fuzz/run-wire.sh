@@ -1,6 +1,6 @@
 #!/bin/bash
 #
-# tests/fuzz/run-wire.sh: a bounded libFuzzer run of transport/fuzz-wire.c
+# tests/fuzz/run-wire.sh: a bounded libFuzzer run of tests/fuzz/fuzz-wire.c
 # (the wire decoder, the server's connection handler and the client's
 # handshake, fed by a malicious peer).
 #
@@ -42,17 +42,17 @@ elif [ "$(meson introspect --buildoptions "$BUILD" |
 	python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"] == "fuzz"][0])')" != True ]; then
 	meson configure "$BUILD" -Dfuzz=true
 fi
-ninja -C "$BUILD" transport/fuzz-wire
+ninja -C "$BUILD" tests/fuzz/fuzz-wire
 set +e
 
-OBJFS_FUZZ_SEEDS="$probe/seeds" "$BUILD/transport/fuzz-wire" || {
+OBJFS_FUZZ_SEEDS="$probe/seeds" "$BUILD/tests/fuzz/fuzz-wire" || {
 	echo "fuzz-wire could not write its seeds" >&2
 	exit 1
 }
 mkdir -p "$probe/corpus"
 echo "fuzzing for ${SECS}s, seeds: $(ls "$probe/seeds" | wc -l)"
 # -timeout: one input must not take more than 10 s (a hang is a failure)
-"$BUILD/transport/fuzz-wire" -max_total_time="$SECS" -timeout=10 -max_len=4096 \
+"$BUILD/tests/fuzz/fuzz-wire" -max_total_time="$SECS" -timeout=10 -max_len=4096 \
 	-rss_limit_mb=4096 -error_exitcode=1 -timeout_exitcode=1 -print_final_stats=1 -artifact_prefix="$probe/" \
 	"$probe/corpus" "$probe/seeds"
 rc=$?
@@ -61,7 +61,7 @@ if [ "$rc" != 0 ]; then
 	cp "$probe"/crash-* "$probe"/leak-* "$probe"/timeout-* "$probe"/oom-* "$keep"/ 2>/dev/null
 	echo "fuzz-wire failed (status $rc); inputs kept in $keep:" >&2
 	ls -l "$keep" >&2
-	echo "reproduce: $BUILD/transport/fuzz-wire $keep/<file>" >&2
+	echo "reproduce: $BUILD/tests/fuzz/fuzz-wire $keep/<file>" >&2
 	exit 1
 fi
 echo "fuzz-wire: no crash in ${SECS}s"

@@ -41,7 +41,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "transport_i.h"
+#include "tcp_i.h"
 #include "wire.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -1,0 +1,26 @@
+/*
+ * tcp_i.h: the TCP backend's internals that the unit tests and the fuzz
+ * target drive directly, without a listening socket.  transport.c knows
+ * the backend only as tcp_ops (transport_i.h).
+ */
+#ifndef OBJFS_TCP_I_H
+#define OBJFS_TCP_I_H
+
+#include <stdatomic.h>
+#include <sys/socket.h>
+
+#include "transport_i.h"
+
+/*
+ * Serve one already-connected stream socket @fd, whose peer is @peer
+ * (used for the loopback rule and logs), as a server thread would: until
+ * the peer closes, misbehaves or stalls, or *@stop becomes true.  Does
+ * not close @fd.  Needs t->src.
+ */
+void tcp_serve_fd(struct transport *t, int fd, const struct sockaddr *peer, socklen_t peer_len,
+		  const atomic_bool *stop);
+
+/* Run the client side of the handshake on a connected socket @fd. */
+int tcp_client_handshake(struct transport *t, int fd);
+
+#endif
