@@ -54,7 +54,7 @@ int64_t now_ns(void);
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t mono_ns(void);
 
-/* Write all of @len bytes / read exactly; 0 or -errno (-EPIPE on EOF). */
+/* Write all of @len bytes, retrying short writes and EINTR; 0 or -errno. */
 int write_full(int fd, const void *buf, size_t len);
 
 #endif

@@ -17,7 +17,6 @@
 struct transport *endpoint_new(const struct config *c, char *err, size_t errlen)
 {
 	struct transport_config tc = {
-		.backend = "tcp",
 		.node = c->node,
 		.listen_host = c->listen_host,
 		.listen_port = c->listen_port,

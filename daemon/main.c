@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 
 #include "config.h"
 #include "endpoint.h"
+#include "fetch.h"
 #include "fs.h"
 #include "local_redis.h"
 #include "log.h"
@@ -87,7 +89,7 @@ struct daemon {
 	bool ticker_started;
 	pthread_t prefaulter;
 	bool prefault_started;
-	bool prefault_stop;	/* atomic */
+	atomic_bool prefault_stop;
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	bool stopping;		/* lock */
@@ -354,7 +356,7 @@ static int claim_node(struct daemon *d)
 	int r;
 
 	gethostname(d->card.host, sizeof(d->card.host) - 1);
-	snprintf(d->card.caps, sizeof(d->card.caps), "%s", transport_name(d->transport));
+	snprintf(d->card.caps, sizeof(d->card.caps), "%s", transport_caps(d->transport));
 	d->card.pid = getpid();
 	random_hex(d->card.instance, 16);
 	d->card.started_ns = now_ns();
@@ -461,7 +463,7 @@ static int run(struct daemon *d)
 		fail("cannot set up the filesystem: %s", strerror(-r));
 		return r;
 	}
-	fs_source(d->fs, &d->source);
+	fetch_source_init(&d->source, d->store);
 	r = endpoint_serve(d->transport, &d->cfg, &d->source, d->card.listen,
 			   sizeof(d->card.listen), err, sizeof(err));
 	if (r < 0) {
@@ -514,7 +516,7 @@ static void shutdown_all(struct daemon *d)
 	if (d->meta && d->card.instance[0])
 		meta_node_release(d->meta, d->card.instance);
 	if (d->prefault_started) {
-		__atomic_store_n(&d->prefault_stop, true, __ATOMIC_RELAXED);
+		atomic_store_explicit(&d->prefault_stop, true, memory_order_relaxed);
 		pthread_join(d->prefaulter, NULL);
 	}
 	if (d->meta)

@@ -1,10 +1,12 @@
 /*
  * fs: the node's object layer seen through FUSE.
  *
- * It joins the store (bytes) and meta (names, records) into a low-level
- * FUSE filesystem: inode numbers are the cluster-wide ids from meta, reads
- * are answered from the store's shared memory, and a file written through
- * the mount becomes an object when its last handle is released.
+ * It joins the store (bytes), meta (names, records) and the fetcher
+ * (other nodes' objects) into a low-level FUSE filesystem: inode numbers
+ * are the cluster-wide ids from meta, reads are answered from the store's
+ * shared memory, and a file written through the mount becomes an object
+ * when its last handle is released.  fs_new() creates the fetcher, with
+ * hooks into this layer, over the transport given in the config.
  *
  * The daemon creates the store and the meta client, hands them to
  * fs_new(), calls fs_reconcile() once, fs_mount(), then fs_run() until the
@@ -23,7 +25,6 @@ struct meta;
 struct meta_inval;
 struct store;
 struct transport;
-struct transport_source;
 
 struct fs_config {
 	const char *mountpoint;	/* absolute */
@@ -35,7 +36,8 @@ struct fs_config {
 	bool read_only;
 	bool nosuid, nodev, noexec, noatime;
 	bool debug;		/* libfuse request tracing */
-	/* fetches other nodes' objects (not owned; must outlive the fs) */
+	/* fetches other nodes' objects (not owned; must outlive the fs, or
+	 * at least fs_stop_fetching()); NULL: none are fetched */
 	struct transport *transport;
 };
 
@@ -70,9 +72,6 @@ void fs_tick(struct fs *fs);
 /* Stop fetching (worker threads end, fetches in flight fail).  Call
  * before freeing the transport; fs_free() does it too. */
 void fs_stop_fetching(struct fs *fs);
-
-/* The source the transport serves this node's sealed objects from. */
-void fs_source(struct fs *fs, struct transport_source *ret);
 
 /* Invalidation from another node (a meta_inval_fn for meta_subscribe()):
  * drops the kernel's cached entries and the copy of a deleted object.

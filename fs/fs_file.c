@@ -1,9 +1,10 @@
 /*
- * fs_file: file handles, data, and the life of an object written here.
+ * fs_file: file handles and data.
  *
  *   create ──► pending (overlay, this node only) ──writes──► last release
- *          ──► store_seal (checksum, catalog) ──► meta_publish (name visible
- *              to every node) ──► sealed, mode 0444, immutable
+ *          ──► fs_seal_pending() (fs_publish.c)
+ *   open of a sealed object ──► local: a store reference; remote:
+ *          fetcher_open(), and reads wait for their range (fetch_wait())
  *
  * Reads of a sealed object are answered with an iovec that points straight
  * into the store's shared memory (fuse_reply_iov): no copy in the daemon,
@@ -13,13 +14,9 @@
  * reuse its inode, because the kernel would truncate the page cache that
  * other readers of the old object share.  So the open records a wish and
  * answers ESTALE; the VFS retries the path walk with LOOKUP_REVAL, our
- * lookup then creates the replacement object and returns its new inode,
- * and the writer opens that.  The replacement takes the name at seal.
- *
- * The kernel sends RELEASE asynchronously: close(2) can return before the
- * object is sealed.  Operations that must see the sealed state (an open
- * for write, stat, getxattr) wait briefly for a pending object whose
- * handles have all been flushed (closed) to settle.
+ * lookup (fs_dir.c) then creates the replacement object and returns its
+ * new inode, and the writer opens that.  The replacement takes the name
+ * at seal.
  */
 #include "fs_i.h"
 
@@ -30,12 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
-#define SETTLE_WAIT_MS 500
-#define SEAL_WAIT_NS (60 * 1000000000LL)
 #define REPLACE_WISH_NS (2 * 1000000000LL)
-#define REAP_AFTER_NS (10 * 1000000000LL)
 #define READ_IOV_MAX 256
 
 /* ---- overwrite wishes (see the top of this file) ---- */
@@ -73,55 +66,6 @@ bool fs_take_replace_wish(struct fs *fs, uint64_t id)
 	}
 	pthread_mutex_unlock(&fs->lock);
 	return found;
-}
-
-/* ---- pending objects ---- */
-
-void fs_pending_free(struct pending *p)
-{
-	if (!p)
-		return;
-	store_unlink(p->obj);
-	store_obj_unref(p->obj);
-	free(p);
-}
-
-static bool unsettled(struct pending *p, bool *ret_sealing)
-{
-	*ret_sealing = p->sealing;
-	return p->sealing || (p->opens && p->flushed >= p->opens);
-}
-
-/*
- * Wait until @p is sealed if its last handle is gone (a seal is running)
- * or every handle was closed and only the asynchronous RELEASE is
- * outstanding.  The first case always ends soon (a checksum and one Redis
- * call, each bounded); the second may be a dup()ed descriptor still in
- * use, so it waits SETTLE_WAIT_MS at most.  Called with fs->lock held;
- * may drop and retake it.
- */
-void fs_pending_settle(struct fs *fs, struct pending *p)
-{
-	uint64_t id = p->id;	/* @p may be freed while we wait */
-	struct inode *in = inode_find(fs, id);
-	int64_t start = mono_ns();
-	bool sealing;
-
-	while (in && in->pending == p && unsettled(p, &sealing)) {
-		int64_t limit = sealing ? SEAL_WAIT_NS : SETTLE_WAIT_MS * 1000000LL;
-		struct timespec until;
-
-		if (mono_ns() - start > limit)
-			break;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += 50 * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&fs->settle, &fs->lock, &until);
-		in = inode_find(fs, id);
-	}
 }
 
 static struct handle *handle_new(struct store_obj *obj, struct pending *p, bool writable)
@@ -240,7 +184,7 @@ fail_obj:
 fail_free:
 	free(p);
 fail:
-	fuse_reply_err(req, fs_errno(fs, r, "create", parent, name));
+	fuse_reply_err(req, fs_reply_errno(fs, r, "create", parent, name));
 }
 
 static bool wants_write(int flags)
@@ -268,7 +212,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	if (in->pending)
-		fs_pending_settle(fs, in->pending);
+		pending_settle_locked(fs, in->pending);
 	p = in->pending;
 	if (!p && !in->sealed) {
 		pthread_mutex_unlock(&fs->lock);
@@ -331,7 +275,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		obj = NULL;
 	}
 	if (!obj) {
-		r = fetch_open(fs, ino, have_rec ? &rec : NULL, &f, &obj);
+		r = fetcher_open(fs->fetcher, ino, have_rec ? &rec : NULL, &f, &obj);
 		if (r < 0) {
 			r = -r;
 			if (r != ENOENT && r != ENOSPC && r != ENOMEM)
@@ -339,12 +283,12 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			goto fail;
 		}
 	} else {
-		fs_lru_touch(fs, ino);
+		fetcher_touch(fs->fetcher, ino);
 	}
 	h = handle_new(obj, NULL, false);
 	if (!h) {
 		store_obj_unref(obj);
-		fetch_put(fs, f);
+		fetch_put(f);
 		r = ENOMEM;
 		goto fail;
 	}
@@ -352,9 +296,9 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uintptr_t)h;
 	fi->keep_cache = 1;
 	/* the handle may be released as soon as the open is answered */
-	fetch_ref(fs, f);
+	fetch_ref(f);
 	fuse_reply_open(req, fi);
-	fetch_opened(fs, f);
+	fetch_opened(f);
 	return;
 
 fail:
@@ -378,7 +322,7 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct f
 		return;
 	}
 	if (h->fetch) {
-		int r = fetch_wait(fuse_req_userdata(req), h->fetch, (uint64_t)off, size);
+		int r = fetch_wait(h->fetch, (uint64_t)off, size);
 
 		if (r < 0) {
 			fuse_reply_err(req, -r);
@@ -430,7 +374,7 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		return;
 	}
 	r = store_write(h->obj, buf, size, (uint64_t)off);
-	if (r == -ENOSPC && fs_evict(fs, size) > 0)
+	if (r == -ENOSPC && fetcher_evict(fs->fetcher, size) > 0)
 		r = store_write(h->obj, buf, size, (uint64_t)off);
 	pthread_mutex_lock(&fs->lock);
 	if (h->flushed) {
@@ -488,146 +432,6 @@ void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_
 	fuse_reply_err(req, 0);
 }
 
-/* Publish @p under a name that does not collide with @name. */
-static int publish_conflict(struct fs *fs, struct pending *p, const struct meta_obj *mo,
-			    char *path)
-{
-	char alt[OBJFS_NAME_MAX + 1];
-	int r;
-
-	snprintf(alt, sizeof(alt), "%.*s.objfs-%" PRIu64, OBJFS_NAME_MAX - 28, p->name, p->id);
-	r = meta_publish(fs->meta, p->parent, alt, mo, false, NULL, path);
-	if (r == 0)
-		log_warn("'%s' was created elsewhere while object %" PRIu64
-			 " was written here; kept it as '%s'",
-			 p->name, p->id, alt);
-	return r;
-}
-
-static void remember_unpublished(struct fs *fs, struct pending *p)
-{
-	struct unpublished *u = calloc(1, sizeof(*u));
-
-	if (!u) {
-		log_error("out of memory: object %" PRIu64 " stays unpublished until restart",
-			  p->id);
-		return;
-	}
-	u->id = p->id;
-	u->parent = p->parent;
-	memcpy(u->name, p->name, sizeof(u->name));
-	u->replace = p->replace;
-	pthread_mutex_lock(&fs->lock);
-	u->next = fs->unpublished;
-	fs->unpublished = u;
-	pthread_mutex_unlock(&fs->lock);
-}
-
-/* Link a sealed object's name in Redis, handling every way that can fail
- * without losing the object.  Returns 0, or -EIO if Redis is away (the
- * caller keeps it for a later retry). */
-static int publish(struct fs *fs, uint64_t id, uint64_t parent, const char *name, bool replace,
-		   struct store_obj *obj)
-{
-	char path[OBJFS_PATH_MAX];
-	struct pending tmp = { .id = id, .parent = parent };
-	uint64_t replaced = 0;
-	bool as_named;
-	struct meta_obj mo;
-	int r;
-
-	memset(&mo, 0, sizeof(mo));
-	mo.id = id;
-	mo.size = store_obj_size(obj);
-	mo.mtime_ns = store_obj_mtime(obj);
-	store_obj_csum(obj, mo.csum);
-	snprintf(mo.origin, sizeof(mo.origin), "%s", fs->cfg.node);
-	snprintf(tmp.name, sizeof(tmp.name), "%s", name);
-
-	path[0] = '\0';
-	r = meta_publish(fs->meta, parent, name, &mo, replace, &replaced, path);
-	as_named = r == 0;
-	if (r == -EEXIST || r == -EISDIR)
-		r = publish_conflict(fs, &tmp, &mo, path);
-	if (r == -ENOENT || r == -ENOTDIR) {
-		snprintf(path, sizeof(path), "/lost+found/%s", name);
-		r = meta_reregister(fs->meta, &mo, path);
-		if (r >= 0) {
-			log_warn("directory of '%s' vanished while object %" PRIu64
-				 " was written; it is in /lost+found",
-				 name, id);
-			r = 0;
-		}
-	}
-	if (r < 0) {
-		if (r != -EIO)
-			log_error("cannot publish object %" PRIu64 " as '%s': %s; will retry", id,
-				  name, strerror(-r));
-		return -EIO;
-	}
-	if (path[0])
-		store_set_path(obj, path);
-	if (as_named) {
-		pthread_mutex_lock(&fs->lock);
-		dcache_put(fs, parent, name, META_FILE, id);
-		pthread_mutex_unlock(&fs->lock);
-	}
-	if (replaced)
-		fs_forget_local(fs, replaced);
-	return 0;
-}
-
-/* The last handle on @p is gone: seal and publish it, or discard it. */
-static void seal_pending(struct fs *fs, struct pending *p)
-{
-	struct inode *in;
-	bool discard;
-	int r = 0;
-
-	pthread_mutex_lock(&fs->lock);
-	discard = p->failed || p->unlinked;
-	pthread_mutex_unlock(&fs->lock);
-	if (!discard) {
-		r = store_seal(p->obj, "", now_ns());
-		if (r < 0)
-			log_error("cannot seal object %" PRIu64 " ('%s'): %s; discarding it", p->id,
-				  p->name, strerror(-r));
-	}
-	if (!discard && r == 0 && publish(fs, p->id, p->parent, p->name, p->replace, p->obj) < 0) {
-		log_warn("Redis unreachable: object %" PRIu64 " ('%s') sealed on this node, "
-			 "published when Redis is back",
-			 p->id, p->name);
-		remember_unpublished(fs, p);
-	}
-
-	pthread_mutex_lock(&fs->lock);
-	pending_remove(fs, p);
-	in = inode_find(fs, p->id);
-	if (in && in->pending == p) {
-		in->pending = NULL;
-		if (!discard && r == 0) {
-			in->sealed = true;
-			in->obj.id = p->id;
-			in->obj.size = store_obj_size(p->obj);
-			in->obj.mtime_ns = store_obj_mtime(p->obj);
-			store_obj_csum(p->obj, in->obj.csum);
-			snprintf(in->obj.origin, sizeof(in->obj.origin), "%s", fs->cfg.node);
-		}
-	}
-	pthread_cond_broadcast(&fs->settle);
-	pthread_mutex_unlock(&fs->lock);
-	__atomic_add_fetch(&fs->n_sealed, 1, __ATOMIC_RELAXED);
-
-	if (discard || r < 0) {
-		fs_notify_gone(fs, p->parent, p->name);
-		fs_pending_free(p);
-	}
-	else {
-		store_obj_unref(p->obj);
-		free(p);
-	}
-}
-
 /* Drop handle @h on inode @ino; the last handle on a pending object seals
  * it.  Also used to undo an open the kernel never saw. */
 static void handle_release(struct fs *fs, uint64_t ino, struct handle *h)
@@ -645,8 +449,8 @@ static void handle_release(struct fs *fs, uint64_t ino, struct handle *h)
 	}
 	pthread_mutex_unlock(&fs->lock);
 	if (last)
-		seal_pending(fs, p);
-	fetch_put(fs, h->fetch);
+		fs_seal_pending(fs, p);
+	fetch_put(h->fetch);
 	store_obj_unref(h->obj);
 	free(h);
 	pthread_mutex_lock(&fs->lock);
@@ -705,71 +509,4 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 		fuse_reply_err(req, -r);
 	else
 		fs_reply_attr(req, fs, ino);
-}
-
-/* ---- maintenance ---- */
-
-/* Publish objects that were sealed while Redis was unreachable. */
-void fs_publish_retry(struct fs *fs)
-{
-	struct unpublished *list, *u, *keep = NULL;
-
-	pthread_mutex_lock(&fs->lock);
-	list = fs->unpublished;
-	fs->unpublished = NULL;
-	pthread_mutex_unlock(&fs->lock);
-
-	while ((u = list)) {
-		struct store_obj *obj = store_lookup(fs->store, u->id);
-
-		list = u->next;
-		if (!obj) {
-			free(u);	/* unlinked meanwhile */
-			continue;
-		}
-		if (publish(fs, u->id, u->parent, u->name, u->replace, obj) == 0) {
-			log_info("published object %" PRIu64 " as '%s' now that Redis is back",
-				 u->id, u->name);
-			__atomic_add_fetch(&fs->n_published_late, 1, __ATOMIC_RELAXED);
-			free(u);
-		} else {
-			u->next = keep;
-			keep = u;
-		}
-		store_obj_unref(obj);
-	}
-	if (keep) {
-		pthread_mutex_lock(&fs->lock);
-		for (u = keep; u->next; u = u->next)
-			;
-		u->next = fs->unpublished;
-		fs->unpublished = keep;
-		pthread_mutex_unlock(&fs->lock);
-	}
-}
-
-/* Discard replacement objects whose writer never opened them. */
-void fs_reap_pending(struct fs *fs)
-{
-	struct pending *p, *dead = NULL, *next;
-	int64_t now = mono_ns();
-
-	pthread_mutex_lock(&fs->lock);
-	for (p = fs->pending; p; p = next) {
-		next = p->next;
-		if (p->opens == 0 && !p->sealing && now - p->created_ns > REAP_AFTER_NS) {
-			struct inode *in = inode_find(fs, p->id);
-
-			pending_remove(fs, p);
-			if (in && in->pending == p)
-				in->pending = NULL;
-			p->next = dead;
-			dead = p;
-		}
-	}
-	pthread_mutex_unlock(&fs->lock);
-	while ((p = dead)) {
-		dead = p->next;
-		fs_pending_free(p);
-	}
 }

@@ -1,9 +1,31 @@
 /*
- * fs_i.h: state shared by the files of the fs module.
+ * fs_i.h: state shared by the files of the FUSE layer.
  *
- * Locking: fs->lock guards the inode table, the pending list and every
- * field marked "fs->lock" below.  It is never held across a Redis call or
- * a fuse_reply_*().  Objects (struct store_obj) have their own refcounts.
+ *   fs.c          the session, the ops table, connection tuning, the
+ *                 fetcher's hooks; creates and frees everything below
+ *   fs_dir.c      namespace operations: lookup, getattr, readdir, mkdir,
+ *                 rmdir, unlink, rename
+ *   fs_xattr.c    xattrs, the status report, statfs
+ *   fs_file.c     file handles: create, open, read, write, flush,
+ *                 release, setattr; overwrite wishes
+ *   fs_sync.c     reconciling the store with Redis, the periodic tick
+ *   fs_publish.c  sealing and publishing written files, publish retries,
+ *                 reaping abandoned replacements
+ *   fs_inval.c    invalidation: from other nodes, and of this node's
+ *                 kernel cache
+ *   fs_inode.c    inodes, the write overlay, the name cache, replies
+ *
+ * Calls go down that list only, never up (fs_xattr.c and fs_sync.c call
+ * only files below them too).
+ *
+ * Locking: fs->lock guards the inode table, the overlay of pending files,
+ * the name cache, the unpublished list, the overwrite wishes, and every
+ * field marked "fs->lock" below.  It is never held across a Redis call, a
+ * fetcher call, a transfer or a fuse_reply_*() (the reply may be the
+ * kernel's last reference), except by functions named *_unlock, which
+ * drop it before replying.  Objects (struct store_obj) and fetches have
+ * their own refcounts.  Lock order: fs->lock, then the fetcher's lock,
+ * then the store's locks.
  */
 #ifndef OBJFS_FS_I_H
 #define OBJFS_FS_I_H
@@ -12,12 +34,14 @@
 
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 /* uthash: report allocation failure instead of calling exit() */
 #define HASH_NONFATAL_OOM 1
 #include <uthash.h>
 
+#include "fetch.h"
 #include "fs.h"
 #include "log.h"
 #include "meta.h"
@@ -30,9 +54,6 @@
 #define FS_ENTRY_TIMEOUT 3600.0
 #define FS_FILE_ATTR_TIMEOUT 3600.0
 #define FS_DIR_ATTR_TIMEOUT 1.0
-
-/* threads that fetch chunks of other nodes' objects */
-#define FS_FETCH_WORKERS 8
 
 /*
  * A file being written on this node.  It is visible on this node only (an
@@ -102,9 +123,10 @@ struct replace_wish {
 };
 
 struct fs {
-	struct fs_config cfg;	/* strings owned */
-	struct meta *meta;
-	struct store *store;
+	struct fs_config cfg;	/* strings owned; fixed */
+	struct meta *meta;	/* not owned */
+	struct store *store;	/* not owned */
+	struct fetcher *fetcher;	/* owned */
 	struct fuse_session *se;
 	bool mounted;
 
@@ -118,72 +140,46 @@ struct fs {
 	struct dentry *dcache;	/* fs->lock; uthash by key */
 	size_t n_dcache;	/* fs->lock */
 
-	/* fetches of other nodes' objects (fs_fetch.c) */
-	struct fetch *fetches;	/* fs->lock; uthash by id */
-	pthread_mutex_t flock;	/* see fs_fetch.c */
-	pthread_cond_t fq_cond;	/* workers wait here; fs->flock */
-	struct fetch *fq;	/* fetches with chunks to hand out; fs->flock */
-	bool fq_stop;		/* fs->flock */
-	pthread_t workers[FS_FETCH_WORKERS];
-	unsigned nworkers;
-	struct lru *lru;	/* last use of local objects; fs->lock; uthash by id */
-	struct peer_addr *peer_addrs;	/* fs->lock; uthash by node (fs_fetch.c) */
-
-	/* counters, atomics */
-	uint64_t n_sealed, n_published_late, n_reregistered;
-	uint64_t n_fetches, n_fetch_direct, n_fetch_done, n_fetch_failed, n_fetch_bytes, n_failovers;
-	uint64_t n_csum_failures, n_stale_holders, n_evictions, n_invalidations;
+	struct {
+		atomic_uint_fast64_t sealed, published_late, reregistered, invalidations;
+	} cnt;
 };
+
+#define FS_COUNT(fs, field, n) atomic_fetch_add_explicit(&(fs)->cnt.field, (n), memory_order_relaxed)
 
 /* An open file: one per open(2) of a file through the mount. */
 struct handle {
 	struct store_obj *obj;	/* reference, owned */
 	struct pending *pending;	/* set if this handle is on a pending object */
-	struct fetch *fetch;	/* set while the object is being fetched here */
+	struct fetch *fetch;	/* reference, set while the object is fetched here */
 	bool writable;
 	bool flushed;		/* fs->lock */
 };
 
-/* fs_fetch.c */
-struct fetch;
-int fetch_open(struct fs *fs, uint64_t id, const struct meta_obj *rec, struct fetch **ret_f,
-	       struct store_obj **ret_obj);
-void fetch_peer_cache_free(struct fs *fs);
-struct fetch *fetch_ref(struct fs *fs, struct fetch *f);
-/* After the open was answered: finish what a fetch done inside open()
- * left (Redis, the catalog record), and drop a fetch_ref() reference. */
-void fetch_opened(struct fs *fs, struct fetch *f);
-int fetch_wait(struct fs *fs, struct fetch *f, uint64_t off, uint64_t len);
-void fetch_put(struct fs *fs, struct fetch *f);
-int fetch_progress(struct fs *fs, uint64_t id, uint64_t *ret_done, uint64_t *ret_size);
-bool fetch_running(struct fs *fs, uint64_t id);
-int fetch_start_workers(struct fs *fs);
-void fetch_stop_workers(struct fs *fs);
-void fetch_drop_all(struct fs *fs);
+/* ---- fs_dir.c ---- */
+void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void fs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets);
+void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		   struct fuse_file_info *fi);
+void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		  const char *newname, unsigned int flags);
 
-/* fs_cache.c */
-struct lru;
-void fs_lru_touch(struct fs *fs, uint64_t id);
-void fs_lru_free_all(struct fs *fs);
-uint64_t fs_evict(struct fs *fs, uint64_t need);
+/* ---- fs_xattr.c ---- */
+void fs_op_statfs(fuse_req_t req, fuse_ino_t ino);
+void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
+void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+		    size_t size, int flags);
+void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 
-/* fs_inode.c */
-struct inode *inode_find(struct fs *fs, uint64_t ino);
-struct inode *inode_get(struct fs *fs, uint64_t ino, enum meta_kind kind);
-void inode_forget(struct fs *fs, uint64_t ino, uint64_t n);
-void inode_set_name(struct inode *in, uint64_t parent, const char *name);
-void inode_put_handle(struct fs *fs, uint64_t ino);
-void inode_free_all(struct fs *fs);
-struct pending *pending_find(struct fs *fs, uint64_t parent, const char *name);
-void dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
-		uint64_t id);
-void dcache_del(struct fs *fs, uint64_t parent, const char *name);
-bool dcache_get(struct fs *fs, uint64_t parent, const char *name, enum meta_kind *ret_kind,
-		uint64_t *ret_id);
-void dcache_free_all(struct fs *fs);
-void pending_remove(struct fs *fs, struct pending *p);
-
-/* fs_file.c */
+/* ---- fs_file.c ---- */
 void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		  struct fuse_file_info *fi);
 void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
@@ -195,18 +191,77 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		   struct fuse_file_info *fi);
-void fs_pending_settle(struct fs *fs, struct pending *p);
-void fs_pending_free(struct pending *p);
+/* Did an O_TRUNC open ask, a moment ago, for @id to be replaced?  Takes
+ * the wish.  Takes fs->lock. */
 bool fs_take_replace_wish(struct fs *fs, uint64_t id);
+
+/* ---- fs_publish.c ---- */
+/* The last handle on @p is gone (p->sealing is set): seal and publish it,
+ * or discard it.  Frees @p.  Takes fs->lock. */
+void fs_seal_pending(struct fs *fs, struct pending *p);
+/* Publish the objects that were sealed while Redis was unreachable. */
 void fs_publish_retry(struct fs *fs);
+/* Discard replacement objects whose writer never opened them. */
 void fs_reap_pending(struct fs *fs);
 
-/* fs.c */
-void fs_fill_attr(struct fs *fs, struct inode *in, struct stat *st);
-void fs_reply_attr(fuse_req_t req, struct fs *fs, fuse_ino_t ino);
-int fs_reply_entry_for(fuse_req_t req, struct fs *fs, struct inode *in);
-void fs_forget_local(struct fs *fs, uint64_t id);
+/* ---- fs_inval.c ---- */
+/* Make the kernel forget its entry for @name (which no longer names what
+ * it cached).  Never call with fs->lock held. */
 void fs_notify_gone(struct fs *fs, uint64_t parent, const char *name);
-int fs_errno(struct fs *fs, int err, const char *what, uint64_t parent, const char *name);
+/* Make the kernel drop its cached pages of @ino.  Never call with
+ * fs->lock held, nor from a thread that serves FUSE requests. */
+void fs_notify_data_gone(struct fs *fs, uint64_t ino);
+
+/* ---- fs_inode.c: everything here is called with fs->lock held, unless
+ * said otherwise ---- */
+struct inode *inode_find(struct fs *fs, uint64_t ino);
+/* Find or make the inode @ino; NULL only on allocation failure. */
+struct inode *inode_get(struct fs *fs, uint64_t ino, enum meta_kind kind);
+void inode_forget(struct fs *fs, uint64_t ino, uint64_t n);
+/* Remember the name @in was looked up by (best effort). */
+void inode_set_name(struct inode *in, uint64_t parent, const char *name);
+/* Drop a handle's hold on an inode (see struct inode.handles). */
+void inode_put_handle(struct fs *fs, uint64_t ino);
+void inode_free_all(struct fs *fs);
+/* Update @in from a meta entry. */
+void inode_update(struct inode *in, const struct meta_entry *e);
+
+struct pending *pending_find(struct fs *fs, uint64_t parent, const char *name);
+/* Unlink @p from the overlay; the caller still owns it. */
+void pending_remove(struct fs *fs, struct pending *p);
+/*
+ * Wait until @p is sealed if its last handle is gone (a seal is running),
+ * or if every handle was closed and only the asynchronous RELEASE is
+ * outstanding.  May drop and retake fs->lock; @p may be freed meanwhile.
+ */
+void pending_settle_locked(struct fs *fs, struct pending *p);
+/* Discard @p and free it (no lock needed: @p is the caller's). */
+void pending_free(struct pending *p);
+
+void dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
+		uint64_t id);
+void dcache_del(struct fs *fs, uint64_t parent, const char *name);
+bool dcache_get(struct fs *fs, uint64_t parent, const char *name, enum meta_kind *ret_kind,
+		uint64_t *ret_id);
+void dcache_free_all(struct fs *fs);
+/* dcache_del() taking fs->lock itself. */
+void dcache_forget(struct fs *fs, uint64_t parent, const char *name);
+
+/* Attributes of @in for the kernel. */
+void fs_fill_attr(struct fs *fs, struct inode *in, struct stat *st);
+/* How long the kernel may cache @in's attributes. */
+double fs_attr_timeout(const struct inode *in);
+/* Take a lookup reference on @in and reply with its entry; drops fs->lock
+ * before replying. */
+int fs_reply_entry_unlock(fuse_req_t req, struct fs *fs, struct inode *in);
+/* Reply with the attributes of inode @ino.  Takes fs->lock. */
+void fs_reply_attr(fuse_req_t req, struct fs *fs, fuse_ino_t ino);
+/* The positive errno for fuse_reply_err() of a failed @what on @name in
+ * @parent, logging what the user must know (a corrupt record in Redis,
+ * Redis unreachable).  No lock needed. */
+int fs_reply_errno(struct fs *fs, int err, const char *what, uint64_t parent, const char *name);
+/* Drop this node's copy of object @id (its name is gone).  No lock
+ * needed. */
+void fs_forget_local(struct fs *fs, uint64_t id);
 
 #endif

@@ -1,6 +1,7 @@
 /*
- * fs_inode: the table of inodes the kernel holds references to, and the
- * overlay of files being written on this node.
+ * fs_inode: the table of inodes the kernel holds references to, the
+ * overlay of files being written on this node, the name cache, and the
+ * replies built from inodes.
  *
  * An inode lives while the kernel has looked it up (nlookup > 0) or a
  * handle is open on it.  Inode numbers are meta ids, so the same object
@@ -9,16 +10,28 @@
  * kernel's FORGET, for lookups while Redis is unreachable.  It is bounded:
  * when it reaches DCACHE_MAX entries it starts over.
  *
- * All functions here are called with fs->lock held.
+ * The kernel sends RELEASE asynchronously: close(2) can return before the
+ * object is sealed.  Operations that must see the sealed state (an open
+ * for write, stat, getxattr) wait briefly in pending_settle_locked() for a
+ * pending object whose handles have all been flushed (closed) to settle.
+ *
+ * Unless a comment says otherwise, functions here are called with fs->lock
+ * held.  This file calls no other file of fs/.
  */
 #include "fs_i.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #define DCACHE_MAX (1u << 20)
+#define SETTLE_WAIT_MS 500
+#define SEAL_WAIT_NS (60 * 1000000000LL)
 
 struct inode *inode_find(struct fs *fs, uint64_t ino)
 {
@@ -28,7 +41,6 @@ struct inode *inode_find(struct fs *fs, uint64_t ino)
 	return in;
 }
 
-/* Find or make the inode @ino; NULL only on allocation failure. */
 struct inode *inode_get(struct fs *fs, uint64_t ino, enum meta_kind kind)
 {
 	struct inode *in = inode_find(fs, ino);
@@ -59,7 +71,6 @@ static void inode_maybe_free(struct fs *fs, struct inode *in)
 	free(in);
 }
 
-/* Remember the name @in was looked up by (best effort). */
 void inode_set_name(struct inode *in, uint64_t parent, const char *name)
 {
 	if (in->name && in->parent == parent && !strcmp(in->name, name))
@@ -79,7 +90,6 @@ void inode_forget(struct fs *fs, uint64_t ino, uint64_t n)
 	inode_maybe_free(fs, in);
 }
 
-/* Drop a handle's hold on an inode (see struct inode.handles). */
 void inode_put_handle(struct fs *fs, uint64_t ino)
 {
 	struct inode *in = inode_find(fs, ino);
@@ -112,7 +122,6 @@ struct pending *pending_find(struct fs *fs, uint64_t parent, const char *name)
 	return NULL;
 }
 
-/* Unlink @p from the overlay; the caller still owns it. */
 void pending_remove(struct fs *fs, struct pending *p)
 {
 	struct pending **pp;
@@ -202,4 +211,182 @@ void dcache_free_all(struct fs *fs)
 		free(d);
 	}
 	fs->n_dcache = 0;
+}
+
+void dcache_forget(struct fs *fs, uint64_t parent, const char *name)
+{
+	pthread_mutex_lock(&fs->lock);
+	dcache_del(fs, parent, name);
+	pthread_mutex_unlock(&fs->lock);
+}
+
+void inode_update(struct inode *in, const struct meta_entry *e)
+{
+	if (e->kind == META_DIR) {
+		in->dir_mtime = e->obj.mtime_ns;
+		in->dir_nsub = e->nsub;
+	} else if (!in->pending) {
+		in->sealed = true;
+		in->obj = e->obj;
+	}
+}
+
+/* ---- pending objects ---- */
+
+void pending_free(struct pending *p)
+{
+	if (!p)
+		return;
+	store_unlink(p->obj);
+	store_obj_unref(p->obj);
+	free(p);
+}
+
+static bool unsettled(struct pending *p, bool *ret_sealing)
+{
+	*ret_sealing = p->sealing;
+	return p->sealing || (p->opens && p->flushed >= p->opens);
+}
+
+/*
+ * The first case of the wait always ends soon (a checksum and one Redis
+ * call, each bounded); the second may be a dup()ed descriptor still in
+ * use, so it waits SETTLE_WAIT_MS at most.
+ */
+void pending_settle_locked(struct fs *fs, struct pending *p)
+{
+	uint64_t id = p->id;	/* @p may be freed while we wait */
+	struct inode *in = inode_find(fs, id);
+	int64_t start = mono_ns();
+	bool sealing;
+
+	while (in && in->pending == p && unsettled(p, &sealing)) {
+		int64_t limit = sealing ? SEAL_WAIT_NS : SETTLE_WAIT_MS * 1000000LL;
+		struct timespec until;
+
+		if (mono_ns() - start > limit)
+			break;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 50 * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&fs->settle, &fs->lock, &until);
+		in = inode_find(fs, id);
+	}
+}
+
+/* ---- replies ---- */
+
+int fs_reply_errno(struct fs *fs, int err, const char *what, uint64_t parent, const char *name)
+{
+	if (err == -EBADMSG) {
+		log_error("corrupt record in Redis (%s) while handling %s of '%s' in directory %" PRIu64
+			  ": returning EIO",
+			  meta_url(fs->meta), what, name ? name : "", parent);
+		return EIO;
+	}
+	if (err == -EIO)
+		log_warn("%s of '%s' in directory %" PRIu64 " failed: Redis at %s is unreachable",
+			 what, name ? name : "", parent, meta_url(fs->meta));
+	return -err;
+}
+
+static void set_time(struct timespec *ts, int64_t ns)
+{
+	ts->tv_sec = ns / 1000000000LL;
+	ts->tv_nsec = ns % 1000000000LL;
+}
+
+void fs_fill_attr(struct fs *fs, struct inode *in, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = in->ino;
+	st->st_uid = getuid();
+	st->st_gid = getgid();
+	st->st_blksize = 1 << 20;
+	if (in->kind == META_DIR) {
+		st->st_mode = S_IFDIR | 0755;
+		st->st_nlink = 2 + in->dir_nsub;
+		st->st_size = 4096;
+		st->st_blocks = 8;
+		set_time(&st->st_mtim, in->dir_mtime);
+	} else if (in->pending) {
+		uint64_t size = store_obj_size(in->pending->obj);
+
+		st->st_mode = S_IFREG | 0644;
+		st->st_nlink = 1;
+		st->st_size = (off_t)size;
+		st->st_blocks = (blkcnt_t)((size + STORE_PAGE - 1) / STORE_PAGE * (STORE_PAGE / 512));
+		set_time(&st->st_mtim, now_ns());
+	} else {
+		/* sealed bytes never change; with allow_overwrite the name may
+		 * be given to a new object by an O_TRUNC open, which the kernel
+		 * checks against these bits (default_permissions) */
+		st->st_mode = S_IFREG | (fs->cfg.allow_overwrite ? 0644 : 0444);
+		st->st_nlink = 1;
+		st->st_size = (off_t)in->obj.size;
+		st->st_blocks =
+			(blkcnt_t)((in->obj.size + STORE_PAGE - 1) / STORE_PAGE * (STORE_PAGE / 512));
+		set_time(&st->st_mtim, in->obj.mtime_ns);
+	}
+	st->st_atim = st->st_mtim;
+	st->st_ctim = st->st_mtim;
+}
+
+double fs_attr_timeout(const struct inode *in)
+{
+	if (in->kind == META_DIR)
+		return FS_DIR_ATTR_TIMEOUT;
+	/* a pending file's size and mode change at seal: never cache them */
+	return in->pending ? 0.0 : FS_FILE_ATTR_TIMEOUT;
+}
+
+int fs_reply_entry_unlock(fuse_req_t req, struct fs *fs, struct inode *in)
+{
+	struct fuse_entry_param e;
+
+	memset(&e, 0, sizeof(e));
+	in->nlookup++;
+	e.ino = in->ino;
+	e.generation = 1;
+	fs_fill_attr(fs, in, &e.attr);
+	e.attr_timeout = fs_attr_timeout(in);
+	e.entry_timeout = FS_ENTRY_TIMEOUT;
+	pthread_mutex_unlock(&fs->lock);
+	return fuse_reply_entry(req, &e);
+}
+
+/* ESTALE if the kernel asks about an inode we do not have, ENOENT for a
+ * write that was discarded. */
+void fs_reply_attr(fuse_req_t req, struct fs *fs, fuse_ino_t ino)
+{
+	struct inode *in;
+	struct stat st;
+	double timeout;
+
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find(fs, ino);
+	if (in && in->kind == META_FILE && in->pending)
+		pending_settle_locked(fs, in->pending);
+	if (!in || (in->kind == META_FILE && !in->pending && !in->sealed)) {
+		pthread_mutex_unlock(&fs->lock);
+		fuse_reply_err(req, in ? ENOENT : ESTALE);
+		return;
+	}
+	fs_fill_attr(fs, in, &st);
+	timeout = fs_attr_timeout(in);
+	pthread_mutex_unlock(&fs->lock);
+	fuse_reply_attr(req, &st, timeout);
+}
+
+void fs_forget_local(struct fs *fs, uint64_t id)
+{
+	struct store_obj *o = store_lookup(fs->store, id);
+
+	if (!o)
+		return;
+	store_unlink(o);
+	store_obj_unref(o);
 }

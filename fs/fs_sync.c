@@ -17,10 +17,11 @@
  * An object whose catalog path is empty was sealed here but never
  * published (Redis was down and the daemon stopped before it came back);
  * it is never dropped, and is registered under /lost+found.
+ *
+ * fs_tick() runs this again when the epoch changes, retries publishing,
+ * and reaps abandoned replacements (fs_publish.c).
  */
 #include "fs_i.h"
-
-#include "transport.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -209,7 +210,7 @@ int fs_reconcile(struct fs *fs, unsigned *ret_n)
 	pthread_mutex_lock(&fs->lock);
 	snprintf(fs->epoch, sizeof(fs->epoch), "%s", epoch);
 	pthread_mutex_unlock(&fs->lock);
-	__atomic_add_fetch(&fs->n_reregistered, n, __ATOMIC_RELAXED);
+	FS_COUNT(fs, reregistered, n);
 	fs_publish_retry(fs);
 	if (ret_n)
 		*ret_n = n;
@@ -237,75 +238,4 @@ void fs_tick(struct fs *fs)
 	} else if (retry) {
 		fs_publish_retry(fs);
 	}
-}
-
-size_t fs_status(struct fs *fs, char *buf, size_t len)
-{
-	struct store_stats ss;
-	char err[256];
-	size_t n = 0, npub = 0;
-	struct unpublished *u;
-	bool up = meta_is_up(fs->meta);
-
-	store_stats(fs->store, &ss);
-	pthread_mutex_lock(&fs->lock);
-	for (u = fs->unpublished; u; u = u->next)
-		npub++;
-	pthread_mutex_unlock(&fs->lock);
-	err[0] = '\0';
-	if (!up)
-		meta_last_error(fs->meta, err, sizeof(err));
-
-#define OUT(...)                                                                                \
-	do {                                                                                    \
-		if (n < len)                                                                    \
-			n += (size_t)snprintf(buf + n, len - n, __VA_ARGS__);                   \
-	} while (0)
-	OUT("mountpoint: %s\n", fs->cfg.mountpoint);
-	OUT("node: %s\n", fs->cfg.node);
-	OUT("redis: %s %s%s%s\n", up ? "up" : "down", meta_url(fs->meta), err[0] ? " " : "", err);
-	OUT("store: %s\n", fs->cfg.store_dir);
-	OUT("capacity: %" PRIu64 "\n", ss.capacity);
-	OUT("used: %" PRIu64 "\n", ss.used);
-	OUT("objects: %" PRIu64 "\n", ss.objects);
-	OUT("pending: %" PRIu64 "\n", ss.pending);
-	OUT("unpublished: %zu\n", npub);
-	OUT("bad_records: %" PRIu64 "\n", ss.bad_records);
-	OUT("sealed: %" PRIu64 "\n", __atomic_load_n(&fs->n_sealed, __ATOMIC_RELAXED));
-	OUT("reregistered: %" PRIu64 "\n", __atomic_load_n(&fs->n_reregistered, __ATOMIC_RELAXED));
-	OUT("overwrite: %s\n", fs->cfg.allow_overwrite ? "allowed" : "refused");
-#define CTR(name, field) OUT(name ": %" PRIu64 "\n", __atomic_load_n(&fs->field, __ATOMIC_RELAXED))
-	CTR("fetches", n_fetches);
-	CTR("fetches_direct", n_fetch_direct);
-	CTR("fetches_done", n_fetch_done);
-	CTR("fetches_failed", n_fetch_failed);
-	CTR("fetch_bytes", n_fetch_bytes);
-	CTR("failovers", n_failovers);
-	CTR("checksum_failures", n_csum_failures);
-	CTR("stale_holders_dropped", n_stale_holders);
-	CTR("evictions", n_evictions);
-	CTR("invalidations", n_invalidations);
-#undef CTR
-	if (fs->cfg.transport) {
-		struct transport_stats ts;
-		char addr[160];
-
-		transport_stats(fs->cfg.transport, &ts);
-		if (transport_addr(fs->cfg.transport, addr, sizeof(addr)) < 0)
-			snprintf(addr, sizeof(addr), "-");
-		OUT("transport: %s\n", transport_name(fs->cfg.transport));
-		OUT("listen: %s\n", addr);
-		OUT("served_bytes: %" PRIu64 "\n", ts.bytes_sent);
-		OUT("served_requests: %" PRIu64 "\n", ts.requests_served);
-		OUT("received_bytes: %" PRIu64 "\n", ts.bytes_received);
-		OUT("requests_sent: %" PRIu64 "\n", ts.requests_sent);
-		OUT("connections_open: %" PRIu64 "\n", ts.conns_open);
-		OUT("connections_accepted: %" PRIu64 "\n", ts.conns_accepted);
-		OUT("auth_failures: %" PRIu64 "\n", ts.auth_failures);
-		OUT("bad_frames: %" PRIu64 "\n", ts.bad_frames);
-	} else {
-		OUT("transport: none\n");
-	}
-#undef OUT
-	return n < len ? n : len - 1;
 }

@@ -298,7 +298,7 @@ const char *meta_url(const struct meta *m)
 
 bool meta_is_up(const struct meta *m)
 {
-	return __atomic_load_n(&m->up, __ATOMIC_RELAXED);
+	return atomic_load_explicit(&m->up, memory_order_relaxed);
 }
 
 void meta_last_error(const struct meta *m, char *buf, size_t len)

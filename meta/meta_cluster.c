@@ -59,13 +59,13 @@
 
 /* At most one warning a second from each call site: a broken record or a
  * rogue publisher must not flood the log. */
-static bool warn_due(int64_t *last)
+static bool warn_due(atomic_int_fast64_t *last)
 {
-	int64_t now = mono_ns(), prev = __atomic_load_n(last, __ATOMIC_RELAXED);
+	int_fast64_t now = mono_ns(), prev = atomic_load_explicit(last, memory_order_relaxed);
 
 	return now - prev >= 1000000000 &&
-	       __atomic_compare_exchange_n(last, &prev, now, false, __ATOMIC_RELAXED,
-					   __ATOMIC_RELAXED);
+	       atomic_compare_exchange_strong_explicit(last, &prev, now, memory_order_relaxed,
+						       memory_order_relaxed);
 }
 
 /* ---- locate ---- */
@@ -98,7 +98,7 @@ static int rep_holder(redisReply *const *f, struct meta_holder *ret, const char 
 int meta_locate(struct meta *m, uint64_t id, struct meta_obj *ret_obj,
 		struct meta_holder **ret_holders, size_t *ret_n, unsigned *ret_stale)
 {
-	static int64_t warned;
+	static atomic_int_fast64_t warned;
 	struct meta_holder *hs;
 	struct meta_obj obj;
 	redisReply *rep;
@@ -200,7 +200,7 @@ static int rep_member(redisReply *const *f, struct meta_member *ret, const char 
 
 int meta_members(struct meta *m, struct meta_member **ret, size_t *ret_n)
 {
-	static int64_t warned;
+	static atomic_int_fast64_t warned;
 	struct meta_member *mbs;
 	redisReply *rep;
 	size_t i, n = 0;
@@ -424,7 +424,7 @@ clean_ctx:
 /* A message from the channel: call back with it, or skip a bad one. */
 static void sub_message(struct sub *s, const redisReply *rep)
 {
-	static int64_t warned;
+	static atomic_int_fast64_t warned;
 	struct meta_inval ev;
 	const redisReply *p = rep->element[2];
 	bool ok = p->type == REDIS_REPLY_STRING && p->len <= INVAL_MAX;

@@ -27,6 +27,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -107,7 +108,7 @@ struct meta {
 	int64_t retry_at;		/* guarded by lock; mono ns */
 	bool probing;			/* guarded by lock */
 	char last_err[256];		/* guarded by lock */
-	bool up;			/* atomic */
+	atomic_bool up;
 
 	/* serializes meta_subscribe() and meta_unsubscribe(); held while
 	 * the subscriber thread starts and while it is joined */

@@ -233,7 +233,7 @@ static void sigpipe_unblock(struct sigpipe_guard *g, bool failed)
 
 static void set_up(struct meta *m, bool up)
 {
-	__atomic_store_n(&m->up, up, __ATOMIC_RELAXED);
+	atomic_store_explicit(&m->up, up, memory_order_relaxed);
 }
 
 static void note_error(struct meta *m, const char *why)

@@ -45,6 +45,7 @@
 #ifndef OBJFS_STORE_H
 #define OBJFS_STORE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -93,7 +94,7 @@ void store_stats(struct store *s, struct store_stats *ret);
  * they are.  Returns early with -ECANCELED once *@stop (may be NULL)
  * becomes true; -EINVAL if the kernel cannot (before 5.14).
  */
-int store_prefault(struct store *s, const bool *stop);
+int store_prefault(struct store *s, const atomic_bool *stop);
 
 /* ---- objects ---- */
 

@@ -399,15 +399,12 @@ void store_arena_close_i(struct store *s)
 #endif
 #define PREFAULT_STEP (64ULL << 20)
 
-int store_prefault(struct store *s, const bool *stop)
+int store_prefault(struct store *s, const atomic_bool *stop)
 {
 	uint64_t off, len;
 
 	for (off = 0; off < s->capacity; off += PREFAULT_STEP) {
-		/* *stop is the caller's plain bool (store.h), which the
-		 * daemon sets with a relaxed atomic store; it can become an
-		 * atomic_bool only together with its owner in daemon/ */
-		if (stop && __atomic_load_n(stop, __ATOMIC_RELAXED))
+		if (stop && atomic_load_explicit(stop, memory_order_relaxed))
 			return -ECANCELED;
 		len = s->capacity - off < PREFAULT_STEP ? s->capacity - off : PREFAULT_STEP;
 		if (madvise(s->base + off, len, MADV_POPULATE_WRITE) < 0)

@@ -1,0 +1,354 @@
+/*
+ * fetch: single flight.  The table fr->fetches holds one fetch per object
+ * id being brought here.  The first open of an object puts a fetch in it
+ * before doing anything slow (state STARTING), so later opens find it and
+ * wait for that first one to set it up: locate the holders
+ * (fetch_holders.c), cut the object into ranges, reserve its pages in the
+ * store (evicting replicas if the store is full).  Then small objects are
+ * pulled by the opening thread itself, bigger ones queued for the
+ * workers (fetch_worker.c); readers wait on the fetch's condition until
+ * the ranges they need are in place.
+ *
+ * References: the table holds one, each handle above one (fetcher_open()
+ * and fetch_ref()), each worker running one of its ranges one.  A fetch
+ * leaves the table when it ends, so the next open sees the sealed object,
+ * or starts afresh after a failure.
+ */
+#include "fetch_i.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+/* ---- the fetcher ---- */
+
+struct fetcher *fetcher_new(const struct fetcher_config *cfg, int *ret_err)
+{
+	struct transport_tuning tt = {
+		.streams_per_peer = FETCH_STREAMS_DEFAULT,
+		.range_min = FETCH_RANGE_MIN_DEFAULT,
+	};
+	struct fetcher *fr;
+	int r;
+
+	if (!cfg->node || !cfg->meta || !cfg->store) {
+		*ret_err = -EINVAL;
+		return NULL;
+	}
+	fr = calloc(1, sizeof(*fr));
+	if (!fr) {
+		*ret_err = -ENOMEM;
+		return NULL;
+	}
+	snprintf(fr->node, sizeof(fr->node), "%s", cfg->node);
+	fr->meta = cfg->meta;
+	fr->store = cfg->store;
+	fr->transport = cfg->transport;
+	fr->hooks = cfg->hooks;
+	fr->sync_max = cfg->sync_max ? cfg->sync_max : FETCH_SYNC_MAX_DEFAULT;
+	if (fr->transport)
+		transport_tuning(fr->transport, &tt);
+	fr->streams_per_holder = tt.streams_per_peer ? tt.streams_per_peer : 1;
+	fr->range_min = tt.range_min ? tt.range_min : FETCH_RANGE_MIN_DEFAULT;
+	pthread_mutex_init(&fr->lock, NULL);
+	pthread_cond_init(&fr->queue_cond, NULL);
+	if (fr->transport) {
+		r = fetch_start_workers(fr, cfg->workers ? cfg->workers : FETCH_WORKERS_DEFAULT);
+		if (r < 0) {
+			fetcher_free(fr);
+			*ret_err = r;
+			return NULL;
+		}
+	}
+	return fr;
+}
+
+void fetcher_stop(struct fetcher *fr)
+{
+	if (!fr)
+		return;
+	fetch_stop_workers(fr);
+	fetch_drop_all(fr);
+}
+
+void fetcher_free(struct fetcher *fr)
+{
+	if (!fr)
+		return;
+	fetcher_stop(fr);
+	lru_free_all(fr);
+	peer_cache_free(fr);
+	pthread_mutex_destroy(&fr->lock);
+	pthread_cond_destroy(&fr->queue_cond);
+	free(fr);
+}
+
+void fetcher_stats(struct fetcher *fr, struct fetcher_stats *ret)
+{
+#define LOAD(field) atomic_load_explicit(&fr->cnt.field, memory_order_relaxed)
+	ret->fetches = LOAD(fetches);
+	ret->direct = LOAD(direct);
+	ret->done = LOAD(done);
+	ret->failed = LOAD(failed);
+	ret->bytes = LOAD(bytes);
+	ret->failovers = LOAD(failovers);
+	ret->csum_failures = LOAD(csum_failures);
+	ret->stale_holders = LOAD(stale_holders);
+	ret->evictions = LOAD(evictions);
+#undef LOAD
+}
+
+/* ---- setting a fetch up ---- */
+
+static int split(struct fetch *f)
+{
+	uint64_t size = f->rec.size, csize = f->fr->range_min, off;
+	unsigned i, n;
+
+	while (size / csize >= FETCH_CHUNKS_MAX)
+		csize *= 2;
+	n = size ? (unsigned)((size + csize - 1) / csize) : 0;
+	f->chunks = calloc(n ? n : 1, sizeof(*f->chunks));
+	if (!f->chunks)
+		return -ENOMEM;
+	for (i = 0, off = 0; i < n; i++, off += csize) {
+		f->chunks[i].off = off;
+		f->chunks[i].len = size - off < csize ? size - off : csize;
+	}
+	f->nchunks = n;
+	return 0;
+}
+
+/* Reserve the object's pages, making room by evicting replicas if the
+ * store is full. */
+static int reserve(struct fetch *f)
+{
+	struct fetcher *fr = f->fr;
+	int r, err;
+
+	f->obj = store_create(fr->store, f->id, &err);
+	if (!f->obj)
+		return err;
+	r = store_reserve(f->obj, f->rec.size);
+	if (r == -ENOSPC && fetcher_evict(fr, f->rec.size) > 0)
+		r = store_reserve(f->obj, f->rec.size);
+	if (r < 0) {
+		store_unlink(f->obj);
+		store_obj_unref(f->obj);
+		f->obj = NULL;
+	}
+	return r;
+}
+
+/* Find the object and its holders, and reserve its pages.  Called by the
+ * open that created @f (state STARTING), without locks. */
+static int setup(struct fetch *f, const struct meta_obj *rec)
+{
+	int r;
+
+	if (!f->fr->transport) {
+		log_error("object %" PRIu64 " is not on this node, and this node has no "
+			  "transport to fetch it with",
+			  f->id);
+		return -EIO;
+	}
+	r = holder_locate(f, rec);
+	if (r == 0)
+		r = split(f);
+	if (r == 0)
+		r = reserve(f);
+	return r;
+}
+
+/* Start the transfer of a set-up fetch: small objects right here, in the
+ * opening thread; others by the workers. */
+static void go(struct fetch *f)
+{
+	struct fetcher *fr = f->fr;
+	bool sync = f->rec.size <= fr->sync_max;
+
+	pthread_mutex_lock(&fr->lock);
+	if (sync && f->nchunks) {
+		f->chunks[0].state = CHUNK_RUNNING;
+		f->refs++;
+	} else if (f->nchunks) {
+		fetch_enqueue_locked(f);
+	}
+	pthread_mutex_unlock(&fr->lock);
+	if (!f->nchunks) {
+		if (fetch_finish(f))
+			fetch_after_seal(f);
+	} else if (sync) {
+		/* the rest of the work (Redis, the catalog path) is done by
+		 * fetch_opened() once the open has been answered */
+		if (fetch_run_chunk(f, 0) && fetch_finish(f)) {
+			pthread_mutex_lock(&fr->lock);
+			f->post_seal = true;
+			pthread_mutex_unlock(&fr->lock);
+		}
+		fetch_put(f);
+	}
+}
+
+/* ---- opening ---- */
+
+/* The fetch of @id from the table with a reference, or a new one (also
+ * in the table) if none; *@ret_creator says which.  NULL: no memory. */
+static struct fetch *find_or_add(struct fetcher *fr, uint64_t id, bool *ret_creator)
+{
+	struct fetch *f;
+
+	pthread_mutex_lock(&fr->lock);
+	HASH_FIND(hh, fr->fetches, &id, sizeof(id), f);
+	if (f) {
+		f->refs++;
+		pthread_mutex_unlock(&fr->lock);
+		*ret_creator = false;
+		return f;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		pthread_mutex_unlock(&fr->lock);
+		return NULL;
+	}
+	f->id = id;
+	f->fr = fr;
+	f->started_ns = mono_ns();
+	f->state = FETCH_STARTING;
+	f->refs = 2;	/* the table, the caller */
+	pthread_cond_init(&f->cond, NULL);
+	HASH_ADD(hh, fr->fetches, id, sizeof(f->id), f);
+	if (!fetch_running_locked(fr, id)) {	/* the table could not grow */
+		pthread_mutex_unlock(&fr->lock);
+		fetch_free(f);
+		return NULL;
+	}
+	f->in_table = true;
+	pthread_mutex_unlock(&fr->lock);
+	*ret_creator = true;
+	return f;
+}
+
+int fetcher_open(struct fetcher *fr, uint64_t id, const struct meta_obj *rec,
+		 struct fetch **ret_f, struct store_obj **ret_obj)
+{
+	struct fetch *f;
+	bool creator;
+	int r;
+
+	f = find_or_add(fr, id, &creator);
+	if (!f)
+		return -ENOMEM;
+	if (creator) {
+		FETCH_COUNT(fr, fetches, 1);
+		r = setup(f, rec);
+		pthread_mutex_lock(&fr->lock);
+		f->state = r < 0 ? FETCH_FAILED : FETCH_RUNNING;
+		f->err = r;
+		pthread_cond_broadcast(&f->cond);
+		pthread_mutex_unlock(&fr->lock);
+		if (r < 0) {
+			FETCH_COUNT(fr, failed, 1);
+			fetch_untable(f);
+		} else {
+			go(f);
+		}
+	}
+
+	pthread_mutex_lock(&fr->lock);
+	while (f->state == FETCH_STARTING) {
+		f->waiters++;
+		pthread_cond_wait(&f->cond, &fr->lock);
+		f->waiters--;
+	}
+	r = f->state == FETCH_FAILED ? (f->err < 0 ? f->err : -EIO) : 0;
+	pthread_mutex_unlock(&fr->lock);
+	if (r < 0) {
+		fetch_put(f);
+		return r;
+	}
+	*ret_f = f;
+	*ret_obj = store_obj_ref(f->obj);
+	return 0;
+}
+
+void fetch_opened(struct fetch *f)
+{
+	bool post;
+
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->fr->lock);
+	post = f->post_seal;
+	f->post_seal = false;
+	pthread_mutex_unlock(&f->fr->lock);
+	if (post)
+		fetch_after_seal(f);
+	fetch_put(f);
+}
+
+/* ---- reading ---- */
+
+/* Is [off, end) of @f in place?  fr->lock held. */
+static bool covered_locked(struct fetch *f, uint64_t off, uint64_t end)
+{
+	unsigned i;
+
+	for (i = 0; i < f->nchunks && off < end; i++) {
+		struct chunk *c = &f->chunks[i];
+
+		if (c->off + c->len <= off)
+			continue;
+		if (c->off + c->done < (end < c->off + c->len ? end : c->off + c->len))
+			return false;
+		off = c->off + c->len;
+	}
+	return true;
+}
+
+int fetch_wait(struct fetch *f, uint64_t off, uint64_t len)
+{
+	struct fetcher *fr = f->fr;
+	uint64_t end = off + len;
+	bool last;
+	int r;
+
+	if (end > f->rec.size || end < off)
+		end = f->rec.size;
+	last = end == f->rec.size;
+	pthread_mutex_lock(&fr->lock);
+	while (f->state == FETCH_RUNNING && (last || !covered_locked(f, off, end))) {
+		f->waiters++;
+		pthread_cond_wait(&f->cond, &fr->lock);
+		f->waiters--;
+	}
+	r = f->state == FETCH_FAILED ? -EIO : 0;
+	pthread_mutex_unlock(&fr->lock);
+	return r;
+}
+
+int fetcher_progress(struct fetcher *fr, uint64_t id, uint64_t *ret_done, uint64_t *ret_size)
+{
+	struct fetch *f;
+	uint64_t done = 0;
+	unsigned i;
+
+	pthread_mutex_lock(&fr->lock);
+	HASH_FIND(hh, fr->fetches, &id, sizeof(id), f);
+	if (!f) {
+		pthread_mutex_unlock(&fr->lock);
+		return -ENOENT;
+	}
+	/* a fetch still being set up has no record or ranges yet */
+	if (f->state != FETCH_STARTING)
+		for (i = 0; i < f->nchunks; i++)
+			done += f->chunks[i].done;
+	*ret_size = f->state != FETCH_STARTING ? f->rec.size : 0;
+	pthread_mutex_unlock(&fr->lock);
+	*ret_done = done;
+	return 0;
+}

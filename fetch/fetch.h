@@ -1,0 +1,172 @@
+/*
+ * fetch: bringing other nodes' objects into this node's store, and giving
+ * up copies when the store needs room.
+ *
+ *   open ──► fetcher_open(): join the fetch of this id if one runs (single
+ *            flight), else locate the object (record and live holders),
+ *            reserve its pages in the store and start one
+ *   fetch ──► ranges of the object go to a pool of worker threads; each
+ *            borrows a transport connection to one holder and receives
+ *            the bytes straight into the reserved store pages
+ *   read ──► fetch_wait(): waits only until the ranges covering its bytes
+ *            have arrived (streaming)
+ *   last range ──► seal: the checksum is compared with the record (a
+ *            mismatch discards the copy and fails the fetch), then this
+ *            node is added to the holders
+ *
+ * The fetcher knows the store, meta (Redis) and the transport.  It knows
+ * nothing of FUSE: what it must tell the layer above, or ask it, goes
+ * through struct fetcher_hooks.
+ *
+ * Eviction.  When the store has no room, fetcher_evict() gives up sealed
+ * copies that nobody uses (hooks->busy() says so) and that live on
+ * another node too, least recently used first; the last copy in the
+ * cluster is never given up (meta_release_replica() decides atomically).
+ *
+ * Threading: every function is thread-safe.  Hooks are called without
+ * any lock of the fetcher held, from fetch workers or from the thread
+ * that called into the fetcher.
+ *
+ * Errors: 0 or a negative errno.
+ */
+#ifndef OBJFS_FETCH_H
+#define OBJFS_FETCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct fetch;
+struct fetcher;
+struct meta;
+struct meta_obj;
+struct store;
+struct store_obj;
+struct transport;
+struct transport_source;
+
+/* What the fetcher tells the layer above, and asks it. */
+struct fetcher_hooks {
+	/*
+	 * The fetch of @id failed after readers may have been given some
+	 * of its bytes: they may be cached above, and must be dropped.
+	 * Called from a fetch worker, which serves no reader, so the hook
+	 * may wait for a reader's request to finish.
+	 */
+	void (*failed)(void *ctx, uint64_t id);
+	/*
+	 * A copy of @id fetched here is sealed, verified and registered:
+	 * write the path it is known by into @ret_path (@len bytes) for its
+	 * catalog record, or leave it "" if unknown.
+	 */
+	void (*sealed)(void *ctx, uint64_t id, char *ret_path, size_t len);
+	/* Is @id in use above (open, being written, not yet published)?
+	 * Then it is not evicted. */
+	bool (*busy)(void *ctx, uint64_t id);
+	void *ctx;
+};
+
+struct fetcher_config {
+	const char *node;	/* this node's name (copied) */
+	/* none owned; all must outlive the fetcher.  @transport may be
+	 * NULL: fetches then fail with -EIO (no workers are started) */
+	struct meta *meta;
+	struct store *store;
+	struct transport *transport;
+	struct fetcher_hooks hooks;	/* any hook may be NULL */
+	/* objects up to this size are fetched by the opening thread
+	 * itself, before fetcher_open() returns (0: 1 MiB) */
+	uint64_t sync_max;
+	unsigned workers;	/* 0: 8 */
+};
+
+/* Start the fetcher and its workers.  NULL and *ret_err on failure. */
+struct fetcher *fetcher_new(const struct fetcher_config *cfg, int *ret_err);
+
+/* Stop the workers and fail the fetches in flight (their readers get
+ * EIO).  Call before freeing the transport.  Idempotent. */
+void fetcher_stop(struct fetcher *fr);
+
+/* fetcher_stop(), then free.  NULL is fine. */
+void fetcher_free(struct fetcher *fr);
+
+/*
+ * Open object @id for reading when it is not sealed here.  Joins the
+ * fetch of @id if one runs, or starts one; @rec (may be NULL) is the
+ * object record if the caller has it, which lets a small object go
+ * straight to its origin node without asking Redis.  Returns the fetch
+ * with a reference for the caller (drop it with fetch_put()) and, in
+ * *@ret_obj, a reference on the object's store object, which is pending
+ * until the fetch ends.  Objects up to sync_max are complete when this
+ * returns.  -ENOENT no such object; -EIO no holder can be reached or the
+ * fetch failed; -ENOSPC no room even after eviction; -ENOMEM.
+ */
+int fetcher_open(struct fetcher *fr, uint64_t id, const struct meta_obj *rec,
+		 struct fetch **ret_f, struct store_obj **ret_obj);
+
+/* Take another reference on @f (NULL is fine, and returned). */
+struct fetch *fetch_ref(struct fetch *f);
+
+/* Drop a reference.  NULL is fine. */
+void fetch_put(struct fetch *f);
+
+/*
+ * The open has been answered: finish what a fetch completed inside
+ * fetcher_open() left to do off the reader's path (registering this node
+ * as a holder, the catalog record), then drop one reference.  NULL is
+ * fine.
+ */
+void fetch_opened(struct fetch *f);
+
+/*
+ * Wait until [@off, @off + @len) of the object (clipped to its size) has
+ * arrived.  A range that reaches the end of the object waits for the
+ * whole fetch and its checksum, so that a reader of the whole object gets
+ * an error rather than the end of a bad copy.  0, or -EIO if the fetch
+ * failed.  Never waits without a bound: every transfer step is bounded
+ * by the transport's timeout.
+ */
+int fetch_wait(struct fetch *f, uint64_t off, uint64_t len);
+
+/* Bytes of @id in place so far and its size, if a fetch of @id runs;
+ * else -ENOENT. */
+int fetcher_progress(struct fetcher *fr, uint64_t id, uint64_t *ret_done, uint64_t *ret_size);
+
+/* ---- use and eviction (fetch_evict.c) ---- */
+
+/* Object @id was used now (for least-recently-used eviction). */
+void fetcher_touch(struct fetcher *fr, uint64_t id);
+
+/* Forget the use time of @id (its copy is gone). */
+void fetcher_forget(struct fetcher *fr, uint64_t id);
+
+/*
+ * Make room for @need bytes: give up sealed copies that no one uses and
+ * that another live node holds, least recently used first.  Returns the
+ * bytes freed (0 if nothing could go).
+ */
+uint64_t fetcher_evict(struct fetcher *fr, uint64_t need);
+
+struct fetcher_stats {
+	uint64_t fetches;	/* started */
+	uint64_t direct;	/* went to the origin at a remembered address */
+	uint64_t done;
+	uint64_t failed;
+	uint64_t bytes;		/* received */
+	uint64_t failovers;	/* a range moved to another holder */
+	uint64_t csum_failures;
+	uint64_t stale_holders;	/* holder entries of dead nodes dropped */
+	uint64_t evictions;
+};
+void fetcher_stats(struct fetcher *fr, struct fetcher_stats *ret);
+
+/* ---- serving (fetch_source.c) ---- */
+
+/*
+ * The source the transport serves this node's sealed objects from: a
+ * store reference pins an object while its pages are on the wire.
+ * @s must outlive the transport's server.
+ */
+void fetch_source_init(struct transport_source *ret, struct store *s);
+
+#endif

@@ -1,0 +1,214 @@
+/*
+ * fetch_evict: use times of local objects, and eviction.
+ *
+ * Every open of a local object and every fetch that ends records a use
+ * time (fetcher_touch()).  When the store has no room (a fetch reserving
+ * pages, a write growing a file), fetcher_evict() gives up sealed objects
+ * that nobody uses here, least recently used first, but only those that
+ * live on another node too: meta_release_replica() removes this node from
+ * the holders in one atomic step only if another live holder remains, so
+ * two nodes evicting at once can never drop the last copy.  An object
+ * that exists nowhere else stays, and the writer gets ENOSPC.
+ *
+ * "Nobody uses it" is asked of the layer above (hooks->busy(): open,
+ * being written, not yet published) and of the fetch table (a copy being
+ * fetched, or just sealed and not yet registered).  It is asked again
+ * after Redis agreed, since an open may have come meanwhile; then the
+ * holder entry is put back and the object kept.
+ */
+#include "fetch_i.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define LRU_MAX (1u << 20)
+
+struct lru {
+	uint64_t id;
+	int64_t at;		/* mono_ns() of the last use */
+	UT_hash_handle hh;
+};
+
+static struct lru *lru_find_locked(struct fetcher *fr, uint64_t id)
+{
+	struct lru *e = NULL;
+
+	HASH_FIND(hh, fr->lru, &id, sizeof(id), e);
+	return e;
+}
+
+void lru_free_all(struct fetcher *fr)
+{
+	struct lru *e, *tmp;
+
+	HASH_ITER(hh, fr->lru, e, tmp) {
+		HASH_DELETE(hh, fr->lru, e);
+		free(e);
+	}
+}
+
+void fetcher_touch(struct fetcher *fr, uint64_t id)
+{
+	struct lru *e;
+
+	pthread_mutex_lock(&fr->lock);
+	e = lru_find_locked(fr, id);
+	if (!e) {
+		if (HASH_COUNT(fr->lru) >= LRU_MAX)
+			lru_free_all(fr);
+		e = calloc(1, sizeof(*e));
+		if (e) {
+			e->id = id;
+			HASH_ADD(hh, fr->lru, id, sizeof(e->id), e);
+			if (!lru_find_locked(fr, id)) {	/* the table could not grow */
+				free(e);
+				e = NULL;
+			}
+		}
+	}
+	if (e)
+		e->at = mono_ns();
+	pthread_mutex_unlock(&fr->lock);
+}
+
+static void lru_del_locked(struct fetcher *fr, uint64_t id)
+{
+	struct lru *e = lru_find_locked(fr, id);
+
+	if (e) {
+		HASH_DELETE(hh, fr->lru, e);
+		free(e);
+	}
+}
+
+void fetcher_forget(struct fetcher *fr, uint64_t id)
+{
+	pthread_mutex_lock(&fr->lock);
+	lru_del_locked(fr, id);
+	pthread_mutex_unlock(&fr->lock);
+}
+
+/* ---- eviction ---- */
+
+struct cand {
+	uint64_t id;
+	uint64_t size;
+	int64_t at;
+};
+
+struct cands {
+	struct cand *v;
+	size_t n, cap;
+};
+
+static int collect(struct store_obj *o, void *arg)
+{
+	struct cands *c = arg;
+
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 256;
+		struct cand *v = realloc(c->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		c->v = v;
+		c->cap = cap;
+	}
+	c->v[c->n].id = store_obj_id(o);
+	c->v[c->n].size = store_obj_size(o);
+	c->v[c->n].at = 0;
+	c->n++;
+	return 0;
+}
+
+static int cmp_at(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+
+	return x->at < y->at ? -1 : x->at > y->at ? 1 : 0;
+}
+
+static bool busy_above(struct fetcher *fr, uint64_t id)
+{
+	return fr->hooks.busy && fr->hooks.busy(fr->hooks.ctx, id);
+}
+
+/* May @id be evicted now?  If so, *@ret_at gets its last use.  Takes
+ * fr->lock; calls the busy hook without it. */
+static bool evictable(struct fetcher *fr, uint64_t id, int64_t *ret_at)
+{
+	struct lru *e;
+	bool ok;
+
+	if (busy_above(fr, id))
+		return false;
+	pthread_mutex_lock(&fr->lock);
+	ok = !fetch_running_locked(fr, id);
+	e = lru_find_locked(fr, id);
+	*ret_at = e ? e->at : 0;
+	pthread_mutex_unlock(&fr->lock);
+	return ok;
+}
+
+static void unlink_copy(struct fetcher *fr, uint64_t id)
+{
+	struct store_obj *o = store_lookup(fr->store, id);
+
+	if (o) {
+		store_unlink(o);
+		store_obj_unref(o);
+	}
+}
+
+uint64_t fetcher_evict(struct fetcher *fr, uint64_t need)
+{
+	struct cands c = { 0 };
+	uint64_t freed = 0;
+	size_t i, k = 0;
+	int r;
+
+	if (store_foreach(fr->store, collect, &c) < 0) {
+		free(c.v);
+		return 0;
+	}
+	for (i = 0; i < c.n; i++)
+		if (evictable(fr, c.v[i].id, &c.v[i].at))
+			c.v[k++] = c.v[i];
+	if (k)
+		qsort(c.v, k, sizeof(*c.v), cmp_at);
+	for (i = 0; i < k && freed < need; i++) {
+		int64_t at;
+
+		r = meta_release_replica(fr->meta, c.v[i].id);
+		if (r == -ENOENT) {
+			/* deleted meanwhile: its copy is garbage anyway */
+			unlink_copy(fr, c.v[i].id);
+			fetcher_forget(fr, c.v[i].id);
+			freed += c.v[i].size;
+			continue;
+		}
+		if (r < 0) {
+			log_warn("cannot evict: Redis is unreachable (%s)", strerror(-r));
+			break;
+		}
+		if (r == 0)
+			continue;	/* the last copy in the cluster */
+		if (!evictable(fr, c.v[i].id, &at)) {
+			/* opened meanwhile: keep it, and say so */
+			meta_add_holder(fr->meta, c.v[i].id);
+			continue;
+		}
+		fetcher_forget(fr, c.v[i].id);
+		unlink_copy(fr, c.v[i].id);
+		freed += c.v[i].size;
+		FETCH_COUNT(fr, evictions, 1);
+		log_info("evicted object %" PRIu64 " (%" PRIu64 " bytes; other nodes hold it)",
+			 c.v[i].id, c.v[i].size);
+	}
+	free(c.v);
+	return freed;
+}

@@ -1,0 +1,227 @@
+/*
+ * fetch_holders: which node to fetch an object from.
+ *
+ * A fetch starts with the object record and the list of its live holders,
+ * from Redis in one round trip (meta_locate()), with their transport
+ * addresses.  The addresses seen are kept for PEER_CACHE_NS in a small
+ * cache keyed by node, so that the open of a small object whose origin
+ * node's address is known goes straight to that node without asking
+ * Redis; only if that node fails (it evicted the object, it died) are the
+ * holders located in Redis.
+ *
+ * Ranges are spread over the good holders round robin.  A holder that
+ * fails is marked bad for this fetch; when every holder is bad, a worker
+ * locates the holders again (someone may have fetched the object
+ * meanwhile), keeping those already found bad marked bad unless their
+ * address changed (a node that restarted).
+ *
+ * Whether a holder can be asked at all is the transport's call
+ * (transport_reaches(): its card names a backend we speak).
+ */
+#include "fetch_i.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define PEER_CACHE_NS (10 * 1000000000LL)
+#define PEER_CACHE_MAX 4096
+
+/* A node's transport address, as a holder list from Redis gave it. */
+struct peer_addr {
+	char node[OBJFS_NODE_MAX];
+	struct meta_holder h;
+	int64_t at;		/* mono_ns() when learnt */
+	UT_hash_handle hh;
+};
+
+/* ---- the address cache ---- */
+
+static void peer_cache_put(struct fetcher *fr, const struct meta_holder *hs, size_t n)
+{
+	struct peer_addr *p, *added;
+	size_t i;
+
+	pthread_mutex_lock(&fr->lock);
+	for (i = 0; i < n; i++) {
+		HASH_FIND_STR(fr->peers, hs[i].node, p);
+		if (!p) {
+			if (HASH_COUNT(fr->peers) >= PEER_CACHE_MAX)
+				break;
+			p = calloc(1, sizeof(*p));
+			if (!p)
+				break;
+			snprintf(p->node, sizeof(p->node), "%s", hs[i].node);
+			HASH_ADD_STR(fr->peers, node, p);
+			HASH_FIND_STR(fr->peers, hs[i].node, added);
+			if (!added) {	/* the table could not grow */
+				free(p);
+				break;
+			}
+		}
+		p->h = hs[i];
+		p->at = mono_ns();
+	}
+	pthread_mutex_unlock(&fr->lock);
+}
+
+static bool peer_cache_get(struct fetcher *fr, const char *node, struct meta_holder *ret)
+{
+	struct peer_addr *p;
+	bool found = false;
+
+	pthread_mutex_lock(&fr->lock);
+	HASH_FIND_STR(fr->peers, node, p);
+	if (p && mono_ns() - p->at < PEER_CACHE_NS) {
+		*ret = p->h;
+		found = true;
+	}
+	pthread_mutex_unlock(&fr->lock);
+	return found;
+}
+
+void peer_cache_del(struct fetcher *fr, const char *node)
+{
+	struct peer_addr *p;
+
+	pthread_mutex_lock(&fr->lock);
+	HASH_FIND_STR(fr->peers, node, p);
+	if (p) {
+		HASH_DELETE(hh, fr->peers, p);
+		free(p);
+	}
+	pthread_mutex_unlock(&fr->lock);
+}
+
+void peer_cache_free(struct fetcher *fr)
+{
+	struct peer_addr *p, *tmp;
+
+	HASH_ITER(hh, fr->peers, p, tmp) {
+		HASH_DELETE(hh, fr->peers, p);
+		free(p);
+	}
+}
+
+/* ---- choosing ---- */
+
+bool holder_usable(struct fetcher *fr, const struct meta_holder *h)
+{
+	return fr->transport && h->addr[0] && transport_reaches(fr->transport, h->caps, h->addr);
+}
+
+int holder_pick_locked(struct fetch *f)
+{
+	size_t i, k;
+
+	for (i = 0; i < f->nholders; i++) {
+		k = (f->rr + i) % f->nholders;
+		if (!f->bad[k]) {
+			f->rr = (unsigned)(k + 1);
+			return (int)k;
+		}
+	}
+	return -1;
+}
+
+void holder_mark_bad_locked(struct fetch *f, int k, const struct meta_holder *h)
+{
+	if (k >= 0 && (size_t)k < f->nholders && !strcmp(f->holders[k].node, h->node) &&
+	    !strcmp(f->holders[k].addr, h->addr))
+		f->bad[k] = true;
+}
+
+static void count_stale(struct fetcher *fr, uint64_t id, unsigned stale)
+{
+	if (!stale)
+		return;
+	FETCH_COUNT(fr, stale_holders, stale);
+	log_info("object %" PRIu64 ": dropped %u holder entries of nodes that are gone", id,
+		 stale);
+}
+
+int holder_locate(struct fetch *f, const struct meta_obj *rec)
+{
+	struct fetcher *fr = f->fr;
+	struct meta_holder origin;
+	unsigned stale = 0;
+	size_t i, good = 0;
+	int r;
+
+	/* small objects only: for big ones a Redis round trip is nothing,
+	 * and knowing every holder lets ranges come from several */
+	if (rec && rec->id == f->id && rec->size <= fr->sync_max && rec->origin[0] &&
+	    strcmp(rec->origin, fr->node) && peer_cache_get(fr, rec->origin, &origin) &&
+	    holder_usable(fr, &origin) && (f->holders = malloc(sizeof(*f->holders)))) {
+		/* the node that wrote it, at the address we know: no Redis */
+		f->rec = *rec;
+		f->holders[0] = origin;
+		f->nholders = 1;
+		f->guessed = true;
+		FETCH_COUNT(fr, direct, 1);
+	} else {
+		r = meta_locate(fr->meta, f->id, &f->rec, &f->holders, &f->nholders, &stale);
+		count_stale(fr, f->id, stale);
+		if (r < 0)
+			return r;
+		peer_cache_put(fr, f->holders, f->nholders);
+	}
+	f->bad = calloc(f->nholders ? f->nholders : 1, sizeof(*f->bad));
+	if (!f->bad)
+		return -ENOMEM;
+	for (i = 0; i < f->nholders; i++) {
+		f->bad[i] = !holder_usable(fr, &f->holders[i]);
+		good += !f->bad[i];
+	}
+	if (!good) {
+		log_error("object %" PRIu64 " has no live holder to fetch it from", f->id);
+		return -EIO;
+	}
+	f->rr = (unsigned)(mono_ns() / 1000) % (unsigned)f->nholders;
+	return 0;
+}
+
+int holder_relocate(struct fetch *f)
+{
+	struct fetcher *fr = f->fr;
+	struct meta_holder *hs = NULL, *old;
+	struct meta_obj rec;
+	unsigned stale = 0;
+	size_t n = 0, i, j, good = 0;
+	bool *bad;
+	int r;
+
+	r = meta_locate(fr->meta, f->id, &rec, &hs, &n, &stale);
+	count_stale(fr, f->id, stale);
+	if (r < 0)
+		return r;
+	peer_cache_put(fr, hs, n);
+	bad = calloc(n ? n : 1, sizeof(*bad));
+	if (!bad) {
+		free(hs);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&fr->lock);
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < f->nholders; j++)
+			if (f->bad[j] && !strcmp(f->holders[j].node, hs[i].node) &&
+			    !strcmp(f->holders[j].addr, hs[i].addr))
+				bad[i] = true;
+		if (!holder_usable(fr, &hs[i]))
+			bad[i] = true;
+		if (!bad[i])
+			good++;
+	}
+	old = f->holders;
+	free(f->bad);
+	f->holders = hs;
+	f->bad = bad;
+	f->nholders = n;
+	pthread_mutex_unlock(&fr->lock);
+	free(old);
+	return good ? 0 : -EHOSTUNREACH;
+}

@@ -1,0 +1,196 @@
+/*
+ * fetch_i.h: what the files of the fetch engine share.
+ *
+ *   fetch.c          single flight: the table of fetches, open, wait,
+ *                    progress, setting a fetch up
+ *   fetch_worker.c   the queue of ranges, the workers, moving bytes, and
+ *                    the end of a fetch (seal, verify, register, or fail)
+ *   fetch_holders.c  which holder to ask, relocating holders, the cache of
+ *                    peer addresses
+ *   fetch_evict.c    use times and eviction
+ *   fetch_source.c   the store as the transport's source
+ *
+ * Calls go down that list only (fetch.c → fetch_worker.c → the others).
+ *
+ * Locking: fr->lock guards the fetch table, the queue, every fetch's
+ * state, ranges, holders and refcount, the peer address cache and the
+ * use times.  Readers and openers wait on their fetch's own condition,
+ * workers on fr->queue_cond, both with fr->lock.  fr->lock is taken
+ * after any lock of the layer above (fs->lock) and is never held across
+ * a transfer, a Redis call, a store call that may block (reserving,
+ * sealing, hashing) or a hook.
+ */
+#ifndef OBJFS_FETCH_I_H
+#define OBJFS_FETCH_I_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+/* uthash: report allocation failure instead of calling exit() */
+#define HASH_NONFATAL_OOM 1
+#include <uthash.h>
+
+#include "fetch.h"
+#include "meta.h"
+#include "store.h"
+#include "transport.h"
+#include "util.h"
+
+#define FETCH_SYNC_MAX_DEFAULT (1u << 20)
+#define FETCH_WORKERS_DEFAULT 8
+#define FETCH_WORKERS_MAX 64
+#define FETCH_CHUNKS_MAX 4096
+/* used when there is no transport to ask */
+#define FETCH_RANGE_MIN_DEFAULT (8u << 20)
+#define FETCH_STREAMS_DEFAULT 2
+
+enum chunk_state {
+	CHUNK_QUEUED,
+	CHUNK_RUNNING,
+	CHUNK_DONE,
+};
+
+/* One range of an object, fetched by one worker at a time. */
+struct chunk {
+	uint64_t off, len;
+	uint64_t done;		/* bytes from off in place; fr->lock */
+	enum chunk_state state;	/* fr->lock */
+};
+
+enum fetch_state {
+	FETCH_STARTING,		/* the first open is locating and reserving */
+	FETCH_RUNNING,
+	FETCH_DONE,
+	FETCH_FAILED,
+};
+
+struct fetch {
+	uint64_t id;
+	struct fetcher *fr;
+	struct meta_obj rec;	/* the object record; fixed once RUNNING */
+	struct store_obj *obj;	/* reserved, pending until sealed; owned */
+	unsigned refs;		/* table, handles, running workers; fr->lock */
+	enum fetch_state state;	/* fr->lock */
+	int err;		/* why it failed (-errno); fr->lock */
+	pthread_cond_t cond;	/* readers and openers wait here */
+	unsigned waiters;	/* fr->lock */
+	struct chunk *chunks;	/* array fixed once RUNNING */
+	unsigned nchunks;
+	unsigned ndone;		/* fr->lock */
+	unsigned front;		/* chunks before it are all in place; fr->lock */
+	struct meta_holder *holders;	/* fr->lock */
+	bool *bad;		/* per holder; fr->lock */
+	size_t nholders;	/* fr->lock */
+	unsigned rr;		/* next holder, round robin; fr->lock */
+	unsigned relocations;	/* fr->lock */
+	bool guessed;		/* holders from the address cache, not Redis */
+	bool relocating;	/* a worker is locating holders again; fr->lock */
+	unsigned gen;		/* holder list replacements; fr->lock */
+	bool queued;		/* on fr->queue, which holds no reference; fr->lock */
+	bool post_seal;		/* sealed in open(): after_seal() still to run; fr->lock */
+	bool in_table;		/* in fr->fetches; fr->lock */
+	int64_t started_ns;
+	struct fetch *qnext;	/* fr->lock */
+	UT_hash_handle hh;	/* fr->fetches, by id; fr->lock */
+};
+
+struct peer_addr;
+struct lru;
+
+struct fetcher {
+	/* fixed after fetcher_new() */
+	char node[OBJFS_NODE_MAX];
+	struct meta *meta;
+	struct store *store;
+	struct transport *transport;
+	struct fetcher_hooks hooks;
+	uint64_t sync_max;
+	uint64_t range_min;	/* the backend's tuning */
+	unsigned streams_per_holder;
+
+	pthread_mutex_t lock;
+	struct fetch *fetches;	/* lock; uthash by id */
+	pthread_cond_t queue_cond;	/* workers wait here; lock */
+	/* fetches with ranges to hand out; a fetch leaves it when its last
+	 * range is handed out, or it ends; lock */
+	struct fetch *queue;
+	bool stopping;		/* lock */
+	pthread_t workers[FETCH_WORKERS_MAX];
+	unsigned nworkers;	/* owner: fetcher_new() and fetcher_stop() */
+	struct peer_addr *peers;	/* lock; uthash by node */
+	struct lru *lru;	/* lock; uthash by id */
+
+	struct {
+		atomic_uint_fast64_t fetches, direct, done, failed, bytes, failovers;
+		atomic_uint_fast64_t csum_failures, stale_holders, evictions;
+	} cnt;
+};
+
+#define FETCH_COUNT(fr, field, n) atomic_fetch_add_explicit(&(fr)->cnt.field, (n), memory_order_relaxed)
+
+/* Is a fetch of @id in the table?  fr->lock held. */
+static inline bool fetch_running_locked(struct fetcher *fr, uint64_t id)
+{
+	struct fetch *f;
+
+	HASH_FIND(hh, fr->fetches, &id, sizeof(id), f);
+	return f != NULL;
+}
+
+/* ---- fetch_worker.c ---- */
+
+/* Free @f (no references left). */
+void fetch_free(struct fetch *f);
+/* Remove @f from the table (new opens then see the sealed object, or
+ * start afresh after a failure).  Takes fr->lock. */
+void fetch_untable(struct fetch *f);
+/* Put @f on the queue for the workers.  fr->lock held. */
+void fetch_enqueue_locked(struct fetch *f);
+/* Fail @f: wake its readers, free its pages, take it out of the table. */
+void fetch_fail(struct fetch *f, const char *why);
+/*
+ * Run range @ci of @f to its end, failing over between holders.  True if
+ * the fetch is complete (the caller then calls fetch_finish()).  The
+ * caller holds a reference on @f.
+ */
+bool fetch_run_chunk(struct fetch *f, unsigned ci);
+/* Seal and verify a complete fetch.  True if the copy is good
+ * (fetch_after_seal() is then still to run); false if discarded. */
+bool fetch_finish(struct fetch *f);
+/* Register this node as a holder and write the catalog record. */
+void fetch_after_seal(struct fetch *f);
+/* Start @n workers (at most FETCH_WORKERS_MAX). */
+int fetch_start_workers(struct fetcher *fr, unsigned n);
+void fetch_stop_workers(struct fetcher *fr);
+/* Fail the fetches still in the table (at stop; no reader is left). */
+void fetch_drop_all(struct fetcher *fr);
+
+/* ---- fetch_holders.c ---- */
+
+/* May @h be asked (it has an address our transport reaches)? */
+bool holder_usable(struct fetcher *fr, const struct meta_holder *h);
+/* The next good holder of @f, round robin; -1 if every one is bad.
+ * fr->lock held. */
+int holder_pick_locked(struct fetch *f);
+/* Mark holder @k of @f bad, if it is still @h (the list may have been
+ * replaced meanwhile).  fr->lock held. */
+void holder_mark_bad_locked(struct fetch *f, int k, const struct meta_holder *h);
+/*
+ * Fill in @f's record and holders: from the address cache for a small
+ * object whose origin is known (no Redis round trip), else from Redis.
+ * -ENOENT, -EIO (no live holder, or Redis unreachable), -ENOMEM.
+ */
+int holder_locate(struct fetch *f, const struct meta_obj *rec);
+/* Replace @f's holders with a fresh list from Redis, keeping those found
+ * bad marked bad.  0 if at least one good holder. */
+int holder_relocate(struct fetch *f);
+/* Forget the cached address of @node (it failed). */
+void peer_cache_del(struct fetcher *fr, const char *node);
+void peer_cache_free(struct fetcher *fr);
+
+/* ---- fetch_evict.c ---- */
+
+void lru_free_all(struct fetcher *fr);
+
+#endif

@@ -1,0 +1,531 @@
+/*
+ * fetch_worker: the queue of ranges, the worker threads that move them,
+ * and the end of a fetch.
+ *
+ *   queue ──► fetches with ranges not yet handed out, oldest first; a
+ *             worker takes the lowest queued range of the first fetch
+ *             that is below its stream limit (the backend's streams per
+ *             holder, times the good holders), so that a reader at the
+ *             head of an object is served first
+ *   range ──► from the next good holder (fetch_holders.c), received by
+ *             the transport straight into the object's reserved store
+ *             pages; each arrival moves the range's "done" mark, wakes
+ *             readers waiting for it, and folds the bytes now in place
+ *             from the start of the object into the running checksum
+ *   failure ──► the holder is marked bad for this fetch and the range
+ *             continues where it stopped with another holder; with no
+ *             good holder left the holders are located once more, then
+ *             the fetch fails: readers get EIO, the pages are freed
+ *   last range ──► seal; the checksum is compared with the record (a
+ *             mismatch fails the fetch); readers are woken; then, off
+ *             their path, this node is registered as a holder and the
+ *             catalog record written
+ *
+ * Small objects (up to sync_max) are run by the opening thread itself
+ * through fetch_run_chunk(), with no worker involved.
+ */
+#include "fetch_i.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define FETCH_IOV_MAX 64
+#define RELOCATE_MAX 1
+
+/* ---- references ---- */
+
+void fetch_free(struct fetch *f)
+{
+	store_obj_unref(f->obj);
+	pthread_cond_destroy(&f->cond);
+	free(f->chunks);
+	free(f->holders);
+	free(f->bad);
+	free(f);
+}
+
+struct fetch *fetch_ref(struct fetch *f)
+{
+	if (f) {
+		pthread_mutex_lock(&f->fr->lock);
+		f->refs++;
+		pthread_mutex_unlock(&f->fr->lock);
+	}
+	return f;
+}
+
+void fetch_put(struct fetch *f)
+{
+	bool last;
+
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->fr->lock);
+	last = --f->refs == 0;
+	pthread_mutex_unlock(&f->fr->lock);
+	if (last)
+		fetch_free(f);
+}
+
+void fetch_untable(struct fetch *f)
+{
+	struct fetcher *fr = f->fr;
+	bool drop = false;
+
+	pthread_mutex_lock(&fr->lock);
+	if (f->in_table) {
+		HASH_DELETE(hh, fr->fetches, f);
+		f->in_table = false;
+		drop = true;
+	}
+	pthread_mutex_unlock(&fr->lock);
+	if (drop)
+		fetch_put(f);
+}
+
+/* ---- the queue ---- */
+
+void fetch_enqueue_locked(struct fetch *f)
+{
+	struct fetcher *fr = f->fr;
+	struct fetch **pp;
+
+	if (f->queued)
+		return;
+	for (pp = &fr->queue; *pp; pp = &(*pp)->qnext)
+		;
+	f->qnext = NULL;
+	*pp = f;
+	f->queued = true;
+	pthread_cond_broadcast(&fr->queue_cond);
+}
+
+static void dequeue_locked(struct fetch *f)
+{
+	struct fetch **pp;
+
+	if (!f->queued)
+		return;
+	for (pp = &f->fr->queue; *pp && *pp != f; pp = &(*pp)->qnext)
+		;
+	if (*pp)
+		*pp = f->qnext;
+	f->queued = false;
+}
+
+/* How many ranges of @f may run at once.  fr->lock held. */
+static unsigned stream_limit_locked(const struct fetch *f)
+{
+	size_t i, good = 0;
+
+	for (i = 0; i < f->nholders; i++)
+		good += !f->bad[i];
+	return f->fr->streams_per_holder * (unsigned)(good ? good : 1);
+}
+
+/* The next range to run, with a reference on its fetch.  fr->lock held. */
+static bool take_task_locked(struct fetcher *fr, struct fetch **ret_f, unsigned *ret_ci)
+{
+	struct fetch *f, *next;
+	unsigned i, queued, running;
+
+	for (f = fr->queue; f; f = next) {
+		next = f->qnext;
+		queued = f->nchunks;
+		running = 0;
+		for (i = 0; i < f->nchunks; i++) {
+			if (f->chunks[i].state == CHUNK_QUEUED && queued == f->nchunks)
+				queued = i;
+			running += f->chunks[i].state == CHUNK_RUNNING;
+		}
+		if (f->state != FETCH_RUNNING || queued == f->nchunks) {
+			dequeue_locked(f);
+			continue;
+		}
+		if (running >= stream_limit_locked(f))
+			continue;	/* a worker that finishes one takes the next */
+		f->chunks[queued].state = CHUNK_RUNNING;
+		f->refs++;
+		/* the queue holds no reference: a fetch leaves it as soon as
+		 * nothing of it is left to hand out, so that it is never
+		 * found there once its last reference is gone */
+		for (i = queued + 1; i < f->nchunks; i++)
+			if (f->chunks[i].state == CHUNK_QUEUED)
+				break;
+		if (i == f->nchunks)
+			dequeue_locked(f);
+		*ret_f = f;
+		*ret_ci = queued;
+		return true;
+	}
+	return false;
+}
+
+/* ---- moving bytes ---- */
+
+struct progress {
+	struct fetch *f;
+	struct chunk *c;
+	uint64_t base;		/* c->done when this transfer started */
+};
+
+/* How many bytes from the start of @f are in place.  fr->lock held. */
+static uint64_t in_place_locked(struct fetch *f)
+{
+	while (f->front < f->nchunks && f->chunks[f->front].done >= f->chunks[f->front].len)
+		f->front++;
+	if (f->front == f->nchunks)
+		return f->rec.size;
+	return f->chunks[f->front].off + f->chunks[f->front].done;
+}
+
+static void on_progress(void *arg, uint64_t done)
+{
+	struct progress *p = arg;
+	struct fetcher *fr = p->f->fr;
+	uint64_t front;
+
+	pthread_mutex_lock(&fr->lock);
+	if (p->base + done > p->c->done)
+		p->c->done = p->base + done;
+	if (p->f->waiters)
+		pthread_cond_broadcast(&p->f->cond);
+	front = in_place_locked(p->f);
+	pthread_mutex_unlock(&fr->lock);
+	/* checksum the bytes at the front as they come, while they are in
+	 * the cache, so that sealing has little left to do; bytes in place
+	 * are final (a resumed range starts where the last one stopped) */
+	(void)store_hash_ahead(p->f->obj, front);
+}
+
+/* Receive what is missing of range @c from holder @h, straight into the
+ * store pages of the object. */
+static int pull_chunk(struct fetch *f, struct chunk *c, const struct meta_holder *h)
+{
+	struct fetcher *fr = f->fr;
+	struct iovec iov[FETCH_IOV_MAX];
+	struct progress p = { .f = f, .c = c };
+	struct transport_req req = {
+		.peer = h->node,
+		.addr = h->addr,
+		.id = f->id,
+		.iov = iov,
+		.progress = on_progress,
+		.arg = &p,
+	};
+	uint64_t pos, end = c->off + c->len;
+	size_t bytes;
+	int cnt, r;
+
+	for (;;) {
+		pthread_mutex_lock(&fr->lock);
+		p.base = c->done;
+		pthread_mutex_unlock(&fr->lock);
+		pos = c->off + p.base;
+		if (pos >= end)
+			return 0;
+		cnt = store_obj_iov(f->obj, pos, end - pos, iov, FETCH_IOV_MAX, &bytes);
+		if (cnt < 0)
+			return cnt;
+		if (cnt == 0 || bytes == 0)
+			return -EIO;	/* the reservation does not cover the range */
+		req.off = pos;
+		req.len = bytes;
+		req.iovcnt = cnt;
+		r = transport_fetch(fr->transport, &req);
+		if (r < 0)
+			return r;
+		FETCH_COUNT(fr, bytes, bytes);
+	}
+}
+
+static const char *holder_errname(int err)
+{
+	switch (-err) {
+	case ENOENT:
+		return "does not hold it";
+	case ETIMEDOUT:
+		return "stalled";
+	case ECONNREFUSED:
+		return "refused the connection";
+	case ECONNRESET:
+		return "went away";
+	case EACCES:
+		return "refused authentication";
+	case EPROTO:
+		return "sent a malformed reply";
+	default:
+		return strerror(-err);
+	}
+}
+
+/* ---- the end of a fetch ---- */
+
+void fetch_fail(struct fetch *f, const char *why)
+{
+	struct fetcher *fr = f->fr;
+	bool was_running;
+
+	pthread_mutex_lock(&fr->lock);
+	was_running = f->state == FETCH_RUNNING;
+	if (was_running) {
+		f->state = FETCH_FAILED;
+		f->err = -EIO;
+		dequeue_locked(f);
+		pthread_cond_broadcast(&f->cond);
+	}
+	pthread_mutex_unlock(&fr->lock);
+	if (!was_running)
+		return;
+	log_error("fetch of object %" PRIu64 " (%" PRIu64 " bytes) failed: %s; reads get EIO",
+		  f->id, f->rec.size, why);
+	FETCH_COUNT(fr, failed, 1);
+	store_unlink(f->obj);
+	fetch_untable(f);
+	/* Bytes that readers got before the failure may be cached above,
+	 * and may be bad.  Only fetches run by the workers can have given
+	 * any out (a small one ends before its open is answered), and only
+	 * a worker may wait for the layer above here. */
+	if (f->rec.size > fr->sync_max && fr->hooks.failed)
+		fr->hooks.failed(fr->hooks.ctx, f->id);
+}
+
+void fetch_after_seal(struct fetch *f)
+{
+	struct fetcher *fr = f->fr;
+	char path[OBJFS_PATH_MAX];
+	unsigned stale = 0;
+	int r;
+
+	r = meta_add_holder_prune(fr->meta, f->id, &stale);
+	if (stale) {
+		FETCH_COUNT(fr, stale_holders, stale);
+		log_info("object %" PRIu64 ": dropped %u holder entries of nodes that are gone",
+			 f->id, stale);
+	}
+	if (r == -ENOENT)
+		log_info("object %" PRIu64 " was deleted while it was fetched", f->id);
+	else if (r < 0)
+		log_warn("object %" PRIu64 " was fetched but could not be registered as held "
+			 "here: %s",
+			 f->id, strerror(-r));
+	path[0] = '\0';
+	if (fr->hooks.sealed)
+		fr->hooks.sealed(fr->hooks.ctx, f->id, path, sizeof(path));
+	/* the catalog record: from now on the copy survives a restart */
+	r = store_set_path(f->obj, path);
+	if (r < 0 && r != -ENOENT)
+		log_warn("object %" PRIu64 ": cannot write its catalog record: %s", f->id,
+			 strerror(-r));
+	fetcher_touch(fr, f->id);
+}
+
+bool fetch_finish(struct fetch *f)
+{
+	struct fetcher *fr = f->fr;
+	char want[OBJFS_CSUM_HEX], got[OBJFS_CSUM_HEX];
+	uint8_t csum[OBJFS_CSUM_LEN];
+	int r;
+
+	r = store_seal(f->obj, NULL, f->rec.mtime_ns);
+	if (r < 0) {
+		fetch_fail(f, strerror(-r));
+		return false;
+	}
+	store_obj_csum(f->obj, csum);
+	if (memcmp(csum, f->rec.csum, OBJFS_CSUM_LEN)) {
+		csum_to_hex(f->rec.csum, want);
+		csum_to_hex(csum, got);
+		FETCH_COUNT(fr, csum_failures, 1);
+		log_error("object %" PRIu64 ": the fetched bytes have checksum %s, the record "
+			  "says %s; discarding the copy",
+			  f->id, got, want);
+		fetch_fail(f, "checksum mismatch");
+		return false;
+	}
+	pthread_mutex_lock(&fr->lock);
+	f->state = FETCH_DONE;
+	dequeue_locked(f);
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&fr->lock);
+	FETCH_COUNT(fr, done, 1);
+	log_debug("fetched object %" PRIu64 " (%" PRIu64 " bytes) in %.1f ms", f->id,
+		  f->rec.size, (double)(mono_ns() - f->started_ns) / 1e6);
+	fetch_untable(f);
+	return true;
+}
+
+/*
+ * Every holder of @f is bad: locate them once more, unless that was done
+ * often enough already, or another worker is doing it.  0 to look again,
+ * or -EHOSTUNREACH/-EIO (the fetch is then failed here).
+ */
+static int relocate_or_fail(struct fetch *f, unsigned gen)
+{
+	struct fetcher *fr = f->fr;
+	char why[160];
+	bool again;
+	int r;
+
+	pthread_mutex_lock(&fr->lock);
+	if (f->relocating || f->gen != gen) {
+		pthread_mutex_unlock(&fr->lock);
+		return 0;	/* the list changed: look again */
+	}
+	again = f->relocations++ < RELOCATE_MAX + (f->guessed ? 1 : 0);
+	f->relocating = again;
+	pthread_mutex_unlock(&fr->lock);
+	r = again ? holder_relocate(f) : -EHOSTUNREACH;
+	if (again) {
+		pthread_mutex_lock(&fr->lock);
+		f->relocating = false;
+		f->gen++;
+		pthread_cond_broadcast(&f->cond);
+		pthread_mutex_unlock(&fr->lock);
+	}
+	if (r == 0)
+		return 0;
+	snprintf(why, sizeof(why), "no holder of it is reachable%s",
+		 r == -EIO ? " (and Redis is unreachable)" : "");
+	fetch_fail(f, why);
+	return r;
+}
+
+bool fetch_run_chunk(struct fetch *f, unsigned ci)
+{
+	struct fetcher *fr = f->fr;
+	struct chunk *c = &f->chunks[ci];
+	struct meta_holder h;
+	unsigned gen;
+	int k, r;
+
+	for (;;) {
+		pthread_mutex_lock(&fr->lock);
+		/* another worker is asking Redis for holders: use its answer */
+		while (f->relocating && f->state == FETCH_RUNNING)
+			pthread_cond_wait(&f->cond, &fr->lock);
+		if (f->state != FETCH_RUNNING) {
+			pthread_mutex_unlock(&fr->lock);
+			return false;
+		}
+		k = holder_pick_locked(f);
+		if (k >= 0)
+			h = f->holders[k];
+		gen = f->gen;
+		pthread_mutex_unlock(&fr->lock);
+		if (k < 0) {
+			if (relocate_or_fail(f, gen) < 0)
+				return false;
+			continue;
+		}
+		r = pull_chunk(f, c, &h);
+		pthread_mutex_lock(&fr->lock);
+		if (r == 0) {
+			c->state = CHUNK_DONE;
+			f->ndone++;
+			pthread_cond_broadcast(&f->cond);
+			r = f->ndone == f->nchunks && f->state == FETCH_RUNNING;
+			pthread_mutex_unlock(&fr->lock);
+			return r;
+		}
+		if (f->state != FETCH_RUNNING) {
+			pthread_mutex_unlock(&fr->lock);
+			return false;
+		}
+		holder_mark_bad_locked(f, k, &h);
+		pthread_mutex_unlock(&fr->lock);
+		if (r != -ENOENT && r != -ERANGE) {
+			transport_forget_peer(fr->transport, h.node);
+			peer_cache_del(fr, h.node);
+		}
+		FETCH_COUNT(fr, failovers, 1);
+		log_warn("object %" PRIu64 ": holder '%s' (%s) %s at offset %" PRIu64
+			 "; trying another holder",
+			 f->id, h.node, h.addr, holder_errname(r), c->off + c->done);
+	}
+}
+
+/* ---- workers ---- */
+
+static void *worker_main(void *arg)
+{
+	struct fetcher *fr = arg;
+	struct fetch *f;
+	unsigned ci;
+
+	pthread_mutex_lock(&fr->lock);
+	while (!fr->stopping) {
+		if (!take_task_locked(fr, &f, &ci)) {
+			pthread_cond_wait(&fr->queue_cond, &fr->lock);
+			continue;
+		}
+		pthread_mutex_unlock(&fr->lock);
+		if (fetch_run_chunk(f, ci) && fetch_finish(f))
+			fetch_after_seal(f);
+		fetch_put(f);
+		pthread_mutex_lock(&fr->lock);
+	}
+	pthread_mutex_unlock(&fr->lock);
+	return NULL;
+}
+
+int fetch_start_workers(struct fetcher *fr, unsigned n)
+{
+	sigset_t all, old;
+	unsigned i;
+	int r = 0;
+
+	/* signals belong to the threads of the layer above */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	for (i = 0; i < n && i < FETCH_WORKERS_MAX; i++) {
+		r = -pthread_create(&fr->workers[i], NULL, worker_main, fr);
+		if (r)
+			break;
+		fr->nworkers++;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return r;
+}
+
+void fetch_stop_workers(struct fetcher *fr)
+{
+	unsigned i;
+
+	pthread_mutex_lock(&fr->lock);
+	fr->stopping = true;
+	pthread_cond_broadcast(&fr->queue_cond);
+	pthread_mutex_unlock(&fr->lock);
+	for (i = 0; i < fr->nworkers; i++)
+		pthread_join(fr->workers[i], NULL);
+	fr->nworkers = 0;
+}
+
+void fetch_drop_all(struct fetcher *fr)
+{
+	struct fetch *f;
+	bool failed;
+
+	pthread_mutex_lock(&fr->lock);
+	while ((f = fr->fetches)) {
+		HASH_DELETE(hh, fr->fetches, f);
+		f->in_table = false;
+		if (f->state == FETCH_RUNNING)
+			f->state = FETCH_FAILED;
+		failed = f->state == FETCH_FAILED;
+		dequeue_locked(f);
+		pthread_cond_broadcast(&f->cond);
+		pthread_mutex_unlock(&fr->lock);
+		if (failed)
+			store_unlink(f->obj);
+		fetch_put(f);
+		pthread_mutex_lock(&fr->lock);
+	}
+	pthread_mutex_unlock(&fr->lock);
+}

@@ -1,0 +1,110 @@
+/*
+ * fs_inval: keeping the kernel's caches and this node's copies in step
+ * with the namespace.
+ *
+ * Every namespace change anywhere is published by Redis; the subscriber
+ * thread of meta calls fs_on_inval(), which drops the kernel's cached
+ * entries for the name (FUSE notify) and, for an object that was deleted,
+ * this node's copy (its pages go once no reader has it open).  After a
+ * gap in the subscription (Redis was away), every cached name is dropped,
+ * since messages may have been missed.
+ *
+ * The notify calls may wait for the kernel, which may be waiting for a
+ * FUSE request of ours: they are never made with fs->lock held.
+ */
+#include "fs_i.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void fs_notify_gone(struct fs *fs, uint64_t parent, const char *name)
+{
+	if (fs->se && fs->mounted)
+		fuse_lowlevel_notify_inval_entry(fs->se, parent, name, strlen(name));
+}
+
+void fs_notify_data_gone(struct fs *fs, uint64_t ino)
+{
+	if (fs->se && fs->mounted)
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+}
+
+/* Drop every name the kernel may have cached (messages were lost). */
+static void inval_all(struct fs *fs)
+{
+	struct dentry *d, *tmp;
+	char **keys = NULL;
+	size_t n = 0, i;
+
+	pthread_mutex_lock(&fs->lock);
+	keys = calloc(fs->n_dcache ? fs->n_dcache : 1, sizeof(*keys));
+	if (keys) {
+		HASH_ITER(hh, fs->dcache, d, tmp) {
+			if (n < fs->n_dcache && (keys[n] = strdup(d->key)))
+				n++;
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	for (i = 0; i < n; i++) {
+		char *slash = strchr(keys[i], '/');
+
+		if (slash) {
+			*slash = '\0';
+			fs_notify_gone(fs, strtoull(keys[i], NULL, 10), slash + 1);
+		}
+		free(keys[i]);
+	}
+	free(keys);
+	log_info("invalidation messages may have been missed; dropped %zu cached names", n);
+}
+
+/* Drop this node's copy of a deleted object, unless it is being written
+ * here (an object with the same id cannot be, but be safe). */
+static void drop_deleted(struct fs *fs, uint64_t id)
+{
+	struct store_obj *o;
+	struct inode *in;
+	bool mine;
+
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find(fs, id);
+	mine = in && in->pending;
+	pthread_mutex_unlock(&fs->lock);
+	if (mine)
+		return;
+	fetcher_forget(fs->fetcher, id);
+	o = store_lookup(fs->store, id);
+	if (!o)
+		return;
+	if (store_obj_sealed(o)) {
+		log_debug("object %" PRIu64 " was deleted; dropping this node's copy", id);
+		store_unlink(o);
+	}
+	store_obj_unref(o);
+}
+
+void fs_on_inval(void *arg, const struct meta_inval *ev)
+{
+	struct fs *fs = arg;
+
+	if (!ev) {
+		inval_all(fs);
+		return;
+	}
+	FS_COUNT(fs, invalidations, 1);
+	if (!strcmp(ev->kind, "gone")) {
+		drop_deleted(fs, ev->id);
+		return;
+	}
+	dcache_forget(fs, ev->parent, ev->name);
+	if (fs->se && fs->mounted) {
+		fuse_lowlevel_notify_inval_entry(fs->se, ev->parent, ev->name, strlen(ev->name));
+		/* the directory's mtime and link count changed */
+		fuse_lowlevel_notify_inval_inode(fs->se, ev->parent, -1, 0);
+	}
+	if (!strcmp(ev->kind, "unlink"))
+		drop_deleted(fs, ev->id);
+}

@@ -1,0 +1,322 @@
+/*
+ * fs_xattr: what objfs tells through extended attributes, and statfs.
+ *
+ *   user.objfs.id, .checksum, .locations, .fetch    on files
+ *   user.objfs.status, .nodes                        on the root
+ *
+ * The status report (fs_status()) is the "key: value" text that
+ * `objfs status` prints: the store, Redis, this node's counters, the
+ * fetcher's and the transport's.
+ */
+#include "fs_i.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+
+#include "transport.h"
+
+#define FS_LOAD(fs, field) atomic_load_explicit(&(fs)->cnt.field, memory_order_relaxed)
+
+void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = fuse_req_userdata(req);
+	struct store_stats ss;
+	struct statvfs sv;
+
+	store_stats(fs->store, &ss);
+	memset(&sv, 0, sizeof(sv));
+	sv.f_bsize = STORE_PAGE;
+	sv.f_frsize = STORE_PAGE;
+	sv.f_blocks = ss.capacity / STORE_PAGE;
+	sv.f_bfree = (ss.capacity - ss.used) / STORE_PAGE;
+	sv.f_bavail = sv.f_bfree;
+	sv.f_files = ss.objects + ss.pending + sv.f_bfree;
+	sv.f_ffree = sv.f_bfree;
+	sv.f_favail = sv.f_bfree;
+	sv.f_namemax = OBJFS_NAME_MAX;
+	fuse_reply_statfs(req, &sv);
+}
+
+/* ---- xattrs ---- */
+
+#define XATTR_ID "user.objfs.id"
+#define XATTR_CSUM "user.objfs.checksum"
+#define XATTR_LOC "user.objfs.locations"
+#define XATTR_STATUS "user.objfs.status"
+#define XATTR_NODES "user.objfs.nodes"
+#define XATTR_FETCH "user.objfs.fetch"
+
+static void reply_xattr_value(fuse_req_t req, const char *val, size_t len, size_t size)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, val, len);
+}
+
+static void xattr_locations(fuse_req_t req, struct fs *fs, uint64_t id, size_t size)
+{
+	char(*nodes)[OBJFS_NODE_MAX] = NULL;
+	size_t n = 0, i, used = 0;
+	char *buf;
+	int r;
+
+	r = meta_holders(fs->meta, id, &nodes, &n);
+	if (r < 0) {
+		fuse_reply_err(req, fs_reply_errno(fs, r, "getxattr", id, XATTR_LOC));
+		return;
+	}
+	buf = calloc(n + 1, OBJFS_NODE_MAX);
+	if (!buf) {
+		free(nodes);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (i = 0; i < n; i++)
+		used += (size_t)sprintf(buf + used, "%s%s", i ? "," : "", nodes[i]);
+	reply_xattr_value(req, buf, used, size);
+	free(buf);
+	free(nodes);
+}
+
+/* Size of object @id as this node knows it (0 if unknown). */
+static uint64_t in_size(struct fs *fs, uint64_t id)
+{
+	struct inode *in;
+	uint64_t size = 0;
+
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find(fs, id);
+	if (in && in->sealed)
+		size = in->obj.size;
+	pthread_mutex_unlock(&fs->lock);
+	return size;
+}
+
+/* The cluster's members, one line each:
+ * "NAME live|down TTL_MS HOST LISTEN CAPS USED CAPACITY". */
+static void xattr_nodes(fuse_req_t req, struct fs *fs, size_t size)
+{
+	struct meta_member *mm = NULL;
+	size_t n = 0, i, used = 0, cap;
+	char *buf;
+	int r;
+
+	r = meta_members(fs->meta, &mm, &n);
+	if (r < 0) {
+		fuse_reply_err(req, fs_reply_errno(fs, r, "getxattr", META_ROOT_ID, XATTR_NODES));
+		return;
+	}
+	cap = (n + 1) * 640;
+	buf = malloc(cap);
+	if (!buf) {
+		free(mm);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	buf[0] = '\0';
+	for (i = 0; i < n; i++) {
+		const struct meta_card *c = &mm[i].card;
+
+		if (mm[i].live)
+			used += (size_t)snprintf(buf + used, cap - used,
+						 "%s live %" PRId64 " %s %s %s %" PRIu64 " %" PRIu64 "\n",
+						 mm[i].node, mm[i].ttl_ms, c->host[0] ? c->host : "-",
+						 c->listen[0] ? c->listen : "-", c->caps[0] ? c->caps : "-",
+						 c->used, c->capacity);
+		else
+			used += (size_t)snprintf(buf + used, cap - used, "%s down -1 - - - 0 0\n",
+						 mm[i].node);
+	}
+	reply_xattr_value(req, buf, used, size);
+	free(buf);
+	free(mm);
+}
+
+void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct fs *fs = fuse_req_userdata(req);
+	char val[OBJFS_PATH_MAX];
+	struct inode *in;
+	bool sealed;
+	size_t len;
+
+	if (ino == META_ROOT_ID && !strcmp(name, XATTR_NODES)) {
+		xattr_nodes(req, fs, size);
+		return;
+	}
+	if (ino == META_ROOT_ID && !strcmp(name, XATTR_STATUS)) {
+		char *buf = malloc(8192);
+
+		if (!buf) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		len = fs_status(fs, buf, 8192);
+		reply_xattr_value(req, buf, len, size);
+		free(buf);
+		return;
+	}
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find(fs, ino);
+	if (!in || in->kind != META_FILE) {
+		pthread_mutex_unlock(&fs->lock);
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	if (in->pending)
+		pending_settle_locked(fs, in->pending);
+	sealed = !in->pending && in->sealed;
+	if (!strcmp(name, XATTR_ID)) {
+		len = (size_t)snprintf(val, sizeof(val), "%" PRIu64, in->ino);
+	} else if (!strcmp(name, XATTR_CSUM) && sealed) {
+		csum_to_hex(in->obj.csum, val);
+		len = strlen(val);
+	} else if (!strcmp(name, XATTR_FETCH) && sealed) {
+		uint64_t done = 0, total = 0;
+		const char *state = "fetching";
+
+		pthread_mutex_unlock(&fs->lock);
+		if (fetcher_progress(fs->fetcher, ino, &done, &total) == 0) {
+			if (!total)	/* still being set up */
+				total = in_size(fs, ino);
+		} else {
+			struct store_obj *o = store_lookup(fs->store, ino);
+
+			state = o && store_obj_sealed(o) ? "local" : "remote";
+			total = in_size(fs, ino);
+			done = o && store_obj_sealed(o) ? total : 0;
+			store_obj_unref(o);
+		}
+		len = (size_t)snprintf(val, sizeof(val), "%s %" PRIu64 " %" PRIu64, state, done,
+				       total);
+		reply_xattr_value(req, val, len, size);
+		return;
+	} else if (!strcmp(name, XATTR_LOC) && sealed) {
+		pthread_mutex_unlock(&fs->lock);
+		xattr_locations(req, fs, ino, size);
+		return;
+	} else {
+		pthread_mutex_unlock(&fs->lock);
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	pthread_mutex_unlock(&fs->lock);
+	reply_xattr_value(req, val, len, size);
+}
+
+void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct fs *fs = fuse_req_userdata(req);
+	static const char file_names[] =
+		XATTR_ID "\0" XATTR_CSUM "\0" XATTR_LOC "\0" XATTR_FETCH "\0";
+	static const char root_names[] = XATTR_STATUS "\0" XATTR_NODES "\0";
+	struct inode *in;
+	bool is_file;
+
+	if (ino == META_ROOT_ID) {
+		reply_xattr_value(req, root_names, sizeof(root_names) - 1, size);
+		return;
+	}
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find(fs, ino);
+	is_file = in && in->kind == META_FILE;
+	pthread_mutex_unlock(&fs->lock);
+	if (is_file)
+		reply_xattr_value(req, file_names, sizeof(file_names) - 1, size);
+	else
+		reply_xattr_value(req, "", 0, size);
+}
+
+void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	/* objects carry no user metadata of their own (yet); cp -a and tar
+	 * treat ENOTSUP as "this filesystem has no xattrs" */
+	fuse_reply_err(req, ENOTSUP);
+}
+
+void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	fuse_reply_err(req, ENOTSUP);
+}
+
+
+size_t fs_status(struct fs *fs, char *buf, size_t len)
+{
+	struct fetcher_stats fst;
+	struct store_stats ss;
+	char err[256];
+	size_t n = 0, npub = 0;
+	struct unpublished *u;
+	bool up = meta_is_up(fs->meta);
+
+	store_stats(fs->store, &ss);
+	pthread_mutex_lock(&fs->lock);
+	for (u = fs->unpublished; u; u = u->next)
+		npub++;
+	pthread_mutex_unlock(&fs->lock);
+	err[0] = '\0';
+	if (!up)
+		meta_last_error(fs->meta, err, sizeof(err));
+
+#define OUT(...)                                                                                \
+	do {                                                                                    \
+		if (n < len)                                                                    \
+			n += (size_t)snprintf(buf + n, len - n, __VA_ARGS__);                   \
+	} while (0)
+	OUT("mountpoint: %s\n", fs->cfg.mountpoint);
+	OUT("node: %s\n", fs->cfg.node);
+	OUT("redis: %s %s%s%s\n", up ? "up" : "down", meta_url(fs->meta), err[0] ? " " : "", err);
+	OUT("store: %s\n", fs->cfg.store_dir);
+	OUT("capacity: %" PRIu64 "\n", ss.capacity);
+	OUT("used: %" PRIu64 "\n", ss.used);
+	OUT("objects: %" PRIu64 "\n", ss.objects);
+	OUT("pending: %" PRIu64 "\n", ss.pending);
+	OUT("unpublished: %zu\n", npub);
+	OUT("bad_records: %" PRIu64 "\n", ss.bad_records);
+	OUT("sealed: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, sealed));
+	OUT("reregistered: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, reregistered));
+	OUT("overwrite: %s\n", fs->cfg.allow_overwrite ? "allowed" : "refused");
+	fetcher_stats(fs->fetcher, &fst);
+#define CTR(name, value) OUT(name ": %" PRIu64 "\n", (uint64_t)(value))
+	CTR("fetches", fst.fetches);
+	CTR("fetches_direct", fst.direct);
+	CTR("fetches_done", fst.done);
+	CTR("fetches_failed", fst.failed);
+	CTR("fetch_bytes", fst.bytes);
+	CTR("failovers", fst.failovers);
+	CTR("checksum_failures", fst.csum_failures);
+	CTR("stale_holders_dropped", fst.stale_holders);
+	CTR("evictions", fst.evictions);
+	CTR("invalidations", FS_LOAD(fs, invalidations));
+#undef CTR
+	if (fs->cfg.transport) {
+		struct transport_stats ts;
+		char addr[160];
+
+		transport_stats(fs->cfg.transport, &ts);
+		if (transport_addr(fs->cfg.transport, addr, sizeof(addr)) < 0)
+			snprintf(addr, sizeof(addr), "-");
+		OUT("transport: %s\n", transport_name(fs->cfg.transport));
+		OUT("listen: %s\n", addr);
+		OUT("served_bytes: %" PRIu64 "\n", ts.bytes_sent);
+		OUT("served_requests: %" PRIu64 "\n", ts.requests_served);
+		OUT("received_bytes: %" PRIu64 "\n", ts.bytes_received);
+		OUT("requests_sent: %" PRIu64 "\n", ts.requests_sent);
+		OUT("connections_open: %" PRIu64 "\n", ts.conns_open);
+		OUT("connections_accepted: %" PRIu64 "\n", ts.conns_accepted);
+		OUT("auth_failures: %" PRIu64 "\n", ts.auth_failures);
+		OUT("bad_frames: %" PRIu64 "\n", ts.bad_frames);
+	} else {
+		OUT("transport: none\n");
+	}
+#undef OUT
+	return n < len ? n : len - 1;
+}

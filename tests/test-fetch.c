@@ -1,0 +1,800 @@
+/*
+ * test-fetch: unit tests of the fetch engine (fetch/), run against a real
+ * store, a private redis-server (meta-harness.h) and a fake transport
+ * backend: no FUSE, no sockets, no root.
+ *
+ * The fake backend plays the holders.  Each holder is a node with a card
+ * in Redis and a store of its own; a GET is answered by copying from the
+ * holder's store into the fetcher's iovecs, with the failures a test
+ * asks for: a holder that goes away after so many bytes, one that no
+ * longer has the object, one whose bytes are corrupt, and a gate that
+ * holds a range back until the test opens it (to see a reader served
+ * before the whole object has arrived).
+ *
+ * Cases: single flight, streaming, failover mid-range, relocation when
+ * every holder fails (and the failure when none is left), a checksum
+ * mismatch, eviction that never drops the last copy, and the hooks.
+ */
+#include "meta-harness.h"
+
+#include <sys/uio.h>
+
+#include "fetch.h"
+#include "store.h"
+#include "transport_i.h"
+
+#define RANGE (64 * 1024)
+#define NHOLDERS 3
+
+/* ---- the holders ---- */
+
+struct holder {
+	const char *node;	/* also its address on the fake transport */
+	struct meta *m;
+	struct store *s;
+	char dir[128];
+	/* failures; all under F.lock */
+	int64_t fail_after;	/* go away after this many bytes served; -1 never */
+	bool missing;		/* answer ENOENT */
+	bool corrupt;		/* flip the first byte it serves */
+	uint64_t gate_off;	/* ranges at or past this offset wait for the gate */
+	/* what it did; F.lock */
+	uint64_t served;	/* bytes copied to the fetcher */
+	unsigned gets;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool gate_open;		/* lock */
+	unsigned gated;		/* GETs waiting at the gate; lock */
+	struct holder h[NHOLDERS];
+	/* hooks */
+	unsigned n_failed, n_sealed;	/* lock */
+	uint64_t busy_id;	/* lock */
+	char root[64];
+	unsigned seq;
+} F = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+
+static struct holder *holder_by_addr(const char *addr)
+{
+	int i;
+
+	for (i = 0; i < NHOLDERS; i++)
+		if (F.h[i].node && !strcmp(F.h[i].node, addr))
+			return &F.h[i];
+	return NULL;
+}
+
+/* ---- the fake backend ---- */
+
+struct fake_conn {
+	struct tconn base;	/* first, as transport.c wants */
+	struct holder *h;
+};
+
+static int fake_connect(struct transport *t, const char *addr, struct tconn **ret)
+{
+	struct holder *h = holder_by_addr(addr);
+	struct fake_conn *c;
+
+	if (!h)
+		return -EHOSTUNREACH;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->h = h;
+	*ret = &c->base;
+	return 0;
+}
+
+/* Copy up to @n bytes at @off of @o into the request's iovecs, from byte
+ * @done of the range on.  Returns bytes copied. */
+static uint64_t copy_out(struct store_obj *o, const struct transport_req *req, uint64_t done,
+			 uint64_t n, bool corrupt)
+{
+	uint64_t pos = 0, copied = 0;
+	int i;
+
+	for (i = 0; i < req->iovcnt && copied < n; i++) {
+		uint64_t len = req->iov[i].iov_len, skip = 0;
+
+		if (pos + len <= done) {
+			pos += len;
+			continue;
+		}
+		if (done > pos)
+			skip = done - pos;
+		len -= skip;
+		if (len > n - copied)
+			len = n - copied;
+		CHECK_EQ(store_read(o, (char *)req->iov[i].iov_base + skip, len,
+				    req->off + done + copied),
+			 (long long)len);
+		if (corrupt && req->off + done + copied == 0)
+			((char *)req->iov[i].iov_base)[skip] ^= 0x5a;
+		copied += len;
+		pos += skip + len;
+	}
+	return copied;
+}
+
+static int fake_fetch(struct tconn *tc, const struct transport_req *req)
+{
+	struct holder *h = ((struct fake_conn *)tc)->h;
+	struct store_obj *o;
+	uint64_t done = 0, step, allowed;
+	bool corrupt;
+	int err = 0;
+
+	tc->answered = true;
+	pthread_mutex_lock(&F.lock);
+	h->gets++;
+	if (req->off >= h->gate_off) {
+		F.gated++;
+		pthread_cond_broadcast(&F.cond);
+		while (!F.gate_open)
+			pthread_cond_wait(&F.cond, &F.lock);
+		F.gated--;
+	}
+	if (h->missing) {
+		pthread_mutex_unlock(&F.lock);
+		return -ENOENT;
+	}
+	corrupt = h->corrupt;
+	pthread_mutex_unlock(&F.lock);
+
+	o = store_lookup(h->s, req->id);
+	if (!o)
+		return -ENOENT;
+	if (req->off + req->len > store_obj_size(o)) {
+		store_obj_unref(o);
+		return -ERANGE;
+	}
+	/* in steps, with progress, as a real backend would */
+	while (done < req->len) {
+		step = req->len - done < 16384 ? req->len - done : 16384;
+		pthread_mutex_lock(&F.lock);
+		allowed = h->fail_after < 0 ? step
+		    : h->served >= (uint64_t)h->fail_after ? 0
+		    : (uint64_t)h->fail_after - h->served;
+		if (allowed < step)
+			step = allowed;
+		h->served += step;
+		pthread_mutex_unlock(&F.lock);
+		if (!step) {
+			err = -ECONNRESET;
+			tc->broken = true;
+			break;
+		}
+		done += copy_out(o, req, done, step, corrupt);
+		if (req->progress)
+			req->progress(req->arg, done);
+	}
+	store_obj_unref(o);
+	return err;
+}
+
+static bool fake_idle_ok(struct tconn *c)
+{
+	return true;
+}
+
+static void fake_close(struct tconn *c)
+{
+	free(c);
+}
+
+static const struct transport_ops fake_ops = {
+	.name = "fake",
+	.caps = "fake",
+	.streams_per_peer = 1,
+	.range_min = RANGE,
+	.connect = fake_connect,
+	.fetch = fake_fetch,
+	.idle_ok = fake_idle_ok,
+	.close = fake_close,
+};
+
+/* ---- hooks ---- */
+
+static void hook_failed(void *ctx, uint64_t id)
+{
+	pthread_mutex_lock(&F.lock);
+	F.n_failed++;
+	pthread_mutex_unlock(&F.lock);
+}
+
+static void hook_sealed(void *ctx, uint64_t id, char *ret_path, size_t len)
+{
+	pthread_mutex_lock(&F.lock);
+	F.n_sealed++;
+	pthread_mutex_unlock(&F.lock);
+	snprintf(ret_path, len, "/fetched-%" PRIu64, id);
+}
+
+static bool hook_busy(void *ctx, uint64_t id)
+{
+	bool busy;
+
+	pthread_mutex_lock(&F.lock);
+	busy = F.busy_id == id;
+	pthread_mutex_unlock(&F.lock);
+	return busy;
+}
+
+/*
+ * Readers are woken before a fetch's last steps (registering the copy,
+ * the hooks), which run on a worker: wait, boundedly, for what a case
+ * expects of them.
+ */
+#define WAIT_FOR(cond)                                                                          \
+	do {                                                                                    \
+		int wait_i_;                                                                    \
+		for (wait_i_ = 0; wait_i_ < 5000 && !(cond); wait_i_++)                         \
+			usleep(1000);                                                           \
+		CHECK(cond);                                                                    \
+	} while (0)
+
+static unsigned locked_read(const unsigned *v)
+{
+	unsigned x;
+
+	pthread_mutex_lock(&F.lock);
+	x = *v;
+	pthread_mutex_unlock(&F.lock);
+	return x;
+}
+
+/* ---- one world per case: holders, the local node, its fetcher ---- */
+
+struct world {
+	char prefix[32];
+	struct meta *m;		/* the local node's */
+	struct store *s;
+	char dir[128];
+	struct transport *t;
+	struct fetcher *fr;
+};
+
+static struct store *open_store(char *dir, size_t len, const char *name, uint64_t capacity)
+{
+	struct store_config cfg = { .capacity = capacity };
+	struct store *s;
+	int err = 0;
+
+	snprintf(dir, len, "%s/%s-%u", F.root, name, F.seq);
+	cfg.dir = dir;
+	s = store_open(&cfg, &err, NULL);
+	if (!s) {
+		fprintf(stderr, "store_open %s: %s\n", dir, strerror(-err));
+		exit(1);
+	}
+	return s;
+}
+
+static void claim(struct meta *m, const char *listen)
+{
+	struct meta_card c, other;
+
+	memset(&c, 0, sizeof(c));
+	snprintf(c.host, sizeof(c.host), "test");
+	snprintf(c.listen, sizeof(c.listen), "%s", listen);
+	snprintf(c.caps, sizeof(c.caps), "fake");
+	snprintf(c.instance, sizeof(c.instance), "i-%s-%u", listen, F.seq);
+	c.pid = getpid();
+	CHECK_EQ(meta_node_claim(m, &c, 60, &other), 0);
+}
+
+static void world_init(struct world *w, uint64_t local_capacity)
+{
+	static const char *names[NHOLDERS] = { "holder-a", "holder-b", "holder-c" };
+	struct transport_config tc = { .node = "local", .io_timeout_ms = 2000 };
+	struct fetcher_config fc;
+	int i, err = 0;
+
+	F.seq++;
+	snprintf(w->prefix, sizeof(w->prefix), "t-fetch-%u", F.seq);
+	pthread_mutex_lock(&F.lock);
+	F.gate_open = true;
+	F.n_failed = F.n_sealed = 0;
+	F.busy_id = 0;
+	pthread_mutex_unlock(&F.lock);
+	for (i = 0; i < NHOLDERS; i++) {
+		struct holder *h = &F.h[i];
+
+		memset(h, 0, sizeof(*h));
+		h->node = names[i];
+		h->fail_after = -1;
+		h->gate_off = UINT64_MAX;
+		h->m = mk(w->prefix, h->node, 0, 0);
+		CHECK_EQ(meta_connect(h->m), 0);
+		claim(h->m, h->node);
+		h->s = open_store(h->dir, sizeof(h->dir), h->node, 16u << 20);
+	}
+	w->m = mk(w->prefix, "local", 0, 0);
+	CHECK_EQ(meta_connect(w->m), 0);
+	claim(w->m, "local");
+	w->s = open_store(w->dir, sizeof(w->dir), "local", local_capacity);
+	w->t = transport_new_ops(&tc, &fake_ops, &err);
+	CHECK(w->t != NULL);
+	fc = (struct fetcher_config){
+		.node = "local",
+		.meta = w->m,
+		.store = w->s,
+		.transport = w->t,
+		.hooks = { .failed = hook_failed, .sealed = hook_sealed, .busy = hook_busy },
+		.sync_max = 4096,
+		.workers = 4,
+	};
+	w->fr = fetcher_new(&fc, &err);
+	if (!w->fr) {
+		fprintf(stderr, "fetcher_new: %s\n", strerror(-err));
+		exit(1);
+	}
+}
+
+static void world_release(struct world *w)
+{
+	int i;
+
+	fetcher_free(w->fr);
+	transport_free(w->t);
+	store_close(w->s);
+	meta_free(w->m);
+	rm_dir(w->dir);
+	for (i = 0; i < NHOLDERS; i++) {
+		store_close(F.h[i].s);
+		meta_free(F.h[i].m);
+		rm_dir(F.h[i].dir);
+	}
+}
+
+static void fill(uint8_t *buf, size_t size, uint64_t seed)
+{
+	size_t i;
+
+	for (i = 0; i < size; i++)
+		buf[i] = (uint8_t)((i * 131 + seed * 7 + (i >> 12)) & 0xff);
+}
+
+/*
+ * Write an object of @size bytes on holder @first (published under @name
+ * there), copy it to the holders in @also (bit i: holder i).  Returns its
+ * record.
+ */
+static struct meta_obj put_object(struct world *w, const char *name, size_t size, int first,
+				  unsigned also)
+{
+	uint8_t *buf = malloc(size ? size : 1);
+	struct meta_obj rec;
+	int i, err = 0;
+
+	memset(&rec, 0, sizeof(rec));
+	CHECK_EQ(meta_alloc_id(F.h[first].m, &rec.id), 0);
+	fill(buf, size, rec.id);
+	for (i = 0; i < NHOLDERS; i++) {
+		struct store_obj *o;
+
+		if (i != first && !(also & (1u << i)))
+			continue;
+		o = store_create(F.h[i].s, rec.id, &err);
+		CHECK(o != NULL);
+		if (!o)
+			continue;
+		CHECK_EQ(store_write(o, buf, size, 0), 0);
+		CHECK_EQ(store_seal(o, name, 1700000000000000000LL), 0);
+		store_obj_csum(o, rec.csum);
+		store_obj_unref(o);
+	}
+	rec.size = size;
+	rec.mtime_ns = 1700000000000000000LL;
+	snprintf(rec.origin, sizeof(rec.origin), "%s", F.h[first].node);
+	CHECK_EQ(meta_publish(F.h[first].m, META_ROOT_ID, name, &rec, false, NULL, NULL), 0);
+	for (i = 0; i < NHOLDERS; i++)
+		if (i != first && (also & (1u << i)))
+			CHECK_EQ(meta_add_holder(F.h[i].m, rec.id), 0);
+	free(buf);
+	return rec;
+}
+
+/* Does the local copy of @rec hold exactly the right bytes? */
+static bool local_copy_ok(struct world *w, const struct meta_obj *rec)
+{
+	struct store_obj *o = store_lookup(w->s, rec->id);
+	uint8_t *want = malloc(rec->size + 1), *got = malloc(rec->size + 1);
+	bool ok;
+
+	ok = o && store_obj_sealed(o) && store_obj_size(o) == rec->size && want && got;
+	if (ok) {
+		fill(want, rec->size, rec->id);
+		ok = store_read(o, got, rec->size, 0) == (ssize_t)rec->size &&
+		     !memcmp(want, got, rec->size);
+	}
+	store_obj_unref(o);
+	free(want);
+	free(got);
+	return ok;
+}
+
+/* Is the local node among the holders of @id in Redis? */
+static bool held_here(struct world *w, uint64_t id)
+{
+	char(*nodes)[OBJFS_NODE_MAX] = NULL;
+	size_t n = 0, i;
+	bool found = false;
+
+	if (meta_holders(w->m, id, &nodes, &n) < 0)
+		return false;
+	for (i = 0; i < n; i++)
+		found |= !strcmp(nodes[i], "local");
+	free(nodes);
+	return found;
+}
+
+/* Open, read all, drop: the result of a whole-object read. */
+static int fetch_all(struct world *w, const struct meta_obj *rec)
+{
+	struct store_obj *o = NULL;
+	struct fetch *f = NULL;
+	int r;
+
+	r = fetcher_open(w->fr, rec->id, NULL, &f, &o);
+	if (r < 0)
+		return r;
+	fetch_opened(fetch_ref(f));
+	r = fetch_wait(f, 0, rec->size);
+	fetch_put(f);
+	store_obj_unref(o);
+	if (r == 0)
+		WAIT_FOR(held_here(w, rec->id));
+	return r;
+}
+
+static void wait_gated(unsigned n)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	pthread_mutex_lock(&F.lock);
+	while (F.gated < n)
+		if (pthread_cond_timedwait(&F.cond, &F.lock, &until))
+			break;
+	CHECK(F.gated >= n);
+	pthread_mutex_unlock(&F.lock);
+}
+
+static void gate(bool open)
+{
+	pthread_mutex_lock(&F.lock);
+	F.gate_open = open;
+	pthread_cond_broadcast(&F.cond);
+	pthread_mutex_unlock(&F.lock);
+}
+
+/* ---- cases ---- */
+
+struct opener {
+	struct world *w;
+	uint64_t id;
+	struct fetch *f;
+	struct store_obj *o;
+	int r;
+};
+
+static void *open_thread(void *arg)
+{
+	struct opener *op = arg;
+
+	op->r = fetcher_open(op->w->fr, op->id, NULL, &op->f, &op->o);
+	return NULL;
+}
+
+/* Concurrent opens of one object share one fetch; every byte is
+ * transferred once. */
+TEST(single_flight)
+{
+	struct opener op[4];
+	struct world w;
+	struct meta_obj rec;
+	pthread_t th[4];
+	int i;
+
+	world_init(&w, 16u << 20);
+	rec = put_object(&w, "sf", 4 * RANGE + 100, 0, 0);
+	gate(false);
+	F.h[0].gate_off = 0;	/* nothing arrives until every open is in */
+	for (i = 0; i < 4; i++) {
+		op[i] = (struct opener){ .w = &w, .id = rec.id };
+		CHECK_EQ(pthread_create(&th[i], NULL, open_thread, &op[i]), 0);
+	}
+	for (i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	wait_gated(1);
+	gate(true);
+	for (i = 0; i < 4; i++) {
+		CHECK_EQ(op[i].r, 0);
+		CHECK(op[i].f == op[0].f);
+		CHECK(op[i].o == op[0].o);
+		CHECK_EQ(fetch_wait(op[i].f, 0, rec.size), 0);
+	}
+	CHECK(local_copy_ok(&w, &rec));
+	CHECK_EQ(F.h[0].served, rec.size);
+	CHECK_EQ(F.h[0].gets, 5);	/* one GET per range */
+	for (i = 0; i < 4; i++) {
+		fetch_opened(op[i].f);
+		store_obj_unref(op[i].o);
+	}
+	WAIT_FOR(held_here(&w, rec.id));
+	{
+		struct fetcher_stats st;
+
+		fetcher_stats(w.fr, &st);
+		CHECK_EQ(st.fetches, 1);
+		CHECK_EQ(st.done, 1);
+		CHECK_EQ(st.bytes, rec.size);
+	}
+	/* a small object (up to sync_max) is complete when the open returns */
+	{
+		struct meta_obj small = put_object(&w, "small", 1000, 1, 0);
+		struct store_obj *o;
+		struct fetch *f;
+
+		CHECK_EQ(fetcher_open(w.fr, small.id, &small, &f, &o), 0);
+		CHECK(store_obj_sealed(o));
+		fetch_opened(f);
+		store_obj_unref(o);
+		CHECK(local_copy_ok(&w, &small));
+		CHECK(held_here(&w, small.id));	/* fetch_opened() did it */
+	}
+	WAIT_FOR(locked_read(&F.n_sealed) == 2);
+	world_release(&w);
+}
+
+/* A reader waits only for its own range: the head of an object is there
+ * while its tail is held back. */
+TEST(streaming)
+{
+	struct world w;
+	struct meta_obj rec;
+	struct store_obj *o;
+	struct fetch *f;
+	uint64_t done = 0, size = 0;
+	uint8_t head[100], want[100];
+
+	world_init(&w, 16u << 20);
+	rec = put_object(&w, "stream", 8 * RANGE, 0, 0);
+	gate(false);
+	F.h[0].gate_off = 2 * RANGE;
+	CHECK_EQ(fetcher_open(w.fr, rec.id, NULL, &f, &o), 0);
+	CHECK_EQ(fetch_wait(f, 0, sizeof(head)), 0);
+	CHECK_EQ(fetch_wait(f, RANGE, RANGE), 0);
+	wait_gated(1);
+	CHECK_EQ(store_read(o, head, sizeof(head), 0), (long long)sizeof(head));
+	fill(want, sizeof(want), rec.id);
+	CHECK(!memcmp(head, want, sizeof(head)));
+	CHECK_EQ(fetcher_progress(w.fr, rec.id, &done, &size), 0);
+	CHECK_EQ(size, rec.size);
+	CHECK(done >= 2 * RANGE && done < rec.size);
+	CHECK(!store_obj_sealed(o));
+	gate(true);
+	CHECK_EQ(fetch_wait(f, 0, rec.size), 0);
+	CHECK(store_obj_sealed(o));
+	fetch_opened(f);
+	store_obj_unref(o);
+	CHECK(local_copy_ok(&w, &rec));
+	WAIT_FOR(fetcher_progress(w.fr, rec.id, &done, &size) == -ENOENT);
+	world_release(&w);
+}
+
+/* A holder that goes away mid-range: another one continues from the byte
+ * where it stopped. */
+TEST(failover)
+{
+	struct fetcher_stats st;
+	struct world w;
+	struct meta_obj rec;
+
+	world_init(&w, 16u << 20);
+	rec = put_object(&w, "fo", 4 * RANGE, 0, 1u << 1);
+	F.h[0].fail_after = RANGE / 2;
+	CHECK_EQ(fetch_all(&w, &rec), 0);
+	CHECK(local_copy_ok(&w, &rec));
+	/* each byte came once: ranges resumed, never restarted */
+	CHECK_EQ(F.h[0].served + F.h[1].served, rec.size);
+	CHECK_EQ(F.h[0].served, RANGE / 2);
+	fetcher_stats(w.fr, &st);
+	CHECK(st.failovers >= 1);
+	CHECK_EQ(st.done, 1);
+	world_release(&w);
+}
+
+/* Every holder known at the start fails: the holders are located again,
+ * and a node that got a copy meanwhile finishes the fetch; when none is
+ * left, the fetch fails and leaves nothing behind. */
+TEST(relocation)
+{
+	struct world w;
+	struct meta_obj rec;
+
+	world_init(&w, 16u << 20);
+	rec = put_object(&w, "reloc", 3 * RANGE, 0, 1u << 2);
+	/* holder-c has a copy but is not registered yet */
+	CHECK_EQ(meta_del_holder(F.h[2].m, rec.id), 0);
+	F.h[0].missing = true;
+	/* registered only after the fetch has located the holders once */
+	gate(false);
+	F.h[0].gate_off = 0;
+	{
+		struct opener op = { .w = &w, .id = rec.id };
+		pthread_t th;
+
+		CHECK_EQ(pthread_create(&th, NULL, open_thread, &op), 0);
+		pthread_join(th, NULL);
+		CHECK_EQ(op.r, 0);
+		wait_gated(1);
+		CHECK_EQ(meta_add_holder(F.h[2].m, rec.id), 0);
+		gate(true);
+		CHECK_EQ(fetch_wait(op.f, 0, rec.size), 0);
+		fetch_opened(op.f);
+		store_obj_unref(op.o);
+	}
+	CHECK(local_copy_ok(&w, &rec));
+	CHECK_EQ(F.h[2].served, rec.size);
+
+	/* nobody has it any more */
+	rec = put_object(&w, "gone", 3 * RANGE, 1, 0);
+	F.h[1].missing = true;
+	CHECK_EQ(fetch_all(&w, &rec), -EIO);
+	WAIT_FOR(locked_read(&F.n_failed) == 1);	/* readers may have had bytes: said so */
+	CHECK(store_lookup(w.s, rec.id) == NULL);
+	CHECK(!held_here(&w, rec.id));
+	/* a later open starts afresh, and succeeds once a holder is back */
+	F.h[1].missing = false;
+	CHECK_EQ(fetch_all(&w, &rec), 0);
+	CHECK(local_copy_ok(&w, &rec));
+	world_release(&w);
+}
+
+/* Bytes that do not match the record's checksum are never kept, and this
+ * node never says it holds them. */
+TEST(checksum_mismatch)
+{
+	struct fetcher_stats st;
+	struct world w;
+	struct meta_obj rec, small;
+
+	world_init(&w, 16u << 20);
+	rec = put_object(&w, "bad", 2 * RANGE, 0, 0);
+	small = put_object(&w, "bad-small", 2000, 0, 0);
+	F.h[0].corrupt = true;
+	CHECK_EQ(fetch_all(&w, &rec), -EIO);
+	WAIT_FOR(locked_read(&F.n_failed) == 1);
+	CHECK(store_lookup(w.s, rec.id) == NULL);
+	CHECK(!held_here(&w, rec.id));
+	/* small: the open itself fails */
+	{
+		struct store_obj *o = NULL;
+		struct fetch *f = NULL;
+
+		CHECK_EQ(fetcher_open(w.fr, small.id, NULL, &f, &o), -EIO);
+		CHECK(store_lookup(w.s, small.id) == NULL);
+	}
+	fetcher_stats(w.fr, &st);
+	CHECK_EQ(st.csum_failures, 2);
+	CHECK_EQ(st.done, 0);
+	CHECK_EQ(F.n_sealed, 0);
+	world_release(&w);
+}
+
+/* Eviction gives up copies that live elsewhere too, least recently used
+ * first, and never the last copy nor one in use. */
+TEST(eviction)
+{
+	struct fetcher_stats st;
+	struct world w;
+	struct meta_obj a, b, mine;
+	struct store_obj *o;
+	int err = 0;
+
+	world_init(&w, 2u << 20);
+	a = put_object(&w, "ev-a", 512 * 1024, 0, 0);
+	b = put_object(&w, "ev-b", 512 * 1024, 0, 0);
+	CHECK_EQ(fetch_all(&w, &a), 0);
+	CHECK_EQ(fetch_all(&w, &b), 0);
+	CHECK(held_here(&w, a.id) && held_here(&w, b.id));
+	/* an object only this node has */
+	memset(&mine, 0, sizeof(mine));
+	CHECK_EQ(meta_alloc_id(w.m, &mine.id), 0);
+	o = store_create(w.s, mine.id, &err);
+	CHECK(o != NULL);
+	CHECK_EQ(store_truncate(o, 512 * 1024), 0);
+	CHECK_EQ(store_seal(o, "/mine", 1), 0);
+	store_obj_csum(o, mine.csum);
+	mine.size = 512 * 1024;
+	snprintf(mine.origin, sizeof(mine.origin), "local");
+	CHECK_EQ(meta_publish(w.m, META_ROOT_ID, "mine", &mine, false, NULL, NULL), 0);
+	store_obj_unref(o);
+	fetcher_touch(w.fr, mine.id);
+	fetcher_touch(w.fr, a.id);	/* b is now the least recently used */
+
+	/* b is in use above: a goes first */
+	pthread_mutex_lock(&F.lock);
+	F.busy_id = b.id;
+	pthread_mutex_unlock(&F.lock);
+	CHECK_EQ(fetcher_evict(w.fr, 1), 512 * 1024);
+	CHECK(store_lookup(w.s, a.id) == NULL);
+	CHECK(!held_here(&w, a.id));
+	CHECK(local_copy_ok(&w, &b));
+	/* whatever is asked, the last copy stays */
+	pthread_mutex_lock(&F.lock);
+	F.busy_id = 0;
+	pthread_mutex_unlock(&F.lock);
+	CHECK_EQ(fetcher_evict(w.fr, 64u << 20), 512 * 1024);
+	CHECK(store_lookup(w.s, b.id) == NULL);
+	o = store_lookup(w.s, mine.id);
+	CHECK(o != NULL);
+	store_obj_unref(o);
+	CHECK(held_here(&w, mine.id));
+	CHECK_EQ(fetcher_evict(w.fr, 64u << 20), 0);
+	fetcher_stats(w.fr, &st);
+	CHECK_EQ(st.evictions, 2);
+
+	/* a fetch that needs room makes it */
+	{
+		struct meta_obj big = put_object(&w, "ev-big", 1536 * 1024, 1, 0);
+		struct meta_obj c = put_object(&w, "ev-c", 512 * 1024, 0, 0);
+
+		CHECK_EQ(fetch_all(&w, &c), 0);
+		CHECK_EQ(fetch_all(&w, &big), 0);
+		CHECK(local_copy_ok(&w, &big));
+		CHECK(store_lookup(w.s, c.id) == NULL);
+		CHECK(held_here(&w, mine.id));
+	}
+	world_release(&w);
+}
+
+/* A fetcher without a transport fails fetches at once, cleanly. */
+TEST(no_transport)
+{
+	struct fetcher_config fc;
+	struct store_obj *o = NULL;
+	struct fetcher *fr;
+	struct fetch *f = NULL;
+	struct world w;
+	struct meta_obj rec;
+	int err = 0;
+
+	world_init(&w, 16u << 20);
+	rec = put_object(&w, "nt", 1000, 0, 0);
+	fc = (struct fetcher_config){ .node = "local", .meta = w.m, .store = w.s };
+	fr = fetcher_new(&fc, &err);
+	CHECK(fr != NULL);
+	CHECK_EQ(fetcher_open(fr, rec.id, NULL, &f, &o), -EIO);
+	CHECK(store_lookup(w.s, rec.id) == NULL);
+	fetcher_free(fr);
+	fc.meta = NULL;
+	CHECK(fetcher_new(&fc, &err) == NULL);
+	CHECK_EQ(err, -EINVAL);
+	world_release(&w);
+}
+
+int main(void)
+{
+	harness_begin("fetch");
+	snprintf(F.root, sizeof(F.root), "/dev/shm/objfs-test-fetch-XXXXXX");
+	if (!mkdtemp(F.root)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	RUN(single_flight);
+	RUN(streaming);
+	RUN(failover);
+	RUN(relocation);
+	RUN(checksum_mismatch);
+	RUN(eviction);
+	RUN(no_transport);
+	rm_dir(F.root);
+	return harness_end();
+}
