@@ -15,10 +15,21 @@
 
 /* ---- session ---- */
 
+/*
+ * Read-ahead of the mount, in KiB.  The kernel applies the INIT reply as
+ * bdi->ra_pages = min(bdi->ra_pages, max_readahead / PAGE_SIZE), once the
+ * session loop answers INIT, i.e. after fs_mount() has returned.  So the
+ * bdi is raised in fs_mount() (raise_readahead()) and op_init asks for the
+ * same amount; asking for less would lower the raised value again.
+ * libfuse clamps conn->max_readahead to the kernel's offer (the bdi's
+ * 128 KiB at mount time) before op_init but not after.
+ */
+#define FS_READAHEAD_KB 4096u
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	conn->max_write = 1 << 20;
-	conn->max_readahead = 1 << 20;
+	conn->max_readahead = FS_READAHEAD_KB << 10;
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
 	conn->time_gran = 1;
@@ -202,15 +213,17 @@ void fs_free(struct fs *fs)
 
 /*
  * The kernel offers only 128 KiB of read-ahead at INIT; raising the
- * mount's bdi setting afterwards doubles cold read throughput here.
+ * mount's bdi setting doubles cold read throughput here.  Done before the
+ * session loop answers INIT (see FS_READAHEAD_KB), so the value holds
+ * from before the daemon reports the mount ready.
  */
 static void raise_readahead(struct fs *fs)
 {
-	char line[4096], path[128], mnt[OBJFS_PATH_MAX];
+	char line[4096], path[128], mnt[OBJFS_PATH_MAX], val[16];
 	unsigned maj, min;
 	bool found = false;
 	FILE *f;
-	int fd;
+	int fd, n;
 
 	f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
@@ -225,8 +238,9 @@ static void raise_readahead(struct fs *fs)
 	if (!found)
 		return;
 	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
+	n = snprintf(val, sizeof(val), "%u\n", FS_READAHEAD_KB);
 	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || write_full(fd, "4096\n", 5) < 0)
+	if (fd < 0 || write_full(fd, val, (size_t)n) < 0)
 		log_info("cannot raise read-ahead in %s: %s", path, strerror(errno));
 	if (fd >= 0)
 		close(fd);
