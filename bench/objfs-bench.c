@@ -186,8 +186,7 @@ static int parse_size(const char *s, uint64_t *ret)
 }
 
 /* One pass over @path: 0 with *ret_bytes and *ret_secs set, or -errno. */
-static int read_once(const char *path, char *buf, bool drop, uint64_t *ret_bytes,
-		     double *ret_secs)
+static int read_once(const char *path, char *buf, bool drop, uint64_t *ret_bytes, double *ret_secs)
 {
 	uint64_t total = 0;
 	double t0, t1;
@@ -444,7 +443,7 @@ static void *tcp_send_main(void *arg)
  * -errno. */
 static int tcp_listen(struct sockaddr_in *ret_addr)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct sockaddr_in sa = {.sin_family = AF_INET};
 	socklen_t len = sizeof(sa);
 	int fd, r;
 
@@ -466,7 +465,7 @@ static int tcp_listen(struct sockaddr_in *ret_addr)
 static int tcp_once(int lfd, const struct sockaddr_in *addr, const char *sbuf, char *rbuf,
 		    size_t rbuf_size, uint64_t bytes, double *ret_secs)
 {
-	struct tcp_sender s = { .bytes = bytes, .buf = sbuf };
+	struct tcp_sender s = {.bytes = bytes, .buf = sbuf};
 	uint64_t got = 0;
 	size_t off = 0;
 	pthread_t th;
@@ -609,7 +608,7 @@ static void print_latency(double *us, long n)
  * (said on stderr). */
 static redisContext *redis_connect_url(const char *url)
 {
-	struct timeval tv = { .tv_sec = 5 };
+	struct timeval tv = {.tv_sec = 5};
 	char host[256];
 	const char *h = url, *colon;
 	redisContext *c;

@@ -22,16 +22,16 @@
 #include <unistd.h>
 
 static const char usage[] =
-	"usage: objfs COMMAND [ARGS]\n"
-	"\n"
-	"Commands:\n"
-	"  status MOUNTPOINT   store capacity and use, object count, Redis state\n"
-	"  stat PATH...        id, size, checksum, holders and local state of objects\n"
-	"  nodes MOUNTPOINT    the cluster's nodes, live or down, and their addresses\n"
-	"  prefetch [-q] PATH...\n"
-	"                      stage objects (directories: everything below) onto\n"
-	"                      this node before they are used, showing progress\n"
-	"  help                this text\n";
+    "usage: objfs COMMAND [ARGS]\n"
+    "\n"
+    "Commands:\n"
+    "  status MOUNTPOINT   store capacity and use, object count, Redis state\n"
+    "  stat PATH...        id, size, checksum, holders and local state of objects\n"
+    "  nodes MOUNTPOINT    the cluster's nodes, live or down, and their addresses\n"
+    "  prefetch [-q] PATH...\n"
+    "                      stage objects (directories: everything below) onto\n"
+    "                      this node before they are used, showing progress\n"
+    "  help                this text\n";
 
 /* Read xattr @name of @path into a heap string (caller frees). */
 static char *get_xattr(const char *path, const char *name, int *ret_err)
@@ -133,8 +133,7 @@ static int stat_one(const char *path)
 		unsigned long long done = 0, total = 0;
 
 		if (st_local && sscanf(st_local, "%15s %llu %llu", state, &done, &total) == 3)
-			printf("here: %s%s", state,
-			       strcmp(state, "fetching") ? "\n" : "");
+			printf("here: %s%s", state, strcmp(state, "fetching") ? "\n" : "");
 		if (st_local && !strcmp(state, "fetching"))
 			printf(" (%llu of %llu bytes)\n", done, total);
 		free(st_local);
@@ -179,8 +178,8 @@ static int cmd_nodes(int argc, char **argv)
 		long long ttl;
 		unsigned long long used, cap;
 
-		if (sscanf(line, "%79s %7s %lld %259s %159s %79s %llu %llu", node, state, &ttl, host,
-			   addr, caps, &used, &cap) != 8)
+		if (sscanf(line, "%79s %7s %lld %259s %159s %79s %llu %llu", node, state, &ttl,
+			   host, addr, caps, &used, &cap) != 8)
 			continue;
 		if (!strcmp(state, "live"))
 			printf("%-20s %-5s %6.1fs %-22s %-8s %9.1fM %9.1fM %s\n", node, state,
@@ -208,7 +207,7 @@ struct job {
 struct jobs {
 	struct job *v;
 	size_t n, cap;
-	int bad;		/* paths that could not be listed */
+	int bad; /* paths that could not be listed */
 };
 
 static struct jobs *g_jobs;
@@ -226,7 +225,7 @@ static int add_job(const char *path, const struct stat *st)
 		j->v = v;
 		j->cap = cap;
 	}
-	j->v[j->n] = (struct job){ .path = strdup(path), .fd = -1, .size = (uint64_t)st->st_size };
+	j->v[j->n] = (struct job){.path = strdup(path), .fd = -1, .size = (uint64_t)st->st_size};
 	if (!j->v[j->n].path)
 		return -1;
 	j->n++;
@@ -267,7 +266,7 @@ static int fetch_state(const char *path, char *state, size_t len, uint64_t *done
 
 static void human(double b, char *buf, size_t len)
 {
-	const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
 	int i = 0;
 
 	while (b >= 1024 && i < 4) {
@@ -312,7 +311,7 @@ static int poll_job(struct job *jb)
 		return 0;
 	}
 	if (!strcmp(state, "fetching"))
-		return -1;	/* not yet */
+		return -1; /* not yet */
 	/* "remote": the fetch ended without a copy here; a read says why */
 	if (jb->size && pread(jb->fd, &c, 1, (off_t)jb->size - 1) < 0)
 		fprintf(stderr, "objfs: %s: %s\n", jb->path, strerror(errno));
@@ -324,7 +323,7 @@ static int poll_job(struct job *jb)
 
 static int cmd_prefetch(int argc, char **argv)
 {
-	struct jobs jobs = { 0 };
+	struct jobs jobs = {0};
 	uint64_t total = 0, done_bytes = 0;
 	size_t next = 0, running = 0, finished = 0, i;
 	bool quiet = false, tty = isatty(2);
@@ -413,8 +412,8 @@ static int cmd_prefetch(int argc, char **argv)
 			human((double)total, b2, sizeof(b2));
 			human(t > 0 ? (double)now_bytes / t : 0, b3, sizeof(b3));
 			fprintf(stderr, "\r%zu/%zu objects  %s / %s  %3.0f%%  %s/s   ", finished,
-				jobs.n, b1, b2, total ? 100.0 * (double)now_bytes / (double)total : 100.0,
-				b3);
+				jobs.n, b1, b2,
+				total ? 100.0 * (double)now_bytes / (double)total : 100.0, b3);
 		}
 		if (finished < jobs.n)
 			usleep(100000);

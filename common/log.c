@@ -12,7 +12,7 @@ static enum log_level max_level = LOGL_INFO;
 static FILE *sink;
 static pthread_mutex_t sink_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static const char *const level_names[] = { "error", "warning", "info", "debug" };
+static const char *const level_names[] = {"error", "warning", "info", "debug"};
 
 void log_setup(enum log_level level, FILE *out)
 {

@@ -22,8 +22,7 @@ enum log_level {
 void log_setup(enum log_level max_level, FILE *out);
 int log_enabled(enum log_level level);
 
-void log_msg(enum log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_error(...) log_msg(LOGL_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOGL_WARN, __VA_ARGS__)

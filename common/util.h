@@ -8,10 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define OBJFS_NAME_MAX 255	/* bytes per path component */
-#define OBJFS_PATH_MAX 4096	/* bytes per path, terminating NUL included */
-#define OBJFS_NODE_MAX 64	/* bytes per node name, NUL included */
-#define OBJFS_CSUM_LEN 16	/* xxh3-128 */
+#define OBJFS_NAME_MAX 255  /* bytes per path component */
+#define OBJFS_PATH_MAX 4096 /* bytes per path, terminating NUL included */
+#define OBJFS_NODE_MAX 64   /* bytes per node name, NUL included */
+#define OBJFS_CSUM_LEN 16   /* xxh3-128 */
 #define OBJFS_CSUM_HEX (2 * OBJFS_CSUM_LEN + 1)
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

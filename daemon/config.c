@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -67,13 +67,15 @@ static int parse_listen(struct config *c, const char *val, char *err, size_t err
 	if (val[0] == '[') {
 		host_end = strchr(val, ']');
 		if (!host_end || host_end[1] != ':')
-			return fail(err, errlen, "invalid option 'listen=%s': expected HOST:PORT", val);
+			return fail(err, errlen, "invalid option 'listen=%s': expected HOST:PORT",
+				    val);
 		host_start = val + 1;
 		colon = host_end + 1;
 	} else {
 		colon = strrchr(val, ':');
 		if (!colon)
-			return fail(err, errlen, "invalid option 'listen=%s': expected HOST:PORT", val);
+			return fail(err, errlen, "invalid option 'listen=%s': expected HOST:PORT",
+				    val);
 		host_end = colon;
 	}
 	hlen = (size_t)(host_end - host_start);
@@ -118,8 +120,8 @@ static int parse_spec(struct config *c, const char *spec, char *err, size_t errl
 
 /* Options that mount(8) or fstab may add and that mean nothing to us. */
 static const char *const ignored_opts[] = {
-	"rw", "defaults", "_netdev", "auto", "noauto", "nofail", "dev", "suid", "exec",
-	"atime", "relatime", "nouser", "users", "async",
+    "rw",   "defaults", "_netdev", "auto",     "noauto", "nofail", "dev",
+    "suid", "exec",	"atime",   "relatime", "nouser", "users",  "async",
 };
 
 int config_parse_options(struct config *c, const char *opts, char *err, size_t errlen)
@@ -143,13 +145,13 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 		if (ignored || !strncmp(opt, "x-", 2) || !strncmp(opt, "comment=", 8))
 			continue;
 
-#define FLAG(name, field)                                                                       \
-	if (!strcmp(opt, name)) {                                                               \
-		if (val)                                                                        \
-			r = fail(err, errlen, "option '%s' takes no value", name);              \
-		else                                                                            \
-			c->field = true;                                                        \
-		continue;                                                                       \
+#define FLAG(name, field)                                                          \
+	if (!strcmp(opt, name)) {                                                  \
+		if (val)                                                           \
+			r = fail(err, errlen, "option '%s' takes no value", name); \
+		else                                                               \
+			c->field = true;                                           \
+		continue;                                                          \
 	}
 		FLAG("allow_overwrite", allow_overwrite)
 		FLAG("allow_other", allow_other)
@@ -168,12 +170,14 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 			continue;
 		}
 		if (!val || !*val) {
-			if (!strcmp(opt, "node") || !strcmp(opt, "listen") || !strcmp(opt, "store") ||
-			    !strcmp(opt, "capacity") || !strcmp(opt, "prefix") ||
-			    !strcmp(opt, "secret_file") || !strcmp(opt, "rundir") ||
-			    !strcmp(opt, "log") || !strcmp(opt, "advertise") ||
-			    !strcmp(opt, "io_timeout") || !strcmp(opt, "serve_bwlimit"))
-				r = fail(err, errlen, "option '%s' needs a value (%s=...)", opt, opt);
+			if (!strcmp(opt, "node") || !strcmp(opt, "listen") ||
+			    !strcmp(opt, "store") || !strcmp(opt, "capacity") ||
+			    !strcmp(opt, "prefix") || !strcmp(opt, "secret_file") ||
+			    !strcmp(opt, "rundir") || !strcmp(opt, "log") ||
+			    !strcmp(opt, "advertise") || !strcmp(opt, "io_timeout") ||
+			    !strcmp(opt, "serve_bwlimit"))
+				r = fail(err, errlen, "option '%s' needs a value (%s=...)", opt,
+					 opt);
 			else
 				r = fail(err, errlen, "unknown option '%s'", opt);
 			continue;
@@ -190,33 +194,38 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 			r = parse_listen(c, val, err, errlen);
 		} else if (!strcmp(opt, "store")) {
 			if (val[0] != '/')
-				r = fail(err, errlen, "invalid option 'store=%s': need an absolute path",
-					 val);
+				r = fail(err, errlen,
+					 "invalid option 'store=%s': need an absolute path", val);
 			else
 				r = set_str(&c->store_dir, val);
 		} else if (!strcmp(opt, "capacity")) {
 			uint64_t size;
 
 			if (parse_size(val, &size) < 0)
-				r = fail(err, errlen,
-					 "invalid option 'capacity=%s': expected a size like 512M or 4G",
-					 val);
+				r = fail(
+				    err, errlen,
+				    "invalid option 'capacity=%s': expected a size like 512M or 4G",
+				    val);
 			else if (size < (1ULL << 20))
-				r = fail(err, errlen, "invalid option 'capacity=%s': at least 1M", val);
+				r = fail(err, errlen, "invalid option 'capacity=%s': at least 1M",
+					 val);
 			else if (size > (1ULL << 50))
-				r = fail(err, errlen, "invalid option 'capacity=%s': at most 1P", val);
+				r = fail(err, errlen, "invalid option 'capacity=%s': at most 1P",
+					 val);
 			else
 				c->capacity = size;
 		} else if (!strcmp(opt, "prefix")) {
 			if (prefix_validate(val) < 0)
 				r = fail(err, errlen,
-					 "invalid option 'prefix=%s': use 1-64 of [A-Za-z0-9._-]", val);
+					 "invalid option 'prefix=%s': use 1-64 of [A-Za-z0-9._-]",
+					 val);
 			else
 				r = set_str(&c->prefix, val);
 		} else if (!strcmp(opt, "secret_file")) {
 			if (val[0] != '/')
 				r = fail(err, errlen,
-					 "invalid option 'secret_file=%s': need an absolute path", val);
+					 "invalid option 'secret_file=%s': need an absolute path",
+					 val);
 			else
 				r = set_str(&c->secret_file, val);
 		} else if (!strcmp(opt, "advertise")) {
@@ -248,14 +257,14 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 				c->serve_bwlimit = bw;
 		} else if (!strcmp(opt, "rundir")) {
 			if (val[0] != '/')
-				r = fail(err, errlen, "invalid option 'rundir=%s': need an absolute path",
-					 val);
+				r = fail(err, errlen,
+					 "invalid option 'rundir=%s': need an absolute path", val);
 			else
 				r = set_str(&c->rundir, val);
 		} else if (!strcmp(opt, "log")) {
 			if (val[0] != '/')
-				r = fail(err, errlen, "invalid option 'log=%s': need an absolute path",
-					 val);
+				r = fail(err, errlen,
+					 "invalid option 'log=%s': need an absolute path", val);
 			else
 				r = set_str(&c->logfile, val);
 		} else {
@@ -329,7 +338,8 @@ int config_finish(struct config *c, char *err, size_t errlen)
 			*dot = '\0';
 		if (node_name_validate(host) < 0)
 			return fail(err, errlen,
-				    "the hostname '%s' is not a valid node name; give node=NAME", host);
+				    "the hostname '%s' is not a valid node name; give node=NAME",
+				    host);
 		memcpy(c->node, host, strlen(host) + 1);
 	}
 	if (!c->capacity)

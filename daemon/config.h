@@ -17,9 +17,9 @@
 #include "util.h"
 
 enum spec_kind {
-	SPEC_REDIS,	/* redis://... */
-	SPEC_UNIX,	/* unix:/path */
-	SPEC_LOCAL,	/* a private redis-server started by the daemon */
+	SPEC_REDIS, /* redis://... */
+	SPEC_UNIX,  /* unix:/path */
+	SPEC_LOCAL, /* a private redis-server started by the daemon */
 };
 
 #define CONFIG_DEFAULT_CAPACITY (1ULL << 30)
@@ -27,30 +27,30 @@ enum spec_kind {
 
 struct config {
 	enum spec_kind spec_kind;
-	char *spec;		/* SPEC as given */
-	char *redis_url;	/* URL for meta; NULL for SPEC_LOCAL until started */
-	char *mountpoint;	/* as given (resolved by the daemon) */
+	char *spec;	  /* SPEC as given */
+	char *redis_url;  /* URL for meta; NULL for SPEC_LOCAL until started */
+	char *mountpoint; /* as given (resolved by the daemon) */
 
-	char node[OBJFS_NODE_MAX];	/* node=, default: the hostname */
-	char *listen_host;	/* listen=HOST:PORT */
-	uint16_t listen_port;	/* 0: any free port */
-	char *advertise;	/* advertise=HOST: the address peers reach us at */
-	unsigned io_timeout_ms;	/* io_timeout=MS: a peer silent this long is dead (0: default) */
-	uint64_t serve_bwlimit;	/* serve_bwlimit=SIZE: bytes/s served (0: no limit) */
-	char *store_dir;	/* store=, default /dev/shm/objfs-<prefix>-<node> */
-	uint64_t capacity;	/* capacity=, default CONFIG_DEFAULT_CAPACITY */
-	char *prefix;		/* prefix=, default "objfs" */
-	char *secret_file;	/* secret_file= */
-	char *rundir;		/* rundir=, default /run/objfs/<prefix>-<node> */
-	char *logfile;		/* log=, default <rundir>/objfsd.log when in the background */
+	char node[OBJFS_NODE_MAX]; /* node=, default: the hostname */
+	char *listen_host;	   /* listen=HOST:PORT */
+	uint16_t listen_port;	   /* 0: any free port */
+	char *advertise;	   /* advertise=HOST: the address peers reach us at */
+	unsigned io_timeout_ms;	   /* io_timeout=MS: a peer silent this long is dead (0: default) */
+	uint64_t serve_bwlimit;	   /* serve_bwlimit=SIZE: bytes/s served (0: no limit) */
+	char *store_dir;	   /* store=, default /dev/shm/objfs-<prefix>-<node> */
+	uint64_t capacity;	   /* capacity=, default CONFIG_DEFAULT_CAPACITY */
+	char *prefix;		   /* prefix=, default "objfs" */
+	char *secret_file;	   /* secret_file= */
+	char *rundir;		   /* rundir=, default /run/objfs/<prefix>-<node> */
+	char *logfile;		   /* log=, default <rundir>/objfsd.log when in the background */
 
 	bool allow_overwrite;
 	bool allow_other;
 	bool foreground;
 	bool debug;
-	bool read_only;		/* ro */
-	bool prefault;		/* prefault: touch the whole arena at mount */
-	bool check_only;	/* --check: validate the command line, do nothing */
+	bool read_only;	 /* ro */
+	bool prefault;	 /* prefault: touch the whole arena at mount */
+	bool check_only; /* --check: validate the command line, do nothing */
 	bool nosuid, nodev, noexec, noatime;
 };
 

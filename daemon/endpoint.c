@@ -17,11 +17,11 @@
 struct transport *endpoint_new(const struct config *c, char *err, size_t errlen)
 {
 	struct transport_config tc = {
-		.node = c->node,
-		.listen_host = c->listen_host,
-		.listen_port = c->listen_port,
-		.io_timeout_ms = c->io_timeout_ms,
-		.serve_bwlimit = c->serve_bwlimit,
+	    .node = c->node,
+	    .listen_host = c->listen_host,
+	    .listen_port = c->listen_port,
+	    .io_timeout_ms = c->io_timeout_ms,
+	    .serve_bwlimit = c->serve_bwlimit,
 	};
 	struct transport *t;
 	uint8_t *secret = NULL;

@@ -29,8 +29,8 @@ struct local_redis {
 
 static bool answers_ping(const char *sock)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = 1 };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct timeval tv = {.tv_sec = 1};
 	char buf[16];
 	bool ok = false;
 	ssize_t n;
@@ -65,10 +65,14 @@ static int spawn(struct local_redis *lr, char *err, size_t errlen)
 	}
 	if (pid == 0) {
 		const char *argv[] = {
-			"redis-server", "--port", "0", "--unixsocket", lr->sock,
-			"--unixsocketperm", "700", "--dir", lr->datadir, "--appendonly", "yes",
-			"--appendfsync", "everysec", "--save", "", "--daemonize", "no",
-			"--logfile", logfile, "--loglevel", "warning", NULL,
+		    "redis-server", "--port",	  "0",
+		    "--unixsocket", lr->sock,	  "--unixsocketperm",
+		    "700",	    "--dir",	  lr->datadir,
+		    "--appendonly", "yes",	  "--appendfsync",
+		    "everysec",	    "--save",	  "",
+		    "--daemonize",  "no",	  "--logfile",
+		    logfile,	    "--loglevel", "warning",
+		    NULL,
 		};
 		int fd = open("/dev/null", O_RDWR);
 		sigset_t all;
@@ -84,8 +88,8 @@ static int spawn(struct local_redis *lr, char *err, size_t errlen)
 			dup2(fd, 2);
 		}
 		if (!getenv("PATH"))
-			setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-			       1);
+			setenv("PATH",
+			       "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
 		execvp("redis-server", (char *const *)argv);
 		_exit(127);
 	}
@@ -97,10 +101,12 @@ static int spawn(struct local_redis *lr, char *err, size_t errlen)
 		if (waitpid(pid, &status, WNOHANG) == pid) {
 			lr->pid = 0;
 			if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-				snprintf(err, errlen, "cannot run redis-server (is the redis-server "
+				snprintf(err, errlen,
+					 "cannot run redis-server (is the redis-server "
 					 "package installed?)");
 			else
-				snprintf(err, errlen, "redis-server exited at start (status %d); see %s",
+				snprintf(err, errlen,
+					 "redis-server exited at start (status %d); see %s",
 					 WIFEXITED(status) ? WEXITSTATUS(status) : -1, logfile);
 			return -ECHILD;
 		}

@@ -14,8 +14,8 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,40 +37,40 @@
 #define CARD_TTL_S 15
 
 static const char usage[] =
-	"usage: objfsd SPEC MOUNTPOINT [-o OPTION[,OPTION...]] [-f] [-d]\n"
-	"\n"
-	"Mount an objfs node: the cluster's immutable objects as read-only files.\n"
-	"\n"
-	"SPEC (where the Redis location service is):\n"
-	"  redis://[:PASSWORD@]HOST:PORT[/DB]\n"
-	"  unix:/path/to/redis.sock\n"
-	"  local            start a private redis-server for this node alone\n"
-	"\n"
-	"Options (-o, comma-separated):\n"
-	"  node=NAME        node name (default: the hostname)\n"
-	"  listen=HOST:PORT transport listener (default 0.0.0.0:7419; port 0: any)\n"
-	"  advertise=HOST   address other nodes reach this one at (default: the\n"
-	"                   listen address, or this host's first IPv4 address)\n"
-	"  io_timeout=MS    a peer silent this long mid-transfer is dead (default 2000)\n"
-	"  serve_bwlimit=SIZE  cap on bytes per second served to peers (default none)\n"
-	"  store=DIR        shared-memory store (default /dev/shm/objfs-PREFIX-NODE)\n"
-	"  capacity=SIZE    store capacity, e.g. 512M, 4G (default 1G)\n"
-	"  prefix=NAME      Redis key prefix / cluster name (default objfs)\n"
-	"  allow_overwrite  an O_TRUNC open of an existing name writes a new object\n"
-	"  allow_other      let other users access the mount\n"
-	"  secret_file=PATH cluster secret (16+ bytes, mode 600) that peers prove\n"
-	"                   they know; without it only loopback peers are served\n"
-	"  rundir=DIR       sockets and logs (default /run/objfs/PREFIX-NODE)\n"
-	"  log=FILE         log file (default RUNDIR/objfsd.log in the background)\n"
-	"  prefault         fault the whole store in at mount (in the background), so\n"
-	"                   the first objects do not pay for first-touch page faults\n"
-	"  foreground, -f   stay in the foreground, log to stderr\n"
-	"  debug, -d        trace every FUSE request (implies foreground)\n"
-	"  --check          check the command line and exit\n"
-	"  ro, nosuid, nodev, noexec, noatime, rw, defaults, _netdev, user, ...\n"
-	"                   as in mount(8)\n"
-	"\n"
-	"Unmount with 'umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT'.\n";
+    "usage: objfsd SPEC MOUNTPOINT [-o OPTION[,OPTION...]] [-f] [-d]\n"
+    "\n"
+    "Mount an objfs node: the cluster's immutable objects as read-only files.\n"
+    "\n"
+    "SPEC (where the Redis location service is):\n"
+    "  redis://[:PASSWORD@]HOST:PORT[/DB]\n"
+    "  unix:/path/to/redis.sock\n"
+    "  local            start a private redis-server for this node alone\n"
+    "\n"
+    "Options (-o, comma-separated):\n"
+    "  node=NAME        node name (default: the hostname)\n"
+    "  listen=HOST:PORT transport listener (default 0.0.0.0:7419; port 0: any)\n"
+    "  advertise=HOST   address other nodes reach this one at (default: the\n"
+    "                   listen address, or this host's first IPv4 address)\n"
+    "  io_timeout=MS    a peer silent this long mid-transfer is dead (default 2000)\n"
+    "  serve_bwlimit=SIZE  cap on bytes per second served to peers (default none)\n"
+    "  store=DIR        shared-memory store (default /dev/shm/objfs-PREFIX-NODE)\n"
+    "  capacity=SIZE    store capacity, e.g. 512M, 4G (default 1G)\n"
+    "  prefix=NAME      Redis key prefix / cluster name (default objfs)\n"
+    "  allow_overwrite  an O_TRUNC open of an existing name writes a new object\n"
+    "  allow_other      let other users access the mount\n"
+    "  secret_file=PATH cluster secret (16+ bytes, mode 600) that peers prove\n"
+    "                   they know; without it only loopback peers are served\n"
+    "  rundir=DIR       sockets and logs (default /run/objfs/PREFIX-NODE)\n"
+    "  log=FILE         log file (default RUNDIR/objfsd.log in the background)\n"
+    "  prefault         fault the whole store in at mount (in the background), so\n"
+    "                   the first objects do not pay for first-touch page faults\n"
+    "  foreground, -f   stay in the foreground, log to stderr\n"
+    "  debug, -d        trace every FUSE request (implies foreground)\n"
+    "  --check          check the command line and exit\n"
+    "  ro, nosuid, nodev, noexec, noatime, rw, defaults, _netdev, user, ...\n"
+    "                   as in mount(8)\n"
+    "\n"
+    "Unmount with 'umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT'.\n";
 
 struct daemon {
 	struct config cfg;
@@ -82,7 +82,7 @@ struct daemon {
 	struct transport *transport;
 	struct transport_source source;
 	struct meta_card card;
-	int ready_fd;		/* pipe to the waiting parent, or -1 */
+	int ready_fd; /* pipe to the waiting parent, or -1 */
 	FILE *log;
 
 	pthread_t ticker;
@@ -92,7 +92,7 @@ struct daemon {
 	atomic_bool prefault_stop;
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
-	bool stopping;		/* lock */
+	bool stopping; /* lock */
 };
 
 static bool log_to_file;
@@ -305,9 +305,9 @@ static void stop_ticker(struct daemon *d)
 static int open_meta(struct daemon *d)
 {
 	struct meta_config mc = {
-		.url = d->cfg.redis_url,
-		.prefix = d->cfg.prefix,
-		.node = d->cfg.node,
+	    .url = d->cfg.redis_url,
+	    .prefix = d->cfg.prefix,
+	    .node = d->cfg.node,
 	};
 	char err[256];
 	int r;
@@ -329,9 +329,9 @@ static int open_meta(struct daemon *d)
 static int open_store(struct daemon *d)
 {
 	struct store_config sc = {
-		.dir = d->cfg.store_dir,
-		.capacity = d->cfg.capacity,
-		.verify = true,
+	    .dir = d->cfg.store_dir,
+	    .capacity = d->cfg.capacity,
+	    .verify = true,
 	};
 	uint64_t need = 0;
 	int r;
@@ -407,8 +407,8 @@ static int run(struct daemon *d)
 	r = open_log(d);
 	if (r < 0)
 		return r;
-	log_info("starting node '%s' on %s (SPEC %s, store %s, capacity %" PRIu64 ")",
-		 d->cfg.node, d->mountpoint, d->cfg.spec, d->cfg.store_dir, d->cfg.capacity);
+	log_info("starting node '%s' on %s (SPEC %s, store %s, capacity %" PRIu64 ")", d->cfg.node,
+		 d->mountpoint, d->cfg.spec, d->cfg.store_dir, d->cfg.capacity);
 
 	r = mkdir_p(d->cfg.store_dir, 0700);
 	if (r < 0) {
@@ -419,8 +419,8 @@ static int run(struct daemon *d)
 		char datadir[PATH_MAX];
 
 		snprintf(datadir, sizeof(datadir), "%s/redis", d->cfg.store_dir);
-		d->lr = local_redis_start(d->cfg.rundir, datadir, url, sizeof(url), err,
-					  sizeof(err));
+		d->lr =
+		    local_redis_start(d->cfg.rundir, datadir, url, sizeof(url), err, sizeof(err));
 		if (!d->lr) {
 			fail("cannot start the local Redis: %s", err);
 			return -EIO;
@@ -444,19 +444,19 @@ static int run(struct daemon *d)
 	snprintf(fsname, sizeof(fsname), "objfs:%s",
 		 d->cfg.spec_kind == SPEC_LOCAL ? "local" : meta_url(d->meta));
 	fc = (struct fs_config){
-		.mountpoint = d->mountpoint,
-		.node = d->cfg.node,
-		.fsname = fsname,
-		.store_dir = d->cfg.store_dir,
-		.allow_overwrite = d->cfg.allow_overwrite,
-		.allow_other = d->cfg.allow_other,
-		.read_only = d->cfg.read_only,
-		.nosuid = d->cfg.nosuid,
-		.nodev = d->cfg.nodev,
-		.noexec = d->cfg.noexec,
-		.noatime = d->cfg.noatime,
-		.debug = d->cfg.debug,
-		.transport = d->transport,
+	    .mountpoint = d->mountpoint,
+	    .node = d->cfg.node,
+	    .fsname = fsname,
+	    .store_dir = d->cfg.store_dir,
+	    .allow_overwrite = d->cfg.allow_overwrite,
+	    .allow_other = d->cfg.allow_other,
+	    .read_only = d->cfg.read_only,
+	    .nosuid = d->cfg.nosuid,
+	    .nodev = d->cfg.nodev,
+	    .noexec = d->cfg.noexec,
+	    .noatime = d->cfg.noatime,
+	    .debug = d->cfg.debug,
+	    .transport = d->transport,
 	};
 	d->fs = fs_new(&fc, d->meta, d->store, &r);
 	if (!d->fs) {
@@ -499,8 +499,7 @@ static int run(struct daemon *d)
 		fail("cannot start the maintenance thread: %s", strerror(-r));
 		return r;
 	}
-	log_info("mounted %s (node '%s', Redis %s)", d->mountpoint, d->cfg.node,
-		 meta_url(d->meta));
+	log_info("mounted %s (node '%s', Redis %s)", d->mountpoint, d->cfg.node, meta_url(d->meta));
 	if (d->cfg.foreground)
 		fprintf(stderr, "objfsd: mounted %s\n", d->mountpoint);
 	report_ready(d);
@@ -538,7 +537,7 @@ static void shutdown_all(struct daemon *d)
 
 int main(int argc, char **argv)
 {
-	struct daemon d = { .ready_fd = -1 };
+	struct daemon d = {.ready_fd = -1};
 	char err[1024];
 	struct stat st;
 	int r;

@@ -29,8 +29,8 @@
 struct fetcher *fetcher_new(const struct fetcher_config *cfg, int *ret_err)
 {
 	struct transport_tuning tt = {
-		.streams_per_peer = FETCH_STREAMS_DEFAULT,
-		.range_min = FETCH_RANGE_MIN_DEFAULT,
+	    .streams_per_peer = FETCH_STREAMS_DEFAULT,
+	    .range_min = FETCH_RANGE_MIN_DEFAULT,
 	};
 	struct fetcher *fr;
 	int r;
@@ -219,10 +219,10 @@ static struct fetch *find_or_add(struct fetcher *fr, uint64_t id, bool *ret_crea
 	f->fr = fr;
 	f->started_ns = mono_ns();
 	f->state = FETCH_STARTING;
-	f->refs = 2;	/* the table, the caller */
+	f->refs = 2; /* the table, the caller */
 	pthread_cond_init(&f->cond, NULL);
 	HASH_ADD(hh, fr->fetches, id, sizeof(f->id), f);
-	if (!fetch_running_locked(fr, id)) {	/* the table could not grow */
+	if (!fetch_running_locked(fr, id)) { /* the table could not grow */
 		pthread_mutex_unlock(&fr->lock);
 		fetch_free(f);
 		return NULL;
@@ -233,8 +233,8 @@ static struct fetch *find_or_add(struct fetcher *fr, uint64_t id, bool *ret_crea
 	return f;
 }
 
-int fetcher_open(struct fetcher *fr, uint64_t id, const struct meta_obj *rec,
-		 struct fetch **ret_f, struct store_obj **ret_obj)
+int fetcher_open(struct fetcher *fr, uint64_t id, const struct meta_obj *rec, struct fetch **ret_f,
+		 struct store_obj **ret_obj)
 {
 	struct fetch *f;
 	bool creator;

@@ -67,17 +67,17 @@ struct fetcher_hooks {
 };
 
 struct fetcher_config {
-	const char *node;	/* this node's name (copied) */
+	const char *node; /* this node's name (copied) */
 	/* none owned; all must outlive the fetcher.  @transport may be
 	 * NULL: fetches then fail with -EIO (no workers are started) */
 	struct meta *meta;
 	struct store *store;
 	struct transport *transport;
-	struct fetcher_hooks hooks;	/* any hook may be NULL */
+	struct fetcher_hooks hooks; /* any hook may be NULL */
 	/* objects up to this size are fetched by the opening thread
 	 * itself, before fetcher_open() returns (0: 1 MiB) */
 	uint64_t sync_max;
-	unsigned workers;	/* 0: 8 */
+	unsigned workers; /* 0: 8 */
 };
 
 /* Start the fetcher and its workers.  NULL and *ret_err on failure. */
@@ -101,8 +101,8 @@ void fetcher_free(struct fetcher *fr);
  * returns.  -ENOENT no such object; -EIO no holder can be reached or the
  * fetch failed; -ENOSPC no room even after eviction; -ENOMEM.
  */
-int fetcher_open(struct fetcher *fr, uint64_t id, const struct meta_obj *rec,
-		 struct fetch **ret_f, struct store_obj **ret_obj);
+int fetcher_open(struct fetcher *fr, uint64_t id, const struct meta_obj *rec, struct fetch **ret_f,
+		 struct store_obj **ret_obj);
 
 /* Take another reference on @f (NULL is fine, and returned). */
 struct fetch *fetch_ref(struct fetch *f);
@@ -148,14 +148,14 @@ void fetcher_forget(struct fetcher *fr, uint64_t id);
 uint64_t fetcher_evict(struct fetcher *fr, uint64_t need);
 
 struct fetcher_stats {
-	uint64_t fetches;	/* started */
-	uint64_t direct;	/* went to the origin at a remembered address */
+	uint64_t fetches; /* started */
+	uint64_t direct;  /* went to the origin at a remembered address */
 	uint64_t done;
 	uint64_t failed;
-	uint64_t bytes;		/* received */
-	uint64_t failovers;	/* a range moved to another holder */
+	uint64_t bytes;	    /* received */
+	uint64_t failovers; /* a range moved to another holder */
 	uint64_t csum_failures;
-	uint64_t stale_holders;	/* holder entries of dead nodes dropped */
+	uint64_t stale_holders; /* holder entries of dead nodes dropped */
 	uint64_t evictions;
 };
 void fetcher_stats(struct fetcher *fr, struct fetcher_stats *ret);

@@ -29,7 +29,7 @@
 
 struct lru {
 	uint64_t id;
-	int64_t at;		/* mono_ns() of the last use */
+	int64_t at; /* mono_ns() of the last use */
 	UT_hash_handle hh;
 };
 
@@ -45,7 +45,7 @@ void lru_free_all(struct fetcher *fr)
 {
 	struct lru *e, *tmp;
 
-	HASH_ITER(hh, fr->lru, e, tmp) {
+	HASH_ITER (hh, fr->lru, e, tmp) {
 		HASH_DELETE(hh, fr->lru, e);
 		free(e);
 	}
@@ -64,7 +64,7 @@ void fetcher_touch(struct fetcher *fr, uint64_t id)
 		if (e) {
 			e->id = id;
 			HASH_ADD(hh, fr->lru, id, sizeof(e->id), e);
-			if (!lru_find_locked(fr, id)) {	/* the table could not grow */
+			if (!lru_find_locked(fr, id)) { /* the table could not grow */
 				free(e);
 				e = NULL;
 			}
@@ -166,7 +166,7 @@ static void unlink_copy(struct fetcher *fr, uint64_t id)
 
 uint64_t fetcher_evict(struct fetcher *fr, uint64_t need)
 {
-	struct cands c = { 0 };
+	struct cands c = {0};
 	uint64_t freed = 0;
 	size_t i, k = 0;
 	int r;
@@ -196,7 +196,7 @@ uint64_t fetcher_evict(struct fetcher *fr, uint64_t need)
 			break;
 		}
 		if (r == 0)
-			continue;	/* the last copy in the cluster */
+			continue; /* the last copy in the cluster */
 		if (!evictable(fr, c.v[i].id, &at)) {
 			/* opened meanwhile: keep it, and say so */
 			meta_add_holder(fr->meta, c.v[i].id);

@@ -35,7 +35,7 @@
 struct peer_addr {
 	char node[OBJFS_NODE_MAX];
 	struct meta_holder h;
-	int64_t at;		/* mono_ns() when learnt */
+	int64_t at; /* mono_ns() when learnt */
 	UT_hash_handle hh;
 };
 
@@ -58,7 +58,7 @@ static void peer_cache_put(struct fetcher *fr, const struct meta_holder *hs, siz
 			snprintf(p->node, sizeof(p->node), "%s", hs[i].node);
 			HASH_ADD_STR(fr->peers, node, p);
 			HASH_FIND_STR(fr->peers, hs[i].node, added);
-			if (!added) {	/* the table could not grow */
+			if (!added) { /* the table could not grow */
 				free(p);
 				break;
 			}
@@ -101,7 +101,7 @@ void peer_cache_free(struct fetcher *fr)
 {
 	struct peer_addr *p, *tmp;
 
-	HASH_ITER(hh, fr->peers, p, tmp) {
+	HASH_ITER (hh, fr->peers, p, tmp) {
 		HASH_DELETE(hh, fr->peers, p);
 		free(p);
 	}
@@ -140,8 +140,7 @@ static void count_stale(struct fetcher *fr, uint64_t id, unsigned stale)
 	if (!stale)
 		return;
 	FETCH_COUNT(fr, stale_holders, stale);
-	log_info("object %" PRIu64 ": dropped %u holder entries of nodes that are gone", id,
-		 stale);
+	log_info("object %" PRIu64 ": dropped %u holder entries of nodes that are gone", id, stale);
 }
 
 int holder_locate(struct fetch *f, const struct meta_obj *rec)

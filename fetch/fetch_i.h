@@ -55,11 +55,11 @@ enum chunk_state {
 struct chunk {
 	uint64_t off, len;
 	uint64_t done;		/* bytes from off in place; fr->lock */
-	enum chunk_state state;	/* fr->lock */
+	enum chunk_state state; /* fr->lock */
 };
 
 enum fetch_state {
-	FETCH_STARTING,		/* the first open is locating and reserving */
+	FETCH_STARTING, /* the first open is locating and reserving */
 	FETCH_RUNNING,
 	FETCH_DONE,
 	FETCH_FAILED,
@@ -71,28 +71,28 @@ struct fetch {
 	struct meta_obj rec;	/* the object record; fixed once RUNNING */
 	struct store_obj *obj;	/* reserved, pending until sealed; owned */
 	unsigned refs;		/* table, handles, running workers; fr->lock */
-	enum fetch_state state;	/* fr->lock */
+	enum fetch_state state; /* fr->lock */
 	int err;		/* why it failed (-errno); fr->lock */
 	pthread_cond_t cond;	/* readers and openers wait here */
 	unsigned waiters;	/* fr->lock */
 	struct chunk *chunks;	/* array fixed once RUNNING */
 	unsigned nchunks;
-	unsigned ndone;		/* fr->lock */
-	unsigned front;		/* chunks before it are all in place; fr->lock */
-	struct meta_holder *holders;	/* fr->lock */
-	bool *bad;		/* per holder; fr->lock */
-	size_t nholders;	/* fr->lock */
-	unsigned rr;		/* next holder, round robin; fr->lock */
-	unsigned relocations;	/* fr->lock */
-	bool guessed;		/* holders from the address cache, not Redis */
-	bool relocating;	/* a worker is locating holders again; fr->lock */
-	unsigned gen;		/* holder list replacements; fr->lock */
-	bool queued;		/* on fr->queue, which holds no reference; fr->lock */
-	bool post_seal;		/* sealed in open(): after_seal() still to run; fr->lock */
-	bool in_table;		/* in fr->fetches; fr->lock */
+	unsigned ndone;		     /* fr->lock */
+	unsigned front;		     /* chunks before it are all in place; fr->lock */
+	struct meta_holder *holders; /* fr->lock */
+	bool *bad;		     /* per holder; fr->lock */
+	size_t nholders;	     /* fr->lock */
+	unsigned rr;		     /* next holder, round robin; fr->lock */
+	unsigned relocations;	     /* fr->lock */
+	bool guessed;		     /* holders from the address cache, not Redis */
+	bool relocating;	     /* a worker is locating holders again; fr->lock */
+	unsigned gen;		     /* holder list replacements; fr->lock */
+	bool queued;		     /* on fr->queue, which holds no reference; fr->lock */
+	bool post_seal;		     /* sealed in open(): after_seal() still to run; fr->lock */
+	bool in_table;		     /* in fr->fetches; fr->lock */
 	int64_t started_ns;
-	struct fetch *qnext;	/* fr->lock */
-	UT_hash_handle hh;	/* fr->fetches, by id; fr->lock */
+	struct fetch *qnext; /* fr->lock */
+	UT_hash_handle hh;   /* fr->fetches, by id; fr->lock */
 };
 
 struct peer_addr;
@@ -106,20 +106,20 @@ struct fetcher {
 	struct transport *transport;
 	struct fetcher_hooks hooks;
 	uint64_t sync_max;
-	uint64_t range_min;	/* the backend's tuning */
+	uint64_t range_min; /* the backend's tuning */
 	unsigned streams_per_holder;
 
 	pthread_mutex_t lock;
-	struct fetch *fetches;	/* lock; uthash by id */
-	pthread_cond_t queue_cond;	/* workers wait here; lock */
+	struct fetch *fetches;	   /* lock; uthash by id */
+	pthread_cond_t queue_cond; /* workers wait here; lock */
 	/* fetches with ranges to hand out; a fetch leaves it when its last
 	 * range is handed out, or it ends; lock */
 	struct fetch *queue;
-	bool stopping;		/* lock */
+	bool stopping; /* lock */
 	pthread_t workers[FETCH_WORKERS_MAX];
-	unsigned nworkers;	/* owner: fetcher_new() and fetcher_stop() */
-	struct peer_addr *peers;	/* lock; uthash by node */
-	struct lru *lru;	/* lock; uthash by id */
+	unsigned nworkers;	 /* owner: fetcher_new() and fetcher_stop() */
+	struct peer_addr *peers; /* lock; uthash by node */
+	struct lru *lru;	 /* lock; uthash by id */
 
 	struct {
 		atomic_uint_fast64_t fetches, direct, done, failed, bytes, failovers;
@@ -127,7 +127,8 @@ struct fetcher {
 	} cnt;
 };
 
-#define FETCH_COUNT(fr, field, n) atomic_fetch_add_explicit(&(fr)->cnt.field, (n), memory_order_relaxed)
+#define FETCH_COUNT(fr, field, n) \
+	atomic_fetch_add_explicit(&(fr)->cnt.field, (n), memory_order_relaxed)
 
 /* Is a fetch of @id in the table?  fr->lock held. */
 static inline bool fetch_running_locked(struct fetcher *fr, uint64_t id)

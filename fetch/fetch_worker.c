@@ -149,7 +149,7 @@ static bool take_task_locked(struct fetcher *fr, struct fetch **ret_f, unsigned 
 			continue;
 		}
 		if (running >= stream_limit_locked(f))
-			continue;	/* a worker that finishes one takes the next */
+			continue; /* a worker that finishes one takes the next */
 		f->chunks[queued].state = CHUNK_RUNNING;
 		f->refs++;
 		/* the queue holds no reference: a fetch leaves it as soon as
@@ -172,7 +172,7 @@ static bool take_task_locked(struct fetcher *fr, struct fetch **ret_f, unsigned 
 struct progress {
 	struct fetch *f;
 	struct chunk *c;
-	uint64_t base;		/* c->done when this transfer started */
+	uint64_t base; /* c->done when this transfer started */
 };
 
 /* How many bytes from the start of @f are in place.  fr->lock held. */
@@ -210,14 +210,14 @@ static int pull_chunk(struct fetch *f, struct chunk *c, const struct meta_holder
 {
 	struct fetcher *fr = f->fr;
 	struct iovec iov[FETCH_IOV_MAX];
-	struct progress p = { .f = f, .c = c };
+	struct progress p = {.f = f, .c = c};
 	struct transport_req req = {
-		.peer = h->node,
-		.addr = h->addr,
-		.id = f->id,
-		.iov = iov,
-		.progress = on_progress,
-		.arg = &p,
+	    .peer = h->node,
+	    .addr = h->addr,
+	    .id = f->id,
+	    .iov = iov,
+	    .progress = on_progress,
+	    .arg = &p,
 	};
 	uint64_t pos, end = c->off + c->len;
 	size_t bytes;
@@ -234,7 +234,7 @@ static int pull_chunk(struct fetch *f, struct chunk *c, const struct meta_holder
 		if (cnt < 0)
 			return cnt;
 		if (cnt == 0 || bytes == 0)
-			return -EIO;	/* the reservation does not cover the range */
+			return -EIO; /* the reservation does not cover the range */
 		req.off = pos;
 		req.len = bytes;
 		req.iovcnt = cnt;
@@ -355,8 +355,8 @@ bool fetch_finish(struct fetch *f)
 	pthread_cond_broadcast(&f->cond);
 	pthread_mutex_unlock(&fr->lock);
 	FETCH_COUNT(fr, done, 1);
-	log_debug("fetched object %" PRIu64 " (%" PRIu64 " bytes) in %.1f ms", f->id,
-		  f->rec.size, (double)(mono_ns() - f->started_ns) / 1e6);
+	log_debug("fetched object %" PRIu64 " (%" PRIu64 " bytes) in %.1f ms", f->id, f->rec.size,
+		  (double)(mono_ns() - f->started_ns) / 1e6);
 	fetch_untable(f);
 	return true;
 }
@@ -376,7 +376,7 @@ static int relocate_or_fail(struct fetch *f, unsigned gen)
 	pthread_mutex_lock(&fr->lock);
 	if (f->relocating || f->gen != gen) {
 		pthread_mutex_unlock(&fr->lock);
-		return 0;	/* the list changed: look again */
+		return 0; /* the list changed: look again */
 	}
 	again = f->relocations++ < RELOCATE_MAX + (f->guessed ? 1 : 0);
 	f->relocating = again;

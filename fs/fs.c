@@ -40,38 +40,38 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	/* immutable data: the kernel never needs to drop cached pages on its
 	 * own; splice cannot carry 1 MiB replies here (see notes) */
-	conn->want &= ~(unsigned)(FUSE_CAP_AUTO_INVAL_DATA | FUSE_CAP_SPLICE_READ |
-				  FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
-				  FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_READDIRPLUS |
-				  FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+	conn->want &=
+	    ~(unsigned)(FUSE_CAP_AUTO_INVAL_DATA | FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
+			FUSE_CAP_SPLICE_MOVE | FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_READDIRPLUS |
+			FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
 }
 
 static const struct fuse_lowlevel_ops fs_ops = {
-	.init = op_init,
-	.lookup = fs_op_lookup,
-	.forget = fs_op_forget,
-	.forget_multi = fs_op_forget_multi,
-	.getattr = fs_op_getattr,
-	.setattr = fs_op_setattr,
-	.opendir = fs_op_opendir,
-	.readdir = fs_op_readdir,
-	.releasedir = fs_op_releasedir,
-	.mkdir = fs_op_mkdir,
-	.rmdir = fs_op_rmdir,
-	.unlink = fs_op_unlink,
-	.rename = fs_op_rename,
-	.create = fs_op_create,
-	.open = fs_op_open,
-	.read = fs_op_read,
-	.write = fs_op_write,
-	.flush = fs_op_flush,
-	.release = fs_op_release,
-	.fsync = fs_op_fsync,
-	.statfs = fs_op_statfs,
-	.getxattr = fs_op_getxattr,
-	.listxattr = fs_op_listxattr,
-	.setxattr = fs_op_setxattr,
-	.removexattr = fs_op_removexattr,
+    .init = op_init,
+    .lookup = fs_op_lookup,
+    .forget = fs_op_forget,
+    .forget_multi = fs_op_forget_multi,
+    .getattr = fs_op_getattr,
+    .setattr = fs_op_setattr,
+    .opendir = fs_op_opendir,
+    .readdir = fs_op_readdir,
+    .releasedir = fs_op_releasedir,
+    .mkdir = fs_op_mkdir,
+    .rmdir = fs_op_rmdir,
+    .unlink = fs_op_unlink,
+    .rename = fs_op_rename,
+    .create = fs_op_create,
+    .open = fs_op_open,
+    .read = fs_op_read,
+    .write = fs_op_write,
+    .flush = fs_op_flush,
+    .release = fs_op_release,
+    .fsync = fs_op_fsync,
+    .statfs = fs_op_statfs,
+    .getxattr = fs_op_getxattr,
+    .listxattr = fs_op_listxattr,
+    .setxattr = fs_op_setxattr,
+    .removexattr = fs_op_removexattr,
 };
 
 /* ---- the fetcher's hooks ---- */
@@ -128,6 +128,7 @@ static bool hook_busy(void *ctx, uint64_t id)
 struct fs *fs_new(const struct fs_config *cfg, struct meta *m, struct store *s, int *ret_err)
 {
 	struct fs *fs = calloc(1, sizeof(*fs));
+	struct fetcher_hooks hooks;
 	struct fetcher_config fc;
 	int r;
 
@@ -149,17 +150,16 @@ struct fs *fs_new(const struct fs_config *cfg, struct meta *m, struct store *s, 
 	fs->store = s;
 	pthread_mutex_init(&fs->lock, NULL);
 	pthread_cond_init(&fs->settle, NULL);
+	hooks.failed = hook_failed;
+	hooks.sealed = hook_sealed;
+	hooks.busy = hook_busy;
+	hooks.ctx = fs;
 	fc = (struct fetcher_config){
-		.node = fs->cfg.node,
-		.meta = m,
-		.store = s,
-		.transport = cfg->transport,
-		.hooks = {
-			.failed = hook_failed,
-			.sealed = hook_sealed,
-			.busy = hook_busy,
-			.ctx = fs,
-		},
+	    .node = fs->cfg.node,
+	    .meta = m,
+	    .store = s,
+	    .transport = cfg->transport,
+	    .hooks = hooks,
 	};
 	fs->fetcher = fetcher_new(&fc, &r);
 	if (!fs->fetcher) {
@@ -232,7 +232,7 @@ static void raise_readahead(struct fs *fs)
 		/* id parent maj:min root mountpoint ... */
 		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &min, mnt) == 3 &&
 		    !strcmp(mnt, fs->cfg.mountpoint))
-			found = true;	/* the last match is the top mount */
+			found = true; /* the last match is the top mount */
 	}
 	fclose(f);
 	if (!found)

@@ -27,15 +27,15 @@ struct store;
 struct transport;
 
 struct fs_config {
-	const char *mountpoint;	/* absolute */
+	const char *mountpoint; /* absolute */
 	const char *node;
-	const char *fsname;	/* shown by mount(8) and df */
-	const char *store_dir;	/* for the status report */
+	const char *fsname;    /* shown by mount(8) and df */
+	const char *store_dir; /* for the status report */
 	bool allow_overwrite;
 	bool allow_other;
 	bool read_only;
 	bool nosuid, nodev, noexec, noatime;
-	bool debug;		/* libfuse request tracing */
+	bool debug; /* libfuse request tracing */
 	/* fetches other nodes' objects (not owned; must outlive the fs, or
 	 * at least fs_stop_fetching()); NULL: none are fetched */
 	struct transport *transport;

@@ -140,7 +140,8 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		if (r == -ENOENT)
 			dcache_del(fs, parent, name);
 		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_err(req, r == -ENOENT ? ENOENT : fs_reply_errno(fs, r, "lookup", parent, name));
+		fuse_reply_err(req, r == -ENOENT ? ENOENT
+						 : fs_reply_errno(fs, r, "lookup", parent, name));
 		return;
 	}
 	if (e.kind == META_FILE && fs_take_replace_wish(fs, e.id)) {
@@ -221,7 +222,8 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	in = inode_find(fs, ino);
 	if (r < 0 && !(r == -EIO && in)) {
 		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_err(req, r == -ENOENT ? ESTALE : fs_reply_errno(fs, r, "getattr", ino, NULL));
+		fuse_reply_err(req,
+			       r == -ENOENT ? ESTALE : fs_reply_errno(fs, r, "getattr", ino, NULL));
 		return;
 	}
 	if (!in)
@@ -238,9 +240,9 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 /* ---- directories ---- */
 
 struct dirlist {
-	struct meta_dirent *ents;	/* from meta, or NULL */
+	struct meta_dirent *ents; /* from meta, or NULL */
 	size_t n;
-	char (*extra)[OBJFS_NAME_MAX + 1];	/* pending files here */
+	char (*extra)[OBJFS_NAME_MAX + 1]; /* pending files here */
 	uint64_t *extra_ids;
 	size_t nextra;
 };
@@ -271,7 +273,8 @@ void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	r = meta_readdir(fs->meta, ino, &d->ents, &d->n);
 	if (r < 0) {
 		free(d);
-		fuse_reply_err(req, r == -ENOENT ? ENOENT : fs_reply_errno(fs, r, "readdir", ino, NULL));
+		fuse_reply_err(req,
+			       r == -ENOENT ? ENOENT : fs_reply_errno(fs, r, "readdir", ino, NULL));
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
@@ -307,7 +310,7 @@ static bool dirlist_has(const struct dirlist *d, const char *name)
 }
 
 void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
+		   struct fuse_file_info *fi)
 {
 	struct dirlist *d = (struct dirlist *)(uintptr_t)fi->fh;
 	size_t total = 2 + d->n + d->nextra, used = 0;
@@ -320,7 +323,7 @@ void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	for (i = off; i >= 0 && (size_t)i < total; i++) {
-		struct stat st = { 0 };
+		struct stat st = {0};
 		const char *name;
 		size_t len;
 
@@ -418,7 +421,7 @@ static struct pending *pending_drop(struct fs *fs, struct pending *p)
 
 		if (in && in->pending == p)
 			in->pending = NULL;
-		return p;	/* caller frees */
+		return p; /* caller frees */
 	}
 	return NULL;
 }
@@ -438,7 +441,7 @@ static struct pending *pending_find_settled(struct fs *fs, uint64_t parent, cons
 		p = pending_find(fs, parent, name);
 		if (!p || !p->sealing)
 			return p;
-		pending_settle_locked(fs, p);	/* may free p */
+		pending_settle_locked(fs, p); /* may free p */
 	}
 	return NULL;
 }
@@ -460,7 +463,7 @@ void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	if (p)
-		dead = pending_drop(fs, p);	/* unlinking drops the replacement too */
+		dead = pending_drop(fs, p); /* unlinking drops the replacement too */
 	pthread_mutex_unlock(&fs->lock);
 	pending_free(dead);
 
@@ -547,7 +550,7 @@ static void record_path(struct fs *fs, uint64_t parent, const char *name)
 }
 
 void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
-		      const char *newname, unsigned int flags)
+		  const char *newname, unsigned int flags)
 {
 	struct fs *fs = fuse_req_userdata(req);
 	unsigned mflags = 0;
@@ -570,7 +573,8 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_
 	if (p) {
 		r = rename_pending(fs, parent, name, newparent, newname, flags);
 		if (r != -EAGAIN) {
-			fuse_reply_err(req, r < 0 ? fs_reply_errno(fs, r, "rename", parent, name) : 0);
+			fuse_reply_err(req,
+				       r < 0 ? fs_reply_errno(fs, r, "rename", parent, name) : 0);
 			return;
 		}
 	}
@@ -578,8 +582,8 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_
 		mflags |= META_RENAME_NOREPLACE;
 	if (flags & RENAME_EXCHANGE)
 		mflags |= META_RENAME_EXCHANGE;
-	r = meta_rename(fs->meta, parent, name, newparent, newname, mflags,
-			fs->cfg.allow_overwrite, &replaced);
+	r = meta_rename(fs->meta, parent, name, newparent, newname, mflags, fs->cfg.allow_overwrite,
+			&replaced);
 	if (r < 0) {
 		if (r == -EEXIST && !fs->cfg.allow_overwrite && !(flags & RENAME_NOREPLACE))
 			log_info("rename of '%s' onto existing '%s' refused: objects are immutable "
@@ -597,4 +601,3 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_
 	if (flags & RENAME_EXCHANGE)
 		record_path(fs, parent, name);
 }
-

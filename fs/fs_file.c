@@ -88,7 +88,7 @@ static void fill_entry(struct fs *fs, struct inode *in, struct fuse_entry_param 
 	e->ino = in->ino;
 	e->generation = 1;
 	fs_fill_attr(fs, in, &e->attr);
-	e->attr_timeout = 0;	/* pending: size and mode change at seal */
+	e->attr_timeout = 0; /* pending: size and mode change at seal */
 	e->entry_timeout = FS_ENTRY_TIMEOUT;
 }
 
@@ -216,7 +216,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	p = in->pending;
 	if (!p && !in->sealed) {
 		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_err(req, ENOENT);	/* a discarded write */
+		fuse_reply_err(req, ENOENT); /* a discarded write */
 		return;
 	}
 	if (p && p->sealing) {

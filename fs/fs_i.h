@@ -62,35 +62,35 @@
  */
 struct pending {
 	uint64_t id;
-	uint64_t parent;	/* fs->lock */
-	char name[OBJFS_NAME_MAX + 1];	/* fs->lock */
-	struct store_obj *obj;	/* one reference, owned */
-	unsigned opens;		/* handles open on it; fs->lock */
-	unsigned flushed;	/* handles flushed since their last write; fs->lock */
-	bool replace;		/* replaces an existing name at seal (allow_overwrite) */
-	bool failed;		/* a write failed: discard instead of sealing */
-	bool unlinked;		/* name removed before the seal: discard */
-	bool sealing;		/* last handle gone, seal in progress; fs->lock */
-	int64_t created_ns;	/* mono_ns(); for reaping replacements nobody opened */
-	struct pending *next;	/* fs->lock */
+	uint64_t parent;	       /* fs->lock */
+	char name[OBJFS_NAME_MAX + 1]; /* fs->lock */
+	struct store_obj *obj;	       /* one reference, owned */
+	unsigned opens;		       /* handles open on it; fs->lock */
+	unsigned flushed;	       /* handles flushed since their last write; fs->lock */
+	bool replace;		       /* replaces an existing name at seal (allow_overwrite) */
+	bool failed;		       /* a write failed: discard instead of sealing */
+	bool unlinked;		       /* name removed before the seal: discard */
+	bool sealing;		       /* last handle gone, seal in progress; fs->lock */
+	int64_t created_ns;	       /* mono_ns(); for reaping replacements nobody opened */
+	struct pending *next;	       /* fs->lock */
 };
 
 /* An inode the kernel knows about (nlookup > 0) or that a handle uses. */
 struct inode {
-	uint64_t ino;		/* = meta id */
+	uint64_t ino; /* = meta id */
 	enum meta_kind kind;
-	uint64_t nlookup;	/* fs->lock */
-	unsigned handles;	/* open handles; fs->lock */
-	bool sealed;		/* fs->lock */
-	struct meta_obj obj;	/* sealed attributes; fs->lock */
-	struct pending *pending;	/* while written here; fs->lock */
+	uint64_t nlookup;	 /* fs->lock */
+	unsigned handles;	 /* open handles; fs->lock */
+	bool sealed;		 /* fs->lock */
+	struct meta_obj obj;	 /* sealed attributes; fs->lock */
+	struct pending *pending; /* while written here; fs->lock */
 	/* files: the name it was last looked up by (for a fetched copy's
 	 * catalog path); fs->lock */
 	uint64_t parent;
 	char *name;
 	/* directories: cached attributes */
-	int64_t dir_mtime;	/* fs->lock */
-	uint64_t dir_nsub;	/* fs->lock */
+	int64_t dir_mtime; /* fs->lock */
+	uint64_t dir_nsub; /* fs->lock */
 	UT_hash_handle hh;
 };
 
@@ -123,37 +123,38 @@ struct replace_wish {
 };
 
 struct fs {
-	struct fs_config cfg;	/* strings owned; fixed */
-	struct meta *meta;	/* not owned */
-	struct store *store;	/* not owned */
-	struct fetcher *fetcher;	/* owned */
+	struct fs_config cfg;	 /* strings owned; fixed */
+	struct meta *meta;	 /* not owned */
+	struct store *store;	 /* not owned */
+	struct fetcher *fetcher; /* owned */
 	struct fuse_session *se;
 	bool mounted;
 
 	pthread_mutex_t lock;
-	pthread_cond_t settle;	/* signalled when a pending object is released */
-	struct inode *inodes;	/* fs->lock; uthash by ino */
-	struct pending *pending;	/* fs->lock */
-	struct unpublished *unpublished;	/* fs->lock */
-	char epoch[64];		/* last Redis epoch reconciled against; fs->lock */
-	struct replace_wish wishes[16];	/* fs->lock */
-	struct dentry *dcache;	/* fs->lock; uthash by key */
-	size_t n_dcache;	/* fs->lock */
+	pthread_cond_t settle;		 /* signalled when a pending object is released */
+	struct inode *inodes;		 /* fs->lock; uthash by ino */
+	struct pending *pending;	 /* fs->lock */
+	struct unpublished *unpublished; /* fs->lock */
+	char epoch[64];			 /* last Redis epoch reconciled against; fs->lock */
+	struct replace_wish wishes[16];	 /* fs->lock */
+	struct dentry *dcache;		 /* fs->lock; uthash by key */
+	size_t n_dcache;		 /* fs->lock */
 
 	struct {
 		atomic_uint_fast64_t sealed, published_late, reregistered, invalidations;
 	} cnt;
 };
 
-#define FS_COUNT(fs, field, n) atomic_fetch_add_explicit(&(fs)->cnt.field, (n), memory_order_relaxed)
+#define FS_COUNT(fs, field, n) \
+	atomic_fetch_add_explicit(&(fs)->cnt.field, (n), memory_order_relaxed)
 
 /* An open file: one per open(2) of a file through the mount. */
 struct handle {
-	struct store_obj *obj;	/* reference, owned */
-	struct pending *pending;	/* set if this handle is on a pending object */
-	struct fetch *fetch;	/* reference, set while the object is fetched here */
+	struct store_obj *obj;	 /* reference, owned */
+	struct pending *pending; /* set if this handle is on a pending object */
+	struct fetch *fetch;	 /* reference, set while the object is fetched here */
 	bool writable;
-	bool flushed;		/* fs->lock */
+	bool flushed; /* fs->lock */
 };
 
 /* ---- fs_dir.c ---- */
@@ -238,8 +239,7 @@ void pending_settle_locked(struct fs *fs, struct pending *p);
 /* Discard @p and free it (no lock needed: @p is the caller's). */
 void pending_free(struct pending *p);
 
-void dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
-		uint64_t id);
+void dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind, uint64_t id);
 void dcache_del(struct fs *fs, uint64_t parent, const char *name);
 bool dcache_get(struct fs *fs, uint64_t parent, const char *name, enum meta_kind *ret_kind,
 		uint64_t *ret_id);

@@ -55,7 +55,7 @@ struct inode *inode_get(struct fs *fs, uint64_t ino, enum meta_kind kind)
 	in->ino = ino;
 	in->kind = kind;
 	HASH_ADD(hh, fs->inodes, ino, sizeof(in->ino), in);
-	if (inode_find(fs, ino) != in) {	/* the table could not grow */
+	if (inode_find(fs, ino) != in) { /* the table could not grow */
 		free(in);
 		return NULL;
 	}
@@ -105,7 +105,7 @@ void inode_free_all(struct fs *fs)
 {
 	struct inode *in, *tmp;
 
-	HASH_ITER(hh, fs->inodes, in, tmp) {
+	HASH_ITER (hh, fs->inodes, in, tmp) {
 		HASH_DELETE(hh, fs->inodes, in);
 		free(in->name);
 		free(in);
@@ -150,8 +150,7 @@ static struct dentry *dcache_find(struct fs *fs, uint64_t parent, const char *na
 	return d;
 }
 
-void dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
-		uint64_t id)
+void dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind, uint64_t id)
 {
 	char key[32 + OBJFS_NAME_MAX];
 	struct dentry *d = dcache_find(fs, parent, name);
@@ -163,7 +162,7 @@ void dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind
 		dcache_key(key, sizeof(key), parent, name);
 		if (!d || !(d->key = strdup(key))) {
 			free(d);
-			return;	/* only a fallback: losing an entry is fine */
+			return; /* only a fallback: losing an entry is fine */
 		}
 		HASH_ADD_KEYPTR(hh, fs->dcache, d->key, strlen(d->key), d);
 		if (dcache_find(fs, parent, name) != d) {
@@ -205,7 +204,7 @@ void dcache_free_all(struct fs *fs)
 {
 	struct dentry *d, *tmp;
 
-	HASH_ITER(hh, fs->dcache, d, tmp) {
+	HASH_ITER (hh, fs->dcache, d, tmp) {
 		HASH_DELETE(hh, fs->dcache, d);
 		free(d->key);
 		free(d);
@@ -255,7 +254,7 @@ static bool unsettled(struct pending *p, bool *ret_sealing)
  */
 void pending_settle_locked(struct fs *fs, struct pending *p)
 {
-	uint64_t id = p->id;	/* @p may be freed while we wait */
+	uint64_t id = p->id; /* @p may be freed while we wait */
 	struct inode *in = inode_find(fs, id);
 	int64_t start = mono_ns();
 	bool sealing;
@@ -282,9 +281,10 @@ void pending_settle_locked(struct fs *fs, struct pending *p)
 int fs_reply_errno(struct fs *fs, int err, const char *what, uint64_t parent, const char *name)
 {
 	if (err == -EBADMSG) {
-		log_error("corrupt record in Redis (%s) while handling %s of '%s' in directory %" PRIu64
-			  ": returning EIO",
-			  meta_url(fs->meta), what, name ? name : "", parent);
+		log_error(
+		    "corrupt record in Redis (%s) while handling %s of '%s' in directory %" PRIu64
+		    ": returning EIO",
+		    meta_url(fs->meta), what, name ? name : "", parent);
 		return EIO;
 	}
 	if (err == -EIO)
@@ -318,7 +318,8 @@ void fs_fill_attr(struct fs *fs, struct inode *in, struct stat *st)
 		st->st_mode = S_IFREG | 0644;
 		st->st_nlink = 1;
 		st->st_size = (off_t)size;
-		st->st_blocks = (blkcnt_t)((size + STORE_PAGE - 1) / STORE_PAGE * (STORE_PAGE / 512));
+		st->st_blocks =
+		    (blkcnt_t)((size + STORE_PAGE - 1) / STORE_PAGE * (STORE_PAGE / 512));
 		set_time(&st->st_mtim, now_ns());
 	} else {
 		/* sealed bytes never change; with allow_overwrite the name may
@@ -328,7 +329,7 @@ void fs_fill_attr(struct fs *fs, struct inode *in, struct stat *st)
 		st->st_nlink = 1;
 		st->st_size = (off_t)in->obj.size;
 		st->st_blocks =
-			(blkcnt_t)((in->obj.size + STORE_PAGE - 1) / STORE_PAGE * (STORE_PAGE / 512));
+		    (blkcnt_t)((in->obj.size + STORE_PAGE - 1) / STORE_PAGE * (STORE_PAGE / 512));
 		set_time(&st->st_mtim, in->obj.mtime_ns);
 	}
 	st->st_atim = st->st_mtim;

@@ -42,7 +42,7 @@ static void inval_all(struct fs *fs)
 	pthread_mutex_lock(&fs->lock);
 	keys = calloc(fs->n_dcache ? fs->n_dcache : 1, sizeof(*keys));
 	if (keys) {
-		HASH_ITER(hh, fs->dcache, d, tmp) {
+		HASH_ITER (hh, fs->dcache, d, tmp) {
 			if (n < fs->n_dcache && (keys[n] = strdup(d->key)))
 				n++;
 		}

@@ -24,8 +24,7 @@
 #define REAP_AFTER_NS (10 * 1000000000LL)
 
 /* Publish @p under a name that does not collide with @name. */
-static int publish_conflict(struct fs *fs, struct pending *p, const struct meta_obj *mo,
-			    char *path)
+static int publish_conflict(struct fs *fs, struct pending *p, const struct meta_obj *mo, char *path)
 {
 	char alt[OBJFS_NAME_MAX + 1];
 	int r;
@@ -65,7 +64,7 @@ static int publish(struct fs *fs, uint64_t id, uint64_t parent, const char *name
 		   struct store_obj *obj)
 {
 	char path[OBJFS_PATH_MAX];
-	struct pending tmp = { .id = id, .parent = parent };
+	struct pending tmp = {.id = id, .parent = parent};
 	uint64_t replaced = 0;
 	bool as_named;
 	struct meta_obj mo;
@@ -155,8 +154,7 @@ void fs_seal_pending(struct fs *fs, struct pending *p)
 	if (discard || r < 0) {
 		fs_notify_gone(fs, p->parent, p->name);
 		pending_free(p);
-	}
-	else {
+	} else {
 		store_obj_unref(p->obj);
 		free(p);
 	}
@@ -178,7 +176,7 @@ void fs_publish_retry(struct fs *fs)
 
 		list = u->next;
 		if (!obj) {
-			free(u);	/* unlinked meanwhile */
+			free(u); /* unlinked meanwhile */
 			continue;
 		}
 		if (publish(fs, u->id, u->parent, u->name, u->replace, obj) == 0) {

@@ -87,7 +87,7 @@ static int reregister(struct fs *fs, struct store_obj *o, const char *path)
 }
 
 enum obj_state {
-	OBJ_UNKNOWN = 0,	/* neither record nor tombstone */
+	OBJ_UNKNOWN = 0, /* neither record nor tombstone */
 	OBJ_LIVE = 1,
 	OBJ_DELETED = 2,
 };
@@ -134,10 +134,10 @@ static int reconcile_one(struct fs *fs, uint64_t id, bool same_epoch)
 	int r;
 
 	if (publish_pending(fs, id))
-		return 0;	/* fs_publish_retry() or a running seal publishes it */
+		return 0; /* fs_publish_retry() or a running seal publishes it */
 	o = store_lookup(fs->store, id);
 	if (!o)
-		return 0;	/* unlinked meanwhile */
+		return 0; /* unlinked meanwhile */
 	store_obj_path(o, path, sizeof(path));
 	r = same_epoch && path[0] ? object_state(fs, id) : OBJ_UNKNOWN;
 	switch (r) {
@@ -167,7 +167,7 @@ static int reconcile_one(struct fs *fs, uint64_t id, bool same_epoch)
 
 int fs_reconcile(struct fs *fs, unsigned *ret_n)
 {
-	struct idlist l = { 0 };
+	struct idlist l = {0};
 	char epoch[64], seen[64];
 	unsigned n = 0;
 	bool same;
@@ -197,7 +197,7 @@ int fs_reconcile(struct fs *fs, unsigned *ret_n)
 		else if (r < 0)
 			err = r;
 		if (r == -EIO)
-			break;	/* Redis went away: try again on the next tick */
+			break; /* Redis went away: try again on the next tick */
 	}
 	free(l.ids);
 	if (err == -EIO)

@@ -125,11 +125,12 @@ static void xattr_nodes(fuse_req_t req, struct fs *fs, size_t size)
 		const struct meta_card *c = &mm[i].card;
 
 		if (mm[i].live)
-			used += (size_t)snprintf(buf + used, cap - used,
-						 "%s live %" PRId64 " %s %s %s %" PRIu64 " %" PRIu64 "\n",
-						 mm[i].node, mm[i].ttl_ms, c->host[0] ? c->host : "-",
-						 c->listen[0] ? c->listen : "-", c->caps[0] ? c->caps : "-",
-						 c->used, c->capacity);
+			used += (size_t)snprintf(
+			    buf + used, cap - used,
+			    "%s live %" PRId64 " %s %s %s %" PRIu64 " %" PRIu64 "\n", mm[i].node,
+			    mm[i].ttl_ms, c->host[0] ? c->host : "-",
+			    c->listen[0] ? c->listen : "-", c->caps[0] ? c->caps : "-", c->used,
+			    c->capacity);
 		else
 			used += (size_t)snprintf(buf + used, cap - used, "%s down -1 - - - 0 0\n",
 						 mm[i].node);
@@ -184,7 +185,7 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 
 		pthread_mutex_unlock(&fs->lock);
 		if (fetcher_progress(fs->fetcher, ino, &done, &total) == 0) {
-			if (!total)	/* still being set up */
+			if (!total) /* still being set up */
 				total = in_size(fs, ino);
 		} else {
 			struct store_obj *o = store_lookup(fs->store, ino);
@@ -215,7 +216,7 @@ void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct fs *fs = fuse_req_userdata(req);
 	static const char file_names[] =
-		XATTR_ID "\0" XATTR_CSUM "\0" XATTR_LOC "\0" XATTR_FETCH "\0";
+	    XATTR_ID "\0" XATTR_CSUM "\0" XATTR_LOC "\0" XATTR_FETCH "\0";
 	static const char root_names[] = XATTR_STATUS "\0" XATTR_NODES "\0";
 	struct inode *in;
 	bool is_file;
@@ -235,7 +236,7 @@ void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 }
 
 void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-			size_t size, int flags)
+		    size_t size, int flags)
 {
 	/* objects carry no user metadata of their own (yet); cp -a and tar
 	 * treat ENOTSUP as "this filesystem has no xattrs" */
@@ -246,7 +247,6 @@ void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	fuse_reply_err(req, ENOTSUP);
 }
-
 
 size_t fs_status(struct fs *fs, char *buf, size_t len)
 {
@@ -266,10 +266,10 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	if (!up)
 		meta_last_error(fs->meta, err, sizeof(err));
 
-#define OUT(...)                                                                                \
-	do {                                                                                    \
-		if (n < len)                                                                    \
-			n += (size_t)snprintf(buf + n, len - n, __VA_ARGS__);                   \
+#define OUT(...)                                                              \
+	do {                                                                  \
+		if (n < len)                                                  \
+			n += (size_t)snprintf(buf + n, len - n, __VA_ARGS__); \
 	} while (0)
 	OUT("mountpoint: %s\n", fs->cfg.mountpoint);
 	OUT("node: %s\n", fs->cfg.node);

@@ -69,7 +69,7 @@ int script_(struct meta *m, enum meta_script s, redisReply **ret, const char *fm
 /* One plain command built as @fmt says; an error reply becomes an errno. */
 int command_(struct meta *m, redisReply **ret, const char *fmt, ...)
 {
-	struct args a = { 0 };
+	struct args a = {0};
 	redisReply *rep;
 	struct conn *c;
 	va_list ap;
@@ -211,8 +211,8 @@ struct meta *meta_new(const struct meta_config *cfg, int *ret_err)
 	struct meta *m;
 	int r = -EINVAL;
 
-	if (!cfg || !cfg->url || node_name_validate(cfg->node) < 0 ||
-	    cfg->pool_size > POOL_MAX || cfg->timeout_ms > TIMEOUT_MAX_MS ||
+	if (!cfg || !cfg->url || node_name_validate(cfg->node) < 0 || cfg->pool_size > POOL_MAX ||
+	    cfg->timeout_ms > TIMEOUT_MAX_MS ||
 	    (cfg->prefix && !chars_in(cfg->prefix, strlen(cfg->prefix), PREFIX_MAX, ALNUM "._-")))
 		goto fail;
 	r = -ENOMEM;
@@ -521,8 +521,8 @@ int meta_publish(struct meta *m, uint64_t parent, const char *name, const struct
 	if (r == 0)
 		r = obj_check(obj, hex);
 	if (r == 0)
-		r = script(m, MS_PUBLISH, &rep, "usuusisss", parent, name, obj->id, obj->size,
-			   hex, obj->mtime_ns, obj->origin, replace ? "1" : "0", m->node);
+		r = script(m, MS_PUBLISH, &rep, "usuusisss", parent, name, obj->id, obj->size, hex,
+			   obj->mtime_ns, obj->origin, replace ? "1" : "0", m->node);
 	if (r < 0)
 		return r;
 	r = -EBADMSG;
@@ -772,8 +772,8 @@ int meta_object_deleted(struct meta *m, uint64_t id)
 
 bool caps_valid(const char *s, size_t len)
 {
-	return len == 0 || chars_in(s, len, sizeof(((struct meta_card *)0)->caps) - 1,
-				    ALNUM ",._-");
+	return len == 0 ||
+	       chars_in(s, len, sizeof(((struct meta_card *)0)->caps) - 1, ALNUM ",._-");
 }
 
 static bool card_valid(const struct meta_card *card)
@@ -813,8 +813,8 @@ int rep_card(redisReply *const *f, struct meta_card *ret)
 
 	caps = f[7]->type == REDIS_REPLY_NIL ? "" : rep_text(f[7], sizeof(ret->caps) - 1);
 	memset(&c, 0, sizeof(c));
-	if (!host || !listen || !instance || rep_i64(f[1], &pid) < 0 || pid < 0 ||
-	    pid > INT_MAX || rep_i64(f[4], &c.started_ns) < 0 || rep_u64(f[5], &c.capacity) < 0 ||
+	if (!host || !listen || !instance || rep_i64(f[1], &pid) < 0 || pid < 0 || pid > INT_MAX ||
+	    rep_i64(f[4], &c.started_ns) < 0 || rep_u64(f[5], &c.capacity) < 0 ||
 	    rep_u64(f[6], &c.used) < 0 || !caps || !caps_valid(caps, strlen(caps)))
 		return -EBADMSG;
 	memcpy(c.host, host, strlen(host) + 1);
@@ -915,7 +915,7 @@ int meta_node_release(struct meta *m, const char *instance)
 
 	if (!instance || !instance[0] ||
 	    strnlen(instance, sizeof(((struct meta_card *)0)->instance)) >=
-		    sizeof(((struct meta_card *)0)->instance))
+		sizeof(((struct meta_card *)0)->instance))
 		return -EINVAL;
 	r = script(m, MS_RELEASE, &rep, "ss", m->node, instance);
 	if (r < 0)

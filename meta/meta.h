@@ -73,7 +73,7 @@
 #include "util.h"
 
 #define META_ROOT_ID 1
-#define META_TOMBSTONE_TTL 2592000	/* 30 days */
+#define META_TOMBSTONE_TTL 2592000 /* 30 days */
 
 struct meta;
 
@@ -260,7 +260,7 @@ int meta_object_deleted(struct meta *m, uint64_t id);
 
 struct meta_card {
 	char host[256];
-	char listen[128];	/* transport address, "HOST:PORT" */
+	char listen[128]; /* transport address, "HOST:PORT" */
 	int pid;
 	char instance[40];
 	int64_t started_ns;
@@ -288,8 +288,8 @@ int meta_node_release(struct meta *m, const char *instance);
 /* A holder of an object that a fetch can ask. */
 struct meta_holder {
 	char node[OBJFS_NODE_MAX];
-	char addr[128];		/* the card's "listen" */
-	char caps[64];		/* the card's "caps" */
+	char addr[128]; /* the card's "listen" */
+	char caps[64];	/* the card's "caps" */
 };
 
 /*
@@ -318,11 +318,11 @@ int meta_release_replica(struct meta *m, uint64_t id);
 /* A node of the cluster. */
 struct meta_member {
 	char node[OBJFS_NODE_MAX];
-	bool live;		/* its card exists */
-	int64_t ttl_ms;		/* remaining card TTL; -1 if not live (or if
-				 * the card has no expiry, which the calls
-				 * here never leave) */
-	struct meta_card card;	/* valid only if live */
+	bool live;	       /* its card exists */
+	int64_t ttl_ms;	       /* remaining card TTL; -1 if not live (or if
+				* the card has no expiry, which the calls
+				* here never leave) */
+	struct meta_card card; /* valid only if live */
 };
 
 /*
@@ -339,9 +339,9 @@ struct meta_inval {
 	/* "publish", "replace", "unlink", "rename-from", "rename-to",
 	 * "mkdir", "rmdir" (any 1..15 of [a-z-] is passed on) */
 	char kind[16];
-	uint64_t parent;	/* the directory */
-	char name[OBJFS_NAME_MAX + 1];	/* the name in it */
-	uint64_t id;		/* the file or directory the name was linked to */
+	uint64_t parent;	       /* the directory */
+	char name[OBJFS_NAME_MAX + 1]; /* the name in it */
+	uint64_t id;		       /* the file or directory the name was linked to */
 };
 
 /*

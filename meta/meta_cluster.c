@@ -250,12 +250,12 @@ struct sub {
 	meta_inval_fn fn;
 	void *arg;
 	pthread_t thread;
-	int wake[2];		/* a byte in wake[0]: stop */
+	int wake[2]; /* a byte in wake[0]: stop */
 	char channel[PREFIX_MAX + sizeof(":inval")];
 
 	pthread_mutex_t lock;
-	pthread_cond_t tried;	/* the first attempt is over */
-	bool first_done;	/* guarded by lock */
+	pthread_cond_t tried; /* the first attempt is over */
+	bool first_done;      /* guarded by lock */
 };
 
 /* A decimal id of @len bytes at @s (see parse_id()). */
@@ -284,8 +284,8 @@ static int parse_inval(const char *s, size_t len, struct meta_inval *ret)
 	if (len > INVAL_MAX || memchr(s, '\0', len))
 		return -EBADMSG;
 	sp1 = memchr(s, ' ', len);
-	if (!sp1 || !chars_in(s, (size_t)(sp1 - s), sizeof(ev.kind) - 1,
-			      "abcdefghijklmnopqrstuvwxyz-"))
+	if (!sp1 ||
+	    !chars_in(s, (size_t)(sp1 - s), sizeof(ev.kind) - 1, "abcdefghijklmnopqrstuvwxyz-"))
 		return -EBADMSG;
 	sp2 = memchr(sp1 + 1, ' ', len - (size_t)(sp1 + 1 - s));
 	last = memrchr(s, ' ', len);
@@ -310,7 +310,7 @@ static int parse_inval(const char *s, size_t len, struct meta_inval *ret)
 /* Has meta_unsubscribe() asked the thread to stop? */
 static bool sub_stopping(const struct sub *s)
 {
-	struct pollfd p = { .fd = s->wake[0], .events = POLLIN };
+	struct pollfd p = {.fd = s->wake[0], .events = POLLIN};
 
 	return poll(&p, 1, 0) > 0;
 }
@@ -332,12 +332,12 @@ static int sub_flush(redisContext *ctx, char *why, size_t wlen)
  * -ETIMEDOUT (the deadline passed), -ECANCELED (stop), or another negative
  * errno with the reason in @why (the context is then unusable).
  */
-static int sub_next(struct sub *s, redisContext *ctx, int64_t deadline, redisReply **ret,
-		    char *why, size_t wlen)
+static int sub_next(struct sub *s, redisContext *ctx, int64_t deadline, redisReply **ret, char *why,
+		    size_t wlen)
 {
 	struct pollfd p[2] = {
-		{ .fd = s->wake[0], .events = POLLIN },
-		{ .fd = ctx->fd, .events = POLLIN },
+	    {.fd = s->wake[0], .events = POLLIN},
+	    {.fd = ctx->fd, .events = POLLIN},
 	};
 	void *rep;
 	int64_t left;
@@ -387,8 +387,8 @@ static int sub_open(struct sub *s, redisContext **ret, char *why, size_t wlen)
 	redisReply *rep;
 	int r;
 
-	r = pool_connect(m, m->timeout_ms < SUB_CONNECT_MS ? m->timeout_ms : SUB_CONNECT_MS,
-			 &ctx, why, wlen);
+	r = pool_connect(m, m->timeout_ms < SUB_CONNECT_MS ? m->timeout_ms : SUB_CONNECT_MS, &ctx,
+			 why, wlen);
 	if (r < 0)
 		return r;
 	r = -ENOMEM;
@@ -397,8 +397,7 @@ static int sub_open(struct sub *s, redisContext **ret, char *why, size_t wlen)
 		goto clean_ctx;
 	r = sub_flush(ctx, why, wlen);
 	if (r == 0)
-		r = sub_next(s, ctx, mono_ns() + (int64_t)m->timeout_ms * 1000000, &rep, why,
-			     wlen);
+		r = sub_next(s, ctx, mono_ns() + (int64_t)m->timeout_ms * 1000000, &rep, why, wlen);
 	if (r == -ETIMEDOUT)
 		snprintf(why, wlen, "no answer to SUBSCRIBE within %u ms", m->timeout_ms);
 	if (r < 0)
@@ -490,7 +489,7 @@ static void sub_tried(struct sub *s)
 static void *sub_main(void *arg)
 {
 	struct sub *s = arg;
-	struct pollfd p = { .fd = s->wake[0], .events = POLLIN };
+	struct pollfd p = {.fd = s->wake[0], .events = POLLIN};
 	redisContext *ctx;
 	unsigned backoff = 0;
 	bool gap = false;

@@ -83,18 +83,18 @@ struct sub;
 
 /* One slot of the pool. */
 struct conn {
-	redisContext *ctx;		/* NULL while down; used only by the borrower */
-	char sha[META_NSCRIPTS][SHA_LEN + 1];	/* used only by the borrower */
-	bool busy;			/* guarded by meta.lock */
+	redisContext *ctx;		      /* NULL while down; used only by the borrower */
+	char sha[META_NSCRIPTS][SHA_LEN + 1]; /* used only by the borrower */
+	bool busy;			      /* guarded by meta.lock */
 };
 
 struct meta {
 	/* set by meta_new(), read-only afterwards */
-	char *url;			/* redacted */
-	char *host;			/* redis:// */
+	char *url;  /* redacted */
+	char *host; /* redis:// */
 	int port;
-	char *sock;			/* unix: */
-	char *password;			/* NULL: no AUTH */
+	char *sock;	/* unix: */
+	char *password; /* NULL: no AUTH */
 	unsigned db;
 	char *prefix;
 	char *node;
@@ -102,18 +102,18 @@ struct meta {
 	unsigned timeout_ms;
 
 	pthread_mutex_t lock;
-	pthread_cond_t freed;		/* a slot went back to the pool */
-	struct conn *conns;		/* [pool_size]; busy flags guarded by lock */
-	unsigned backoff_ms;		/* guarded by lock; 0 while healthy */
-	int64_t retry_at;		/* guarded by lock; mono ns */
-	bool probing;			/* guarded by lock */
-	char last_err[256];		/* guarded by lock */
+	pthread_cond_t freed; /* a slot went back to the pool */
+	struct conn *conns;   /* [pool_size]; busy flags guarded by lock */
+	unsigned backoff_ms;  /* guarded by lock; 0 while healthy */
+	int64_t retry_at;     /* guarded by lock; mono ns */
+	bool probing;	      /* guarded by lock */
+	char last_err[256];   /* guarded by lock */
 	atomic_bool up;
 
 	/* serializes meta_subscribe() and meta_unsubscribe(); held while
 	 * the subscriber thread starts and while it is joined */
 	pthread_mutex_t sub_lock;
-	struct sub *sub;		/* guarded by sub_lock; meta_cluster.c */
+	struct sub *sub; /* guarded by sub_lock; meta_cluster.c */
 };
 
 /* ---- argument vectors (meta_pool.c) ---- */
@@ -172,8 +172,7 @@ int pool_ctx_error(const redisContext *ctx, int e, char *why, size_t len);
  * @why.  Touches no state of the pool.  The caller frees it with
  * redisFree().
  */
-int pool_connect(struct meta *m, unsigned timeout_ms, redisContext **ret, char *why,
-		 size_t wlen);
+int pool_connect(struct meta *m, unsigned timeout_ms, redisContext **ret, char *why, size_t wlen);
 
 /* Fill the url, host, port, sock, password and db of @m from @url (see
  * meta.h).  0, -EINVAL or -ENOMEM; meta_free() frees what it filled. */

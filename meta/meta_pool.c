@@ -179,9 +179,9 @@ int pool_reply_errno(const redisReply *rep)
 		const char *name;
 		int err;
 	} codes[] = {
-		{ "ENOENT", ENOENT },	  { "EEXIST", EEXIST },	    { "ENOTDIR", ENOTDIR },
-		{ "EISDIR", EISDIR },	  { "ENOTEMPTY", ENOTEMPTY }, { "EINVAL", EINVAL },
-		{ "EBADMSG", EBADMSG },	  { "EADDRINUSE", EADDRINUSE }, { "ELOOP", ELOOP },
+	    {"ENOENT", ENOENT},	  {"EEXIST", EEXIST},	      {"ENOTDIR", ENOTDIR},
+	    {"EISDIR", EISDIR},	  {"ENOTEMPTY", ENOTEMPTY},   {"EINVAL", EINVAL},
+	    {"EBADMSG", EBADMSG}, {"EADDRINUSE", EADDRINUSE}, {"ELOOP", ELOOP},
 	};
 	const char *s = rep->str ? rep->str : "";
 	size_t i, n;
@@ -290,12 +290,11 @@ static bool is_sha(const redisReply *rep)
  * Connect to Redis with send and receive timeouts of @timeout_ms, and
  * queue AUTH and SELECT as the URL says (ctx_auth() reads their replies).
  */
-static int ctx_open(struct meta *m, unsigned timeout_ms, redisContext **ret, char *why,
-		    size_t wlen)
+static int ctx_open(struct meta *m, unsigned timeout_ms, redisContext **ret, char *why, size_t wlen)
 {
 	struct timeval tv = {
-		.tv_sec = timeout_ms / 1000,
-		.tv_usec = (timeout_ms % 1000) * 1000,
+	    .tv_sec = timeout_ms / 1000,
+	    .tv_usec = (timeout_ms % 1000) * 1000,
 	};
 	redisContext *ctx;
 	int r;
@@ -342,8 +341,8 @@ static int ctx_auth(struct meta *m, redisContext *ctx, char *why, size_t wlen)
 		if (r < 0)
 			return r == -ENOMEM ? r : -EIO;
 		if (rep->type == REDIS_REPLY_ERROR) {
-			snprintf(why, wlen, "%s: %.200s", i == 0 ? "authentication failed" : "SELECT",
-				 rep->str);
+			snprintf(why, wlen, "%s: %.200s",
+				 i == 0 ? "authentication failed" : "SELECT", rep->str);
 			r = i == 0 ? -EACCES : pool_reply_errno(rep);
 			freeReplyObject(rep);
 			return r == -EACCES || r == -ENOMEM ? r : -EIO;
@@ -353,8 +352,7 @@ static int ctx_auth(struct meta *m, redisContext *ctx, char *why, size_t wlen)
 	return 0;
 }
 
-int pool_connect(struct meta *m, unsigned timeout_ms, redisContext **ret, char *why,
-		 size_t wlen)
+int pool_connect(struct meta *m, unsigned timeout_ms, redisContext **ret, char *why, size_t wlen)
 {
 	redisContext *ctx;
 	int r;
@@ -379,7 +377,7 @@ int pool_connect(struct meta *m, unsigned timeout_ms, redisContext **ret, char *
  */
 static int conn_open(struct meta *m, struct conn *c, char *why, size_t wlen)
 {
-	const char *loadv[3] = { "SCRIPT", "LOAD", NULL };
+	const char *loadv[3] = {"SCRIPT", "LOAD", NULL};
 	redisReply *rep = NULL;
 	redisContext *ctx;
 	struct args a;
@@ -480,7 +478,7 @@ void pool_put(struct meta *m, struct conn *c)
  */
 static bool conn_dead(const struct conn *c)
 {
-	struct pollfd p = { .fd = c->ctx->fd, .events = POLLIN };
+	struct pollfd p = {.fd = c->ctx->fd, .events = POLLIN};
 
 	return poll(&p, 1, 0) != 0;
 }
@@ -549,8 +547,8 @@ int pool_get(struct meta *m, struct conn **ret)
 		if (!m->backoff_ms)
 			m->backoff_ms = BACKOFF_MIN_MS;
 		else if (probe)
-			m->backoff_ms = m->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
-									   : m->backoff_ms * 2;
+			m->backoff_ms =
+			    m->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : m->backoff_ms * 2;
 		m->retry_at = mono_ns() + (int64_t)m->backoff_ms * 1000000;
 		snprintf(m->last_err, sizeof(m->last_err), "%s", why);
 		set_up(m, false);
@@ -589,7 +587,7 @@ int pool_cmd(struct meta *m, struct conn *c, struct args *a, redisReply **ret)
 static int conn_load(struct meta *m, struct conn *c, enum meta_script s)
 {
 	redisReply *rep;
-	struct args a = { 0 };
+	struct args a = {0};
 	int r;
 
 	args_add(&a, "sss", "SCRIPT", "LOAD", meta_script_src[s]);
@@ -606,7 +604,7 @@ static int conn_load(struct meta *m, struct conn *c, enum meta_script s)
 
 /* Run script @s on a borrowed slot; an error reply becomes an errno. */
 int pool_script(struct meta *m, struct conn *c, enum meta_script s, struct args *a,
-		       redisReply **ret)
+		redisReply **ret)
 {
 	redisReply *rep;
 	int r, tries;

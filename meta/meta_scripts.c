@@ -24,164 +24,164 @@
 #define STR(x) STR_(x)
 
 /* Helpers of every script. */
-#define LUA_BASE                                                                               \
-	"local P = ARGV[1]\n"                                                                  \
-	"local NS = P .. ':{ns}:'\n"                                                           \
-	"local NOW = ARGV[3]\n"                                                                \
-	"local function fail(e) error(redis.error_reply(e)) end\n"                             \
-	"local function dkey(id) return NS .. 'd:' .. id end\n"                                \
-	"local function okey(id) return P .. ':o:{' .. id .. '}' end\n"                        \
-	"local function hkey(id) return P .. ':h:{' .. id .. '}' end\n"                        \
-	"local function tkey(id) return P .. ':t:{' .. id .. '}' end\n"                        \
-	/* delete an object's record and holders, leaving a tombstone */                      \
-	"local function bury(id)\n"                                                            \
-	"  redis.call('DEL', okey(id), hkey(id))\n"                                            \
-	"  redis.call('SET', tkey(id), NOW, 'EX', " STR(META_TOMBSTONE_TTL) ")\n"               \
-	"  redis.call('PUBLISH', P .. ':inval', 'gone 0 - ' .. id)\n"                          \
-	"end\n"                                                                                \
-	/* a decimal uint64 >= 1 without leading zeros */                                      \
-	"local function isid(s)\n"                                                             \
-	"  return type(s) == 'string' and string.match(s, '^[1-9]%d*$') ~= nil and\n"          \
-	"         (#s < 20 or (#s == 20 and s <= '18446744073709551615'))\n"                   \
-	"end\n"
+#define LUA_BASE                                                                                  \
+	"local P = ARGV[1]\n"                                                                     \
+	"local NS = P .. ':{ns}:'\n"                                                              \
+	"local NOW = ARGV[3]\n"                                                                   \
+	"local function fail(e) error(redis.error_reply(e)) end\n"                                \
+	"local function dkey(id) return NS .. 'd:' .. id end\n"                                   \
+	"local function okey(id) return P .. ':o:{' .. id .. '}' end\n"                           \
+	"local function hkey(id) return P .. ':h:{' .. id .. '}' end\n"                           \
+	"local function tkey(id) return P .. ':t:{' .. id .. '}' end\n" /* delete an object's     \
+									   record and holders,    \
+									   leaving a tombstone */ \
+	"local function bury(id)\n"                                                               \
+	"  redis.call('DEL', okey(id), hkey(id))\n"                                               \
+	"  redis.call('SET', tkey(id), NOW, 'EX', " STR(                                          \
+	    META_TOMBSTONE_TTL) ")\n"                                                             \
+				"  redis.call('PUBLISH', P .. ':inval', 'gone 0 - ' .. id)\n"     \
+				"end\n" /* a decimal uint64 >= 1 without leading zeros */         \
+				"local function isid(s)\n"                                        \
+				"  return type(s) == 'string' and string.match(s, '^[1-9]%d*$') " \
+				"~= nil and\n"                                                    \
+				"         (#s < 20 or (#s == 20 and s <= "                        \
+				"'18446744073709551615'))\n"                                      \
+				"end\n"
 
 /* Helpers of the namespace scripts, and the (idempotent) init. */
-#define LUA_NS                                                                                 \
-	LUA_BASE                                                                               \
-	"local CTR = NS .. 'ctr'\n"                                                            \
-	"if redis.call('EXISTS', CTR, NS .. 'epoch', NS .. 'd:1') ~= 3 then\n"                 \
-	"  redis.call('SETNX', CTR, '1')\n"                                                    \
-	"  redis.call('SETNX', NS .. 'epoch', ARGV[2])\n"                                      \
-	"  if redis.call('EXISTS', NS .. 'd:1') == 0 then\n"                                   \
-	"    redis.call('HSET', NS .. 'd:1', '/mtime', NOW, '/parent', '1', '/name', '',\n"    \
-	"                '/nsub', '0')\n"                                                      \
-	"  end\n"                                                                              \
-	"end\n"                                                                                \
-	/* "d<id>" / "f<id>" -> kind, id; EBADMSG if malformed */                              \
-	"local function parse(v)\n"                                                            \
-	"  local k, id = string.match(v, '^([df])(%d+)$')\n"                                   \
-	"  if not k or not isid(id) then fail('EBADMSG') end\n"                                \
-	"  return k, id\n"                                                                     \
-	"end\n"                                                                                \
-	/* the full path of @name in directory @parent ('' if deeper or longer than   \
-	 * a path may be) */                                                                   \
-	"local function pathof(parent, name)\n"                                                 \
-	"  local parts, cur, path = {}, parent, ''\n"                                           \
-	"  for i = 1, " STR(META_PATH_DEPTH) " do\n"                                            \
-	"    if cur == '1' then\n"                                                              \
-	"      for j = #parts, 1, -1 do path = path .. '/' .. parts[j] end\n"                   \
-	"      path = path .. '/' .. name\n"                                                    \
-	"      break\n"                                                                         \
-	"    end\n"                                                                             \
-	"    local a = redis.call('HMGET', dkey(cur), '/parent', '/name')\n"                    \
-	"    if not isid(a[1]) or not a[2] or a[2] == '' then fail('EBADMSG') end\n"            \
-	"    parts[#parts + 1] = a[2]\n"                                                        \
-	"    cur = a[1]\n"                                                                      \
-	"  end\n"                                                                               \
-	"  if #path >= 4096 then return '' end\n"                                               \
-	"  return path\n"                                                                       \
-	"end\n"                                                                                 \
-	/* a directory that must exist */                                                      \
-	"local function needdir(id)\n"                                                         \
-	"  if redis.call('EXISTS', dkey(id)) == 1 then return end\n"                           \
-	"  if redis.call('EXISTS', okey(id)) == 1 then fail('ENOTDIR') end\n"                  \
-	"  fail('ENOENT')\n"                                                                   \
-	"end\n"                                                                                \
-	"local RESERVED = {'/mtime', '/parent', '/name', '/nsub'}\n"                           \
-	"local function isempty(id)\n"                                                         \
-	"  local n = redis.call('HLEN', dkey(id))\n"                                           \
-	"  for _, f in ipairs(RESERVED) do\n"                                                  \
-	"    n = n - redis.call('HEXISTS', dkey(id), f)\n"                                     \
-	"  end\n"                                                                              \
-	"  return n <= 0\n"                                                                    \
-	"end\n"                                                                                \
-	"local function newid()\n"                                                             \
-	"  redis.call('INCR', CTR)\n"                                                          \
-	"  return redis.call('GET', CTR)\n"                                                    \
-	"end\n"                                                                                \
-	"local function newdir(parent, name, id, mtime)\n"                                     \
-	"  redis.call('HSET', dkey(id), '/mtime', mtime, '/parent', parent, '/name', name,\n"  \
-	"              '/nsub', '0')\n"                                                        \
-	"  redis.call('HSET', dkey(parent), name, 'd' .. id, '/mtime', mtime)\n"               \
-	"  redis.call('HINCRBY', dkey(parent), '/nsub', 1)\n"                                  \
-	"end\n"                                                                                \
-	"local function inval(kind, parent, name, id)\n"                                       \
-	"  local msg = kind .. ' ' .. parent .. ' ' .. name .. ' ' .. id\n"                    \
-	"  redis.call('PUBLISH', P .. ':inval', msg)\n"                                        \
-	"end\n"
+#define LUA_NS                                                                                     \
+	LUA_BASE                                                                                   \
+	"local CTR = NS .. 'ctr'\n"                                                                \
+	"if redis.call('EXISTS', CTR, NS .. 'epoch', NS .. 'd:1') ~= 3 then\n"                     \
+	"  redis.call('SETNX', CTR, '1')\n"                                                        \
+	"  redis.call('SETNX', NS .. 'epoch', ARGV[2])\n"                                          \
+	"  if redis.call('EXISTS', NS .. 'd:1') == 0 then\n"                                       \
+	"    redis.call('HSET', NS .. 'd:1', '/mtime', NOW, '/parent', '1', '/name', '',\n"        \
+	"                '/nsub', '0')\n"                                                          \
+	"  end\n"                                                                                  \
+	"end\n" /* "d<id>" / "f<id>" -> kind, id; EBADMSG if malformed */                          \
+	"local function parse(v)\n"                                                                \
+	"  local k, id = string.match(v, '^([df])(%d+)$')\n"                                       \
+	"  if not k or not isid(id) then fail('EBADMSG') end\n"                                    \
+	"  return k, id\n"                                                                         \
+	"end\n" /* the full path of @name in directory @parent ('' if deeper or longer than        \
+		 * a path may be) */                                                               \
+	"local function pathof(parent, name)\n"                                                    \
+	"  local parts, cur, path = {}, parent, ''\n"                                              \
+	"  for i = 1, " STR(                                                                       \
+	    META_PATH_DEPTH) " do\n"                                                               \
+			     "    if cur == '1' then\n"                                            \
+			     "      for j = #parts, 1, -1 do path = path .. '/' .. parts[j] end\n" \
+			     "      path = path .. '/' .. name\n"                                  \
+			     "      break\n"                                                       \
+			     "    end\n"                                                           \
+			     "    local a = redis.call('HMGET', dkey(cur), '/parent', '/name')\n"  \
+			     "    if not isid(a[1]) or not a[2] or a[2] == '' then "               \
+			     "fail('EBADMSG') end\n"                                               \
+			     "    parts[#parts + 1] = a[2]\n"                                      \
+			     "    cur = a[1]\n"                                                    \
+			     "  end\n"                                                             \
+			     "  if #path >= 4096 then return '' end\n"                             \
+			     "  return path\n"                                                     \
+			     "end\n" /* a directory that must exist */                             \
+			     "local function needdir(id)\n"                                        \
+			     "  if redis.call('EXISTS', dkey(id)) == 1 then return end\n"          \
+			     "  if redis.call('EXISTS', okey(id)) == 1 then fail('ENOTDIR') end\n" \
+			     "  fail('ENOENT')\n"                                                  \
+			     "end\n"                                                               \
+			     "local RESERVED = {'/mtime', '/parent', '/name', '/nsub'}\n"          \
+			     "local function isempty(id)\n"                                        \
+			     "  local n = redis.call('HLEN', dkey(id))\n"                          \
+			     "  for _, f in ipairs(RESERVED) do\n"                                 \
+			     "    n = n - redis.call('HEXISTS', dkey(id), f)\n"                    \
+			     "  end\n"                                                             \
+			     "  return n <= 0\n"                                                   \
+			     "end\n"                                                               \
+			     "local function newid()\n"                                            \
+			     "  redis.call('INCR', CTR)\n"                                         \
+			     "  return redis.call('GET', CTR)\n"                                   \
+			     "end\n"                                                               \
+			     "local function newdir(parent, name, id, mtime)\n"                    \
+			     "  redis.call('HSET', dkey(id), '/mtime', mtime, '/parent', parent, " \
+			     "'/name', name,\n"                                                    \
+			     "              '/nsub', '0')\n"                                       \
+			     "  redis.call('HSET', dkey(parent), name, 'd' .. id, '/mtime', "      \
+			     "mtime)\n"                                                            \
+			     "  redis.call('HINCRBY', dkey(parent), '/nsub', 1)\n"                 \
+			     "end\n"                                                               \
+			     "local function inval(kind, parent, name, id)\n"                      \
+			     "  local msg = kind .. ' ' .. parent .. ' ' .. name .. ' ' .. id\n"   \
+			     "  redis.call('PUBLISH', P .. ':inval', msg)\n"                       \
+			     "end\n"
 
 /* ARGV: (header).  Returns the epoch token. */
-static const char script_epoch[] = LUA_NS
-	"return redis.call('GET', NS .. 'epoch')\n";
+static const char script_epoch[] = LUA_NS "return redis.call('GET', NS .. 'epoch')\n";
 
 /* ARGV: (header).  Returns a fresh id as a string. */
-static const char script_alloc[] = LUA_NS
-	"return newid()\n";
+static const char script_alloc[] = LUA_NS "return newid()\n";
 
 /*
  * ARGV[4] parent, ARGV[5] name.  Returns {"d<id>", mtime, nsub} or
  * {"f<id>", size, csum, mtime, origin}; fields may be nil if the record is
  * damaged (meta.c gives EBADMSG).
  */
-static const char script_lookup[] = LUA_NS
-	"local parent, name = ARGV[4], ARGV[5]\n"
-	"local v = redis.call('HGET', dkey(parent), name)\n"
-	"if not v then\n"
-	"  needdir(parent)\n"
-	"  fail('ENOENT')\n"
-	"end\n"
-	"local k, id = parse(v)\n"
-	"if k == 'd' then\n"
-	"  local a = redis.call('HMGET', dkey(id), '/mtime', '/nsub')\n"
-	"  return {v, a[1], a[2]}\n"
-	"end\n"
-	"local a = redis.call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
-	"return {v, a[1], a[2], a[3], a[4]}\n";
+static const char script_lookup[] =
+    LUA_NS "local parent, name = ARGV[4], ARGV[5]\n"
+	   "local v = redis.call('HGET', dkey(parent), name)\n"
+	   "if not v then\n"
+	   "  needdir(parent)\n"
+	   "  fail('ENOENT')\n"
+	   "end\n"
+	   "local k, id = parse(v)\n"
+	   "if k == 'd' then\n"
+	   "  local a = redis.call('HMGET', dkey(id), '/mtime', '/nsub')\n"
+	   "  return {v, a[1], a[2]}\n"
+	   "end\n"
+	   "local a = redis.call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
+	   "return {v, a[1], a[2], a[3], a[4]}\n";
 
 /* ARGV[4] id.  Same reply as lookup. */
-static const char script_getattr[] = LUA_NS
-	"local id = ARGV[4]\n"
-	"if redis.call('EXISTS', dkey(id)) == 1 then\n"
-	"  local a = redis.call('HMGET', dkey(id), '/mtime', '/nsub')\n"
-	"  return {'d' .. id, a[1], a[2]}\n"
-	"end\n"
-	"if redis.call('EXISTS', okey(id)) == 1 then\n"
-	"  local a = redis.call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
-	"  return {'f' .. id, a[1], a[2], a[3], a[4]}\n"
-	"end\n"
-	"fail('ENOENT')\n";
+static const char script_getattr[] =
+    LUA_NS "local id = ARGV[4]\n"
+	   "if redis.call('EXISTS', dkey(id)) == 1 then\n"
+	   "  local a = redis.call('HMGET', dkey(id), '/mtime', '/nsub')\n"
+	   "  return {'d' .. id, a[1], a[2]}\n"
+	   "end\n"
+	   "if redis.call('EXISTS', okey(id)) == 1 then\n"
+	   "  local a = redis.call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
+	   "  return {'f' .. id, a[1], a[2], a[3], a[4]}\n"
+	   "end\n"
+	   "fail('ENOENT')\n";
 
 /* ARGV[4] directory id.  Returns the whole hash (meta.c skips the "/"
  * fields). */
-static const char script_readdir[] = LUA_NS
-	"needdir(ARGV[4])\n"
-	"return redis.call('HGETALL', dkey(ARGV[4]))\n";
+static const char script_readdir[] = LUA_NS "needdir(ARGV[4])\n"
+					    "return redis.call('HGETALL', dkey(ARGV[4]))\n";
 
 /* ARGV[4] parent, ARGV[5] name, ARGV[6] mtime.  Returns the new id. */
-static const char script_mkdir[] = LUA_NS
-	"local parent, name = ARGV[4], ARGV[5]\n"
-	"needdir(parent)\n"
-	"if redis.call('HEXISTS', dkey(parent), name) == 1 then fail('EEXIST') end\n"
-	"local id = newid()\n"
-	"newdir(parent, name, id, ARGV[6])\n"
-	"inval('mkdir', parent, name, id)\n"
-	"return id\n";
+static const char script_mkdir[] =
+    LUA_NS "local parent, name = ARGV[4], ARGV[5]\n"
+	   "needdir(parent)\n"
+	   "if redis.call('HEXISTS', dkey(parent), name) == 1 then fail('EEXIST') end\n"
+	   "local id = newid()\n"
+	   "newdir(parent, name, id, ARGV[6])\n"
+	   "inval('mkdir', parent, name, id)\n"
+	   "return id\n";
 
 /* ARGV[4] parent, ARGV[5] name.  Returns the removed directory's id. */
-static const char script_rmdir[] = LUA_NS
-	"local parent, name = ARGV[4], ARGV[5]\n"
-	"needdir(parent)\n"
-	"local v = redis.call('HGET', dkey(parent), name)\n"
-	"if not v then fail('ENOENT') end\n"
-	"local k, id = parse(v)\n"
-	"if k ~= 'd' then fail('ENOTDIR') end\n"
-	"if not isempty(id) then fail('ENOTEMPTY') end\n"
-	"redis.call('DEL', dkey(id))\n"
-	"redis.call('HDEL', dkey(parent), name)\n"
-	"redis.call('HINCRBY', dkey(parent), '/nsub', -1)\n"
-	"redis.call('HSET', dkey(parent), '/mtime', NOW)\n"
-	"inval('rmdir', parent, name, id)\n"
-	"return id\n";
+static const char script_rmdir[] = LUA_NS "local parent, name = ARGV[4], ARGV[5]\n"
+					  "needdir(parent)\n"
+					  "local v = redis.call('HGET', dkey(parent), name)\n"
+					  "if not v then fail('ENOENT') end\n"
+					  "local k, id = parse(v)\n"
+					  "if k ~= 'd' then fail('ENOTDIR') end\n"
+					  "if not isempty(id) then fail('ENOTEMPTY') end\n"
+					  "redis.call('DEL', dkey(id))\n"
+					  "redis.call('HDEL', dkey(parent), name)\n"
+					  "redis.call('HINCRBY', dkey(parent), '/nsub', -1)\n"
+					  "redis.call('HSET', dkey(parent), '/mtime', NOW)\n"
+					  "inval('rmdir', parent, name, id)\n"
+					  "return id\n";
 
 /*
  * ARGV[4] parent, ARGV[5] name, ARGV[6] id, ARGV[7] size, ARGV[8] csum,
@@ -190,54 +190,52 @@ static const char script_rmdir[] = LUA_NS
  * the same id under the same name again (a retry after a lost reply)
  * succeeds and replaces nothing.
  */
-static const char script_publish[] = LUA_NS
-	"local parent, name, id = ARGV[4], ARGV[5], ARGV[6]\n"
-	"needdir(parent)\n"
-	"local v = redis.call('HGET', dkey(parent), name)\n"
-	"local replaced = '0'\n"
-	"if v then\n"
-	"  local k, oid = parse(v)\n"
-	"  if k == 'd' then fail('EISDIR') end\n"
-	"  if oid ~= id then\n"
-	"    if ARGV[11] ~= '1' then fail('EEXIST') end\n"
-	"    replaced = oid\n"
-	"  end\n"
-	"end\n"
-	"local path = pathof(parent, name)\n"
-	"if replaced ~= '0' then bury(replaced) end\n"
-	"redis.call('HSET', okey(id), 'size', ARGV[7], 'csum', ARGV[8], 'mtime', ARGV[9],\n"
-	"            'origin', ARGV[10])\n"
-	"redis.call('SADD', hkey(id), ARGV[12])\n"
-	"redis.call('HSET', dkey(parent), name, 'f' .. id, '/mtime', NOW)\n"
-	"if replaced ~= '0' then\n"
-	"  inval('replace', parent, name, id)\n"
-	"else\n"
-	"  inval('publish', parent, name, id)\n"
-	"end\n"
-	"return {replaced, path}\n";
+static const char script_publish[] =
+    LUA_NS "local parent, name, id = ARGV[4], ARGV[5], ARGV[6]\n"
+	   "needdir(parent)\n"
+	   "local v = redis.call('HGET', dkey(parent), name)\n"
+	   "local replaced = '0'\n"
+	   "if v then\n"
+	   "  local k, oid = parse(v)\n"
+	   "  if k == 'd' then fail('EISDIR') end\n"
+	   "  if oid ~= id then\n"
+	   "    if ARGV[11] ~= '1' then fail('EEXIST') end\n"
+	   "    replaced = oid\n"
+	   "  end\n"
+	   "end\n"
+	   "local path = pathof(parent, name)\n"
+	   "if replaced ~= '0' then bury(replaced) end\n"
+	   "redis.call('HSET', okey(id), 'size', ARGV[7], 'csum', ARGV[8], 'mtime', ARGV[9],\n"
+	   "            'origin', ARGV[10])\n"
+	   "redis.call('SADD', hkey(id), ARGV[12])\n"
+	   "redis.call('HSET', dkey(parent), name, 'f' .. id, '/mtime', NOW)\n"
+	   "if replaced ~= '0' then\n"
+	   "  inval('replace', parent, name, id)\n"
+	   "else\n"
+	   "  inval('publish', parent, name, id)\n"
+	   "end\n"
+	   "return {replaced, path}\n";
 
 /* ARGV[4] parent, ARGV[5] name.  Returns {kind, id, full path}. */
-static const char script_path[] = LUA_NS
-	"local parent, name = ARGV[4], ARGV[5]\n"
-	"needdir(parent)\n"
-	"local v = redis.call('HGET', dkey(parent), name)\n"
-	"if not v then fail('ENOENT') end\n"
-	"local k, id = parse(v)\n"
-	"return {k, id, pathof(parent, name)}\n";
+static const char script_path[] = LUA_NS "local parent, name = ARGV[4], ARGV[5]\n"
+					 "needdir(parent)\n"
+					 "local v = redis.call('HGET', dkey(parent), name)\n"
+					 "if not v then fail('ENOENT') end\n"
+					 "local k, id = parse(v)\n"
+					 "return {k, id, pathof(parent, name)}\n";
 
 /* ARGV[4] parent, ARGV[5] name.  Returns the object id. */
-static const char script_unlink[] = LUA_NS
-	"local parent, name = ARGV[4], ARGV[5]\n"
-	"needdir(parent)\n"
-	"local v = redis.call('HGET', dkey(parent), name)\n"
-	"if not v then fail('ENOENT') end\n"
-	"local k, id = parse(v)\n"
-	"if k == 'd' then fail('EISDIR') end\n"
-	"redis.call('HDEL', dkey(parent), name)\n"
-	"redis.call('HSET', dkey(parent), '/mtime', NOW)\n"
-	"bury(id)\n"
-	"inval('unlink', parent, name, id)\n"
-	"return id\n";
+static const char script_unlink[] = LUA_NS "local parent, name = ARGV[4], ARGV[5]\n"
+					   "needdir(parent)\n"
+					   "local v = redis.call('HGET', dkey(parent), name)\n"
+					   "if not v then fail('ENOENT') end\n"
+					   "local k, id = parse(v)\n"
+					   "if k == 'd' then fail('EISDIR') end\n"
+					   "redis.call('HDEL', dkey(parent), name)\n"
+					   "redis.call('HSET', dkey(parent), '/mtime', NOW)\n"
+					   "bury(id)\n"
+					   "inval('unlink', parent, name, id)\n"
+					   "return id\n";
 
 /*
  * ARGV[4] old parent, ARGV[5] old name, ARGV[6] new parent, ARGV[7] new
@@ -245,162 +243,165 @@ static const char script_unlink[] = LUA_NS
  * "0"/"1").  Returns the replaced id or "0".
  */
 static const char script_rename[] = LUA_NS
-	"local op, on, np, nn = ARGV[4], ARGV[5], ARGV[6], ARGV[7]\n"
-	"local noreplace, exchange = ARGV[8] == '1', ARGV[9] == '1'\n"
-	"needdir(op)\n"
-	"needdir(np)\n"
-	"local opd, npd = dkey(op), dkey(np)\n"
-	"local sv = redis.call('HGET', opd, on)\n"
-	"if not sv then fail('ENOENT') end\n"
-	"local sk, sid = parse(sv)\n"
-	"local tv = redis.call('HGET', npd, nn)\n"
-	"local tk, tid\n"
-	"if tv then tk, tid = parse(tv) end\n"
-	"if (op == np and on == nn) or tv == sv then return '0' end\n"
-	"if exchange and not tv then fail('ENOENT') end\n"
-	"if tv and noreplace then fail('EEXIST') end\n"
-	/* is directory @dir @anc or below it? */
-	"local function below(dir, anc)\n"
-	"  local cur = dir\n"
-	"  for i = 1, " STR(META_WALK_MAX) " do\n"
-	"    if cur == anc then return true end\n"
-	"    if cur == '1' then return false end\n"
-	"    local p = redis.call('HGET', dkey(cur), '/parent')\n"
-	"    if not isid(p) then fail('EBADMSG') end\n"
-	"    cur = p\n"
-	"  end\n"
-	"  fail('ELOOP')\n"
-	"end\n"
-	"if sk == 'd' then\n"
-	"  if redis.call('EXISTS', dkey(sid)) == 0 then fail('EBADMSG') end\n"
-	"  if below(np, sid) then fail('EINVAL') end\n"
-	"end\n"
-	"if exchange then\n"
-	"  if tk == 'd' then\n"
-	"    if redis.call('EXISTS', dkey(tid)) == 0 then fail('EBADMSG') end\n"
-	"    if below(op, tid) then fail('EINVAL') end\n"
-	"  end\n"
-	"  redis.call('HSET', opd, on, tv)\n"
-	"  redis.call('HSET', npd, nn, sv)\n"
-	"  if sk == 'd' then redis.call('HSET', dkey(sid), '/parent', np, '/name', nn) end\n"
-	"  if tk == 'd' then redis.call('HSET', dkey(tid), '/parent', op, '/name', on) end\n"
-	"  if op ~= np then\n"
-	"    if sk == 'd' then\n"
-	"      redis.call('HINCRBY', opd, '/nsub', -1)\n"
-	"      redis.call('HINCRBY', npd, '/nsub', 1)\n"
-	"    end\n"
-	"    if tk == 'd' then\n"
-	"      redis.call('HINCRBY', npd, '/nsub', -1)\n"
-	"      redis.call('HINCRBY', opd, '/nsub', 1)\n"
-	"    end\n"
-	"  end\n"
-	"  redis.call('HSET', opd, '/mtime', NOW)\n"
-	"  redis.call('HSET', npd, '/mtime', NOW)\n"
-	"  inval('rename-from', op, on, sid)\n"
-	"  inval('rename-to', np, nn, sid)\n"
-	"  inval('rename-from', np, nn, tid)\n"
-	"  inval('rename-to', op, on, tid)\n"
-	"  return '0'\n"
-	"end\n"
-	"if tv then\n"
-	"  if sk == 'f' and tk == 'd' then fail('EISDIR') end\n"
-	"  if sk == 'd' and tk == 'f' then fail('ENOTDIR') end\n"
-	"  if tk == 'f' and ARGV[10] ~= '1' then fail('EEXIST') end\n"
-	"  if tk == 'd' and not isempty(tid) then fail('ENOTEMPTY') end\n"
-	"end\n"
-	"local replaced = '0'\n"
-	"if tv then\n"
-	"  replaced = tid\n"
-	"  if tk == 'f' then\n"
-	"    bury(tid)\n"
-	"  else\n"
-	"    redis.call('DEL', dkey(tid))\n"
-	"    redis.call('HINCRBY', npd, '/nsub', -1)\n"
-	"  end\n"
-	"end\n"
-	"redis.call('HDEL', opd, on)\n"
-	"redis.call('HSET', npd, nn, sv)\n"
-	"if sk == 'd' then\n"
-	"  redis.call('HSET', dkey(sid), '/parent', np, '/name', nn)\n"
-	"  if op ~= np then\n"
-	"    redis.call('HINCRBY', opd, '/nsub', -1)\n"
-	"    redis.call('HINCRBY', npd, '/nsub', 1)\n"
-	"  end\n"
-	"end\n"
-	"redis.call('HSET', opd, '/mtime', NOW)\n"
-	"redis.call('HSET', npd, '/mtime', NOW)\n"
-	"inval('rename-from', op, on, sid)\n"
-	"inval('rename-to', np, nn, sid)\n"
-	"return replaced\n";
+    "local op, on, np, nn = ARGV[4], ARGV[5], ARGV[6], ARGV[7]\n"
+    "local noreplace, exchange = ARGV[8] == '1', ARGV[9] == '1'\n"
+    "needdir(op)\n"
+    "needdir(np)\n"
+    "local opd, npd = dkey(op), dkey(np)\n"
+    "local sv = redis.call('HGET', opd, on)\n"
+    "if not sv then fail('ENOENT') end\n"
+    "local sk, sid = parse(sv)\n"
+    "local tv = redis.call('HGET', npd, nn)\n"
+    "local tk, tid\n"
+    "if tv then tk, tid = parse(tv) end\n"
+    "if (op == np and on == nn) or tv == sv then return '0' end\n"
+    "if exchange and not tv then fail('ENOENT') end\n"
+    "if tv and noreplace then fail('EEXIST') end\n"
+    /* is directory @dir @anc or below it? */
+    "local function below(dir, anc)\n"
+    "  local cur = dir\n"
+    "  for i = 1, " STR(
+	META_WALK_MAX) " do\n"
+		       "    if cur == anc then return true end\n"
+		       "    if cur == '1' then return false end\n"
+		       "    local p = redis.call('HGET', dkey(cur), '/parent')\n"
+		       "    if not isid(p) then fail('EBADMSG') end\n"
+		       "    cur = p\n"
+		       "  end\n"
+		       "  fail('ELOOP')\n"
+		       "end\n"
+		       "if sk == 'd' then\n"
+		       "  if redis.call('EXISTS', dkey(sid)) == 0 then fail('EBADMSG') end\n"
+		       "  if below(np, sid) then fail('EINVAL') end\n"
+		       "end\n"
+		       "if exchange then\n"
+		       "  if tk == 'd' then\n"
+		       "    if redis.call('EXISTS', dkey(tid)) == 0 then fail('EBADMSG') end\n"
+		       "    if below(op, tid) then fail('EINVAL') end\n"
+		       "  end\n"
+		       "  redis.call('HSET', opd, on, tv)\n"
+		       "  redis.call('HSET', npd, nn, sv)\n"
+		       "  if sk == 'd' then redis.call('HSET', dkey(sid), '/parent', np, '/name', "
+		       "nn) end\n"
+		       "  if tk == 'd' then redis.call('HSET', dkey(tid), '/parent', op, '/name', "
+		       "on) end\n"
+		       "  if op ~= np then\n"
+		       "    if sk == 'd' then\n"
+		       "      redis.call('HINCRBY', opd, '/nsub', -1)\n"
+		       "      redis.call('HINCRBY', npd, '/nsub', 1)\n"
+		       "    end\n"
+		       "    if tk == 'd' then\n"
+		       "      redis.call('HINCRBY', npd, '/nsub', -1)\n"
+		       "      redis.call('HINCRBY', opd, '/nsub', 1)\n"
+		       "    end\n"
+		       "  end\n"
+		       "  redis.call('HSET', opd, '/mtime', NOW)\n"
+		       "  redis.call('HSET', npd, '/mtime', NOW)\n"
+		       "  inval('rename-from', op, on, sid)\n"
+		       "  inval('rename-to', np, nn, sid)\n"
+		       "  inval('rename-from', np, nn, tid)\n"
+		       "  inval('rename-to', op, on, tid)\n"
+		       "  return '0'\n"
+		       "end\n"
+		       "if tv then\n"
+		       "  if sk == 'f' and tk == 'd' then fail('EISDIR') end\n"
+		       "  if sk == 'd' and tk == 'f' then fail('ENOTDIR') end\n"
+		       "  if tk == 'f' and ARGV[10] ~= '1' then fail('EEXIST') end\n"
+		       "  if tk == 'd' and not isempty(tid) then fail('ENOTEMPTY') end\n"
+		       "end\n"
+		       "local replaced = '0'\n"
+		       "if tv then\n"
+		       "  replaced = tid\n"
+		       "  if tk == 'f' then\n"
+		       "    bury(tid)\n"
+		       "  else\n"
+		       "    redis.call('DEL', dkey(tid))\n"
+		       "    redis.call('HINCRBY', npd, '/nsub', -1)\n"
+		       "  end\n"
+		       "end\n"
+		       "redis.call('HDEL', opd, on)\n"
+		       "redis.call('HSET', npd, nn, sv)\n"
+		       "if sk == 'd' then\n"
+		       "  redis.call('HSET', dkey(sid), '/parent', np, '/name', nn)\n"
+		       "  if op ~= np then\n"
+		       "    redis.call('HINCRBY', opd, '/nsub', -1)\n"
+		       "    redis.call('HINCRBY', npd, '/nsub', 1)\n"
+		       "  end\n"
+		       "end\n"
+		       "redis.call('HSET', opd, '/mtime', NOW)\n"
+		       "redis.call('HSET', npd, '/mtime', NOW)\n"
+		       "inval('rename-from', op, on, sid)\n"
+		       "inval('rename-to', np, nn, sid)\n"
+		       "return replaced\n";
 
 /*
  * ARGV[4] id, ARGV[5] size, ARGV[6] csum, ARGV[7] mtime, ARGV[8] origin,
  * ARGV[9] this node, ARGV[10] absolute path (checked by meta.c).  Returns
  * 1 if the object had to take another name, else 0.
  */
-static const char script_reregister[] = LUA_NS
-	"local id = ARGV[4]\n"
-	"local ctr = redis.call('GET', CTR)\n"
-	"if not isid(ctr) then fail('EBADMSG') end\n"
-	"if #ctr < #id or (#ctr == #id and ctr < id) then redis.call('SET', CTR, id) end\n"
-	"if redis.call('EXISTS', okey(id)) == 1 then\n"
-	"  redis.call('SADD', hkey(id), ARGV[9])\n"
-	"  return 0\n"
-	"end\n"
-	/* "<name>.objfs-<id>", cut on a character boundary to 255 bytes */
-	"local function altname(name)\n"
-	"  local suf = '.objfs-' .. id\n"
-	"  local cut = 255 - #suf\n"
-	"  if #name > cut then\n"
-	"    while cut > 0 do\n"
-	"      local b = string.byte(name, cut + 1)\n"
-	"      if b < 128 or b >= 192 then break end\n"
-	"      cut = cut - 1\n"
-	"    end\n"
-	"    name = string.sub(name, 1, cut)\n"
-	"  end\n"
-	"  return name .. suf\n"
-	"end\n"
-	"local comps = {}\n"
-	"for c in string.gmatch(ARGV[10], '[^/]+') do comps[#comps + 1] = c end\n"
-	"if #comps == 0 then fail('EINVAL') end\n"
-	"local conflict, cur = 0, '1'\n"
-	"for i = 1, #comps - 1 do\n"
-	"  local c = comps[i]\n"
-	"  local v = redis.call('HGET', dkey(cur), c)\n"
-	"  local k, nid\n"
-	"  if v then k, nid = parse(v) end\n"
-	"  if v and k ~= 'd' then\n"
-	"    c = altname(c)\n"
-	"    conflict = 1\n"
-	"    v = redis.call('HGET', dkey(cur), c)\n"
-	"    if v then k, nid = parse(v) end\n"
-	"    if v and k ~= 'd' then fail('EEXIST') end\n"
-	"  end\n"
-	"  if not v then\n"
-	"    nid = newid()\n"
-	"    newdir(cur, c, nid, NOW)\n"
-	"  elseif redis.call('EXISTS', dkey(nid)) == 0 then\n"
-	"    fail('EBADMSG')\n"
-	"  end\n"
-	"  cur = nid\n"
-	"end\n"
-	"local name, want = comps[#comps], 'f' .. id\n"
-	"local v = redis.call('HGET', dkey(cur), name)\n"
-	"if v and v ~= want then\n"
-	"  name = altname(name)\n"
-	"  conflict = 1\n"
-	"  v = redis.call('HGET', dkey(cur), name)\n"
-	"  if v and v ~= want then fail('EEXIST') end\n"
-	"end\n"
-	"redis.call('HSET', okey(id), 'size', ARGV[5], 'csum', ARGV[6], 'mtime', ARGV[7],\n"
-	"            'origin', ARGV[8])\n"
-	"redis.call('SADD', hkey(id), ARGV[9])\n"
-	"if not v then\n"
-	"  redis.call('HSET', dkey(cur), name, want, '/mtime', NOW)\n"
-	"  inval('publish', cur, name, id)\n"
-	"end\n"
-	"return conflict\n";
+static const char script_reregister[] =
+    LUA_NS "local id = ARGV[4]\n"
+	   "local ctr = redis.call('GET', CTR)\n"
+	   "if not isid(ctr) then fail('EBADMSG') end\n"
+	   "if #ctr < #id or (#ctr == #id and ctr < id) then redis.call('SET', CTR, id) end\n"
+	   "if redis.call('EXISTS', okey(id)) == 1 then\n"
+	   "  redis.call('SADD', hkey(id), ARGV[9])\n"
+	   "  return 0\n"
+	   "end\n"
+	   /* "<name>.objfs-<id>", cut on a character boundary to 255 bytes */
+	   "local function altname(name)\n"
+	   "  local suf = '.objfs-' .. id\n"
+	   "  local cut = 255 - #suf\n"
+	   "  if #name > cut then\n"
+	   "    while cut > 0 do\n"
+	   "      local b = string.byte(name, cut + 1)\n"
+	   "      if b < 128 or b >= 192 then break end\n"
+	   "      cut = cut - 1\n"
+	   "    end\n"
+	   "    name = string.sub(name, 1, cut)\n"
+	   "  end\n"
+	   "  return name .. suf\n"
+	   "end\n"
+	   "local comps = {}\n"
+	   "for c in string.gmatch(ARGV[10], '[^/]+') do comps[#comps + 1] = c end\n"
+	   "if #comps == 0 then fail('EINVAL') end\n"
+	   "local conflict, cur = 0, '1'\n"
+	   "for i = 1, #comps - 1 do\n"
+	   "  local c = comps[i]\n"
+	   "  local v = redis.call('HGET', dkey(cur), c)\n"
+	   "  local k, nid\n"
+	   "  if v then k, nid = parse(v) end\n"
+	   "  if v and k ~= 'd' then\n"
+	   "    c = altname(c)\n"
+	   "    conflict = 1\n"
+	   "    v = redis.call('HGET', dkey(cur), c)\n"
+	   "    if v then k, nid = parse(v) end\n"
+	   "    if v and k ~= 'd' then fail('EEXIST') end\n"
+	   "  end\n"
+	   "  if not v then\n"
+	   "    nid = newid()\n"
+	   "    newdir(cur, c, nid, NOW)\n"
+	   "  elseif redis.call('EXISTS', dkey(nid)) == 0 then\n"
+	   "    fail('EBADMSG')\n"
+	   "  end\n"
+	   "  cur = nid\n"
+	   "end\n"
+	   "local name, want = comps[#comps], 'f' .. id\n"
+	   "local v = redis.call('HGET', dkey(cur), name)\n"
+	   "if v and v ~= want then\n"
+	   "  name = altname(name)\n"
+	   "  conflict = 1\n"
+	   "  v = redis.call('HGET', dkey(cur), name)\n"
+	   "  if v and v ~= want then fail('EEXIST') end\n"
+	   "end\n"
+	   "redis.call('HSET', okey(id), 'size', ARGV[5], 'csum', ARGV[6], 'mtime', ARGV[7],\n"
+	   "            'origin', ARGV[8])\n"
+	   "redis.call('SADD', hkey(id), ARGV[9])\n"
+	   "if not v then\n"
+	   "  redis.call('HSET', dkey(cur), name, want, '/mtime', NOW)\n"
+	   "  inval('publish', cur, name, id)\n"
+	   "end\n"
+	   "return conflict\n";
 
 /*
  * Helpers of the scripts that read node cards: the card fields in the
@@ -409,34 +410,33 @@ static const char script_reregister[] = LUA_NS
  * (see node_name_validate(); anything else is left alone for
  * meta_cluster.c to report).
  */
-#define LUA_NODES                                                                              \
-	"local FIELDS = {'host', 'pid', 'listen', 'instance', 'started', 'capacity',\n"        \
-	"                'used', 'caps'}\n"                                                    \
-	"local function ckey(n) return P .. ':node:' .. n end\n"                               \
-	"local function isnode(n)\n"                                                           \
-	"  return #n <= 63 and string.match(n, '^[A-Za-z0-9_][A-Za-z0-9._-]*$') ~= nil\n"     \
-	"end\n"                                                                                \
-	/* does node @n have a card a fetch can use? */                                        \
-	"local function live(n)\n"                                                             \
-	"  if not isnode(n) then return false end\n"                                           \
-	"  local l = redis.pcall('HGET', ckey(n), 'listen')\n"                                 \
-	"  return type(l) == 'string' and l ~= ''\n"                                           \
+#define LUA_NODES                                                                         \
+	"local FIELDS = {'host', 'pid', 'listen', 'instance', 'started', 'capacity',\n"   \
+	"                'used', 'caps'}\n"                                               \
+	"local function ckey(n) return P .. ':node:' .. n end\n"                          \
+	"local function isnode(n)\n"                                                      \
+	"  return #n <= 63 and string.match(n, '^[A-Za-z0-9_][A-Za-z0-9._-]*$') ~= nil\n" \
+	"end\n" /* does node @n have a card a fetch can use? */                           \
+	"local function live(n)\n"                                                        \
+	"  if not isnode(n) then return false end\n"                                      \
+	"  local l = redis.pcall('HGET', ckey(n), 'listen')\n"                            \
+	"  return type(l) == 'string' and l ~= ''\n"                                      \
 	"end\n"
 
 /* Writing this node's card. */
-#define LUA_CARD                                                                               \
-	LUA_NODES                                                                              \
-	"local key = ckey(ARGV[4])\n"                                                          \
-	"local function write()\n"                                                             \
-	"  local kv = {}\n"                                                                    \
-	"  for i, f in ipairs(FIELDS) do\n"                                                    \
-	"    kv[#kv + 1] = f\n"                                                                \
-	"    kv[#kv + 1] = ARGV[7 + i]\n"                                                      \
-	"  end\n"                                                                              \
-	"  redis.call('DEL', key)\n"                                                           \
-	"  redis.call('HSET', key, unpack(kv))\n"                                              \
-	"  redis.call('EXPIRE', key, ARGV[7])\n"                                               \
-	"  redis.call('SADD', P .. ':nodes', ARGV[4])\n"                                       \
+#define LUA_CARD                                         \
+	LUA_NODES                                        \
+	"local key = ckey(ARGV[4])\n"                    \
+	"local function write()\n"                       \
+	"  local kv = {}\n"                              \
+	"  for i, f in ipairs(FIELDS) do\n"              \
+	"    kv[#kv + 1] = f\n"                          \
+	"    kv[#kv + 1] = ARGV[7 + i]\n"                \
+	"  end\n"                                        \
+	"  redis.call('DEL', key)\n"                     \
+	"  redis.call('HSET', key, unpack(kv))\n"        \
+	"  redis.call('EXPIRE', key, ARGV[7])\n"         \
+	"  redis.call('SADD', P .. ':nodes', ARGV[4])\n" \
 	"end\n"
 
 /*
@@ -445,28 +445,28 @@ static const char script_reregister[] = LUA_NS
  * (host, pid, listen, instance, started, capacity, used, caps).  Returns
  * {1}, or {0, <the other card's fields in the same order>}.
  */
-static const char script_claim[] = LUA_BASE LUA_CARD
-	"local cur = redis.call('HGET', key, 'instance')\n"
-	"if cur and cur ~= ARGV[5] and not (ARGV[6] ~= '' and cur == ARGV[6]) then\n"
-	"  local a = redis.call('HMGET', key, unpack(FIELDS))\n"
-	"  return {0, a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]}\n"
-	"end\n"
-	"write()\n"
-	"return {1}\n";
+static const char script_claim[] =
+    LUA_BASE LUA_CARD "local cur = redis.call('HGET', key, 'instance')\n"
+		      "if cur and cur ~= ARGV[5] and not (ARGV[6] ~= '' and cur == ARGV[6]) then\n"
+		      "  local a = redis.call('HMGET', key, unpack(FIELDS))\n"
+		      "  return {0, a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]}\n"
+		      "end\n"
+		      "write()\n"
+		      "return {1}\n";
 
 /* Same ARGV as claim; EADDRINUSE if another instance holds the name. */
-static const char script_heartbeat[] = LUA_BASE LUA_CARD
-	"local cur = redis.call('HGET', key, 'instance')\n"
-	"if cur and cur ~= ARGV[5] then fail('EADDRINUSE') end\n"
-	"write()\n"
-	"return 1\n";
+static const char script_heartbeat[] =
+    LUA_BASE LUA_CARD "local cur = redis.call('HGET', key, 'instance')\n"
+		      "if cur and cur ~= ARGV[5] then fail('EADDRINUSE') end\n"
+		      "write()\n"
+		      "return 1\n";
 
 /* ARGV[4] node, ARGV[5] instance.  Returns 1 if the card was deleted. */
-static const char script_release[] = LUA_BASE
-	"local key = P .. ':node:' .. ARGV[4]\n"
-	"if redis.call('HGET', key, 'instance') ~= ARGV[5] then return 0 end\n"
-	"redis.call('DEL', key)\n"
-	"return 1\n";
+static const char script_release[] =
+    LUA_BASE "local key = P .. ':node:' .. ARGV[4]\n"
+	     "if redis.call('HGET', key, 'instance') ~= ARGV[5] then return 0 end\n"
+	     "redis.call('DEL', key)\n"
+	     "return 1\n";
 
 /*
  * ARGV[4] object id, ARGV[5] this node.  Returns {size, csum, mtime,
@@ -478,26 +478,26 @@ static const char script_release[] = LUA_BASE
  * object has no record.
  */
 static const char script_locate[] = LUA_BASE LUA_NODES
-	"local id, me = ARGV[4], ARGV[5]\n"
-	"if redis.call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
-	"local a = redis.call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
-	"local out, stale = {a[1], a[2], a[3], a[4], 0}, 0\n"
-	"for _, n in ipairs(redis.call('SMEMBERS', hkey(id))) do\n"
-	"  if n ~= me then\n"
-	"    if isnode(n) and redis.call('EXISTS', ckey(n)) == 0 then\n"
-	"      redis.call('SREM', hkey(id), n)\n"
-	"      stale = stale + 1\n"
-	"    else\n"
-	"      local c = redis.pcall('HMGET', ckey(n), 'listen', 'caps')\n"
-	"      if type(c) ~= 'table' or c.err then c = {} end\n"
-	"      out[#out + 1] = n\n"
-	"      out[#out + 1] = c[1] or false\n"
-	"      out[#out + 1] = c[2] or false\n"
-	"    end\n"
-	"  end\n"
-	"end\n"
-	"out[5] = stale\n"
-	"return out\n";
+    "local id, me = ARGV[4], ARGV[5]\n"
+    "if redis.call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
+    "local a = redis.call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
+    "local out, stale = {a[1], a[2], a[3], a[4], 0}, 0\n"
+    "for _, n in ipairs(redis.call('SMEMBERS', hkey(id))) do\n"
+    "  if n ~= me then\n"
+    "    if isnode(n) and redis.call('EXISTS', ckey(n)) == 0 then\n"
+    "      redis.call('SREM', hkey(id), n)\n"
+    "      stale = stale + 1\n"
+    "    else\n"
+    "      local c = redis.pcall('HMGET', ckey(n), 'listen', 'caps')\n"
+    "      if type(c) ~= 'table' or c.err then c = {} end\n"
+    "      out[#out + 1] = n\n"
+    "      out[#out + 1] = c[1] or false\n"
+    "      out[#out + 1] = c[2] or false\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "out[5] = stale\n"
+    "return out\n";
 
 /*
  * ARGV[4] object id, ARGV[5] this node.  Removes this node from the
@@ -505,91 +505,91 @@ static const char script_locate[] = LUA_BASE LUA_NODES
  * address): returns 1 then, or if this node was no holder; else 0 and
  * nothing changes.  ENOENT if the object has no record.
  */
-static const char script_release_replica[] = LUA_BASE LUA_NODES
-	"local id, me = ARGV[4], ARGV[5]\n"
-	"if redis.call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
-	"for _, n in ipairs(redis.call('SMEMBERS', hkey(id))) do\n"
-	"  if n ~= me and live(n) then\n"
-	"    redis.call('SREM', hkey(id), me)\n"
-	"    return 1\n"
-	"  end\n"
-	"end\n"
-	"return 0\n";
+static const char script_release_replica[] =
+    LUA_BASE LUA_NODES "local id, me = ARGV[4], ARGV[5]\n"
+		       "if redis.call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
+		       "for _, n in ipairs(redis.call('SMEMBERS', hkey(id))) do\n"
+		       "  if n ~= me and live(n) then\n"
+		       "    redis.call('SREM', hkey(id), me)\n"
+		       "    return 1\n"
+		       "  end\n"
+		       "end\n"
+		       "return 0\n";
 
 /* ARGV[4] object id, ARGV[5] this node, ARGV[6] "1" to prune.  Adds this
  * node as a holder and, when pruning, drops the holders whose node card is
  * gone (stale entries): returns how many were dropped; -1 if the object
  * has no record (deleted), in which case no holder set is made for it. */
-static const char script_add_holder[] = LUA_BASE LUA_NODES
-	"local id, me = ARGV[4], ARGV[5]\n"
-	"if redis.call('EXISTS', okey(id)) == 0 then return -1 end\n"
-	"redis.call('SADD', hkey(id), me)\n"
-	"local gone = 0\n"
-	"if ARGV[6] ~= '1' then return 0 end\n"
-	"for _, n in ipairs(redis.call('SMEMBERS', hkey(id))) do\n"
-	"  if n ~= me and isnode(n) and redis.call('EXISTS', ckey(n)) == 0 then\n"
-	"    redis.call('SREM', hkey(id), n)\n"
-	"    gone = gone + 1\n"
-	"  end\n"
-	"end\n"
-	"return gone\n";
+static const char script_add_holder[] =
+    LUA_BASE LUA_NODES "local id, me = ARGV[4], ARGV[5]\n"
+		       "if redis.call('EXISTS', okey(id)) == 0 then return -1 end\n"
+		       "redis.call('SADD', hkey(id), me)\n"
+		       "local gone = 0\n"
+		       "if ARGV[6] ~= '1' then return 0 end\n"
+		       "for _, n in ipairs(redis.call('SMEMBERS', hkey(id))) do\n"
+		       "  if n ~= me and isnode(n) and redis.call('EXISTS', ckey(n)) == 0 then\n"
+		       "    redis.call('SREM', hkey(id), n)\n"
+		       "    gone = gone + 1\n"
+		       "  end\n"
+		       "end\n"
+		       "return gone\n";
 
 /*
  * ARGV: (header).  Returns for every member of P:nodes: its name, the
  * PTTL of its card (-2: no card), and the card fields in the order of
  * FIELDS (nil where missing; all nil if the key is not a hash).
  */
-static const char script_members[] = LUA_BASE LUA_NODES
-	"local out = {}\n"
-	"for _, n in ipairs(redis.call('SMEMBERS', P .. ':nodes')) do\n"
-	"  out[#out + 1] = n\n"
-	"  out[#out + 1] = redis.call('PTTL', ckey(n))\n"
-	"  local c = redis.pcall('HMGET', ckey(n), unpack(FIELDS))\n"
-	"  if type(c) ~= 'table' or c.err then c = {} end\n"
-	"  for i = 1, #FIELDS do out[#out + 1] = c[i] or false end\n"
-	"end\n"
-	"return out\n";
+static const char script_members[] =
+    LUA_BASE LUA_NODES "local out = {}\n"
+		       "for _, n in ipairs(redis.call('SMEMBERS', P .. ':nodes')) do\n"
+		       "  out[#out + 1] = n\n"
+		       "  out[#out + 1] = redis.call('PTTL', ckey(n))\n"
+		       "  local c = redis.pcall('HMGET', ckey(n), unpack(FIELDS))\n"
+		       "  if type(c) ~= 'table' or c.err then c = {} end\n"
+		       "  for i = 1, #FIELDS do out[#out + 1] = c[i] or false end\n"
+		       "end\n"
+		       "return out\n";
 
 const char *const meta_script_src[META_NSCRIPTS] = {
-	[MS_EPOCH] = script_epoch,
-	[MS_ALLOC] = script_alloc,
-	[MS_LOOKUP] = script_lookup,
-	[MS_GETATTR] = script_getattr,
-	[MS_READDIR] = script_readdir,
-	[MS_MKDIR] = script_mkdir,
-	[MS_RMDIR] = script_rmdir,
-	[MS_PUBLISH] = script_publish,
-	[MS_UNLINK] = script_unlink,
-	[MS_RENAME] = script_rename,
-	[MS_REREGISTER] = script_reregister,
-	[MS_CLAIM] = script_claim,
-	[MS_HEARTBEAT] = script_heartbeat,
-	[MS_RELEASE] = script_release,
-	[MS_PATH] = script_path,
-	[MS_LOCATE] = script_locate,
-	[MS_RELEASE_REPLICA] = script_release_replica,
-	[MS_MEMBERS] = script_members,
-	[MS_ADD_HOLDER] = script_add_holder,
+    [MS_EPOCH] = script_epoch,
+    [MS_ALLOC] = script_alloc,
+    [MS_LOOKUP] = script_lookup,
+    [MS_GETATTR] = script_getattr,
+    [MS_READDIR] = script_readdir,
+    [MS_MKDIR] = script_mkdir,
+    [MS_RMDIR] = script_rmdir,
+    [MS_PUBLISH] = script_publish,
+    [MS_UNLINK] = script_unlink,
+    [MS_RENAME] = script_rename,
+    [MS_REREGISTER] = script_reregister,
+    [MS_CLAIM] = script_claim,
+    [MS_HEARTBEAT] = script_heartbeat,
+    [MS_RELEASE] = script_release,
+    [MS_PATH] = script_path,
+    [MS_LOCATE] = script_locate,
+    [MS_RELEASE_REPLICA] = script_release_replica,
+    [MS_MEMBERS] = script_members,
+    [MS_ADD_HOLDER] = script_add_holder,
 };
 
 const char *const meta_script_name[META_NSCRIPTS] = {
-	[MS_EPOCH] = "epoch",
-	[MS_ALLOC] = "alloc",
-	[MS_LOOKUP] = "lookup",
-	[MS_GETATTR] = "getattr",
-	[MS_READDIR] = "readdir",
-	[MS_MKDIR] = "mkdir",
-	[MS_RMDIR] = "rmdir",
-	[MS_PUBLISH] = "publish",
-	[MS_UNLINK] = "unlink",
-	[MS_RENAME] = "rename",
-	[MS_REREGISTER] = "reregister",
-	[MS_CLAIM] = "claim",
-	[MS_HEARTBEAT] = "heartbeat",
-	[MS_RELEASE] = "release",
-	[MS_PATH] = "path",
-	[MS_LOCATE] = "locate",
-	[MS_RELEASE_REPLICA] = "release-replica",
-	[MS_MEMBERS] = "members",
-	[MS_ADD_HOLDER] = "add_holder",
+    [MS_EPOCH] = "epoch",
+    [MS_ALLOC] = "alloc",
+    [MS_LOOKUP] = "lookup",
+    [MS_GETATTR] = "getattr",
+    [MS_READDIR] = "readdir",
+    [MS_MKDIR] = "mkdir",
+    [MS_RMDIR] = "rmdir",
+    [MS_PUBLISH] = "publish",
+    [MS_UNLINK] = "unlink",
+    [MS_RENAME] = "rename",
+    [MS_REREGISTER] = "reregister",
+    [MS_CLAIM] = "claim",
+    [MS_HEARTBEAT] = "heartbeat",
+    [MS_RELEASE] = "release",
+    [MS_PATH] = "path",
+    [MS_LOCATE] = "locate",
+    [MS_RELEASE_REPLICA] = "release-replica",
+    [MS_MEMBERS] = "members",
+    [MS_ADD_HOLDER] = "add_holder",
 };

@@ -20,17 +20,17 @@
 #endif
 
 static const char usage[] =
-	"usage: mount.objfs SPEC MOUNTPOINT [-sfnv] [-o OPTION[,OPTION...]]\n"
-	"\n"
-	"Mount helper for objfs, run by 'mount -t objfs SPEC MOUNTPOINT' and by\n"
-	"fstab lines such as:\n"
-	"  local  /mnt/objfs  objfs  capacity=4G,_netdev  0 0\n"
-	"\n"
-	"SPEC is redis://[:PASSWORD@]HOST:PORT[/DB], unix:/path/to/redis.sock or\n"
-	"local.  The options are objfsd's (see objfsd --help).\n"
-	"  -f  fake: check the options, do not mount\n"
-	"  -v  print the daemon command line\n"
-	"  -n, -s  accepted and ignored (no mtab; sloppy)\n";
+    "usage: mount.objfs SPEC MOUNTPOINT [-sfnv] [-o OPTION[,OPTION...]]\n"
+    "\n"
+    "Mount helper for objfs, run by 'mount -t objfs SPEC MOUNTPOINT' and by\n"
+    "fstab lines such as:\n"
+    "  local  /mnt/objfs  objfs  capacity=4G,_netdev  0 0\n"
+    "\n"
+    "SPEC is redis://[:PASSWORD@]HOST:PORT[/DB], unix:/path/to/redis.sock or\n"
+    "local.  The options are objfsd's (see objfsd --help).\n"
+    "  -f  fake: check the options, do not mount\n"
+    "  -v  print the daemon command line\n"
+    "  -n, -s  accepted and ignored (no mtab; sloppy)\n";
 
 /* objfsd next to us in a build tree, else the installed one. */
 static void find_daemon(char *buf, size_t len)
@@ -78,7 +78,8 @@ int main(int argc, char **argv)
 		} else if (!strncmp(a, "-o", 2)) {
 			opts = a + 2;
 		} else if (!strcmp(a, "-t")) {
-			if (++i >= argc || (strcmp(argv[i], "objfs") && strcmp(argv[i], "fuse.objfs"))) {
+			if (++i >= argc ||
+			    (strcmp(argv[i], "objfs") && strcmp(argv[i], "fuse.objfs"))) {
 				fprintf(stderr, "mount.objfs: unsupported filesystem type\n");
 				return 1;
 			}

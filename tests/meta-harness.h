@@ -64,7 +64,7 @@ static bool have_redis_server(void)
 
 static bool redis_answers(void)
 {
-	struct timeval tv = { 1, 0 };
+	struct timeval tv = {1, 0};
 	redisContext *c = redisConnectUnixWithTimeout(R.sock, tv);
 	redisReply *rep;
 	bool ok = false;
@@ -180,11 +180,11 @@ static void rget(char *buf, size_t len, const char *fmt, ...)
 static struct meta *mk(const char *prefix, const char *node, unsigned pool, unsigned timeout_ms)
 {
 	struct meta_config cfg = {
-		.url = R.url,
-		.prefix = prefix,
-		.node = node,
-		.pool_size = pool,
-		.timeout_ms = timeout_ms,
+	    .url = R.url,
+	    .prefix = prefix,
+	    .node = node,
+	    .pool_size = pool,
+	    .timeout_ms = timeout_ms,
 	};
 	struct meta *m;
 	int err = 0;
@@ -284,22 +284,22 @@ static int inval_wait(struct inval_log *l, int n, int ms)
 	return inval_count(l);
 }
 
-#define CHECK_EV(l, i, k, p, nm, x)                                                           \
-	do {                                                                                  \
-		CHECK((i) < (l)->n);                                                          \
-		if ((i) < (l)->n) {                                                           \
-			CHECK_STR((l)->ev[i].kind, k);                                        \
-			CHECK_EQ((l)->ev[i].parent, p);                                       \
-			CHECK_STR((l)->ev[i].name, nm);                                       \
-			CHECK_EQ((l)->ev[i].id, x);                                           \
-		}                                                                             \
+#define CHECK_EV(l, i, k, p, nm, x)                     \
+	do {                                            \
+		CHECK((i) < (l)->n);                    \
+		if ((i) < (l)->n) {                     \
+			CHECK_STR((l)->ev[i].kind, k);  \
+			CHECK_EQ((l)->ev[i].parent, p); \
+			CHECK_STR((l)->ev[i].name, nm); \
+			CHECK_EQ((l)->ev[i].id, x);     \
+		}                                       \
 	} while (0)
 
 /* ---- cases ---- */
 
 static int free_port(void)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct sockaddr_in sa = {.sin_family = AF_INET};
 	socklen_t len = sizeof(sa);
 	int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
 
@@ -314,7 +314,7 @@ static int free_port(void)
 
 static int connect_url(const char *url, char *err, size_t len)
 {
-	struct meta_config cfg = { .url = url, .prefix = "t-auth", .node = "n1" };
+	struct meta_config cfg = {.url = url, .prefix = "t-auth", .node = "n1"};
 	struct meta *m = meta_new(&cfg, NULL);
 	struct meta_entry e;
 	int r;
@@ -342,7 +342,7 @@ static void harness_begin(const char *name)
 {
 	if (!have_redis_server())
 		tap_skip("redis-server is not installed");
-	signal(SIGPIPE, SIG_DFL);	/* meta must cope on its own */
+	signal(SIGPIPE, SIG_DFL); /* meta must cope on its own */
 	snprintf(R.dir, sizeof(R.dir), "/tmp/objfs-%s-XXXXXX", name);
 	if (!mkdtemp(R.dir)) {
 		perror("mkdtemp");

@@ -8,8 +8,8 @@
 
 static int parse(struct config *c, char *err, const char *spec, const char *opts)
 {
-	char *argv[] = { (char *)"objfsd", (char *)spec, (char *)"/mnt/x", (char *)"-o",
-			 (char *)opts, NULL };
+	char *argv[] = {(char *)"objfsd", (char *)spec, (char *)"/mnt/x",
+			(char *)"-o",	  (char *)opts, NULL};
 
 	memset(c, 0, sizeof(*c));
 	err[0] = '\0';
@@ -77,7 +77,7 @@ TEST(options)
 		       "serve_bwlimit=200M,prefault"),
 		 0);
 	CHECK_STR(c.listen_host, "10.0.0.5");
-	CHECK_EQ(c.listen_port, 0);	/* any free port */
+	CHECK_EQ(c.listen_port, 0); /* any free port */
 	CHECK_STR(c.advertise, "node1.example");
 	CHECK_EQ(c.io_timeout_ms, 750);
 	CHECK_EQ(c.serve_bwlimit, 200ULL << 20);
@@ -102,30 +102,30 @@ TEST(bad_options)
 		const char *opts;
 		const char *must_name;
 	} cases[] = {
-		{ "bogus", "bogus" },
-		{ "capacity=12Q", "capacity=12Q" },
-		{ "capacity=100", "capacity=100" },	/* below 1M */
-		{ "capacity=", "capacity" },
-		{ "capacity", "capacity" },
-		{ "node=bad name", "node=bad name" },
-		{ "node=", "node" },
-		{ "listen=nohostport", "listen=nohostport" },
-		{ "listen=h:-1", "listen=h:-1" },
-		{ "listen=h:7x", "listen=h:7x" },
-		{ "advertise=a/b", "advertise=a/b" },
-		{ "advertise=", "advertise" },
-		{ "io_timeout=5", "io_timeout=5" },	/* below 100 ms */
-		{ "io_timeout=1s", "io_timeout=1s" },
-		{ "io_timeout=99999999", "io_timeout=99999999" },
-		{ "serve_bwlimit=100", "serve_bwlimit=100" },	/* below 4K */
-		{ "serve_bwlimit=fast", "serve_bwlimit=fast" },
-		{ "prefault=yes", "prefault" },
-		{ "listen=h:65536", "listen=h:65536" },
-		{ "store=relative", "store=relative" },
-		{ "prefix=a:b", "prefix=a:b" },
-		{ "secret_file=rel", "secret_file=rel" },
-		{ "allow_overwrite=1", "allow_overwrite" },
-		{ "rw,frobnicate,ro", "frobnicate" },
+	    {"bogus", "bogus"},
+	    {"capacity=12Q", "capacity=12Q"},
+	    {"capacity=100", "capacity=100"}, /* below 1M */
+	    {"capacity=", "capacity"},
+	    {"capacity", "capacity"},
+	    {"node=bad name", "node=bad name"},
+	    {"node=", "node"},
+	    {"listen=nohostport", "listen=nohostport"},
+	    {"listen=h:-1", "listen=h:-1"},
+	    {"listen=h:7x", "listen=h:7x"},
+	    {"advertise=a/b", "advertise=a/b"},
+	    {"advertise=", "advertise"},
+	    {"io_timeout=5", "io_timeout=5"}, /* below 100 ms */
+	    {"io_timeout=1s", "io_timeout=1s"},
+	    {"io_timeout=99999999", "io_timeout=99999999"},
+	    {"serve_bwlimit=100", "serve_bwlimit=100"}, /* below 4K */
+	    {"serve_bwlimit=fast", "serve_bwlimit=fast"},
+	    {"prefault=yes", "prefault"},
+	    {"listen=h:65536", "listen=h:65536"},
+	    {"store=relative", "store=relative"},
+	    {"prefix=a:b", "prefix=a:b"},
+	    {"secret_file=rel", "secret_file=rel"},
+	    {"allow_overwrite=1", "allow_overwrite"},
+	    {"rw,frobnicate,ro", "frobnicate"},
 	};
 	struct config c;
 	char err[256];
@@ -144,12 +144,12 @@ TEST(argv)
 {
 	struct config c;
 	char err[256];
-	char *help[] = { (char *)"objfsd", (char *)"--help", NULL };
-	char *one[] = { (char *)"objfsd", (char *)"local", NULL };
-	char *three[] = { (char *)"objfsd", (char *)"local", (char *)"/a", (char *)"/b", NULL };
-	char *flags[] = { (char *)"objfsd", (char *)"-f", (char *)"local", (char *)"/a",
-			  (char *)"-ocapacity=2G", NULL };
-	char *dangling[] = { (char *)"objfsd", (char *)"local", (char *)"/a", (char *)"-o", NULL };
+	char *help[] = {(char *)"objfsd", (char *)"--help", NULL};
+	char *one[] = {(char *)"objfsd", (char *)"local", NULL};
+	char *three[] = {(char *)"objfsd", (char *)"local", (char *)"/a", (char *)"/b", NULL};
+	char *flags[] = {(char *)"objfsd",	  (char *)"-f", (char *)"local", (char *)"/a",
+			 (char *)"-ocapacity=2G", NULL};
+	char *dangling[] = {(char *)"objfsd", (char *)"local", (char *)"/a", (char *)"-o", NULL};
 
 	memset(&c, 0, sizeof(c));
 	CHECK_EQ(config_parse_argv(&c, 2, help, err, sizeof(err)), -ECANCELED);

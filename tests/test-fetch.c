@@ -29,32 +29,32 @@
 /* ---- the holders ---- */
 
 struct holder {
-	const char *node;	/* also its address on the fake transport */
+	const char *node; /* also its address on the fake transport */
 	struct meta *m;
 	struct store *s;
 	char dir[128];
 	/* failures; all under F.lock */
-	int64_t fail_after;	/* go away after this many bytes served; -1 never */
-	bool missing;		/* answer ENOENT */
-	bool corrupt;		/* flip the first byte it serves */
-	uint64_t gate_off;	/* ranges at or past this offset wait for the gate */
+	int64_t fail_after; /* go away after this many bytes served; -1 never */
+	bool missing;	    /* answer ENOENT */
+	bool corrupt;	    /* flip the first byte it serves */
+	uint64_t gate_off;  /* ranges at or past this offset wait for the gate */
 	/* what it did; F.lock */
-	uint64_t served;	/* bytes copied to the fetcher */
+	uint64_t served; /* bytes copied to the fetcher */
 	unsigned gets;
 };
 
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	bool gate_open;		/* lock */
-	unsigned gated;		/* GETs waiting at the gate; lock */
+	bool gate_open; /* lock */
+	unsigned gated; /* GETs waiting at the gate; lock */
 	struct holder h[NHOLDERS];
 	/* hooks */
-	unsigned n_failed, n_sealed;	/* lock */
-	uint64_t busy_id;	/* lock */
+	unsigned n_failed, n_sealed; /* lock */
+	uint64_t busy_id;	     /* lock */
 	char root[64];
 	unsigned seq;
-} F = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+} F = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
 static struct holder *holder_by_addr(const char *addr)
 {
@@ -69,7 +69,7 @@ static struct holder *holder_by_addr(const char *addr)
 /* ---- the fake backend ---- */
 
 struct fake_conn {
-	struct tconn base;	/* first, as transport.c wants */
+	struct tconn base; /* first, as transport.c wants */
 	struct holder *h;
 };
 
@@ -156,8 +156,9 @@ static int fake_fetch(struct tconn *tc, const struct transport_req *req)
 		step = req->len - done < 16384 ? req->len - done : 16384;
 		pthread_mutex_lock(&F.lock);
 		allowed = h->fail_after < 0 ? step
-		    : h->served >= (uint64_t)h->fail_after ? 0
-		    : (uint64_t)h->fail_after - h->served;
+			  : h->served >= (uint64_t)h->fail_after
+			      ? 0
+			      : (uint64_t)h->fail_after - h->served;
 		if (allowed < step)
 			step = allowed;
 		h->served += step;
@@ -186,14 +187,14 @@ static void fake_close(struct tconn *c)
 }
 
 static const struct transport_ops fake_ops = {
-	.name = "fake",
-	.caps = "fake",
-	.streams_per_peer = 1,
-	.range_min = RANGE,
-	.connect = fake_connect,
-	.fetch = fake_fetch,
-	.idle_ok = fake_idle_ok,
-	.close = fake_close,
+    .name = "fake",
+    .caps = "fake",
+    .streams_per_peer = 1,
+    .range_min = RANGE,
+    .connect = fake_connect,
+    .fetch = fake_fetch,
+    .idle_ok = fake_idle_ok,
+    .close = fake_close,
 };
 
 /* ---- hooks ---- */
@@ -228,12 +229,12 @@ static bool hook_busy(void *ctx, uint64_t id)
  * the hooks), which run on a worker: wait, boundedly, for what a case
  * expects of them.
  */
-#define WAIT_FOR(cond)                                                                          \
-	do {                                                                                    \
-		int wait_i_;                                                                    \
-		for (wait_i_ = 0; wait_i_ < 5000 && !(cond); wait_i_++)                         \
-			usleep(1000);                                                           \
-		CHECK(cond);                                                                    \
+#define WAIT_FOR(cond)                                                  \
+	do {                                                            \
+		int wait_i_;                                            \
+		for (wait_i_ = 0; wait_i_ < 5000 && !(cond); wait_i_++) \
+			usleep(1000);                                   \
+		CHECK(cond);                                            \
 	} while (0)
 
 static unsigned locked_read(const unsigned *v)
@@ -250,7 +251,7 @@ static unsigned locked_read(const unsigned *v)
 
 struct world {
 	char prefix[32];
-	struct meta *m;		/* the local node's */
+	struct meta *m; /* the local node's */
 	struct store *s;
 	char dir[128];
 	struct transport *t;
@@ -259,7 +260,7 @@ struct world {
 
 static struct store *open_store(char *dir, size_t len, const char *name, uint64_t capacity)
 {
-	struct store_config cfg = { .capacity = capacity };
+	struct store_config cfg = {.capacity = capacity};
 	struct store *s;
 	int err = 0;
 
@@ -288,8 +289,8 @@ static void claim(struct meta *m, const char *listen)
 
 static void world_init(struct world *w, uint64_t local_capacity)
 {
-	static const char *names[NHOLDERS] = { "holder-a", "holder-b", "holder-c" };
-	struct transport_config tc = { .node = "local", .io_timeout_ms = 2000 };
+	static const char *names[NHOLDERS] = {"holder-a", "holder-b", "holder-c"};
+	struct transport_config tc = {.node = "local", .io_timeout_ms = 2000};
 	struct fetcher_config fc;
 	int i, err = 0;
 
@@ -319,13 +320,13 @@ static void world_init(struct world *w, uint64_t local_capacity)
 	w->t = transport_new_ops(&tc, &fake_ops, &err);
 	CHECK(w->t != NULL);
 	fc = (struct fetcher_config){
-		.node = "local",
-		.meta = w->m,
-		.store = w->s,
-		.transport = w->t,
-		.hooks = { .failed = hook_failed, .sealed = hook_sealed, .busy = hook_busy },
-		.sync_max = 4096,
-		.workers = 4,
+	    .node = "local",
+	    .meta = w->m,
+	    .store = w->s,
+	    .transport = w->t,
+	    .hooks = {.failed = hook_failed, .sealed = hook_sealed, .busy = hook_busy},
+	    .sync_max = 4096,
+	    .workers = 4,
 	};
 	w->fr = fetcher_new(&fc, &err);
 	if (!w->fr) {
@@ -504,9 +505,9 @@ TEST(single_flight)
 	world_init(&w, 16u << 20);
 	rec = put_object(&w, "sf", 4 * RANGE + 100, 0, 0);
 	gate(false);
-	F.h[0].gate_off = 0;	/* nothing arrives until every open is in */
+	F.h[0].gate_off = 0; /* nothing arrives until every open is in */
 	for (i = 0; i < 4; i++) {
-		op[i] = (struct opener){ .w = &w, .id = rec.id };
+		op[i] = (struct opener){.w = &w, .id = rec.id};
 		CHECK_EQ(pthread_create(&th[i], NULL, open_thread, &op[i]), 0);
 	}
 	for (i = 0; i < 4; i++)
@@ -521,7 +522,7 @@ TEST(single_flight)
 	}
 	CHECK(local_copy_ok(&w, &rec));
 	CHECK_EQ(F.h[0].served, rec.size);
-	CHECK_EQ(F.h[0].gets, 5);	/* one GET per range */
+	CHECK_EQ(F.h[0].gets, 5); /* one GET per range */
 	for (i = 0; i < 4; i++) {
 		fetch_opened(op[i].f);
 		store_obj_unref(op[i].o);
@@ -546,7 +547,7 @@ TEST(single_flight)
 		fetch_opened(f);
 		store_obj_unref(o);
 		CHECK(local_copy_ok(&w, &small));
-		CHECK(held_here(&w, small.id));	/* fetch_opened() did it */
+		CHECK(held_here(&w, small.id)); /* fetch_opened() did it */
 	}
 	WAIT_FOR(locked_read(&F.n_sealed) == 2);
 	world_release(&w);
@@ -627,7 +628,7 @@ TEST(relocation)
 	gate(false);
 	F.h[0].gate_off = 0;
 	{
-		struct opener op = { .w = &w, .id = rec.id };
+		struct opener op = {.w = &w, .id = rec.id};
 		pthread_t th;
 
 		CHECK_EQ(pthread_create(&th, NULL, open_thread, &op), 0);
@@ -647,7 +648,7 @@ TEST(relocation)
 	rec = put_object(&w, "gone", 3 * RANGE, 1, 0);
 	F.h[1].missing = true;
 	CHECK_EQ(fetch_all(&w, &rec), -EIO);
-	WAIT_FOR(locked_read(&F.n_failed) == 1);	/* readers may have had bytes: said so */
+	WAIT_FOR(locked_read(&F.n_failed) == 1); /* readers may have had bytes: said so */
 	CHECK(store_lookup(w.s, rec.id) == NULL);
 	CHECK(!held_here(&w, rec.id));
 	/* a later open starts afresh, and succeeds once a holder is back */
@@ -717,7 +718,7 @@ TEST(eviction)
 	CHECK_EQ(meta_publish(w.m, META_ROOT_ID, "mine", &mine, false, NULL, NULL), 0);
 	store_obj_unref(o);
 	fetcher_touch(w.fr, mine.id);
-	fetcher_touch(w.fr, a.id);	/* b is now the least recently used */
+	fetcher_touch(w.fr, a.id); /* b is now the least recently used */
 
 	/* b is in use above: a goes first */
 	pthread_mutex_lock(&F.lock);
@@ -768,7 +769,7 @@ TEST(no_transport)
 
 	world_init(&w, 16u << 20);
 	rec = put_object(&w, "nt", 1000, 0, 0);
-	fc = (struct fetcher_config){ .node = "local", .meta = w.m, .store = w.s };
+	fc = (struct fetcher_config){.node = "local", .meta = w.m, .store = w.s};
 	fr = fetcher_new(&fc, &err);
 	CHECK(fr != NULL);
 	CHECK_EQ(fetcher_open(fr, rec.id, NULL, &f, &o), -EIO);

@@ -84,13 +84,13 @@ TEST(caps)
 	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), -EINVAL);
 	snprintf(a.caps, sizeof(a.caps), "tcp;rdma");
 	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), -EINVAL);
-	memset(a.caps, 'c', sizeof(a.caps));	/* no NUL */
+	memset(a.caps, 'c', sizeof(a.caps)); /* no NUL */
 	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), -EINVAL);
-	a.caps[sizeof(a.caps) - 1] = '\0';	/* 63 bytes: fine */
+	a.caps[sizeof(a.caps) - 1] = '\0'; /* 63 bytes: fine */
 	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), 0);
 	rget(buf, sizeof(buf), "HGET t-caps:node:alpha caps");
 	CHECK_EQ(strlen(buf), 63);
-	a.caps[0] = '\0';			/* none: fine */
+	a.caps[0] = '\0'; /* none: fine */
 	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), 0);
 	rget(buf, sizeof(buf), "HEXISTS t-caps:node:alpha caps");
 	CHECK_STR(buf, "1");
@@ -179,7 +179,7 @@ TEST(locate)
 
 	/* this node's own card expired: it is left out, never pruned */
 	rdo("DEL t-loc:node:node-a");
-	rdo("SADD t-loc:h:{%" PRIu64 "} node-d", o.id);	/* never had a card */
+	rdo("SADD t-loc:h:{%" PRIu64 "} node-d", o.id); /* never had a card */
 	CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
 	CHECK_EQ(n, 1);
 	CHECK_EQ(stale, 1);
@@ -201,10 +201,10 @@ TEST(locate)
 		static const struct {
 			const char *field, *value;
 		} bad[] = {
-			{ "listen", "" },
-			{ "caps", "tcp rdma" },
-			{ "caps", "0123456789012345678901234567890123456789"
-				  "012345678901234567890123" },	/* 64 bytes */
+		    {"listen", ""},
+		    {"caps", "tcp rdma"},
+		    {"caps", "0123456789012345678901234567890123456789"
+			     "012345678901234567890123"}, /* 64 bytes */
 		};
 		size_t i;
 
@@ -228,7 +228,7 @@ TEST(locate)
 		CHECK_EQ(stale, 0);
 		free(hs);
 		rget(buf, sizeof(buf), "SCARD t-loc:h:{%" PRIu64 "}", o.id);
-		CHECK_STR(buf, "4");	/* a, b, e, "bad node!" */
+		CHECK_STR(buf, "4"); /* a, b, e, "bad node!" */
 		/* a card without caps (an older node) is fine */
 		rdo("DEL t-loc:node:node-e");
 		claim_card(e, "10.0.0.5:7000", "tcp");
@@ -365,8 +365,8 @@ TEST(release_race)
 		snprintf(name, sizeof(name), "race-%d", i);
 		CHECK_EQ(meta_publish(a, 1, name, &o, false, NULL, NULL), 0);
 		CHECK_EQ(meta_add_holder(b, o.id), 0);
-		r[0] = (struct racer){ .m = a, .id = o.id, .start = &start, .r = -1 };
-		r[1] = (struct racer){ .m = b, .id = o.id, .start = &start, .r = -1 };
+		r[0] = (struct racer){.m = a, .id = o.id, .start = &start, .r = -1};
+		r[1] = (struct racer){.m = b, .id = o.id, .start = &start, .r = -1};
 		for (k = 0; k < 2; k++)
 			pthread_create(&t[k], NULL, racer_main, &r[k]);
 		for (k = 0; k < 2; k++)
@@ -401,13 +401,13 @@ TEST(members)
 	CHECK_EQ(meta_node_claim(al, &ca, 30, &other), 0);
 	CHECK_EQ(meta_node_claim(be, &cb, 10, &other), 0);
 	CHECK_EQ(meta_node_claim(ga, &cg, 30, &other), 0);
-	CHECK_EQ(meta_node_release(ga, "gamma1"), 0);	/* gone */
+	CHECK_EQ(meta_node_release(ga, "gamma1"), 0); /* gone */
 	claim_card(de, "10.0.0.4:7000", "tcp");
-	rdo("HSET t-mem:node:delta pid notapid");	/* damaged: skipped */
+	rdo("HSET t-mem:node:delta pid notapid"); /* damaged: skipped */
 	claim_card(ep, "10.0.0.5:7000", "tcp");
-	rdo("HDEL t-mem:node:epsilon caps");		/* older node: fine */
+	rdo("HDEL t-mem:node:epsilon caps"); /* older node: fine */
 	rdo("PERSIST t-mem:node:epsilon");
-	rdo("SADD t-mem:nodes %s", "bad name!");	/* skipped */
+	rdo("SADD t-mem:nodes %s", "bad name!"); /* skipped */
 
 	CHECK_EQ(meta_members(al, &mb, &n), 0);
 	CHECK_EQ(n, 4);
@@ -491,22 +491,22 @@ TEST(subscribe)
 	int64_t t0;
 	size_t i;
 	static const char *const bad[] = {
-		"garbage",
-		"",
-		"publish 1 x",
-		"publish 01 x 5",
-		"publish 1 x 0",
-		"publish 1 x 05",
-		"publish x y 5",
-		"publish 1 a/b 5",
-		"publish 1 .. 5",
-		"publish 1  5",
-		"Publish 1 x 5",
-		"abcdefghijklmnop 1 x 5",
-		"publish 1 x 18446744073709551616",
-		"publish 18446744073709551616 x 1",
-		"publish 1 x 5 ",
-		" publish 1 x 5",
+	    "garbage",
+	    "",
+	    "publish 1 x",
+	    "publish 01 x 5",
+	    "publish 1 x 0",
+	    "publish 1 x 05",
+	    "publish x y 5",
+	    "publish 1 a/b 5",
+	    "publish 1 .. 5",
+	    "publish 1  5",
+	    "Publish 1 x 5",
+	    "abcdefghijklmnop 1 x 5",
+	    "publish 1 x 18446744073709551616",
+	    "publish 18446744073709551616 x 1",
+	    "publish 1 x 5 ",
+	    " publish 1 x 5",
 	};
 
 	inval_init(&l);
@@ -526,10 +526,10 @@ TEST(subscribe)
 	big[sizeof(big) - 1] = '\0';
 	memcpy(big, "publish 1 ", 10);
 	memcpy(big + sizeof(big) - 3, " 5", 2);
-	rdo("PUBLISH t-sub:inval %s", big);	/* a name longer than a name */
+	rdo("PUBLISH t-sub:inval %s", big); /* a name longer than a name */
 	rdo("PUBLISH t-sub:inval %b", "publish 1 a\0b 5", (size_t)15);
 	rdo("PUBLISH t-sub:inval %b", "publish 1 \xff\xfe 5", (size_t)14);
-	rdo("PUBLISH t-sub:other %s", "publish 1 x 5");	/* not ours */
+	rdo("PUBLISH t-sub:other %s", "publish 1 x 5"); /* not ours */
 	/* well-formed, of a kind this version does not know: passed on */
 	rdo("PUBLISH t-sub:inval %s", "custom-kind 7 raw  name 9");
 	CHECK_EQ(meta_rename(m, d.id, name, 1, "moved", 0, false, NULL), 0);
@@ -544,8 +544,8 @@ TEST(subscribe)
 	CHECK_EV(&l, 2, "custom-kind", 7, "raw  name", 9);
 	CHECK_EV(&l, 3, "rename-from", d.id, name, o.id);
 	CHECK_EV(&l, 4, "rename-to", 1, "moved", o.id);
-	CHECK_EV(&l, 5, "gone", 0, "-", o.id);	/* the object is deleted... */
-	CHECK_EV(&l, 6, "unlink", 1, "moved", o.id);	/* ...and its name */
+	CHECK_EV(&l, 5, "gone", 0, "-", o.id);	     /* the object is deleted... */
+	CHECK_EV(&l, 6, "unlink", 1, "moved", o.id); /* ...and its name */
 	CHECK_EV(&l, 7, "rmdir", 1, "d", d.id);
 
 	/* a replace, and an exchange (four events) */
@@ -562,7 +562,7 @@ TEST(subscribe)
 		CHECK_EQ(inval_wait(&l, 16, 3000), 16);
 		CHECK_EV(&l, 8, "mkdir", 1, "x", d2.id);
 		CHECK_EV(&l, 9, "publish", 1, "f", o.id);
-		CHECK_EV(&l, 10, "gone", 0, "-", o.id);	/* replaced */
+		CHECK_EV(&l, 10, "gone", 0, "-", o.id); /* replaced */
 		CHECK_EV(&l, 11, "replace", 1, "f", o2.id);
 		CHECK_EV(&l, 12, "rename-from", 1, "f", o2.id);
 		CHECK_EV(&l, 13, "rename-to", 1, "x", o2.id);
@@ -577,7 +577,7 @@ TEST(subscribe)
 	CHECK_EQ(meta_mkdir(m, 1, "after", 1, NULL), 0);
 	usleep(100000);
 	CHECK_EQ(inval_count(&l), 16);
-	meta_unsubscribe(m);	/* again: nothing to do */
+	meta_unsubscribe(m); /* again: nothing to do */
 
 	/* subscribe again; meta_free() stops a live subscriber */
 	inval_init(&l2);
@@ -616,7 +616,6 @@ TEST(subscribe_gap)
 	meta_free(m);
 	pthread_mutex_destroy(&l.lock);
 }
-
 
 TEST(subscribe_hung)
 {

@@ -18,34 +18,34 @@ TEST(urls)
 		int err;
 		const char *shown;
 	} cases[] = {
-		{ "redis://localhost:6380", 0, "redis://localhost:6380" },
-		{ "redis://localhost", 0, "redis://localhost" },
-		{ "redis://10.0.0.1:6379/3", 0, "redis://10.0.0.1:6379/3" },
-		{ "redis://:s3cret@db.example:7000/2", 0, "redis://:***@db.example:7000/2" },
-		{ "redis://:p@ss@host", 0, "redis://:***@host" },
-		{ "redis://[::1]:6379", 0, "redis://[::1]:6379" },
-		{ "unix:/run/objfs/redis.sock", 0, "unix:/run/objfs/redis.sock" },
-		{ "http://localhost:6379", -EINVAL, NULL },
-		{ "redis:/localhost", -EINVAL, NULL },
-		{ "redis://", -EINVAL, NULL },
-		{ "redis://:6379", -EINVAL, NULL },
-		{ "redis://host:0", -EINVAL, NULL },
-		{ "redis://host:65536", -EINVAL, NULL },
-		{ "redis://host:", -EINVAL, NULL },
-		{ "redis://host:12x", -EINVAL, NULL },
-		{ "redis://host:6379/", -EINVAL, NULL },
-		{ "redis://host:6379/x", -EINVAL, NULL },
-		{ "redis://host:6379/1/2", -EINVAL, NULL },
-		{ "redis://host:6379?db=1", -EINVAL, NULL },
-		{ "redis://host name", -EINVAL, NULL },
-		{ "redis://user:pw@host", -EINVAL, NULL },
-		{ "redis://:@host", -EINVAL, NULL },
-		{ "redis://[::1", -EINVAL, NULL },
-		{ "unix:", -EINVAL, NULL },
-		{ "unix:relative.sock", -EINVAL, NULL },
-		{ "", -EINVAL, NULL },
+	    {"redis://localhost:6380", 0, "redis://localhost:6380"},
+	    {"redis://localhost", 0, "redis://localhost"},
+	    {"redis://10.0.0.1:6379/3", 0, "redis://10.0.0.1:6379/3"},
+	    {"redis://:s3cret@db.example:7000/2", 0, "redis://:***@db.example:7000/2"},
+	    {"redis://:p@ss@host", 0, "redis://:***@host"},
+	    {"redis://[::1]:6379", 0, "redis://[::1]:6379"},
+	    {"unix:/run/objfs/redis.sock", 0, "unix:/run/objfs/redis.sock"},
+	    {"http://localhost:6379", -EINVAL, NULL},
+	    {"redis:/localhost", -EINVAL, NULL},
+	    {"redis://", -EINVAL, NULL},
+	    {"redis://:6379", -EINVAL, NULL},
+	    {"redis://host:0", -EINVAL, NULL},
+	    {"redis://host:65536", -EINVAL, NULL},
+	    {"redis://host:", -EINVAL, NULL},
+	    {"redis://host:12x", -EINVAL, NULL},
+	    {"redis://host:6379/", -EINVAL, NULL},
+	    {"redis://host:6379/x", -EINVAL, NULL},
+	    {"redis://host:6379/1/2", -EINVAL, NULL},
+	    {"redis://host:6379?db=1", -EINVAL, NULL},
+	    {"redis://host name", -EINVAL, NULL},
+	    {"redis://user:pw@host", -EINVAL, NULL},
+	    {"redis://:@host", -EINVAL, NULL},
+	    {"redis://[::1", -EINVAL, NULL},
+	    {"unix:", -EINVAL, NULL},
+	    {"unix:relative.sock", -EINVAL, NULL},
+	    {"", -EINVAL, NULL},
 	};
-	struct meta_config cfg = { .node = "n1" };
+	struct meta_config cfg = {.node = "n1"};
 	size_t i;
 
 	for (i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -76,15 +76,9 @@ TEST(urls)
 			const char *prefix, *node;
 			bool ok;
 		} pn[] = {
-			{ NULL, "n1", true },
-			{ "a.b_c-D9", "n1", true },
-			{ "", "n1", false },
-			{ "a:b", "n1", false },
-			{ "a{b}", "n1", false },
-			{ "objfs", NULL, false },
-			{ "objfs", "", false },
-			{ "objfs", "-bad", false },
-			{ "objfs", "bad name", false },
+		    {NULL, "n1", true},	  {"a.b_c-D9", "n1", true}, {"", "n1", false},
+		    {"a:b", "n1", false}, {"a{b}", "n1", false},    {"objfs", NULL, false},
+		    {"objfs", "", false}, {"objfs", "-bad", false}, {"objfs", "bad name", false},
 		};
 		char long_prefix[80];
 
@@ -114,9 +108,9 @@ TEST(urls)
 TEST(dead_socket)
 {
 	struct meta_config cfg = {
-		.url = "unix:/nonexistent/objfs-test/redis.sock",
-		.node = "n1",
-		.timeout_ms = 500,
+	    .url = "unix:/nonexistent/objfs-test/redis.sock",
+	    .node = "n1",
+	    .timeout_ms = 500,
 	};
 	struct inval_log l;
 	struct meta_entry e;
@@ -156,7 +150,7 @@ TEST(dead_socket)
 	cfg.url = err;
 	m = meta_new(&cfg, NULL);
 	CHECK(m != NULL);
-	CHECK_EQ(meta_connect(m), -EIO);	/* nothing listens on port 1 */
+	CHECK_EQ(meta_connect(m), -EIO); /* nothing listens on port 1 */
 	meta_free(m);
 }
 
@@ -186,7 +180,7 @@ TEST(auth)
 
 	/* the subscriber authenticates like the pool */
 	{
-		struct meta_config cfg = { .url = url, .prefix = "t-auth", .node = "n1" };
+		struct meta_config cfg = {.url = url, .prefix = "t-auth", .node = "n1"};
 		struct meta *m = meta_new(&cfg, NULL), *bad;
 		char badurl[200];
 		struct inval_log l, lb;
@@ -234,7 +228,7 @@ TEST(namespace)
 	struct meta_dirent *ents = NULL;
 	size_t n = 0, i;
 	char buf[64];
-	bool seen[3] = { false };
+	bool seen[3] = {false};
 
 	/* the root */
 	CHECK_EQ(meta_getattr(m, META_ROOT_ID, &e), 0);
@@ -261,7 +255,7 @@ TEST(namespace)
 	CHECK_EQ(meta_lookup(m, 1, "a", &e), 0);
 	CHECK_EQ(e.kind, META_DIR);
 	CHECK_EQ(e.id, d.id);
-	CHECK_EQ(e.obj.mtime_ns, 333);	/* mkdir of c touched a */
+	CHECK_EQ(e.obj.mtime_ns, 333); /* mkdir of c touched a */
 	CHECK_EQ(e.nsub, 1);
 	CHECK_EQ(meta_getattr(m, d.id, &e), 0);
 	CHECK_EQ(e.kind, META_DIR);
@@ -364,7 +358,7 @@ TEST(publish)
 	CHECK_EQ(replaced, 0);
 	CHECK_STR(path, "/dir/sub dir/file 1");
 	{
-		struct timeval tv = { 2, 0 };
+		struct timeval tv = {2, 0};
 		char want[128];
 
 		redisSetTimeout(sub, tv);
@@ -413,8 +407,8 @@ TEST(publish)
 	CHECK_EQ(meta_publish(m, d.id, "file 1", &o2, true, &replaced, path), 0);
 	CHECK_EQ(replaced, o.id);
 	CHECK_EQ(meta_object_exists(m, o.id), 0);
-	CHECK_EQ(meta_object_deleted(m, o.id), 1);	/* the replaced one */
-	CHECK_EQ(meta_object_deleted(m, o2.id), 0);	/* the live one */
+	CHECK_EQ(meta_object_deleted(m, o.id), 1);  /* the replaced one */
+	CHECK_EQ(meta_object_deleted(m, o2.id), 0); /* the live one */
 	CHECK_EQ(meta_get_object(m, o.id, &got), -ENOENT);
 	nodes = NULL;
 	CHECK_EQ(meta_holders(m, o.id, &nodes, &n), 0);
@@ -435,7 +429,7 @@ TEST(publish)
 	CHECK_EQ(id, o2.id);
 	CHECK_EQ(meta_object_exists(m, o2.id), 0);
 	CHECK_EQ(meta_object_deleted(m, o2.id), 1);
-	CHECK_EQ(meta_object_deleted(m, 987654), 0);	/* never existed */
+	CHECK_EQ(meta_object_deleted(m, 987654), 0); /* never existed */
 	CHECK_EQ(meta_lookup(m, d.id, "file 1", &e), -ENOENT);
 	CHECK_EQ(meta_unlink(m, d.id, "file 1", &id), -ENOENT);
 	meta_free(m);
@@ -584,7 +578,7 @@ TEST(rename)
 	CHECK_EQ(meta_getattr(m, x, &e), -ENOENT);
 	CHECK_EQ(lookup_id(m, 1, "empty"), a);
 	CHECK_EQ(meta_getattr(m, 1, &e), 0);
-	CHECK_EQ(e.nsub, 2);	/* b, empty(=a) */
+	CHECK_EQ(e.nsub, 2); /* b, empty(=a) */
 	CHECK_EQ(meta_rename(m, 1, "empty", 1, "b", 0, false, NULL), -ENOTEMPTY);
 	CHECK_EQ(meta_rename(m, 1, "empty", b, "f3", 0, true, NULL), -ENOTDIR);
 	CHECK_EQ(meta_rename(m, b, "f3", 1, "empty", 0, true, NULL), -EISDIR);
@@ -671,8 +665,17 @@ TEST(corrupt)
 	size_t n;
 	uint64_t d, id;
 	static const char *const bad_values[] = {
-		"garbage", "d", "f", "d0", "f-1", "x5", "d05", "d18446744073709551616",
-		"d99999999999999999999999", "d1 ", "",
+	    "garbage",
+	    "d",
+	    "f",
+	    "d0",
+	    "f-1",
+	    "x5",
+	    "d05",
+	    "d18446744073709551616",
+	    "d99999999999999999999999",
+	    "d1 ",
+	    "",
 	};
 	size_t i;
 
@@ -703,17 +706,17 @@ TEST(corrupt)
 		static const struct {
 			const char *field, *value;
 		} bad[] = {
-			{ "csum", "zz" },
-			{ "csum", "0123456789abcdef0123456789abcdefaa" },
-			{ "csum", "0123456789abcdef0123456789abcdeg" },
-			{ "size", "-1" },
-			{ "size", "18446744073709551616" },
-			{ "size", "12abc" },
-			{ "size", "" },
-			{ "mtime", "abc" },
-			{ "mtime", "9223372036854775808" },
-			{ "origin", "bad node" },
-			{ "origin", "" },
+		    {"csum", "zz"},
+		    {"csum", "0123456789abcdef0123456789abcdefaa"},
+		    {"csum", "0123456789abcdef0123456789abcdeg"},
+		    {"size", "-1"},
+		    {"size", "18446744073709551616"},
+		    {"size", "12abc"},
+		    {"size", ""},
+		    {"mtime", "abc"},
+		    {"mtime", "9223372036854775808"},
+		    {"origin", "bad node"},
+		    {"origin", ""},
 		};
 		char csum[OBJFS_CSUM_HEX], val[32];
 
@@ -851,7 +854,7 @@ TEST(reregister)
 	/* a long name gets a shorter alternative, cut between characters */
 	name[0] = '\0';
 	for (i = 0; i < 125; i++)
-		strcat(name, "\xc3\xa9");	/* 250 bytes of "é" */
+		strcat(name, "\xc3\xa9"); /* 250 bytes of "é" */
 	snprintf(path, sizeof(path), "/a/%s", name);
 	o.id = 5002;
 	CHECK_EQ(meta_reregister(m, &o, path), 0);
@@ -901,7 +904,7 @@ TEST(nodes)
 	snprintf(b.instance, sizeof(b.instance), "bbbb2222");
 
 	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), 0);
-	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), 0);	/* again: ours */
+	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), 0); /* again: ours */
 	rget(buf, sizeof(buf), "HGET t-node:node:alpha listen");
 	CHECK_STR(buf, "10.0.0.1:7000");
 	rget(buf, sizeof(buf), "SISMEMBER t-node:nodes alpha");
@@ -1004,7 +1007,7 @@ TEST(threads)
 
 	CHECK_EQ(meta_mkdir(m, 1, "shared", 1, &e), 0);
 	for (i = 0; i < 4; i++) {
-		w[i] = (struct worker){ .m = m, .dir = e.id, .idx = i };
+		w[i] = (struct worker){.m = m, .dir = e.id, .idx = i};
 		pthread_create(&t[i], NULL, worker_main, &w[i]);
 	}
 	for (i = 0; i < 4; i++) {

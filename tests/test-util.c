@@ -13,25 +13,25 @@ TEST(sizes)
 		int err;
 		uint64_t want;
 	} cases[] = {
-		{ "0", 0, 0 },
-		{ "1024", 0, 1024 },
-		{ "512M", 0, 512ULL << 20 },
-		{ "4G", 0, 4ULL << 30 },
-		{ "4g", 0, 4ULL << 30 },
-		{ "4GiB", 0, 4ULL << 30 },
-		{ "4GB", 0, 4ULL << 30 },
-		{ "1T", 0, 1ULL << 40 },
-		{ "10K", 0, 10240 },
-		{ "100B", 0, 100 },
-		{ "", -EINVAL, 0 },
-		{ "G", -EINVAL, 0 },
-		{ "-1", -EINVAL, 0 },
-		{ "1.5G", -EINVAL, 0 },
-		{ "4X", -EINVAL, 0 },
-		{ "4GiBx", -EINVAL, 0 },
-		{ " 4G", -EINVAL, 0 },
-		{ "99999999999999999999", -ERANGE, 0 },
-		{ "17179869184G", -ERANGE, 0 },
+	    {"0", 0, 0},
+	    {"1024", 0, 1024},
+	    {"512M", 0, 512ULL << 20},
+	    {"4G", 0, 4ULL << 30},
+	    {"4g", 0, 4ULL << 30},
+	    {"4GiB", 0, 4ULL << 30},
+	    {"4GB", 0, 4ULL << 30},
+	    {"1T", 0, 1ULL << 40},
+	    {"10K", 0, 10240},
+	    {"100B", 0, 100},
+	    {"", -EINVAL, 0},
+	    {"G", -EINVAL, 0},
+	    {"-1", -EINVAL, 0},
+	    {"1.5G", -EINVAL, 0},
+	    {"4X", -EINVAL, 0},
+	    {"4GiBx", -EINVAL, 0},
+	    {" 4G", -EINVAL, 0},
+	    {"99999999999999999999", -ERANGE, 0},
+	    {"17179869184G", -ERANGE, 0},
 	};
 	size_t i;
 
@@ -86,10 +86,12 @@ TEST(node_names)
 	CHECK_EQ(node_name_validate(".x"), -EINVAL);
 	CHECK_EQ(node_name_validate("a b"), -EINVAL);
 	CHECK_EQ(node_name_validate("a:b"), -EINVAL);
-	CHECK_EQ(node_name_validate("0123456789012345678901234567890123456789012345678901234567890123"),
-		 -EINVAL);
-	CHECK_EQ(node_name_validate("012345678901234567890123456789012345678901234567890123456789012"),
-		 0);
+	CHECK_EQ(
+	    node_name_validate("0123456789012345678901234567890123456789012345678901234567890123"),
+	    -EINVAL);
+	CHECK_EQ(
+	    node_name_validate("012345678901234567890123456789012345678901234567890123456789012"),
+	    0);
 }
 
 TEST(checksums)

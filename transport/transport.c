@@ -173,8 +173,7 @@ void transport_free(struct transport *t)
 		return;
 	if (t->serving && t->ops->stop)
 		t->ops->stop(t);
-	HASH_ITER(hh, t->peers, p, tmp)
-	{
+	HASH_ITER (hh, t->peers, p, tmp) {
 		HASH_DEL(t->peers, p);
 		conn_close_list(t, p->idle);
 		free(p);

@@ -65,10 +65,10 @@ struct fobj {
 };
 
 static struct fobj objs[] = {
-	{ 1, 0, 16, NULL },
-	{ 2, 100, 7, NULL },
-	{ 3, 5000, 1000, NULL },
-	{ 4, 20000, 4096, NULL },
+    {1, 0, 16, NULL},
+    {2, 100, 7, NULL},
+    {3, 5000, 1000, NULL},
+    {4, 20000, 4096, NULL},
 };
 
 static int src_open(void *ctx, uint64_t id, uint64_t *ret_size, void **ret_token)
