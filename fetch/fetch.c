@@ -10,9 +10,12 @@
  * the ranges they need are in place.
  *
  * References: the table holds one, each handle above one (fetcher_open()
- * and fetch_ref()), each worker running one of its ranges one.  A fetch
- * leaves the table when it ends, so the next open sees the sealed object,
- * or starts afresh after a failure.
+ * and fetch_ref()), each worker running one of its ranges one, and the
+ * opening thread while it runs a small fetch.  The queue holds none.  A
+ * fetch leaves the table when it fails, or once its copy is registered
+ * (fetch_after_seal()): until then eviction leaves the copy alone, and
+ * afterwards the next open sees the sealed object, or starts afresh
+ * after a failure.
  */
 #include "fetch_i.h"
 
@@ -54,6 +57,10 @@ struct fetcher *fetcher_new(const struct fetcher_config *cfg, int *ret_err)
 		transport_tuning(fr->transport, &tt);
 	fr->streams_per_holder = tt.streams_per_peer ? tt.streams_per_peer : 1;
 	fr->range_min = tt.range_min ? tt.range_min : FETCH_RANGE_MIN_DEFAULT;
+	/* the opening thread runs one range: an object it fetches must fit
+	 * in one */
+	if (fr->sync_max > fr->range_min)
+		fr->sync_max = fr->range_min;
 	pthread_mutex_init(&fr->lock, NULL);
 	pthread_cond_init(&fr->queue_cond, NULL);
 	if (fr->transport) {
@@ -80,8 +87,8 @@ void fetcher_free(struct fetcher *fr)
 	if (!fr)
 		return;
 	fetcher_stop(fr);
-	lru_free_all(fr);
-	peer_cache_free(fr);
+	fetch_lru_free_all_locked(fr);
+	fetch_peer_free_all(fr);
 	pthread_mutex_destroy(&fr->lock);
 	pthread_cond_destroy(&fr->queue_cond);
 	free(fr);
@@ -156,7 +163,7 @@ static int setup(struct fetch *f, const struct meta_obj *rec)
 			  f->id);
 		return -EIO;
 	}
-	r = holder_locate(f, rec);
+	r = fetch_holder_locate(f, rec);
 	if (r == 0)
 		r = split(f);
 	if (r == 0)
@@ -172,6 +179,12 @@ static void go(struct fetch *f)
 	bool sync = f->rec.size <= fr->sync_max;
 
 	pthread_mutex_lock(&fr->lock);
+	if (fr->stopping) {
+		/* no worker will take it: fail it rather than queue it */
+		pthread_mutex_unlock(&fr->lock);
+		fetch_fail(f, "the node is shutting down");
+		return;
+	}
 	if (sync && f->nchunks) {
 		f->chunks[0].state = CHUNK_RUNNING;
 		f->refs++;
@@ -197,23 +210,29 @@ static void go(struct fetch *f)
 /* ---- opening ---- */
 
 /* The fetch of @id from the table with a reference, or a new one (also
- * in the table) if none; *@ret_creator says which.  NULL: no memory. */
-static struct fetch *find_or_add(struct fetcher *fr, uint64_t id, bool *ret_creator)
+ * in the table) if none; *@ret_creator says which.  -EIO once the
+ * fetcher is stopping, -ENOMEM. */
+static int find_or_add(struct fetcher *fr, uint64_t id, struct fetch **ret_f, bool *ret_creator)
 {
 	struct fetch *f;
 
 	pthread_mutex_lock(&fr->lock);
+	if (fr->stopping) {
+		pthread_mutex_unlock(&fr->lock);
+		return -EIO;
+	}
 	HASH_FIND(hh, fr->fetches, &id, sizeof(id), f);
 	if (f) {
 		f->refs++;
 		pthread_mutex_unlock(&fr->lock);
+		*ret_f = f;
 		*ret_creator = false;
-		return f;
+		return 0;
 	}
 	f = calloc(1, sizeof(*f));
 	if (!f) {
 		pthread_mutex_unlock(&fr->lock);
-		return NULL;
+		return -ENOMEM;
 	}
 	f->id = id;
 	f->fr = fr;
@@ -225,12 +244,13 @@ static struct fetch *find_or_add(struct fetcher *fr, uint64_t id, bool *ret_crea
 	if (!fetch_running_locked(fr, id)) { /* the table could not grow */
 		pthread_mutex_unlock(&fr->lock);
 		fetch_free(f);
-		return NULL;
+		return -ENOMEM;
 	}
 	f->in_table = true;
 	pthread_mutex_unlock(&fr->lock);
+	*ret_f = f;
 	*ret_creator = true;
-	return f;
+	return 0;
 }
 
 int fetcher_open(struct fetcher *fr, uint64_t id, const struct meta_obj *rec, struct fetch **ret_f,
@@ -240,9 +260,9 @@ int fetcher_open(struct fetcher *fr, uint64_t id, const struct meta_obj *rec, st
 	bool creator;
 	int r;
 
-	f = find_or_add(fr, id, &creator);
-	if (!f)
-		return -ENOMEM;
+	r = find_or_add(fr, id, &f, &creator);
+	if (r < 0)
+		return r;
 	if (creator) {
 		FETCH_COUNT(fr, fetches, 1);
 		r = setup(f, rec);
@@ -339,7 +359,7 @@ int fetcher_progress(struct fetcher *fr, uint64_t id, uint64_t *ret_done, uint64
 
 	pthread_mutex_lock(&fr->lock);
 	HASH_FIND(hh, fr->fetches, &id, sizeof(id), f);
-	if (!f) {
+	if (!f || f->state == FETCH_DONE || f->state == FETCH_FAILED) {
 		pthread_mutex_unlock(&fr->lock);
 		return -ENOENT;
 	}

@@ -23,9 +23,10 @@
  * another node too, least recently used first; the last copy in the
  * cluster is never given up (meta_release_replica() decides atomically).
  *
- * Threading: every function is thread-safe.  Hooks are called without
- * any lock of the fetcher held, from fetch workers or from the thread
- * that called into the fetcher.
+ * Threading: every function but fetcher_stop() and fetcher_free() is
+ * thread-safe; those two belong to the fetcher's owner.  Hooks are called
+ * without any lock of the fetcher held, from fetch workers or from the
+ * thread that called into the fetcher.
  *
  * Errors: 0 or a negative errno.
  */
@@ -55,9 +56,12 @@ struct fetcher_hooks {
 	 */
 	void (*failed)(void *ctx, uint64_t id);
 	/*
-	 * A copy of @id fetched here is sealed, verified and registered:
-	 * write the path it is known by into @ret_path (@len bytes) for its
-	 * catalog record, or leave it "" if unknown.
+	 * A copy of @id fetched here is sealed and verified, and this node
+	 * was registered as a holder (or that failed: the object was
+	 * deleted meanwhile, or Redis is away): write the path it is known
+	 * by into @ret_path (@len bytes) for its catalog record, or leave
+	 * it "" if unknown.  Called from a worker, from fetch_opened(), or,
+	 * for an empty object, from fetcher_open() itself.
 	 */
 	void (*sealed)(void *ctx, uint64_t id, char *ret_path, size_t len);
 	/* Is @id in use above (open, being written, not yet published)?
@@ -75,7 +79,8 @@ struct fetcher_config {
 	struct transport *transport;
 	struct fetcher_hooks hooks; /* any hook may be NULL */
 	/* objects up to this size are fetched by the opening thread
-	 * itself, before fetcher_open() returns (0: 1 MiB) */
+	 * itself, before fetcher_open() returns (0: 1 MiB; never more than
+	 * the backend's range_min) */
 	uint64_t sync_max;
 	unsigned workers; /* 0: 8 */
 };
@@ -95,11 +100,13 @@ void fetcher_free(struct fetcher *fr);
  * fetch of @id if one runs, or starts one; @rec (may be NULL) is the
  * object record if the caller has it, which lets a small object go
  * straight to its origin node without asking Redis.  Returns the fetch
- * with a reference for the caller (drop it with fetch_put()) and, in
+ * with a reference for the caller, which it must hand to fetch_opened()
+ * once the open is answered (or given up) and, in
  * *@ret_obj, a reference on the object's store object, which is pending
  * until the fetch ends.  Objects up to sync_max are complete when this
  * returns.  -ENOENT no such object; -EIO no holder can be reached or the
- * fetch failed; -ENOSPC no room even after eviction; -ENOMEM.
+ * fetch failed, or the fetcher is stopping; -ENOSPC no room even after
+ * eviction; -ENOMEM.
  */
 int fetcher_open(struct fetcher *fr, uint64_t id, const struct meta_obj *rec, struct fetch **ret_f,
 		 struct store_obj **ret_obj);
@@ -128,8 +135,8 @@ void fetch_opened(struct fetch *f);
  */
 int fetch_wait(struct fetch *f, uint64_t off, uint64_t len);
 
-/* Bytes of @id in place so far and its size, if a fetch of @id runs;
- * else -ENOENT. */
+/* Bytes of @id in place so far and its size (0 while the fetch is being
+ * set up), if a fetch of @id runs; else -ENOENT. */
 int fetcher_progress(struct fetcher *fr, uint64_t id, uint64_t *ret_done, uint64_t *ret_size);
 
 /* ---- use and eviction (fetch_evict.c) ---- */

@@ -41,7 +41,7 @@ static struct lru *lru_find_locked(struct fetcher *fr, uint64_t id)
 	return e;
 }
 
-void lru_free_all(struct fetcher *fr)
+void fetch_lru_free_all_locked(struct fetcher *fr)
 {
 	struct lru *e, *tmp;
 
@@ -59,7 +59,7 @@ void fetcher_touch(struct fetcher *fr, uint64_t id)
 	e = lru_find_locked(fr, id);
 	if (!e) {
 		if (HASH_COUNT(fr->lru) >= LRU_MAX)
-			lru_free_all(fr);
+			fetch_lru_free_all_locked(fr);
 		e = calloc(1, sizeof(*e));
 		if (e) {
 			e->id = id;

@@ -41,7 +41,7 @@ struct peer_addr {
 
 /* ---- the address cache ---- */
 
-static void peer_cache_put(struct fetcher *fr, const struct meta_holder *hs, size_t n)
+static void peer_put(struct fetcher *fr, const struct meta_holder *hs, size_t n)
 {
 	struct peer_addr *p, *added;
 	size_t i;
@@ -69,7 +69,7 @@ static void peer_cache_put(struct fetcher *fr, const struct meta_holder *hs, siz
 	pthread_mutex_unlock(&fr->lock);
 }
 
-static bool peer_cache_get(struct fetcher *fr, const char *node, struct meta_holder *ret)
+static bool peer_get(struct fetcher *fr, const char *node, struct meta_holder *ret)
 {
 	struct peer_addr *p;
 	bool found = false;
@@ -84,7 +84,7 @@ static bool peer_cache_get(struct fetcher *fr, const char *node, struct meta_hol
 	return found;
 }
 
-void peer_cache_del(struct fetcher *fr, const char *node)
+void fetch_peer_del(struct fetcher *fr, const char *node)
 {
 	struct peer_addr *p;
 
@@ -97,7 +97,7 @@ void peer_cache_del(struct fetcher *fr, const char *node)
 	pthread_mutex_unlock(&fr->lock);
 }
 
-void peer_cache_free(struct fetcher *fr)
+void fetch_peer_free_all(struct fetcher *fr)
 {
 	struct peer_addr *p, *tmp;
 
@@ -109,12 +109,12 @@ void peer_cache_free(struct fetcher *fr)
 
 /* ---- choosing ---- */
 
-bool holder_usable(struct fetcher *fr, const struct meta_holder *h)
+bool fetch_holder_usable(struct fetcher *fr, const struct meta_holder *h)
 {
 	return fr->transport && h->addr[0] && transport_reaches(fr->transport, h->caps, h->addr);
 }
 
-int holder_pick_locked(struct fetch *f)
+int fetch_holder_pick_locked(struct fetch *f)
 {
 	size_t i, k;
 
@@ -128,7 +128,7 @@ int holder_pick_locked(struct fetch *f)
 	return -1;
 }
 
-void holder_mark_bad_locked(struct fetch *f, int k, const struct meta_holder *h)
+void fetch_holder_mark_bad_locked(struct fetch *f, int k, const struct meta_holder *h)
 {
 	if (k >= 0 && (size_t)k < f->nholders && !strcmp(f->holders[k].node, h->node) &&
 	    !strcmp(f->holders[k].addr, h->addr))
@@ -143,7 +143,7 @@ static void count_stale(struct fetcher *fr, uint64_t id, unsigned stale)
 	log_info("object %" PRIu64 ": dropped %u holder entries of nodes that are gone", id, stale);
 }
 
-int holder_locate(struct fetch *f, const struct meta_obj *rec)
+int fetch_holder_locate(struct fetch *f, const struct meta_obj *rec)
 {
 	struct fetcher *fr = f->fr;
 	struct meta_holder origin;
@@ -154,8 +154,8 @@ int holder_locate(struct fetch *f, const struct meta_obj *rec)
 	/* small objects only: for big ones a Redis round trip is nothing,
 	 * and knowing every holder lets ranges come from several */
 	if (rec && rec->id == f->id && rec->size <= fr->sync_max && rec->origin[0] &&
-	    strcmp(rec->origin, fr->node) && peer_cache_get(fr, rec->origin, &origin) &&
-	    holder_usable(fr, &origin) && (f->holders = malloc(sizeof(*f->holders)))) {
+	    strcmp(rec->origin, fr->node) && peer_get(fr, rec->origin, &origin) &&
+	    fetch_holder_usable(fr, &origin) && (f->holders = malloc(sizeof(*f->holders)))) {
 		/* the node that wrote it, at the address we know: no Redis */
 		f->rec = *rec;
 		f->holders[0] = origin;
@@ -167,13 +167,13 @@ int holder_locate(struct fetch *f, const struct meta_obj *rec)
 		count_stale(fr, f->id, stale);
 		if (r < 0)
 			return r;
-		peer_cache_put(fr, f->holders, f->nholders);
+		peer_put(fr, f->holders, f->nholders);
 	}
 	f->bad = calloc(f->nholders ? f->nholders : 1, sizeof(*f->bad));
 	if (!f->bad)
 		return -ENOMEM;
 	for (i = 0; i < f->nholders; i++) {
-		f->bad[i] = !holder_usable(fr, &f->holders[i]);
+		f->bad[i] = !fetch_holder_usable(fr, &f->holders[i]);
 		good += !f->bad[i];
 	}
 	if (!good) {
@@ -184,7 +184,7 @@ int holder_locate(struct fetch *f, const struct meta_obj *rec)
 	return 0;
 }
 
-int holder_relocate(struct fetch *f)
+int fetch_holder_relocate(struct fetch *f)
 {
 	struct fetcher *fr = f->fr;
 	struct meta_holder *hs = NULL, *old;
@@ -198,7 +198,7 @@ int holder_relocate(struct fetch *f)
 	count_stale(fr, f->id, stale);
 	if (r < 0)
 		return r;
-	peer_cache_put(fr, hs, n);
+	peer_put(fr, hs, n);
 	bad = calloc(n ? n : 1, sizeof(*bad));
 	if (!bad) {
 		free(hs);
@@ -210,7 +210,7 @@ int holder_relocate(struct fetch *f)
 			if (f->bad[j] && !strcmp(f->holders[j].node, hs[i].node) &&
 			    !strcmp(f->holders[j].addr, hs[i].addr))
 				bad[i] = true;
-		if (!holder_usable(fr, &hs[i]))
+		if (!fetch_holder_usable(fr, &hs[i]))
 			bad[i] = true;
 		if (!bad[i])
 			good++;

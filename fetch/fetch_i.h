@@ -3,8 +3,9 @@
  *
  *   fetch.c          single flight: the table of fetches, open, wait,
  *                    progress, setting a fetch up
- *   fetch_worker.c   the queue of ranges, the workers, moving bytes, and
- *                    the end of a fetch (seal, verify, register, or fail)
+ *   fetch_worker.c   references, the queue of ranges, the workers, moving
+ *                    bytes, and the end of a fetch (seal, verify,
+ *                    register, or fail)
  *   fetch_holders.c  which holder to ask, relocating holders, the cache of
  *                    peer addresses
  *   fetch_evict.c    use times and eviction
@@ -14,8 +15,10 @@
  *
  * Locking: fr->lock guards the fetch table, the queue, every fetch's
  * state, ranges, holders and refcount, the peer address cache and the
- * use times.  Readers and openers wait on their fetch's own condition,
- * workers on fr->queue_cond, both with fr->lock.  fr->lock is taken
+ * use times.  Readers, openers and workers waiting for another worker's
+ * relocation wait on their fetch's own condition, idle workers on
+ * fr->queue_cond, all with fr->lock.  Functions named *_locked are called
+ * with fr->lock held.  fr->lock is taken
  * after any lock of the layer above (fs->lock) and is never held across
  * a transfer, a Redis call, a store call that may block (reserving,
  * sealing, hashing) or a hook.
@@ -70,7 +73,8 @@ struct fetch {
 	struct fetcher *fr;
 	struct meta_obj rec;	/* the object record; fixed once RUNNING */
 	struct store_obj *obj;	/* reserved, pending until sealed; owned */
-	unsigned refs;		/* table, handles, running workers; fr->lock */
+	unsigned refs;		/* table, handles, running workers, a small fetch's
+				 * opening thread; fr->lock */
 	enum fetch_state state; /* fr->lock */
 	int err;		/* why it failed (-errno); fr->lock */
 	pthread_cond_t cond;	/* readers and openers wait here */
@@ -144,11 +148,14 @@ static inline bool fetch_running_locked(struct fetcher *fr, uint64_t id)
 /* Free @f (no references left). */
 void fetch_free(struct fetch *f);
 /* Remove @f from the table (new opens then see the sealed object, or
- * start afresh after a failure).  Takes fr->lock. */
+ * start afresh after a failure), dropping the table's reference: @f may
+ * be freed unless the caller holds one.  Takes fr->lock. */
 void fetch_untable(struct fetch *f);
 /* Put @f on the queue for the workers.  fr->lock held. */
 void fetch_enqueue_locked(struct fetch *f);
-/* Fail @f: wake its readers, free its pages, take it out of the table. */
+/* Fail @f if it is running (else nothing): wake its readers, free its
+ * pages, take it out of the table, call the failed hook if readers may
+ * have had bytes.  The caller holds a reference. */
 void fetch_fail(struct fetch *f, const char *why);
 /*
  * Run range @ci of @f to its end, failing over between holders.  True if
@@ -159,7 +166,8 @@ bool fetch_run_chunk(struct fetch *f, unsigned ci);
 /* Seal and verify a complete fetch.  True if the copy is good
  * (fetch_after_seal() is then still to run); false if discarded. */
 bool fetch_finish(struct fetch *f);
-/* Register this node as a holder and write the catalog record. */
+/* Register this node as a holder, write the catalog record (asking the
+ * sealed hook for the path), record a use, take @f out of the table. */
 void fetch_after_seal(struct fetch *f);
 /* Start @n workers (at most FETCH_WORKERS_MAX). */
 int fetch_start_workers(struct fetcher *fr, unsigned n);
@@ -170,28 +178,28 @@ void fetch_drop_all(struct fetcher *fr);
 /* ---- fetch_holders.c ---- */
 
 /* May @h be asked (it has an address our transport reaches)? */
-bool holder_usable(struct fetcher *fr, const struct meta_holder *h);
+bool fetch_holder_usable(struct fetcher *fr, const struct meta_holder *h);
 /* The next good holder of @f, round robin; -1 if every one is bad.
  * fr->lock held. */
-int holder_pick_locked(struct fetch *f);
+int fetch_holder_pick_locked(struct fetch *f);
 /* Mark holder @k of @f bad, if it is still @h (the list may have been
  * replaced meanwhile).  fr->lock held. */
-void holder_mark_bad_locked(struct fetch *f, int k, const struct meta_holder *h);
+void fetch_holder_mark_bad_locked(struct fetch *f, int k, const struct meta_holder *h);
 /*
  * Fill in @f's record and holders: from the address cache for a small
  * object whose origin is known (no Redis round trip), else from Redis.
  * -ENOENT, -EIO (no live holder, or Redis unreachable), -ENOMEM.
  */
-int holder_locate(struct fetch *f, const struct meta_obj *rec);
+int fetch_holder_locate(struct fetch *f, const struct meta_obj *rec);
 /* Replace @f's holders with a fresh list from Redis, keeping those found
  * bad marked bad.  0 if at least one good holder. */
-int holder_relocate(struct fetch *f);
+int fetch_holder_relocate(struct fetch *f);
 /* Forget the cached address of @node (it failed). */
-void peer_cache_del(struct fetcher *fr, const char *node);
-void peer_cache_free(struct fetcher *fr);
+void fetch_peer_del(struct fetcher *fr, const char *node);
+void fetch_peer_free_all(struct fetcher *fr);
 
 /* ---- fetch_evict.c ---- */
 
-void lru_free_all(struct fetcher *fr);
+void fetch_lru_free_all_locked(struct fetcher *fr);
 
 #endif

@@ -324,6 +324,7 @@ void fetch_after_seal(struct fetch *f)
 		log_warn("object %" PRIu64 ": cannot write its catalog record: %s", f->id,
 			 strerror(-r));
 	fetcher_touch(fr, f->id);
+	fetch_untable(f);
 }
 
 bool fetch_finish(struct fetch *f)
@@ -357,7 +358,8 @@ bool fetch_finish(struct fetch *f)
 	FETCH_COUNT(fr, done, 1);
 	log_debug("fetched object %" PRIu64 " (%" PRIu64 " bytes) in %.1f ms", f->id, f->rec.size,
 		  (double)(mono_ns() - f->started_ns) / 1e6);
-	fetch_untable(f);
+	/* it stays in the table until fetch_after_seal() has registered
+	 * it: until then eviction must leave the copy alone */
 	return true;
 }
 
@@ -381,7 +383,7 @@ static int relocate_or_fail(struct fetch *f, unsigned gen)
 	again = f->relocations++ < RELOCATE_MAX + (f->guessed ? 1 : 0);
 	f->relocating = again;
 	pthread_mutex_unlock(&fr->lock);
-	r = again ? holder_relocate(f) : -EHOSTUNREACH;
+	r = again ? fetch_holder_relocate(f) : -EHOSTUNREACH;
 	if (again) {
 		pthread_mutex_lock(&fr->lock);
 		f->relocating = false;
@@ -414,7 +416,7 @@ bool fetch_run_chunk(struct fetch *f, unsigned ci)
 			pthread_mutex_unlock(&fr->lock);
 			return false;
 		}
-		k = holder_pick_locked(f);
+		k = fetch_holder_pick_locked(f);
 		if (k >= 0)
 			h = f->holders[k];
 		gen = f->gen;
@@ -438,11 +440,11 @@ bool fetch_run_chunk(struct fetch *f, unsigned ci)
 			pthread_mutex_unlock(&fr->lock);
 			return false;
 		}
-		holder_mark_bad_locked(f, k, &h);
+		fetch_holder_mark_bad_locked(f, k, &h);
 		pthread_mutex_unlock(&fr->lock);
 		if (r != -ENOENT && r != -ERANGE) {
 			transport_forget_peer(fr->transport, h.node);
-			peer_cache_del(fr, h.node);
+			fetch_peer_del(fr, h.node);
 		}
 		FETCH_COUNT(fr, failovers, 1);
 		log_warn("object %" PRIu64 ": holder '%s' (%s) %s at offset %" PRIu64

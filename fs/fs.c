@@ -185,7 +185,7 @@ void fs_free(struct fs *fs)
 		return;
 	fetcher_free(fs->fetcher);
 	if (fs->se) {
-		if (fs->mounted)
+		if (atomic_load(&fs->mounted))
 			fuse_session_unmount(fs->se);
 		fuse_session_destroy(fs->se);
 	}
@@ -272,7 +272,7 @@ int fs_mount(struct fs *fs)
 		return -EIO;
 	if (fuse_session_mount(fs->se, fs->cfg.mountpoint) < 0)
 		return -EIO;
-	fs->mounted = true;
+	atomic_store(&fs->mounted, true);
 	raise_readahead(fs);
 	return 0;
 }
@@ -290,6 +290,6 @@ int fs_run(struct fs *fs)
 	fuse_loop_cfg_destroy(lc);
 	fuse_remove_signal_handlers(fs->se);
 	fuse_session_unmount(fs->se);
-	fs->mounted = false;
+	atomic_store(&fs->mounted, false);
 	return r < 0 ? -EIO : 0;
 }

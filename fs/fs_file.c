@@ -288,7 +288,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	h = handle_new(obj, NULL, false);
 	if (!h) {
 		store_obj_unref(obj);
-		fetch_put(f);
+		fetch_opened(f); /* what is left of a small fetch, and its reference */
 		r = ENOMEM;
 		goto fail;
 	}
@@ -359,6 +359,7 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 	struct fs *fs = fuse_req_userdata(req);
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
 	struct pending *p = h->pending;
+	bool failed;
 	int r;
 
 	if (!p || !h->writable) {
@@ -369,7 +370,10 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	if (p->failed) {
+	pthread_mutex_lock(&fs->lock);
+	failed = p->failed;
+	pthread_mutex_unlock(&fs->lock);
+	if (failed) {
 		fuse_reply_err(req, ENOSPC);
 		return;
 	}

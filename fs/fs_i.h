@@ -68,8 +68,8 @@ struct pending {
 	unsigned opens;		       /* handles open on it; fs->lock */
 	unsigned flushed;	       /* handles flushed since their last write; fs->lock */
 	bool replace;		       /* replaces an existing name at seal (allow_overwrite) */
-	bool failed;		       /* a write failed: discard instead of sealing */
-	bool unlinked;		       /* name removed before the seal: discard */
+	bool failed;		       /* a write failed: discard instead of sealing; fs->lock */
+	bool unlinked;		       /* name removed before the seal: discard; fs->lock */
 	bool sealing;		       /* last handle gone, seal in progress; fs->lock */
 	int64_t created_ns;	       /* mono_ns(); for reaping replacements nobody opened */
 	struct pending *next;	       /* fs->lock */
@@ -128,7 +128,7 @@ struct fs {
 	struct store *store;	 /* not owned */
 	struct fetcher *fetcher; /* owned */
 	struct fuse_session *se;
-	bool mounted;
+	atomic_bool mounted; /* read by threads that notify the kernel */
 
 	pthread_mutex_t lock;
 	pthread_cond_t settle;		 /* signalled when a pending object is released */

@@ -22,13 +22,13 @@
 
 void fs_notify_gone(struct fs *fs, uint64_t parent, const char *name)
 {
-	if (fs->se && fs->mounted)
+	if (fs->se && atomic_load(&fs->mounted))
 		fuse_lowlevel_notify_inval_entry(fs->se, parent, name, strlen(name));
 }
 
 void fs_notify_data_gone(struct fs *fs, uint64_t ino)
 {
-	if (fs->se && fs->mounted)
+	if (fs->se && atomic_load(&fs->mounted))
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
 }
 
@@ -100,7 +100,7 @@ void fs_on_inval(void *arg, const struct meta_inval *ev)
 		return;
 	}
 	dcache_forget(fs, ev->parent, ev->name);
-	if (fs->se && fs->mounted) {
+	if (fs->se && atomic_load(&fs->mounted)) {
 		fuse_lowlevel_notify_inval_entry(fs->se, ev->parent, ev->name, strlen(ev->name));
 		/* the directory's mtime and link count changed */
 		fuse_lowlevel_notify_inval_inode(fs->se, ev->parent, -1, 0);

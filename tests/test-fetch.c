@@ -52,6 +52,11 @@ static struct {
 	/* hooks */
 	unsigned n_failed, n_sealed; /* lock */
 	uint64_t busy_id;	     /* lock */
+	/* the sealed hook tries to evict everything (while the copy is
+	 * sealed but not yet out of the fetch table), and counts bytes freed */
+	bool evict_on_seal;	  /* lock */
+	uint64_t evicted_on_seal; /* lock */
+	struct fetcher *fr;	  /* the world's, for the hooks */
 	char root[64];
 	unsigned seq;
 } F = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
@@ -208,8 +213,16 @@ static void hook_failed(void *ctx, uint64_t id)
 
 static void hook_sealed(void *ctx, uint64_t id, char *ret_path, size_t len)
 {
+	uint64_t freed;
+	bool evict;
+
 	pthread_mutex_lock(&F.lock);
-	F.n_sealed++;
+	evict = F.evict_on_seal;
+	pthread_mutex_unlock(&F.lock);
+	freed = evict ? fetcher_evict(F.fr, UINT64_MAX) : 0;
+	pthread_mutex_lock(&F.lock);
+	F.evicted_on_seal += freed;
+	F.n_sealed++; /* last: a test that sees it sees the rest */
 	pthread_mutex_unlock(&F.lock);
 	snprintf(ret_path, len, "/fetched-%" PRIu64, id);
 }
@@ -300,6 +313,8 @@ static void world_init(struct world *w, uint64_t local_capacity)
 	F.gate_open = true;
 	F.n_failed = F.n_sealed = 0;
 	F.busy_id = 0;
+	F.evict_on_seal = false;
+	F.evicted_on_seal = 0;
 	pthread_mutex_unlock(&F.lock);
 	for (i = 0; i < NHOLDERS; i++) {
 		struct holder *h = &F.h[i];
@@ -333,6 +348,7 @@ static void world_init(struct world *w, uint64_t local_capacity)
 		fprintf(stderr, "fetcher_new: %s\n", strerror(-err));
 		exit(1);
 	}
+	F.fr = w->fr;
 }
 
 static void world_release(struct world *w)
@@ -742,6 +758,25 @@ TEST(eviction)
 	fetcher_stats(w.fr, &st);
 	CHECK_EQ(st.evictions, 2);
 
+	/* a copy sealed but not yet registered is not evicted (the hook
+	 * runs in that window, and nobody has the object open) */
+	{
+		struct meta_obj d = put_object(&w, "ev-d", 512 * 1024, 0, 0);
+
+		pthread_mutex_lock(&F.lock);
+		F.evict_on_seal = true;
+		pthread_mutex_unlock(&F.lock);
+		CHECK_EQ(fetch_all(&w, &d), 0);
+		WAIT_FOR(locked_read(&F.n_sealed) >= 3);
+		pthread_mutex_lock(&F.lock);
+		F.evict_on_seal = false;
+		CHECK_EQ(F.evicted_on_seal, 0);
+		pthread_mutex_unlock(&F.lock);
+		CHECK(local_copy_ok(&w, &d));
+		CHECK_EQ(fetcher_evict(w.fr, 1), 512 * 1024); /* registered now: it may go */
+		CHECK(store_lookup(w.s, d.id) == NULL);
+	}
+
 	/* a fetch that needs room makes it */
 	{
 		struct meta_obj big = put_object(&w, "ev-big", 1536 * 1024, 1, 0);
@@ -753,6 +788,70 @@ TEST(eviction)
 		CHECK(store_lookup(w.s, c.id) == NULL);
 		CHECK(held_here(&w, mine.id));
 	}
+	world_release(&w);
+}
+
+struct reader {
+	struct world *w;
+	const struct meta_obj *rec;
+	int r;
+	bool done; /* F.lock */
+};
+
+static void *read_thread(void *arg)
+{
+	struct reader *rd = arg;
+	int r = fetch_all(rd->w, rd->rec);
+
+	pthread_mutex_lock(&F.lock);
+	rd->r = r;
+	rd->done = true;
+	pthread_mutex_unlock(&F.lock);
+	return NULL;
+}
+
+static bool reader_done(struct reader *rd)
+{
+	bool done;
+
+	pthread_mutex_lock(&F.lock);
+	done = rd->done;
+	pthread_mutex_unlock(&F.lock);
+	return done;
+}
+
+/* An object small enough for the opening thread but bigger than the
+ * backend's range is still fetched whole (sync_max is capped at the
+ * range size), and a fetcher refuses new fetches once stopped. */
+TEST(sync_max_above_range)
+{
+	struct fetcher_config fc;
+	struct fetcher *small_range;
+	struct world w;
+	struct meta_obj rec;
+	struct reader rd;
+	pthread_t th;
+	int err = 0;
+
+	world_init(&w, 16u << 20);
+	rec = put_object(&w, "sync-big", 3 * RANGE + 10, 0, 0);
+	fc = (struct fetcher_config){
+	    .node = "local", .meta = w.m, .store = w.s, .transport = w.t, .sync_max = 1u << 20};
+	small_range = fetcher_new(&fc, &err);
+	CHECK(small_range != NULL);
+	fetcher_free(w.fr);
+	w.fr = small_range;
+	rd = (struct reader){.w = &w, .rec = &rec};
+	CHECK_EQ(pthread_create(&th, NULL, read_thread, &rd), 0);
+	WAIT_FOR(reader_done(&rd));
+	fetcher_stop(w.fr); /* a stuck fetch fails, and its reader returns */
+	pthread_join(th, NULL);
+	CHECK_EQ(rd.r, 0);
+	CHECK(local_copy_ok(&w, &rec));
+	/* stopped: no new fetch */
+	rec = put_object(&w, "after-stop", 100, 0, 0);
+	CHECK_EQ(fetch_all(&w, &rec), -EIO);
+	CHECK(store_lookup(w.s, rec.id) == NULL);
 	world_release(&w);
 }
 
@@ -795,6 +894,7 @@ int main(void)
 	RUN(relocation);
 	RUN(checksum_mismatch);
 	RUN(eviction);
+	RUN(sync_max_above_range);
 	RUN(no_transport);
 	rm_dir(F.root);
 	return harness_end();
