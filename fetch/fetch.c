@@ -135,8 +135,18 @@ static int split(struct fetch *f)
 static int reserve(struct fetch *f)
 {
 	struct fetcher *fr = f->fr;
+	struct store_stats ss;
 	int r, err;
 
+	/* never evict for an object that cannot fit at all (a huge object,
+	 * or a corrupt size in its record) */
+	store_stats(fr->store, &ss);
+	if (f->rec.size > ss.capacity) {
+		log_error("object %" PRIu64 " is %" PRIu64 " bytes, more than this node's whole "
+			  "store (%" PRIu64 " bytes): it cannot be fetched here",
+			  f->id, f->rec.size, ss.capacity);
+		return -EFBIG;
+	}
 	f->obj = store_create(fr->store, f->id, &err);
 	if (!f->obj)
 		return err;

@@ -105,8 +105,9 @@ void fetcher_free(struct fetcher *fr);
  * *@ret_obj, a reference on the object's store object, which is pending
  * until the fetch ends.  Objects up to sync_max are complete when this
  * returns.  -ENOENT no such object; -EIO no holder can be reached or the
- * fetch failed, or the fetcher is stopping; -ENOSPC no room even after
- * eviction; -ENOMEM.
+ * fetch failed, or the fetcher is stopping; -EFBIG bigger than the whole
+ * store (nothing is evicted); -ENOSPC no room even after eviction;
+ * -ENOMEM.
  */
 int fetcher_open(struct fetcher *fr, uint64_t id, const struct meta_obj *rec, struct fetch **ret_f,
 		 struct store_obj **ret_obj);
@@ -148,9 +149,11 @@ void fetcher_touch(struct fetcher *fr, uint64_t id);
 void fetcher_forget(struct fetcher *fr, uint64_t id);
 
 /*
- * Make room for @need bytes: give up sealed copies that no one uses and
- * that another live node holds, least recently used first.  Returns the
- * bytes freed (0 if nothing could go).
+ * Make @need bytes free in the store: give up sealed copies that no one
+ * uses and that another live node holds, least recently used first, and
+ * only if giving them up makes that much room (otherwise none is given
+ * up).  Returns the bytes freed: 0 if there was room already, if nothing
+ * could go, or if nothing would have helped.
  */
 uint64_t fetcher_evict(struct fetcher *fr, uint64_t need);
 

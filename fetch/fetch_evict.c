@@ -8,7 +8,9 @@
  * live on another node too: meta_release_replica() removes this node from
  * the holders in one atomic step only if another live holder remains, so
  * two nodes evicting at once can never drop the last copy.  An object
- * that exists nowhere else stays, and the writer gets ENOSPC.
+ * that exists nowhere else stays, and the writer gets ENOSPC.  Nothing is
+ * given up unless giving up copies makes the room asked for: an object
+ * that cannot fit anyway costs this node none of its replicas.
  *
  * "Nobody uses it" is asked of the layer above (hooks->busy(): open,
  * being written, not yet published) and of the fetch table (a copy being
@@ -164,11 +166,59 @@ static void unlink_copy(struct fetcher *fr, uint64_t id)
 	}
 }
 
+static uint64_t pages(uint64_t bytes)
+{
+	return bytes / STORE_PAGE + (bytes % STORE_PAGE != 0);
+}
+
+/* Free pages in the store now. */
+static uint64_t free_pages(struct fetcher *fr)
+{
+	struct store_stats ss;
+
+	store_stats(fr->store, &ss);
+	return pages(ss.capacity) - pages(ss.used);
+}
+
+/*
+ * Could giving up every candidate make room for @want pages?  A cheap
+ * upper bound, before asking Redis anything (some candidates may turn
+ * out to be last copies).
+ */
+static bool may_help(struct fetcher *fr, const struct cand *v, size_t n, uint64_t want)
+{
+	uint64_t room = free_pages(fr);
+	size_t i;
+
+	for (i = 0; i < n && room < want; i++)
+		room += pages(v[i].size);
+	return room >= want;
+}
+
+static void evict_one(struct fetcher *fr, const struct cand *c)
+{
+	fetcher_forget(fr, c->id);
+	unlink_copy(fr, c->id);
+	FETCH_COUNT(fr, evictions, 1);
+	log_info("evicted object %" PRIu64 " (%" PRIu64 " bytes; other nodes hold it)", c->id,
+		 c->size);
+}
+
+/*
+ * Two steps, so that nothing is given up for nothing.  First Redis
+ * agrees, object by object (least recently used first), to drop this
+ * node from the holders of copies that another live node holds, until
+ * the copies so released would make room.  If they cannot, this node is
+ * put back as a holder of each and no copy is dropped.  Then the released
+ * copies are dropped, unless one was opened meanwhile (kept, and this
+ * node put back as its holder).
+ */
 uint64_t fetcher_evict(struct fetcher *fr, uint64_t need)
 {
 	struct cands c = {0};
-	uint64_t freed = 0;
-	size_t i, k = 0;
+	uint64_t room, freed = 0, want = pages(need);
+	size_t i, k = 0, nrel = 0;
+	int64_t at;
 	int r;
 
 	if (store_foreach(fr->store, collect, &c) < 0) {
@@ -178,17 +228,24 @@ uint64_t fetcher_evict(struct fetcher *fr, uint64_t need)
 	for (i = 0; i < c.n; i++)
 		if (evictable(fr, c.v[i].id, &c.v[i].at))
 			c.v[k++] = c.v[i];
+	if (!may_help(fr, c.v, k, want)) {
+		log_info("not evicting: %" PRIu64 " bytes are wanted, more than the store "
+			 "could free",
+			 need);
+		free(c.v);
+		return 0;
+	}
 	if (k)
 		qsort(c.v, k, sizeof(*c.v), cmp_at);
-	for (i = 0; i < k && freed < need; i++) {
-		int64_t at;
-
+	room = free_pages(fr);
+	for (i = 0; i < k && room < want; i++) {
 		r = meta_release_replica(fr->meta, c.v[i].id);
 		if (r == -ENOENT) {
 			/* deleted meanwhile: its copy is garbage anyway */
 			unlink_copy(fr, c.v[i].id);
 			fetcher_forget(fr, c.v[i].id);
 			freed += c.v[i].size;
+			room += pages(c.v[i].size);
 			continue;
 		}
 		if (r < 0) {
@@ -196,18 +253,28 @@ uint64_t fetcher_evict(struct fetcher *fr, uint64_t need)
 			break;
 		}
 		if (r == 0)
-			continue; /* the last copy in the cluster */
+			continue;     /* the last copy in the cluster */
+		c.v[nrel++] = c.v[i]; /* released (nrel <= i) */
+		room += pages(c.v[i].size);
+	}
+	if (room < want) {
+		for (i = 0; i < nrel; i++)
+			meta_add_holder(fr->meta, c.v[i].id);
+		if (nrel)
+			log_info("not evicting: the %zu copies that other nodes also hold would "
+				 "not make room for %" PRIu64 " bytes",
+				 nrel, need);
+		free(c.v);
+		return freed;
+	}
+	for (i = 0; i < nrel; i++) {
 		if (!evictable(fr, c.v[i].id, &at)) {
 			/* opened meanwhile: keep it, and say so */
 			meta_add_holder(fr->meta, c.v[i].id);
 			continue;
 		}
-		fetcher_forget(fr, c.v[i].id);
-		unlink_copy(fr, c.v[i].id);
+		evict_one(fr, &c.v[i]);
 		freed += c.v[i].size;
-		FETCH_COUNT(fr, evictions, 1);
-		log_info("evicted object %" PRIu64 " (%" PRIu64 " bytes; other nodes hold it)",
-			 c.v[i].id, c.v[i].size);
 	}
 	free(c.v);
 	return freed;

@@ -278,7 +278,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		r = fetcher_open(fs->fetcher, ino, have_rec ? &rec : NULL, &f, &obj);
 		if (r < 0) {
 			r = -r;
-			if (r != ENOENT && r != ENOSPC && r != ENOMEM)
+			if (r != ENOENT && r != ENOSPC && r != EFBIG && r != ENOMEM)
 				r = EIO;
 			goto fail;
 		}

@@ -740,7 +740,8 @@ TEST(eviction)
 	pthread_mutex_lock(&F.lock);
 	F.busy_id = b.id;
 	pthread_mutex_unlock(&F.lock);
-	CHECK_EQ(fetcher_evict(w.fr, 1), 512 * 1024);
+	CHECK_EQ(fetcher_evict(w.fr, 512 * 1024), 0); /* free already */
+	CHECK_EQ(fetcher_evict(w.fr, 1024 * 1024), 512 * 1024);
 	CHECK(store_lookup(w.s, a.id) == NULL);
 	CHECK(!held_here(&w, a.id));
 	CHECK(local_copy_ok(&w, &b));
@@ -748,13 +749,13 @@ TEST(eviction)
 	pthread_mutex_lock(&F.lock);
 	F.busy_id = 0;
 	pthread_mutex_unlock(&F.lock);
-	CHECK_EQ(fetcher_evict(w.fr, 64u << 20), 512 * 1024);
+	CHECK_EQ(fetcher_evict(w.fr, 1536 * 1024), 512 * 1024);
 	CHECK(store_lookup(w.s, b.id) == NULL);
 	o = store_lookup(w.s, mine.id);
 	CHECK(o != NULL);
 	store_obj_unref(o);
 	CHECK(held_here(&w, mine.id));
-	CHECK_EQ(fetcher_evict(w.fr, 64u << 20), 0);
+	CHECK_EQ(fetcher_evict(w.fr, 2u << 20), 0);
 	fetcher_stats(w.fr, &st);
 	CHECK_EQ(st.evictions, 2);
 
@@ -773,7 +774,7 @@ TEST(eviction)
 		CHECK_EQ(F.evicted_on_seal, 0);
 		pthread_mutex_unlock(&F.lock);
 		CHECK(local_copy_ok(&w, &d));
-		CHECK_EQ(fetcher_evict(w.fr, 1), 512 * 1024); /* registered now: it may go */
+		CHECK_EQ(fetcher_evict(w.fr, 1536 * 1024), 512 * 1024); /* registered: may go */
 		CHECK(store_lookup(w.s, d.id) == NULL);
 	}
 
@@ -788,6 +789,59 @@ TEST(eviction)
 		CHECK(store_lookup(w.s, c.id) == NULL);
 		CHECK(held_here(&w, mine.id));
 	}
+	world_release(&w);
+}
+
+/* Eviction happens only when it can make the object fit: an object
+ * bigger than the store, or than what eviction could free, fails at once
+ * and every replica stays. */
+TEST(evict_only_if_it_helps)
+{
+	struct fetcher_stats st;
+	struct world w;
+	struct meta_obj a, b, mine, huge, big, fits;
+	struct store_obj *o;
+	int err = 0;
+
+	world_init(&w, 2u << 20);
+	a = put_object(&w, "h-a", 512 * 1024, 0, 0);
+	b = put_object(&w, "h-b", 512 * 1024, 0, 0);
+	CHECK_EQ(fetch_all(&w, &a), 0);
+	CHECK_EQ(fetch_all(&w, &b), 0);
+	/* the last copy of an object: never evicted */
+	memset(&mine, 0, sizeof(mine));
+	CHECK_EQ(meta_alloc_id(w.m, &mine.id), 0);
+	o = store_create(w.s, mine.id, &err);
+	CHECK(o != NULL);
+	CHECK_EQ(store_truncate(o, 512 * 1024), 0);
+	CHECK_EQ(store_seal(o, "/h-mine", 1), 0);
+	store_obj_csum(o, mine.csum);
+	mine.size = 512 * 1024;
+	snprintf(mine.origin, sizeof(mine.origin), "local");
+	CHECK_EQ(meta_publish(w.m, META_ROOT_ID, "h-mine", &mine, false, NULL, NULL), 0);
+	store_obj_unref(o);
+
+	/* bigger than the whole store */
+	huge = put_object(&w, "h-huge", 3u << 20, 1, 0);
+	CHECK_EQ(fetch_all(&w, &huge), -EFBIG);
+	/* fits the store, but not even with every replica gone: 512 KiB
+	 * free + 1 MiB of replicas < 1.75 MiB */
+	big = put_object(&w, "h-big", 1792 * 1024, 1, 0);
+	CHECK_EQ(fetch_all(&w, &big), -ENOSPC);
+	CHECK(store_lookup(w.s, big.id) == NULL);
+	CHECK_EQ(fetcher_evict(w.fr, 1792 * 1024), 0);
+	fetcher_stats(w.fr, &st);
+	CHECK_EQ(st.evictions, 0);
+	CHECK(local_copy_ok(&w, &a));
+	CHECK(local_copy_ok(&w, &b));
+	CHECK(held_here(&w, a.id) && held_here(&w, b.id));
+	/* one that eviction can make room for */
+	fits = put_object(&w, "h-fits", 1280 * 1024, 1, 0);
+	CHECK_EQ(fetch_all(&w, &fits), 0);
+	CHECK(local_copy_ok(&w, &fits));
+	fetcher_stats(w.fr, &st);
+	CHECK_EQ(st.evictions, 2);
+	CHECK(held_here(&w, mine.id));
 	world_release(&w);
 }
 
@@ -894,6 +948,7 @@ int main(void)
 	RUN(relocation);
 	RUN(checksum_mismatch);
 	RUN(eviction);
+	RUN(evict_only_if_it_helps);
 	RUN(sync_max_above_range);
 	RUN(no_transport);
 	rm_dir(F.root);
