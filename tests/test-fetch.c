@@ -415,6 +415,32 @@ static struct meta_obj put_object(struct world *w, const char *name, size_t size
 	return rec;
 }
 
+/* An object of @size zero bytes, written and published by the local node
+ * only: the last copy in the cluster. */
+static struct meta_obj put_local_object(struct world *w, const char *name, uint64_t size)
+{
+	char path[OBJFS_NAME_MAX + 2];
+	struct store_obj *o;
+	struct meta_obj rec;
+	int err = 0;
+
+	memset(&rec, 0, sizeof(rec));
+	CHECK_EQ(meta_alloc_id(w->m, &rec.id), 0);
+	o = store_create(w->s, rec.id, &err);
+	CHECK(o != NULL);
+	if (!o)
+		return rec;
+	snprintf(path, sizeof(path), "/%s", name);
+	CHECK_EQ(store_truncate(o, size), 0);
+	CHECK_EQ(store_seal(o, path, 1), 0);
+	store_obj_csum(o, rec.csum);
+	rec.size = size;
+	snprintf(rec.origin, sizeof(rec.origin), "local");
+	CHECK_EQ(meta_publish(w->m, META_ROOT_ID, name, &rec, false, NULL, NULL), 0);
+	store_obj_unref(o);
+	return rec;
+}
+
 /* Does the local copy of @rec hold exactly the right bytes? */
 static bool local_copy_ok(struct world *w, const struct meta_obj *rec)
 {
@@ -713,7 +739,6 @@ TEST(eviction)
 	struct world w;
 	struct meta_obj a, b, mine;
 	struct store_obj *o;
-	int err = 0;
 
 	world_init(&w, 2u << 20);
 	a = put_object(&w, "ev-a", 512 * 1024, 0, 0);
@@ -721,18 +746,7 @@ TEST(eviction)
 	CHECK_EQ(fetch_all(&w, &a), 0);
 	CHECK_EQ(fetch_all(&w, &b), 0);
 	CHECK(held_here(&w, a.id) && held_here(&w, b.id));
-	/* an object only this node has */
-	memset(&mine, 0, sizeof(mine));
-	CHECK_EQ(meta_alloc_id(w.m, &mine.id), 0);
-	o = store_create(w.s, mine.id, &err);
-	CHECK(o != NULL);
-	CHECK_EQ(store_truncate(o, 512 * 1024), 0);
-	CHECK_EQ(store_seal(o, "/mine", 1), 0);
-	store_obj_csum(o, mine.csum);
-	mine.size = 512 * 1024;
-	snprintf(mine.origin, sizeof(mine.origin), "local");
-	CHECK_EQ(meta_publish(w.m, META_ROOT_ID, "mine", &mine, false, NULL, NULL), 0);
-	store_obj_unref(o);
+	mine = put_local_object(&w, "mine", 512 * 1024); /* only this node has it */
 	fetcher_touch(w.fr, mine.id);
 	fetcher_touch(w.fr, a.id); /* b is now the least recently used */
 
@@ -800,26 +814,13 @@ TEST(evict_only_if_it_helps)
 	struct fetcher_stats st;
 	struct world w;
 	struct meta_obj a, b, mine, huge, big, fits;
-	struct store_obj *o;
-	int err = 0;
 
 	world_init(&w, 2u << 20);
 	a = put_object(&w, "h-a", 512 * 1024, 0, 0);
 	b = put_object(&w, "h-b", 512 * 1024, 0, 0);
 	CHECK_EQ(fetch_all(&w, &a), 0);
 	CHECK_EQ(fetch_all(&w, &b), 0);
-	/* the last copy of an object: never evicted */
-	memset(&mine, 0, sizeof(mine));
-	CHECK_EQ(meta_alloc_id(w.m, &mine.id), 0);
-	o = store_create(w.s, mine.id, &err);
-	CHECK(o != NULL);
-	CHECK_EQ(store_truncate(o, 512 * 1024), 0);
-	CHECK_EQ(store_seal(o, "/h-mine", 1), 0);
-	store_obj_csum(o, mine.csum);
-	mine.size = 512 * 1024;
-	snprintf(mine.origin, sizeof(mine.origin), "local");
-	CHECK_EQ(meta_publish(w.m, META_ROOT_ID, "h-mine", &mine, false, NULL, NULL), 0);
-	store_obj_unref(o);
+	mine = put_local_object(&w, "h-mine", 512 * 1024); /* never evicted */
 
 	/* bigger than the whole store */
 	huge = put_object(&w, "h-huge", 3u << 20, 1, 0);
