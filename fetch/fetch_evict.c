@@ -156,16 +156,6 @@ static bool evictable(struct fetcher *fr, uint64_t id, int64_t *ret_at)
 	return ok;
 }
 
-static void unlink_copy(struct fetcher *fr, uint64_t id)
-{
-	struct store_obj *o = store_lookup(fr->store, id);
-
-	if (o) {
-		store_unlink(o);
-		store_obj_unref(o);
-	}
-}
-
 static uint64_t pages(uint64_t bytes)
 {
 	return bytes / STORE_PAGE + (bytes % STORE_PAGE != 0);
@@ -198,7 +188,7 @@ static bool may_help(struct fetcher *fr, const struct cand *v, size_t n, uint64_
 static void evict_one(struct fetcher *fr, const struct cand *c)
 {
 	fetcher_forget(fr, c->id);
-	unlink_copy(fr, c->id);
+	(void)store_unlink_id(fr->store, c->id);
 	FETCH_COUNT(fr, evictions, 1);
 	log_info("evicted object %" PRIu64 " (%" PRIu64 " bytes; other nodes hold it)", c->id,
 		 c->size);
@@ -242,7 +232,7 @@ uint64_t fetcher_evict(struct fetcher *fr, uint64_t need)
 		r = meta_release_replica(fr->meta, c.v[i].id);
 		if (r == -ENOENT) {
 			/* deleted meanwhile: its copy is garbage anyway */
-			unlink_copy(fr, c.v[i].id);
+			(void)store_unlink_id(fr->store, c.v[i].id);
 			fetcher_forget(fr, c.v[i].id);
 			freed += c.v[i].size;
 			room += pages(c.v[i].size);

@@ -473,7 +473,7 @@ void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	dcache_forget(fs, parent, name);
-	fs_forget_local(fs, id);
+	(void)store_unlink_id(fs->store, id); /* its name is gone */
 	fuse_reply_err(req, 0);
 }
 
@@ -595,7 +595,7 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_
 	dcache_forget(fs, parent, name);
 	dcache_forget(fs, newparent, newname);
 	if (replaced)
-		fs_forget_local(fs, replaced);
+		(void)store_unlink_id(fs->store, replaced); /* its name is gone */
 	fuse_reply_err(req, 0);
 	record_path(fs, newparent, newname);
 	if (flags & RENAME_EXCHANGE)

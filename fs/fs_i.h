@@ -260,8 +260,5 @@ void fs_reply_attr(fuse_req_t req, struct fs *fs, fuse_ino_t ino);
  * @parent, logging what the user must know (a corrupt record in Redis,
  * Redis unreachable).  No lock needed. */
 int fs_reply_errno(struct fs *fs, int err, const char *what, uint64_t parent, const char *name);
-/* Drop this node's copy of object @id (its name is gone).  No lock
- * needed. */
-void fs_forget_local(struct fs *fs, uint64_t id);
 
 #endif

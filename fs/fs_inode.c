@@ -381,13 +381,3 @@ void fs_reply_attr(fuse_req_t req, struct fs *fs, fuse_ino_t ino)
 	pthread_mutex_unlock(&fs->lock);
 	fuse_reply_attr(req, &st, timeout);
 }
-
-void fs_forget_local(struct fs *fs, uint64_t id)
-{
-	struct store_obj *o = store_lookup(fs->store, id);
-
-	if (!o)
-		return;
-	store_unlink(o);
-	store_obj_unref(o);
-}

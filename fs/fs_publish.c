@@ -107,7 +107,7 @@ static int publish(struct fs *fs, uint64_t id, uint64_t parent, const char *name
 		pthread_mutex_unlock(&fs->lock);
 	}
 	if (replaced)
-		fs_forget_local(fs, replaced);
+		(void)store_unlink_id(fs->store, replaced); /* its name is gone */
 	return 0;
 }
 

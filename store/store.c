@@ -673,6 +673,17 @@ void store_unlink(struct store_obj *o)
 	store_obj_unref(o);
 }
 
+int store_unlink_id(struct store *s, uint64_t id)
+{
+	struct store_obj *o = store_lookup(s, id);
+
+	if (!o)
+		return -ENOENT;
+	store_unlink(o);
+	store_obj_unref(o);
+	return 0;
+}
+
 int store_foreach(struct store *s, int (*cb)(struct store_obj *o, void *arg), void *arg)
 {
 	struct store_obj **list, *o;

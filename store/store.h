@@ -188,6 +188,9 @@ int store_set_path(struct store_obj *o, const char *path);
  */
 void store_unlink(struct store_obj *o);
 
+/* store_unlink() of object @id, if the store has it.  0 or -ENOENT. */
+int store_unlink_id(struct store *s, uint64_t id);
+
 /*
  * Call @cb for every sealed, linked object, each with a reference held
  * for the duration of the call.  Stops at the first non-zero return and

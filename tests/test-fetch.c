@@ -56,7 +56,6 @@ static struct {
 	 * sealed but not yet out of the fetch table), and counts bytes freed */
 	bool evict_on_seal;	  /* lock */
 	uint64_t evicted_on_seal; /* lock */
-	struct fetcher *fr;	  /* the world's, for the hooks */
 	char root[64];
 	unsigned seq;
 } F = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
@@ -219,7 +218,8 @@ static void hook_sealed(void *ctx, uint64_t id, char *ret_path, size_t len)
 	pthread_mutex_lock(&F.lock);
 	evict = F.evict_on_seal;
 	pthread_mutex_unlock(&F.lock);
-	freed = evict ? fetcher_evict(F.fr, UINT64_MAX) : 0;
+	/* ctx: the world's fetcher, wherever it is now */
+	freed = evict ? fetcher_evict(*(struct fetcher **)ctx, UINT64_MAX) : 0;
 	pthread_mutex_lock(&F.lock);
 	F.evicted_on_seal += freed;
 	F.n_sealed++; /* last: a test that sees it sees the rest */
@@ -339,7 +339,10 @@ static void world_init(struct world *w, uint64_t local_capacity)
 	    .meta = w->m,
 	    .store = w->s,
 	    .transport = w->t,
-	    .hooks = {.failed = hook_failed, .sealed = hook_sealed, .busy = hook_busy},
+	    .hooks = {.failed = hook_failed,
+		      .sealed = hook_sealed,
+		      .busy = hook_busy,
+		      .ctx = &w->fr},
 	    .sync_max = 4096,
 	    .workers = 4,
 	};
@@ -348,7 +351,6 @@ static void world_init(struct world *w, uint64_t local_capacity)
 		fprintf(stderr, "fetcher_new: %s\n", strerror(-err));
 		exit(1);
 	}
-	F.fr = w->fr;
 }
 
 static void world_release(struct world *w)

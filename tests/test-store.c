@@ -642,8 +642,9 @@ TEST(unlink)
 	store_stats(s, &st);
 	CHECK_EQ(st.pending, 1);
 
-	/* a discarded write */
-	store_unlink(p);
+	/* a discarded write, by id */
+	CHECK_EQ(store_unlink_id(s, 1), 0);
+	CHECK_EQ(store_unlink_id(s, 1), -ENOENT);
 	store_unlink(p);
 	CHECK_EQ(store_seal(p, "/p", 1), -ENOENT);
 	CHECK(!exists(rec));
