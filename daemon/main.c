@@ -93,6 +93,7 @@ struct daemon {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	bool stopping; /* lock */
+	bool kicked;   /* lock: the ticker should not wait this round */
 };
 
 static bool log_to_file;
@@ -209,6 +210,18 @@ static void fill_card(struct daemon *d)
 	d->card.used = ss.used;
 }
 
+/* fs's wake_tick hook: a heartbeat and fs_tick() now (the card first:
+ * after Redis lost its data, other nodes need it to fetch from us) */
+static void wake_ticker(void *arg)
+{
+	struct daemon *d = arg;
+
+	pthread_mutex_lock(&d->lock);
+	d->kicked = true;
+	pthread_cond_signal(&d->wake);
+	pthread_mutex_unlock(&d->lock);
+}
+
 static void *ticker_main(void *arg)
 {
 	struct daemon *d = arg;
@@ -220,7 +233,9 @@ static void *ticker_main(void *arg)
 
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += HEARTBEAT_S;
-		pthread_cond_timedwait(&d->wake, &d->lock, &until);
+		if (!d->kicked)
+			pthread_cond_timedwait(&d->wake, &d->lock, &until);
+		d->kicked = false;
 		if (d->stopping)
 			break;
 		pthread_mutex_unlock(&d->lock);
@@ -457,6 +472,8 @@ static int run(struct daemon *d)
 	    .noatime = d->cfg.noatime,
 	    .debug = d->cfg.debug,
 	    .transport = d->transport,
+	    .wake_tick = wake_ticker,
+	    .wake_ctx = d,
 	};
 	d->fs = fs_new(&fc, d->meta, d->store, &r);
 	if (!d->fs) {

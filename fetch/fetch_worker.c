@@ -303,15 +303,22 @@ void fetch_after_seal(struct fetch *f)
 	unsigned stale = 0;
 	int r;
 
-	r = meta_add_holder_prune(fr->meta, f->id, &stale);
+	r = meta_add_holder_prune(fr->meta, &f->rec, &stale);
 	if (stale) {
 		FETCH_COUNT(fr, stale_holders, stale);
 		log_info("object %" PRIu64 ": dropped %u holder entries of nodes that are gone",
 			 f->id, stale);
 	}
-	if (r == -ENOENT)
+	if (r == -ENOENT) {
 		log_info("object %" PRIu64 " was deleted while it was fetched", f->id);
-	else if (r < 0)
+	} else if (r == -ENOTUNIQ) {
+		/* Redis lost the object and its id now names other bytes:
+		 * this copy is not that object, and no one else may get it */
+		log_warn("object %" PRIu64 " was fetched, but its record now describes other "
+			 "bytes; dropping the copy",
+			 f->id);
+		store_unlink(f->obj);
+	} else if (r < 0)
 		log_warn("object %" PRIu64 " was fetched but could not be registered as held "
 			 "here: %s",
 			 f->id, strerror(-r));

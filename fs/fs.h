@@ -39,6 +39,11 @@ struct fs_config {
 	/* fetches other nodes' objects (not owned; must outlive the fs, or
 	 * at least fs_stop_fetching()); NULL: none are fetched */
 	struct transport *transport;
+	/* asks the owner to call fs_tick() soon (Redis lost writes: the
+	 * store must be reconciled at once); called from the invalidation
+	 * subscriber with no lock of the fs held; NULL: the next tick */
+	void (*wake_tick)(void *ctx);
+	void *wake_ctx;
 };
 
 /* Neither @m nor @s is owned; both must outlive the fs. */
@@ -63,9 +68,11 @@ int fs_mount(struct fs *fs);
 int fs_run(struct fs *fs);
 
 /*
- * Periodic work (every few seconds, from a thread of the daemon): retry
- * publishing objects sealed while Redis was down, re-register everything
- * if the Redis epoch changed, discard abandoned replacement objects.
+ * Periodic work (every few seconds, from a thread of the daemon, and at
+ * once after cfg.wake_tick()): retry publishing objects sealed while
+ * Redis was down, reconcile the store with Redis if the Redis epoch
+ * changed or Redis said it lost writes ("resync"), discard abandoned
+ * replacement objects.
  */
 void fs_tick(struct fs *fs);
 

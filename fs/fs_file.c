@@ -192,6 +192,35 @@ static bool wants_write(int flags)
 	return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
 }
 
+/* Is sealed @o the object @rec describes? */
+static bool local_copy_is(struct store_obj *o, const struct meta_obj *rec)
+{
+	uint8_t csum[OBJFS_CSUM_LEN];
+
+	store_obj_csum(o, csum);
+	return store_obj_size(o) == rec->size && !memcmp(csum, rec->csum, sizeof(csum));
+}
+
+/* This node's copy of an id is other bytes than the id's record says
+ * (Redis lost writes and the id was used again): it is never served as
+ * that object.  Its bytes move to a fresh id, and the store is reconciled
+ * with Redis to register them.  Drops the reference on @o.  0, or a
+ * negative errno if they could not move (the copy stays as it is, and
+ * this open fails). */
+static int set_stranger_aside(struct fs *fs, struct store_obj *o)
+{
+	struct store_obj *n;
+	int r = 0;
+
+	n = fs_rekey(fs, o, &r);
+	store_obj_unref(n);
+	store_obj_unref(o);
+	atomic_store(&fs->resync, true);
+	if (fs->cfg.wake_tick)
+		fs->cfg.wake_tick(fs->cfg.wake_ctx);
+	return n ? 0 : r;
+}
+
 void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fuse_req_userdata(req);
@@ -273,6 +302,14 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		/* a fetch in flight (or one that just ended): go through it */
 		store_obj_unref(obj);
 		obj = NULL;
+	}
+	if (obj && have_rec && !local_copy_is(obj, &rec)) {
+		r = set_stranger_aside(fs, obj);
+		obj = NULL;
+		if (r < 0) {
+			r = EIO;
+			goto fail;
+		}
 	}
 	if (!obj) {
 		r = fetcher_open(fs->fetcher, ino, have_rec ? &rec : NULL, &f, &obj);

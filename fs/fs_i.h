@@ -129,6 +129,7 @@ struct fs {
 	struct fetcher *fetcher; /* owned */
 	struct fuse_session *se;
 	atomic_bool mounted; /* read by threads that notify the kernel */
+	atomic_bool resync;  /* Redis lost writes: fs_tick() reconciles */
 
 	pthread_mutex_t lock;
 	pthread_cond_t settle;		 /* signalled when a pending object is released */
@@ -200,6 +201,14 @@ bool fs_take_replace_wish(struct fs *fs, uint64_t id);
 /* The last handle on @p is gone (p->sealing is set): seal and publish it,
  * or discard it.  Frees @p.  Takes fs->lock. */
 void fs_seal_pending(struct fs *fs, struct pending *p);
+/*
+ * Sealed object @o is not the object Redis knows by its id (Redis lost
+ * writes and the id was used again, or its record was rewritten): copy it
+ * to a fresh id, keeping its bytes, mtime and catalog path, and drop @o
+ * from the store.  Returns the copy (a reference; not registered in
+ * Redis), or NULL with *ret_err (@o is then left as it is).
+ */
+struct store_obj *fs_rekey(struct fs *fs, struct store_obj *o, int *ret_err);
 /* Publish the objects that were sealed while Redis was unreachable. */
 void fs_publish_retry(struct fs *fs);
 /* Discard replacement objects whose writer never opened them. */

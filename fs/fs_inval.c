@@ -7,7 +7,8 @@
  * entries for the name (FUSE notify) and, for an object that was deleted,
  * this node's copy (its pages go once no reader has it open).  After a
  * gap in the subscription (Redis was away), every cached name is dropped,
- * since messages may have been missed.
+ * since messages may have been missed, and the store is reconciled with
+ * Redis at once (fs_tick()), as it is on "resync": Redis lost writes.
  *
  * The notify calls may wait for the kernel, which may be waiting for a
  * FUSE request of ours: they are never made with fs->lock held.
@@ -86,12 +87,29 @@ static void drop_deleted(struct fs *fs, uint64_t id)
 	store_obj_unref(o);
 }
 
+/* Redis may have lost writes: reconcile the store at once. */
+static void want_resync(struct fs *fs)
+{
+	atomic_store(&fs->resync, true);
+	if (fs->cfg.wake_tick)
+		fs->cfg.wake_tick(fs->cfg.wake_ctx);
+}
+
 void fs_on_inval(void *arg, const struct meta_inval *ev)
 {
 	struct fs *fs = arg;
 
 	if (!ev) {
+		/* Redis may have restarted, with less than it had */
 		inval_all(fs);
+		want_resync(fs);
+		return;
+	}
+	if (!strcmp(ev->kind, "resync")) {
+		log_warn("Redis lost writes (its namespace was made again, or its write "
+			 "sequence went back); reconciling this node's objects now");
+		inval_all(fs);
+		want_resync(fs);
 		return;
 	}
 	FS_COUNT(fs, invalidations, 1);

@@ -23,6 +23,53 @@
 
 #define REAP_AFTER_NS (10 * 1000000000LL)
 
+struct store_obj *fs_rekey(struct fs *fs, struct store_obj *o, int *ret_err)
+{
+	uint64_t size = store_obj_size(o), off = 0, id = 0;
+	char path[OBJFS_PATH_MAX];
+	struct store_obj *n = NULL;
+	int i, r;
+
+	for (i = 0, r = -EEXIST; i < 4 && r == -EEXIST; i++) {
+		r = meta_alloc_id(fs->meta, &id);
+		if (r == 0)
+			n = store_create(fs->store, id, &r);
+	}
+	while (r == 0 && off < size) {
+		struct iovec iov[16];
+		size_t got = 0;
+		int k, cnt = store_obj_iov(o, off, size - off, iov, 16, &got);
+
+		if (cnt <= 0 || got == 0) {
+			r = cnt < 0 ? cnt : -EIO;
+			break;
+		}
+		for (k = 0; k < cnt && r == 0; k++) {
+			r = store_write(n, iov[k].iov_base, iov[k].iov_len, off);
+			off += iov[k].iov_len;
+		}
+	}
+	store_obj_path(o, path, sizeof(path));
+	if (r == 0)
+		r = store_seal(n, path, store_obj_mtime(o));
+	if (r < 0) {
+		log_error("object %" PRIu64 " is not the object its id names, and it cannot "
+			  "be copied to another id: %s; kept as it is, unregistered",
+			  store_obj_id(o), strerror(-r));
+		if (n) {
+			store_unlink(n);
+			store_obj_unref(n);
+		}
+		*ret_err = r;
+		return NULL;
+	}
+	log_warn("object %" PRIu64 " ('%s') is not the object Redis knows by that id (Redis "
+		 "lost writes and the id was used again); it is object %" PRIu64 " now",
+		 store_obj_id(o), path, id);
+	store_unlink(o);
+	return n;
+}
+
 /* Publish @p under a name that does not collide with @name. */
 static int publish_conflict(struct fs *fs, struct pending *p, const struct meta_obj *mo, char *path)
 {
@@ -57,9 +104,48 @@ static void remember_unpublished(struct fs *fs, struct pending *p)
 	pthread_mutex_unlock(&fs->lock);
 }
 
+/* @obj's id is another object's: keep its bytes under a fresh id in
+ * /lost+found.  Returns -ENOTUNIQ (the name was not published), or -EIO
+ * if that too failed and @obj must be kept for a retry. */
+static int publish_rekeyed(struct fs *fs, struct store_obj *obj, const char *name)
+{
+	char path[OBJFS_PATH_MAX], got[OBJFS_PATH_MAX];
+	struct store_obj *n;
+	struct meta_obj mo;
+	int r;
+
+	store_set_path(obj, "");
+	n = fs_rekey(fs, obj, &r);
+	if (!n)
+		return -EIO;
+	memset(&mo, 0, sizeof(mo));
+	mo.id = store_obj_id(n);
+	mo.size = store_obj_size(n);
+	mo.mtime_ns = store_obj_mtime(n);
+	store_obj_csum(n, mo.csum);
+	snprintf(mo.origin, sizeof(mo.origin), "%s", fs->cfg.node);
+	snprintf(path, sizeof(path), "/lost+found/%.*s.objfs-%" PRIu64, OBJFS_NAME_MAX - 28, name,
+		 mo.id);
+	r = meta_reregister(fs->meta, &mo, path, got);
+	if (r >= 0) {
+		store_set_path(n, got);
+		log_error("object written as '%s' kept as '%s': its id was another object's", name,
+			  got);
+	} else {
+		/* the catalog path is "": the next reconcile registers it */
+		log_error("object written as '%s' is kept as object %" PRIu64
+			  " until Redis takes it: %s",
+			  name, mo.id, strerror(-r));
+	}
+	store_obj_unref(n);
+	return -ENOTUNIQ;
+}
+
 /* Link a sealed object's name in Redis, handling every way that can fail
- * without losing the object.  Returns 0, or -EIO if Redis is away (the
- * caller keeps it for a later retry). */
+ * without losing the object.  Returns 0, -EIO if Redis is away (the
+ * caller keeps it for a later retry), or -ENOTUNIQ if its id turned out
+ * to be another object's: the object was moved to a fresh id in
+ * /lost+found, and @id is gone from the store. */
 static int publish(struct fs *fs, uint64_t id, uint64_t parent, const char *name, bool replace,
 		   struct store_obj *obj)
 {
@@ -80,12 +166,20 @@ static int publish(struct fs *fs, uint64_t id, uint64_t parent, const char *name
 
 	path[0] = '\0';
 	r = meta_publish(fs->meta, parent, name, &mo, replace, &replaced, path);
+	if (r == -ENOTUNIQ)
+		return publish_rekeyed(fs, obj, name);
 	as_named = r == 0;
 	if (r == -EEXIST || r == -EISDIR)
 		r = publish_conflict(fs, &tmp, &mo, path);
+	if (r == -ENOTUNIQ)
+		return publish_rekeyed(fs, obj, name);
 	if (r == -ENOENT || r == -ENOTDIR) {
-		snprintf(path, sizeof(path), "/lost+found/%s", name);
-		r = meta_reregister(fs->meta, &mo, path);
+		char want[OBJFS_PATH_MAX];
+
+		snprintf(want, sizeof(want), "/lost+found/%s", name);
+		r = meta_reregister(fs->meta, &mo, want, path);
+		if (r == -ENOTUNIQ)
+			return publish_rekeyed(fs, obj, name);
 		if (r >= 0) {
 			log_warn("directory of '%s' vanished while object %" PRIu64
 				 " was written; it is in /lost+found",
@@ -115,7 +209,7 @@ void fs_seal_pending(struct fs *fs, struct pending *p)
 {
 	struct inode *in;
 	bool discard;
-	int r = 0;
+	int r = 0, pr = 0;
 
 	pthread_mutex_lock(&fs->lock);
 	discard = p->failed || p->unlinked;
@@ -126,7 +220,11 @@ void fs_seal_pending(struct fs *fs, struct pending *p)
 			log_error("cannot seal object %" PRIu64 " ('%s'): %s; discarding it", p->id,
 				  p->name, strerror(-r));
 	}
-	if (!discard && r == 0 && publish(fs, p->id, p->parent, p->name, p->replace, p->obj) < 0) {
+	if (!discard && r == 0)
+		pr = publish(fs, p->id, p->parent, p->name, p->replace, p->obj);
+	if (pr == -ENOTUNIQ)
+		discard = true; /* kept under another id in /lost+found */
+	else if (pr < 0) {
 		log_warn("Redis unreachable: object %" PRIu64 " ('%s') sealed on this node, "
 			 "published when Redis is back",
 			 p->id, p->name);
@@ -165,6 +263,7 @@ void fs_seal_pending(struct fs *fs, struct pending *p)
 void fs_publish_retry(struct fs *fs)
 {
 	struct unpublished *list, *u, *keep = NULL;
+	int r;
 
 	pthread_mutex_lock(&fs->lock);
 	list = fs->unpublished;
@@ -179,7 +278,10 @@ void fs_publish_retry(struct fs *fs)
 			free(u); /* unlinked meanwhile */
 			continue;
 		}
-		if (publish(fs, u->id, u->parent, u->name, u->replace, obj) == 0) {
+		r = publish(fs, u->id, u->parent, u->name, u->replace, obj);
+		if (r == -ENOTUNIQ) {
+			free(u); /* kept under another id in /lost+found */
+		} else if (r == 0) {
 			log_info("published object %" PRIu64 " as '%s' now that Redis is back",
 				 u->id, u->name);
 			FS_COUNT(fs, published_late, 1);

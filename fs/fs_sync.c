@@ -51,38 +51,51 @@ static int collect_id(struct store_obj *o, void *arg)
 	return 0;
 }
 
-static int cmp_desc(const void *a, const void *b)
+static void meta_obj_of(struct fs *fs, struct store_obj *o, struct meta_obj *ret)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? 1 : x > y ? -1 : 0;
+	memset(ret, 0, sizeof(*ret));
+	ret->id = store_obj_id(o);
+	ret->size = store_obj_size(o);
+	ret->mtime_ns = store_obj_mtime(o);
+	store_obj_csum(o, ret->csum);
+	snprintf(ret->origin, sizeof(ret->origin), "%s", fs->cfg.node);
 }
 
+/* Register @o again under @path ("" if it never had one: /lost+found).
+ * If its id turns out to be another object's, it is copied to a fresh id
+ * first (fs_rekey()). */
 static int reregister(struct fs *fs, struct store_obj *o, const char *path)
 {
-	char lost[OBJFS_PATH_MAX];
+	char lost[OBJFS_PATH_MAX], got[OBJFS_PATH_MAX];
+	struct store_obj *n = NULL;
 	struct meta_obj mo;
 	int r;
 
-	memset(&mo, 0, sizeof(mo));
-	mo.id = store_obj_id(o);
-	mo.size = store_obj_size(o);
-	mo.mtime_ns = store_obj_mtime(o);
-	store_obj_csum(o, mo.csum);
-	snprintf(mo.origin, sizeof(mo.origin), "%s", fs->cfg.node);
 	if (!path[0]) {
-		snprintf(lost, sizeof(lost), "/lost+found/objfs-%" PRIu64, mo.id);
+		snprintf(lost, sizeof(lost), "/lost+found/objfs-%" PRIu64, store_obj_id(o));
 		path = lost;
 	}
-	r = meta_reregister(fs->meta, &mo, path);
-	if (r == 1)
-		log_warn("object %" PRIu64 ": '%s' is taken; registered it under another name",
-			 mo.id, path);
-	if (r >= 0 && path == lost) {
-		store_set_path(o, path);
-		log_warn("object %" PRIu64 " was never published; registered it as '%s'", mo.id,
-			 path);
+	meta_obj_of(fs, o, &mo);
+	r = meta_reregister(fs->meta, &mo, path, got);
+	if (r == -ENOTUNIQ) {
+		n = fs_rekey(fs, o, &r);
+		if (!n)
+			return r;
+		meta_obj_of(fs, n, &mo);
+		r = meta_reregister(fs->meta, &mo, path, got);
+		o = n;
 	}
+	if (r == 1)
+		log_warn("object %" PRIu64 ": '%s' is taken; registered it as '%s'", mo.id, path,
+			 got);
+	if (r >= 0 && got[0] && strcmp(got, path))
+		store_set_path(o, got);
+	else if (r >= 0 && path == lost)
+		store_set_path(o, path);
+	if (r >= 0 && path == lost)
+		log_warn("object %" PRIu64 " was never published; registered it as '%s'", mo.id,
+			 got[0] ? got : path);
+	store_obj_unref(n);
 	return r < 0 ? r : 0;
 }
 
@@ -141,9 +154,20 @@ static int reconcile_one(struct fs *fs, uint64_t id, bool same_epoch)
 	store_obj_path(o, path, sizeof(path));
 	r = same_epoch && path[0] ? object_state(fs, id) : OBJ_UNKNOWN;
 	switch (r) {
-	case OBJ_LIVE:
-		r = meta_add_holder(fs->meta, id);
+	case OBJ_LIVE: {
+		struct meta_obj mo;
+
+		meta_obj_of(fs, o, &mo);
+		r = meta_add_holder_of(fs->meta, &mo);
+		if (r != -ENOTUNIQ)
+			break;
+		/* Redis lost this object, and its id was used again for
+		 * other bytes: this copy is not that object */
+		r = reregister(fs, o, path);
+		if (r == 0)
+			r = 1;
 		break;
+	}
 	case OBJ_DELETED:
 		log_info("object %" PRIu64 " was deleted while this node was away; dropping it",
 			 id);
@@ -185,11 +209,6 @@ int fs_reconcile(struct fs *fs, unsigned *ret_n)
 		free(l.ids);
 		return r;
 	}
-	/* highest id first: the first re-registration raises the id counter
-	 * above every local object, so directories it creates cannot take an
-	 * id that a later object already has */
-	if (l.n)
-		qsort(l.ids, l.n, sizeof(*l.ids), cmp_desc);
 	for (i = 0; i < l.n; i++) {
 		r = reconcile_one(fs, l.ids[i], same);
 		if (r == 1)
@@ -220,21 +239,28 @@ int fs_reconcile(struct fs *fs, unsigned *ret_n)
 void fs_tick(struct fs *fs)
 {
 	char epoch[64];
-	bool changed, retry;
+	bool changed, retry, resync;
 	unsigned n = 0;
 
 	fs_reap_pending(fs);
-	if (meta_epoch(fs->meta, epoch, sizeof(epoch)) < 0)
+	resync = atomic_exchange(&fs->resync, false);
+	if (meta_epoch(fs->meta, epoch, sizeof(epoch)) < 0) {
+		if (resync)
+			atomic_store(&fs->resync, true);
 		return;
+	}
 	pthread_mutex_lock(&fs->lock);
 	changed = strcmp(epoch, fs->epoch) != 0;
 	retry = fs->unpublished != NULL;
 	pthread_mutex_unlock(&fs->lock);
-	if (changed) {
-		log_warn("Redis at %s lost its data; registering this node's objects again",
-			 meta_url(fs->meta));
+	if (changed || resync) {
+		if (changed)
+			log_warn("Redis at %s lost its data; registering this node's objects again",
+				 meta_url(fs->meta));
 		if (fs_reconcile(fs, &n) == 0)
-			log_info("registered %u objects again", n);
+			log_info("reconciled with Redis: %u objects registered again", n);
+		else
+			atomic_store(&fs->resync, true); /* the next tick tries again */
 	} else if (retry) {
 		fs_publish_retry(fs);
 	}

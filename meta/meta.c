@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include <hiredis/hiredis.h>
@@ -426,16 +427,40 @@ void meta_dirents_free(struct meta_dirent *ents)
 	free(ents);
 }
 
+int meta_draw_id(uint64_t *ret_id)
+{
+	uint64_t v;
+	ssize_t n;
+
+	do {
+		n = getrandom(&v, sizeof(v), 0);
+		v >>= 1; /* 63 bits, uniform; below META_ID_MIN: draw again */
+	} while ((n < 0 && errno == EINTR) || (n == (ssize_t)sizeof(v) && v < META_ID_MIN));
+	if (n != (ssize_t)sizeof(v))
+		return n < 0 ? -errno : -EIO;
+	*ret_id = v;
+	return 0;
+}
+
+/* Tries before giving up on finding an unused id: each draw collides with
+ * an id Redis knows with a chance below 2^-30 even at 2^33 objects. */
+#define ID_TRIES 8
+
 int meta_mkdir(struct meta *m, uint64_t parent, const char *name, int64_t mtime_ns,
 	       struct meta_entry *ret)
 {
 	redisReply *rep;
 	uint64_t id;
-	int r;
+	int i, r;
 
 	r = parent ? name_validate(name) : -EINVAL;
-	if (r == 0)
-		r = script(m, MS_MKDIR, &rep, "usi", parent, name, mtime_ns);
+	for (i = 0; r == 0 || (r == -EAGAIN && i < ID_TRIES); i++) {
+		r = meta_draw_id(&id);
+		if (r == 0)
+			r = script(m, MS_MKDIR, &rep, "usiu", parent, name, mtime_ns, id);
+		if (r == 0)
+			break;
+	}
 	if (r < 0)
 		return r;
 	r = rep_id(rep, &id);
@@ -484,17 +509,25 @@ int meta_alloc_id(struct meta *m, uint64_t *ret_id)
 {
 	redisReply *rep;
 	uint64_t id;
-	int r;
+	int i, r = -EAGAIN;
 
-	r = script(m, MS_ALLOC, &rep, "");
-	if (r < 0)
-		return r;
-	r = rep_id(rep, &id);
-	freeReplyObject(rep);
-	if (r == 0 && id <= META_ROOT_ID)
-		r = -EBADMSG;
+	for (i = 0; i < ID_TRIES && r == -EAGAIN; i++) {
+		r = meta_draw_id(&id);
+		if (r < 0)
+			return r;
+		r = script(m, MS_ALLOC, &rep, "u", id);
+		if (r < 0)
+			return r;
+		if (rep->type != REDIS_REPLY_INTEGER || (rep->integer != 0 && rep->integer != 1))
+			r = -EBADMSG;
+		else
+			r = rep->integer ? 0 : -EAGAIN;
+		freeReplyObject(rep);
+	}
 	if (r == 0)
 		*ret_id = id;
+	else if (r == -EAGAIN)
+		log_error("%d random ids in a row are in use in Redis: its ids are not random", i);
 	return r;
 }
 
@@ -514,21 +547,26 @@ int meta_publish(struct meta *m, uint64_t parent, const char *name, const struct
 	char hex[OBJFS_CSUM_HEX];
 	const char *path;
 	redisReply *rep;
-	uint64_t old;
+	uint64_t old, seq;
+	uint_fast64_t seen;
 	int r;
 
 	r = parent ? name_validate(name) : -EINVAL;
 	if (r == 0)
 		r = obj_check(obj, hex);
 	if (r == 0)
-		r = script(m, MS_PUBLISH, &rep, "usuusisss", parent, name, obj->id, obj->size, hex,
-			   obj->mtime_ns, obj->origin, replace ? "1" : "0", m->node);
+		r = script(m, MS_PUBLISH, &rep, "usuusisssu", parent, name, obj->id, obj->size, hex,
+			   obj->mtime_ns, obj->origin, replace ? "1" : "0", m->node,
+			   (uint64_t)atomic_load(&m->seq_seen));
 	if (r < 0)
 		return r;
 	r = -EBADMSG;
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
-	    rep_u64(rep->element[0], &old) < 0)
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 ||
+	    rep_u64(rep->element[0], &old) < 0 || rep_u64(rep->element[2], &seq) < 0)
 		goto clean_rep;
+	seen = atomic_load(&m->seq_seen);
+	while (seq > seen && !atomic_compare_exchange_weak(&m->seq_seen, &seen, seq))
+		;
 	path = rep_text(rep->element[1], OBJFS_PATH_MAX - 1);
 	if (!path || (path[0] && path[0] != '/'))
 		goto clean_rep;
@@ -660,32 +698,47 @@ static int obj_int_cmd(struct meta *m, const char *cmd, char kind, uint64_t id, 
 	return r;
 }
 
-static int add_holder(struct meta *m, uint64_t id, bool prune, unsigned *ret_stale)
+/* @obj NULL: whatever the record says */
+static int add_holder(struct meta *m, uint64_t id, const struct meta_obj *obj, bool prune,
+		      unsigned *ret_stale)
 {
+	char hex[OBJFS_CSUM_HEX] = "", size[24] = "";
 	redisReply *rep;
 	int r;
 
-	r = id ? script(m, MS_ADD_HOLDER, &rep, "uss", id, m->node, prune ? "1" : "0") : -EINVAL;
+	if (obj) {
+		csum_to_hex(obj->csum, hex);
+		snprintf(size, sizeof(size), "%" PRIu64, obj->size);
+	}
+	r = id ? script(m, MS_ADD_HOLDER, &rep, "ussss", id, m->node, prune ? "1" : "0", size, hex)
+	       : -EINVAL;
 	if (r < 0)
 		return r;
-	if (rep->type != REDIS_REPLY_INTEGER || rep->integer < -1 || rep->integer > INT_MAX)
+	if (rep->type != REDIS_REPLY_INTEGER || rep->integer < -2 || rep->integer > INT_MAX)
 		r = -EBADMSG;
 	else if (rep->integer == -1)
 		r = -ENOENT;
+	else if (rep->integer == -2)
+		r = -ENOTUNIQ;
 	else if (ret_stale)
 		*ret_stale = (unsigned)rep->integer;
 	freeReplyObject(rep);
 	return r;
 }
 
-int meta_add_holder_prune(struct meta *m, uint64_t id, unsigned *ret_stale)
+int meta_add_holder_prune(struct meta *m, const struct meta_obj *obj, unsigned *ret_stale)
 {
-	return add_holder(m, id, true, ret_stale);
+	return obj ? add_holder(m, obj->id, obj, true, ret_stale) : -EINVAL;
 }
 
 int meta_add_holder(struct meta *m, uint64_t id)
 {
-	return add_holder(m, id, false, NULL);
+	return add_holder(m, id, NULL, false, NULL);
+}
+
+int meta_add_holder_of(struct meta *m, const struct meta_obj *obj)
+{
+	return obj ? add_holder(m, obj->id, obj, false, NULL) : -EINVAL;
 }
 
 int meta_del_holder(struct meta *m, uint64_t id)
@@ -739,21 +792,55 @@ static int path_validate(const char *path)
 	}
 }
 
-int meta_reregister(struct meta *m, const struct meta_obj *obj, const char *path)
+int meta_reregister(struct meta *m, const struct meta_obj *obj, const char *path, char *ret_path)
 {
-	char hex[OBJFS_CSUM_HEX];
+	char hex[OBJFS_CSUM_HEX], *ids = NULL;
+	const char *got;
 	redisReply *rep;
-	int r;
+	size_t len, cap = 0;
+	int i, j, n = 1, r;
 
 	r = path_validate(path);
 	if (r == 0)
 		r = obj_check(obj, hex);
-	if (r == 0)
-		r = script(m, MS_REREGISTER, &rep, "uusisss", obj->id, obj->size, hex,
-			   obj->mtime_ns, obj->origin, m->node, path);
+	/* a fresh id for each directory it may make: one per component
+	 * above the name, or /lost+found */
+	for (i = 1; r == 0 && path[i]; i++)
+		n += path[i] == '/';
+	if (r == 0) {
+		cap = (size_t)n * 21;
+		ids = malloc(cap);
+		r = ids ? 0 : -ENOMEM;
+	}
+	for (i = 0; r == 0 || (r == -EAGAIN && i < ID_TRIES); i++) {
+		uint64_t id;
+
+		for (j = 0, len = 0, r = 0; j < n && r == 0; j++) {
+			r = meta_draw_id(&id);
+			len +=
+			    (size_t)snprintf(ids + len, cap - len, "%s%" PRIu64, j ? " " : "", id);
+		}
+		if (r == 0)
+			r = script(m, MS_REREGISTER, &rep, "uusissss", obj->id, obj->size, hex,
+				   obj->mtime_ns, obj->origin, m->node, path, ids);
+		if (r == 0)
+			break;
+	}
+	free(ids);
 	if (r < 0)
 		return r;
-	r = rep_bool(rep);
+	r = -EBADMSG;
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+	    rep->element[0]->type != REDIS_REPLY_INTEGER ||
+	    (rep->element[0]->integer != 0 && rep->element[0]->integer != 1))
+		goto clean_rep;
+	got = rep_text(rep->element[1], OBJFS_PATH_MAX - 1);
+	if (!got || (got[0] && got[0] != '/'))
+		goto clean_rep;
+	if (ret_path)
+		memcpy(ret_path, got, strlen(got) + 1);
+	r = (int)rep->element[0]->integer;
+clean_rep:
 	freeReplyObject(rep);
 	return r;
 }

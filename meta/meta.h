@@ -1,15 +1,18 @@
 /*
  * meta: the Redis location service.  The only module that includes hiredis.
  *
- * Namespace model.  Every directory and every object has a 64-bit id drawn
- * from one cluster-wide counter; the FUSE inode number of a file or
+ * Namespace model.  Every directory and every object has a 64-bit id,
+ * drawn at random by the node that makes it; the FUSE inode number of a file or
  * directory is that id, on every node.  Id 1 is the root directory.  A
  * directory is a Redis hash of its children; a file entry names an object
  * id; the object's immutable attributes live in an object record.
  *
  * Key schema (P is the prefix, "objfs" by default):
  *
- *   P:{ns}:ctr          string  last id handed out (root is 1, so ids start at 2)
+ *   P:{ns}:ctr          string  write sequence: +1 with every publish; a
+ *                               publish that gets back a value not above
+ *                               one its node saw before tells every node
+ *                               that Redis went back in time ("resync")
  *   P:{ns}:epoch        string  random token set once when the namespace is
  *                               created; a node that sees it change knows
  *                               Redis lost its data and re-registers
@@ -42,7 +45,10 @@
  *                               kinds publish, replace, unlink, rename-from,
  *                               rename-to, mkdir, rmdir, and "gone 0 - <id>"
  *                               when an object is deleted (unlink, replace,
- *                               rename over it)
+ *                               rename over it), "resync 0 - 0" when Redis
+ *                               lost writes (the epoch had to be made
+ *                               again, or the write sequence went back):
+ *                               every node reconciles at once
  *                               (the name may contain spaces)
  *
  * Per-object keys share the hash tag {<id>}; all namespace keys share the
@@ -73,6 +79,11 @@
 #include "util.h"
 
 #define META_ROOT_ID 1
+/* New ids are drawn at random from [META_ID_MIN, META_ID_MAX]: never
+ * from a counter Redis could lose (docs/design.md, "Ids and inodes").
+ * Ids below META_ID_MIN are the root and those of the old counter. */
+#define META_ID_MIN (1ULL << 32)
+#define META_ID_MAX ((1ULL << 63) - 1)
 #define META_TOMBSTONE_TTL 2592000 /* 30 days */
 
 struct meta;
@@ -177,13 +188,19 @@ int meta_mkdir(struct meta *m, uint64_t parent, const char *name, int64_t mtime_
  * -ENOTEMPTY.  *ret_id (may be NULL) gets the removed directory's id. */
 int meta_rmdir(struct meta *m, uint64_t parent, const char *name, uint64_t *ret_id);
 
-/* Draw a fresh id from the counter (for an object about to be written). */
+/* A random id in [META_ID_MIN, META_ID_MAX] (no Redis call).  0 or the
+ * errno of getrandom(). */
+int meta_draw_id(uint64_t *ret_id);
+/* A fresh id for an object about to be written: drawn at random and
+ * checked unused in Redis (no directory, record, holder set or
+ * tombstone has it).  -EAGAIN if ID_TRIES draws in a row were in use. */
 int meta_alloc_id(struct meta *m, uint64_t *ret_id);
 
 /*
  * Publish a sealed object: write its record (obj->id must come from
  * meta_alloc_id()), add this node as a holder, and link @name in @parent
- * to it, atomically.  If @name exists: a directory gives -EISDIR; a file
+ * to it, atomically.  -ENOTUNIQ if the id is another object's (its record
+ * describes other bytes, or it was deleted).  If @name exists: a directory gives -EISDIR; a file
  * gives -EEXIST unless @replace, in which case the old object's record and
  * holder set are deleted and *ret_replaced gets its id (else 0).
  * -ENOENT if @parent is gone.  On success *ret_path (may be NULL; size
@@ -228,9 +245,12 @@ int meta_holders(struct meta *m, uint64_t id, char (**ret_nodes)[OBJFS_NODE_MAX]
 /* Add or remove this node as a holder of @id.  Adding gives -ENOENT (and
  * changes nothing) if the object has no record: it was deleted. */
 int meta_add_holder(struct meta *m, uint64_t id);
+/* The same, only if the record's size and checksum are @obj's: -ENOTUNIQ
+ * (and nothing changes) if the record describes other bytes. */
+int meta_add_holder_of(struct meta *m, const struct meta_obj *obj);
 /* The same, and drop the holders whose node card is gone (stale entries),
  * counting them in *ret_stale (may be NULL). */
-int meta_add_holder_prune(struct meta *m, uint64_t id, unsigned *ret_stale);
+int meta_add_holder_prune(struct meta *m, const struct meta_obj *obj, unsigned *ret_stale);
 int meta_del_holder(struct meta *m, uint64_t id);
 
 /* ---- recovery ---- */
@@ -241,13 +261,16 @@ int meta_epoch(struct meta *m, char *buf, size_t len);
 /*
  * Re-register a sealed object found in the local store after Redis lost
  * its data.  If the record for obj->id exists, only adds this node as a
- * holder and returns 0.  Otherwise recreates the record and the holder,
- * makes the directories along @path (absolute, "/a/b/name") as needed, and
- * links the name; if the name is taken by another entry, links it as
- * "<name>.objfs-<id>" instead and returns 1.  Raises the id counter to at
- * least obj->id.  -EINVAL for a malformed path.
+ * holder and returns 0 (-ENOTUNIQ if the record describes other bytes:
+ * the local copy is not that object).  Otherwise recreates the record and
+ * the holder, makes the directories along @path (absolute, "/a/b/name") as
+ * needed, and links the name; if the name (or a directory on the way) is
+ * taken by another entry, links it as /lost+found/<name>.objfs-<id>
+ * instead and returns 1.  *ret_path (may be NULL; OBJFS_PATH_MAX bytes)
+ * gets the path it has now ("" if the record existed).  -EINVAL for a
+ * malformed path.
  */
-int meta_reregister(struct meta *m, const struct meta_obj *obj, const char *path);
+int meta_reregister(struct meta *m, const struct meta_obj *obj, const char *path, char *ret_path);
 
 /* Does the record of object @id exist?  1, 0, or negative errno. */
 int meta_object_exists(struct meta *m, uint64_t id);

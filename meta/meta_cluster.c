@@ -283,6 +283,13 @@ static int parse_inval(const char *s, size_t len, struct meta_inval *ret)
 	memset(&ev, 0, sizeof(ev));
 	if (len > INVAL_MAX || memchr(s, '\0', len))
 		return -EBADMSG;
+	/* "resync 0 - 0": Redis lost writes; no name, no id */
+	if (len == 12 && !memcmp(s, "resync 0 - 0", 12)) {
+		memcpy(ret->kind, "resync", 7);
+		ret->parent = ret->id = 0;
+		ret->name[0] = '\0';
+		return 0;
+	}
 	sp1 = memchr(s, ' ', len);
 	if (!sp1 ||
 	    !chars_in(s, (size_t)(sp1 - s), sizeof(ev.kind) - 1, "abcdefghijklmnopqrstuvwxyz-"))

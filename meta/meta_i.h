@@ -109,6 +109,8 @@ struct meta {
 	bool probing;	      /* guarded by lock */
 	char last_err[256];   /* guarded by lock */
 	atomic_bool up;
+	/* the highest write sequence a publish of ours got back (meta.c) */
+	atomic_uint_fast64_t seq_seen;
 
 	/* serializes meta_subscribe() and meta_unsubscribe(); held while
 	 * the subscriber thread starts and while it is joined */

@@ -179,9 +179,10 @@ int pool_reply_errno(const redisReply *rep)
 		const char *name;
 		int err;
 	} codes[] = {
-	    {"ENOENT", ENOENT},	  {"EEXIST", EEXIST},	      {"ENOTDIR", ENOTDIR},
-	    {"EISDIR", EISDIR},	  {"ENOTEMPTY", ENOTEMPTY},   {"EINVAL", EINVAL},
-	    {"EBADMSG", EBADMSG}, {"EADDRINUSE", EADDRINUSE}, {"ELOOP", ELOOP},
+	    {"ENOENT", ENOENT},	    {"EEXIST", EEXIST},		{"ENOTDIR", ENOTDIR},
+	    {"EISDIR", EISDIR},	    {"ENOTEMPTY", ENOTEMPTY},	{"EINVAL", EINVAL},
+	    {"EBADMSG", EBADMSG},   {"EADDRINUSE", EADDRINUSE}, {"ELOOP", ELOOP},
+	    {"ENOTUNIQ", ENOTUNIQ}, {"EAGAIN", EAGAIN},
 	};
 	const char *s = rep->str ? rep->str : "";
 	size_t i, n;

@@ -54,7 +54,9 @@
 	"local CTR = NS .. 'ctr'\n"                                                                \
 	"if redis.call('EXISTS', CTR, NS .. 'epoch', NS .. 'd:1') ~= 3 then\n"                     \
 	"  redis.call('SETNX', CTR, '1')\n"                                                        \
-	"  redis.call('SETNX', NS .. 'epoch', ARGV[2])\n"                                          \
+	"  if redis.call('SETNX', NS .. 'epoch', ARGV[2]) == 1 then\n"                             \
+	"    redis.call('PUBLISH', P .. ':inval', 'resync 0 - 0')\n"                               \
+	"  end\n"                                                                                  \
 	"  if redis.call('EXISTS', NS .. 'd:1') == 0 then\n"                                       \
 	"    redis.call('HSET', NS .. 'd:1', '/mtime', NOW, '/parent', '1', '/name', '',\n"        \
 	"                '/nsub', '0')\n"                                                          \
@@ -97,9 +99,9 @@
 			     "  end\n"                                                             \
 			     "  return n <= 0\n"                                                   \
 			     "end\n"                                                               \
-			     "local function newid()\n"                                            \
-			     "  redis.call('INCR', CTR)\n"                                         \
-			     "  return redis.call('GET', CTR)\n"                                   \
+			     "local function unused(id)\n"                                         \
+			     "  return isid(id) and redis.call('EXISTS', dkey(id), okey(id), "     \
+			     "hkey(id), tkey(id)) == 0\n"                                          \
 			     "end\n"                                                               \
 			     "local function newdir(parent, name, id, mtime)\n"                    \
 			     "  redis.call('HSET', dkey(id), '/mtime', mtime, '/parent', parent, " \
@@ -117,8 +119,10 @@
 /* ARGV: (header).  Returns the epoch token. */
 static const char script_epoch[] = LUA_NS "return redis.call('GET', NS .. 'epoch')\n";
 
-/* ARGV: (header).  Returns a fresh id as a string. */
-static const char script_alloc[] = LUA_NS "return newid()\n";
+/* ARGV[4] a candidate id.  Returns 1 if nothing in Redis uses it (no
+ * directory, record, holder set or tombstone), else 0. */
+static const char script_alloc[] = LUA_NS "if unused(ARGV[4]) then return 1 end\n"
+					  "return 0\n";
 
 /*
  * ARGV[4] parent, ARGV[5] name.  Returns {"d<id>", mtime, nsub} or
@@ -158,12 +162,13 @@ static const char script_getattr[] =
 static const char script_readdir[] = LUA_NS "needdir(ARGV[4])\n"
 					    "return redis.call('HGETALL', dkey(ARGV[4]))\n";
 
-/* ARGV[4] parent, ARGV[5] name, ARGV[6] mtime.  Returns the new id. */
+/* ARGV[4] parent, ARGV[5] name, ARGV[6] mtime, ARGV[7] the new id (EAGAIN
+ * if it is in use).  Returns the new id. */
 static const char script_mkdir[] =
-    LUA_NS "local parent, name = ARGV[4], ARGV[5]\n"
+    LUA_NS "local parent, name, id = ARGV[4], ARGV[5], ARGV[7]\n"
 	   "needdir(parent)\n"
 	   "if redis.call('HEXISTS', dkey(parent), name) == 1 then fail('EEXIST') end\n"
-	   "local id = newid()\n"
+	   "if not unused(id) then fail('EAGAIN') end\n"
 	   "newdir(parent, name, id, ARGV[6])\n"
 	   "inval('mkdir', parent, name, id)\n"
 	   "return id\n";
@@ -186,13 +191,26 @@ static const char script_rmdir[] = LUA_NS "local parent, name = ARGV[4], ARGV[5]
 /*
  * ARGV[4] parent, ARGV[5] name, ARGV[6] id, ARGV[7] size, ARGV[8] csum,
  * ARGV[9] mtime, ARGV[10] origin, ARGV[11] replace ("0"/"1"), ARGV[12]
- * this node.  Returns {replaced id or "0", full path or ""}.  Publishing
- * the same id under the same name again (a retry after a lost reply)
- * succeeds and replaces nothing.
+ * this node, ARGV[13] the highest write sequence this node has seen.
+ * Returns {replaced id or "0", full path or "", write sequence}.
+ * Publishing the same id under the same name again (a retry after a lost
+ * reply) succeeds and replaces nothing.  ENOTUNIQ if the id belongs to
+ * another object (a record with other bytes, or a tombstone).
+ *
+ * The write sequence (the counter) goes up by one with every publish.  A
+ * value not above what this node saw before means Redis went back in
+ * time (a restore, a failover to a replica that lacked the last writes):
+ * every node is told to reconcile at once ("resync" on P:inval).
  */
 static const char script_publish[] =
     LUA_NS "local parent, name, id = ARGV[4], ARGV[5], ARGV[6]\n"
 	   "needdir(parent)\n"
+	   "local rec = redis.call('HMGET', okey(id), 'size', 'csum')\n"
+	   "if rec[1] or rec[2] then\n"
+	   "  if rec[1] ~= ARGV[7] or rec[2] ~= ARGV[8] then fail('ENOTUNIQ') end\n"
+	   "elseif redis.call('EXISTS', tkey(id)) == 1 then\n"
+	   "  fail('ENOTUNIQ')\n"
+	   "end\n"
 	   "local v = redis.call('HGET', dkey(parent), name)\n"
 	   "local replaced = '0'\n"
 	   "if v then\n"
@@ -214,7 +232,14 @@ static const char script_publish[] =
 	   "else\n"
 	   "  inval('publish', parent, name, id)\n"
 	   "end\n"
-	   "return {replaced, path}\n";
+	   "local seq = redis.pcall('INCR', CTR)\n"
+	   "local seen = tonumber(ARGV[13]) or 0\n"
+	   "if type(seq) ~= 'number' or seq <= seen then\n"
+	   "  seq = seen + 1\n"
+	   "  redis.call('SET', CTR, string.format('%d', seq))\n"
+	   "  redis.call('PUBLISH', P .. ':inval', 'resync 0 - 0')\n"
+	   "end\n"
+	   "return {replaced, path, string.format('%d', seq)}\n";
 
 /* ARGV[4] parent, ARGV[5] name.  Returns {kind, id, full path}. */
 static const char script_path[] = LUA_NS "local parent, name = ARGV[4], ARGV[5]\n"
@@ -336,17 +361,23 @@ static const char script_rename[] = LUA_NS
 
 /*
  * ARGV[4] id, ARGV[5] size, ARGV[6] csum, ARGV[7] mtime, ARGV[8] origin,
- * ARGV[9] this node, ARGV[10] absolute path (checked by meta.c).  Returns
- * 1 if the object had to take another name, else 0.
+ * ARGV[9] this node, ARGV[10] absolute path (checked by meta.c), ARGV[11]
+ * fresh ids for the directories it may have to make, separated by spaces
+ * (EAGAIN if too few or one is in use).  Returns {1 if the object had to
+ * go elsewhere else 0, the path it has}.  ENOTUNIQ if the id's record
+ * describes other bytes.
+ *
+ * The path is used if every component is a directory or missing and the
+ * name is free (or already this object's); otherwise the object goes to
+ * /lost+found/<name>.objfs-<id>.
  */
 static const char script_reregister[] =
     LUA_NS "local id = ARGV[4]\n"
-	   "local ctr = redis.call('GET', CTR)\n"
-	   "if not isid(ctr) then fail('EBADMSG') end\n"
-	   "if #ctr < #id or (#ctr == #id and ctr < id) then redis.call('SET', CTR, id) end\n"
-	   "if redis.call('EXISTS', okey(id)) == 1 then\n"
+	   "local rec = redis.call('HMGET', okey(id), 'size', 'csum')\n"
+	   "if rec[1] or rec[2] then\n"
+	   "  if rec[1] ~= ARGV[5] or rec[2] ~= ARGV[6] then fail('ENOTUNIQ') end\n"
 	   "  redis.call('SADD', hkey(id), ARGV[9])\n"
-	   "  return 0\n"
+	   "  return {0, ''}\n"
 	   "end\n"
 	   /* "<name>.objfs-<id>", cut on a character boundary to 255 bytes */
 	   "local function altname(name)\n"
@@ -362,46 +393,65 @@ static const char script_reregister[] =
 	   "  end\n"
 	   "  return name .. suf\n"
 	   "end\n"
+	   "local want = 'f' .. id\n"
+	   /* can @comps be used?  Then also how many directories are missing */
+	   "local function usable(comps)\n"
+	   "  local cur = '1'\n"
+	   "  for i = 1, #comps - 1 do\n"
+	   "    local v = redis.call('HGET', dkey(cur), comps[i])\n"
+	   "    if not v then return true, #comps - i end\n"
+	   "    local k, nid = parse(v)\n"
+	   "    if k ~= 'd' then return false, 0 end\n"
+	   "    if redis.call('EXISTS', dkey(nid)) == 0 then fail('EBADMSG') end\n"
+	   "    cur = nid\n"
+	   "  end\n"
+	   "  local v = redis.call('HGET', dkey(cur), comps[#comps])\n"
+	   "  return not v or v == want, 0\n"
+	   "end\n"
 	   "local comps = {}\n"
 	   "for c in string.gmatch(ARGV[10], '[^/]+') do comps[#comps + 1] = c end\n"
 	   "if #comps == 0 then fail('EINVAL') end\n"
-	   "local conflict, cur = 0, '1'\n"
+	   "local moved = 0\n"
+	   "local ok, missing = usable(comps)\n"
+	   "if not ok then\n"
+	   "  comps = {'lost+found', altname(comps[#comps])}\n"
+	   "  moved = 1\n"
+	   "  ok, missing = usable(comps)\n"
+	   "  if not ok then fail('EEXIST') end\n"
+	   "end\n"
+	   "local ids = {}\n"
+	   "for c in string.gmatch(ARGV[11], '%S+') do\n"
+	   "  if #ids < missing then\n"
+	   "    if not unused(c) then fail('EAGAIN') end\n"
+	   "    ids[#ids + 1] = c\n"
+	   "  end\n"
+	   "end\n"
+	   "if #ids < missing then fail('EAGAIN') end\n"
+	   "local cur, path = '1', ''\n"
 	   "for i = 1, #comps - 1 do\n"
-	   "  local c = comps[i]\n"
-	   "  local v = redis.call('HGET', dkey(cur), c)\n"
-	   "  local k, nid\n"
-	   "  if v then k, nid = parse(v) end\n"
-	   "  if v and k ~= 'd' then\n"
-	   "    c = altname(c)\n"
-	   "    conflict = 1\n"
-	   "    v = redis.call('HGET', dkey(cur), c)\n"
-	   "    if v then k, nid = parse(v) end\n"
-	   "    if v and k ~= 'd' then fail('EEXIST') end\n"
+	   "  local v = redis.call('HGET', dkey(cur), comps[i])\n"
+	   "  local nid\n"
+	   "  if v then\n"
+	   "    local k\n"
+	   "    k, nid = parse(v)\n"
+	   "  else\n"
+	   "    nid = table.remove(ids, 1)\n"
+	   "    newdir(cur, comps[i], nid, NOW)\n"
+	   "    inval('mkdir', cur, comps[i], nid)\n"
 	   "  end\n"
-	   "  if not v then\n"
-	   "    nid = newid()\n"
-	   "    newdir(cur, c, nid, NOW)\n"
-	   "  elseif redis.call('EXISTS', dkey(nid)) == 0 then\n"
-	   "    fail('EBADMSG')\n"
-	   "  end\n"
+	   "  path = path .. '/' .. comps[i]\n"
 	   "  cur = nid\n"
 	   "end\n"
-	   "local name, want = comps[#comps], 'f' .. id\n"
-	   "local v = redis.call('HGET', dkey(cur), name)\n"
-	   "if v and v ~= want then\n"
-	   "  name = altname(name)\n"
-	   "  conflict = 1\n"
-	   "  v = redis.call('HGET', dkey(cur), name)\n"
-	   "  if v and v ~= want then fail('EEXIST') end\n"
-	   "end\n"
+	   "local name = comps[#comps]\n"
+	   "path = path .. '/' .. name\n"
 	   "redis.call('HSET', okey(id), 'size', ARGV[5], 'csum', ARGV[6], 'mtime', ARGV[7],\n"
 	   "            'origin', ARGV[8])\n"
 	   "redis.call('SADD', hkey(id), ARGV[9])\n"
-	   "if not v then\n"
+	   "if redis.call('HGET', dkey(cur), name) ~= want then\n"
 	   "  redis.call('HSET', dkey(cur), name, want, '/mtime', NOW)\n"
 	   "  inval('publish', cur, name, id)\n"
 	   "end\n"
-	   "return conflict\n";
+	   "return {moved, path}\n";
 
 /*
  * Helpers of the scripts that read node cards: the card fields in the
@@ -516,13 +566,19 @@ static const char script_release_replica[] =
 		       "end\n"
 		       "return 0\n";
 
-/* ARGV[4] object id, ARGV[5] this node, ARGV[6] "1" to prune.  Adds this
- * node as a holder and, when pruning, drops the holders whose node card is
- * gone (stale entries): returns how many were dropped; -1 if the object
- * has no record (deleted), in which case no holder set is made for it. */
+/* ARGV[4] object id, ARGV[5] this node, ARGV[6] "1" to prune, ARGV[7]
+ * and ARGV[8] the size and checksum this node's copy has ("" "": not
+ * checked).  Adds this node as a holder and, when pruning, drops the
+ * holders whose node card is gone (stale entries): returns how many were
+ * dropped; -1 if the object has no record (deleted), -2 if the record
+ * describes other bytes; in both cases nothing changes. */
 static const char script_add_holder[] =
     LUA_BASE LUA_NODES "local id, me = ARGV[4], ARGV[5]\n"
-		       "if redis.call('EXISTS', okey(id)) == 0 then return -1 end\n"
+		       "local rec = redis.call('HMGET', okey(id), 'size', 'csum')\n"
+		       "if not rec[1] and not rec[2] then return -1 end\n"
+		       "if ARGV[7] ~= '' and (rec[1] ~= ARGV[7] or rec[2] ~= ARGV[8]) then\n"
+		       "  return -2\n"
+		       "end\n"
 		       "redis.call('SADD', hkey(id), me)\n"
 		       "local gone = 0\n"
 		       "if ARGV[6] ~= '1' then return 0 end\n"

@@ -473,7 +473,7 @@ TEST(holders)
 	{
 		unsigned stale = 99;
 
-		CHECK_EQ(meta_add_holder_prune(b, o.id, &stale), 0);
+		CHECK_EQ(meta_add_holder_prune(b, &o, &stale), 0);
 		CHECK_EQ(stale, 1);
 		CHECK_EQ(meta_holders(a, o.id, &nodes, &n), 0);
 		CHECK_EQ(n, 1);
@@ -778,10 +778,15 @@ TEST(corrupt)
 	CHECK_EQ(meta_object_exists(m, o.id), 0);
 	rdo("HSET t-bad:{ns}:d:%" PRIu64 " /name d", d);
 
-	/* counter, epoch and holders */
+	/* a damaged write sequence: ids do not depend on it, and the next
+	 * publish sets it right */
 	rdo("SET t-bad:{ns}:ctr abc");
-	CHECK(meta_alloc_id(m, &id) < 0);
-	CHECK(meta_mkdir(m, 1, "z", 1, NULL) < 0);
+	CHECK_EQ(meta_alloc_id(m, &id), 0);
+	CHECK_EQ(meta_mkdir(m, 1, "z", 1, NULL), 0);
+	mkobj(m, &o, 1);
+	CHECK_EQ(meta_publish(m, 1, "q", &o, false, NULL, NULL), 0);
+	rget(epoch, sizeof(epoch), "GET t-bad:{ns}:ctr");
+	CHECK(epoch[0] >= '1' && epoch[0] <= '9');
 	rdo("SET t-bad:{ns}:ctr 1000");
 	rdo("SET t-bad:{ns}:epoch %s", "not an epoch!");
 	CHECK_EQ(meta_epoch(m, epoch, sizeof(epoch)), -EBADMSG);
@@ -808,48 +813,63 @@ TEST(reregister)
 	char(*nodes)[OBJFS_NODE_MAX];
 	struct meta_dirent *ents;
 	struct meta_entry e;
-	struct meta_obj o;
-	uint64_t a, bb, id;
+	struct meta_obj o, other;
+	uint64_t a, bb, lf;
 	size_t n, i;
-	char name[300], path[600], alt[300];
+	char name[300], path[600], alt[300], got[OBJFS_PATH_MAX];
 
 	memset(&o, 0, sizeof(o));
 	o.id = 100;
 	o.size = 5;
 	o.mtime_ns = 77;
 	snprintf(o.origin, sizeof(o.origin), "node-a");
-	CHECK_EQ(meta_reregister(m, &o, "/a/b/file"), 0);
+	CHECK_EQ(meta_reregister(m, &o, "/a/b/file", got), 0);
+	CHECK_STR(got, "/a/b/file");
 	a = lookup_id(m, 1, "a");
 	bb = lookup_id(m, a, "b");
-	CHECK(a > 100 && bb > 100);
+	/* the directories it made have fresh random ids */
+	CHECK(a >= META_ID_MIN && bb >= META_ID_MIN && a != bb);
 	CHECK_EQ(meta_lookup(m, bb, "file", &e), 0);
 	CHECK_EQ(e.kind, META_FILE);
 	CHECK_EQ(e.id, 100);
 	CHECK_EQ(e.obj.size, 5);
-	CHECK_EQ(meta_alloc_id(m, &id), 0);
-	CHECK(id > 100);
 	CHECK_EQ(meta_getattr(m, 1, &e), 0);
 	CHECK_EQ(e.nsub, 1);
 
 	/* the record exists: only a holder more */
-	CHECK_EQ(meta_reregister(b, &o, "/elsewhere/file"), 0);
+	CHECK_EQ(meta_reregister(b, &o, "/elsewhere/file", got), 0);
+	CHECK_STR(got, "");
 	CHECK_EQ(lookup_id(m, 1, "elsewhere"), 0);
 	CHECK_EQ(meta_holders(m, 100, &nodes, &n), 0);
 	CHECK_EQ(n, 2);
 	free(nodes);
 
-	/* the name is taken */
-	o.id = 5000;
-	CHECK_EQ(meta_reregister(m, &o, "/a/b/file"), 1);
-	CHECK_EQ(lookup_id(m, bb, "file"), 100);
-	CHECK_EQ(lookup_id(m, bb, "file.objfs-5000"), 5000);
-	CHECK_EQ(meta_alloc_id(m, &id), 0);
-	CHECK(id > 5000);
+	/* the record exists but describes other bytes: that id is not
+	 * this object, and nothing changes */
+	other = o;
+	other.csum[0] ^= 1;
+	CHECK_EQ(meta_reregister(b, &other, "/x", got), -ENOTUNIQ);
+	other = o;
+	other.size = 6;
+	CHECK_EQ(meta_reregister(b, &other, "/x", got), -ENOTUNIQ);
+	CHECK_EQ(lookup_id(m, 1, "x"), 0);
+	CHECK_EQ(meta_add_holder_of(b, &other), -ENOTUNIQ);
+	CHECK_EQ(meta_add_holder_of(b, &o), 0);
 
-	/* a directory on the path is a file */
+	/* the name is taken: lost+found */
+	o.id = 5000;
+	CHECK_EQ(meta_reregister(m, &o, "/a/b/file", got), 1);
+	CHECK_STR(got, "/lost+found/file.objfs-5000");
+	CHECK_EQ(lookup_id(m, bb, "file"), 100);
+	lf = lookup_id(m, 1, "lost+found");
+	CHECK(lf >= META_ID_MIN);
+	CHECK_EQ(lookup_id(m, lf, "file.objfs-5000"), 5000);
+
+	/* a directory on the path is a file: lost+found */
 	o.id = 5001;
-	CHECK_EQ(meta_reregister(m, &o, "/a/b/file/x"), 1);
-	CHECK_EQ(lookup_id(m, lookup_id(m, bb, "file.objfs-5001"), "x"), 5001);
+	CHECK_EQ(meta_reregister(m, &o, "/a/b/file/x", got), 1);
+	CHECK_STR(got, "/lost+found/x.objfs-5001");
+	CHECK_EQ(lookup_id(m, lf, "x.objfs-5001"), 5001);
 
 	/* a long name gets a shorter alternative, cut between characters */
 	name[0] = '\0';
@@ -857,10 +877,10 @@ TEST(reregister)
 		strcat(name, "\xc3\xa9"); /* 250 bytes of "é" */
 	snprintf(path, sizeof(path), "/a/%s", name);
 	o.id = 5002;
-	CHECK_EQ(meta_reregister(m, &o, path), 0);
+	CHECK_EQ(meta_reregister(m, &o, path, got), 0);
 	o.id = 5003;
-	CHECK_EQ(meta_reregister(m, &o, path), 1);
-	CHECK_EQ(meta_readdir(m, a, &ents, &n), 0);
+	CHECK_EQ(meta_reregister(m, &o, path, got), 1);
+	CHECK_EQ(meta_readdir(m, lf, &ents, &n), 0);
 	CHECK_EQ(n, 3);
 	alt[0] = '\0';
 	for (i = 0; i < n; i++)
@@ -872,15 +892,61 @@ TEST(reregister)
 	CHECK_EQ(name_validate(alt), 0);
 
 	/* malformed paths */
-	CHECK_EQ(meta_reregister(m, &o, "a/b"), -EINVAL);
-	CHECK_EQ(meta_reregister(m, &o, "/"), -EINVAL);
-	CHECK_EQ(meta_reregister(m, &o, "/a//b"), -EINVAL);
-	CHECK_EQ(meta_reregister(m, &o, "/a/"), -EINVAL);
-	CHECK_EQ(meta_reregister(m, &o, "/a/../b"), -EINVAL);
-	CHECK_EQ(meta_reregister(m, &o, ""), -EINVAL);
-	CHECK_EQ(meta_reregister(m, &o, NULL), -EINVAL);
+	CHECK_EQ(meta_reregister(m, &o, "a/b", got), -EINVAL);
+	CHECK_EQ(meta_reregister(m, &o, "/", got), -EINVAL);
+	CHECK_EQ(meta_reregister(m, &o, "/a//b", got), -EINVAL);
+	CHECK_EQ(meta_reregister(m, &o, "/a/", got), -EINVAL);
+	CHECK_EQ(meta_reregister(m, &o, "/a/../b", got), -EINVAL);
+	CHECK_EQ(meta_reregister(m, &o, "", got), -EINVAL);
+	CHECK_EQ(meta_reregister(m, &o, NULL, got), -EINVAL);
 	meta_free(m);
 	meta_free(b);
+}
+
+/* Ids come from nowhere Redis could lose: a FLUSHALL or a counter set
+ * back gives no id again, and an id that Redis knows is never handed out
+ * nor published over. */
+TEST(ids_survive_redis_loss)
+{
+	struct meta *m = mk_connected("t-ids");
+	struct meta_obj o, o2;
+	struct meta_entry e;
+	uint64_t id, seen[64];
+	size_t i, j;
+	char ex[32];
+
+	for (i = 0; i < 64; i++) {
+		CHECK_EQ(meta_alloc_id(m, &seen[i]), 0);
+		CHECK(seen[i] >= META_ID_MIN && seen[i] <= META_ID_MAX);
+		for (j = 0; j < i; j++)
+			CHECK(seen[i] != seen[j]);
+		if (i == 31) {
+			rdo("FLUSHALL");
+			CHECK_EQ(meta_getattr(m, 1, &e), 0);
+			rdo("SET t-ids:{ns}:ctr 1");
+		}
+	}
+	for (i = 0; i < 64; i++) {
+		CHECK_EQ(meta_draw_id(&id), 0);
+		CHECK(id >= META_ID_MIN && id <= META_ID_MAX);
+	}
+
+	/* publishing over another object's record or tombstone: ENOTUNIQ,
+	 * and nothing is written */
+	mkobj(m, &o, 10);
+	CHECK_EQ(meta_publish(m, 1, "o", &o, false, NULL, NULL), 0);
+	/* a retry of the same publish is fine */
+	CHECK_EQ(meta_publish(m, 1, "o", &o, false, NULL, NULL), 0);
+	o2 = o;
+	o2.csum[3] ^= 0x10;
+	CHECK_EQ(meta_publish(m, 1, "o2", &o2, false, NULL, NULL), -ENOTUNIQ);
+	CHECK_EQ(lookup_id(m, 1, "o2"), 0);
+	CHECK_EQ(meta_unlink(m, 1, "o", NULL), 0);
+	CHECK_EQ(meta_publish(m, 1, "o", &o, false, NULL, NULL), -ENOTUNIQ);
+	CHECK_EQ(lookup_id(m, 1, "o"), 0);
+	rget(ex, sizeof(ex), "EXISTS t-ids:o:{%" PRIu64 "}", o.id);
+	CHECK_STR(ex, "0");
+	meta_free(m);
 }
 
 TEST(nodes)
@@ -1057,7 +1123,7 @@ TEST(flushall)
 	CHECK(strcmp(e1, e2) != 0);
 	rdo("FLUSHALL");
 	CHECK_EQ(meta_alloc_id(m, &id), 0);
-	CHECK_EQ(id, 2);
+	CHECK(id >= META_ID_MIN && id <= META_ID_MAX);
 	CHECK_EQ(meta_lookup(m, 1, "x", &e), -ENOENT);
 	rdo("FLUSHALL");
 	CHECK_EQ(meta_lookup(m, 1, "x", &e), -ENOENT);
@@ -1151,6 +1217,11 @@ TEST(restart)
 	CHECK_EQ(meta_mkdir(m, 1, "x", 1, &e), 0);
 	CHECK_EQ(inval_wait(&l, 3, 3000), 3);
 	CHECK_EV(&l, 2, "mkdir", 1, "x", e.id);
+	/* Redis came back empty: whoever made the namespace again told
+	 * every node so */
+	pthread_mutex_lock(&l.lock);
+	CHECK(l.resyncs >= 1);
+	pthread_mutex_unlock(&l.lock);
 
 	/* a restart between two calls costs no failed call: the closed
 	 * idle connections are noticed before they are used */
@@ -1184,6 +1255,7 @@ int main(void)
 	RUN(paths);
 	RUN(corrupt);
 	RUN(reregister);
+	RUN(ids_survive_redis_loss);
 	RUN(nodes);
 	RUN(threads);
 	RUN(noscript);
