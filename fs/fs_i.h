@@ -253,8 +253,10 @@ void dcache_del(struct fs *fs, uint64_t parent, const char *name);
 bool dcache_get(struct fs *fs, uint64_t parent, const char *name, enum meta_kind *ret_kind,
 		uint64_t *ret_id);
 void dcache_free_all(struct fs *fs);
-/* dcache_del() taking fs->lock itself. */
+/* dcache_del() and dcache_put() taking fs->lock themselves. */
 void dcache_forget(struct fs *fs, uint64_t parent, const char *name);
+void dcache_learn(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
+		  uint64_t id);
 
 /* Attributes of @in for the kernel. */
 void fs_fill_attr(struct fs *fs, struct inode *in, struct stat *st);

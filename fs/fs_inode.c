@@ -212,6 +212,14 @@ void dcache_free_all(struct fs *fs)
 	fs->n_dcache = 0;
 }
 
+void dcache_learn(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
+		  uint64_t id)
+{
+	pthread_mutex_lock(&fs->lock);
+	dcache_put(fs, parent, name, kind, id);
+	pthread_mutex_unlock(&fs->lock);
+}
+
 void dcache_forget(struct fs *fs, uint64_t parent, const char *name)
 {
 	pthread_mutex_lock(&fs->lock);

@@ -117,7 +117,15 @@ void fs_on_inval(void *arg, const struct meta_inval *ev)
 		drop_deleted(fs, ev->id);
 		return;
 	}
-	dcache_forget(fs, ev->parent, ev->name);
+	/* The name cache learns what the name means now, rather than
+	 * forgetting it: it must keep answering for this node's objects
+	 * while Redis is unreachable, its own publishes included. */
+	if (!strcmp(ev->kind, "publish") || !strcmp(ev->kind, "replace"))
+		dcache_learn(fs, ev->parent, ev->name, META_FILE, ev->id);
+	else if (!strcmp(ev->kind, "mkdir"))
+		dcache_learn(fs, ev->parent, ev->name, META_DIR, ev->id);
+	else
+		dcache_forget(fs, ev->parent, ev->name);
 	if (fs->se && atomic_load(&fs->mounted)) {
 		fuse_lowlevel_notify_inval_entry(fs->se, ev->parent, ev->name, strlen(ev->name));
 		/* the directory's mtime and link count changed */

@@ -101,6 +101,8 @@ static void remember_unpublished(struct fs *fs, struct pending *p)
 	pthread_mutex_lock(&fs->lock);
 	u->next = fs->unpublished;
 	fs->unpublished = u;
+	/* while Redis is away, lookups of the name find it here */
+	dcache_put(fs, p->parent, p->name, META_FILE, p->id);
 	pthread_mutex_unlock(&fs->lock);
 }
 
