@@ -309,9 +309,18 @@ void fetch_after_seal(struct fetch *f)
 		log_info("object %" PRIu64 ": dropped %u holder entries of nodes that are gone",
 			 f->id, stale);
 	}
-	if (r == -ENOENT)
-		log_info("object %" PRIu64 " was deleted while it was fetched", f->id);
-	else if (r < 0)
+	if (r == -ENOENT) {
+		/* its readers keep it until they close it; nobody else may
+		 * find it here, and no record must bring it back */
+		log_info("object %" PRIu64 " was deleted while it was fetched; "
+			 "dropping the copy once its readers close it",
+			 f->id);
+		store_unlink(f->obj);
+		fetcher_forget(fr, f->id);
+		fetch_untable(f);
+		return;
+	}
+	if (r < 0)
 		log_warn("object %" PRIu64 " was fetched but could not be registered as held "
 			 "here: %s",
 			 f->id, strerror(-r));
