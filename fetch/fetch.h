@@ -57,8 +57,9 @@ struct fetcher_hooks {
 	void (*failed)(void *ctx, uint64_t id);
 	/*
 	 * A copy of @id fetched here is sealed and verified, and this node
-	 * was registered as a holder (or that failed: the object was
-	 * deleted meanwhile, or Redis is away): write the path it is known
+	 * was registered as a holder (or that failed: Redis is away; an
+	 * object deleted meanwhile is dropped instead, once its readers
+	 * close it, and not told of): write the path it is known
 	 * by into @ret_path (@len bytes) for its catalog record, or leave
 	 * it "" if unknown.  Called from a worker, from fetch_opened(), or,
 	 * for an empty object, from fetcher_open() itself.
@@ -173,10 +174,36 @@ void fetcher_stats(struct fetcher *fr, struct fetcher_stats *ret);
 /* ---- serving (fetch_source.c) ---- */
 
 /*
- * The source the transport serves this node's sealed objects from: a
- * store reference pins an object while its pages are on the wire.
- * @s must outlive the transport's server.
+ * The source the transport serves this node's sealed objects from.  A
+ * store reference pins an object while its pages are on the wire, and a
+ * lease per (peer, object) keeps them for lease_ms after that peer's
+ * last GET: a peer that began fetching an object before it was unlinked
+ * here (deleted, evicted, replaced) gets the rest of it, while nothing
+ * and nobody else can find it any more.  Pages of an unlinked object go
+ * once its last lease lapses (fetch_source_expire()).
  */
-void fetch_source_init(struct transport_source *ret, struct store *s);
+struct fetch_source;
+
+#define FETCH_LEASE_MS_DEFAULT 10000
+
+/* A source over @s, which must outlive it; @lease_ms 0 means
+ * FETCH_LEASE_MS_DEFAULT.  NULL on ENOMEM. */
+struct fetch_source *fetch_source_new(struct store *s, unsigned lease_ms);
+
+/* Drop every lease and free.  Only once the transport serves from it no
+ * more (transport_free()).  NULL is fine. */
+void fetch_source_free(struct fetch_source *src);
+
+/* Fill in the transport's view of @src (for transport_serve()). */
+void fetch_source_init(struct transport_source *ret, struct fetch_source *src);
+
+/* Drop the leases no GET used for lease_ms, freeing the pages of
+ * unlinked objects whose last holder they were.  Call every few seconds:
+ * that bounds how long a peer that died mid-fetch keeps pages here.
+ * Returns how many went. */
+unsigned fetch_source_expire(struct fetch_source *src);
+
+/* Leases held now. */
+unsigned fetch_source_leases(struct fetch_source *src);
 
 #endif

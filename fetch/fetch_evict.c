@@ -13,8 +13,11 @@
  * that cannot fit anyway costs this node none of its replicas.
  *
  * "Nobody uses it" is asked of the layer above (hooks->busy(): open,
- * being written, not yet published) and of the fetch table (a copy being
- * fetched, or just sealed and not yet registered).  It is asked again
+ * being written, not yet published), of the fetch table (a copy being
+ * fetched, or just sealed and not yet registered) and of the store
+ * (store_obj_in_use(): a peer is being sent it, or holds a serving lease
+ * on it, fetch_source.c; its pages would not come free until they let
+ * go, so giving it up would make no room).  It is asked again
  * after Redis agreed, since an open may have come meanwhile; then the
  * holder entry is put back and the object kept.
  */
@@ -111,6 +114,8 @@ static int collect(struct store_obj *o, void *arg)
 {
 	struct cands *c = arg;
 
+	if (store_obj_in_use(o))
+		return 0; /* its pages would outlive its unlink */
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 256;
 		struct cand *v = realloc(c->v, cap * sizeof(*v));
@@ -139,14 +144,26 @@ static bool busy_above(struct fetcher *fr, uint64_t id)
 	return fr->hooks.busy && fr->hooks.busy(fr->hooks.ctx, id);
 }
 
+/* Would unlinking @id free its pages now?  Not if anyone holds it but
+ * the store: a transfer to a peer, a peer's serving lease (fetch_source.c),
+ * a reader the busy hook has not heard of yet. */
+static bool pinned(struct fetcher *fr, uint64_t id)
+{
+	struct store_obj *o = store_lookup(fr->store, id);
+	bool r = o && store_obj_in_use(o);
+
+	store_obj_unref(o);
+	return r;
+}
+
 /* May @id be evicted now?  If so, *@ret_at gets its last use.  Takes
- * fr->lock; calls the busy hook without it. */
+ * fr->lock; calls the busy hook and the store without it. */
 static bool evictable(struct fetcher *fr, uint64_t id, int64_t *ret_at)
 {
 	struct lru *e;
 	bool ok;
 
-	if (busy_above(fr, id))
+	if (busy_above(fr, id) || pinned(fr, id))
 		return false;
 	pthread_mutex_lock(&fr->lock);
 	ok = !fetch_running_locked(fr, id);

@@ -9,7 +9,8 @@
  *   fetch_holders.c  which holder to ask, relocating holders, the cache of
  *                    peer addresses
  *   fetch_evict.c    use times and eviction
- *   fetch_source.c   the store as the transport's source
+ *   fetch_source.c   the store as the transport's source, and the
+ *                    serving leases of peers (its own leaf lock)
  *
  * Calls go down that list only (fetch.c → fetch_worker.c → the others).
  *
@@ -167,7 +168,9 @@ bool fetch_run_chunk(struct fetch *f, unsigned ci);
  * (fetch_after_seal() is then still to run); false if discarded. */
 bool fetch_finish(struct fetch *f);
 /* Register this node as a holder, write the catalog record (asking the
- * sealed hook for the path), record a use, take @f out of the table. */
+ * sealed hook for the path), record a use, take @f out of the table.  If
+ * the object was deleted meanwhile, unlink the copy instead (its readers
+ * keep it until they close it). */
 void fetch_after_seal(struct fetch *f);
 /* Start @n workers (at most FETCH_WORKERS_MAX). */
 int fetch_start_workers(struct fetcher *fr, unsigned n);

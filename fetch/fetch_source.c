@@ -1,44 +1,275 @@
 /*
  * fetch_source: this node's store as the source the transport serves
- * other nodes from.  open() pins a sealed object with a store reference
- * for as long as its pages are on the wire; objects being written or
- * fetched here are not served (-ENOENT), so a peer never reads bytes that
- * are not final.
+ * other nodes from.
+ *
+ * A GET pins a sealed object with a store reference for as long as its
+ * pages are on the wire; objects being written or fetched here are not
+ * served (-ENOENT), so a peer never reads bytes that are not final.
+ *
+ * Leases.  A peer fetches a big object as many GETs (8 MiB ranges, two
+ * at a time, over connections that come and go), and the object may be
+ * deleted, evicted or replaced here between two of them: the unlink
+ * takes it out of the store at once, and the peer's next GET would find
+ * nothing.  So every GET also takes a lease, keyed by (peer, id), that
+ * holds a store reference of its own: while it lasts, the object's pages
+ * stay, and that peer's GETs of that id are served from them even once
+ * the store no longer knows the id.  Nothing else can find the object
+ * through a lease: not the layer above (lookups go to the store), nor
+ * another peer, nor a fetch that begins after the unlink (it finds no
+ * record in Redis, and had it one, no lease of its own here).
+ *
+ *   GET ──► the store has @id sealed: serve it, take or renew the lease
+ *           the store has it not: a live lease of this peer's serves it
+ *           and is renewed; else -ENOENT
+ *   end of a GET ──► the lease is renewed again (it runs from the end
+ *           of the peer's last GET, and never lapses during one)
+ *   fetch_source_expire() ──► drops leases idle for lease_ms: the pages
+ *           of an unlinked object go with its last lease (and reader)
+ *
+ * A lease on an object the store still holds costs nothing but keeps it
+ * from being evicted (store_obj_in_use()) until it lapses: eviction
+ * would free nothing meanwhile.
+ *
+ * Locking: src->lock guards the lease table.  It is a leaf: no store
+ * call that may take a store lock runs under it (references are dropped
+ * after it is released).
  */
 #include "fetch_i.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-static int src_open(void *ctx, uint64_t id, uint64_t *ret_size, void **ret_token)
+#define LEASES_MAX 4096
+
+struct lease_key {
+	uint64_t id;
+	char peer[OBJFS_NODE_MAX]; /* zero-padded: the key is compared whole */
+};
+
+struct lease {
+	struct lease_key key;
+	struct store_obj *o; /* one reference, the lease's own */
+	int64_t last_ns;     /* mono_ns() at the start or end of the last GET */
+	unsigned inflight;   /* GETs being answered under it */
+	UT_hash_handle hh;
+};
+
+struct fetch_source {
+	struct store *store;
+	int64_t lease_ns;
+	pthread_mutex_t lock;
+	struct lease *leases; /* lock; uthash by key */
+	uint64_t nleases;     /* lock */
+};
+
+/* What a GET holds from open() to close(). */
+struct pin {
+	struct fetch_source *src;
+	struct store_obj *o; /* one reference, the GET's own */
+	struct lease *l;     /* NULL if the table was full; lives while inflight */
+};
+
+static void key_init(struct lease_key *k, const char *peer, uint64_t id)
 {
-	struct store_obj *o = store_lookup(ctx, id);
+	memset(k, 0, sizeof(*k));
+	k->id = id;
+	snprintf(k->peer, sizeof(k->peer), "%s", peer ? peer : "");
+}
 
-	if (!o)
-		return -ENOENT;
-	if (!store_obj_sealed(o)) {
+static bool lapsed(const struct fetch_source *src, const struct lease *l, int64_t now)
+{
+	return !l->inflight && now - l->last_ns >= src->lease_ns;
+}
+
+/* Take @l out of the table; the caller drops its reference.  lock held. */
+static struct store_obj *lease_del_locked(struct fetch_source *src, struct lease *l)
+{
+	struct store_obj *o = l->o;
+
+	HASH_DELETE(hh, src->leases, l);
+	src->nleases--;
+	free(l);
+	return o;
+}
+
+/*
+ * The lease of (@k), made if missing (with a reference on @o) and
+ * renewed; it holds @o (the object the store has now, if it has one).
+ * NULL if the table is full.  *@ret_drop gets a reference the caller
+ * must drop once the lock is released (a lease that held another
+ * object under the same id), or NULL.  lock held.
+ */
+static struct lease *lease_take_locked(struct fetch_source *src, const struct lease_key *k,
+				       struct store_obj *o, int64_t now,
+				       struct store_obj **ret_drop)
+{
+	struct lease *l, *added;
+
+	*ret_drop = NULL;
+	HASH_FIND(hh, src->leases, k, sizeof(*k), l);
+	if (!l) {
+		if (src->nleases >= LEASES_MAX)
+			return NULL;
+		l = calloc(1, sizeof(*l));
+		if (!l)
+			return NULL;
+		l->key = *k;
+		HASH_ADD(hh, src->leases, key, sizeof(l->key), l);
+		HASH_FIND(hh, src->leases, k, sizeof(*k), added);
+		if (!added) { /* the table could not grow */
+			free(l);
+			return NULL;
+		}
+		src->nleases++;
+	}
+	if (l->o != o) {
+		*ret_drop = l->o;
+		l->o = store_obj_ref(o);
+	}
+	l->last_ns = now;
+	l->inflight++;
+	return l;
+}
+
+static int src_open(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size, void **ret_token)
+{
+	struct fetch_source *src = ctx;
+	struct store_obj *o, *drop = NULL;
+	struct lease_key k;
+	struct lease *l;
+	struct pin *pin;
+	int64_t now = mono_ns();
+
+	pin = calloc(1, sizeof(*pin));
+	if (!pin)
+		return -ENOMEM;
+	key_init(&k, peer, id);
+	o = store_lookup(src->store, id);
+	if (o && !store_obj_sealed(o)) {
 		store_obj_unref(o);
+		o = NULL;
+	}
+	pthread_mutex_lock(&src->lock);
+	if (o) {
+		l = lease_take_locked(src, &k, o, now, &drop);
+	} else {
+		/* unlinked here since this peer's last GET: serve what it began */
+		HASH_FIND(hh, src->leases, &k, sizeof(k), l);
+		if (l && lapsed(src, l, now)) {
+			drop = lease_del_locked(src, l);
+			l = NULL;
+		}
+		if (l) {
+			o = store_obj_ref(l->o);
+			l->last_ns = now;
+			l->inflight++;
+		}
+	}
+	pthread_mutex_unlock(&src->lock);
+	store_obj_unref(drop);
+	if (!o) {
+		free(pin);
 		return -ENOENT;
 	}
+	pin->src = src;
+	pin->o = o;
+	pin->l = l;
 	*ret_size = store_obj_size(o);
-	*ret_token = o;
+	*ret_token = pin;
 	return 0;
 }
 
 static int src_iov(void *token, uint64_t off, size_t len, struct iovec *iov, int max_iov,
 		   size_t *ret_bytes)
 {
-	return store_obj_iov(token, off, len, iov, max_iov, ret_bytes);
+	struct pin *pin = token;
+
+	return store_obj_iov(pin->o, off, len, iov, max_iov, ret_bytes);
 }
 
 static void src_close(void *token)
 {
-	store_obj_unref(token);
+	struct pin *pin = token;
+	struct fetch_source *src = pin->src;
+
+	if (pin->l) {
+		pthread_mutex_lock(&src->lock);
+		pin->l->inflight--;
+		pin->l->last_ns = mono_ns();
+		pthread_mutex_unlock(&src->lock);
+	}
+	store_obj_unref(pin->o);
+	free(pin);
 }
 
-void fetch_source_init(struct transport_source *ret, struct store *s)
+struct fetch_source *fetch_source_new(struct store *s, unsigned lease_ms)
+{
+	struct fetch_source *src = calloc(1, sizeof(*src));
+
+	if (!src)
+		return NULL;
+	src->store = s;
+	src->lease_ns = (int64_t)(lease_ms ? lease_ms : FETCH_LEASE_MS_DEFAULT) * 1000000;
+	pthread_mutex_init(&src->lock, NULL);
+	return src;
+}
+
+unsigned fetch_source_expire(struct fetch_source *src)
+{
+	struct store_obj **objs;
+	struct lease *l, *tmp;
+	int64_t now = mono_ns();
+	size_t n = 0, i;
+
+	if (!src)
+		return 0;
+	pthread_mutex_lock(&src->lock);
+	objs = malloc((src->nleases ? src->nleases : 1) * sizeof(*objs));
+	if (objs) { /* else the next call tries again */
+		HASH_ITER (hh, src->leases, l, tmp) {
+			if (lapsed(src, l, now))
+				objs[n++] = lease_del_locked(src, l);
+		}
+	}
+	pthread_mutex_unlock(&src->lock);
+	/* the last reference of an unlinked object frees its pages */
+	for (i = 0; i < n; i++)
+		store_obj_unref(objs[i]);
+	free(objs);
+	return (unsigned)n;
+}
+
+unsigned fetch_source_leases(struct fetch_source *src)
+{
+	unsigned n;
+
+	if (!src)
+		return 0;
+	pthread_mutex_lock(&src->lock);
+	n = (unsigned)src->nleases;
+	pthread_mutex_unlock(&src->lock);
+	return n;
+}
+
+void fetch_source_free(struct fetch_source *src)
+{
+	struct lease *l, *tmp;
+
+	if (!src)
+		return;
+	/* nothing serves from it any more: no lock needed */
+	HASH_ITER (hh, src->leases, l, tmp)
+		store_obj_unref(lease_del_locked(src, l));
+	pthread_mutex_destroy(&src->lock);
+	free(src);
+}
+
+void fetch_source_init(struct transport_source *ret, struct fetch_source *src)
 {
 	ret->open = src_open;
 	ret->iov = src_iov;
 	ret->close = src_close;
-	ret->ctx = s;
+	ret->ctx = src;
 }

@@ -310,15 +310,25 @@ void fetch_after_seal(struct fetch *f)
 			 f->id, stale);
 	}
 	if (r == -ENOENT) {
-		log_info("object %" PRIu64 " was deleted while it was fetched", f->id);
+		/* its readers keep it until they close it; nobody else may
+		 * find it here, and no record must bring it back */
+		log_info("object %" PRIu64 " was deleted while it was fetched; "
+			 "dropping the copy once its readers close it",
+			 f->id);
 	} else if (r == -ENOTUNIQ) {
 		/* Redis lost the object and its id now names other bytes:
 		 * this copy is not that object, and no one else may get it */
 		log_warn("object %" PRIu64 " was fetched, but its record now describes other "
-			 "bytes; dropping the copy",
+			 "bytes; dropping the copy once its readers close it",
 			 f->id);
+	}
+	if (r == -ENOENT || r == -ENOTUNIQ) {
 		store_unlink(f->obj);
-	} else if (r < 0)
+		fetcher_forget(fr, f->id);
+		fetch_untable(f);
+		return;
+	}
+	if (r < 0)
 		log_warn("object %" PRIu64 " was fetched but could not be registered as held "
 			 "here: %s",
 			 f->id, strerror(-r));

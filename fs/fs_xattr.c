@@ -277,6 +277,7 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("store: %s\n", fs->cfg.store_dir);
 	OUT("capacity: %" PRIu64 "\n", ss.capacity);
 	OUT("used: %" PRIu64 "\n", ss.used);
+	OUT("draining: %" PRIu64 "\n", ss.draining);
 	OUT("objects: %" PRIu64 "\n", ss.objects);
 	OUT("pending: %" PRIu64 "\n", ss.pending);
 	OUT("unpublished: %zu\n", npub);

@@ -187,6 +187,7 @@ static void obj_destroy(struct store_obj *o)
 	struct store *s = o->s;
 
 	pthread_mutex_lock(&s->lock);
+	s->draining_pages -= o->npages;
 	store_pages_release_i(s, o->ext, o->n_ext);
 	if (o->prev)
 		o->prev->next = o->next;
@@ -266,6 +267,18 @@ uint64_t store_obj_size(const struct store_obj *o)
 bool store_obj_sealed(const struct store_obj *o)
 {
 	return obj_is_sealed(o);
+}
+
+bool store_obj_in_use(const struct store_obj *o)
+{
+	/* the lock is not part of the object's value */
+	pthread_mutex_t *lock = (pthread_mutex_t *)&o->lock;
+	unsigned own;
+
+	pthread_mutex_lock(lock);
+	own = o->linked ? 2 : 1; /* the caller's, and the table's if linked */
+	pthread_mutex_unlock(lock);
+	return atomic_load_explicit(&o->refs, memory_order_relaxed) > own;
 }
 
 int64_t store_obj_mtime(const struct store_obj *o)
@@ -664,6 +677,8 @@ void store_unlink(struct store_obj *o)
 	pthread_mutex_lock(&s->lock);
 	HASH_DEL(s->table, o);
 	o->linked = false;
+	/* until the last reference goes: a reader here, a peer being served */
+	s->draining_pages += o->npages;
 	if (obj_sealed_locked(o))
 		s->nobjects--;
 	else
@@ -715,6 +730,7 @@ void store_stats(struct store *s, struct store_stats *ret)
 	pthread_mutex_lock(&s->lock);
 	ret->capacity = s->capacity;
 	ret->used = s->used_pages * STORE_PAGE;
+	ret->draining = s->draining_pages * STORE_PAGE;
 	ret->objects = s->nobjects;
 	ret->pending = s->npending;
 	ret->bad_records = s->bad_records;

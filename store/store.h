@@ -29,7 +29,8 @@
  *
  * Lifetime.  Objects are refcounted.  store_unlink() removes the catalog
  * record at once; the pages are freed when the last reference goes, so an
- * object that is still open stays readable after unlink.
+ * object that is still open stays readable after unlink.  Until then its
+ * pages count as used, and as draining (store_stats()).
  *
  * Restart.  store_open() on a directory that holds an arena adopts every
  * valid catalog record: the record must be whole, its extents inside the
@@ -79,8 +80,12 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 void store_close(struct store *s);
 
 struct store_stats {
-	uint64_t capacity;    /* bytes */
-	uint64_t used;	      /* bytes of pages allocated to objects */
+	uint64_t capacity; /* bytes */
+	uint64_t used;	   /* bytes of pages allocated to objects */
+	/* of which held by unlinked objects (deleted, discarded or evicted)
+	 * until their last reference goes: open here, or being sent to a
+	 * peer that began fetching them before the unlink */
+	uint64_t draining;
 	uint64_t objects;     /* sealed objects in the store */
 	uint64_t pending;     /* objects being written */
 	uint64_t bad_records; /* catalog records rejected at open */
@@ -116,6 +121,14 @@ void store_obj_unref(struct store_obj *o);
 uint64_t store_obj_id(const struct store_obj *o);
 uint64_t store_obj_size(const struct store_obj *o);
 bool store_obj_sealed(const struct store_obj *o);
+
+/*
+ * Does anyone but the store and the caller (who holds one reference)
+ * hold @o: a reader, a transfer to a peer, a serving lease?  Then
+ * unlinking it would free no page until they let go.  A snapshot: a
+ * reference may be taken right after.
+ */
+bool store_obj_in_use(const struct store_obj *o);
 /* Only meaningful once sealed. */
 int64_t store_obj_mtime(const struct store_obj *o);
 void store_obj_csum(const struct store_obj *o, uint8_t ret_csum[OBJFS_CSUM_LEN]);

@@ -190,6 +190,8 @@ static int ext_push(struct store_obj *o, uint64_t page, uint64_t n)
 		o->ext[o->n_ext++] = (struct store_ext){page, n, o->npages};
 	}
 	pages_take(o->s, page, n);
+	if (!o->linked)
+		o->s->draining_pages += n;
 	o->npages += n;
 	return 0;
 }
@@ -197,6 +199,8 @@ static int ext_push(struct store_obj *o, uint64_t page, uint64_t n)
 /* Give back every page of @o past its first @keep.  s->lock held. */
 static void ext_trim_locked(struct store_obj *o, uint64_t keep)
 {
+	if (!o->linked && o->npages > keep)
+		o->s->draining_pages -= o->npages - keep;
 	while (o->n_ext) {
 		struct store_ext *x = &o->ext[o->n_ext - 1];
 		uint64_t cut;

@@ -19,7 +19,9 @@
  *                   write of sealed.  Catalog file I/O for the object
  *                   (record write and remove) happens under it.
  *   store->lock     one per store, the global lock; the bitmap and the
- *                   allocator (npages, hint, used_pages), the id table
+ *                   allocator (npages, hint, used_pages, draining_pages:
+ *                   pages change hands, and obj->linked changes, only
+ *                   under it), the id table
  *                   and the list of all objects (table, all, obj->hh,
  *                   obj->prev/next), obj->linked (with obj->lock) and
  *                   the counters.  Held only for work in memory, never
@@ -133,6 +135,7 @@ struct store {
 	uint64_t *bitmap;     /* one bit per arena page, 1 = in use */
 	uint64_t hint;	      /* every page below it is in use */
 	uint64_t used_pages;
+	uint64_t draining_pages; /* pages of unlinked objects still referenced */
 	struct store_obj *table; /* linked objects by id (uthash) */
 	struct store_obj *all;	 /* every object not yet freed */
 	uint64_t nobjects, npending;

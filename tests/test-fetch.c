@@ -1,7 +1,7 @@
 /*
  * test-fetch: unit tests of the fetch engine (fetch/), run against a real
  * store, a private redis-server (meta-harness.h) and a fake transport
- * backend: no FUSE, no sockets, no root.
+ * backend: no FUSE, no root, and sockets only on loopback (one case).
  *
  * The fake backend plays the holders.  Each holder is a node with a card
  * in Redis and a store of its own; a GET is answered by copying from the
@@ -13,7 +13,10 @@
  *
  * Cases: single flight, streaming, failover mid-range, relocation when
  * every holder fails (and the failure when none is left), a checksum
- * mismatch, eviction that never drops the last copy, and the hooks.
+ * mismatch, eviction that never drops the last copy, the hooks, an
+ * object deleted mid-fetch, and serving leases (fetch_source.c, driven
+ * through its callbacks as the transport's server would, and once over
+ * the real TCP transport on loopback).
  */
 #include "meta-harness.h"
 
@@ -848,6 +851,217 @@ TEST(evict_only_if_it_helps)
 	world_release(&w);
 }
 
+/* Does the local store have @id (linked)? */
+static bool in_store(struct world *w, uint64_t id)
+{
+	struct store_obj *o = store_lookup(w->s, id);
+
+	store_obj_unref(o);
+	return o != NULL;
+}
+
+/* An object deleted while it is fetched here: the reader gets every
+ * byte, and the copy goes with the reader (no holder entry, no record,
+ * nothing a later lookup finds). */
+TEST(deleted_while_fetched)
+{
+	struct world w;
+	struct meta_obj rec;
+	struct store_obj *o;
+	struct fetch *f;
+	uint64_t id = 0;
+	uint8_t *want, *got;
+
+	world_init(&w, 16u << 20);
+	rec = put_object(&w, "del", 8 * RANGE, 0, 0);
+	gate(false);
+	F.h[0].gate_off = 2 * RANGE;
+	CHECK_EQ(fetcher_open(w.fr, rec.id, NULL, &f, &o), 0);
+	fetch_opened(fetch_ref(f));
+	wait_gated(1);
+	CHECK_EQ(meta_unlink(F.h[0].m, META_ROOT_ID, "del", &id), 0);
+	CHECK_EQ(id, rec.id);
+	gate(true); /* the holder still serves what was asked before */
+	CHECK_EQ(fetch_wait(f, 0, rec.size), 0);
+	WAIT_FOR(!in_store(&w, rec.id));
+	CHECK(!held_here(&w, rec.id));
+	CHECK_EQ(locked_read(&F.n_sealed), 0);
+	want = malloc(rec.size);
+	got = malloc(rec.size);
+	fill(want, rec.size, rec.id);
+	CHECK_EQ(store_read(o, got, rec.size, 0), (long long)rec.size);
+	CHECK(!memcmp(want, got, rec.size));
+	{
+		struct store_stats ss;
+
+		store_stats(w.s, &ss);
+		CHECK_EQ(ss.draining, rec.size);
+		fetch_put(f);
+		store_obj_unref(o);
+		store_stats(w.s, &ss);
+		CHECK_EQ(ss.draining, 0);
+		CHECK_EQ(ss.used, 0);
+	}
+	free(want);
+	free(got);
+	world_release(&w);
+}
+
+/* Open (and read through) object @id for @peer on @ts, then close it
+ * unless @ret_token is given.  The result of open(). */
+static int serve_one(const struct transport_source *ts, const char *peer, uint64_t id,
+		     uint64_t size, void **ret_token)
+{
+	struct iovec iov[4];
+	uint64_t got_size = 0;
+	size_t bytes = 0;
+	uint8_t want[64];
+	void *tok;
+	int r, n;
+
+	r = ts->open(ts->ctx, peer, id, &got_size, &tok);
+	if (r < 0)
+		return r;
+	CHECK_EQ(got_size, size);
+	n = ts->iov(tok, 0, sizeof(want), iov, 4, &bytes);
+	CHECK(n >= 1 && bytes == sizeof(want));
+	fill(want, sizeof(want), id);
+	CHECK(n >= 1 && iov[0].iov_len >= sizeof(want) && !memcmp(iov[0].iov_base, want, 64));
+	if (ret_token)
+		*ret_token = tok;
+	else
+		ts->close(tok);
+	return 0;
+}
+
+/*
+ * Serving leases (fetch_source.c): a peer that fetched from an object
+ * before it was unlinked here is still served it, nobody else is, and
+ * the pages go once the lease lapses; a lease keeps a copy from being
+ * evicted for nothing.
+ */
+TEST(serving_leases)
+{
+	struct transport_source ts;
+	struct fetch_source *src;
+	struct store_stats ss;
+	struct world w;
+	struct meta_obj a, b;
+	void *tok;
+
+	world_init(&w, 4u << 20);
+	a = put_object(&w, "lease-a", 512 * 1024, 0, 0);
+	b = put_object(&w, "lease-b", 512 * 1024, 0, 0);
+	CHECK_EQ(fetch_all(&w, &a), 0);
+	CHECK_EQ(fetch_all(&w, &b), 0);
+	src = fetch_source_new(w.s, 200);
+	CHECK(src != NULL);
+	fetch_source_init(&ts, src);
+
+	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, NULL), 0);
+	CHECK_EQ(serve_one(&ts, "peer-1", b.id, b.size, NULL), 0);
+	CHECK_EQ(serve_one(&ts, "peer-1", 999999, 0, NULL), -ENOENT);
+	CHECK_EQ(fetch_source_leases(src), 2);
+	/* leased copies are not given up: that would free nothing now */
+	CHECK_EQ(fetcher_evict(w.fr, 4u << 20), 0);
+	CHECK(local_copy_ok(&w, &a));
+
+	/* a is deleted here: peer-1 goes on, peer-2 never started */
+	CHECK_EQ(store_unlink_id(w.s, a.id), 0);
+	store_stats(w.s, &ss);
+	CHECK_EQ(ss.draining, a.size);
+	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, &tok), 0);
+	CHECK_EQ(serve_one(&ts, "peer-2", a.id, a.size, NULL), -ENOENT);
+	CHECK_EQ(fetch_source_leases(src), 2);
+
+	/* a lease does not lapse during a GET, only lease_ms after it */
+	usleep(300 * 1000);
+	CHECK_EQ(fetch_source_expire(src), 1); /* b's */
+	ts.close(tok);
+	CHECK_EQ(fetch_source_expire(src), 0);
+	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, NULL), 0);
+	store_stats(w.s, &ss);
+	CHECK_EQ(ss.draining, a.size);
+	usleep(300 * 1000);
+	/* lapsed: no GET finds it any more, even before the sweep */
+	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, NULL), -ENOENT);
+	CHECK_EQ(fetch_source_leases(src), 0);
+	store_stats(w.s, &ss);
+	CHECK_EQ(ss.draining, 0);
+	CHECK_EQ(ss.used, b.size);
+
+	/* b's lease lapsed: it may be evicted again */
+	CHECK_EQ(fetcher_evict(w.fr, 4u << 20), b.size);
+	fetch_source_free(src);
+	fetch_source_free(NULL);
+	world_release(&w);
+}
+
+/* GET @id (@size bytes) from @addr as node @node over TCP.  Its result. */
+static int tcp_get(const char *node, const char *addr, uint64_t id, uint64_t size)
+{
+	struct transport_config cfg = {.node = node, .io_timeout_ms = 2000};
+	struct transport *c = transport_new(&cfg, NULL);
+	uint8_t *buf = malloc(size), *want = malloc(size);
+	struct iovec iov = {.iov_base = buf, .iov_len = size};
+	struct transport_req req = {
+	    .peer = "srv", .addr = addr, .id = id, .len = size, .iov = &iov, .iovcnt = 1};
+	int r;
+
+	CHECK(c && buf && want);
+	r = transport_fetch(c, &req);
+	fill(want, size, id);
+	if (r == 0)
+		CHECK(!memcmp(buf, want, size));
+	transport_free(c);
+	free(buf);
+	free(want);
+	return r;
+}
+
+/* The same over the TCP transport: the lease is the peer's, by the name it
+ * gave in the handshake. */
+TEST(serving_leases_tcp)
+{
+	struct transport_config cfg = {
+	    .node = "srv", .listen_host = "127.0.0.1", .io_timeout_ms = 2000};
+	struct transport_source ts;
+	struct fetch_source *src;
+	struct transport *t;
+	struct store_obj *o;
+	struct store *s;
+	char dir[128], addr[64];
+	uint8_t *buf = malloc(RANGE);
+
+	F.seq++;
+	s = open_store(dir, sizeof(dir), "srv", 4u << 20);
+	o = store_create(s, 42, NULL);
+	fill(buf, RANGE, 42);
+	CHECK(o && store_write(o, buf, RANGE, 0) == 0 && store_seal(o, "/x", 1) == 0);
+	store_obj_unref(o);
+	src = fetch_source_new(s, 60000);
+	fetch_source_init(&ts, src);
+	t = transport_new(&cfg, NULL);
+	CHECK(t && transport_serve(t, &ts) == 0 && transport_addr(t, addr, sizeof(addr)) == 0);
+
+	CHECK_EQ(tcp_get("peer-1", addr, 42, RANGE), 0);
+	CHECK_EQ(fetch_source_leases(src), 1);
+	CHECK_EQ(store_unlink_id(s, 42), 0);
+	CHECK_EQ(tcp_get("peer-2", addr, 42, RANGE), -ENOENT);
+	CHECK_EQ(tcp_get("peer-1", addr, 42, RANGE), 0); /* a new connection, too */
+	transport_free(t);
+	fetch_source_free(src);
+	{
+		struct store_stats ss;
+
+		store_stats(s, &ss);
+		CHECK_EQ(ss.used, 0);
+	}
+	store_close(s);
+	rm_dir(dir);
+	free(buf);
+}
+
 struct reader {
 	struct world *w;
 	const struct meta_obj *rec;
@@ -952,6 +1166,9 @@ int main(void)
 	RUN(checksum_mismatch);
 	RUN(eviction);
 	RUN(evict_only_if_it_helps);
+	RUN(deleted_while_fetched);
+	RUN(serving_leases);
+	RUN(serving_leases_tcp);
 	RUN(sync_max_above_range);
 	RUN(no_transport);
 	rm_dir(F.root);

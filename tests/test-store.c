@@ -657,6 +657,67 @@ TEST(unlink)
 	free(data);
 }
 
+static uint64_t draining_bytes(struct store *s)
+{
+	struct store_stats st;
+
+	store_stats(s, &st);
+	return st.draining;
+}
+
+/* An unlinked object that someone still holds: draining, and in use */
+TEST(draining)
+{
+	uint8_t *data = pattern(64 * 1024, 6);
+	struct store_obj *o, *pin, *p, *q;
+	struct tdir t;
+	struct store *s;
+
+	tdir_init(&t);
+	s = must_open(&t, MiB, false);
+	o = make_sealed(s, 1, 64 * 1024, 6, "/o");
+	CHECK(!store_obj_in_use(o)); /* the table's reference and ours */
+	pin = store_obj_ref(o);
+	CHECK(store_obj_in_use(o));
+	store_obj_unref(pin);
+	CHECK(!store_obj_in_use(o));
+	CHECK_EQ(draining_bytes(s), 0);
+
+	/* unlinked, with a second holder (a peer being served) */
+	pin = store_obj_ref(o);
+	store_unlink(o);
+	CHECK(store_obj_in_use(o));
+	CHECK_EQ(draining_bytes(s), 64 * 1024);
+	CHECK_EQ(used_bytes(s), 64 * 1024);
+	store_obj_unref(o);
+	CHECK(!store_obj_in_use(pin)); /* the last holder */
+	CHECK_EQ(draining_bytes(s), 64 * 1024);
+	CHECK(obj_equals(pin, data, 64 * 1024));
+	store_obj_unref(pin);
+	CHECK_EQ(draining_bytes(s), 0);
+	CHECK_EQ(used_bytes(s), 0);
+
+	/* a discarded write that its writer still grows, then shrinks */
+	p = store_create(s, 2, NULL);
+	CHECK_EQ(store_write(p, data, 4096, 0), 0);
+	q = store_obj_ref(p);
+	store_unlink(p);
+	store_obj_unref(p);
+	CHECK_EQ(draining_bytes(s), used_bytes(s));
+	CHECK(draining_bytes(s) >= 4096);
+	CHECK_EQ(store_write(q, data, 64 * 1024, 4096), 0);
+	CHECK_EQ(draining_bytes(s), used_bytes(s));
+	CHECK(draining_bytes(s) >= 68 * 1024);
+	CHECK_EQ(store_truncate(q, 0), 0);
+	CHECK_EQ(draining_bytes(s), 0);
+	store_obj_unref(q);
+	CHECK_EQ(draining_bytes(s), 0);
+	CHECK_EQ(used_bytes(s), 0);
+	store_close(s);
+	tdir_release(&t);
+	free(data);
+}
+
 struct saved {
 	uint64_t id, size;
 	int64_t mtime;
@@ -1422,6 +1483,7 @@ int main(void)
 	RUN(truncate);
 	RUN(seal);
 	RUN(unlink);
+	RUN(draining);
 	RUN(reopen);
 	RUN(bad_record);
 	RUN(overlap);

@@ -87,7 +87,7 @@ static void msrc_add(struct msrc *s, uint64_t id, uint64_t size, size_t frag)
 		o->data[i] = pattern(id, i);
 }
 
-static int msrc_open(void *ctx, uint64_t id, uint64_t *ret_size, void **ret_token)
+static int msrc_open(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size, void **ret_token)
 {
 	struct msrc *s = ctx;
 	int i;

@@ -97,7 +97,7 @@ static void tbucket_take(struct tbucket *b, uint64_t n, const atomic_bool *stop)
 
 /* ---- one GET ---- */
 
-int serve_begin(struct transport *t, const struct wire_msg *get, const char *peer,
+int serve_begin(struct transport *t, const struct wire_msg *get, const char *peer, const char *node,
 		struct serve_ctx *ret_ctx, struct wire_msg *ret_reply)
 {
 	const struct transport_source *src = &t->src;
@@ -105,7 +105,7 @@ int serve_begin(struct transport *t, const struct wire_msg *get, const char *pee
 	void *token;
 	int err;
 
-	err = src->open(src->ctx, get->id, &size, &token);
+	err = src->open(src->ctx, node ? node : "", get->id, &size, &token);
 	if (err)
 		goto reply_err;
 	if (get->off > size || get->len > size - get->off) {

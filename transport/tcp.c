@@ -625,7 +625,7 @@ static void bad_frame(struct transport *t, const char *peer, const char *what)
  * the DATA header went out).
  */
 static int answer_get(struct transport *t, int fd, const struct wire_msg *get, const char *peer,
-		      const atomic_bool *stop)
+		      const char *node, const atomic_bool *stop)
 {
 	struct iovec iov[1 + TCP_IOV_MAX];
 	uint8_t hdr[WIRE_HDR_LEN];
@@ -634,7 +634,7 @@ static int answer_get(struct transport *t, int fd, const struct wire_msg *get, c
 	int first = 0, n, err = 0;
 	size_t bytes;
 
-	if (serve_begin(t, get, peer, &ctx, &reply))
+	if (serve_begin(t, get, peer, node, &ctx, &reply))
 		return send_msg(fd, &reply, (int)t->io_timeout_ms, 0);
 	if (wire_encode(&reply, hdr, sizeof(hdr)) != WIRE_HDR_LEN) {
 		serve_end(&ctx);
@@ -714,7 +714,7 @@ void tcp_serve_fd(struct transport *t, int fd, const struct sockaddr *peer, sock
 				bad_frame(t, name, "unexpected message");
 				return;
 			}
-			if (answer_get(t, fd, &in, name, stop))
+			if (answer_get(t, fd, &in, name, a.node, stop))
 				return;
 			continue;
 		}

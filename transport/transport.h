@@ -63,12 +63,14 @@ struct transport_config {
 
 /*
  * What the serving side reads objects through.  open() pins object @id
- * (sealed objects only) and gives its size and a token; -ENOENT if this
- * node does not hold it.  iov() points @iov at [off, off+len) of the
- * pinned object, like store_obj_iov().  close() unpins.
+ * (sealed objects only) for the peer that named itself @peer in the
+ * handshake ("" if unknown) and gives its size and a token; -ENOENT if
+ * this node does not hold it.  iov() points @iov at [off, off+len) of
+ * the pinned object, like store_obj_iov().  close() unpins.  Every GET
+ * is one open() ... close(), on a server thread.
  */
 struct transport_source {
-	int (*open)(void *ctx, uint64_t id, uint64_t *ret_size, void **ret_token);
+	int (*open)(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size, void **ret_token);
 	int (*iov)(void *token, uint64_t off, size_t len, struct iovec *iov, int max_iov,
 		   size_t *ret_bytes);
 	void (*close)(void *token);

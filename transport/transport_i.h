@@ -210,13 +210,14 @@ struct serve_ctx {
 
 /*
  * Start answering @get from the peer that @peer names in logs (the ctx
- * keeps the pointer: it must live as long).  0: the object is pinned and the
+ * keeps the pointer: it must live as long) and that named itself @node
+ * in the handshake (for the source).  0: the object is pinned and the
  * range is in it; *@ret_reply is the DATA header to send, then come the
  * pieces of serve_next(), then serve_end().  1: *@ret_reply is the ERR
  * to send (the object is not held, or the range is outside it), the
  * request is counted as served, and nothing is pinned.
  */
-int serve_begin(struct transport *t, const struct wire_msg *get, const char *peer,
+int serve_begin(struct transport *t, const struct wire_msg *get, const char *peer, const char *node,
 		struct serve_ctx *ret_ctx, struct wire_msg *ret_reply);
 
 /* Is a piece still due (call serve_next() again)? */

@@ -71,7 +71,7 @@ static struct fobj objs[] = {
     {4, 20000, 4096, NULL},
 };
 
-static int src_open(void *ctx, uint64_t id, uint64_t *ret_size, void **ret_token)
+static int src_open(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size, void **ret_token)
 {
 	size_t i;
 
