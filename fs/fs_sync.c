@@ -152,13 +152,21 @@ static int reconcile_one(struct fs *fs, uint64_t id, bool same_epoch)
 	if (!o)
 		return 0; /* unlinked meanwhile */
 	store_obj_path(o, path, sizeof(path));
-	r = same_epoch && path[0] ? object_state(fs, id) : OBJ_UNKNOWN;
+	r = same_epoch ? object_state(fs, id) : OBJ_UNKNOWN;
 	switch (r) {
 	case OBJ_LIVE: {
+		char now[OBJFS_PATH_MAX];
 		struct meta_obj mo;
 
 		meta_obj_of(fs, o, &mo);
 		r = meta_add_holder_of(fs->meta, &mo);
+		/* the catalog learns where the object lives now: renames
+		 * made on other nodes, or a crash between publishing and
+		 * recording the path */
+		if (r == 0 && meta_object_path(fs->meta, id, now) == 0 && now[0] &&
+		    strcmp(now, path) && store_set_path(o, now) == 0)
+			log_info("object %" PRIu64 " is '%s' now (the catalog said '%s')", id, now,
+				 path);
 		if (r != -ENOTUNIQ)
 			break;
 		/* Redis lost this object, and its id was used again for

@@ -845,6 +845,23 @@ clean_rep:
 	return r;
 }
 
+int meta_object_path(struct meta *m, uint64_t id, char *ret_path)
+{
+	const char *path;
+	redisReply *rep;
+	int r;
+
+	r = id ? script(m, MS_OBJPATH, &rep, "u", id) : -EINVAL;
+	if (r < 0)
+		return r;
+	path = rep_text(rep, OBJFS_PATH_MAX - 1);
+	r = path && (!path[0] || path[0] == '/') ? 0 : -EBADMSG;
+	if (r == 0)
+		memcpy(ret_path, path, strlen(path) + 1);
+	freeReplyObject(rep);
+	return r;
+}
+
 int meta_object_exists(struct meta *m, uint64_t id)
 {
 	return obj_int_cmd(m, "EXISTS", 'o', id, false);

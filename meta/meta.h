@@ -25,7 +25,10 @@
  *                               ('/' cannot occur in a name, so the reserved
  *                               fields never collide with children)
  *   P:o:{<id>}          hash    object record: "size", "csum" (32 hex digits,
- *                               xxh3-128), "mtime" (ns), "origin" (node)
+ *                               xxh3-128), "mtime" (ns), "origin" (node),
+ *                               "parent" and "name" (where it is linked;
+ *                               kept up by rename; missing in records
+ *                               of older versions)
  *   P:h:{<id>}          set     nodes holding a sealed copy of the object
  *                               (meta_locate() drops those whose card expired)
  *   P:t:{<id>}          string  tombstone of a deleted object (unlink,
@@ -271,6 +274,12 @@ int meta_epoch(struct meta *m, char *buf, size_t len);
  * malformed path.
  */
 int meta_reregister(struct meta *m, const struct meta_obj *obj, const char *path, char *ret_path);
+
+/* The full path of object @id now, into @ret_path (OBJFS_PATH_MAX
+ * bytes): its record says where it was published and renamed to.  ""
+ * if the record does not say (older records) or that name no longer
+ * links to @id. */
+int meta_object_path(struct meta *m, uint64_t id, char *ret_path);
 
 /* Does the record of object @id exist?  1, 0, or negative errno. */
 int meta_object_exists(struct meta *m, uint64_t id);

@@ -57,6 +57,7 @@ enum meta_script {
 	MS_RELEASE_REPLICA,
 	MS_MEMBERS,
 	MS_ADD_HOLDER,
+	MS_OBJPATH,
 	META_NSCRIPTS
 };
 

@@ -111,6 +111,11 @@
 			     "mtime)\n"                                                            \
 			     "  redis.call('HINCRBY', dkey(parent), '/nsub', 1)\n"                 \
 			     "end\n"                                                               \
+			     "local function placed(id, parent, name)\n"                           \
+			     "  if redis.call('EXISTS', okey(id)) == 1 then\n"                     \
+			     "    redis.call('HSET', okey(id), 'parent', parent, 'name', name)\n"  \
+			     "  end\n"                                                             \
+			     "end\n"                                                               \
 			     "local function inval(kind, parent, name, id)\n"                      \
 			     "  local msg = kind .. ' ' .. parent .. ' ' .. name .. ' ' .. id\n"   \
 			     "  redis.call('PUBLISH', P .. ':inval', msg)\n"                       \
@@ -224,7 +229,7 @@ static const char script_publish[] =
 	   "local path = pathof(parent, name)\n"
 	   "if replaced ~= '0' then bury(replaced) end\n"
 	   "redis.call('HSET', okey(id), 'size', ARGV[7], 'csum', ARGV[8], 'mtime', ARGV[9],\n"
-	   "            'origin', ARGV[10])\n"
+	   "            'origin', ARGV[10], 'parent', parent, 'name', name)\n"
 	   "redis.call('SADD', hkey(id), ARGV[12])\n"
 	   "redis.call('HSET', dkey(parent), name, 'f' .. id, '/mtime', NOW)\n"
 	   "if replaced ~= '0' then\n"
@@ -248,6 +253,16 @@ static const char script_path[] = LUA_NS "local parent, name = ARGV[4], ARGV[5]\
 					 "if not v then fail('ENOENT') end\n"
 					 "local k, id = parse(v)\n"
 					 "return {k, id, pathof(parent, name)}\n";
+
+/* ARGV[4] object id.  Returns the object's full path now, or "" if its
+ * record does not say where it lives (older records) or that place does
+ * not name it. */
+static const char script_objpath[] =
+    LUA_NS "local id = ARGV[4]\n"
+	   "local a = redis.call('HMGET', okey(id), 'parent', 'name')\n"
+	   "if not isid(a[1]) or not a[2] or a[2] == '' then return '' end\n"
+	   "if redis.call('HGET', dkey(a[1]), a[2]) ~= 'f' .. id then return '' end\n"
+	   "return pathof(a[1], a[2])\n";
 
 /* ARGV[4] parent, ARGV[5] name.  Returns the object id. */
 static const char script_unlink[] = LUA_NS "local parent, name = ARGV[4], ARGV[5]\n"
@@ -310,6 +325,8 @@ static const char script_rename[] = LUA_NS
 		       "nn) end\n"
 		       "  if tk == 'd' then redis.call('HSET', dkey(tid), '/parent', op, '/name', "
 		       "on) end\n"
+		       "  if sk == 'f' then placed(sid, np, nn) end\n"
+		       "  if tk == 'f' then placed(tid, op, on) end\n"
 		       "  if op ~= np then\n"
 		       "    if sk == 'd' then\n"
 		       "      redis.call('HINCRBY', opd, '/nsub', -1)\n"
@@ -346,6 +363,7 @@ static const char script_rename[] = LUA_NS
 		       "end\n"
 		       "redis.call('HDEL', opd, on)\n"
 		       "redis.call('HSET', npd, nn, sv)\n"
+		       "if sk == 'f' then placed(sid, np, nn) end\n"
 		       "if sk == 'd' then\n"
 		       "  redis.call('HSET', dkey(sid), '/parent', np, '/name', nn)\n"
 		       "  if op ~= np then\n"
@@ -445,7 +463,7 @@ static const char script_reregister[] =
 	   "local name = comps[#comps]\n"
 	   "path = path .. '/' .. name\n"
 	   "redis.call('HSET', okey(id), 'size', ARGV[5], 'csum', ARGV[6], 'mtime', ARGV[7],\n"
-	   "            'origin', ARGV[8])\n"
+	   "            'origin', ARGV[8], 'parent', cur, 'name', name)\n"
 	   "redis.call('SADD', hkey(id), ARGV[9])\n"
 	   "if redis.call('HGET', dkey(cur), name) ~= want then\n"
 	   "  redis.call('HSET', dkey(cur), name, want, '/mtime', NOW)\n"
@@ -626,6 +644,7 @@ const char *const meta_script_src[META_NSCRIPTS] = {
     [MS_RELEASE_REPLICA] = script_release_replica,
     [MS_MEMBERS] = script_members,
     [MS_ADD_HOLDER] = script_add_holder,
+    [MS_OBJPATH] = script_objpath,
 };
 
 const char *const meta_script_name[META_NSCRIPTS] = {
@@ -648,4 +667,5 @@ const char *const meta_script_name[META_NSCRIPTS] = {
     [MS_RELEASE_REPLICA] = "release-replica",
     [MS_MEMBERS] = "members",
     [MS_ADD_HOLDER] = "add_holder",
+    [MS_OBJPATH] = "objpath",
 };
