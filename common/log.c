@@ -128,22 +128,28 @@ static uint64_t line_hash(const char *s)
 	return h;
 }
 
-void log_msg_limited(struct log_ratelimit *rl, enum log_level level, const char *fmt, ...)
+void log_vmsg_limited(struct log_ratelimit *rl, enum log_level level, const char *fmt, va_list ap)
 {
 	unsigned long missed = 0;
 	char line[2048];
-	va_list ap;
 
 	if (level > max_level)
 		return;
-	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
 	if (!log_ratelimit_check(rl, line_hash(line), level, mono_ns(), &missed))
 		return;
 	if (missed)
 		log_msg(level, "%s: %lu more suppressed", rl->what, missed);
 	log_line(level, line);
+}
+
+void log_msg_limited(struct log_ratelimit *rl, enum log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vmsg_limited(rl, level, fmt, ap);
+	va_end(ap);
 }
 
 unsigned long log_ratelimit_flush(struct log_ratelimit *rl)

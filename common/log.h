@@ -16,6 +16,7 @@
 #define OBJFS_LOG_H
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -93,6 +94,8 @@ bool log_ratelimit_check(struct log_ratelimit *rl, uint64_t hash, enum log_level
  */
 void log_msg_limited(struct log_ratelimit *rl, enum log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+void log_vmsg_limited(struct log_ratelimit *rl, enum log_level level, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 /*
  * For a caller that ticks: if the window of @rl has ended and lines were

@@ -96,15 +96,11 @@ static const char *const tlog_what[TLOG_N] = {
 
 void transport_log(struct transport *t, enum tlog why, enum log_level level, const char *fmt, ...)
 {
-	char line[1024];
 	va_list ap;
 
-	if (!log_enabled(level))
-		return;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	log_vmsg_limited(&t->log_rl[why], level, fmt, ap);
 	va_end(ap);
-	log_msg_limited(&t->log_rl[why], level, "%s", line);
 }
 
 void transport_log_flush(struct transport *t)
