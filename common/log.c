@@ -1,12 +1,16 @@
 /*
  * log: timestamped lines, one fprintf per message so that lines from
- * several threads do not interleave.
+ * several threads do not interleave; and rate limits for lines that a
+ * peer or a loop could repeat without end (see log.h).
  */
 #include "log.h"
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <string.h>
 #include <time.h>
+
+#include "util.h"
 
 static enum log_level max_level = LOGL_INFO;
 static FILE *sink;
@@ -25,22 +29,14 @@ int log_enabled(enum log_level level)
 	return level <= max_level;
 }
 
-void log_msg(enum log_level level, const char *fmt, ...)
+static void log_line(enum log_level level, const char *line)
 {
-	char line[2048];
 	struct timespec ts;
 	struct tm tm;
-	va_list ap;
 	FILE *out;
 
-	if (level > max_level)
-		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	localtime_r(&ts.tv_sec, &tm);
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-
 	pthread_mutex_lock(&sink_lock);
 	out = sink ? sink : stderr;
 	fprintf(out, "%04d-%02d-%02d %02d:%02d:%02d.%03ld objfsd[%s]: %s\n", tm.tm_year + 1900,
@@ -48,4 +44,129 @@ void log_msg(enum log_level level, const char *fmt, ...)
 		level_names[level], line);
 	fflush(out);
 	pthread_mutex_unlock(&sink_lock);
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+	char line[2048];
+	va_list ap;
+
+	if (level > max_level)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	log_line(level, line);
+}
+
+/* ---- rate limits ---- */
+
+void log_ratelimit_init(struct log_ratelimit *rl, const char *what, unsigned interval_ms,
+			unsigned burst)
+{
+	memset(rl, 0, sizeof(*rl));
+	rl->what = what;
+	rl->interval_ns = (int64_t)interval_ms * 1000000;
+	rl->burst = burst;
+	rl->missed_level = LOGL_DEBUG;
+	pthread_mutex_init(&rl->lock, NULL);
+}
+
+void log_ratelimit_release(struct log_ratelimit *rl)
+{
+	pthread_mutex_destroy(&rl->lock);
+}
+
+/* Is a line with @hash among those that went out less than an interval
+ * ago?  Called with rl->lock. */
+static bool recent_locked(const struct log_ratelimit *rl, uint64_t hash, int64_t now)
+{
+	unsigned i;
+
+	for (i = 0; i < LOG_RL_RECENT; i++)
+		if (rl->recent_at[i] && rl->recent[i] == hash &&
+		    now - rl->recent_at[i] < rl->interval_ns)
+			return true;
+	return false;
+}
+
+bool log_ratelimit_check(struct log_ratelimit *rl, uint64_t hash, enum log_level level,
+			 int64_t now_ns, unsigned long *ret_missed)
+{
+	bool ok;
+
+	pthread_mutex_lock(&rl->lock);
+	if (!rl->begin || now_ns - rl->begin >= rl->interval_ns) {
+		rl->begin = now_ns ? now_ns : 1;
+		rl->printed = 0;
+	}
+	ok = rl->printed < rl->burst && !recent_locked(rl, hash, now_ns);
+	if (ok) {
+		rl->printed++;
+		rl->recent[rl->recent_next] = hash;
+		rl->recent_at[rl->recent_next] = now_ns ? now_ns : 1;
+		rl->recent_next = (rl->recent_next + 1) % LOG_RL_RECENT;
+		*ret_missed = rl->missed;
+		rl->missed = 0;
+		rl->missed_level = LOGL_DEBUG;
+	} else {
+		rl->missed++;
+		if (level < rl->missed_level)
+			rl->missed_level = level;
+	}
+	pthread_mutex_unlock(&rl->lock);
+	return ok;
+}
+
+/* FNV-1a */
+static uint64_t line_hash(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+	return h;
+}
+
+void log_vmsg_limited(struct log_ratelimit *rl, enum log_level level, const char *fmt, va_list ap)
+{
+	unsigned long missed = 0;
+	char line[2048];
+
+	if (level > max_level)
+		return;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	if (!log_ratelimit_check(rl, line_hash(line), level, mono_ns(), &missed))
+		return;
+	if (missed)
+		log_msg(level, "%s: %lu more suppressed", rl->what, missed);
+	log_line(level, line);
+}
+
+void log_msg_limited(struct log_ratelimit *rl, enum log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vmsg_limited(rl, level, fmt, ap);
+	va_end(ap);
+}
+
+unsigned long log_ratelimit_flush(struct log_ratelimit *rl)
+{
+	enum log_level level;
+	unsigned long n = 0;
+	int64_t now = mono_ns();
+
+	pthread_mutex_lock(&rl->lock);
+	if (rl->missed && now - rl->begin >= rl->interval_ns) {
+		n = rl->missed;
+		level = rl->missed_level;
+		rl->missed = 0;
+		rl->missed_level = LOGL_DEBUG;
+	}
+	pthread_mutex_unlock(&rl->lock);
+	if (n)
+		log_msg(level, "%s: %lu more suppressed", rl->what, n);
+	return n;
 }

@@ -286,18 +286,28 @@ void pending_settle_locked(struct fs *fs, struct pending *p)
 
 /* ---- replies ---- */
 
+/* A program that retries in a loop must not flood the log: the same line
+ * at most once in 10 s, at most 100 lines in 10 s. */
+static struct log_ratelimit corrupt_rl =
+    LOG_RATELIMIT_INIT("failed requests (corrupt records)", 10000, 100);
+static struct log_ratelimit down_rl =
+    LOG_RATELIMIT_INIT("failed requests (Redis unreachable)", 10000, 100);
+
 int fs_reply_errno(struct fs *fs, int err, const char *what, uint64_t parent, const char *name)
 {
 	if (err == -EBADMSG) {
-		log_error(
+		log_msg_limited(
+		    &corrupt_rl, LOGL_ERROR,
 		    "corrupt record in Redis (%s) while handling %s of '%s' in directory %" PRIu64
 		    ": returning EIO",
 		    meta_url(fs->meta), what, name ? name : "", parent);
 		return EIO;
 	}
 	if (err == -EIO)
-		log_warn("%s of '%s' in directory %" PRIu64 " failed: Redis at %s is unreachable",
-			 what, name ? name : "", parent, meta_url(fs->meta));
+		log_msg_limited(&down_rl, LOGL_WARN,
+				"%s of '%s' in directory %" PRIu64
+				" failed: Redis at %s is unreachable",
+				what, name ? name : "", parent, meta_url(fs->meta));
 	return -err;
 }
 

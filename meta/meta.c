@@ -88,12 +88,105 @@ int command_(struct meta *m, redisReply **ret, const char *fmt, ...)
 		return r;
 	if (rep->type == REDIS_REPLY_ERROR) {
 		r = pool_reply_errno(rep);
-		log_debug("meta: %s: %.200s", a.v[0], rep->str);
+		if (r == -EBADMSG)
+			meta_log_bad_reply(a.v[0], a.n > 1 ? a.v[1] : NULL, rep->str);
+		else
+			log_debug("meta: %s: %.200s", a.v[0], rep->str);
 		freeReplyObject(rep);
 		return r;
 	}
 	*ret = rep;
 	return 0;
+}
+
+/* ---- reporting corrupt records ---- */
+
+/* A loop over a bad record must not flood the log: the same line at most
+ * once in 10 s, and at most 100 lines in 10 s. */
+static struct log_ratelimit corrupt_rl = LOG_RATELIMIT_INIT("corrupt records in Redis", 10000, 100);
+
+void meta_log_corrupt(const char *fmt, ...)
+{
+	char what[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	log_msg_limited(&corrupt_rl, LOGL_ERROR, "corrupt record in Redis: %s", what);
+}
+
+const char *meta_esc(const char *s, size_t len, char *buf, size_t size)
+{
+	bool utf8 = utf8_valid(s, len);
+	size_t i, n = 0;
+
+	for (i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (n + 8 > size) {
+			memcpy(buf + n, "...", 4);
+			return buf;
+		}
+		if ((c >= 0x20 && c < 0x7f && c != '\\') || (c >= 0x80 && utf8))
+			buf[n++] = (char)c;
+		else
+			n += (size_t)snprintf(buf + n, size - n, "\\x%02x", c);
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+const char *rep_shown(const redisReply *r, char *buf, size_t size)
+{
+	char esc[META_SHOWN_MAX];
+
+	if (!r || r->type == REDIS_REPLY_NIL)
+		return "missing";
+	if (r->type == REDIS_REPLY_INTEGER)
+		snprintf(buf, size, "%lld", r->integer);
+	else if (r->type == REDIS_REPLY_STRING)
+		snprintf(buf, size, "'%s'", meta_esc(r->str, r->len, esc, sizeof(esc) - 2));
+	else
+		snprintf(buf, size, "a reply of type %d", r->type);
+	return buf;
+}
+
+void meta_log_bad_reply(const char *what, const char *key, const char *str)
+{
+	char esc[1024];
+	const char *s = str, *end;
+	size_t len;
+
+	if (!strncmp(s, "ERR ", 4))
+		s += 4;
+	if (!strncmp(s, "WRONGTYPE", 9)) {
+		if (key)
+			meta_log_corrupt("key '%s' has the wrong type for %s", key, what);
+		else
+			meta_log_corrupt("%s met a key of the wrong type", what);
+		return;
+	}
+	if (!strncmp(s, "EBADMSG", 7))
+		s += 7;
+	s += strspn(s, " ");
+	/* Redis 7 appends where in the script the error was raised */
+	end = strstr(s, " script: ");
+	len = end ? (size_t)(end - s) : strlen(s);
+	if (!len)
+		meta_log_corrupt("script %s found a malformed value", what);
+	else
+		meta_log_corrupt("%s", meta_esc(s, len, esc, sizeof(esc)));
+}
+
+/* Field @field of record @kind @id (an object, a directory) is @r: rejected. */
+static int bad_field(const char *kind, uint64_t id, const char *field, const redisReply *r)
+{
+	char shown[META_SHOWN_MAX];
+
+	meta_log_corrupt("%s %" PRIu64 ": field '%s' is %s", kind, id, field,
+			 rep_shown(r, shown, sizeof(shown)));
+	return -EBADMSG;
 }
 
 /* ---- reply validation ---- */
@@ -157,7 +250,8 @@ static int rep_entry(const redisReply *r, enum meta_kind *kind, uint64_t *id)
 	return 0;
 }
 
-/* size, csum, mtime, origin */
+/* size, csum, mtime, origin.  A size must fit an off_t: the kernel
+ * refuses larger ones. */
 int rep_obj(redisReply *const *f, uint64_t id, struct meta_obj *ret)
 {
 	struct meta_obj o;
@@ -167,9 +261,14 @@ int rep_obj(redisReply *const *f, uint64_t id, struct meta_obj *ret)
 	o.id = id;
 	csum = rep_text(f[1], 2 * OBJFS_CSUM_LEN);
 	origin = rep_text(f[3], OBJFS_NODE_MAX - 1);
-	if (rep_u64(f[0], &o.size) < 0 || !csum || csum_from_hex(csum, o.csum) < 0 ||
-	    rep_i64(f[2], &o.mtime_ns) < 0 || !origin || node_name_validate(origin) < 0)
-		return -EBADMSG;
+	if (rep_u64(f[0], &o.size) < 0 || o.size > INT64_MAX)
+		return bad_field("object", id, "size", f[0]);
+	if (!csum || csum_from_hex(csum, o.csum) < 0)
+		return bad_field("object", id, "csum", f[1]);
+	if (rep_i64(f[2], &o.mtime_ns) < 0)
+		return bad_field("object", id, "mtime", f[2]);
+	if (!origin || node_name_validate(origin) < 0)
+		return bad_field("object", id, "origin", f[3]);
 	memcpy(o.origin, origin, strlen(origin) + 1);
 	*ret = o;
 	return 0;
@@ -185,9 +284,12 @@ static int rep_lookup(const redisReply *rep, struct meta_entry *ret)
 	    rep_entry(rep->element[0], &e.kind, &e.id) < 0)
 		return -EBADMSG;
 	if (e.kind == META_DIR) {
-		if (rep->elements != 3 || rep_i64(rep->element[1], &e.obj.mtime_ns) < 0 ||
-		    rep_u64(rep->element[2], &e.nsub) < 0)
+		if (rep->elements != 3)
 			return -EBADMSG;
+		if (rep_i64(rep->element[1], &e.obj.mtime_ns) < 0)
+			return bad_field("directory", e.id, "/mtime", rep->element[1]);
+		if (rep_u64(rep->element[2], &e.nsub) < 0)
+			return bad_field("directory", e.id, "/nsub", rep->element[2]);
 		e.obj.id = e.id;
 	} else if (rep->elements != 5 || rep_obj(rep->element + 1, e.id, &e.obj) < 0) {
 		return -EBADMSG;
@@ -284,7 +386,7 @@ int meta_connect(struct meta *m)
 	if (r < 0)
 		return r == -EACCES || r == -ENOMEM ? r : -EIO;
 	/* a slot that was up already has not run the init lately */
-	r = pool_script(m, c, MS_EPOCH, &a, &rep);
+	r = pool_script(m, c, MS_INIT, &a, &rep);
 	pool_put(m, c);
 	if (r < 0)
 		return r;
@@ -395,18 +497,28 @@ int meta_readdir(struct meta *m, uint64_t dir, struct meta_dirent **ret_ents, si
 	ents = calloc(rep->elements / 2 + 1, sizeof(*ents));
 	if (!ents)
 		goto clean_rep;
-	r = -EBADMSG;
 	for (i = 0; i < rep->elements; i += 2) {
-		const redisReply *f = rep->element[i];
+		const redisReply *f = rep->element[i], *v = rep->element[i + 1];
+		char shown[META_SHOWN_MAX], esc[META_SHOWN_MAX];
 		const char *name;
 
 		/* the reserved fields ("/mtime", ...) */
 		if (f->type == REDIS_REPLY_STRING && f->len && f->str[0] == '/')
 			continue;
+		/* a bad entry hides itself only, not the whole directory */
 		name = rep_text(f, OBJFS_NAME_MAX);
-		if (!name || name_validate(name) < 0 ||
-		    rep_entry(rep->element[i + 1], &ents[n].kind, &ents[n].id) < 0)
-			goto clean_ents;
+		if (!name || name_validate(name) < 0) {
+			meta_log_corrupt("directory %" PRIu64
+					 ": entry %s is not a valid name; skipping it",
+					 dir, rep_shown(f, shown, sizeof(shown)));
+			continue;
+		}
+		if (rep_entry(v, &ents[n].kind, &ents[n].id) < 0) {
+			meta_log_corrupt("directory %" PRIu64 ": entry '%s' is %s; skipping it",
+					 dir, meta_esc(name, f->len, esc, sizeof(esc)),
+					 rep_shown(v, shown, sizeof(shown)));
+			continue;
+		}
 		memcpy(ents[n].name, name, f->len + 1);
 		n++;
 	}
@@ -415,8 +527,6 @@ int meta_readdir(struct meta *m, uint64_t dir, struct meta_dirent **ret_ents, si
 	*ret_n = n;
 	return 0;
 
-clean_ents:
-	free(ents);
 clean_rep:
 	freeReplyObject(rep);
 	return r;
@@ -518,9 +628,13 @@ int meta_alloc_id(struct meta *m, uint64_t *ret_id)
 		r = script(m, MS_ALLOC, &rep, "u", id);
 		if (r < 0)
 			return r;
-		if (rep->type != REDIS_REPLY_INTEGER || (rep->integer != 0 && rep->integer != 1))
+		if (rep->type != REDIS_REPLY_INTEGER || (rep->integer != 0 && rep->integer != 1)) {
+			char shown[META_SHOWN_MAX];
+
+			meta_log_corrupt("the id check answered %s",
+					 rep_shown(rep, shown, sizeof(shown)));
 			r = -EBADMSG;
-		else
+		} else
 			r = rep->integer ? 0 : -EAGAIN;
 		freeReplyObject(rep);
 	}
@@ -658,9 +772,13 @@ int meta_holders(struct meta *m, uint64_t id, char (**ret_nodes)[OBJFS_NODE_MAX]
 	r = -EBADMSG;
 	for (i = 0; i < rep->elements; i++) {
 		const char *s = rep_text(rep->element[i], OBJFS_NODE_MAX - 1);
+		char shown[META_SHOWN_MAX];
 
-		if (!s || node_name_validate(s) < 0)
+		if (!s || node_name_validate(s) < 0) {
+			meta_log_corrupt("key '%s': holder %s is not a node name", key,
+					 rep_shown(rep->element[i], shown, sizeof(shown)));
 			goto clean_nodes;
+		}
 		memcpy(nodes[i], s, strlen(s) + 1);
 	}
 	*ret_nodes = nodes;
@@ -761,6 +879,12 @@ int meta_epoch(struct meta *m, char *buf, size_t len)
 		return r;
 	s = rep_text(rep, EPOCH_MAX);
 	r = s && chars_in(s, rep->len, EPOCH_MAX, ALNUM) ? 0 : -EBADMSG;
+	if (r < 0) {
+		char shown[META_SHOWN_MAX];
+
+		meta_log_corrupt("key '%s:{ns}:epoch' is %s", m->prefix,
+				 rep_shown(rep, shown, sizeof(shown)));
+	}
 	if (r == 0 && rep->len >= len)
 		r = -ERANGE;
 	if (r == 0)

@@ -60,7 +60,12 @@
  * (the only deployment today) they are one atomic Lua script.
  *
  * Every multi-key change is one Lua script.  Every value read back from
- * Redis is validated; a malformed one gives -EBADMSG (callers report EIO).
+ * Redis is validated; a malformed one, or a key of the wrong type (a
+ * string where a hash belongs), gives -EBADMSG (callers report EIO) and
+ * one LOGL_ERROR line "corrupt record in Redis: ..." that names the key,
+ * or the object or directory with the field and its value (rate
+ * limited).  A corrupt record is an answer from Redis: it never counts
+ * as Redis being unreachable.
  *
  * Threading: a struct meta is safe to use from many threads.  It keeps a
  * small pool of connections; each call borrows one (the invalidation
@@ -172,7 +177,9 @@ int meta_get_object(struct meta *m, uint64_t id, struct meta_obj *ret);
 /*
  * Directory listing.  meta_readdir() fills a heap array of entries (kind,
  * id, name; attributes are not filled) that the caller frees with
- * meta_dirents_free().  -ENOENT if @dir does not exist.
+ * meta_dirents_free().  -ENOENT if @dir does not exist.  An entry whose
+ * name or value is malformed is left out (and logged): one bad entry
+ * does not hide the others.
  */
 struct meta_dirent {
 	enum meta_kind kind;

@@ -57,17 +57,6 @@
 /* "<kind> <parent> <name> <id>" is at most 15 + 20 + 255 + 20 + 3 bytes */
 #define INVAL_MAX 320
 
-/* At most one warning a second from each call site: a broken record or a
- * rogue publisher must not flood the log. */
-static bool warn_due(atomic_int_fast64_t *last)
-{
-	int_fast64_t now = mono_ns(), prev = atomic_load_explicit(last, memory_order_relaxed);
-
-	return now - prev >= 1000000000 &&
-	       atomic_compare_exchange_strong_explicit(last, &prev, now, memory_order_relaxed,
-						       memory_order_relaxed);
-}
-
 /* ---- locate ---- */
 
 /* node, listen, caps: 0, or -EBADMSG with the reason in @why. */
@@ -98,7 +87,7 @@ static int rep_holder(redisReply *const *f, struct meta_holder *ret, const char 
 int meta_locate(struct meta *m, uint64_t id, struct meta_obj *ret_obj,
 		struct meta_holder **ret_holders, size_t *ret_n, unsigned *ret_stale)
 {
-	static atomic_int_fast64_t warned;
+	static struct log_ratelimit rl = LOG_RATELIMIT_INIT("meta: skipped holders", 1000, 1);
 	struct meta_holder *hs;
 	struct meta_obj obj;
 	redisReply *rep;
@@ -125,11 +114,12 @@ int meta_locate(struct meta *m, uint64_t id, struct meta_obj *ret_obj,
 			n++;
 			continue;
 		}
-		if (warn_due(&warned)) {
+		{
 			const char *s = rep_text(rep->element[i], OBJFS_NODE_MAX - 1);
 
-			log_warn("meta: object %" PRIu64 ": skipping holder '%s': %s", id,
-				 s && node_name_validate(s) == 0 ? s : "?", why);
+			log_msg_limited(&rl, LOGL_WARN,
+					"meta: object %" PRIu64 ": skipping holder '%s': %s", id,
+					s && node_name_validate(s) == 0 ? s : "?", why);
 		}
 	}
 	*ret_obj = obj;
@@ -200,7 +190,7 @@ static int rep_member(redisReply *const *f, struct meta_member *ret, const char 
 
 int meta_members(struct meta *m, struct meta_member **ret, size_t *ret_n)
 {
-	static atomic_int_fast64_t warned;
+	static struct log_ratelimit rl = LOG_RATELIMIT_INIT("meta: skipped members", 1000, 1);
 	struct meta_member *mbs;
 	redisReply *rep;
 	size_t i, n = 0;
@@ -226,11 +216,11 @@ int meta_members(struct meta *m, struct meta_member **ret, size_t *ret_n)
 			n++;
 			continue;
 		}
-		if (warn_due(&warned)) {
+		{
 			const char *s = rep_text(rep->element[i], OBJFS_NODE_MAX - 1);
 
-			log_warn("meta: skipping member '%s': %s",
-				 s && node_name_validate(s) == 0 ? s : "?", why);
+			log_msg_limited(&rl, LOGL_WARN, "meta: skipping member '%s': %s",
+					s && node_name_validate(s) == 0 ? s : "?", why);
 		}
 	}
 	qsort(mbs, n, sizeof(*mbs), member_cmp);
@@ -430,17 +420,19 @@ clean_ctx:
 /* A message from the channel: call back with it, or skip a bad one. */
 static void sub_message(struct sub *s, const redisReply *rep)
 {
-	static atomic_int_fast64_t warned;
+	static struct log_ratelimit rl =
+	    LOG_RATELIMIT_INIT("meta: malformed invalidations", 1000, 1);
 	struct meta_inval ev;
 	const redisReply *p = rep->element[2];
 	bool ok = p->type == REDIS_REPLY_STRING && p->len <= INVAL_MAX;
+	char esc[INVAL_MAX + 8];
 
 	if (rep->elements != 3 || !rep_text(rep->element[1], sizeof(s->channel)) ||
 	    strcmp(rep->element[1]->str, s->channel) || p->type != REDIS_REPLY_STRING ||
 	    parse_inval(p->str, p->len, &ev) < 0) {
-		if (warn_due(&warned))
-			log_warn("meta: skipping a malformed invalidation on %s: '%.*s'",
-				 s->channel, ok ? (int)p->len : 0, ok ? p->str : "");
+		log_msg_limited(&rl, LOGL_WARN,
+				"meta: skipping a malformed invalidation on %s: '%s'", s->channel,
+				ok ? meta_esc(p->str, p->len, esc, sizeof(esc)) : "");
 		return;
 	}
 	s->fn(s->arg, &ev);

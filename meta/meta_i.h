@@ -38,6 +38,7 @@
 #include "meta.h"
 
 enum meta_script {
+	MS_INIT,
 	MS_EPOCH,
 	MS_ALLOC,
 	MS_LOOKUP,
@@ -206,6 +207,29 @@ int rep_obj(redisReply *const *f, uint64_t id, struct meta_obj *ret);
 int rep_card(redisReply *const *f, struct meta_card *ret);
 /* A caps string as struct meta_card allows it ("" included)? */
 bool caps_valid(const char *s, size_t len);
+
+/* ---- corrupt records (meta.c) ---- */
+
+/* Room for a value from Redis as rep_shown() and meta_esc() show it. */
+#define META_SHOWN_MAX 160
+
+/*
+ * Log "corrupt record in Redis: <what>" at LOGL_ERROR: the one line that
+ * names the key, or the object or directory and the field and value, of
+ * a record a call rejects (its caller only learns -EBADMSG).  Rate
+ * limited: the same line at most once in 10 s, at most 100 lines in 10 s.
+ */
+void meta_log_corrupt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same for an error reply that pool_reply_errno() maps to -EBADMSG:
+ * a WRONGTYPE from command or script @what on @key (NULL if not known),
+ * or the message of a script's EBADMSG. */
+void meta_log_bad_reply(const char *what, const char *key, const char *str);
+/* @s (@len bytes) fit for a log line in @buf (@size >= 8): control bytes,
+ * backslashes and the bytes of invalid UTF-8 as \xNN, cut with "...". */
+const char *meta_esc(const char *s, size_t len, char *buf, size_t size);
+/* How reply @r shows in a log line: "'value'" (escaped), "missing" (nil),
+ * or what it is; in @buf (or a constant). */
+const char *rep_shown(const redisReply *r, char *buf, size_t size);
 
 /* ---- strings ---- */
 

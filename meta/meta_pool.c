@@ -28,6 +28,11 @@
  * Errors: pool_ctx_error() is the one map from hiredis context errors and
  * pool_reply_errno() the one map from error replies.  A lost connection is
  * -EIO to callers, as meta.h promises; the detail goes to meta_last_error().
+ * An error reply is an answer, so the connection is up: a key of the
+ * wrong type (WRONGTYPE) or a script's EBADMSG is a corrupt record
+ * (-EBADMSG, logged by meta_log_bad_reply() with what the script said),
+ * never a reason to reconnect or back off.  The namespace init that a new
+ * connection runs reads no record, so a corrupt one cannot fail it.
  *
  * hiredis writes with write(2), so a Redis that went away could raise
  * SIGPIPE: each command blocks SIGPIPE in the calling thread and swallows
@@ -189,6 +194,9 @@ int pool_reply_errno(const redisReply *rep)
 
 	if (!strncmp(s, "NOAUTH", 6) || !strncmp(s, "WRONGPASS", 9))
 		return -EACCES;
+	/* a key of the wrong type is a corrupt record, not a failure of Redis */
+	if (!strncmp(s, "WRONGTYPE", 9))
+		return -EBADMSG;
 	if (!strncmp(s, "ERR ", 4))
 		s += 4;
 	n = strcspn(s, " ");
@@ -391,7 +399,7 @@ static int conn_open(struct meta *m, struct conn *c, char *why, size_t wlen)
 	}
 	a.v[0] = "EVAL";
 	a.len[0] = 4;
-	a.v[1] = meta_script_src[MS_EPOCH];
+	a.v[1] = meta_script_src[MS_INIT];
 	a.len[1] = strlen(a.v[1]);
 	a.v[2] = "0";
 	a.len[2] = 1;
@@ -630,7 +638,10 @@ int pool_script(struct meta *m, struct conn *c, enum meta_script s, struct args 
 	}
 	if (rep->type == REDIS_REPLY_ERROR) {
 		r = pool_reply_errno(rep);
-		log_debug("meta: script %s: %.200s", meta_script_name[s], rep->str);
+		if (r == -EBADMSG)
+			meta_log_bad_reply(meta_script_name[s], NULL, rep->str);
+		else
+			log_debug("meta: script %s: %.200s", meta_script_name[s], rep->str);
 		freeReplyObject(rep);
 		return r;
 	}

@@ -23,51 +23,88 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-/* Helpers of every script. */
-#define LUA_BASE                                                                                  \
-	"local P = ARGV[1]\n"                                                                     \
-	"local NS = P .. ':{ns}:'\n"                                                              \
-	"local NOW = ARGV[3]\n"                                                                   \
-	"local function fail(e) error(redis.error_reply(e)) end\n"                                \
-	"local function dkey(id) return NS .. 'd:' .. id end\n"                                   \
-	"local function okey(id) return P .. ':o:{' .. id .. '}' end\n"                           \
-	"local function hkey(id) return P .. ':h:{' .. id .. '}' end\n"                           \
-	"local function tkey(id) return P .. ':t:{' .. id .. '}' end\n" /* delete an object's     \
-									   record and holders,    \
-									   leaving a tombstone */ \
-	"local function bury(id)\n"                                                               \
-	"  redis.call('DEL', okey(id), hkey(id))\n"                                               \
-	"  redis.call('SET', tkey(id), NOW, 'EX', " STR(                                          \
-	    META_TOMBSTONE_TTL) ")\n"                                                             \
-				"  redis.call('PUBLISH', P .. ':inval', 'gone 0 - ' .. id)\n"     \
-				"end\n" /* a decimal uint64 >= 1 without leading zeros */         \
-				"local function isid(s)\n"                                        \
-				"  return type(s) == 'string' and string.match(s, '^[1-9]%d*$') " \
-				"~= nil and\n"                                                    \
-				"         (#s < 20 or (#s == 20 and s <= "                        \
-				"'18446744073709551615'))\n"                                      \
+/*
+ * Helpers of every script.  call() is redis.call() for commands whose
+ * first argument is a key: a key of the wrong type (a string where a
+ * hash belongs) is a corrupt record, EBADMSG naming the key, not a
+ * failure of Redis.  shown() is how a value read back appears in such a
+ * message: quoted and cut to 64 bytes, or "missing" (meta.c escapes the
+ * whole message before it logs it).
+ */
+#define LUA_BASE                                                                                   \
+	"local P = ARGV[1]\n"                                                                      \
+	"local NS = P .. ':{ns}:'\n"                                                               \
+	"local NOW = ARGV[3]\n"                                                                    \
+	"local function fail(e) error(redis.error_reply(e)) end\n"                                 \
+	"local function call(cmd, key, ...)\n"                                                     \
+	"  local r = redis.pcall(cmd, key, ...)\n"                                                 \
+	"  if type(r) == 'table' and r.err then\n"                                                 \
+	"    if string.find(r.err, '^WRONGTYPE') then\n"                                           \
+	"      fail(\"EBADMSG key '\" .. key .. \"' has the wrong type (\" ..\n"                   \
+	"           redis.call('TYPE', key).ok .. ')')\n"                                          \
+	"    end\n"                                                                                \
+	"    error(r)\n"                                                                           \
+	"  end\n"                                                                                  \
+	"  return r\n"                                                                             \
+	"end\n"                                                                                    \
+	"local function shown(v)\n"                                                                \
+	"  if not v then return 'missing' end\n"                                                   \
+	"  return \"'\" .. string.sub(v, 1, 64) .. \"'\"\n"                                        \
+	"end\n"                                                                                    \
+	"local function dkey(id) return NS .. 'd:' .. id end\n"                                    \
+	"local function okey(id) return P .. ':o:{' .. id .. '}' end\n"                            \
+	"local function hkey(id) return P .. ':h:{' .. id .. '}' end\n"                            \
+	"local function tkey(id) return P .. ':t:{' .. id .. '}' end\n" /* delete an object's      \
+									   record and holders,     \
+									   leaving a tombstone */  \
+	"local function bury(id)\n"                                                                \
+	"  call('DEL', okey(id), hkey(id))\n"                                                      \
+	"  call('SET', tkey(id), NOW, 'EX', " STR(                                                 \
+	    META_TOMBSTONE_TTL) ")\n"                                                              \
+				"  call('PUBLISH', P .. ':inval', 'gone 0 - ' .. id)\n"            \
+				"end\n" /* a decimal uint64 >= 1 without leading zeros */          \
+				"local function isid(s)\n"                                         \
+				"  return type(s) == 'string' and string.match(s, '^[1-9]%d*$') "  \
+				"~= nil and\n"                                                     \
+				"         (#s < 20 or (#s == 20 and s <= "                         \
+				"'18446744073709551615'))\n"                                       \
+				"end\n" /* a directory whose field @f is not what a script wrote   \
+					 */                                                        \
+				"local function badfield(dir, f, v)\n"                             \
+				"  fail('EBADMSG directory ' .. dir .. \": field '\" .. f .. \"' " \
+				"is \" .. shown(v))\n"                                             \
 				"end\n"
 
 /* Helpers of the namespace scripts, and the (idempotent) init. */
 #define LUA_NS                                                                                     \
 	LUA_BASE                                                                                   \
 	"local CTR = NS .. 'ctr'\n"                                                                \
-	"if redis.call('EXISTS', CTR, NS .. 'epoch', NS .. 'd:1') ~= 3 then\n"                     \
-	"  redis.call('SETNX', CTR, '1')\n"                                                        \
-	"  if redis.call('SETNX', NS .. 'epoch', ARGV[2]) == 1 then\n"                             \
-	"    redis.call('PUBLISH', P .. ':inval', 'resync 0 - 0')\n"                               \
+	"if call('EXISTS', CTR, NS .. 'epoch', NS .. 'd:1') ~= 3 then\n"                           \
+	"  call('SETNX', CTR, '1')\n"                                                              \
+	"  if call('SETNX', NS .. 'epoch', ARGV[2]) == 1 then\n"                                   \
+	"    call('PUBLISH', P .. ':inval', 'resync 0 - 0')\n"                                     \
 	"  end\n"                                                                                  \
-	"  if redis.call('EXISTS', NS .. 'd:1') == 0 then\n"                                       \
-	"    redis.call('HSET', NS .. 'd:1', '/mtime', NOW, '/parent', '1', '/name', '',\n"        \
+	"  if call('EXISTS', NS .. 'd:1') == 0 then\n"                                             \
+	"    call('HSET', NS .. 'd:1', '/mtime', NOW, '/parent', '1', '/name', '',\n"              \
 	"                '/nsub', '0')\n"                                                          \
 	"  end\n"                                                                                  \
-	"end\n" /* "d<id>" / "f<id>" -> kind, id; EBADMSG if malformed */                          \
-	"local function parse(v)\n"                                                                \
+	"end\n" /* entry @name of directory @dir, "d<id>" / "f<id>" -> kind, id */                 \
+	"local function parse(v, dir, name)\n"                                                     \
 	"  local k, id = string.match(v, '^([df])(%d+)$')\n"                                       \
-	"  if not k or not isid(id) then fail('EBADMSG') end\n"                                    \
+	"  if not k or not isid(id) then\n"                                                        \
+	"    fail('EBADMSG directory ' .. dir .. \": entry '\" .. name .. \"' is \" .. "           \
+	"shown(v))\n"                                                                              \
+	"  end\n"                                                                                  \
 	"  return k, id\n"                                                                         \
-	"end\n" /* the full path of @name in directory @parent ('' if deeper or longer than        \
-		 * a path may be) */                                                               \
+	"end\n" /* the entry @name of @dir names directory @id: it must exist */                   \
+	"local function needsub(dir, name, id)\n"                                                  \
+	"  if call('EXISTS', dkey(id)) == 0 then\n"                                                \
+	"    fail('EBADMSG directory ' .. dir .. \": entry '\" .. name .. \"' names directory \" " \
+	"..\n"                                                                                     \
+	"         id .. ', which does not exist')\n"                                               \
+	"  end\n"                                                                                  \
+	"end\n" /* the full path of @name in directory @parent ('' if deeper or longer             \
+		 * than a path may be) */                                                          \
 	"local function pathof(parent, name)\n"                                                    \
 	"  local parts, cur, path = {}, parent, ''\n"                                              \
 	"  for i = 1, " STR(                                                                       \
@@ -77,9 +114,10 @@
 			     "      path = path .. '/' .. name\n"                                  \
 			     "      break\n"                                                       \
 			     "    end\n"                                                           \
-			     "    local a = redis.call('HMGET', dkey(cur), '/parent', '/name')\n"  \
-			     "    if not isid(a[1]) or not a[2] or a[2] == '' then "               \
-			     "fail('EBADMSG') end\n"                                               \
+			     "    local a = call('HMGET', dkey(cur), '/parent', '/name')\n"        \
+			     "    if not isid(a[1]) then badfield(cur, '/parent', a[1]) end\n"     \
+			     "    if not a[2] or a[2] == '' then badfield(cur, '/name', a[2]) "    \
+			     "end\n"                                                               \
 			     "    parts[#parts + 1] = a[2]\n"                                      \
 			     "    cur = a[1]\n"                                                    \
 			     "  end\n"                                                             \
@@ -87,42 +125,45 @@
 			     "  return path\n"                                                     \
 			     "end\n" /* a directory that must exist */                             \
 			     "local function needdir(id)\n"                                        \
-			     "  if redis.call('EXISTS', dkey(id)) == 1 then return end\n"          \
-			     "  if redis.call('EXISTS', okey(id)) == 1 then fail('ENOTDIR') end\n" \
+			     "  if call('EXISTS', dkey(id)) == 1 then return end\n"                \
+			     "  if call('EXISTS', okey(id)) == 1 then fail('ENOTDIR') end\n"       \
 			     "  fail('ENOENT')\n"                                                  \
 			     "end\n"                                                               \
 			     "local RESERVED = {'/mtime', '/parent', '/name', '/nsub'}\n"          \
 			     "local function isempty(id)\n"                                        \
-			     "  local n = redis.call('HLEN', dkey(id))\n"                          \
+			     "  local n = call('HLEN', dkey(id))\n"                                \
 			     "  for _, f in ipairs(RESERVED) do\n"                                 \
-			     "    n = n - redis.call('HEXISTS', dkey(id), f)\n"                    \
+			     "    n = n - call('HEXISTS', dkey(id), f)\n"                          \
 			     "  end\n"                                                             \
 			     "  return n <= 0\n"                                                   \
 			     "end\n"                                                               \
 			     "local function unused(id)\n"                                         \
-			     "  return isid(id) and redis.call('EXISTS', dkey(id), okey(id), "     \
+			     "  return isid(id) and call('EXISTS', dkey(id), okey(id), "           \
 			     "hkey(id), tkey(id)) == 0\n"                                          \
 			     "end\n"                                                               \
 			     "local function newdir(parent, name, id, mtime)\n"                    \
-			     "  redis.call('HSET', dkey(id), '/mtime', mtime, '/parent', parent, " \
+			     "  call('HSET', dkey(id), '/mtime', mtime, '/parent', parent, "       \
 			     "'/name', name,\n"                                                    \
-			     "              '/nsub', '0')\n"                                       \
-			     "  redis.call('HSET', dkey(parent), name, 'd' .. id, '/mtime', "      \
-			     "mtime)\n"                                                            \
-			     "  redis.call('HINCRBY', dkey(parent), '/nsub', 1)\n"                 \
+			     "       '/nsub', '0')\n"                                              \
+			     "  call('HSET', dkey(parent), name, 'd' .. id, '/mtime', mtime)\n"    \
+			     "  call('HINCRBY', dkey(parent), '/nsub', 1)\n"                       \
 			     "end\n"                                                               \
 			     "local function placed(id, parent, name)\n"                           \
-			     "  if redis.call('EXISTS', okey(id)) == 1 then\n"                     \
-			     "    redis.call('HSET', okey(id), 'parent', parent, 'name', name)\n"  \
+			     "  if call('EXISTS', okey(id)) == 1 then\n"                           \
+			     "    call('HSET', okey(id), 'parent', parent, 'name', name)\n"        \
 			     "  end\n"                                                             \
 			     "end\n"                                                               \
 			     "local function inval(kind, parent, name, id)\n"                      \
 			     "  local msg = kind .. ' ' .. parent .. ' ' .. name .. ' ' .. id\n"   \
-			     "  redis.call('PUBLISH', P .. ':inval', msg)\n"                       \
+			     "  call('PUBLISH', P .. ':inval', msg)\n"                             \
 			     "end\n"
 
+/* ARGV: (header).  The namespace init alone, run on every new connection
+ * (returns 0: a corrupt epoch must not fail the connection). */
+static const char script_init[] = LUA_NS "return 0\n";
+
 /* ARGV: (header).  Returns the epoch token. */
-static const char script_epoch[] = LUA_NS "return redis.call('GET', NS .. 'epoch')\n";
+static const char script_epoch[] = LUA_NS "return call('GET', NS .. 'epoch')\n";
 
 /* ARGV[4] a candidate id.  Returns 1 if nothing in Redis uses it (no
  * directory, record, holder set or tombstone), else 0. */
@@ -136,28 +177,28 @@ static const char script_alloc[] = LUA_NS "if unused(ARGV[4]) then return 1 end\
  */
 static const char script_lookup[] =
     LUA_NS "local parent, name = ARGV[4], ARGV[5]\n"
-	   "local v = redis.call('HGET', dkey(parent), name)\n"
+	   "local v = call('HGET', dkey(parent), name)\n"
 	   "if not v then\n"
 	   "  needdir(parent)\n"
 	   "  fail('ENOENT')\n"
 	   "end\n"
-	   "local k, id = parse(v)\n"
+	   "local k, id = parse(v, parent, name)\n"
 	   "if k == 'd' then\n"
-	   "  local a = redis.call('HMGET', dkey(id), '/mtime', '/nsub')\n"
+	   "  local a = call('HMGET', dkey(id), '/mtime', '/nsub')\n"
 	   "  return {v, a[1], a[2]}\n"
 	   "end\n"
-	   "local a = redis.call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
+	   "local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
 	   "return {v, a[1], a[2], a[3], a[4]}\n";
 
 /* ARGV[4] id.  Same reply as lookup. */
 static const char script_getattr[] =
     LUA_NS "local id = ARGV[4]\n"
-	   "if redis.call('EXISTS', dkey(id)) == 1 then\n"
-	   "  local a = redis.call('HMGET', dkey(id), '/mtime', '/nsub')\n"
+	   "if call('EXISTS', dkey(id)) == 1 then\n"
+	   "  local a = call('HMGET', dkey(id), '/mtime', '/nsub')\n"
 	   "  return {'d' .. id, a[1], a[2]}\n"
 	   "end\n"
-	   "if redis.call('EXISTS', okey(id)) == 1 then\n"
-	   "  local a = redis.call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
+	   "if call('EXISTS', okey(id)) == 1 then\n"
+	   "  local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
 	   "  return {'f' .. id, a[1], a[2], a[3], a[4]}\n"
 	   "end\n"
 	   "fail('ENOENT')\n";
@@ -165,14 +206,14 @@ static const char script_getattr[] =
 /* ARGV[4] directory id.  Returns the whole hash (meta.c skips the "/"
  * fields). */
 static const char script_readdir[] = LUA_NS "needdir(ARGV[4])\n"
-					    "return redis.call('HGETALL', dkey(ARGV[4]))\n";
+					    "return call('HGETALL', dkey(ARGV[4]))\n";
 
 /* ARGV[4] parent, ARGV[5] name, ARGV[6] mtime, ARGV[7] the new id (EAGAIN
  * if it is in use).  Returns the new id. */
 static const char script_mkdir[] =
     LUA_NS "local parent, name, id = ARGV[4], ARGV[5], ARGV[7]\n"
 	   "needdir(parent)\n"
-	   "if redis.call('HEXISTS', dkey(parent), name) == 1 then fail('EEXIST') end\n"
+	   "if call('HEXISTS', dkey(parent), name) == 1 then fail('EEXIST') end\n"
 	   "if not unused(id) then fail('EAGAIN') end\n"
 	   "newdir(parent, name, id, ARGV[6])\n"
 	   "inval('mkdir', parent, name, id)\n"
@@ -181,15 +222,15 @@ static const char script_mkdir[] =
 /* ARGV[4] parent, ARGV[5] name.  Returns the removed directory's id. */
 static const char script_rmdir[] = LUA_NS "local parent, name = ARGV[4], ARGV[5]\n"
 					  "needdir(parent)\n"
-					  "local v = redis.call('HGET', dkey(parent), name)\n"
+					  "local v = call('HGET', dkey(parent), name)\n"
 					  "if not v then fail('ENOENT') end\n"
-					  "local k, id = parse(v)\n"
+					  "local k, id = parse(v, parent, name)\n"
 					  "if k ~= 'd' then fail('ENOTDIR') end\n"
 					  "if not isempty(id) then fail('ENOTEMPTY') end\n"
-					  "redis.call('DEL', dkey(id))\n"
-					  "redis.call('HDEL', dkey(parent), name)\n"
-					  "redis.call('HINCRBY', dkey(parent), '/nsub', -1)\n"
-					  "redis.call('HSET', dkey(parent), '/mtime', NOW)\n"
+					  "call('DEL', dkey(id))\n"
+					  "call('HDEL', dkey(parent), name)\n"
+					  "call('HINCRBY', dkey(parent), '/nsub', -1)\n"
+					  "call('HSET', dkey(parent), '/mtime', NOW)\n"
 					  "inval('rmdir', parent, name, id)\n"
 					  "return id\n";
 
@@ -210,16 +251,16 @@ static const char script_rmdir[] = LUA_NS "local parent, name = ARGV[4], ARGV[5]
 static const char script_publish[] =
     LUA_NS "local parent, name, id = ARGV[4], ARGV[5], ARGV[6]\n"
 	   "needdir(parent)\n"
-	   "local rec = redis.call('HMGET', okey(id), 'size', 'csum')\n"
+	   "local rec = call('HMGET', okey(id), 'size', 'csum')\n"
 	   "if rec[1] or rec[2] then\n"
 	   "  if rec[1] ~= ARGV[7] or rec[2] ~= ARGV[8] then fail('ENOTUNIQ') end\n"
-	   "elseif redis.call('EXISTS', tkey(id)) == 1 then\n"
+	   "elseif call('EXISTS', tkey(id)) == 1 then\n"
 	   "  fail('ENOTUNIQ')\n"
 	   "end\n"
-	   "local v = redis.call('HGET', dkey(parent), name)\n"
+	   "local v = call('HGET', dkey(parent), name)\n"
 	   "local replaced = '0'\n"
 	   "if v then\n"
-	   "  local k, oid = parse(v)\n"
+	   "  local k, oid = parse(v, parent, name)\n"
 	   "  if k == 'd' then fail('EISDIR') end\n"
 	   "  if oid ~= id then\n"
 	   "    if ARGV[11] ~= '1' then fail('EEXIST') end\n"
@@ -228,10 +269,10 @@ static const char script_publish[] =
 	   "end\n"
 	   "local path = pathof(parent, name)\n"
 	   "if replaced ~= '0' then bury(replaced) end\n"
-	   "redis.call('HSET', okey(id), 'size', ARGV[7], 'csum', ARGV[8], 'mtime', ARGV[9],\n"
+	   "call('HSET', okey(id), 'size', ARGV[7], 'csum', ARGV[8], 'mtime', ARGV[9],\n"
 	   "            'origin', ARGV[10], 'parent', parent, 'name', name)\n"
-	   "redis.call('SADD', hkey(id), ARGV[12])\n"
-	   "redis.call('HSET', dkey(parent), name, 'f' .. id, '/mtime', NOW)\n"
+	   "call('SADD', hkey(id), ARGV[12])\n"
+	   "call('HSET', dkey(parent), name, 'f' .. id, '/mtime', NOW)\n"
 	   "if replaced ~= '0' then\n"
 	   "  inval('replace', parent, name, id)\n"
 	   "else\n"
@@ -241,17 +282,17 @@ static const char script_publish[] =
 	   "local seen = tonumber(ARGV[13]) or 0\n"
 	   "if type(seq) ~= 'number' or seq <= seen then\n"
 	   "  seq = seen + 1\n"
-	   "  redis.call('SET', CTR, string.format('%d', seq))\n"
-	   "  redis.call('PUBLISH', P .. ':inval', 'resync 0 - 0')\n"
+	   "  call('SET', CTR, string.format('%d', seq))\n"
+	   "  call('PUBLISH', P .. ':inval', 'resync 0 - 0')\n"
 	   "end\n"
 	   "return {replaced, path, string.format('%d', seq)}\n";
 
 /* ARGV[4] parent, ARGV[5] name.  Returns {kind, id, full path}. */
 static const char script_path[] = LUA_NS "local parent, name = ARGV[4], ARGV[5]\n"
 					 "needdir(parent)\n"
-					 "local v = redis.call('HGET', dkey(parent), name)\n"
+					 "local v = call('HGET', dkey(parent), name)\n"
 					 "if not v then fail('ENOENT') end\n"
-					 "local k, id = parse(v)\n"
+					 "local k, id = parse(v, parent, name)\n"
 					 "return {k, id, pathof(parent, name)}\n";
 
 /* ARGV[4] object id.  Returns the object's full path now, or "" if its
@@ -259,20 +300,20 @@ static const char script_path[] = LUA_NS "local parent, name = ARGV[4], ARGV[5]\
  * not name it. */
 static const char script_objpath[] =
     LUA_NS "local id = ARGV[4]\n"
-	   "local a = redis.call('HMGET', okey(id), 'parent', 'name')\n"
+	   "local a = call('HMGET', okey(id), 'parent', 'name')\n"
 	   "if not isid(a[1]) or not a[2] or a[2] == '' then return '' end\n"
-	   "if redis.call('HGET', dkey(a[1]), a[2]) ~= 'f' .. id then return '' end\n"
+	   "if call('HGET', dkey(a[1]), a[2]) ~= 'f' .. id then return '' end\n"
 	   "return pathof(a[1], a[2])\n";
 
 /* ARGV[4] parent, ARGV[5] name.  Returns the object id. */
 static const char script_unlink[] = LUA_NS "local parent, name = ARGV[4], ARGV[5]\n"
 					   "needdir(parent)\n"
-					   "local v = redis.call('HGET', dkey(parent), name)\n"
+					   "local v = call('HGET', dkey(parent), name)\n"
 					   "if not v then fail('ENOENT') end\n"
-					   "local k, id = parse(v)\n"
+					   "local k, id = parse(v, parent, name)\n"
 					   "if k == 'd' then fail('EISDIR') end\n"
-					   "redis.call('HDEL', dkey(parent), name)\n"
-					   "redis.call('HSET', dkey(parent), '/mtime', NOW)\n"
+					   "call('HDEL', dkey(parent), name)\n"
+					   "call('HSET', dkey(parent), '/mtime', NOW)\n"
 					   "bury(id)\n"
 					   "inval('unlink', parent, name, id)\n"
 					   "return id\n";
@@ -282,100 +323,100 @@ static const char script_unlink[] = LUA_NS "local parent, name = ARGV[4], ARGV[5
  * name, ARGV[8] noreplace, ARGV[9] exchange, ARGV[10] replace files (each
  * "0"/"1").  Returns the replaced id or "0".
  */
-static const char script_rename[] = LUA_NS
-    "local op, on, np, nn = ARGV[4], ARGV[5], ARGV[6], ARGV[7]\n"
-    "local noreplace, exchange = ARGV[8] == '1', ARGV[9] == '1'\n"
-    "needdir(op)\n"
-    "needdir(np)\n"
-    "local opd, npd = dkey(op), dkey(np)\n"
-    "local sv = redis.call('HGET', opd, on)\n"
-    "if not sv then fail('ENOENT') end\n"
-    "local sk, sid = parse(sv)\n"
-    "local tv = redis.call('HGET', npd, nn)\n"
-    "local tk, tid\n"
-    "if tv then tk, tid = parse(tv) end\n"
-    "if (op == np and on == nn) or tv == sv then return '0' end\n"
-    "if exchange and not tv then fail('ENOENT') end\n"
-    "if tv and noreplace then fail('EEXIST') end\n"
-    /* is directory @dir @anc or below it? */
-    "local function below(dir, anc)\n"
-    "  local cur = dir\n"
-    "  for i = 1, " STR(
-	META_WALK_MAX) " do\n"
-		       "    if cur == anc then return true end\n"
-		       "    if cur == '1' then return false end\n"
-		       "    local p = redis.call('HGET', dkey(cur), '/parent')\n"
-		       "    if not isid(p) then fail('EBADMSG') end\n"
-		       "    cur = p\n"
-		       "  end\n"
-		       "  fail('ELOOP')\n"
-		       "end\n"
-		       "if sk == 'd' then\n"
-		       "  if redis.call('EXISTS', dkey(sid)) == 0 then fail('EBADMSG') end\n"
-		       "  if below(np, sid) then fail('EINVAL') end\n"
-		       "end\n"
-		       "if exchange then\n"
-		       "  if tk == 'd' then\n"
-		       "    if redis.call('EXISTS', dkey(tid)) == 0 then fail('EBADMSG') end\n"
-		       "    if below(op, tid) then fail('EINVAL') end\n"
-		       "  end\n"
-		       "  redis.call('HSET', opd, on, tv)\n"
-		       "  redis.call('HSET', npd, nn, sv)\n"
-		       "  if sk == 'd' then redis.call('HSET', dkey(sid), '/parent', np, '/name', "
-		       "nn) end\n"
-		       "  if tk == 'd' then redis.call('HSET', dkey(tid), '/parent', op, '/name', "
-		       "on) end\n"
-		       "  if sk == 'f' then placed(sid, np, nn) end\n"
-		       "  if tk == 'f' then placed(tid, op, on) end\n"
-		       "  if op ~= np then\n"
-		       "    if sk == 'd' then\n"
-		       "      redis.call('HINCRBY', opd, '/nsub', -1)\n"
-		       "      redis.call('HINCRBY', npd, '/nsub', 1)\n"
-		       "    end\n"
-		       "    if tk == 'd' then\n"
-		       "      redis.call('HINCRBY', npd, '/nsub', -1)\n"
-		       "      redis.call('HINCRBY', opd, '/nsub', 1)\n"
-		       "    end\n"
-		       "  end\n"
-		       "  redis.call('HSET', opd, '/mtime', NOW)\n"
-		       "  redis.call('HSET', npd, '/mtime', NOW)\n"
-		       "  inval('rename-from', op, on, sid)\n"
-		       "  inval('rename-to', np, nn, sid)\n"
-		       "  inval('rename-from', np, nn, tid)\n"
-		       "  inval('rename-to', op, on, tid)\n"
-		       "  return '0'\n"
-		       "end\n"
-		       "if tv then\n"
-		       "  if sk == 'f' and tk == 'd' then fail('EISDIR') end\n"
-		       "  if sk == 'd' and tk == 'f' then fail('ENOTDIR') end\n"
-		       "  if tk == 'f' and ARGV[10] ~= '1' then fail('EEXIST') end\n"
-		       "  if tk == 'd' and not isempty(tid) then fail('ENOTEMPTY') end\n"
-		       "end\n"
-		       "local replaced = '0'\n"
-		       "if tv then\n"
-		       "  replaced = tid\n"
-		       "  if tk == 'f' then\n"
-		       "    bury(tid)\n"
-		       "  else\n"
-		       "    redis.call('DEL', dkey(tid))\n"
-		       "    redis.call('HINCRBY', npd, '/nsub', -1)\n"
-		       "  end\n"
-		       "end\n"
-		       "redis.call('HDEL', opd, on)\n"
-		       "redis.call('HSET', npd, nn, sv)\n"
-		       "if sk == 'f' then placed(sid, np, nn) end\n"
-		       "if sk == 'd' then\n"
-		       "  redis.call('HSET', dkey(sid), '/parent', np, '/name', nn)\n"
-		       "  if op ~= np then\n"
-		       "    redis.call('HINCRBY', opd, '/nsub', -1)\n"
-		       "    redis.call('HINCRBY', npd, '/nsub', 1)\n"
-		       "  end\n"
-		       "end\n"
-		       "redis.call('HSET', opd, '/mtime', NOW)\n"
-		       "redis.call('HSET', npd, '/mtime', NOW)\n"
-		       "inval('rename-from', op, on, sid)\n"
-		       "inval('rename-to', np, nn, sid)\n"
-		       "return replaced\n";
+static const char script_rename[] =
+    LUA_NS "local op, on, np, nn = ARGV[4], ARGV[5], ARGV[6], ARGV[7]\n"
+	   "local noreplace, exchange = ARGV[8] == '1', ARGV[9] == '1'\n"
+	   "needdir(op)\n"
+	   "needdir(np)\n"
+	   "local opd, npd = dkey(op), dkey(np)\n"
+	   "local sv = call('HGET', opd, on)\n"
+	   "if not sv then fail('ENOENT') end\n"
+	   "local sk, sid = parse(sv, op, on)\n"
+	   "local tv = call('HGET', npd, nn)\n"
+	   "local tk, tid\n"
+	   "if tv then tk, tid = parse(tv, np, nn) end\n"
+	   "if (op == np and on == nn) or tv == sv then return '0' end\n"
+	   "if exchange and not tv then fail('ENOENT') end\n"
+	   "if tv and noreplace then fail('EEXIST') end\n"
+	   /* is directory @dir @anc or below it? */
+	   "local function below(dir, anc)\n"
+	   "  local cur = dir\n"
+	   "  for i = 1, " STR(
+	       META_WALK_MAX) " do\n"
+			      "    if cur == anc then return true end\n"
+			      "    if cur == '1' then return false end\n"
+			      "    local p = call('HGET', dkey(cur), '/parent')\n"
+			      "    if not isid(p) then badfield(cur, '/parent', p) end\n"
+			      "    cur = p\n"
+			      "  end\n"
+			      "  fail('ELOOP')\n"
+			      "end\n"
+			      "if sk == 'd' then\n"
+			      "  needsub(op, on, sid)\n"
+			      "  if below(np, sid) then fail('EINVAL') end\n"
+			      "end\n"
+			      "if exchange then\n"
+			      "  if tk == 'd' then\n"
+			      "    needsub(np, nn, tid)\n"
+			      "    if below(op, tid) then fail('EINVAL') end\n"
+			      "  end\n"
+			      "  call('HSET', opd, on, tv)\n"
+			      "  call('HSET', npd, nn, sv)\n"
+			      "  if sk == 'd' then call('HSET', dkey(sid), '/parent', np, '/name', "
+			      "nn) end\n"
+			      "  if tk == 'd' then call('HSET', dkey(tid), '/parent', op, '/name', "
+			      "on) end\n"
+			      "  if sk == 'f' then placed(sid, np, nn) end\n"
+			      "  if tk == 'f' then placed(tid, op, on) end\n"
+			      "  if op ~= np then\n"
+			      "    if sk == 'd' then\n"
+			      "      call('HINCRBY', opd, '/nsub', -1)\n"
+			      "      call('HINCRBY', npd, '/nsub', 1)\n"
+			      "    end\n"
+			      "    if tk == 'd' then\n"
+			      "      call('HINCRBY', npd, '/nsub', -1)\n"
+			      "      call('HINCRBY', opd, '/nsub', 1)\n"
+			      "    end\n"
+			      "  end\n"
+			      "  call('HSET', opd, '/mtime', NOW)\n"
+			      "  call('HSET', npd, '/mtime', NOW)\n"
+			      "  inval('rename-from', op, on, sid)\n"
+			      "  inval('rename-to', np, nn, sid)\n"
+			      "  inval('rename-from', np, nn, tid)\n"
+			      "  inval('rename-to', op, on, tid)\n"
+			      "  return '0'\n"
+			      "end\n"
+			      "if tv then\n"
+			      "  if sk == 'f' and tk == 'd' then fail('EISDIR') end\n"
+			      "  if sk == 'd' and tk == 'f' then fail('ENOTDIR') end\n"
+			      "  if tk == 'f' and ARGV[10] ~= '1' then fail('EEXIST') end\n"
+			      "  if tk == 'd' and not isempty(tid) then fail('ENOTEMPTY') end\n"
+			      "end\n"
+			      "local replaced = '0'\n"
+			      "if tv then\n"
+			      "  replaced = tid\n"
+			      "  if tk == 'f' then\n"
+			      "    bury(tid)\n"
+			      "  else\n"
+			      "    call('DEL', dkey(tid))\n"
+			      "    call('HINCRBY', npd, '/nsub', -1)\n"
+			      "  end\n"
+			      "end\n"
+			      "call('HDEL', opd, on)\n"
+			      "call('HSET', npd, nn, sv)\n"
+			      "if sk == 'f' then placed(sid, np, nn) end\n"
+			      "if sk == 'd' then\n"
+			      "  call('HSET', dkey(sid), '/parent', np, '/name', nn)\n"
+			      "  if op ~= np then\n"
+			      "    call('HINCRBY', opd, '/nsub', -1)\n"
+			      "    call('HINCRBY', npd, '/nsub', 1)\n"
+			      "  end\n"
+			      "end\n"
+			      "call('HSET', opd, '/mtime', NOW)\n"
+			      "call('HSET', npd, '/mtime', NOW)\n"
+			      "inval('rename-from', op, on, sid)\n"
+			      "inval('rename-to', np, nn, sid)\n"
+			      "return replaced\n";
 
 /*
  * ARGV[4] id, ARGV[5] size, ARGV[6] csum, ARGV[7] mtime, ARGV[8] origin,
@@ -391,10 +432,10 @@ static const char script_rename[] = LUA_NS
  */
 static const char script_reregister[] =
     LUA_NS "local id = ARGV[4]\n"
-	   "local rec = redis.call('HMGET', okey(id), 'size', 'csum')\n"
+	   "local rec = call('HMGET', okey(id), 'size', 'csum')\n"
 	   "if rec[1] or rec[2] then\n"
 	   "  if rec[1] ~= ARGV[5] or rec[2] ~= ARGV[6] then fail('ENOTUNIQ') end\n"
-	   "  redis.call('SADD', hkey(id), ARGV[9])\n"
+	   "  call('SADD', hkey(id), ARGV[9])\n"
 	   "  return {0, ''}\n"
 	   "end\n"
 	   /* "<name>.objfs-<id>", cut on a character boundary to 255 bytes */
@@ -416,14 +457,14 @@ static const char script_reregister[] =
 	   "local function usable(comps)\n"
 	   "  local cur = '1'\n"
 	   "  for i = 1, #comps - 1 do\n"
-	   "    local v = redis.call('HGET', dkey(cur), comps[i])\n"
+	   "    local v = call('HGET', dkey(cur), comps[i])\n"
 	   "    if not v then return true, #comps - i end\n"
-	   "    local k, nid = parse(v)\n"
+	   "    local k, nid = parse(v, cur, comps[i])\n"
 	   "    if k ~= 'd' then return false, 0 end\n"
-	   "    if redis.call('EXISTS', dkey(nid)) == 0 then fail('EBADMSG') end\n"
+	   "    if call('EXISTS', dkey(nid)) == 0 then fail('EBADMSG') end\n"
 	   "    cur = nid\n"
 	   "  end\n"
-	   "  local v = redis.call('HGET', dkey(cur), comps[#comps])\n"
+	   "  local v = call('HGET', dkey(cur), comps[#comps])\n"
 	   "  return not v or v == want, 0\n"
 	   "end\n"
 	   "local comps = {}\n"
@@ -447,11 +488,11 @@ static const char script_reregister[] =
 	   "if #ids < missing then fail('EAGAIN') end\n"
 	   "local cur, path = '1', ''\n"
 	   "for i = 1, #comps - 1 do\n"
-	   "  local v = redis.call('HGET', dkey(cur), comps[i])\n"
+	   "  local v = call('HGET', dkey(cur), comps[i])\n"
 	   "  local nid\n"
 	   "  if v then\n"
 	   "    local k\n"
-	   "    k, nid = parse(v)\n"
+	   "    k, nid = parse(v, cur, comps[i])\n"
 	   "  else\n"
 	   "    nid = table.remove(ids, 1)\n"
 	   "    newdir(cur, comps[i], nid, NOW)\n"
@@ -462,11 +503,11 @@ static const char script_reregister[] =
 	   "end\n"
 	   "local name = comps[#comps]\n"
 	   "path = path .. '/' .. name\n"
-	   "redis.call('HSET', okey(id), 'size', ARGV[5], 'csum', ARGV[6], 'mtime', ARGV[7],\n"
+	   "call('HSET', okey(id), 'size', ARGV[5], 'csum', ARGV[6], 'mtime', ARGV[7],\n"
 	   "            'origin', ARGV[8], 'parent', cur, 'name', name)\n"
-	   "redis.call('SADD', hkey(id), ARGV[9])\n"
-	   "if redis.call('HGET', dkey(cur), name) ~= want then\n"
-	   "  redis.call('HSET', dkey(cur), name, want, '/mtime', NOW)\n"
+	   "call('SADD', hkey(id), ARGV[9])\n"
+	   "if call('HGET', dkey(cur), name) ~= want then\n"
+	   "  call('HSET', dkey(cur), name, want, '/mtime', NOW)\n"
 	   "  inval('publish', cur, name, id)\n"
 	   "end\n"
 	   "return {moved, path}\n";
@@ -492,19 +533,19 @@ static const char script_reregister[] =
 	"end\n"
 
 /* Writing this node's card. */
-#define LUA_CARD                                         \
-	LUA_NODES                                        \
-	"local key = ckey(ARGV[4])\n"                    \
-	"local function write()\n"                       \
-	"  local kv = {}\n"                              \
-	"  for i, f in ipairs(FIELDS) do\n"              \
-	"    kv[#kv + 1] = f\n"                          \
-	"    kv[#kv + 1] = ARGV[7 + i]\n"                \
-	"  end\n"                                        \
-	"  redis.call('DEL', key)\n"                     \
-	"  redis.call('HSET', key, unpack(kv))\n"        \
-	"  redis.call('EXPIRE', key, ARGV[7])\n"         \
-	"  redis.call('SADD', P .. ':nodes', ARGV[4])\n" \
+#define LUA_CARD                                   \
+	LUA_NODES                                  \
+	"local key = ckey(ARGV[4])\n"              \
+	"local function write()\n"                 \
+	"  local kv = {}\n"                        \
+	"  for i, f in ipairs(FIELDS) do\n"        \
+	"    kv[#kv + 1] = f\n"                    \
+	"    kv[#kv + 1] = ARGV[7 + i]\n"          \
+	"  end\n"                                  \
+	"  call('DEL', key)\n"                     \
+	"  call('HSET', key, unpack(kv))\n"        \
+	"  call('EXPIRE', key, ARGV[7])\n"         \
+	"  call('SADD', P .. ':nodes', ARGV[4])\n" \
 	"end\n"
 
 /*
@@ -514,9 +555,9 @@ static const char script_reregister[] =
  * {1}, or {0, <the other card's fields in the same order>}.
  */
 static const char script_claim[] =
-    LUA_BASE LUA_CARD "local cur = redis.call('HGET', key, 'instance')\n"
+    LUA_BASE LUA_CARD "local cur = call('HGET', key, 'instance')\n"
 		      "if cur and cur ~= ARGV[5] and not (ARGV[6] ~= '' and cur == ARGV[6]) then\n"
-		      "  local a = redis.call('HMGET', key, unpack(FIELDS))\n"
+		      "  local a = call('HMGET', key, unpack(FIELDS))\n"
 		      "  return {0, a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]}\n"
 		      "end\n"
 		      "write()\n"
@@ -524,7 +565,7 @@ static const char script_claim[] =
 
 /* Same ARGV as claim; EADDRINUSE if another instance holds the name. */
 static const char script_heartbeat[] =
-    LUA_BASE LUA_CARD "local cur = redis.call('HGET', key, 'instance')\n"
+    LUA_BASE LUA_CARD "local cur = call('HGET', key, 'instance')\n"
 		      "if cur and cur ~= ARGV[5] then fail('EADDRINUSE') end\n"
 		      "write()\n"
 		      "return 1\n";
@@ -532,8 +573,8 @@ static const char script_heartbeat[] =
 /* ARGV[4] node, ARGV[5] instance.  Returns 1 if the card was deleted. */
 static const char script_release[] =
     LUA_BASE "local key = P .. ':node:' .. ARGV[4]\n"
-	     "if redis.call('HGET', key, 'instance') ~= ARGV[5] then return 0 end\n"
-	     "redis.call('DEL', key)\n"
+	     "if call('HGET', key, 'instance') ~= ARGV[5] then return 0 end\n"
+	     "call('DEL', key)\n"
 	     "return 1\n";
 
 /*
@@ -545,27 +586,27 @@ static const char script_release[] =
  * node name is returned as it is, for meta.c to skip.  ENOENT if the
  * object has no record.
  */
-static const char script_locate[] = LUA_BASE LUA_NODES
-    "local id, me = ARGV[4], ARGV[5]\n"
-    "if redis.call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
-    "local a = redis.call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
-    "local out, stale = {a[1], a[2], a[3], a[4], 0}, 0\n"
-    "for _, n in ipairs(redis.call('SMEMBERS', hkey(id))) do\n"
-    "  if n ~= me then\n"
-    "    if isnode(n) and redis.call('EXISTS', ckey(n)) == 0 then\n"
-    "      redis.call('SREM', hkey(id), n)\n"
-    "      stale = stale + 1\n"
-    "    else\n"
-    "      local c = redis.pcall('HMGET', ckey(n), 'listen', 'caps')\n"
-    "      if type(c) ~= 'table' or c.err then c = {} end\n"
-    "      out[#out + 1] = n\n"
-    "      out[#out + 1] = c[1] or false\n"
-    "      out[#out + 1] = c[2] or false\n"
-    "    end\n"
-    "  end\n"
-    "end\n"
-    "out[5] = stale\n"
-    "return out\n";
+static const char script_locate[] =
+    LUA_BASE LUA_NODES "local id, me = ARGV[4], ARGV[5]\n"
+		       "if call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
+		       "local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
+		       "local out, stale = {a[1], a[2], a[3], a[4], 0}, 0\n"
+		       "for _, n in ipairs(call('SMEMBERS', hkey(id))) do\n"
+		       "  if n ~= me then\n"
+		       "    if isnode(n) and call('EXISTS', ckey(n)) == 0 then\n"
+		       "      call('SREM', hkey(id), n)\n"
+		       "      stale = stale + 1\n"
+		       "    else\n"
+		       "      local c = redis.pcall('HMGET', ckey(n), 'listen', 'caps')\n"
+		       "      if type(c) ~= 'table' or c.err then c = {} end\n"
+		       "      out[#out + 1] = n\n"
+		       "      out[#out + 1] = c[1] or false\n"
+		       "      out[#out + 1] = c[2] or false\n"
+		       "    end\n"
+		       "  end\n"
+		       "end\n"
+		       "out[5] = stale\n"
+		       "return out\n";
 
 /*
  * ARGV[4] object id, ARGV[5] this node.  Removes this node from the
@@ -575,10 +616,10 @@ static const char script_locate[] = LUA_BASE LUA_NODES
  */
 static const char script_release_replica[] =
     LUA_BASE LUA_NODES "local id, me = ARGV[4], ARGV[5]\n"
-		       "if redis.call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
-		       "for _, n in ipairs(redis.call('SMEMBERS', hkey(id))) do\n"
+		       "if call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
+		       "for _, n in ipairs(call('SMEMBERS', hkey(id))) do\n"
 		       "  if n ~= me and live(n) then\n"
-		       "    redis.call('SREM', hkey(id), me)\n"
+		       "    call('SREM', hkey(id), me)\n"
 		       "    return 1\n"
 		       "  end\n"
 		       "end\n"
@@ -592,17 +633,17 @@ static const char script_release_replica[] =
  * describes other bytes; in both cases nothing changes. */
 static const char script_add_holder[] =
     LUA_BASE LUA_NODES "local id, me = ARGV[4], ARGV[5]\n"
-		       "local rec = redis.call('HMGET', okey(id), 'size', 'csum')\n"
+		       "local rec = call('HMGET', okey(id), 'size', 'csum')\n"
 		       "if not rec[1] and not rec[2] then return -1 end\n"
 		       "if ARGV[7] ~= '' and (rec[1] ~= ARGV[7] or rec[2] ~= ARGV[8]) then\n"
 		       "  return -2\n"
 		       "end\n"
-		       "redis.call('SADD', hkey(id), me)\n"
+		       "call('SADD', hkey(id), me)\n"
 		       "local gone = 0\n"
 		       "if ARGV[6] ~= '1' then return 0 end\n"
-		       "for _, n in ipairs(redis.call('SMEMBERS', hkey(id))) do\n"
-		       "  if n ~= me and isnode(n) and redis.call('EXISTS', ckey(n)) == 0 then\n"
-		       "    redis.call('SREM', hkey(id), n)\n"
+		       "for _, n in ipairs(call('SMEMBERS', hkey(id))) do\n"
+		       "  if n ~= me and isnode(n) and call('EXISTS', ckey(n)) == 0 then\n"
+		       "    call('SREM', hkey(id), n)\n"
 		       "    gone = gone + 1\n"
 		       "  end\n"
 		       "end\n"
@@ -615,9 +656,9 @@ static const char script_add_holder[] =
  */
 static const char script_members[] =
     LUA_BASE LUA_NODES "local out = {}\n"
-		       "for _, n in ipairs(redis.call('SMEMBERS', P .. ':nodes')) do\n"
+		       "for _, n in ipairs(call('SMEMBERS', P .. ':nodes')) do\n"
 		       "  out[#out + 1] = n\n"
-		       "  out[#out + 1] = redis.call('PTTL', ckey(n))\n"
+		       "  out[#out + 1] = call('PTTL', ckey(n))\n"
 		       "  local c = redis.pcall('HMGET', ckey(n), unpack(FIELDS))\n"
 		       "  if type(c) ~= 'table' or c.err then c = {} end\n"
 		       "  for i = 1, #FIELDS do out[#out + 1] = c[i] or false end\n"
@@ -625,47 +666,29 @@ static const char script_members[] =
 		       "return out\n";
 
 const char *const meta_script_src[META_NSCRIPTS] = {
-    [MS_EPOCH] = script_epoch,
-    [MS_ALLOC] = script_alloc,
-    [MS_LOOKUP] = script_lookup,
-    [MS_GETATTR] = script_getattr,
-    [MS_READDIR] = script_readdir,
-    [MS_MKDIR] = script_mkdir,
-    [MS_RMDIR] = script_rmdir,
-    [MS_PUBLISH] = script_publish,
-    [MS_UNLINK] = script_unlink,
-    [MS_RENAME] = script_rename,
-    [MS_REREGISTER] = script_reregister,
-    [MS_CLAIM] = script_claim,
-    [MS_HEARTBEAT] = script_heartbeat,
-    [MS_RELEASE] = script_release,
-    [MS_PATH] = script_path,
-    [MS_LOCATE] = script_locate,
-    [MS_RELEASE_REPLICA] = script_release_replica,
-    [MS_MEMBERS] = script_members,
-    [MS_ADD_HOLDER] = script_add_holder,
+    [MS_INIT] = script_init,	   [MS_EPOCH] = script_epoch,
+    [MS_ALLOC] = script_alloc,	   [MS_LOOKUP] = script_lookup,
+    [MS_GETATTR] = script_getattr, [MS_READDIR] = script_readdir,
+    [MS_MKDIR] = script_mkdir,	   [MS_RMDIR] = script_rmdir,
+    [MS_PUBLISH] = script_publish, [MS_UNLINK] = script_unlink,
+    [MS_RENAME] = script_rename,   [MS_REREGISTER] = script_reregister,
+    [MS_CLAIM] = script_claim,	   [MS_HEARTBEAT] = script_heartbeat,
+    [MS_RELEASE] = script_release, [MS_PATH] = script_path,
+    [MS_LOCATE] = script_locate,   [MS_RELEASE_REPLICA] = script_release_replica,
+    [MS_MEMBERS] = script_members, [MS_ADD_HOLDER] = script_add_holder,
     [MS_OBJPATH] = script_objpath,
 };
 
 const char *const meta_script_name[META_NSCRIPTS] = {
-    [MS_EPOCH] = "epoch",
-    [MS_ALLOC] = "alloc",
-    [MS_LOOKUP] = "lookup",
-    [MS_GETATTR] = "getattr",
-    [MS_READDIR] = "readdir",
-    [MS_MKDIR] = "mkdir",
-    [MS_RMDIR] = "rmdir",
-    [MS_PUBLISH] = "publish",
-    [MS_UNLINK] = "unlink",
-    [MS_RENAME] = "rename",
-    [MS_REREGISTER] = "reregister",
-    [MS_CLAIM] = "claim",
-    [MS_HEARTBEAT] = "heartbeat",
-    [MS_RELEASE] = "release",
-    [MS_PATH] = "path",
-    [MS_LOCATE] = "locate",
-    [MS_RELEASE_REPLICA] = "release-replica",
-    [MS_MEMBERS] = "members",
-    [MS_ADD_HOLDER] = "add_holder",
+    [MS_INIT] = "init",	      [MS_EPOCH] = "epoch",
+    [MS_ALLOC] = "alloc",     [MS_LOOKUP] = "lookup",
+    [MS_GETATTR] = "getattr", [MS_READDIR] = "readdir",
+    [MS_MKDIR] = "mkdir",     [MS_RMDIR] = "rmdir",
+    [MS_PUBLISH] = "publish", [MS_UNLINK] = "unlink",
+    [MS_RENAME] = "rename",   [MS_REREGISTER] = "reregister",
+    [MS_CLAIM] = "claim",     [MS_HEARTBEAT] = "heartbeat",
+    [MS_RELEASE] = "release", [MS_PATH] = "path",
+    [MS_LOCATE] = "locate",   [MS_RELEASE_REPLICA] = "release-replica",
+    [MS_MEMBERS] = "members", [MS_ADD_HOLDER] = "add_holder",
     [MS_OBJPATH] = "objpath",
 };

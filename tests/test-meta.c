@@ -11,6 +11,8 @@
  */
 #include "meta-harness.h"
 
+#include "log.h"
+
 TEST(urls)
 {
 	static const struct {
@@ -684,7 +686,10 @@ TEST(corrupt)
 	for (i = 0; i < ARRAY_SIZE(bad_values); i++) {
 		rdo("HSET t-bad:{ns}:d:%" PRIu64 " bad %s", d, bad_values[i]);
 		CHECK_EQ(meta_lookup(m, d, "bad", &e), -EBADMSG);
-		CHECK_EQ(meta_readdir(m, d, &ents, &n), -EBADMSG);
+		/* a bad entry hides itself only */
+		CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
+		CHECK_EQ(n, 0);
+		meta_dirents_free(ents);
 		CHECK_EQ(meta_unlink(m, d, "bad", NULL), -EBADMSG);
 	}
 	rdo("HDEL t-bad:{ns}:d:%" PRIu64 " bad", d);
@@ -711,6 +716,8 @@ TEST(corrupt)
 		    {"csum", "0123456789abcdef0123456789abcdeg"},
 		    {"size", "-1"},
 		    {"size", "18446744073709551616"},
+		    {"size", "18446744073709551615"}, /* no off_t holds it */
+		    {"size", "9223372036854775808"},
 		    {"size", "12abc"},
 		    {"size", ""},
 		    {"mtime", "abc"},
@@ -754,7 +761,9 @@ TEST(corrupt)
 	memset(name, 'n', 300);
 	name[300] = '\0';
 	rdo("HSET t-bad:{ns}:d:%" PRIu64 " %s f%" PRIu64, d, name, id);
-	CHECK_EQ(meta_readdir(m, d, &ents, &n), -EBADMSG);
+	CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
+	CHECK_EQ(n, 1);
+	meta_dirents_free(ents);
 	rdo("HDEL t-bad:{ns}:d:%" PRIu64 " %s", d, name);
 	memset(name, 'n', 255);
 	name[255] = '\0';
@@ -763,10 +772,14 @@ TEST(corrupt)
 	CHECK_EQ(n, 2);
 	meta_dirents_free(ents);
 	rdo("HSET t-bad:{ns}:d:%" PRIu64 " %b f1", d, "\xff\xfe", (size_t)2);
-	CHECK_EQ(meta_readdir(m, d, &ents, &n), -EBADMSG);
+	CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
+	CHECK_EQ(n, 2);
+	meta_dirents_free(ents);
 	rdo("HDEL t-bad:{ns}:d:%" PRIu64 " %b", d, "\xff\xfe", (size_t)2);
 	rdo("HSET t-bad:{ns}:d:%" PRIu64 " %b f1", d, "a\0b", (size_t)3);
-	CHECK_EQ(meta_readdir(m, d, &ents, &n), -EBADMSG);
+	CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
+	CHECK_EQ(n, 2);
+	meta_dirents_free(ents);
 	rdo("HDEL t-bad:{ns}:d:%" PRIu64 " %b", d, "a\0b", (size_t)3);
 	CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
 	meta_dirents_free(ents);
@@ -797,12 +810,106 @@ TEST(corrupt)
 	rdo("SADD t-bad:h:{%" PRIu64 "} %b", id, "x\0y", (size_t)3);
 	CHECK_EQ(meta_holders(m, id, &nodes, &n), -EBADMSG);
 
-	/* a key of the wrong type */
-	rdo("DEL t-bad:{ns}:d:%" PRIu64, d);
-	rdo("SET t-bad:{ns}:d:%" PRIu64 " string", d);
-	CHECK(meta_lookup(m, d, "x", &e) < 0);
-	CHECK(meta_readdir(m, d, &ents, &n) < 0);
+	meta_free(m);
+}
+
+/* Did @f get a line containing the text @fmt makes since it was made? */
+static bool logged(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static bool logged(FILE *f, const char *fmt, ...)
+{
+	char want[256], line[4096];
+	bool found = false;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(want, sizeof(want), fmt, ap);
+	va_end(ap);
+	fflush(f);
+	rewind(f);
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, want) != NULL;
+	fseek(f, 0, SEEK_END);
+	return found;
+}
+
+/*
+ * A key of the wrong type is a corrupt record (-EBADMSG, and a log line
+ * naming the key), not an outage: Redis stays up, and with the epoch
+ * broken, new connections still work.
+ */
+TEST(wrong_types)
+{
+	struct meta *m = mk_connected("t-wt");
+	char(*nodes)[OBJFS_NODE_MAX];
+	struct meta_dirent *ents = NULL;
+	struct meta_holder *hs = NULL;
+	struct meta_entry e;
+	struct meta_obj o, got;
+	FILE *logf = tmpfile();
+	char epoch[64], csum[OBJFS_CSUM_HEX];
+	size_t n;
+	uint64_t d;
+
+	CHECK(logf != NULL);
+	if (!logf)
+		return;
+	log_setup(LOGL_INFO, logf);
+	CHECK_EQ(meta_mkdir(m, 1, "d", 1, &e), 0);
+	d = e.id;
+	mkobj(m, &o, 10);
+	CHECK_EQ(meta_publish(m, d, "obj", &o, false, NULL, NULL), 0);
+	csum_to_hex(o.csum, csum);
+
+	/* the object record */
+	rdo("DEL t-wt:o:{%" PRIu64 "}", o.id);
+	rdo("SET t-wt:o:{%" PRIu64 "} string", o.id);
+	CHECK_EQ(meta_lookup(m, d, "obj", &e), -EBADMSG);
+	CHECK_EQ(meta_get_object(m, o.id, &got), -EBADMSG);
+	CHECK_EQ(meta_locate(m, o.id, &got, &hs, &n, NULL), -EBADMSG);
+	CHECK(logged(logf, "key 't-wt:o:{%" PRIu64 "}' has the wrong type (string)", o.id));
+	CHECK(logged(logf, "key 't-wt:o:{%" PRIu64 "}' has the wrong type for HMGET", o.id));
+	rdo("DEL t-wt:o:{%" PRIu64 "}", o.id);
+
+	/* a size no off_t holds */
+	rdo("HSET t-wt:o:{%" PRIu64 "} size 18446744073709551615 csum %s mtime 1 origin n1", o.id,
+	    csum);
+	CHECK_EQ(meta_lookup(m, d, "obj", &e), -EBADMSG);
+	CHECK(logged(logf, "object %" PRIu64 ": field 'size' is '18446744073709551615'", o.id));
+	rdo("HSET t-wt:o:{%" PRIu64 "} size 10", o.id);
+	CHECK_EQ(meta_lookup(m, d, "obj", &e), 0);
+
+	/* the holder set */
+	rdo("DEL t-wt:h:{%" PRIu64 "}", o.id);
+	rdo("SET t-wt:h:{%" PRIu64 "} string", o.id);
+	CHECK_EQ(meta_holders(m, o.id, &nodes, &n), -EBADMSG);
+	CHECK_EQ(meta_locate(m, o.id, &got, &hs, &n, NULL), -EBADMSG);
+	CHECK(logged(logf, "key 't-wt:h:{%" PRIu64 "}' has the wrong type", o.id));
+	rdo("DEL t-wt:h:{%" PRIu64 "}", o.id);
+
+	/* a directory */
+	rdo("DEL t-wt:{ns}:d:%" PRIu64, d);
+	rdo("SET t-wt:{ns}:d:%" PRIu64 " string", d);
+	CHECK_EQ(meta_lookup(m, d, "x", &e), -EBADMSG);
+	CHECK_EQ(meta_readdir(m, d, &ents, &n), -EBADMSG);
+	CHECK_EQ(meta_getattr(m, d, &e), -EBADMSG);
+	CHECK_EQ(meta_lookup(m, 1, "d", &e), -EBADMSG);
+	CHECK(logged(logf, "key 't-wt:{ns}:d:%" PRIu64 "' has the wrong type (string)", d));
+
+	/* the epoch, then every connection made again */
+	rdo("DEL t-wt:{ns}:epoch");
+	rdo("HSET t-wt:{ns}:epoch not astring");
+	CHECK_EQ(meta_epoch(m, epoch, sizeof(epoch)), -EBADMSG);
+	CHECK(logged(logf, "key 't-wt:{ns}:epoch' has the wrong type (hash)"));
+	rdo("CLIENT KILL TYPE normal SKIPME yes");
+	CHECK_EQ(meta_mkdir(m, 1, "after", 1, NULL), 0);
+	CHECK_EQ(meta_connect(m), 0);
 	CHECK(meta_is_up(m));
+
+	/* nothing of it said "unreachable" */
+	CHECK(!logged(logf, "unreachable"));
+	log_setup(LOGL_INFO, NULL);
+	fclose(logf);
 	meta_free(m);
 }
 
@@ -1253,6 +1360,7 @@ int main(void)
 	RUN(holders);
 	RUN(rename);
 	RUN(paths);
+	RUN(wrong_types);
 	RUN(corrupt);
 	RUN(reregister);
 	RUN(ids_survive_redis_loss);

@@ -155,9 +155,10 @@ int serve_next(struct serve_ctx *ctx, size_t max, struct iovec *iov, int max_iov
 		n = t->src.iov(ctx->token, ctx->off, want, iov, max_iov, &bytes);
 		if (n <= 0 || n > max_iov || bytes == 0 || bytes > want) {
 			err = n < 0 ? n : -EIO;
-			log_warn("transport: cannot read object %" PRIx64
-				 " for %s at offset %" PRIu64 ": %s",
-				 ctx->id, ctx->peer, ctx->off, strerror(-err));
+			transport_log(t, TLOG_CONN, LOGL_WARN,
+				      "transport: cannot read object %" PRIu64
+				      " for %s at offset %" PRIu64 ": %s",
+				      ctx->id, ctx->peer, ctx->off, strerror(-err));
 			ctx->more = false;
 			return err;
 		}
@@ -184,8 +185,9 @@ void serve_unsent(struct serve_ctx *ctx, size_t bytes, int err)
 		COUNT_SUB(t, requests_served, 1);
 	ctx->served = false;
 	ctx->more = false;
-	log_info("transport: sending object %" PRIx64 " to %s failed: %s", ctx->id, ctx->peer,
-		 strerror(-err));
+	transport_log(t, TLOG_CONN, LOGL_INFO,
+		      "transport: sending object %" PRIu64 " to %s failed: %s", ctx->id, ctx->peer,
+		      strerror(-err));
 }
 
 void serve_end(struct serve_ctx *ctx)

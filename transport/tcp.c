@@ -3,7 +3,14 @@
  *
  * Server.  One listening socket (IPv4 or IPv6, whatever listen_host
  * resolves to first), one accept thread, and one thread per accepted
- * connection, at most TCP_MAX_CONNS at a time (more are closed at once).
+ * connection, within the limits of transport_i.h (TRANSPORT_SERVE_*): so
+ * many in all, per peer node, and in the handshake.  At a limit, the
+ * connection idle longest (or, for the handshakes, the one in it longest)
+ * is closed to make room: its record is marked evicted, it stops counting
+ * and its socket is shut down, which wakes its thread to end quietly.  A
+ * new connection is refused only when nothing can give way.  Each
+ * connection's record (struct srv_conn) says under srv->lock whether it is
+ * authenticated, as which node, and since when it has been idle.
  * A connection thread runs tcp_serve_fd(): the handshake (auth.c), then
  * GET after GET.  What a GET is answered with, and what serving it
  * costs and counts, is serve.c's; this file only writes it to the
@@ -16,7 +23,8 @@
  *
  * Any malformed frame, a message out of place (GET before READY), a
  * stall or an I/O error closes that connection only, with one log line
- * naming the peer; the other connections and the server go on.
+ * naming the peer (through the rate limit of its reason: transport_log());
+ * the other connections and the server go on.
  *
  * Client.  A connection is a non-blocking socket, connected with a
  * timeout, authenticated, then used by one fetch at a time (the cache in
@@ -33,10 +41,10 @@
  *
  * Timeouts.  All sockets are non-blocking and every wait is a poll():
  * a client wait lasts at most io_timeout_ms since the last byte moved;
- * the server gives the whole handshake io_timeout_ms, a request the same
- * since its last byte, and an idle connection TCP_IDLE_MS between
- * requests.  Writes use MSG_NOSIGNAL, so a vanished peer is EPIPE, never
- * SIGPIPE.
+ * the server gives the whole handshake io_timeout_ms (at most
+ * TRANSPORT_HANDSHAKE_MAX_MS), a request io_timeout_ms since its last
+ * byte, and an idle connection TCP_IDLE_MS between requests.  Writes
+ * use MSG_NOSIGNAL, so a vanished peer is EPIPE, never SIGPIPE.
  *
  * Stopping.  The accept thread sleeps in poll() on the listening socket
  * and an eventfd.  tcp_stop() sets srv->stop, kicks the eventfd, joins the
@@ -66,13 +74,13 @@
 
 #include "log.h"
 
-#define TCP_MAX_CONNS 256
 #define TCP_BACKLOG 128
 #define TCP_CHUNK (1024 * 1024)
 #define TCP_IOV_MAX 64
 #define TCP_IDLE_MS (5 * 60 * 1000)
 #define TCP_PROGRESS_STEP (256 * 1024)
-#define TCP_LOG_EVERY_NS (1000LL * 1000 * 1000)
+/* the accept thread reports what the log rate limits held back */
+#define TCP_FLUSH_MS 1000
 #define TCP_STREAMS_PER_PEER 2
 #define TCP_RANGE_MIN (8ULL << 20)
 
@@ -82,8 +90,14 @@ struct tcp_server;
 struct srv_conn {
 	struct tcp_server *srv;
 	pthread_t thread;
-	int fd;	   /* -1 once its thread closed it (srv->lock) */
-	bool done; /* its thread has finished (srv->lock) */
+	int fd;			       /* -1 once its thread closed it (srv->lock) */
+	bool done;		       /* its thread has finished (srv->lock) */
+	bool authed;		       /* the handshake is over (srv->lock) */
+	bool idle;		       /* waiting for the next request (srv->lock) */
+	bool evicted;		       /* closed to make room, no longer counted (srv->lock) */
+	int64_t since;		       /* mono ns: accepted, or idle since (srv->lock) */
+	char node[OBJFS_NODE_MAX];     /* the peer's name, once authed (srv->lock) */
+	char name[TRANSPORT_ADDR_MAX]; /* its address, for logs (fixed) */
 	struct sockaddr_storage peer;
 	socklen_t peer_len;
 	struct srv_conn *next; /* srv->conns (srv->lock) */
@@ -97,8 +111,8 @@ struct tcp_server {
 	atomic_bool stop;
 	pthread_mutex_t lock;
 	struct srv_conn *conns; /* every thread not yet joined (lock) */
-	unsigned n_live;	/* connections open (lock) */
-	int64_t last_full_log;	/* accept thread only */
+	unsigned n_live;	/* connections counted: not evicted (lock) */
+	unsigned n_hs;		/* of them, still in the handshake (lock) */
 };
 
 /* One client connection. */
@@ -610,13 +624,136 @@ static void tcp_close(struct tconn *tc)
 	free(c);
 }
 
+/* ---- server: limits ---- */
+
+/*
+ * The longest-idle authenticated connection that may be closed to make
+ * room, other than @self: one of @node's, however briefly idle; or, with
+ * @node NULL, one of any node's that has been idle for
+ * TRANSPORT_IDLE_EVICT_MS.  NULL if none.  Called with srv->lock.
+ */
+static struct srv_conn *idlest_locked(struct tcp_server *srv, const char *node,
+				      const struct srv_conn *self, int64_t now)
+{
+	struct srv_conn *c, *best = NULL;
+
+	for (c = srv->conns; c; c = c->next) {
+		if (c == self || c->done || c->evicted || !c->authed || !c->idle)
+			continue;
+		if (node ? strcmp(c->node, node) != 0
+			 : now - c->since < TRANSPORT_IDLE_EVICT_MS * 1000000LL)
+			continue;
+		if (!best || c->since < best->since)
+			best = c;
+	}
+	return best;
+}
+
+/* The connection longest in the handshake.  Called with srv->lock. */
+static struct srv_conn *oldest_hs_locked(struct tcp_server *srv)
+{
+	struct srv_conn *c, *best = NULL;
+
+	for (c = srv->conns; c; c = c->next)
+		if (!c->done && !c->evicted && !c->authed && (!best || c->since < best->since))
+			best = c;
+	return best;
+}
+
+/*
+ * Close @c to make room: wake its thread out of its socket (the thread
+ * then ends without a word); from now on it does not count.  What names
+ * it goes to @who, for the caller to log once the lock is dropped.
+ * Called with srv->lock.
+ */
+static void evict_locked(struct tcp_server *srv, struct srv_conn *c, char *who, size_t len)
+{
+	c->evicted = true;
+	if (c->fd >= 0)
+		shutdown(c->fd, SHUT_RDWR);
+	srv->n_live--;
+	if (c->authed) {
+		snprintf(who, len, "%s ('%s')", c->name, c->node);
+	} else {
+		srv->n_hs--;
+		snprintf(who, len, "%s", c->name);
+	}
+}
+
+/*
+ * The handshake of @c is over: count it as a connection of @node, closing
+ * the longest idle of @node's if it has its limit already.  0; -EBUSY if
+ * it has its limit and none of them is idle; -ECONNRESET if @c was
+ * closed to make room meanwhile.
+ */
+static int conn_admit(struct srv_conn *c, const char *node)
+{
+	struct tcp_server *srv = c->srv;
+	struct transport *t = srv->t;
+	char who[TRANSPORT_ADDR_MAX + OBJFS_NODE_MAX + 8] = "";
+	struct srv_conn *o;
+	unsigned n = 0;
+	int r = 0;
+
+	pthread_mutex_lock(&srv->lock);
+	if (c->evicted) {
+		pthread_mutex_unlock(&srv->lock);
+		return -ECONNRESET;
+	}
+	for (o = srv->conns; o; o = o->next)
+		n += o != c && !o->done && !o->evicted && o->authed && !strcmp(o->node, node);
+	if (n >= t->serve_conns_per_node) {
+		o = idlest_locked(srv, node, c, mono_ns());
+		if (o)
+			evict_locked(srv, o, who, sizeof(who));
+		else
+			r = -EBUSY;
+	}
+	if (!r) {
+		c->authed = true;
+		snprintf(c->node, sizeof(c->node), "%s", node);
+		srv->n_hs--;
+	}
+	pthread_mutex_unlock(&srv->lock);
+	if (who[0])
+		transport_log(t, TLOG_EVICT, LOGL_INFO,
+			      "transport: node '%s' has %u connections: closing its longest idle "
+			      "one, from %s",
+			      node, n, who);
+	return r;
+}
+
+/* @c waits for its next request (@idle), or has one.  false if it was
+ * closed to make room meanwhile.  NULL (no server: a test) is fine. */
+static bool conn_set_idle(struct srv_conn *c, bool idle)
+{
+	bool ok;
+
+	if (!c)
+		return true;
+	pthread_mutex_lock(&c->srv->lock);
+	ok = !c->evicted;
+	c->idle = idle;
+	if (idle)
+		c->since = mono_ns();
+	pthread_mutex_unlock(&c->srv->lock);
+	return ok;
+}
+
+/* Was @c closed to make room?  Then its end is not worth a log line. */
+static bool conn_evicted(struct srv_conn *c)
+{
+	return !conn_set_idle(c, false);
+}
+
 /* ---- server ---- */
 
 /* Close this connection for what the peer sent: count it, say so. */
 static void bad_frame(struct transport *t, const char *peer, const char *what)
 {
 	COUNT_ADD(t, bad_frames, 1);
-	log_warn("transport: closing connection from %s: %s", peer, what);
+	transport_log(t, TLOG_BAD_FRAME, LOGL_WARN, "transport: closing connection from %s: %s",
+		      peer, what);
 }
 
 /*
@@ -659,10 +796,17 @@ static int answer_get(struct transport *t, int fd, const struct wire_msg *get, c
 	return err;
 }
 
-void tcp_serve_fd(struct transport *t, int fd, const struct sockaddr *peer, socklen_t peer_len,
-		  const atomic_bool *stop)
+/*
+ * Serve one connection until the peer closes, misbehaves or stalls, or
+ * *@stop.  @sc is the server's record of it, for the connection limits
+ * (NULL: none, as when a test drives tcp_serve_fd()).
+ */
+static void serve_conn(struct transport *t, int fd, const struct sockaddr *peer, socklen_t peer_len,
+		       const atomic_bool *stop, struct srv_conn *sc)
 {
-	int64_t hs_deadline = mono_ns() + (int64_t)t->io_timeout_ms * 1000000;
+	unsigned hs_ms = t->io_timeout_ms < TRANSPORT_HANDSHAKE_MAX_MS ? t->io_timeout_ms
+								       : TRANSPORT_HANDSHAKE_MAX_MS;
+	int64_t hs_deadline = mono_ns() + (int64_t)hs_ms * 1000000;
 	int ms = (int)t->io_timeout_ms, err;
 	char name[TRANSPORT_ADDR_MAX + OBJFS_NODE_MAX + 8];
 	struct wire_msg in, reply;
@@ -674,20 +818,27 @@ void tcp_serve_fd(struct transport *t, int fd, const struct sockaddr *peer, sock
 	auth_srv_init(&a, auth_peer_is_local(peer, peer_len));
 	err = set_nonblock(fd);
 	if (err) {
-		log_warn("transport: connection from %s: %s", name, strerror(-err));
+		transport_log(t, TLOG_CONN, LOGL_WARN, "transport: connection from %s: %s", name,
+			      strerror(-err));
 		return;
 	}
 	while (!(stop && atomic_load(stop))) {
 		ready = auth_srv_ready(&a);
 		if (ready) {
 			/* between requests a pooled connection may idle */
+			if (!conn_set_idle(sc, true))
+				return;
 			err = wait_fd(fd, POLLIN, TCP_IDLE_MS);
 			if (err) {
 				log_debug("transport: closing idle connection from %s", name);
 				return;
 			}
+			if (!conn_set_idle(sc, false))
+				return;
 		}
 		err = recv_msg(fd, &in, ms, ready ? 0 : hs_deadline, &got);
+		if (err && conn_evicted(sc))
+			return;
 		if (err == -EPROTO) {
 			bad_frame(t, name, "malformed message");
 			return;
@@ -699,11 +850,15 @@ void tcp_serve_fd(struct transport *t, int fd, const struct sockaddr *peer, sock
 			return;
 		}
 		if (err) {
-			if (!ready || err != -ECONNRESET)
-				log_info("transport: connection from %s: %s", name,
-					 ready		     ? strerror(-err)
-					 : err == -ETIMEDOUT ? "no handshake in time"
-							     : "closed during the handshake");
+			if (!ready)
+				transport_log(t, TLOG_HANDSHAKE, LOGL_INFO,
+					      "transport: connection from %s: %s", name,
+					      err == -ETIMEDOUT ? "no handshake in time"
+								: "closed during the handshake");
+			else if (err != -ECONNRESET)
+				transport_log(t, TLOG_CONN, LOGL_INFO,
+					      "transport: connection from %s: %s", name,
+					      strerror(-err));
 			else
 				log_debug("transport: %s closed its connection", name);
 			return;
@@ -727,7 +882,8 @@ void tcp_serve_fd(struct transport *t, int fd, const struct sockaddr *peer, sock
 			return;
 		}
 		if (err) {
-			log_warn("transport: handshake with %s: %s", name, strerror(-err));
+			transport_log(t, TLOG_HANDSHAKE, LOGL_WARN,
+				      "transport: handshake with %s: %s", name, strerror(-err));
 			return;
 		}
 		if (in.type == WIRE_HELLO) {
@@ -736,16 +892,34 @@ void tcp_serve_fd(struct transport *t, int fd, const struct sockaddr *peer, sock
 
 			snprintf(name + l, sizeof(name) - l, " ('%s')", a.node);
 		}
+		if (auth_srv_ready(&a) && sc) {
+			err = conn_admit(sc, a.node);
+			if (err == -EBUSY)
+				transport_log(t, TLOG_LIMIT, LOGL_WARN,
+					      "transport: refusing %s: its node has %u connections "
+					      "open, none of them idle",
+					      name, t->serve_conns_per_node);
+			if (err)
+				return;
+		}
 		err = send_msg(fd, &reply, ms, hs_deadline);
 		if (close_after) {
-			log_warn("transport: refused %s: %s", name, a.why);
+			transport_log(t, TLOG_REFUSED, LOGL_WARN, "transport: refused %s: %s", name,
+				      a.why);
 			return;
 		}
 		if (err) {
-			log_info("transport: connection from %s: %s", name, strerror(-err));
+			transport_log(t, TLOG_HANDSHAKE, LOGL_INFO,
+				      "transport: connection from %s: %s", name, strerror(-err));
 			return;
 		}
 	}
+}
+
+void tcp_serve_fd(struct transport *t, int fd, const struct sockaddr *peer, socklen_t peer_len,
+		  const atomic_bool *stop)
+{
+	serve_conn(t, fd, peer, peer_len, stop, NULL);
 }
 
 static void kick(int fd)
@@ -763,12 +937,16 @@ static void *conn_thread(void *arg)
 	struct srv_conn *c = arg;
 	struct tcp_server *srv = c->srv;
 
-	tcp_serve_fd(srv->t, c->fd, (struct sockaddr *)&c->peer, c->peer_len, &srv->stop);
+	serve_conn(srv->t, c->fd, (struct sockaddr *)&c->peer, c->peer_len, &srv->stop, c);
 	pthread_mutex_lock(&srv->lock);
 	close(c->fd);
 	c->fd = -1;
 	c->done = true;
-	srv->n_live--;
+	if (!c->evicted) {
+		srv->n_live--;
+		if (!c->authed)
+			srv->n_hs--;
+	}
 	pthread_mutex_unlock(&srv->lock);
 	COUNT_SUB(srv->t, conns_open, 1);
 	kick(srv->wake_fd);
@@ -798,58 +976,61 @@ static void reap(struct tcp_server *srv)
 	}
 }
 
-/* Log at most once a second: a flood must not flood the log too. */
-static bool log_now(struct tcp_server *srv)
-{
-	int64_t now = mono_ns();
-
-	if (now - srv->last_full_log < TCP_LOG_EVERY_NS)
-		return false;
-	srv->last_full_log = now;
-	return true;
-}
-
+/*
+ * Accept one connection and start its thread, within the limits: with
+ * TRANSPORT_SERVE_HANDSHAKES connections in the handshake, the oldest of
+ * them is closed; with serve_conns open, the longest idle (see
+ * idlest_locked()), or if none is idle the new one is refused.
+ */
 static void accept_one(struct tcp_server *srv)
 {
 	struct transport *t = srv->t;
+	char hs_who[TRANSPORT_ADDR_MAX] = "", who[TRANSPORT_ADDR_MAX + OBJFS_NODE_MAX + 8] = "";
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
-	struct srv_conn *c;
-	char name[TRANSPORT_ADDR_MAX];
+	struct srv_conn *c, *v;
 	int fd, one = 1, err;
 
 	fd = accept4(srv->listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0) {
 		if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
 			return;
-		if (log_now(srv))
-			log_warn("transport: accept: %s", strerror(errno));
+		transport_log(t, TLOG_CONN, LOGL_WARN, "transport: accept: %s", strerror(errno));
 		/* out of descriptors or memory: do not spin */
 		poll(NULL, 0, 100);
 		return;
 	}
-	auth_addr_str((struct sockaddr *)&ss, len, name, sizeof(name));
-	pthread_mutex_lock(&srv->lock);
-	if (srv->n_live >= TCP_MAX_CONNS) {
-		pthread_mutex_unlock(&srv->lock);
-		if (log_now(srv))
-			log_warn("transport: refusing %s: %d connections open already", name,
-				 TCP_MAX_CONNS);
-		close(fd);
-		return;
-	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
-		pthread_mutex_unlock(&srv->lock);
 		close(fd);
 		return;
 	}
+	auth_addr_str((struct sockaddr *)&ss, len, c->name, sizeof(c->name));
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 	c->srv = srv;
 	c->fd = fd;
 	memcpy(&c->peer, &ss, len);
 	c->peer_len = len;
+
+	pthread_mutex_lock(&srv->lock);
+	c->since = mono_ns();
+	if (srv->n_hs >= t->serve_handshakes && (v = oldest_hs_locked(srv)))
+		evict_locked(srv, v, hs_who, sizeof(hs_who));
+	if (srv->n_live >= t->serve_conns) {
+		v = idlest_locked(srv, NULL, NULL, c->since);
+		if (!v) {
+			pthread_mutex_unlock(&srv->lock);
+			transport_log(t, TLOG_LIMIT, LOGL_WARN,
+				      "transport: refusing %s: %u connections open, none idle for "
+				      "%d ms",
+				      c->name, t->serve_conns, TRANSPORT_IDLE_EVICT_MS);
+			close(fd);
+			free(c);
+			return;
+		}
+		evict_locked(srv, v, who, sizeof(who));
+	}
 	/* counted first: the thread may be done before pthread_create returns */
 	COUNT_ADD(t, conns_accepted, 1);
 	COUNT_ADD(t, conns_open, 1);
@@ -858,7 +1039,9 @@ static void accept_one(struct tcp_server *srv)
 		pthread_mutex_unlock(&srv->lock);
 		COUNT_SUB(t, conns_accepted, 1);
 		COUNT_SUB(t, conns_open, 1);
-		log_warn("transport: cannot start a thread for %s: %s", name, strerror(err));
+		transport_log(t, TLOG_CONN, LOGL_WARN,
+			      "transport: cannot start a thread for %s: %s", c->name,
+			      strerror(err));
 		close(fd);
 		free(c);
 		return;
@@ -866,8 +1049,20 @@ static void accept_one(struct tcp_server *srv)
 	c->next = srv->conns;
 	srv->conns = c;
 	srv->n_live++;
+	srv->n_hs++;
 	pthread_mutex_unlock(&srv->lock);
-	log_debug("transport: connection from %s", name);
+	if (hs_who[0])
+		transport_log(
+		    t, TLOG_EVICT, LOGL_WARN,
+		    "transport: %u connections in the handshake: closing the oldest, from %s",
+		    t->serve_handshakes, hs_who);
+	if (who[0])
+		transport_log(
+		    t, TLOG_EVICT, LOGL_INFO,
+		    "transport: %u connections open: closing the longest idle one, from %s, "
+		    "for %s",
+		    t->serve_conns, who, c->name);
+	log_debug("transport: connection from %s", c->name);
 }
 
 static void *accept_thread(void *arg)
@@ -881,13 +1076,14 @@ static void *accept_thread(void *arg)
 	while (!atomic_load(&srv->stop)) {
 		uint64_t v;
 
-		if (poll(p, 2, -1) < 0) {
+		if (poll(p, 2, TCP_FLUSH_MS) < 0) {
 			if (errno != EINTR)
 				poll(NULL, 0, 100);
 			continue;
 		}
 		if (atomic_load(&srv->stop))
 			break;
+		transport_log_flush(srv->t);
 		if (p[1].revents && read(srv->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 			log_debug("transport: eventfd: %s", strerror(errno));
 		reap(srv);
@@ -941,7 +1137,6 @@ static int tcp_serve(struct transport *t)
 		return -ENOMEM;
 	srv->t = t;
 	atomic_init(&srv->stop, false);
-	srv->last_full_log = INT64_MIN / 2;
 	err = listen_on(t->listen_host, t->listen_port, &srv->listen_fd);
 	if (err)
 		goto free_srv;

@@ -30,6 +30,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -82,11 +84,38 @@ static bool ops_valid(const struct transport_ops *ops)
 	       ops->fetch && ops->idle_ok && ops->close;
 }
 
+/* What the "N more suppressed" lines of each enum tlog say. */
+static const char *const tlog_what[TLOG_N] = {
+    [TLOG_BAD_FRAME] = "transport: bad frames",
+    [TLOG_HANDSHAKE] = "transport: failed handshakes",
+    [TLOG_REFUSED] = "transport: refused peers",
+    [TLOG_LIMIT] = "transport: connections refused for the limits",
+    [TLOG_EVICT] = "transport: connections closed to make room",
+    [TLOG_CONN] = "transport: failed connections",
+};
+
+void transport_log(struct transport *t, enum tlog why, enum log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vmsg_limited(&t->log_rl[why], level, fmt, ap);
+	va_end(ap);
+}
+
+void transport_log_flush(struct transport *t)
+{
+	int i;
+
+	for (i = 0; i < TLOG_N; i++)
+		log_ratelimit_flush(&t->log_rl[i]);
+}
+
 struct transport *transport_new_ops(const struct transport_config *cfg,
 				    const struct transport_ops *ops, int *ret_err)
 {
 	struct transport *t;
-	int err = -EINVAL;
+	int err = -EINVAL, i;
 
 	if (!cfg || !cfg->node || node_name_validate(cfg->node) || !ops_valid(ops))
 		goto fail;
@@ -119,6 +148,11 @@ struct transport *transport_new_ops(const struct transport_config *cfg,
 	if (t->conns_per_peer > TRANSPORT_CONNS_PER_PEER_MAX)
 		t->conns_per_peer = TRANSPORT_CONNS_PER_PEER_MAX;
 	t->get_max = WIRE_LEN_MAX;
+	t->serve_conns = TRANSPORT_SERVE_CONNS;
+	t->serve_conns_per_node = TRANSPORT_SERVE_CONNS_PER_NODE;
+	t->serve_handshakes = TRANSPORT_SERVE_HANDSHAKES;
+	for (i = 0; i < TLOG_N; i++)
+		log_ratelimit_init(&t->log_rl[i], tlog_what[i], 1000, 1);
 	tbucket_init(&t->bucket, cfg->serve_bwlimit);
 	pthread_mutex_init(&t->lock, NULL);
 	if (ret_err)
@@ -168,6 +202,7 @@ static void conn_close_list(struct transport *t, struct tconn *c)
 void transport_free(struct transport *t)
 {
 	struct peer *p, *tmp;
+	int i;
 
 	if (!t)
 		return;
@@ -180,6 +215,8 @@ void transport_free(struct transport *t)
 	}
 	pthread_mutex_destroy(&t->lock);
 	tbucket_release(&t->bucket);
+	for (i = 0; i < TLOG_N; i++)
+		log_ratelimit_release(&t->log_rl[i]);
 	if (t->secret)
 		explicit_bzero(t->secret, t->secret_len);
 	free(t->secret);

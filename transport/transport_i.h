@@ -22,12 +22,44 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "log.h"
 #include "transport.h"
 #include "util.h"
 #include "wire.h"
 
 #define TRANSPORT_ADDR_MAX 320 /* "[v6 or host name]:port" */
 #define TRANSPORT_CONNS_PER_PEER_MAX 64
+
+/*
+ * What a server holds at once (docs/protocol.md, "Limits"): connections
+ * in all; connections from one authenticated peer node name (the fetch
+ * engine of one node runs 8 workers plus small fetches in its opening
+ * threads, so fewer would refuse a busy node's own work); connections
+ * still in the handshake.  Each handshake must end within io_timeout_ms
+ * and never later than TRANSPORT_HANDSHAKE_MAX_MS.  A connection idle
+ * for TRANSPORT_IDLE_EVICT_MS may be closed to make room for another
+ * node's.
+ */
+#define TRANSPORT_SERVE_CONNS 256
+#define TRANSPORT_SERVE_CONNS_PER_NODE 32
+#define TRANSPORT_SERVE_HANDSHAKES 64
+#define TRANSPORT_HANDSHAKE_MAX_MS 5000
+#define TRANSPORT_IDLE_EVICT_MS 1000
+
+/*
+ * Why a server logs about a connection.  A peer can make these happen as
+ * often as it likes, so each reason has a rate limit of its own: one line
+ * a second, then "N more suppressed" (transport_log()).
+ */
+enum tlog {
+	TLOG_BAD_FRAME, /* a malformed message, or one out of place */
+	TLOG_HANDSHAKE, /* no handshake in time; closed or failed during it */
+	TLOG_REFUSED,	/* no or a wrong secret; not on this host */
+	TLOG_LIMIT,	/* refused for the connection limits */
+	TLOG_EVICT,	/* closed to make room for another */
+	TLOG_CONN,	/* an authenticated connection failed */
+	TLOG_N
+};
 
 struct peer;
 
@@ -167,6 +199,12 @@ struct transport {
 	unsigned conns_per_peer;
 	/* largest range one request asks for; WIRE_LEN_MAX (tests lower it) */
 	uint64_t get_max;
+	/* server limits: TRANSPORT_SERVE_* (tests lower them before serving) */
+	unsigned serve_conns;
+	unsigned serve_conns_per_node;
+	unsigned serve_handshakes;
+	/* one rate limit per enum tlog reason */
+	struct log_ratelimit log_rl[TLOG_N];
 
 	/* server side: set by transport_serve() (under lock) before
 	 * ops->serve(), fixed while serving */
@@ -185,6 +223,13 @@ struct transport {
 
 /* Milliseconds left until @deadline_ns (mono_ns()); 0 when past. */
 int ms_left(int64_t deadline_ns);
+
+/* A server's line about a connection, through the rate limit of @why. */
+void transport_log(struct transport *t, enum tlog why, enum log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Report what the rate limits held back, once their second is over (a
+ * server thread calls it about once a second). */
+void transport_log_flush(struct transport *t);
 
 /* ---- serve.c: answering a GET, for every backend ---- */
 

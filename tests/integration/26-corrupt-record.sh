@@ -1,6 +1,8 @@
 #!/bin/bash
 # Corrupt records in Redis give EIO (not a crash, not garbage) and an
-# error line in the daemon's log; the rest of the mount keeps working.
+# error line in the daemon's log; the rest of the mount keeps working.  A
+# bad entry hides only itself from a listing (26-bad-records.sh has the
+# log lines and the keys of the wrong type).
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
 
@@ -20,7 +22,7 @@ lines0=$(wc -l <"$LOG" 2>/dev/null || echo 0)
 step "a directory entry with a garbage value"
 rcli HSET 'objfs:{ns}:d:1' somename garbage >/dev/null
 assert_fails_with "$EIO" stat "$M/somename"
-assert_fails_with "$EIO" ls "$M"
+assert_eq "ok sub" "$(ls_of "$M")" "listing of the root with a bad entry"
 assert_fails_with "$EIO" cat "$M/somename"
 
 step "entries with malformed ids in a subdirectory"
@@ -53,6 +55,6 @@ mkdir "$M/ok/more"
 echo more >"$M/ok/more/f"
 assert_eq more "$(cat "$M/ok/more/f")" "content of a new file"
 
-step "after the bad entries are removed, ls works again"
+step "after the bad entries are removed, ls lists the same"
 rcli HDEL 'objfs:{ns}:d:1' somename >/dev/null
 assert_eq "ok sub" "$(ls_of "$M")" "listing of the root"
