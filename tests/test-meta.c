@@ -1018,10 +1018,14 @@ TEST(ids_survive_redis_loss)
 	struct meta *m = mk_connected("t-ids");
 	struct meta_obj o, o2;
 	struct meta_entry e;
+	struct inval_log l;
 	uint64_t id, seen[64];
 	size_t i, j;
 	char ex[32];
+	int64_t t0;
 
+	inval_init(&l);
+	CHECK_EQ(meta_subscribe(m, inval_cb, &l), 0);
 	for (i = 0; i < 64; i++) {
 		CHECK_EQ(meta_alloc_id(m, &seen[i]), 0);
 		CHECK(seen[i] >= META_ID_MIN && seen[i] <= META_ID_MAX);
@@ -1033,6 +1037,36 @@ TEST(ids_survive_redis_loss)
 			rdo("SET t-ids:{ns}:ctr 1");
 		}
 	}
+	/* whoever made the namespace again told every node: "resync" */
+	t0 = mono_ns();
+	pthread_mutex_lock(&l.lock);
+	while (l.resyncs < 1 && ms_since(t0) < 3000) {
+		pthread_mutex_unlock(&l.lock);
+		usleep(2000);
+		pthread_mutex_lock(&l.lock);
+	}
+	CHECK_EQ(l.resyncs, 1);
+	pthread_mutex_unlock(&l.lock);
+
+	/* a publish that gets a write sequence not above one its node saw
+	 * (the counter set back) tells every node too */
+	mkobj(m, &o, 10);
+	CHECK_EQ(meta_publish(m, 1, "seq1", &o, false, NULL, NULL), 0);
+	rdo("SET t-ids:{ns}:ctr 0");
+	mkobj(m, &o, 11);
+	CHECK_EQ(meta_publish(m, 1, "seq2", &o, false, NULL, NULL), 0);
+	t0 = mono_ns();
+	pthread_mutex_lock(&l.lock);
+	while (l.resyncs < 2 && ms_since(t0) < 3000) {
+		pthread_mutex_unlock(&l.lock);
+		usleep(2000);
+		pthread_mutex_lock(&l.lock);
+	}
+	CHECK_EQ(l.resyncs, 2);
+	pthread_mutex_unlock(&l.lock);
+	rget(ex, sizeof(ex), "GET t-ids:{ns}:ctr");
+	CHECK(strcmp(ex, "0") != 0);
+
 	for (i = 0; i < 64; i++) {
 		CHECK_EQ(meta_draw_id(&id), 0);
 		CHECK(id >= META_ID_MIN && id <= META_ID_MAX);
@@ -1054,6 +1088,7 @@ TEST(ids_survive_redis_loss)
 	rget(ex, sizeof(ex), "EXISTS t-ids:o:{%" PRIu64 "}", o.id);
 	CHECK_STR(ex, "0");
 	meta_free(m);
+	pthread_mutex_destroy(&l.lock);
 }
 
 TEST(nodes)
@@ -1324,11 +1359,6 @@ TEST(restart)
 	CHECK_EQ(meta_mkdir(m, 1, "x", 1, &e), 0);
 	CHECK_EQ(inval_wait(&l, 3, 3000), 3);
 	CHECK_EV(&l, 2, "mkdir", 1, "x", e.id);
-	/* Redis came back empty: whoever made the namespace again told
-	 * every node so */
-	pthread_mutex_lock(&l.lock);
-	CHECK(l.resyncs >= 1);
-	pthread_mutex_unlock(&l.lock);
 
 	/* a restart between two calls costs no failed call: the closed
 	 * idle connections are noticed before they are used */
