@@ -60,7 +60,7 @@
 #define REPLACE_WISH_NS (2 * 1000000000LL)
 #define READ_IOV_MAX 256
 /* descriptors FLUSH looks at, at most, before it seals anyway */
-#define FLUSH_SCAN_MAX 4096
+#define FLUSH_SCAN_MAX 1024
 
 /* ---- overwrite wishes (see the top of this file) ---- */
 
