@@ -2,7 +2,8 @@
 # Every common writer seals its file at its own close: right after the
 # writer returns, node B (which never sees a file before it is published)
 # reads it byte-exact.  cp, dd, tar x, rsync, shell redirections, Python
-# `with open`, a C program that dup()s its descriptor.  Then what a write
+# `with open`, a process's exit, a C program that dup()s its descriptor.
+# Then what a write
 # after the seal gets: a descriptor another process inherited and still
 # uses after the opener closed its own; a forked child that the opener
 # handed the file to (the seal waits for it); a grandchild that outlives
@@ -97,6 +98,18 @@ with open(sys.argv[2], "wb") as f:
 PY
 on_b py "$S/src"
 sealed_at_close 1 "python with open"
+
+step "a process that exits without closing: its exit seals"
+mark
+timeout -k 5 60 python3 - "$S/src" "$A/exit" <<'PY'
+import os, sys
+data = open(sys.argv[1], "rb").read()
+fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+os.write(fd, data)
+os._exit(0)
+PY
+on_b exit "$S/src"
+sealed_at_close 1 "the exit of the writer"
 
 step "a C program writing through a dup()ed descriptor after closing the first"
 mark
