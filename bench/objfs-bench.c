@@ -42,6 +42,19 @@
  *       hold the objects, every open is a cold remote fetch.  Reports
  *       p50/p99 in microseconds.
  *
+ *   objfs-bench close DIR COUNT SIZE [--writers N] [--visible DIR2]
+ *       Write DIR/c00000 .. DIR/c<COUNT-1> of SIZE bytes each (open with
+ *       O_CREAT|O_EXCL, 1 MiB write() calls from a pre-touched buffer of
+ *       pseudo-random bytes, different for every file, close) and time
+ *       each close() on its own: what close adds to a writer.  With
+ *       --writers, N threads share the files (COUNT/N each, at least 1):
+ *       the create rate.  With --visible, after each close the same name
+ *       is stat()ed in DIR2 (another node's mount) until it appears: the
+ *       time from the start of close() until another node sees the file
+ *       (when close returns before the seal, the seal's time).  Reports
+ *       the rate of whole objects (open+write+close) per second and p50
+ *       and p99 of close and of visible, in microseconds.
+ *
  * SIZE takes a K, M or G suffix (powers of 1024).  Percentiles are
  * nearest-rank: p99 of 20 samples is the largest.
  *
@@ -51,6 +64,8 @@
  *   tcp bytes=B runs=N rbuf=B gibps=G min_gibps=G max_gibps=G
  *   redis-get size=B n=N p50_us=U p99_us=U mean_us=U max_us=U
  *   open-read dir=D n=N bytes=B p50_us=U p99_us=U mean_us=U max_us=U
+ *   close dir=D n=N size=B writers=W per_s=R close_p50_us=U close_p99_us=U
+ *       close_max_us=U [visible_p50_us=U visible_p99_us=U visible_max_us=U]
  *
  * Timing uses CLOCK_MONOTONIC.  Nothing here depends on objfs: the same
  * program measures the baselines.
@@ -119,7 +134,8 @@ static void usage(FILE *out)
 		     "       objfs-bench stat DIR COUNT [--passes N]\n"
 		     "       objfs-bench tcp SIZE [--repeat N] [--buf SIZE]\n"
 		     "       objfs-bench redis-get URL SIZE N\n"
-		     "       objfs-bench open-read DIR COUNT [--no-stat]\n");
+		     "       objfs-bench open-read DIR COUNT [--no-stat]\n"
+		     "       objfs-bench close DIR COUNT SIZE [--writers N] [--visible DIR2]\n");
 }
 
 /* A pre-touched, page-aligned buffer of @size bytes, or NULL. */
@@ -807,6 +823,167 @@ out:
 	return rc;
 }
 
+/* ---- close: what close() adds to a writer, and the create rate ---- */
+
+#define MAX_WRITERS 64
+
+struct close_job {
+	const char *dir, *visible;
+	uint64_t size;
+	long first, count; /* files [first, first + count) */
+	double *close_us, *visible_us;
+	int err;
+};
+
+/* Spin until @path exists (bounded to 60 s): 0 or -ETIMEDOUT. */
+static int wait_visible(const char *path)
+{
+	double until = now_s() + 60;
+	struct stat st;
+
+	while (stat(path, &st) < 0) {
+		if (now_s() > until)
+			return -ETIMEDOUT;
+	}
+	return 0;
+}
+
+static void *close_main(void *arg)
+{
+	struct close_job *j = arg;
+	char path[4096];
+	size_t chunk = j->size < READ_CHUNK ? (size_t)j->size : READ_CHUNK;
+	char *buf = touched_alloc(chunk);
+	long i;
+
+	if (!buf) {
+		j->err = -ENOMEM;
+		return NULL;
+	}
+	for (i = 0; i < j->count && !j->err; i++) {
+		long k = j->first + i;
+		uint64_t left = j->size;
+		double t0;
+		int fd;
+
+		fill_random(buf, chunk, (uint64_t)k ^ ((uint64_t)getpid() << 32));
+		snprintf(path, sizeof(path), "%s/c%05ld", j->dir, k);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			j->err = -errno;
+			fprintf(stderr, "objfs-bench: cannot create '%s': %s\n", path,
+				strerror(errno));
+			break;
+		}
+		while (left) {
+			size_t n = left < chunk ? (size_t)left : chunk;
+
+			if (write(fd, buf, n) != (ssize_t)n) {
+				j->err = -EIO;
+				fprintf(stderr, "objfs-bench: write '%s': %s\n", path,
+					strerror(errno));
+				break;
+			}
+			left -= n;
+		}
+		t0 = now_s();
+		if (close(fd) < 0 && !j->err) {
+			j->err = -errno;
+			fprintf(stderr, "objfs-bench: close '%s': %s\n", path, strerror(errno));
+		}
+		j->close_us[i] = (now_s() - t0) * 1e6;
+		if (j->visible && !j->err) {
+			snprintf(path, sizeof(path), "%s/c%05ld", j->visible, k);
+			if (wait_visible(path) < 0) {
+				j->err = -ETIMEDOUT;
+				fprintf(stderr, "objfs-bench: '%s' did not appear\n", path);
+			}
+			j->visible_us[i] = (now_s() - t0) * 1e6;
+		}
+	}
+	free(buf);
+	return NULL;
+}
+
+/* "NAME_p50_us=.. NAME_p99_us=.. NAME_max_us=.." of @us[0..n), sorted here */
+static void print_pcts(const char *name, double *us, long n)
+{
+	qsort(us, (size_t)n, sizeof(*us), cmp_double);
+	printf(" %s_p50_us=%.1f %s_p99_us=%.1f %s_max_us=%.1f", name, percentile(us, n, 0.50), name,
+	       percentile(us, n, 0.99), name, us[n - 1]);
+}
+
+static int cmd_close(int argc, char **argv)
+{
+	struct close_job jobs[MAX_WRITERS];
+	pthread_t th[MAX_WRITERS];
+	const char *visible = NULL;
+	double *close_us, *visible_us, t0, secs;
+	long count, writers = 1, w, per, first = 0;
+	uint64_t size;
+	int rc = 1;
+
+	while (argc > 3 && argv[argc - 2][0] == '-') {
+		if (!strcmp(argv[argc - 2], "--writers")) {
+			if (parse_count(argv[argc - 1], 1, MAX_WRITERS, &writers) < 0)
+				return 2;
+		} else if (!strcmp(argv[argc - 2], "--visible")) {
+			visible = argv[argc - 1];
+		} else {
+			break;
+		}
+		argc -= 2;
+	}
+	if (argc != 3) {
+		usage(stderr);
+		return 2;
+	}
+	if (parse_count(argv[1], 1, MAX_SAMPLES, &count) < 0 || parse_size(argv[2], &size) < 0)
+		return 2;
+	if (writers > count)
+		writers = count;
+	close_us = calloc((size_t)count, sizeof(*close_us));
+	visible_us = calloc((size_t)count, sizeof(*visible_us));
+	if (!close_us || !visible_us) {
+		fprintf(stderr, "objfs-bench: out of memory\n");
+		goto out;
+	}
+	per = count / writers;
+	for (w = 0; w < writers; w++) {
+		long n = w == writers - 1 ? count - first : per;
+
+		jobs[w] = (struct close_job){
+		    argv[0], visible, size, first, n, close_us + first, visible_us + first, 0};
+		first += n;
+	}
+	t0 = now_s();
+	for (w = 0; w < writers; w++) {
+		if (pthread_create(&th[w], NULL, close_main, &jobs[w])) {
+			fprintf(stderr, "objfs-bench: cannot start a writer thread\n");
+			jobs[w].err = -EAGAIN;
+			writers = w;
+			break;
+		}
+	}
+	for (w = 0; w < writers; w++)
+		pthread_join(th[w], NULL);
+	secs = now_s() - t0;
+	for (w = 0; w < writers; w++)
+		if (jobs[w].err)
+			goto out;
+	printf("close dir=%s n=%ld size=%" PRIu64 " writers=%ld per_s=%.0f", argv[0], count, size,
+	       writers, (double)count / secs);
+	print_pcts("close", close_us, count);
+	if (visible)
+		print_pcts("visible", visible_us, count);
+	printf("\n");
+	rc = 0;
+out:
+	free(close_us);
+	free(visible_us);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -829,6 +1006,8 @@ int main(int argc, char **argv)
 		return cmd_redis_get(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "open-read"))
 		return cmd_open_read(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "close"))
+		return cmd_close(argc - 2, argv + 2);
 	usage(stderr);
 	return 2;
 }

@@ -340,6 +340,9 @@ static int open_meta(struct daemon *d)
 	    .url = d->cfg.redis_url,
 	    .prefix = d->cfg.prefix,
 	    .node = d->cfg.node,
+	    /* a Redis call waits at most this long too: close(2) of a new
+	     * file waits for its publish (0: meta's default, 2 s) */
+	    .timeout_ms = d->cfg.io_timeout_ms,
 	};
 	char err[256];
 	int r;

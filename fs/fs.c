@@ -19,7 +19,7 @@
  * Read-ahead of the mount, in KiB.  The kernel applies the INIT reply as
  * bdi->ra_pages = min(bdi->ra_pages, max_readahead / PAGE_SIZE), once the
  * session loop answers INIT, i.e. after fs_mount() has returned.  So the
- * bdi is raised in fs_mount() (raise_readahead()) and op_init asks for the
+ * bdi is raised in fs_mount() (find_mount_raise_readahead()) and op_init asks for the
  * same amount; asking for less would lower the raised value again.
  * libfuse clamps conn->max_readahead to the kernel's offer (the bdi's
  * 128 KiB at mount time) before op_init but not after.
@@ -212,31 +212,39 @@ void fs_free(struct fs *fs)
 }
 
 /*
- * The kernel offers only 128 KiB of read-ahead at INIT; raising the
- * mount's bdi setting doubles cold read throughput here.  Done before the
- * session loop answers INIT (see FS_READAHEAD_KB), so the value holds
- * from before the daemon reports the mount ready.
+ * Find the mount's id and device in /proc/self/mountinfo (for FLUSH, see
+ * fs_file.c).  The kernel offers only 128 KiB of read-ahead at INIT;
+ * raising the mount's bdi setting doubles cold read throughput here.
+ * Done before the session loop answers INIT (see FS_READAHEAD_KB), so the
+ * value holds from before the daemon reports the mount ready.
  */
-static void raise_readahead(struct fs *fs)
+static void find_mount_raise_readahead(struct fs *fs)
 {
 	char line[4096], path[128], mnt[OBJFS_PATH_MAX], val[16];
 	unsigned maj, min;
 	bool found = false;
 	FILE *f;
-	int fd, n;
+	int fd, n, id;
 
 	f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
 		return;
 	while (fgets(line, sizeof(line), f)) {
 		/* id parent maj:min root mountpoint ... */
-		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &min, mnt) == 3 &&
-		    !strcmp(mnt, fs->cfg.mountpoint))
-			found = true; /* the last match is the top mount */
+		if (sscanf(line, "%d %*u %u:%u %*s %4095s", &id, &maj, &min, mnt) == 4 &&
+		    !strcmp(mnt, fs->cfg.mountpoint)) {
+			/* the last match is the top mount */
+			found = true;
+			fs->mnt_id = id;
+			fs->mnt_major = maj;
+			fs->mnt_minor = min;
+		}
 	}
 	fclose(f);
 	if (!found)
 		return;
+	maj = fs->mnt_major;
+	min = fs->mnt_minor;
 	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
 	n = snprintf(val, sizeof(val), "%u\n", FS_READAHEAD_KB);
 	fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -273,7 +281,7 @@ int fs_mount(struct fs *fs)
 	if (fuse_session_mount(fs->se, fs->cfg.mountpoint) < 0)
 		return -EIO;
 	atomic_store(&fs->mounted, true);
-	raise_readahead(fs);
+	find_mount_raise_readahead(fs);
 	return 0;
 }
 

@@ -5,7 +5,8 @@
  * (other nodes' objects) into a low-level FUSE filesystem: inode numbers
  * are the cluster-wide ids from meta, reads are answered from the store's
  * shared memory, and a file written through the mount becomes an object
- * when its last handle is released.  fs_new() creates the fetcher, with
+ * at its writer's last close (close(2) returns once it is sealed and
+ * published; see fs_file.c).  fs_new() creates the fetcher, with
  * hooks into this layer, over the transport given in the config.
  *
  * The daemon creates the store and the meta client, hands them to

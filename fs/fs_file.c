@@ -1,8 +1,8 @@
 /*
  * fs_file: file handles and data.
  *
- *   create ──► pending (overlay, this node only) ──writes──► last release
- *          ──► fs_seal_pending() (fs_publish.c)
+ *   create ──► pending (overlay, this node only) ──writes──► last writer
+ *          done ──► fs_seal_pending() (fs_publish.c)
  *   open of a sealed object ──► local: a store reference; remote:
  *          fetcher_open(), and reads wait for their range (fetch_wait())
  *
@@ -17,9 +17,37 @@
  * lookup (fs_dir.c) then creates the replacement object and returns its
  * new inode, and the writer opens that.  The replacement takes the name
  * at seal.
+ *
+ * When a writer is done (close-to-open).  close(2) waits for FLUSH but not
+ * for RELEASE, so the seal runs in FLUSH whenever FLUSH can tell that the
+ * process that opened the handle closed its last descriptor of the file:
+ * then close(2) returns only once the object is sealed, in the catalog
+ * and published, and returns EIO or ENOSPC if it is not.  FLUSH comes at
+ * every close of every descriptor (a shell's dup2() and close() before
+ * any write, a forked child's exit), so it seals only if
+ *   (a) the flushing thread belongs to the opener's thread group
+ *       (/proc/<tid>/task/<opener> exists), and
+ *   (b) neither that thread's descriptor table nor those of the process's
+ *       direct children hold a file with our inode number
+ *       (/proc/<pid>/fd and fdinfo: the descriptor being closed has left
+ *       the table when FLUSH runs, and at exit the whole table has).
+ * Reading /proc sends nothing to this filesystem (readlink and fdinfo,
+ * never stat).  FLUSH cannot tell when FUSE gives pid 0 (another pid
+ * namespace), /proc is not readable (a daemon that is not root and a
+ * writer of another user), or fdinfo has no "ino:" line (before Linux
+ * 5.14): then RELEASE seals, as it does for every other handle.  Past
+ * FLUSH_SCAN_MAX fds the scan stops and the seal goes ahead.  The object
+ * is sealed once every writable handle on it is done, so parallel
+ * writers of one file seal it at the last one's close.
+ *
+ * A write after the seal, through a descriptor the opener's process no
+ * longer has (a grandchild that outlived its parent, one passed over a
+ * socket), fails with EACCES, as writing to any sealed object does; it is
+ * logged once per object.
  */
 #include "fs_i.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -27,9 +55,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define REPLACE_WISH_NS (2 * 1000000000LL)
 #define READ_IOV_MAX 256
+/* descriptors FLUSH looks at, at most, before it seals anyway */
+#define FLUSH_SCAN_MAX 1024
 
 /* ---- overwrite wishes (see the top of this file) ---- */
 
@@ -68,7 +99,8 @@ bool fs_take_replace_wish(struct fs *fs, uint64_t id)
 	return found;
 }
 
-static struct handle *handle_new(struct store_obj *obj, struct pending *p, bool writable)
+static struct handle *handle_new(fuse_req_t req, struct store_obj *obj, struct pending *p,
+				 bool writable)
 {
 	struct handle *h = calloc(1, sizeof(*h));
 
@@ -77,6 +109,7 @@ static struct handle *handle_new(struct store_obj *obj, struct pending *p, bool 
 	h->obj = obj;
 	h->pending = p;
 	h->writable = writable;
+	h->opener = fuse_req_ctx(req)->pid;
 	return h;
 }
 
@@ -139,8 +172,9 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 	p->parent = parent;
 	snprintf(p->name, sizeof(p->name), "%s", name);
 	p->opens = 1;
+	p->writers = 1;
 	p->created_ns = mono_ns();
-	h = handle_new(store_obj_ref(p->obj), p, true);
+	h = handle_new(req, store_obj_ref(p->obj), p, true);
 	if (!h) {
 		r = -ENOMEM;
 		goto fail_obj;
@@ -256,7 +290,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (p && !p->unlinked) {
 		obj = store_obj_ref(p->obj);
-		h = handle_new(obj, p, (fi->flags & O_ACCMODE) != O_RDONLY);
+		h = handle_new(req, obj, p, (fi->flags & O_ACCMODE) != O_RDONLY);
 		if (!h) {
 			pthread_mutex_unlock(&fs->lock);
 			store_obj_unref(obj);
@@ -264,6 +298,8 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			return;
 		}
 		p->opens++;
+		if (h->writable)
+			p->writers++;
 		in->handles++;
 		pthread_mutex_unlock(&fs->lock);
 		if ((fi->flags & O_TRUNC) && h->writable && (r = store_truncate(p->obj, 0)) < 0) {
@@ -322,7 +358,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	} else {
 		fetcher_touch(fs->fetcher, ino);
 	}
-	h = handle_new(obj, NULL, false);
+	h = handle_new(req, obj, NULL, false);
 	if (!h) {
 		store_obj_unref(obj);
 		fetch_opened(f); /* what is left of a small fetch, and its reference */
@@ -366,7 +402,7 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct f
 			return;
 		}
 	}
-	if (!h->pending) {
+	if (!h->pending || store_obj_sealed(h->obj)) {
 		cnt = store_obj_iov(h->obj, (uint64_t)off, size, iov, READ_IOV_MAX, &bytes);
 		if (cnt < 0)
 			fuse_reply_err(req, -cnt);
@@ -390,13 +426,30 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct f
 	free(buf);
 }
 
+/* A write through a handle whose object was sealed meanwhile (see the
+ * top of this file): EACCES, logged once per object.  Takes fs->lock. */
+static int late_write(struct fs *fs, struct pending *p)
+{
+	bool log;
+
+	pthread_mutex_lock(&fs->lock);
+	log = !p->late_logged;
+	p->late_logged = true;
+	pthread_mutex_unlock(&fs->lock);
+	if (log)
+		log_info("write after the seal of object %" PRIu64 " ('%s') refused: it was "
+			 "sealed when the process that created it closed it",
+			 p->id, p->name);
+	return -EACCES;
+}
+
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		 struct fuse_file_info *fi)
 {
 	struct fs *fs = fuse_req_userdata(req);
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
 	struct pending *p = h->pending;
-	bool failed;
+	bool failed, sealed;
 	int r;
 
 	if (!p || !h->writable) {
@@ -409,14 +462,24 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 	}
 	pthread_mutex_lock(&fs->lock);
 	failed = p->failed;
+	sealed = p->sealed;
 	pthread_mutex_unlock(&fs->lock);
 	if (failed) {
 		fuse_reply_err(req, ENOSPC);
 		return;
 	}
-	r = store_write(h->obj, buf, size, (uint64_t)off);
+	r = sealed ? -EACCES : store_write(h->obj, buf, size, (uint64_t)off);
 	if (r == -ENOSPC && fetcher_evict(fs->fetcher, size) > 0)
 		r = store_write(h->obj, buf, size, (uint64_t)off);
+	if (r == -EACCES) {
+		/* sealed meanwhile, if not before */
+		fuse_reply_err(req, -late_write(fs, p));
+		return;
+	}
+	/* the bytes are in the cache now: fold them into the checksum, so
+	 * that the seal at close hashes next to nothing */
+	if (r == 0)
+		(void)store_hash_follow(h->obj, (uint64_t)off, (uint64_t)off + size);
 	pthread_mutex_lock(&fs->lock);
 	if (h->flushed) {
 		h->flushed = false;
@@ -434,14 +497,201 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		fuse_reply_write(req, size);
 }
 
+/* ---- is this FLUSH the opener's last close? (see the top of this file) ---- */
+
+/* What FLUSH looks for in other descriptor tables. */
+struct fd_scan {
+	const struct fs *fs;
+	uint64_t ino;	 /* the file's inode number */
+	unsigned budget; /* descriptors still to look at */
+};
+
+/* The mount id and inode number in /proc/<tid>/fdinfo/<fd> (@dfd: that
+ * fdinfo directory).  0, -ENOENT (closed meanwhile), -ENODATA (no "ino:"
+ * line: before Linux 5.14). */
+static int fdinfo_read(int dfd, const char *fd, int *ret_mnt, uint64_t *ret_ino)
+{
+	char buf[512], *at;
+	ssize_t n;
+	int f;
+
+	f = openat(dfd, fd, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return -errno;
+	n = read(f, buf, sizeof(buf) - 1);
+	close(f);
+	if (n < 0)
+		return -ENOENT;
+	buf[n] = '\0';
+	at = strstr(buf, "\nino:");
+	if (!at)
+		return -ENODATA;
+	*ret_ino = strtoull(at + 5, NULL, 10);
+	at = strstr(buf, "\nmnt_id:");
+	*ret_mnt = at ? (int)strtol(at + 8, NULL, 10) : 0;
+	return 0;
+}
+
+/* Is mount @mnt_id, as thread @tid sees the mounts (another mount
+ * namespace has other ids), our filesystem?  When it cannot tell, yes. */
+static bool mnt_is_ours(const struct fs *fs, pid_t tid, int mnt_id)
+{
+	char path[64], line[4096];
+	unsigned maj, min;
+	bool ours = true;
+	FILE *f;
+	int id;
+
+	if (!fs->mnt_id)
+		return true;
+	if (mnt_id == fs->mnt_id)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return true;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%d %*u %u:%u", &id, &maj, &min) == 3 && id == mnt_id) {
+			ours = maj == fs->mnt_major && min == fs->mnt_minor;
+			break;
+		}
+	}
+	fclose(f);
+	return ours;
+}
+
+/*
+ * Does the descriptor table of thread @tid hold a file of ours with the
+ * inode number sc->ino?  1 yes, 0 no, -errno if it cannot tell; -E2BIG
+ * when sc->budget runs out.
+ */
+static int fds_hold_ino(struct fd_scan *sc, pid_t tid)
+{
+	char path[64], link[8];
+	struct dirent *de;
+	int dfd, ifd, r = 0, mnt = 0;
+	uint64_t found = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)tid);
+	dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return errno == ENOENT ? 0 : -errno; /* gone: holds nothing */
+	snprintf(path, sizeof(path), "/proc/%d/fdinfo", (int)tid);
+	ifd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (ifd < 0)
+		r = errno == ENOENT ? 0 : -errno;
+	d = ifd < 0 ? NULL : fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		if (ifd >= 0)
+			close(ifd);
+		return ifd < 0 ? r : -ENOMEM;
+	}
+	while (r == 0 && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (sc->budget == 0) {
+			r = -E2BIG;
+			break;
+		}
+		sc->budget--;
+		/* pipe:[N], socket:[N], anon_inode:...: never a file of ours */
+		if (readlinkat(dfd, de->d_name, link, sizeof(link)) > 0 && link[0] != '/')
+			continue;
+		r = fdinfo_read(ifd, de->d_name, &mnt, &found);
+		if (r == -ENOENT)
+			r = 0;
+		else if (r == 0 && found == sc->ino && mnt_is_ours(sc->fs, tid, mnt))
+			r = 1;
+	}
+	closedir(d);
+	close(ifd);
+	return r;
+}
+
+/* Do the direct children of the thread group of @tid hold the file?  As
+ * fds_hold_ino(); a kernel without CONFIG_PROC_CHILDREN shows none. */
+static int children_hold_ino(struct fd_scan *sc, pid_t tid)
+{
+	char path[96], buf[4096], *s, *end;
+	struct dirent *de;
+	int r = 0, f;
+	ssize_t n;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)tid);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while (r == 0 && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/children", (int)tid, de->d_name);
+		f = open(path, O_RDONLY | O_CLOEXEC);
+		if (f < 0)
+			continue;
+		n = read(f, buf, sizeof(buf) - 1);
+		close(f);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		/* a full buffer may end in half a pid: drop it */
+		if ((size_t)n == sizeof(buf) - 1 && (s = strrchr(buf, ' ')))
+			*s = '\0';
+		for (s = buf; r == 0 && *s;) {
+			long child = strtol(s, &end, 10);
+
+			if (end == s)
+				break;
+			s = end;
+			if (child > 0)
+				r = fds_hold_ino(sc, (pid_t)child);
+		}
+	}
+	closedir(d);
+	return r;
+}
+
+/* Is this FLUSH of @h (a writable handle on a pending object) its
+ * opener's last close of the file?  False when it cannot tell. */
+static bool flush_is_last_close(fuse_req_t req, const struct handle *h, uint64_t ino)
+{
+	struct fd_scan sc = {fuse_req_userdata(req), ino, FLUSH_SCAN_MAX};
+	pid_t tid = fuse_req_ctx(req)->pid;
+	char path[64];
+	int r;
+
+	if (tid <= 0 || h->opener <= 0)
+		return false;
+	if (tid != h->opener) {
+		snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)tid, (int)h->opener);
+		if (access(path, F_OK) < 0)
+			return false; /* another process (or the opener thread ended) */
+	}
+	r = fds_hold_ino(&sc, tid);
+	if (r == 0)
+		r = children_hold_ino(&sc, tid);
+	if (r == -E2BIG) {
+		log_debug("flush of object %" PRIu64 ": over %u descriptors to look at; sealing",
+			  ino, FLUSH_SCAN_MAX);
+		return true;
+	}
+	if (r < 0)
+		log_debug("flush of object %" PRIu64 ": cannot look at the descriptors of %d: %s",
+			  ino, (int)tid, strerror(-r));
+	return r == 0;
+}
+
 void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fuse_req_userdata(req);
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
 	struct pending *p = h->pending;
 	char name[OBJFS_NAME_MAX + 1];
-	bool failed = false, hide = false;
+	bool failed = false, hide = false, may_seal = false, seal = false;
 	uint64_t parent = 0;
+	int r = 0;
 
 	if (p) {
 		pthread_mutex_lock(&fs->lock);
@@ -451,20 +701,38 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		failed = p->failed;
 		/* a write was lost: the object will never be published, so the
-		 * name goes away now rather than at the (asynchronous) release */
-		if (failed && !p->unlinked) {
+		 * name goes away now rather than at the seal */
+		if (failed && !p->unlinked && !p->discarded) {
 			p->unlinked = true;
 			pending_remove(fs, p);
 			parent = p->parent;
 			memcpy(name, p->name, sizeof(name));
 			hide = true;
 		}
+		may_seal = h->writable && !h->done && !p->sealing && !p->sealed && !p->discarded;
 		pthread_mutex_unlock(&fs->lock);
 	}
 	if (hide)
 		fs_notify_gone(fs, parent, name);
+	if (may_seal && flush_is_last_close(req, h, ino)) {
+		pthread_mutex_lock(&fs->lock);
+		if (!h->done) {
+			h->done = true;
+			p->writers--;
+		}
+		if (p->writers == 0 && !p->sealing && !p->sealed && !p->discarded)
+			seal = p->sealing = true;
+		pthread_mutex_unlock(&fs->lock);
+		/* @h keeps @p alive: its RELEASE has not come */
+		if (seal) {
+			r = fs_seal_pending(fs, p);
+			FS_COUNT(fs, sealed_at_close, 1);
+		}
+	}
 	/* close(2) reports a write that was lost to a full store */
-	fuse_reply_err(req, failed && h->writable ? ENOSPC : 0);
+	if (failed && h->writable)
+		r = -ENOSPC;
+	fuse_reply_err(req, -r);
 }
 
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
@@ -473,24 +741,33 @@ void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_
 	fuse_reply_err(req, 0);
 }
 
-/* Drop handle @h on inode @ino; the last handle on a pending object seals
- * it.  Also used to undo an open the kernel never saw. */
+/* Drop handle @h on inode @ino; when the last writer of a pending object
+ * is done, it is sealed (unless a FLUSH did that).  Also used to undo an
+ * open the kernel never saw. */
 static void handle_release(struct fs *fs, uint64_t ino, struct handle *h)
 {
 	struct pending *p = h->pending;
-	bool last = false;
+	bool seal = false, drop = false;
 
 	pthread_mutex_lock(&fs->lock);
 	if (p) {
 		if (h->flushed)
 			p->flushed--;
-		last = --p->opens == 0;
-		if (last)
-			p->sealing = true;
+		if (h->writable && !h->done)
+			p->writers--;
+		p->opens--;
+		if (p->sealed || p->discarded)
+			drop = p->opens == 0; /* the seal is over: the last handle frees it */
+		else if (!p->sealing && p->writers == 0)
+			seal = p->sealing = true;
 	}
 	pthread_mutex_unlock(&fs->lock);
-	if (last)
-		fs_seal_pending(fs, p);
+	if (seal)
+		(void)fs_seal_pending(fs, p); /* frees @p if this was its last handle */
+	if (drop) {
+		store_obj_unref(p->obj);
+		free(p);
+	}
 	fetch_put(h->fetch);
 	store_obj_unref(h->obj);
 	free(h);

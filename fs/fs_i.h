@@ -37,6 +37,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 /* uthash: report allocation failure instead of calling exit() */
 #define HASH_NONFATAL_OOM 1
 #include <uthash.h>
@@ -57,8 +58,14 @@
 
 /*
  * A file being written on this node.  It is visible on this node only (an
- * overlay on the Redis namespace) until its last handle is released and
- * it is sealed and published.
+ * overlay on the Redis namespace) until its last writer is done with it
+ * and it is sealed and published (fs_publish.c).  A writer is done when
+ * the process that opened its handle closes its last descriptor of the
+ * file (a FLUSH, see fs_file.c), or at the handle's RELEASE.
+ *
+ * Life: in the overlay (fs->pending, inode->pending) until the seal ends;
+ * then sealed or discarded, out of the overlay, and freed by whoever
+ * comes last of the seal and the last handle's release (opens == 0).
  */
 struct pending {
 	uint64_t id;
@@ -66,11 +73,15 @@ struct pending {
 	char name[OBJFS_NAME_MAX + 1]; /* fs->lock */
 	struct store_obj *obj;	       /* one reference, owned */
 	unsigned opens;		       /* handles open on it; fs->lock */
+	unsigned writers;	       /* writable handles not yet done; fs->lock */
 	unsigned flushed;	       /* handles flushed since their last write; fs->lock */
 	bool replace;		       /* replaces an existing name at seal (allow_overwrite) */
 	bool failed;		       /* a write failed: discard instead of sealing; fs->lock */
 	bool unlinked;		       /* name removed before the seal: discard; fs->lock */
-	bool sealing;		       /* last handle gone, seal in progress; fs->lock */
+	bool sealing;		       /* last writer done, seal in progress; fs->lock */
+	bool sealed;		       /* the seal kept it: immutable now; fs->lock */
+	bool discarded;		       /* the seal gave it up; fs->lock */
+	bool late_logged;	       /* a write after the seal was logged; fs->lock */
 	int64_t created_ns;	       /* mono_ns(); for reaping replacements nobody opened */
 	struct pending *next;	       /* fs->lock */
 };
@@ -130,6 +141,11 @@ struct fs {
 	struct fuse_session *se;
 	atomic_bool mounted; /* read by threads that notify the kernel */
 	atomic_bool resync;  /* Redis lost writes: fs_tick() reconciles */
+	/* the mount as /proc/self/mountinfo shows it, for FLUSH's look at
+	 * other processes' descriptors (fs_file.c); set in fs_mount(), 0 if
+	 * not found */
+	int mnt_id;
+	unsigned mnt_major, mnt_minor;
 
 	pthread_mutex_t lock;
 	pthread_cond_t settle;		 /* signalled when a pending object is released */
@@ -142,7 +158,10 @@ struct fs {
 	size_t n_dcache;		 /* fs->lock */
 
 	struct {
-		atomic_uint_fast64_t sealed, published_late, reregistered, invalidations;
+		/* sealed_at_close: of sealed, those a FLUSH sealed (close(2)
+		 * waited for them) */
+		atomic_uint_fast64_t sealed, sealed_at_close, published_late, reregistered,
+		    invalidations;
 	} cnt;
 };
 
@@ -156,6 +175,10 @@ struct handle {
 	struct fetch *fetch;	 /* reference, set while the object is fetched here */
 	bool writable;
 	bool flushed; /* fs->lock */
+	/* the opener's last descriptor of the file is closed: no longer one
+	 * of pending->writers; fs->lock */
+	bool done;
+	pid_t opener; /* thread that opened it (as FUSE gives it; 0: unknown) */
 };
 
 /* ---- fs_dir.c ---- */
@@ -198,9 +221,14 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 bool fs_take_replace_wish(struct fs *fs, uint64_t id);
 
 /* ---- fs_publish.c ---- */
-/* The last handle on @p is gone (p->sealing is set): seal and publish it,
- * or discard it.  Frees @p.  Takes fs->lock. */
-void fs_seal_pending(struct fs *fs, struct pending *p);
+/*
+ * The last writer of @p is done (the caller set p->sealing): seal and
+ * publish it, or discard it.  Frees @p if no handle is open on it any
+ * more (else the last release does).  Takes fs->lock.  0; -EIO if it is
+ * sealed but not published (Redis unreachable: it is published later) or
+ * could not be sealed; -ENOSPC if a write was lost (discarded).
+ */
+int fs_seal_pending(struct fs *fs, struct pending *p);
 /*
  * Sealed object @o is not the object Redis knows by its id (Redis lost
  * writes and the id was used again, or its record was rewritten): copy it

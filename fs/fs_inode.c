@@ -10,10 +10,11 @@
  * kernel's FORGET, for lookups while Redis is unreachable.  It is bounded:
  * when it reaches DCACHE_MAX entries it starts over.
  *
- * The kernel sends RELEASE asynchronously: close(2) can return before the
- * object is sealed.  Operations that must see the sealed state (an open
- * for write, stat, getxattr) wait briefly in pending_settle_locked() for a
- * pending object whose handles have all been flushed (closed) to settle.
+ * The kernel sends RELEASE asynchronously: when FLUSH could not seal an
+ * object (see fs_file.c), close(2) returns before it is sealed.
+ * Operations that must see the sealed state (an open for write, stat,
+ * getxattr) wait briefly in pending_settle_locked() for a pending object
+ * whose handles have all been flushed (closed) to settle.
  *
  * Unless a comment says otherwise, functions here are called with fs->lock
  * held.  This file calls no other file of fs/.

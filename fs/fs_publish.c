@@ -1,14 +1,19 @@
 /*
  * fs_publish: the life of an object written here, from its last close.
  *
- *   last release ──► store_seal (checksum, catalog record)
+ *   last writer done (its opener's last close, a FLUSH; or the RELEASE of
+ *   its handle, see fs_file.c)
+ *                ──► store_seal (checksum, catalog record)
  *                ──► meta_publish (the name becomes visible to every node)
  *                ──► sealed, mode 0444, immutable
  *
  * Publishing never loses the object: a name taken meanwhile on another
  * node gives it "<name>.objfs-<id>"; a directory that vanished gives it
  * /lost+found; Redis being unreachable keeps it on the unpublished list,
- * and the next tick (or Redis coming back) publishes it.
+ * and the next tick (or Redis coming back) publishes it.  The seal's
+ * result goes back to close(2) when a FLUSH sealed it: EIO for an object
+ * kept unpublished (each Redis call is bounded by the meta timeout, which
+ * the daemon sets to io_timeout), ENOSPC for a lost write.
  *
  * Replacement objects (allow_overwrite) that the writer never opened are
  * reaped after REAP_AFTER_NS.
@@ -207,31 +212,40 @@ static int publish(struct fs *fs, uint64_t id, uint64_t parent, const char *name
 	return 0;
 }
 
-void fs_seal_pending(struct fs *fs, struct pending *p)
+int fs_seal_pending(struct fs *fs, struct pending *p)
 {
+	char name[OBJFS_NAME_MAX + 1];
+	bool discard, failed, free_now;
+	uint64_t parent;
 	struct inode *in;
-	bool discard;
-	int r = 0, pr = 0;
+	int r = 0, pr = 0, ret = 0;
 
 	pthread_mutex_lock(&fs->lock);
+	failed = p->failed;
 	discard = p->failed || p->unlinked;
 	pthread_mutex_unlock(&fs->lock);
 	if (!discard) {
 		r = store_seal(p->obj, "", now_ns());
-		if (r < 0)
+		if (r < 0) {
 			log_error("cannot seal object %" PRIu64 " ('%s'): %s; discarding it", p->id,
 				  p->name, strerror(-r));
+			ret = -EIO;
+		}
 	}
 	if (!discard && r == 0)
 		pr = publish(fs, p->id, p->parent, p->name, p->replace, p->obj);
-	if (pr == -ENOTUNIQ)
+	if (pr == -ENOTUNIQ) {
 		discard = true; /* kept under another id in /lost+found */
-	else if (pr < 0) {
+		ret = -EIO;
+	} else if (pr < 0) {
 		log_warn("Redis unreachable: object %" PRIu64 " ('%s') sealed on this node, "
 			 "published when Redis is back",
 			 p->id, p->name);
 		remember_unpublished(fs, p);
+		ret = -EIO;
 	}
+	if (failed)
+		ret = -ENOSPC;
 
 	pthread_mutex_lock(&fs->lock);
 	pending_remove(fs, p);
@@ -247,17 +261,29 @@ void fs_seal_pending(struct fs *fs, struct pending *p)
 			snprintf(in->obj.origin, sizeof(in->obj.origin), "%s", fs->cfg.node);
 		}
 	}
+	p->sealing = false;
+	if (!discard && r == 0)
+		p->sealed = true;
+	else
+		p->discarded = true;
+	/* handles still open on it (a FLUSH sealed it) free it at their
+	 * last release; from here on it is theirs */
+	free_now = p->opens == 0;
+	parent = p->parent;
+	memcpy(name, p->name, sizeof(name));
 	pthread_cond_broadcast(&fs->settle);
 	pthread_mutex_unlock(&fs->lock);
 	FS_COUNT(fs, sealed, 1);
 
 	if (discard || r < 0) {
-		fs_notify_gone(fs, p->parent, p->name);
-		pending_free(p);
-	} else {
+		fs_notify_gone(fs, parent, name);
+		store_unlink(p->obj);
+	}
+	if (free_now) {
 		store_obj_unref(p->obj);
 		free(p);
 	}
+	return ret;
 }
 
 /* ---- later ---- */

@@ -283,6 +283,7 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("unpublished: %zu\n", npub);
 	OUT("bad_records: %" PRIu64 "\n", ss.bad_records);
 	OUT("sealed: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, sealed));
+	OUT("sealed_at_close: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, sealed_at_close));
 	OUT("reregistered: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, reregistered));
 	OUT("overwrite: %s\n", fs->cfg.allow_overwrite ? "allowed" : "refused");
 	fetcher_stats(fs->fetcher, &fst);

@@ -343,7 +343,12 @@ int store_write(struct store_obj *o, const void *buf, size_t len, uint64_t off)
 	if (r < 0)
 		goto out;
 	size = obj_size(o);
-	o->gen++;
+	/* bytes the running checksum already holds change: it starts over;
+	 * a write past them (appending) keeps it */
+	if (off < o->hash_claim) {
+		o->gen++;
+		o->hash_claim = 0;
+	}
 	if (off > size)
 		obj_zero(o, size, off);
 	obj_copy_in(o, buf, off, end);
@@ -367,6 +372,7 @@ static int obj_resize(struct store_obj *o, uint64_t size, bool zero)
 	if (r < 0)
 		return r;
 	o->gen++;
+	o->hash_claim = 0;
 	if (size > old) {
 		r = store_ext_grow_i(o, store_pages(size), true);
 		if (r < 0)
@@ -480,7 +486,12 @@ int store_obj_iov(struct store_obj *o, uint64_t off, size_t len, struct iovec *i
 
 #define HASH_AHEAD_IOV 16
 
-int store_hash_ahead(struct store_obj *o, uint64_t end)
+/*
+ * Fold [o->hashed, @end) into the running checksum (see store_hash_ahead()
+ * and store_hash_follow()).  With @follow, only if a write from @from
+ * continues what is folded, and starting over only from 0.
+ */
+static int hash_ahead(struct store_obj *o, uint64_t end, bool follow, uint64_t from)
 {
 	struct iovec iov[HASH_AHEAD_IOV];
 	size_t bytes;
@@ -498,7 +509,13 @@ int store_hash_ahead(struct store_obj *o, uint64_t end)
 			break;
 		}
 		if (!o->hst || o->hash_gen != o->gen) {
-			/* first use, or the bytes changed since: start over */
+			/* first use, or the bytes changed since: start over
+			 * (a writer only from 0, so that each of its bytes is
+			 * hashed at most once) */
+			if (follow && from) {
+				pthread_mutex_unlock(&o->lock);
+				break;
+			}
 			if (!o->hst && !(o->hst = XXH3_createState())) {
 				pthread_mutex_unlock(&o->lock);
 				r = -ENOMEM;
@@ -509,9 +526,13 @@ int store_hash_ahead(struct store_obj *o, uint64_t end)
 			o->hash_gen = o->gen;
 		}
 		n = 0;
-		if (o->hashed < end)
+		/* a writer past the end of what is folded left a gap that
+		 * another write may still fill */
+		if (o->hashed < end && !(follow && o->hashed < from))
 			n = obj_iov(o, o->hashed, (size_t)min_u64(end - o->hashed, SIZE_MAX), iov,
 				    HASH_AHEAD_IOV, &bytes);
+		if (n > 0)
+			o->hash_claim = o->hashed + bytes;
 		pthread_mutex_unlock(&o->lock);
 		if (n <= 0)
 			break;
@@ -520,9 +541,20 @@ int store_hash_ahead(struct store_obj *o, uint64_t end)
 		for (i = 0; i < n; i++)
 			XXH3_128bits_update(o->hst, iov[i].iov_base, iov[i].iov_len);
 		o->hashed += bytes;
+		follow = false; /* the rest of [from, end) is contiguous */
 	}
 	pthread_mutex_unlock(&o->hash_lock);
 	return r;
+}
+
+int store_hash_ahead(struct store_obj *o, uint64_t end)
+{
+	return hash_ahead(o, end, false, 0);
+}
+
+int store_hash_follow(struct store_obj *o, uint64_t off, uint64_t end)
+{
+	return hash_ahead(o, end, true, off);
 }
 
 /* The checksum of [0, size) into o->csum, from what store_hash_ahead()

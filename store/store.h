@@ -175,11 +175,22 @@ int store_obj_iov(struct store_obj *o, uint64_t off, size_t len, struct iovec *i
  * Fold bytes [0, @end) of a pending object into its checksum now, while
  * they are fresh in the cache, so that store_seal() hashes only the rest.
  * For receivers that fill an object front to back: the caller promises
- * these bytes are final (any store_write() or resize starts the checksum
- * over).  Returns at once if another thread is doing it.  0, -EACCES if
+ * these bytes are final (a store_write() below @end or a resize starts
+ * the checksum over).  Returns at once if another thread is doing it.  0, -EACCES if
  * sealed, -ENOMEM, -EINVAL.
  */
 int store_hash_ahead(struct store_obj *o, uint64_t end);
+
+/*
+ * For writers: [@off, @end) was just written (store_write()).  If that
+ * continues the prefix already in the checksum, fold it in now, while it
+ * is in the cache; never starts the checksum over except from offset 0,
+ * so a writer's bytes are hashed at most once however it writes.  A
+ * write below what is folded starts the checksum over (store_write()); a
+ * write past its end, appending, does not.  0, -EACCES if sealed,
+ * -ENOMEM, -EINVAL.
+ */
+int store_hash_follow(struct store_obj *o, uint64_t off, uint64_t end);
 
 /*
  * Seal a pending object: compute its checksum, trim unused pages, write

@@ -110,8 +110,11 @@ struct store_obj {
 	/* lock; set before sealed is published, immutable after */
 	int64_t mtime_ns;
 	uint8_t csum[OBJFS_CSUM_LEN];
-	char *path;   /* lock; NULL means "" */
-	uint64_t gen; /* lock; bumped by every change to the bytes */
+	char *path;	     /* lock; NULL means "" */
+	uint64_t gen;	     /* lock; bumped by every change to bytes below hash_claim, and
+			      * by every resize */
+	uint64_t hash_claim; /* lock: bytes [0, hash_claim) are in hst, or being
+			      * folded into it (store_hash_ahead()) */
 
 	/* the checksum of a prefix, taken ahead of sealing (store_hash_ahead) */
 	pthread_mutex_t hash_lock;

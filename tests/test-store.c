@@ -1232,6 +1232,67 @@ TEST(hash_ahead)
 	tdir_release(&t);
 }
 
+/* Writers fold what they write into the checksum as they go: front to
+ * back, out of order, with gaps, rewriting the start; the seal always
+ * has the checksum of the final bytes. */
+TEST(hash_follow)
+{
+	const size_t len = 5 * MiB + 123, chunk = 256 * 1024;
+	uint8_t *want = pattern(len, 22), csum[OBJFS_CSUM_LEN], wcsum[OBJFS_CSUM_LEN];
+	struct store_obj *o;
+	struct tdir t;
+	struct store *s;
+	size_t off, n;
+	uint64_t id;
+
+	tdir_init(&t);
+	s = must_open(&t, 32 * MiB, false);
+	csum_buf(want, len, wcsum);
+
+	for (id = 1; id <= 4; id++) {
+		o = store_create(s, id, NULL);
+		if (id == 1) { /* front to back */
+			for (off = 0; off < len; off += n) {
+				n = len - off < chunk ? len - off : chunk;
+				CHECK_EQ(store_write(o, want + off, n, off), 0);
+				CHECK_EQ(store_hash_follow(o, off, off + n), 0);
+			}
+		} else if (id == 2) { /* back to front: nothing is folded early */
+			for (off = len - len % chunk;; off -= chunk) {
+				n = len - off < chunk ? len - off : chunk;
+				CHECK_EQ(store_write(o, want + off, n, off), 0);
+				CHECK_EQ(store_hash_follow(o, off, off + n), 0);
+				if (!off)
+					break;
+			}
+		} else if (id == 3) { /* a gap, filled later */
+			CHECK_EQ(store_write(o, want, MiB, 0), 0);
+			CHECK_EQ(store_hash_follow(o, 0, MiB), 0);
+			CHECK_EQ(store_write(o, want + 2 * MiB, len - 2 * MiB, 2 * MiB), 0);
+			CHECK_EQ(store_hash_follow(o, 2 * MiB, len), 0);
+			CHECK_EQ(store_write(o, want + MiB, MiB, MiB), 0);
+			CHECK_EQ(store_hash_follow(o, MiB, 2 * MiB), 0);
+		} else { /* the whole, then a header rewritten at 0 */
+			CHECK_EQ(store_write(o, want, len, 0), 0);
+			CHECK_EQ(store_hash_follow(o, 0, len), 0);
+			want[10] ^= 0x5a;
+			CHECK_EQ(store_write(o, want, 4096, 0), 0);
+			CHECK_EQ(store_hash_follow(o, 0, 4096), 0);
+			csum_buf(want, len, wcsum);
+		}
+		CHECK_EQ(store_seal(o, "/f", 1), 0);
+		store_obj_csum(o, csum);
+		CHECK(!memcmp(csum, wcsum, sizeof(csum)));
+		CHECK(obj_equals(o, want, len));
+		CHECK_EQ(store_hash_follow(o, len, len + 1), -EACCES);
+		store_obj_unref(o);
+	}
+	CHECK_EQ(store_hash_follow(NULL, 0, 1), -EINVAL);
+	store_close(s);
+	free(want);
+	tdir_release(&t);
+}
+
 TEST(fragmented)
 {
 	uint8_t *data = pattern(10 * PG, 12), page[PG], wcsum[OBJFS_CSUM_LEN], csum[OBJFS_CSUM_LEN];
@@ -1492,6 +1553,7 @@ int main(void)
 	RUN(notes);
 	RUN(reserve_iov);
 	RUN(hash_ahead);
+	RUN(hash_follow);
 	RUN(fragmented);
 	RUN(threads);
 	RUN(throughput);

@@ -23,19 +23,26 @@ csum_a=$(xattr "$M/a" user.objfs.checksum)
 step "a writer keeps 'late' open across the outage"
 mkdata "$T/late" 50000
 python3 - "$T/late" "$M/late" "$T/go" <<'PY' &
-import os, sys, time
+import errno, os, sys, time
 src, dst, go = sys.argv[1:4]
-with open(dst, "wb") as f:
-    f.write(open(src, "rb").read())
-    for _ in range(600):
-        if os.path.exists(go):
-            break
-        time.sleep(0.05)
+f = open(dst, "wb")
+f.write(open(src, "rb").read())
+for _ in range(600):
+    if os.path.exists(go):
+        break
+    time.sleep(0.05)
+try:
+    f.close()
+    sys.exit("close of 'late' while Redis is down: expected EIO, got success")
+except OSError as e:
+    # sealed and kept here; published when Redis is back
+    if e.errno != errno.EIO:
+        raise
 PY
 writer=$!
 eventually 10 test -e "$M/late" || fail "the writer did not create late"
 
-step "redis restarts empty; 'late' is closed while it is down"
+step "redis restarts empty; 'late' is closed while it is down: close(2) gives EIO"
 stop_redis nosave
 touch "$T/go"
 wait "$writer" || fail "the writer failed"
