@@ -190,25 +190,23 @@ static int inspect(const char *path, int *ret_fd, char *ret_path, char *err, siz
 			    strerror(-r));
 	}
 	where[n] = '\0';
-	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_TYPE, &st) == 0) {
-		r = 0;
-		if (!S_ISDIR(st.stx_mode))
-			r = fail(err, errlen, -ENOTDIR, "mount point %s is not a directory", path);
-		else if (fd_mount(fd, &e) == 0 && is_objfs(&e) && !strcmp(e.point, where))
+	r = statx(fd, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_TYPE, &st) < 0 ? -errno : 0;
+	if (r != -ENOTCONN) {
+		/* a daemon that answers, even with an error, is alive */
+		if (fd_mount(fd, &e) == 0 && is_objfs(&e) && !strcmp(e.point, where))
 			r = fail(err, errlen, -EBUSY,
 				 "%s is already mounted by a live objfsd (%s); unmount it first",
 				 where, e.source);
+		else if (r < 0)
+			r = fail(err, errlen, r, "mount point %s: %s", path, strerror(-r));
+		else if (!S_ISDIR(st.stx_mode))
+			r = fail(err, errlen, -ENOTDIR, "mount point %s is not a directory", path);
 		close(fd);
 		if (r == 0) {
 			memcpy(ret_path, where, (size_t)n + 1);
 			*ret_fd = -1;
 		}
 		return r;
-	}
-	if (errno != ENOTCONN) {
-		r = -errno;
-		close(fd);
-		return fail(err, errlen, r, "mount point %s: %s", path, strerror(-r));
 	}
 	r = fd_mount(fd, &e);
 	if (r < 0)

@@ -40,11 +40,12 @@ fill() {
 sealed() {
 	local st
 	st=$(xattr "$(mnt_of "$1")" user.objfs.status) || return 1
-	[ "$(field objects <<<"$st")" = "$2" ] && [ "$(field pending <<<"$st")" = 0 ] &&
-		[ "$(field unpublished <<<"$st")" = 0 ] || {
-		echo "$st"
-		return 1
-	}
+	if [ "$(field objects <<<"$st")" = "$2" ] && [ "$(field pending <<<"$st")" = 0 ] &&
+		[ "$(field unpublished <<<"$st")" = 0 ]; then
+		return 0
+	fi
+	echo "$st"
+	return 1
 }
 
 # checksums MNT: path and checksum of every file
