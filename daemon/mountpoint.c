@@ -179,8 +179,10 @@ static int inspect(const char *path, int *ret_fd, char *ret_path, char *err, siz
 	int fd, r;
 
 	fd = open(path, O_PATH | O_CLOEXEC);
-	if (fd < 0)
-		return fail(err, errlen, -errno, "mount point %s: %s", path, strerror(errno));
+	if (fd < 0) {
+		r = -errno;
+		return fail(err, errlen, r, "mount point %s: %s", path, strerror(-r));
+	}
 	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
 	n = readlink(self, where, sizeof(where) - 1);
 	if (n < 0 || n >= (ssize_t)sizeof(where) - 1 || where[0] != '/') {
