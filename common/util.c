@@ -1,10 +1,14 @@
 /*
- * util: parsing and validation of sizes, names and checksums.
+ * util: parsing and validation of sizes, names and checksums; clocks; the
+ * liveness of a process from /proc.
  */
 #include "util.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -222,6 +226,69 @@ int64_t mono_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Start of process @pid in CLOCK_REALTIME ns from /proc/PID/stat (field 22,
+ * clock ticks after boot), and its state letter.  0, -ESRCH or -EBADMSG. */
+static int proc_stat(int pid, char *ret_state, int64_t *ret_start_ns)
+{
+	char path[32], buf[1024], *p, *end;
+	unsigned long long ticks;
+	struct timespec real, boot;
+	long hz = sysconf(_SC_CLK_TCK);
+	ssize_t n;
+	int fd, i;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0)
+		return errno == ESRCH ? -ESRCH : -errno;
+	buf[n] = '\0';
+	/* "PID (COMM) S PPID ...": COMM may hold spaces and parentheses */
+	p = strrchr(buf, ')');
+	if (!p || p[1] != ' ' || !p[2] || hz <= 0)
+		return -EBADMSG;
+	*ret_state = p[2];
+	p += 3;
+	/* fields 4 to 21, then starttime */
+	for (i = 4; i <= 22; i++) {
+		p = strchr(p, ' ');
+		if (!p)
+			return -EBADMSG;
+		p++;
+	}
+	errno = 0;
+	ticks = strtoull(p, &end, 10);
+	if (errno || end == p || (*end != ' ' && *end != '\n' && *end))
+		return -EBADMSG;
+	clock_gettime(CLOCK_REALTIME, &real);
+	clock_gettime(CLOCK_BOOTTIME, &boot);
+	*ret_start_ns = (int64_t)real.tv_sec * 1000000000LL + real.tv_nsec -
+			((int64_t)boot.tv_sec * 1000000000LL + boot.tv_nsec) +
+			(int64_t)(ticks * (1000000000ULL / (unsigned long long)hz));
+	return 0;
+}
+
+bool proc_gone(int pid, int64_t started_ns)
+{
+	int64_t start_ns;
+	char state;
+	int r;
+
+	if (pid <= 0)
+		return false;
+	r = proc_stat(pid, &state, &start_ns);
+	if (r == -ESRCH)
+		return true;
+	if (r < 0)
+		return false;
+	if (state == 'Z' || state == 'X' || state == 'x')
+		return true;
+	return started_ns > 0 && start_ns > started_ns + PROC_START_SLACK_NS;
 }
 
 int write_full(int fd, const void *buf, size_t len)

@@ -54,6 +54,19 @@ int64_t now_ns(void);
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t mono_ns(void);
 
+/*
+ * Is process @pid (of this pid namespace) gone, as far as this host can
+ * tell from /proc?  True if there is no such process, if it is a zombie or
+ * dead (state Z or X in /proc/PID/stat: killed but not yet reaped), or if
+ * the process now at @pid started more than PROC_START_SLACK_NS after
+ * @started_ns (CLOCK_REALTIME ns, taken by the process it ought to be,
+ * after it started): then the pid was reused.  @started_ns <= 0 skips
+ * that comparison.  False if it lives, and whenever /proc cannot tell: in
+ * doubt, alive.  Meaningful only for a process of this host.
+ */
+#define PROC_START_SLACK_NS (2 * 1000000000LL)
+bool proc_gone(int pid, int64_t started_ns);
+
 /* Write all of @len bytes, retrying short writes and EINTR; 0 or -errno. */
 int write_full(int fd, const void *buf, size_t len);
 

@@ -163,6 +163,7 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 		FLAG("noexec", noexec)
 		FLAG("noatime", noatime)
 		FLAG("prefault", prefault)
+		FLAG("restart", restart)
 #undef FLAG
 		if (!strcmp(opt, "user")) {
 			/* what mount(8) implies for user mounts */

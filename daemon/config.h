@@ -50,6 +50,7 @@ struct config {
 	bool debug;
 	bool read_only;	 /* ro */
 	bool prefault;	 /* prefault: touch the whole arena at mount */
+	bool restart;	 /* restart: wait for a previous instance to let go */
 	bool check_only; /* --check: validate the command line, do nothing */
 	bool nosuid, nodev, noexec, noatime;
 };

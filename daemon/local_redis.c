@@ -57,6 +57,21 @@ static int spawn(struct local_redis *lr, char *err, size_t errlen)
 	int64_t deadline;
 
 	snprintf(logfile, sizeof(logfile), "%s/redis.log", lr->rundir);
+	/* A redis-server that still answers here was left by a daemon that
+	 * died: PR_SET_PDEATHSIG sent it SIGTERM and it is on its way out.
+	 * Wait for it, or as it exits it would unlink the socket of ours, and
+	 * meanwhile two servers would write one append-only file. */
+	deadline = mono_ns() + 10 * 1000000000LL;
+	while (answers_ping(lr->sock)) {
+		if (mono_ns() > deadline) {
+			snprintf(err, errlen,
+				 "a redis-server still answers on %s after 10 s: is another "
+				 "objfsd using the run directory %s?",
+				 lr->sock, lr->rundir);
+			return -EADDRINUSE;
+		}
+		usleep(20000);
+	}
 	unlink(lr->sock);
 	pid = fork();
 	if (pid < 0) {

@@ -3,10 +3,20 @@
  *
  * main() parses the command line, goes to the background (the parent
  * waits on a pipe and exits only once the mount is ready, so mount(8)
- * returns with a usable filesystem), starts the private Redis for SPEC
- * "local", connects to Redis, opens the store, claims the node name,
- * reconciles, mounts, and serves until unmounted.  A maintenance thread
- * refreshes the node card and runs fs_tick().
+ * returns with a usable filesystem), detaches a dead objfs mount left on
+ * the mount point by a daemon that crashed, starts the private Redis for
+ * SPEC "local", connects to Redis, opens the store, claims the node name,
+ * reconciles, mounts, tells a service manager it is ready (NOTIFY_SOCKET),
+ * and serves until unmounted.  A maintenance thread refreshes the node
+ * card and runs fs_tick().
+ *
+ * After a crash the next mount needs no manual step: the dead mount is
+ * detached (mountpoint.c), the dead daemon's node card is taken over at
+ * once when its host is this host and its process is gone (a zombie
+ * counts as gone; meta_node_claim()), and the store adopts its catalog.
+ * With -o restart, what a previous instance may still hold (the store's
+ * lock; a node card this host cannot judge, of another host) is waited
+ * for, up to the card's TTL, instead of failing at once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,10 +26,13 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -29,12 +42,17 @@
 #include "local_redis.h"
 #include "log.h"
 #include "meta.h"
+#include "mountpoint.h"
 #include "store.h"
 #include "transport.h"
 #include "util.h"
 
 #define HEARTBEAT_S 5
 #define CARD_TTL_S 15
+/* With -o restart, how long a previous instance of this node may take to
+ * let go: its card lives CARD_TTL_S after its last heartbeat. */
+#define RESTART_WAIT_S (CARD_TTL_S + 2)
+#define RESTART_POLL_US 250000
 
 static const char usage[] =
     "usage: objfsd SPEC MOUNTPOINT [-o OPTION[,OPTION...]] [-f] [-d]\n"
@@ -64,11 +82,18 @@ static const char usage[] =
     "  log=FILE         log file (default RUNDIR/objfsd.log in the background)\n"
     "  prefault         fault the whole store in at mount (in the background), so\n"
     "                   the first objects do not pay for first-touch page faults\n"
+    "  restart          for service managers (Restart=): wait up to 17 s for a\n"
+    "                   previous instance of this node to let go of its store\n"
+    "                   and name instead of failing at once\n"
     "  foreground, -f   stay in the foreground, log to stderr\n"
     "  debug, -d        trace every FUSE request (implies foreground)\n"
     "  --check          check the command line and exit\n"
     "  ro, nosuid, nodev, noexec, noatime, rw, defaults, _netdev, user, ...\n"
     "                   as in mount(8)\n"
+    "\n"
+    "A dead objfs mount on MOUNTPOINT (its daemon was killed: ENOTCONN) is\n"
+    "detached and mounted again; a live one is refused.  With NOTIFY_SOCKET\n"
+    "set (systemd Type=notify, with -f), READY=1 is sent once mounted.\n"
     "\n"
     "Unmount with 'umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT'.\n";
 
@@ -84,6 +109,9 @@ struct daemon {
 	struct transport_source source;
 	struct meta_card card;
 	int ready_fd; /* pipe to the waiting parent, or -1 */
+	/* the service manager's socket (NOTIFY_SOCKET), or "" */
+	char notify_socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int64_t restart_deadline; /* mono_ns(): with restart, wait until then */
 	FILE *log;
 
 	pthread_t ticker;
@@ -183,9 +211,58 @@ static int daemonize(struct daemon *d)
 	return 0;
 }
 
+/* Take NOTIFY_SOCKET out of the environment, so that no child sees it
+ * (redis-server would tell the service manager it is ready, too). */
+static void notify_take(struct daemon *d)
+{
+	const char *s = getenv("NOTIFY_SOCKET");
+
+	if (s && (s[0] == '/' || s[0] == '@') && strlen(s) < sizeof(d->notify_socket))
+		memcpy(d->notify_socket, s, strlen(s) + 1);
+	else if (s)
+		fprintf(stderr, "objfsd: ignoring NOTIFY_SOCKET '%s': not a unix socket path\n", s);
+	unsetenv("NOTIFY_SOCKET");
+}
+
+/* Tell the service manager @msg, as sd_notify(3) does; nothing without
+ * NOTIFY_SOCKET. */
+static void notify(struct daemon *d, const char *msg)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	size_t len = strlen(d->notify_socket);
+	int fd;
+
+	if (!len)
+		return;
+	memcpy(sa.sun_path, d->notify_socket, len);
+	if (sa.sun_path[0] == '@')
+		sa.sun_path[0] = '\0'; /* abstract namespace */
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&sa,
+			     (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) < 0)
+		log_warn("cannot tell the service manager '%s' on %s: %s", msg, d->notify_socket,
+			 strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
+/* With restart and time left: say once why we wait, wait a little, true. */
+static bool restart_wait(struct daemon *d, bool *said, const char *why)
+{
+	if (!d->cfg.restart || mono_ns() >= d->restart_deadline)
+		return false;
+	if (!*said)
+		log_info("%s; waiting up to %d s for it to let go (restart)", why, RESTART_WAIT_S);
+	*said = true;
+	usleep(RESTART_POLL_US);
+	return true;
+}
+
 static void report_ready(struct daemon *d)
 {
 	int fd;
+
+	notify(d, "READY=1");
 
 	if (d->ready_fd < 0)
 		return;
@@ -368,10 +445,15 @@ static int open_store(struct daemon *d)
 	    .capacity = d->cfg.capacity,
 	    .verify = true,
 	};
+	char why[PATH_MAX + 64];
 	uint64_t need = 0;
+	bool said = false;
 	int r;
 
-	d->store = store_open(&sc, &r, &need);
+	snprintf(why, sizeof(why), "store %s is in use by another objfsd", d->cfg.store_dir);
+	do
+		d->store = store_open(&sc, &r, &need);
+	while (!d->store && r == -EBUSY && restart_wait(d, &said, why));
 	if (d->store)
 		return 0;
 	if (r == -EBUSY)
@@ -388,6 +470,8 @@ static int open_store(struct daemon *d)
 static int claim_node(struct daemon *d)
 {
 	struct meta_card other;
+	char why[OBJFS_NODE_MAX + sizeof(other.host) + 128];
+	bool said = false;
 	int r;
 
 	gethostname(d->card.host, sizeof(d->card.host) - 1);
@@ -396,7 +480,15 @@ static int claim_node(struct daemon *d)
 	random_hex(d->card.instance, 16);
 	d->card.started_ns = now_ns();
 	fill_card(d);
-	r = meta_node_claim(d->meta, &d->card, CARD_TTL_S, &other);
+	for (;;) {
+		r = meta_node_claim(d->meta, &d->card, CARD_TTL_S, &other);
+		if (r != -EADDRINUSE)
+			break;
+		snprintf(why, sizeof(why), "node name '%s' is held by pid %d on host %s",
+			 d->cfg.node, other.pid, other.host);
+		if (!restart_wait(d, &said, why))
+			break;
+	}
 	if (r == -EADDRINUSE)
 		fail("node name '%s' is in use by a live objfsd (pid %d on host %s); "
 		     "give another node=NAME",
@@ -430,8 +522,10 @@ static int run(struct daemon *d)
 {
 	char url[OBJFS_PATH_MAX + 8], err[1024], fsname[512];
 	struct fs_config fc;
-	unsigned n = 0;
+	unsigned n = 0, detached = 0;
 	int r;
+
+	d->restart_deadline = mono_ns() + RESTART_WAIT_S * 1000000000LL;
 
 	r = mkdir_p(d->cfg.rundir, 0700);
 	if (r < 0) {
@@ -444,6 +538,14 @@ static int run(struct daemon *d)
 		return r;
 	log_info("starting node '%s' on %s (SPEC %s, store %s, capacity %" PRIu64 ")", d->cfg.node,
 		 d->mountpoint, d->cfg.spec, d->cfg.store_dir, d->cfg.capacity);
+	r = mountpoint_prepare(d->mountpoint, true, d->mountpoint, sizeof(d->mountpoint), &detached,
+			       err, sizeof(err));
+	if (r < 0) {
+		fail("%s", err);
+		return r;
+	}
+	if (detached)
+		log_info("detached the dead objfs mount on %s: its daemon is gone", d->mountpoint);
 
 	r = mkdir_p(d->cfg.store_dir, 0700);
 	if (r < 0) {
@@ -547,6 +649,7 @@ static int run(struct daemon *d)
 	report_ready(d);
 
 	r = fs_run(d->fs);
+	notify(d, "STOPPING=1");
 	log_info("unmounted %s; shutting down", d->mountpoint);
 	return r;
 }
@@ -582,7 +685,7 @@ int main(int argc, char **argv)
 {
 	struct daemon d = {.ready_fd = -1};
 	char err[1024];
-	struct stat st;
+	unsigned dead = 0;
 	int r;
 
 	pthread_mutex_init(&d.lock, NULL);
@@ -599,19 +702,23 @@ int main(int argc, char **argv)
 		fprintf(stderr, "objfsd: %s\n", r == -ENOMEM ? "out of memory" : err);
 		goto fail;
 	}
-	if (!realpath(d.cfg.mountpoint, d.mountpoint) || stat(d.mountpoint, &st) < 0) {
-		fprintf(stderr, "objfsd: mount point %s: %s\n", d.cfg.mountpoint, strerror(errno));
-		goto fail;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "objfsd: mount point %s is not a directory\n", d.mountpoint);
+	/* only a look here, to fail before going to the background: run()
+	 * detaches a dead mount, with a line in the log */
+	r = mountpoint_prepare(d.cfg.mountpoint, false, d.mountpoint, sizeof(d.mountpoint), &dead,
+			       err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "objfsd: %s\n", err);
 		goto fail;
 	}
 	if (d.cfg.check_only) {
+		if (dead)
+			printf("objfsd: %s is a dead objfs mount; mounting would detach it\n",
+			       d.mountpoint);
 		config_release(&d.cfg);
 		return 0;
 	}
 	log_setup(d.cfg.debug ? LOGL_DEBUG : LOGL_INFO, NULL);
+	notify_take(&d);
 	if (!d.cfg.foreground && daemonize(&d) < 0) {
 		fprintf(stderr, "objfsd: cannot go to the background: %s\n", strerror(errno));
 		goto fail;

@@ -22,7 +22,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1081,11 +1080,15 @@ clean_rep:
 	return r;
 }
 
-/* Is @other a card left behind by a dead process on our own host? */
+/*
+ * Is @other a card left behind by a dead process on our own host?  Only a
+ * card whose host is ours can be judged here: its pid must be gone, a
+ * zombie, or now another process that started after the card did (see
+ * proc_gone()).  A card of another host lives until its TTL runs out.
+ */
 static bool card_stale(const struct meta_card *card, const struct meta_card *other)
 {
-	return !strcmp(card->host, other->host) && other->pid > 0 && kill(other->pid, 0) < 0 &&
-	       errno == ESRCH;
+	return !strcmp(card->host, other->host) && proc_gone(other->pid, other->started_ns);
 }
 
 int meta_node_claim(struct meta *m, const struct meta_card *card, unsigned ttl_s,

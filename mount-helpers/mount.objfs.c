@@ -28,6 +28,8 @@ static const char usage[] =
     "\n"
     "SPEC is redis://[:PASSWORD@]HOST:PORT[/DB], unix:/path/to/redis.sock or\n"
     "local.  The options are objfsd's (see objfsd --help).\n"
+    "After a crash (the mount point gives ENOTCONN), mount again: the dead\n"
+    "objfs mount is detached first.  A live objfs mount there is refused.\n"
     "  -f  fake: check the options, do not mount\n"
     "  -v  print the daemon command line\n"
     "  -n, -s  accepted and ignored (no mtab; sloppy)\n";

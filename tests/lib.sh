@@ -549,6 +549,26 @@ umount_objfs() {
 	return 0
 }
 
+# use_built_mount_helper: mount(8) looks for helpers in /sbin only.  Link
+# the built mount.objfs there for this test, so that it is the build under
+# test that runs; an installed helper is moved aside and put back on exit.
+use_built_mount_helper() {
+	local saved
+	need_built "$MOUNT_HELPER" "$OBJFSD"
+	if [ -e /sbin/mount.objfs ] || [ -L /sbin/mount.objfs ]; then
+		saved=/sbin/.mount.objfs.saved-by-test.$$
+		mv /sbin/mount.objfs "$saved"
+		on_exit "rm -f /sbin/mount.objfs; mv '$saved' /sbin/mount.objfs"
+		step "moved the installed /sbin/mount.objfs aside"
+	else
+		on_exit 'rm -f /sbin/mount.objfs'
+	fi
+	ln -s "$MOUNT_HELPER" /sbin/mount.objfs
+	step "linked /sbin/mount.objfs -> $MOUNT_HELPER"
+	# in case the helper looks for objfsd in PATH
+	export PATH="$OBJFS_BUILD/daemon:$PATH"
+}
+
 # objfs_cli ARGS...: the CLI, bounded
 objfs_cli() {
 	need_built "$OBJFS_CLI"

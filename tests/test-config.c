@@ -74,7 +74,7 @@ TEST(options)
 
 	CHECK_EQ(parse(&c, err, "local",
 		       "listen=10.0.0.5:0,advertise=node1.example,io_timeout=750,"
-		       "serve_bwlimit=200M,prefault"),
+		       "serve_bwlimit=200M,prefault,restart"),
 		 0);
 	CHECK_STR(c.listen_host, "10.0.0.5");
 	CHECK_EQ(c.listen_port, 0); /* any free port */
@@ -82,10 +82,12 @@ TEST(options)
 	CHECK_EQ(c.io_timeout_ms, 750);
 	CHECK_EQ(c.serve_bwlimit, 200ULL << 20);
 	CHECK(c.prefault);
+	CHECK(c.restart);
 	config_release(&c);
 	CHECK_EQ(parse(&c, err, "local", "serve_bwlimit=0"), 0);
 	CHECK_EQ(c.serve_bwlimit, 0);
 	CHECK(!c.prefault);
+	CHECK(!c.restart);
 	config_release(&c);
 
 	CHECK_EQ(parse(&c, err, "local", "listen=[::1]:7000"), 0);
@@ -120,6 +122,7 @@ TEST(bad_options)
 	    {"serve_bwlimit=100", "serve_bwlimit=100"}, /* below 4K */
 	    {"serve_bwlimit=fast", "serve_bwlimit=fast"},
 	    {"prefault=yes", "prefault"},
+	    {"restart=1", "restart"},
 	    {"listen=h:65536", "listen=h:65536"},
 	    {"store=relative", "store=relative"},
 	    {"prefix=a:b", "prefix=a:b"},

@@ -1104,7 +1104,7 @@ TEST(nodes)
 	snprintf(a.listen, sizeof(a.listen), "10.0.0.1:7000");
 	a.pid = getpid();
 	snprintf(a.instance, sizeof(a.instance), "aaaa1111");
-	a.started_ns = 123;
+	a.started_ns = now_ns();
 	a.capacity = 1 << 30;
 	a.used = 42;
 	b = a;
@@ -1128,7 +1128,7 @@ TEST(nodes)
 	CHECK_EQ(other.pid, getpid());
 	CHECK_EQ(other.used, 42);
 	CHECK_EQ(other.capacity, 1 << 30);
-	CHECK_EQ(other.started_ns, 123);
+	CHECK_EQ(other.started_ns, a.started_ns);
 	/* same host, but the pid is alive */
 	snprintf(b.host, sizeof(b.host), "host-1");
 	CHECK_EQ(meta_node_claim(m2, &b, 30, &other), -EADDRINUSE);
@@ -1145,6 +1145,31 @@ TEST(nodes)
 	CHECK_STR(buf, "bbbb2222");
 	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), -EADDRINUSE);
 	CHECK_EQ(meta_node_heartbeat(m2, &b, 30), 0);
+
+	/* same host and a killed pid not yet reaped (a zombie): taken over */
+	CHECK_EQ(meta_node_release(m2, "bbbb2222"), 0);
+	dead = fork();
+	if (dead == 0) {
+		pause();
+		_exit(0);
+	}
+	kill(dead, SIGKILL);
+	while (!proc_gone(dead, 0))
+		usleep(1000);
+	a.pid = dead;
+	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), 0);
+	CHECK_EQ(meta_node_claim(m2, &b, 30, &other), 0);
+	waitpid(dead, NULL, 0);
+
+	/* same host, and the pid lives, but that process started after the
+	 * card was written: the pid was reused, taken over */
+	CHECK_EQ(meta_node_release(m2, "bbbb2222"), 0);
+	a.pid = getpid();
+	a.started_ns = now_ns() - 3600 * 1000000000LL;
+	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), 0);
+	CHECK_EQ(meta_node_claim(m2, &b, 30, &other), 0);
+	rget(buf, sizeof(buf), "HGET t-node:node:alpha instance");
+	CHECK_STR(buf, "bbbb2222");
 
 	/* release only with the right instance */
 	CHECK_EQ(meta_node_release(m1, "aaaa1111"), 0);

@@ -1,7 +1,10 @@
 /*
- * test-util: sizes, names, node names, checksums.
+ * test-util: sizes, names, node names, checksums, process liveness.
  */
 #include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tap.h"
 #include "util.h"
@@ -126,6 +129,37 @@ TEST(numbers)
 	CHECK_EQ(parse_u64("", &v), -EINVAL);
 }
 
+TEST(proc_liveness)
+{
+	int64_t now = now_ns(), hour = 3600 * 1000000000LL;
+	pid_t child;
+	int i;
+
+	/* this process: alive, whether or not its start time is given */
+	CHECK(!proc_gone(getpid(), 0));
+	CHECK(!proc_gone(getpid(), now));
+	/* a card written before this process started names another process
+	 * that had the same pid */
+	CHECK(proc_gone(getpid(), now - hour));
+	CHECK(!proc_gone(0, 0));
+	CHECK(!proc_gone(-1, 0));
+
+	/* a child killed but not reaped (a zombie) is gone; reaped, too */
+	child = fork();
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	CHECK(child > 0);
+	CHECK(!proc_gone(child, now_ns()));
+	kill(child, SIGKILL);
+	for (i = 0; i < 5000 && !proc_gone(child, now); i++)
+		usleep(1000);
+	CHECK(proc_gone(child, now));
+	CHECK_EQ(waitpid(child, NULL, 0), child);
+	CHECK(proc_gone(child, now));
+}
+
 int main(void)
 {
 	RUN(sizes);
@@ -133,5 +167,6 @@ int main(void)
 	RUN(node_names);
 	RUN(checksums);
 	RUN(numbers);
+	RUN(proc_liveness);
 	return tap_done();
 }

@@ -5,23 +5,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 need mount umount
-need_built "$MOUNT_HELPER" "$OBJFSD"
-
-# mount(8) looks for helpers in /sbin only.  Link the built helper there
-# for this test, so it is the build under test that runs; an installed
-# helper is moved aside and put back on exit.
-if [ -e /sbin/mount.objfs ] || [ -L /sbin/mount.objfs ]; then
-	saved=/sbin/.mount.objfs.saved-by-test.$$
-	mv /sbin/mount.objfs "$saved"
-	on_exit "rm -f /sbin/mount.objfs; mv '$saved' /sbin/mount.objfs"
-	step "moved the installed /sbin/mount.objfs aside"
-else
-	on_exit 'rm -f /sbin/mount.objfs'
-fi
-ln -s "$MOUNT_HELPER" /sbin/mount.objfs
-step "linked /sbin/mount.objfs -> $MOUNT_HELPER"
-# in case the helper looks for objfsd in PATH
-export PATH="$OBJFS_BUILD/daemon:$PATH"
+use_built_mount_helper
 
 mkdata "$T/data" 300000
 
