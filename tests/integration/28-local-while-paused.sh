@@ -41,6 +41,9 @@ read_all "${names[@]}"
 resume_redis
 
 step "an object sealed while Redis hangs is readable then, and after it is published"
+# the daemon's Redis connections may be in their reconnect backoff (up to
+# 5 s): wait until a change goes through again
+eventually 20 mkdir "$A/ready"
 mkdata "$T/data.late" 300000
 python3 - "$A/late" "$T/data.late" "$REDIS_PID" <<'EOF' || fail "writing 'late' while Redis hangs failed"
 import os, signal, sys
