@@ -1,0 +1,399 @@
+/*
+ * test-store-catalog: unit tests of the store across a close and a
+ * reopen: adoption of catalog records, bad and overlapping records,
+ * checksum verification at open, a smaller capacity, and notes.  Some
+ * cases edit the store's files between a close and a reopen; they know
+ * the record layout documented in store/store_catalog.c.
+ */
+#include "store-harness.h"
+
+struct saved {
+	uint64_t id, size;
+	int64_t mtime;
+	uint8_t csum[OBJFS_CSUM_LEN];
+	const char *path;
+	uint8_t *data;
+};
+
+static int count_cb(struct store_obj *o, void *arg)
+{
+	(*(int *)arg)++;
+	return 0;
+}
+
+static int stop_cb(struct store_obj *o, void *arg)
+{
+	(*(int *)arg)++;
+	return 7;
+}
+
+TEST(reopen)
+{
+	struct saved sv[3] = {
+	    {.id = 10, .size = 0, .path = ""},
+	    {.id = 11, .size = 5000, .path = "/x/eleven"},
+	    {.id = 0xfedcba9876543210ULL, .size = 300 * 1024 + 1, .path = "/renamed"},
+	};
+	struct store_obj *o, *pend, *gone;
+	struct store_stats st;
+	uint8_t *big = pattern(MiB, 77);
+	struct tdir t;
+	struct store *s;
+	char path[64];
+	int i, n = 0;
+
+	tdir_init(&t);
+	s = must_open(&t, 4 * MiB, false);
+	for (i = 0; i < 3; i++) {
+		sv[i].data = pattern(sv[i].size, sv[i].id);
+		o = make_sealed(s, sv[i].id, sv[i].size, sv[i].id, i == 2 ? "/old" : sv[i].path);
+		if (i == 2)
+			CHECK_EQ(store_set_path(o, sv[i].path), 0);
+		sv[i].mtime = store_obj_mtime(o);
+		store_obj_csum(o, sv[i].csum);
+		store_obj_unref(o);
+	}
+	/* neither a pending nor an unlinked object comes back */
+	pend = store_create(s, 13, NULL);
+	CHECK_EQ(store_write(pend, big, 4096, 0), 0);
+	gone = make_sealed(s, 14, 4096, 14, "/gone");
+	store_unlink(gone);
+	store_obj_unref(gone);
+	/* close with a reference still held (pend): nothing may leak */
+	store_close(s);
+
+	s = must_open(&t, 4 * MiB, true);
+	store_stats(s, &st);
+	CHECK_EQ(st.objects, 3);
+	CHECK_EQ(st.pending, 0);
+	CHECK_EQ(st.bad_records, 0);
+	CHECK_EQ(st.used, (2 + 76) * PG);
+	for (i = 0; i < 3; i++) {
+		uint8_t csum[OBJFS_CSUM_LEN];
+
+		o = store_lookup(s, sv[i].id);
+		CHECK(o);
+		if (!o)
+			continue;
+		CHECK(store_obj_sealed(o));
+		CHECK(obj_equals(o, sv[i].data, sv[i].size));
+		CHECK_EQ(store_obj_mtime(o), sv[i].mtime);
+		store_obj_csum(o, csum);
+		CHECK(!memcmp(csum, sv[i].csum, sizeof(csum)));
+		store_obj_path(o, path, sizeof(path));
+		CHECK_STR(path, sv[i].path);
+		store_obj_unref(o);
+	}
+	CHECK(!store_lookup(s, 13));
+	CHECK(!store_lookup(s, 14));
+	CHECK_EQ(store_foreach(s, count_cb, &n), 0);
+	CHECK_EQ(n, 3);
+	n = 0;
+	CHECK_EQ(store_foreach(s, stop_cb, &n), 7);
+	CHECK_EQ(n, 1);
+
+	/* new objects go around the adopted ones */
+	o = store_create(s, 20, NULL);
+	CHECK_EQ(store_write(o, big, MiB, 0), 0);
+	CHECK_EQ(store_seal(o, "/20", 1), 0);
+	store_obj_unref(o);
+	for (i = 0; i < 3; i++) {
+		o = store_lookup(s, sv[i].id);
+		CHECK(o && obj_equals(o, sv[i].data, sv[i].size));
+		store_obj_unref(o);
+	}
+	store_close(s);
+	for (i = 0; i < 3; i++)
+		free(sv[i].data);
+	free(big);
+	tdir_release(&t);
+}
+
+TEST(bad_record)
+{
+	char rec[256], bad[300], tmp[256];
+	struct store_stats st;
+	struct store_obj *o;
+	struct tdir t;
+	struct store *s;
+	uint8_t *buf;
+	size_t len;
+	int i;
+
+	tdir_init(&t);
+	s = must_open(&t, MiB, false);
+	for (i = 1; i <= 3; i++)
+		store_obj_unref(make_sealed(s, (uint64_t)i, 10000, (uint64_t)i, "/f"));
+	store_close(s);
+
+	rec_path(&t, 2, rec, sizeof(rec));
+	buf = slurp(rec, &len);
+	CHECK(buf);
+	buf[REC_SIZE] ^= 0x01;
+	spew(rec, buf, len);
+	free(buf);
+	snprintf(tmp, sizeof(tmp), "%s/objects/.tmp-0000000000000009", t.dir);
+	spew(tmp, (const uint8_t *)"junk", 4);
+
+	s = must_open(&t, MiB, false);
+	store_stats(s, &st);
+	CHECK_EQ(st.bad_records, 1);
+	CHECK_EQ(st.objects, 2);
+	CHECK_EQ(st.used, 2 * 3 * PG);
+	CHECK(!store_lookup(s, 2));
+	for (i = 1; i <= 3; i += 2) {
+		uint8_t *want = pattern(10000, (uint64_t)i);
+
+		o = store_lookup(s, (uint64_t)i);
+		CHECK(o && obj_equals(o, want, 10000));
+		store_obj_unref(o);
+		free(want);
+	}
+	snprintf(bad, sizeof(bad), "%s.bad", rec);
+	CHECK(exists(bad));
+	CHECK(!exists(rec));
+	CHECK(!exists(tmp));
+	store_close(s);
+
+	s = must_open(&t, MiB, false);
+	store_stats(s, &st);
+	CHECK_EQ(st.bad_records, 0);
+	CHECK_EQ(st.objects, 2);
+	store_close(s);
+	tdir_release(&t);
+}
+
+TEST(overlap)
+{
+	char rec1[256], rec[256];
+	struct store_stats st;
+	struct store_obj *o;
+	uint8_t *one, *buf, *want = pattern(3 * PG, 1);
+	struct tdir t;
+	struct store *s;
+	size_t len;
+
+	tdir_init(&t);
+	s = must_open(&t, MiB, false);
+	store_obj_unref(make_sealed(s, 1, 3 * PG, 1, ""));
+	store_obj_unref(make_sealed(s, 2, 3 * PG, 2, ""));
+	store_close(s);
+
+	rec_path(&t, 1, rec1, sizeof(rec1));
+	one = slurp(rec1, &len);
+	CHECK(one && len == REC_HDR + 16 + 8);
+	buf = malloc(len);
+
+	/* object 2 claims object 1's pages: a well-formed record */
+	memcpy(buf, one, len);
+	set_le64(buf + REC_ID, 2);
+	rec_rehash(buf, len);
+	rec_path(&t, 2, rec, sizeof(rec));
+	spew(rec, buf, len);
+
+	/* object 3: extent past the arena */
+	set_le64(buf + REC_ID, 3);
+	set_le64(buf + REC_HDR, 1ULL << 40);
+	rec_rehash(buf, len);
+	rec_path(&t, 3, rec, sizeof(rec));
+	spew(rec, buf, len);
+
+	/* object 4: size does not match its pages */
+	memcpy(buf, one, len);
+	set_le64(buf + REC_ID, 4);
+	set_le64(buf + REC_HDR, 10);
+	set_le64(buf + REC_SIZE, 3 * PG + 1);
+	rec_rehash(buf, len);
+	rec_path(&t, 4, rec, sizeof(rec));
+	spew(rec, buf, len);
+
+	/* object 5: id differs from its name */
+	memcpy(buf, one, len);
+	set_le64(buf + REC_HDR, 20);
+	rec_rehash(buf, len);
+	rec_path(&t, 5, rec, sizeof(rec));
+	spew(rec, buf, len);
+
+	s = must_open(&t, MiB, false);
+	store_stats(s, &st);
+	CHECK_EQ(st.bad_records, 4);
+	CHECK_EQ(st.objects, 1);
+	CHECK_EQ(st.used, 3 * PG);
+	o = store_lookup(s, 1);
+	CHECK(o && obj_equals(o, want, 3 * PG));
+	store_obj_unref(o);
+	CHECK(!store_lookup(s, 2));
+	CHECK(!store_lookup(s, 3));
+	CHECK(!store_lookup(s, 4));
+	CHECK(!store_lookup(s, 5));
+	store_close(s);
+	free(one);
+	free(buf);
+	free(want);
+	tdir_release(&t);
+}
+
+TEST(verify)
+{
+	uint8_t *want = pattern(10000, 3), *rec_buf, byte;
+	char arena[256], rec[256], bad[300];
+	struct store_stats st;
+	struct store_obj *o;
+	struct tdir t;
+	struct store *s;
+	uint64_t at;
+	size_t len;
+	int fd;
+
+	tdir_init(&t);
+	s = must_open(&t, MiB, false);
+	store_obj_unref(make_sealed(s, 1, 10000, 3, ""));
+	store_close(s);
+
+	rec_path(&t, 1, rec, sizeof(rec));
+	rec_buf = slurp(rec, &len);
+	CHECK(rec_buf);
+	at = le64(rec_buf + REC_HDR) * PG + 5000;
+	free(rec_buf);
+	snprintf(arena, sizeof(arena), "%s/arena", t.dir);
+	fd = open(arena, O_RDWR);
+	CHECK(pread(fd, &byte, 1, (off_t)at) == 1);
+	byte ^= 0x40;
+	CHECK(pwrite(fd, &byte, 1, (off_t)at) == 1);
+	close(fd);
+
+	/* without verify the record is trusted */
+	s = must_open(&t, MiB, false);
+	o = store_lookup(s, 1);
+	CHECK(o && !obj_equals(o, want, 10000));
+	store_obj_unref(o);
+	store_close(s);
+
+	s = must_open(&t, MiB, true);
+	store_stats(s, &st);
+	CHECK_EQ(st.bad_records, 1);
+	CHECK_EQ(st.objects, 0);
+	CHECK_EQ(st.used, 0);
+	CHECK(!store_lookup(s, 1));
+	snprintf(bad, sizeof(bad), "%s.bad", rec);
+	CHECK(exists(bad));
+	store_close(s);
+	free(want);
+	tdir_release(&t);
+}
+
+TEST(shrink_capacity)
+{
+	uint8_t *a = pattern(10 * PG, 1), *b = pattern(100 * PG, 3);
+	struct store_obj *o, *filler;
+	struct store_stats st;
+	char arena[256];
+	struct tdir t;
+	struct store *s;
+	uint64_t end, detail = 0;
+	int err = 0;
+
+	tdir_init(&t);
+	snprintf(arena, sizeof(arena), "%s/arena", t.dir);
+	s = must_open(&t, 4 * MiB, false);
+	store_obj_unref(make_sealed(s, 1, 10 * PG, 1, "/a"));
+	filler = make_sealed(s, 2, 2 * MiB, 2, "/filler");
+	store_obj_unref(make_sealed(s, 3, 100 * PG, 3, "/b"));
+	store_unlink(filler);
+	store_obj_unref(filler);
+	store_close(s);
+	end = rec_end(&t, 3);
+	CHECK(end * PG > 2 * MiB && end * PG <= 3 * MiB);
+
+	CHECK(!open_store(&t, 2 * MiB, false, &err, &detail));
+	CHECK_EQ(err, -EFBIG);
+	CHECK_EQ(detail, end * PG);
+	CHECK_EQ(file_size(arena), 4 * MiB);
+
+	/* enough room: the arena shrinks and keeps its bytes */
+	s = must_open(&t, 3 * MiB, true);
+	CHECK_EQ(file_size(arena), 3 * MiB);
+	store_stats(s, &st);
+	CHECK_EQ(st.capacity, 3 * MiB);
+	CHECK_EQ(st.objects, 2);
+	CHECK_EQ(st.bad_records, 0);
+	o = store_lookup(s, 1);
+	CHECK(o && obj_equals(o, a, 10 * PG));
+	store_obj_unref(o);
+	o = store_lookup(s, 3);
+	CHECK(o && obj_equals(o, b, 100 * PG));
+	store_obj_unref(o);
+	o = store_create(s, 4, NULL);
+	CHECK_EQ(store_truncate(o, 3 * MiB - 110 * PG + 1), -ENOSPC);
+	CHECK_EQ(store_truncate(o, 3 * MiB - 110 * PG), 0);
+	store_unlink(o);
+	store_obj_unref(o);
+	store_close(s);
+
+	/* and grows again */
+	s = must_open(&t, 8 * MiB, true);
+	CHECK_EQ(file_size(arena), 8 * MiB);
+	o = store_lookup(s, 3);
+	CHECK(o && obj_equals(o, b, 100 * PG));
+	store_obj_unref(o);
+	store_close(s);
+	free(a);
+	free(b);
+	tdir_release(&t);
+}
+
+TEST(notes)
+{
+	char big[66], buf[64], notes[256];
+	const char *bad_keys[] = {"", "Epoch", "a/b", "..", ".x", "a.b", "a b", big};
+	struct tdir t;
+	struct store *s;
+	size_t i;
+
+	tdir_init(&t);
+	memset(big, 'a', 65);
+	big[65] = '\0';
+	s = must_open(&t, MiB, false);
+	CHECK_EQ(store_note_get(s, "epoch", buf, sizeof(buf)), -ENOENT);
+	CHECK_EQ(store_note_set(s, "epoch", "42"), 0);
+	CHECK_EQ(store_note_get(s, "epoch", buf, sizeof(buf)), 0);
+	CHECK_STR(buf, "42");
+	CHECK_EQ(store_note_set(s, "epoch", "43"), 0);
+	CHECK_EQ(store_note_get(s, "epoch", buf, sizeof(buf)), 0);
+	CHECK_STR(buf, "43");
+	CHECK_EQ(store_note_set(s, "e_-9", ""), 0);
+	CHECK_EQ(store_note_get(s, "e_-9", buf, sizeof(buf)), 0);
+	CHECK_STR(buf, "");
+	CHECK_EQ(store_note_set(s, "hello", "hello"), 0);
+	CHECK_EQ(store_note_get(s, "hello", buf, 5), -ERANGE);
+	CHECK_EQ(store_note_get(s, "hello", buf, 6), 0);
+	CHECK_STR(buf, "hello");
+	for (i = 0; i < ARRAY_SIZE(bad_keys); i++) {
+		CHECK_EQ(store_note_set(s, bad_keys[i], "x"), -EINVAL);
+		CHECK_EQ(store_note_get(s, bad_keys[i], buf, sizeof(buf)), -EINVAL);
+	}
+	big[64] = '\0';
+	CHECK_EQ(store_note_set(s, big, "long key"), 0);
+	CHECK_EQ(store_note_get(s, big, buf, sizeof(buf)), 0);
+	CHECK_STR(buf, "long key");
+	store_close(s);
+
+	snprintf(notes, sizeof(notes), "%s/notes/.tmp-epoch", t.dir);
+	CHECK(!exists(notes));
+	s = must_open(&t, MiB, false);
+	CHECK_EQ(store_note_get(s, "epoch", buf, sizeof(buf)), 0);
+	CHECK_STR(buf, "43");
+	store_close(s);
+	tdir_release(&t);
+}
+
+int main(void)
+{
+	RUN(reopen);
+	RUN(bad_record);
+	RUN(overlap);
+	RUN(verify);
+	RUN(shrink_capacity);
+	RUN(notes);
+	return tap_done();
+}
