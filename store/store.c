@@ -484,6 +484,20 @@ int store_obj_iov(struct store_obj *o, uint64_t off, size_t len, struct iovec *i
 	return used;
 }
 
+int store_obj_map(struct store_obj *o, struct store_map *ret)
+{
+	if (!o || !ret || !obj_is_sealed(o))
+		return -EINVAL;
+	return -EOPNOTSUPP; /* objects live in the shared arena */
+}
+
+int store_obj_open_fd(struct store_obj *o)
+{
+	if (!o || !obj_is_sealed(o))
+		return -EINVAL;
+	return -EOPNOTSUPP;
+}
+
 #define HASH_AHEAD_IOV 16
 
 /*

@@ -172,6 +172,33 @@ int store_obj_iov(struct store_obj *o, uint64_t off, size_t len, struct iovec *i
 		  size_t *ret_bytes);
 
 /*
+ * The memory and the file of sealed object @o, for transports that
+ * register memory once per object (RDMA) and for the kernel's
+ * passthrough: @addr maps the whole object MAP_SHARED (NULL for an empty
+ * one), @len is its size, and @fd is the store's own descriptor of the
+ * object's file, which holds the object at offset 0 and is exactly @len
+ * bytes long.  All three stay valid while a reference on @o is held; @fd
+ * must not be closed or written.  -EINVAL if @o is pending, -EOPNOTSUPP
+ * if the store keeps objects in a shared arena.
+ */
+struct store_map {
+	void *addr;
+	uint64_t len;
+	int fd;
+};
+int store_obj_map(struct store_obj *o, struct store_map *ret);
+
+/*
+ * A new read-only descriptor of sealed @o's own file (see store_obj_map()),
+ * for the caller to keep or hand to the kernel (FUSE_DEV_IOC_BACKING_OPEN)
+ * and close.  The descriptor or descriptions made from it must not outlive
+ * what the caller knows of @o's use: the store may hand the file's pages
+ * to another object once the last reference on @o goes.  -EINVAL if
+ * pending, -EOPNOTSUPP as for store_obj_map(), or the errno of open(2).
+ */
+int store_obj_open_fd(struct store_obj *o);
+
+/*
  * Fold bytes [0, @end) of a pending object into its checksum now, while
  * they are fresh in the cache, so that store_seal() hashes only the rest.
  * For receivers that fill an object front to back: the caller promises
