@@ -16,6 +16,9 @@
 #   OBJFS_SANITIZE=1   the build is sanitized: collect ASan/UBSan reports
 #                      from every process and fail the test if any appear
 #   OBJFS_KEEP=1       keep $T and $S after the test (for debugging)
+#   OBJFS_TEST_PASSTHROUGH=auto|off
+#                      mount every daemon with passthrough=MODE (tests/run
+#                      --passthrough; unset: objfsd's default)
 #
 # Every wait is bounded.
 
@@ -440,9 +443,10 @@ mount_fstype() {
 		/proc/self/mountinfo
 }
 
-# default_opts NAME: the options that keep a mount private to this test
+# default_opts NAME: the options that keep a mount private to this test,
+# and the passthrough mode tests/run asked for
 default_opts() {
-	echo "node=$1,store=$(store_of "$1"),rundir=$(rundir_of "$1"),log=$(log_of "$1"),listen=127.0.0.1:$(free_port)"
+	echo "node=$1,store=$(store_of "$1"),rundir=$(rundir_of "$1"),log=$(log_of "$1"),listen=127.0.0.1:$(free_port)${OBJFS_TEST_PASSTHROUGH:+,passthrough=$OBJFS_TEST_PASSTHROUGH}"
 }
 
 # _remember_mount NAME: note the mount and its processes for cleanup
