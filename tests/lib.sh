@@ -650,69 +650,108 @@ mount_objfs_on() {
 		mount_objfs "$name" "$spec" "listen=${NETNS_IP[$host]}:7419${extra:+,$extra}"
 }
 
-# ---- readers: a python process that keeps a file open ----
+# ---- readers: a python process that keeps a file open or mapped ----
 
 # start_reader ID FILE: open FILE, read its first 64 KiB, then wait for
 # release_reader ID before reading the rest.  Waits (20 s max) until the
 # file is open.
-start_reader() {
-	local id=$1 file=$2 i
-	python3 - "$file" "$T/reader-$id" <<'EOF' &
-import hashlib, os, sys, time
-path, base = sys.argv[1], sys.argv[2]
+start_reader() { _start_holder read "$1" "$2" 65536; }
+
+# start_mapper ID FILE [TOUCH]: open FILE, map all of it (MAP_SHARED,
+# read-only), close the descriptor (the mapping alone holds the file
+# now) and read one byte of each page of the first TOUCH bytes (default
+# 64 KiB; "all": every page); then wait for release_reader ID before
+# hashing the whole mapping.  Waits (20 s max) until the file is mapped.
+start_mapper() { _start_holder map "$1" "$2" "${3:-65536}"; }
+
+# _start_holder read|map ID FILE TOUCH
+_start_holder() {
+	local kind=$1 id=$2 file=$3 touch=$4 pid i
+	python3 - "$kind" "$file" "$T/reader-$id" "$touch" <<'EOF' &
+import errno, hashlib, mmap, os, sys, time
+kind, path, base, touch = sys.argv[1:5]
 def out(s):
     with open(base + ".tmp", "w") as f:
         f.write(s + "\n")
     os.rename(base + ".tmp", base + ".result")
-try:
-    f = open(path, "rb", buffering=0)
-    h = hashlib.sha256()
-    first = f.read(65536)
-    h.update(first)
+def wait_go():
     open(base + ".ready", "w").close()
-    deadline = time.time() + 60
+    deadline = time.time() + 120
     while not os.path.exists(base + ".go"):
         if time.time() > deadline:
             out("ERR timeout waiting for go")
             sys.exit(1)
         time.sleep(0.02)
-    while True:
-        b = f.read(1 << 20)
-        if not b:
-            break
-        h.update(b)
-    f.close()
+try:
+    h = hashlib.sha256()
+    if kind == "read":
+        f = open(path, "rb", buffering=0)
+        h.update(f.read(int(touch)))
+        wait_go()
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                break
+            h.update(b)
+        f.close()
+    else:
+        fd = os.open(path, os.O_RDONLY)
+        m = mmap.mmap(fd, 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+        os.close(fd)
+        n = len(m) if touch == "all" else min(int(touch), len(m))
+        sum(m[off] for off in range(0, n, 4096))
+        wait_go()
+        h.update(m)
+        m.close()
     out(h.hexdigest())
 except OSError as e:
-    import errno
     out("ERR " + errno.errorcode.get(e.errno, str(e.errno)))
     open(base + ".ready", "w").close()
 EOF
-	BG_PIDS+=("$!")
+	pid=$!
+	BG_PIDS+=("$pid")
+	echo "$pid" >"$T/reader-$id.pid"
 	for ((i = 0; i < 200; i++)); do
 		[ -e "$T/reader-$id.ready" ] && break
+		[ -n "$(alive "$pid")" ] || break
 		sleep 0.1
 	done
-	[ -e "$T/reader-$id.ready" ] || fail "reader $id did not open $file within 20 s"
+	[ -e "$T/reader-$id.ready" ] || fail "reader $id did not open $file within 20 s (or died)"
 	if [ -e "$T/reader-$id.result" ]; then
 		fail "reader $id could not open $file: $(cat "$T/reader-$id.result")"
 	fi
 }
 
-# release_reader ID: let the reader finish; prints its result (sha256 of
-# everything it read, or "ERR <errno>").  Bounded to 60 s.
+# release_reader ID: let the reader (or mapper) finish; prints its result
+# (sha256 of everything it read, "ERR <errno>", or "ERR died" if it was
+# killed, say by SIGBUS).  Bounded to 60 s.
 release_reader() {
-	local id=$1 i
+	local id=$1 pid i
+	pid=$(cat "$T/reader-$id.pid")
 	touch "$T/reader-$id.go"
 	for ((i = 0; i < 600; i++)); do
 		[ -e "$T/reader-$id.result" ] && break
+		[ -n "$(alive "$pid")" ] || break
 		sleep 0.1
 	done
 	if [ -e "$T/reader-$id.result" ]; then
 		cat "$T/reader-$id.result"
+	elif [ -z "$(alive "$pid")" ]; then
+		echo "ERR died"
 	else
 		echo "ERR reader did not finish within 60 s"
 	fi
+}
+
+# ---- passthrough (issue 10) ----
+
+# passthrough_mode NAME KEY: the first word of node NAME's status line KEY
+# ("on", "off", "unavailable"), or "absent" if there is none (an objfsd
+# from before passthrough)
+passthrough_mode() {
+	local v
+	v=$(status_of "$1" "$2" | awk '{ print $1 }')
+	echo "${v:-absent}"
 }
 
 # ---- cleanup ----
