@@ -743,6 +743,20 @@ release_reader() {
 	fi
 }
 
+# churn_store MNT SIZE: write and delete 3 new objects of SIZE random
+# bytes in MNT, then write one more that stays (MNT/churn.N): a store
+# that reuses the files of freed objects gets every chance to
+CHURNS=0
+churn_store() {
+	local mnt=$1 size=$2 i
+	for i in 1 2 3 4; do
+		CHURNS=$((CHURNS + 1))
+		mkdata "$T/churn" "$size"
+		cp "$T/churn" "$mnt/churn.$CHURNS"
+		[ "$i" = 4 ] || rm "$mnt/churn.$CHURNS"
+	done
+}
+
 # ---- passthrough (issue 10) ----
 
 # passthrough_mode NAME KEY: the first word of node NAME's status line KEY

@@ -17,7 +17,7 @@ PT_MODE=passthrough      # "on", "off (why)", "unavailable (why)"
 PT_OPENS=passthrough_opens # opens that the kernel serves from the store file
 
 need python3 getfattr
-mount_objfs a local "capacity=512M,allow_overwrite"
+mount_objfs a local "capacity=1G,allow_overwrite"
 M=$(mnt_of a)
 pt=$(passthrough_mode a "$PT_MODE")
 step "passthrough: $pt ($(status_of a "$PT_MODE"))"
@@ -32,18 +32,6 @@ hold() {
 	if [ "$pt" = on ]; then
 		assert_le $((opens + 2)) "$(status_of a "$PT_OPENS")" "$PT_OPENS after the reader's and the mapper's opens"
 	fi
-}
-
-# churn: write and delete 3 new objects of the same size
-churn() {
-	local i
-	for i in 1 2 3; do
-		mkdata "$T/churn" "$size"
-		cp "$T/churn" "$M/churn"
-		rm "$M/churn"
-	done
-	mkdata "$T/churn" "$size"
-	cp "$T/churn" "$M/churn.kept"
 }
 
 # released OP: the reader and the mapper of x.OP got the original bytes
@@ -61,14 +49,14 @@ step "unlink while held"
 hold unlink
 rm "$M/x.unlink"
 assert_absent "$M/x.unlink"
-churn
+churn_store "$M" "$size"
 released unlink
 assert_absent "$M/x.unlink"
 
 step "rename while held"
 hold rename
 mv "$M/x.rename" "$M/x.renamed"
-churn
+churn_store "$M" "$size"
 released rename
 assert_absent "$M/x.rename"
 assert_same "$T/x.rename" "$M/x.renamed"
@@ -78,7 +66,7 @@ hold overwrite
 mkdata "$T/y" $((size - 12345))
 cp "$T/y" "$M/x.overwrite"
 assert_same "$T/y" "$M/x.overwrite"
-churn
+churn_store "$M" "$size"
 released overwrite
 assert_same "$T/y" "$M/x.overwrite"
 
@@ -87,7 +75,7 @@ mkdata "$T/x.maponly" "$size"
 cp "$T/x.maponly" "$M/x.maponly"
 start_mapper m-maponly "$M/x.maponly"
 rm "$M/x.maponly"
-churn
+churn_store "$M" "$size"
 assert_eq "$(sha256_of "$T/x.maponly")" "$(release_reader m-maponly)" "sha256 of the mapping after the unlink"
 
 step "everything deleted and closed: the store's space all comes back"
