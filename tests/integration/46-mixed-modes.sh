@@ -22,9 +22,9 @@
 . "$(dirname "$0")/../lib.sh"
 
 # the passthrough lines of the status report (issue 10): their keys, here only
-PT_MODE=passthrough      # "on", "off (why)", "unavailable (why)"
+PT_MODE=passthrough # "on", "off (why)", "unavailable (why)"
 PT_OPENS=passthrough_opens # opens that the kernel serves from the store file
-PT_READS=daemon_reads    # READ requests that the daemon answered
+PT_READS=read_requests # READ requests that the daemon answered
 
 need python3 getfattr
 start_redis

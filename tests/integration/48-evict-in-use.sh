@@ -15,7 +15,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 # the passthrough lines of the status report (issue 10): their keys, here only
-PT_MODE=passthrough      # "on", "off (why)", "unavailable (why)"
+PT_MODE=passthrough # "on", "off (why)", "unavailable (why)"
 PT_OPENS=passthrough_opens # opens that the kernel serves from the store file
 
 need python3 getfattr
