@@ -23,10 +23,13 @@ pt=$(passthrough_mode a "$PT_MODE")
 step "passthrough: $pt ($(status_of a "$PT_MODE"))"
 size=$((64 << 20))
 
-# hold OP: a reader and a mapper of $M/x.OP
+# hold OP: a reader and a mapper of $M/x.OP (passthrough opens, if on)
 hold() {
 	local opens=
-	[ "$pt" != on ] || opens=$(status_of a "$PT_OPENS")
+	if [ "$pt" = on ]; then
+		eventually 10 opens_in_passthrough a "$M/x.$1" "$PT_OPENS"
+		opens=$(status_of a "$PT_OPENS")
+	fi
 	start_reader "r-$1" "$M/x.$1"
 	start_mapper "m-$1" "$M/x.$1"
 	if [ "$pt" = on ]; then
@@ -73,6 +76,7 @@ assert_same "$T/y" "$M/x.overwrite"
 step "unlink while only a mapping holds the object (its descriptor closed at once)"
 mkdata "$T/x.maponly" "$size"
 cp "$T/x.maponly" "$M/x.maponly"
+[ "$pt" != on ] || eventually 10 opens_in_passthrough a "$M/x.maponly" "$PT_OPENS"
 start_mapper m-maponly "$M/x.maponly"
 rm "$M/x.maponly"
 churn_store "$M" "$size"

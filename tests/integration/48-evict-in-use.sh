@@ -41,7 +41,11 @@ assert_ok cmp "$T/e1" "$B/e1"
 assert_ok cmp "$T/e2" "$B/e2"
 local_on_b e1 || fail "e1 is not local on b after reading it"
 local_on_b e2 || fail "e2 is not local on b after reading it"
-[ "$pt" != on ] || opens=$(status_of b "$PT_OPENS")
+if [ "$pt" = on ]; then
+	eventually 10 opens_in_passthrough b "$B/e1" "$PT_OPENS"
+	eventually 10 opens_in_passthrough b "$B/e2" "$PT_OPENS"
+	opens=$(status_of b "$PT_OPENS")
+fi
 start_reader r1 "$B/e1"
 start_mapper m1 "$B/e1"
 start_mapper m2 "$B/e2"

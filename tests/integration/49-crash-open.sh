@@ -43,11 +43,18 @@ for f in $names; do
 done
 
 step "hold the objects: a reader of big, whole mappings of big, mid and small, cold barely touched"
+if [ "$pt" = on ]; then
+	for f in $names; do eventually 10 opens_in_passthrough a "$M/$f" "$PT_OPENS"; done
+	opens=$(status_of a "$PT_OPENS")
+fi
 start_reader r-big "$M/big"
 for f in big mid small; do start_mapper "m-$f" "$M/$f" all; done
 sync
 echo 3 >/proc/sys/vm/drop_caches
 start_mapper u-cold "$M/cold"
+if [ "$pt" = on ]; then
+	assert_le $((opens + 5)) "$(status_of a "$PT_OPENS")" "$PT_OPENS after the five holders' opens"
+fi
 
 step "kill -9 objfsd, mount again at once"
 kill_node a KILL
