@@ -657,18 +657,19 @@ mount_objfs_on() {
 # file is open.
 start_reader() { _start_holder read "$1" "$2" 65536; }
 
-# start_mapper ID FILE [TOUCH]: open FILE, map all of it (MAP_SHARED,
-# read-only), close the descriptor (the mapping alone holds the file
-# now) and read one byte of each page of the first TOUCH bytes (default
-# 64 KiB; "all": every page); then wait for release_reader ID before
-# hashing the whole mapping.  Waits (20 s max) until the file is mapped.
+# start_mapper ID FILE [TOUCH]: open FILE, map all of it (mmap(2) through
+# ctypes, MAP_SHARED, read-only), close the descriptor (the mapping alone
+# holds the file now: python's own mmap would keep a dup of it) and read
+# one byte of each page of the first TOUCH bytes (default 64 KiB; "all":
+# every page); then wait for release_reader ID before hashing the whole
+# mapping.  Waits (20 s max) until the file is mapped.
 start_mapper() { _start_holder map "$1" "$2" "${3:-65536}"; }
 
 # _start_holder read|map ID FILE TOUCH
 _start_holder() {
 	local kind=$1 id=$2 file=$3 touch=$4 pid i
 	python3 - "$kind" "$file" "$T/reader-$id" "$touch" <<'EOF' &
-import errno, hashlib, mmap, os, sys, time
+import ctypes, errno, hashlib, os, sys, time
 kind, path, base, touch = sys.argv[1:5]
 def out(s):
     with open(base + ".tmp", "w") as f:
@@ -698,14 +699,22 @@ try:
         except OSError:
             pass  # the FLUSH of a dead daemon's file (ENOTCONN): all was read
     else:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long]
         fd = os.open(path, os.O_RDONLY)
-        m = mmap.mmap(fd, 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+        size = os.fstat(fd).st_size
+        addr = libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+        if addr in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), "mmap")
         os.close(fd)
-        n = len(m) if touch == "all" else min(int(touch), len(m))
+        m = memoryview((ctypes.c_ubyte * size).from_address(addr)).cast("B")
+        n = size if touch == "all" else min(int(touch), size)
         sum(m[off] for off in range(0, n, 4096))
         wait_go()
-        h.update(m)
-        m.close()
+        for off in range(0, size, 1 << 20):
+            h.update(m[off : off + (1 << 20)])
     out(h.hexdigest())
 except OSError as e:
     out("ERR " + errno.errorcode.get(e.errno, str(e.errno)))
@@ -748,14 +757,16 @@ release_reader() {
 
 # churn_store MNT SIZE: write and delete 3 new objects of SIZE random
 # bytes in MNT, then write one more that stays (MNT/churn.N): a store
-# that reuses the files of freed objects gets every chance to
+# that reuses the files of freed objects gets every chance to.  Written
+# in 4 MiB writes: the store takes a freed file for a new object whose
+# first write is big enough (1 MiB and more)
 CHURNS=0
 churn_store() {
 	local mnt=$1 size=$2 i
 	for i in 1 2 3 4; do
 		CHURNS=$((CHURNS + 1))
 		mkdata "$T/churn" "$size"
-		cp "$T/churn" "$mnt/churn.$CHURNS"
+		dd if="$T/churn" of="$mnt/churn.$CHURNS" bs=4M status=none
 		[ "$i" = 4 ] || rm "$mnt/churn.$CHURNS"
 	done
 }

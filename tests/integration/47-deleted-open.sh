@@ -1,5 +1,5 @@
 #!/bin/bash
-# Open objects outlive their deletion (issue 10).  A 64 MiB object is held
+# Open objects outlive their deletion (issue 10).  A 40 MiB object is held
 # by a reader (an open descriptor, its head read) and by a python mmap
 # (64 KiB of it touched, the rest never), both passthrough opens when
 # passthrough is on (counter); then its name is unlinked, renamed, or
@@ -21,7 +21,9 @@ mount_objfs a local "capacity=1G,allow_overwrite"
 M=$(mnt_of a)
 pt=$(passthrough_mode a "$PT_MODE")
 step "passthrough: $pt ($(status_of a "$PT_MODE"))"
-size=$((64 << 20))
+# not a multiple of 64 MiB (the store's prefault files): a freed file of
+# this size is the best fit for a new object of the same size
+size=$(((40 << 20) + 12345))
 
 # hold OP: a reader and a mapper of $M/x.OP (passthrough opens, if on)
 hold() {
