@@ -106,10 +106,10 @@ struct store_stats {
 	 * until their last reference goes: open here, or being sent to a
 	 * peer that began fetching them before the unlink */
 	uint64_t draining;
-	uint64_t objects;      /* sealed objects in the store */
-	uint64_t pending;      /* objects being written */
-	uint64_t bad_records;  /* catalog records rejected at open */
-	uint64_t pool;	       /* bytes of freed files kept for reuse (not in used) */
+	uint64_t objects;     /* sealed objects in the store */
+	uint64_t pending;     /* objects being written */
+	uint64_t bad_records; /* catalog records rejected at open */
+	uint64_t pool; /* bytes of files kept for reuse, or being made by prefault (not in used) */
 	uint64_t files_new;    /* object files made new since open */
 	uint64_t files_reused; /* object files taken from the pool since open */
 	enum store_fs fs;
