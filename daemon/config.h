@@ -48,10 +48,11 @@ struct config {
 	bool allow_other;
 	bool foreground;
 	bool debug;
-	bool read_only;	 /* ro */
-	bool prefault;	 /* prefault: touch the whole arena at mount */
-	bool restart;	 /* restart: wait for a previous instance to let go */
-	bool check_only; /* --check: validate the command line, do nothing */
+	bool read_only;	  /* ro */
+	bool prefault;	  /* prefault (the default after config_finish()) */
+	bool no_prefault; /* noprefault: do not fill the store's pool at mount */
+	bool restart;	  /* restart: wait for a previous instance to let go */
+	bool check_only;  /* --check: validate the command line, do nothing */
 	bool nosuid, nodev, noexec, noatime;
 };
 

@@ -693,7 +693,7 @@ void store_stats(struct store *s, struct store_stats *ret)
 	ret->capacity = s->capacity;
 	ret->used = s->used;
 	ret->draining = s->draining;
-	ret->pool = s->pool_bytes;
+	ret->pool = s->pool_bytes + s->prefault_hold;
 	ret->files_new = s->files_new;
 	ret->files_reused = s->files_reused;
 	ret->fs = s->kind;

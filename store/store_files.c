@@ -59,11 +59,13 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-#define STORE_POOL_MIN (1ULL << 20)	/* smaller files are not worth pooling */
-#define STORE_TMPFS_SLACK (16ULL << 20) /* tmpfs size beyond the capacity */
-#define STORE_TMPFS_SOURCE "objfs-store"
 #define PREFAULT_MIN (64ULL << 20)
 #define PREFAULT_STEP (64ULL << 20)
+#define STORE_POOL_MIN (1ULL << 20) /* smaller files are not worth pooling */
+/* tmpfs size beyond the capacity: a prefault step given up by a writer is
+ * still allocated for a moment (see charge_locked()) */
+#define STORE_TMPFS_SLACK ((16ULL << 20) + PREFAULT_STEP)
+#define STORE_TMPFS_SOURCE "objfs-store"
 #define GONE_PREFIX ".gone-"
 #define FREE_PREFIX ".free-"
 
@@ -80,7 +82,7 @@ const char *store_fs_name(enum store_fs fs)
 	case STORE_FS_TMPFS:
 		return "tmpfs (the user's)";
 	case STORE_FS_HUGETLBFS:
-		return "hugetlbfs (the user's)";
+		return "hugetlbfs (the user's, on DIR/data)";
 	case STORE_FS_DIR:
 		break;
 	}
@@ -149,7 +151,8 @@ static int mount_tmpfs(const char *path, uint64_t capacity, bool remount)
 	return mount(STORE_TMPFS_SOURCE, path, "tmpfs", flags, opts) < 0 ? -errno : 0;
 }
 
-/* Set up data/ when DIR is not a tmpfs or hugetlbfs of its own. */
+/* Set up data/ when DIR is not a tmpfs of its own: a hugetlbfs (or a
+ * tmpfs) mounted there, else, with @own_tmpfs, the store's own tmpfs. */
 static int open_own_tmpfs(struct store *s, const char *dir, bool own_tmpfs)
 {
 	char path[4096];
@@ -160,8 +163,6 @@ static int open_own_tmpfs(struct store *s, const char *dir, bool own_tmpfs)
 	if (r < 0)
 		return r;
 	s->kind = STORE_FS_DIR;
-	if (!own_tmpfs)
-		return 0;
 	if ((size_t)snprintf(path, sizeof(path), "%s/data", dir) >= sizeof(path))
 		return -ENAMETOOLONG;
 	if (is_mount_root(s->data_fd)) {
@@ -176,13 +177,17 @@ static int open_own_tmpfs(struct store *s, const char *dir, bool own_tmpfs)
 				 path);
 			return 0;
 		}
+		s->kind = STORE_FS_OWN_TMPFS;
+		if (!own_tmpfs)
+			return 0;
 		/* an earlier run's: fit it to this capacity */
 		r = mount_tmpfs(path, s->capacity, true);
 		if (r < 0)
 			log_warn("store: cannot resize the tmpfs on %s: %s", path, strerror(-r));
-		s->kind = STORE_FS_OWN_TMPFS;
 		return 0;
 	}
+	if (!own_tmpfs)
+		return 0;
 	r = mount_tmpfs(path, s->capacity, false);
 	if (r < 0) {
 		log_warn("store: cannot mount a tmpfs on %s (%s): objects live in a plain "
@@ -241,12 +246,18 @@ int store_files_open_i(struct store *s, const char *dir, bool own_tmpfs)
 
 	if (fstatfs(s->dir_fd, &sf) < 0)
 		return -errno;
-	if ((sf.f_type == TMPFS_MAGIC || sf.f_type == HUGETLBFS_MAGIC) &&
-	    is_mount_root(s->dir_fd)) {
+	if (sf.f_type == HUGETLBFS_MAGIC) {
+		/* no write(2) there: records and notes cannot be written */
+		log_error("store: %s is on a hugetlbfs, which holds only mappable files; mount "
+			  "the hugetlbfs on %s/data instead",
+			  dir, dir);
+		return -EMEDIUMTYPE;
+	}
+	if (sf.f_type == TMPFS_MAGIC && is_mount_root(s->dir_fd)) {
 		r = store_subdir_open_i(s->dir_fd, "data", &s->data_fd);
 		if (r < 0)
 			return r;
-		s->kind = sf.f_type == TMPFS_MAGIC ? STORE_FS_TMPFS : STORE_FS_HUGETLBFS;
+		s->kind = STORE_FS_TMPFS;
 	} else {
 		r = open_own_tmpfs(s, dir, own_tmpfs);
 		if (r < 0)
@@ -330,6 +341,12 @@ void store_files_sweep_i(struct store *s)
 
 /* ---- capacity and the pool (s->lock held) ---- */
 
+/* Capacity nobody holds: not objects, not the pool, not a prefault. */
+static uint64_t free_locked(const struct store *s)
+{
+	return s->capacity - s->used - s->pool_bytes - s->prefault_hold;
+}
+
 /* Take pool entry @i out of the pool into *@ret. */
 static void pool_take_locked(struct store *s, size_t i, struct store_pooled *ret)
 {
@@ -346,7 +363,7 @@ static void pool_take_locked(struct store *s, size_t i, struct store_pooled *ret
 static int charge_locked(struct store *s, struct store_obj *o, uint64_t n,
 			 struct store_pooled *drop, size_t *ndrop)
 {
-	while (s->capacity - s->used - s->pool_bytes < n && s->npool) {
+	while (free_locked(s) < n && s->npool) {
 		size_t i, big = 0;
 
 		for (i = 1; i < s->npool; i++)
@@ -354,7 +371,12 @@ static int charge_locked(struct store *s, struct store_obj *o, uint64_t n,
 				big = i;
 		pool_take_locked(s, big, &drop[(*ndrop)++]);
 	}
-	if (s->capacity - s->used - s->pool_bytes < n)
+	if (free_locked(s) < n && s->prefault_hold) {
+		/* objects first: the prefault gives up the file it makes */
+		s->prefault_cancel = true;
+		s->prefault_hold = 0;
+	}
+	if (free_locked(s) < n)
 		return -ENOSPC;
 	s->used += n;
 	if (!o->linked)
@@ -682,7 +704,7 @@ void store_file_free_i(struct store_obj *o)
 	}
 	if (pooled) {
 		pthread_mutex_lock(&s->lock);
-		if (s->npool < STORE_POOL_MAX && s->capacity - s->used - s->pool_bytes >= len) {
+		if (s->npool < STORE_POOL_MAX && free_locked(s) >= len) {
 			s->pool[s->npool++] = (struct store_pooled){o->fd, len, o->gone_seq};
 			s->pool_bytes += len;
 			o->fd = -1;
@@ -756,50 +778,59 @@ int store_obj_open_fd(struct store_obj *o)
 	return fd < 0 ? -errno : fd;
 }
 
-/* One pooled file of @len bytes with its pages allocated.  0, -ENOSPC
- * (no room left, or the filesystem says so), -ECANCELED. */
+/*
+ * One pooled file of @len bytes with its pages allocated, a step at a
+ * time; each step is held (s->prefault_hold) before it is allocated, and
+ * a writer short of room takes the whole hold back (charge_locked()): the
+ * file is then deleted.  0, -ENOSPC (no room left, given up, or the
+ * filesystem says so), -ECANCELED (*@stop).
+ */
 static int prefault_one(struct store *s, uint64_t len, const atomic_bool *stop)
 {
 	char name[32];
-	uint64_t seq, off;
+	uint64_t seq, off, step;
+	bool kept = false;
 	int fd, r = 0;
 
 	pthread_mutex_lock(&s->lock);
-	if (s->npool >= STORE_POOL_MAX || s->capacity - s->used - s->pool_bytes < len) {
-		pthread_mutex_unlock(&s->lock);
-		return -ENOSPC;
-	}
-	/* held as if in the pool while it is made */
-	s->pool_bytes += len;
 	seq = s->seq++;
 	pthread_mutex_unlock(&s->lock);
 	seq_name(FREE_PREFIX, seq, name, sizeof(name));
 	fd = openat(s->data_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
-		r = -errno;
-	if (r == 0 && ftruncate(fd, (off_t)len) < 0)
-		r = -errno;
-	for (off = 0; r == 0 && off < len; off += PREFAULT_STEP) {
-		if (stop && atomic_load_explicit(stop, memory_order_relaxed))
+		return -errno;
+	for (off = 0; r == 0 && off < len; off += step) {
+		step = min_u64(PREFAULT_STEP, len - off);
+		if (stop && atomic_load_explicit(stop, memory_order_relaxed)) {
 			r = -ECANCELED;
-		else if (fallocate(fd, 0, (off_t)off, (off_t)min_u64(PREFAULT_STEP, len - off)) < 0)
-			r = -errno;
+			break;
+		}
+		pthread_mutex_lock(&s->lock);
+		if (s->prefault_cancel || free_locked(s) < step)
+			r = -ENOSPC;
+		else
+			s->prefault_hold += step;
+		pthread_mutex_unlock(&s->lock);
+		if (r == 0 && fallocate(fd, 0, (off_t)off, (off_t)step) < 0)
+			r = errno == EOPNOTSUPP ? -ENOSPC : -errno;
 	}
 	pthread_mutex_lock(&s->lock);
-	s->pool_bytes -= len;
-	if (r == 0 && s->npool < STORE_POOL_MAX && s->capacity - s->used - s->pool_bytes >= len) {
+	if (r == 0 && !s->prefault_cancel && s->npool < STORE_POOL_MAX) {
 		s->pool[s->npool++] = (struct store_pooled){fd, len, seq};
 		s->pool_bytes += len;
-		fd = -1;
+		s->prefault_hold -= len;
+		kept = true;
+	} else {
+		s->prefault_hold = 0;
 	}
 	pthread_mutex_unlock(&s->lock);
-	if (fd >= 0) {
+	if (!kept) {
 		unlinkat(s->data_fd, name, 0);
 		close(fd);
 		if (r == 0)
 			r = -ENOSPC;
 	}
-	return r == -EOPNOTSUPP ? -ENOSPC : r;
+	return r;
 }
 
 int store_prefault(struct store *s, const atomic_bool *stop)
@@ -809,7 +840,7 @@ int store_prefault(struct store *s, const atomic_bool *stop)
 
 	for (;;) {
 		pthread_mutex_lock(&s->lock);
-		free_bytes = s->capacity - s->used - s->pool_bytes;
+		free_bytes = s->prefault_cancel ? 0 : free_locked(s);
 		pthread_mutex_unlock(&s->lock);
 		if (free_bytes < PREFAULT_MIN)
 			break;

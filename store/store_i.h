@@ -165,8 +165,12 @@ struct store {
 	uint64_t draining;    /* of which unlinked objects still referenced */
 	struct store_pooled pool[STORE_POOL_MAX];
 	size_t npool;
-	uint64_t pool_bytes;	 /* sum of pool[].len */
-	uint64_t seq;		 /* names of gone and pooled files */
+	uint64_t pool_bytes; /* sum of pool[].len */
+	uint64_t seq;	     /* names of gone and pooled files */
+	/* bytes a running store_prefault() has allocated for the pool file it
+	 * makes, and whether a writer took them back (it then stops) */
+	uint64_t prefault_hold;
+	bool prefault_cancel;
 	struct store_obj *table; /* linked objects by id (uthash) */
 	struct store_obj *all;	 /* every object not yet freed */
 	uint64_t nobjects, npending;

@@ -732,6 +732,103 @@ TEST(full)
 	tdir_release(&t);
 }
 
+/* The pool: prefault fills it, objects take from it, and it never
+ * stands in the way of an object. */
+TEST(prefault_pool)
+{
+	struct store_obj *o, *big;
+	struct store_stats st;
+	struct tdir t;
+	struct store *s;
+
+	tdir_init(&t);
+	s = must_open(&t, 256 * MiB, false);
+	CHECK_EQ(store_prefault(s, NULL), 0);
+	store_stats(s, &st);
+	CHECK_EQ(st.pool, 256 * MiB);
+	CHECK_EQ(st.used, 0);
+
+	/* a fetch of 100 MiB takes the pooled file, cut to its size */
+	o = store_create(s, 1, NULL);
+	CHECK_EQ(store_reserve(o, 100 * MiB), 0);
+	store_stats(s, &st);
+	CHECK_EQ(st.files_reused, 1);
+	CHECK_EQ(st.pool, 0);
+	CHECK_EQ(st.used, 100 * MiB);
+	CHECK_EQ(store_seal(o, "/o", 1), 0);
+	store_unlink(o);
+	store_obj_unref(o);
+	store_stats(s, &st);
+	CHECK_EQ(st.pool, 100 * MiB);
+	CHECK_EQ(st.used, 0);
+
+	/* a small object does not take it; a big one pushes it out */
+	o = store_create(s, 2, NULL);
+	CHECK_EQ(store_write(o, "x", 1, 0), 0);
+	store_stats(s, &st);
+	CHECK_EQ(st.files_reused, 1);
+	big = store_create(s, 3, NULL);
+	CHECK_EQ(store_reserve(big, 200 * MiB), 0);
+	store_stats(s, &st);
+	CHECK_EQ(st.files_reused, 2); /* it took the 100 MiB file, and grew it */
+	CHECK_EQ(store_truncate(o, 56 * MiB), 0);
+	CHECK_EQ(store_truncate(o, 56 * MiB + 1), -ENOSPC);
+	store_stats(s, &st);
+	CHECK_EQ(st.pool, 0);
+	CHECK_EQ(st.used, 256 * MiB);
+	store_obj_unref(o);
+	store_obj_unref(big);
+	store_close(s);
+	tdir_release(&t);
+}
+
+struct prefaulter {
+	pthread_t tid;
+	struct store *s;
+	int r;
+};
+
+static void *prefault_main(void *arg)
+{
+	struct prefaulter *p = arg;
+
+	p->r = store_prefault(p->s, NULL);
+	return NULL;
+}
+
+/* A writer that needs the room a running prefault holds gets it. */
+TEST(prefault_yields)
+{
+	struct prefaulter p = {0};
+	struct store_obj *o;
+	struct store_stats st;
+	struct tdir t;
+	int i;
+
+	tdir_init(&t);
+	p.s = must_open(&t, 512 * MiB, false);
+	for (i = 0; i < 3; i++) {
+		CHECK_EQ(pthread_create(&p.tid, NULL, prefault_main, &p), 0);
+		/* once it holds something (for at most 5 s) */
+		for (int ms = 0; ms < 5000; ms++) {
+			store_stats(p.s, &st);
+			if (st.pool)
+				break;
+			usleep(1000);
+		}
+		o = store_create(p.s, (uint64_t)i + 1, NULL);
+		CHECK_EQ(store_reserve(o, 500 * MiB), 0);
+		pthread_join(p.tid, NULL);
+		CHECK(p.r == 0 || p.r == -ENOSPC);
+		store_stats(p.s, &st);
+		CHECK(st.used + st.pool <= 512 * MiB);
+		store_unlink(o);
+		store_obj_unref(o);
+	}
+	store_close(p.s);
+	tdir_release(&t);
+}
+
 /* ---- threads ---- */
 
 #define NTHREADS 4
@@ -927,6 +1024,8 @@ int main(void)
 	RUN(hash_ahead);
 	RUN(hash_follow);
 	RUN(full);
+	RUN(prefault_pool);
+	RUN(prefault_yields);
 	RUN(threads);
 	RUN(throughput);
 	return tap_done();
