@@ -80,6 +80,10 @@ static const char usage[] =
     "                   they know; without it only loopback peers are served\n"
     "  rundir=DIR       sockets and logs (default /run/objfs/PREFIX-NODE)\n"
     "  log=FILE         log file (default RUNDIR/objfsd.log in the background)\n"
+    "  passthrough=auto|off  auto (default): the kernel reads and maps sealed\n"
+    "                   local objects straight from the store (FUSE passthrough,\n"
+    "                   Linux 6.9+) where it offers it; off: the daemon answers\n"
+    "                   every read\n"
     "  prefault         fault the whole store in at mount (in the background), so\n"
     "                   the first objects do not pay for first-touch page faults\n"
     "  restart          for service managers (Restart=): wait up to 17 s for a\n"
@@ -593,6 +597,7 @@ static int run(struct daemon *d)
 	    .noexec = d->cfg.noexec,
 	    .noatime = d->cfg.noatime,
 	    .debug = d->cfg.debug,
+	    .passthrough = !d->cfg.passthrough_off,
 	    .transport = d->transport,
 	    .wake_tick = wake_ticker,
 	    .wake_ctx = d,
