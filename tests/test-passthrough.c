@@ -544,6 +544,7 @@ static int mount_tiny(void)
 
 	t.pt = fs_pt_new(true);
 	t.se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
+	fuse_opt_free_args(&args);
 	if (!t.pt || !t.se)
 		return -ENOMEM;
 	if (fuse_session_mount(t.se, t.mnt) < 0)
