@@ -163,6 +163,7 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 		FLAG("noexec", noexec)
 		FLAG("noatime", noatime)
 		FLAG("prefault", prefault)
+		FLAG("noprefault", no_prefault)
 		FLAG("restart", restart)
 #undef FLAG
 		if (!strcmp(opt, "user")) {
@@ -352,6 +353,8 @@ int config_finish(struct config *c, char *err, size_t errlen)
 	}
 	if (!c->capacity)
 		c->capacity = CONFIG_DEFAULT_CAPACITY;
+	/* the default: fetches and writes then land on resident memory */
+	c->prefault = !c->no_prefault;
 	if (!c->listen_host) {
 		if (set_str(&c->listen_host, "0.0.0.0") < 0)
 			return -ENOMEM;

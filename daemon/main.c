@@ -71,7 +71,10 @@ static const char usage[] =
     "                   listen address, or this host's first IPv4 address)\n"
     "  io_timeout=MS    a peer silent this long mid-transfer is dead (default 2000)\n"
     "  serve_bwlimit=SIZE  cap on bytes per second served to peers (default none)\n"
-    "  store=DIR        shared-memory store (default /dev/shm/objfs-PREFIX-NODE)\n"
+    "  store=DIR        shared-memory store (default /dev/shm/objfs-PREFIX-NODE);\n"
+    "                   objects live in a tmpfs objfsd mounts on DIR/data (or in\n"
+    "                   DIR itself if it is a tmpfs or hugetlbfs mount); the\n"
+    "                   tmpfs outlives the daemon: 'umount DIR/data' removes it\n"
     "  capacity=SIZE    store capacity, e.g. 512M, 4G (default 1G)\n"
     "  prefix=NAME      Redis key prefix / cluster name (default objfs)\n"
     "  allow_overwrite  an O_TRUNC open of an existing name writes a new object\n"
@@ -84,8 +87,10 @@ static const char usage[] =
     "                   local objects straight from the store (FUSE passthrough,\n"
     "                   Linux 6.9+) where it offers it; off: the daemon answers\n"
     "                   every read\n"
-    "  prefault         fault the whole store in at mount (in the background), so\n"
-    "                   the first objects do not pay for first-touch page faults\n"
+    "  noprefault       do not fault the store in at mount; by default the free\n"
+    "                   capacity is allocated in the background (files kept for\n"
+    "                   reuse), so the first objects written or fetched do not\n"
+    "                   pay for first-touch page faults\n"
     "  restart          for service managers (Restart=): wait up to 17 s for a\n"
     "                   previous instance of this node to let go of its store\n"
     "                   and name instead of failing at once\n"
@@ -375,7 +380,7 @@ static void *prefault_main(void *arg)
 
 	r = store_prefault(d->store, &d->prefault_stop);
 	if (r == 0)
-		log_info("store faulted in (%" PRIu64 " bytes in %.1f s)", d->cfg.capacity,
+		log_info("store faulted in: free capacity held in reusable files (%.1f s)",
 			 (double)(mono_ns() - t0) / 1e9);
 	else if (r != -ECANCELED)
 		log_warn("cannot fault the store in: %s", strerror(-r));
@@ -448,7 +453,9 @@ static int open_store(struct daemon *d)
 	    .dir = d->cfg.store_dir,
 	    .capacity = d->cfg.capacity,
 	    .verify = true,
+	    .own_tmpfs = true,
 	};
+	struct store_stats ss;
 	char why[PATH_MAX + 64];
 	uint64_t need = 0;
 	bool said = false;
@@ -458,12 +465,16 @@ static int open_store(struct daemon *d)
 	do
 		d->store = store_open(&sc, &r, &need);
 	while (!d->store && r == -EBUSY && restart_wait(d, &said, why));
-	if (d->store)
+	if (d->store) {
+		store_stats(d->store, &ss);
+		log_info("store %s: objects in %s/data, on %s", d->cfg.store_dir, d->cfg.store_dir,
+			 store_fs_name(ss.fs));
 		return 0;
+	}
 	if (r == -EBUSY)
 		fail("store %s is in use by another objfsd", d->cfg.store_dir);
 	else if (r == -EFBIG)
-		fail("store %s holds objects up to %" PRIu64 " bytes into its arena; "
+		fail("store %s holds %" PRIu64 " bytes of objects; "
 		     "mount with capacity=%" PRIu64 " or more",
 		     d->cfg.store_dir, need, need);
 	else
@@ -556,6 +567,10 @@ static int run(struct daemon *d)
 		fail("cannot create store directory %s: %s", d->cfg.store_dir, strerror(-r));
 		return r;
 	}
+	/* first: its tmpfs may be mounted inside the store directory */
+	r = open_store(d);
+	if (r < 0)
+		return r;
 	if (d->cfg.spec_kind == SPEC_LOCAL) {
 		char datadir[PATH_MAX];
 
@@ -571,9 +586,6 @@ static int run(struct daemon *d)
 			return -ENOMEM;
 	}
 	r = open_meta(d);
-	if (r < 0)
-		return r;
-	r = open_store(d);
 	if (r < 0)
 		return r;
 	d->transport = endpoint_new(&d->cfg, err, sizeof(err));

@@ -276,9 +276,13 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("node: %s\n", fs->cfg.node);
 	OUT("redis: %s %s%s%s\n", up ? "up" : "down", meta_url(fs->meta), err[0] ? " " : "", err);
 	OUT("store: %s\n", fs->cfg.store_dir);
+	OUT("store_fs: %s\n", store_fs_name(ss.fs));
 	OUT("capacity: %" PRIu64 "\n", ss.capacity);
 	OUT("used: %" PRIu64 "\n", ss.used);
 	OUT("draining: %" PRIu64 "\n", ss.draining);
+	OUT("pool: %" PRIu64 "\n", ss.pool);
+	OUT("files_new: %" PRIu64 "\n", ss.files_new);
+	OUT("files_reused: %" PRIu64 "\n", ss.files_reused);
 	OUT("objects: %" PRIu64 "\n", ss.objects);
 	OUT("pending: %" PRIu64 "\n", ss.pending);
 	OUT("unpublished: %zu\n", npub);

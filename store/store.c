@@ -4,31 +4,30 @@
  * This file owns struct store_obj: creating and finding objects by id,
  * their references, writing, resizing and reading a pending object,
  * the checksum (hash-ahead and sealing), paths, unlink, foreach and the
- * counters.  The pages an object's bytes live in come from the arena
- * (store_arena.c), the files beside the arena from store_catalog.c.
+ * counters.  Each object's bytes live in its own file, mapped
+ * (store_files.c); the records beside them come from store_catalog.c.
  *
- * Data flow.  A write takes obj->lock, asks the arena for pages
- * (store_ext_grow_i(), all or nothing), then copies straight into the
- * arena memory the object's extents name.  Pages past the end of a
- * pending object hold stale bytes from earlier objects: whenever the
- * size grows, the gap between the old size and the new bytes is zeroed,
- * so unwritten bytes read as zeros (store_reserve() alone skips that,
- * for receivers that write every byte).  A receiver may fold a prefix
- * into the checksum early (store_hash_ahead()).  Sealing gives back the
- * pages past the end, zeroes the tail of the last page, hashes what
- * hash-ahead left (xxh3-128, the same digest as csum_buf()), writes the
- * catalog record (store_catalog.c) and then publishes obj->sealed with
- * release order; from then on the extents never change, so readers of a
- * sealed object load sealed with acquire order and use the extents
- * without a lock.
+ * Data flow.  A write takes obj->lock, has the file grown if it must
+ * (store_file_grow_i(), all or nothing), then copies straight into the
+ * mapping.  Bytes past the end of a pending object may hold stale bytes
+ * (a reused file, a shrunk object): whenever the size grows, the gap
+ * between the old size and the new bytes is zeroed, so unwritten bytes
+ * read as zeros (store_reserve() alone skips that, for receivers that
+ * write every byte).  A receiver may fold a prefix into the checksum
+ * early (store_hash_ahead()).  Sealing hashes what hash-ahead left
+ * (xxh3-128, the same digest as csum_buf()), cuts the file to the size,
+ * writes the catalog record (store_catalog.c), maps the object
+ * read-only and then publishes obj->sealed with release order; from then
+ * on the mapping never changes, so readers of a sealed object load
+ * sealed with acquire order and use it without a lock.
  *
  * The id table holds one reference on every linked object; the last
- * unref of an unlinked object gives its pages back to the arena (see
- * store_i.h for references and locks).
+ * unref of an unlinked object gives its file back (see store_i.h for
+ * references and locks).
  *
- * Opening: the directory and its lock (store_catalog.c), the arena
- * mapping (store_arena.c), adoption of the catalog's records, then the
- * arena is cut to the capacity.
+ * Opening: the directory and its lock (store_catalog.c), the objects'
+ * filesystem (store_files.c), adoption of the catalog's records, then
+ * files nobody claims are swept.
  */
 #include "store_i.h"
 
@@ -43,43 +42,12 @@
 
 #include "log.h"
 
-/* ---- the bytes of an object ---- */
+/* ---- the bytes of an object (o->lock held, or @o sealed) ---- */
 
 static void obj_zero(const struct store_obj *o, uint64_t off, uint64_t end)
 {
-	struct store_span sp;
-	uint8_t *p;
-	size_t n;
-
-	store_span_init_i(&sp, o, off, end);
-	while (store_span_next_i(&sp, &p, &n))
-		memset(p, 0, n);
-}
-
-static void obj_copy_in(const struct store_obj *o, const uint8_t *buf, uint64_t off, uint64_t end)
-{
-	struct store_span sp;
-	uint8_t *p;
-	size_t n;
-
-	store_span_init_i(&sp, o, off, end);
-	while (store_span_next_i(&sp, &p, &n)) {
-		memcpy(p, buf, n);
-		buf += n;
-	}
-}
-
-static void obj_copy_out(const struct store_obj *o, uint8_t *buf, uint64_t off, uint64_t end)
-{
-	struct store_span sp;
-	uint8_t *p;
-	size_t n;
-
-	store_span_init_i(&sp, o, off, end);
-	while (store_span_next_i(&sp, &p, &n)) {
-		memcpy(buf, p, n);
-		buf += n;
-	}
+	if (end > off)
+		memset(o->map + off, 0, end - off);
 }
 
 static void hash_digest(XXH3_state_t *st, uint8_t ret_csum[OBJFS_CSUM_LEN])
@@ -90,24 +58,12 @@ static void hash_digest(XXH3_state_t *st, uint8_t ret_csum[OBJFS_CSUM_LEN])
 	memcpy(ret_csum, c.digest, OBJFS_CSUM_LEN);
 }
 
-int store_hash_i(const struct store *s, const struct store_ext *ext, size_t n_ext, uint64_t size,
-		 uint8_t ret_csum[OBJFS_CSUM_LEN])
+void store_hash_i(const void *p, uint64_t len, uint8_t ret_csum[OBJFS_CSUM_LEN])
 {
-	XXH3_state_t *st = XXH3_createState();
-	size_t i;
+	XXH128_canonical_t c;
 
-	if (!st)
-		return -ENOMEM;
-	XXH3_128bits_reset(st);
-	for (i = 0; i < n_ext && size; i++) {
-		uint64_t n = min_u64(ext[i].npages * STORE_PAGE, size);
-
-		XXH3_128bits_update(st, s->base + ext[i].page * STORE_PAGE, (size_t)n);
-		size -= n;
-	}
-	hash_digest(st, ret_csum);
-	XXH3_freeState(st);
-	return 0;
+	XXH128_canonicalFromHash(&c, XXH3_128bits(len ? p : "", len));
+	memcpy(ret_csum, c.digest, OBJFS_CSUM_LEN);
 }
 
 /* ---- object lifetime ---- */
@@ -138,9 +94,9 @@ static void obj_set_size(struct store_obj *o, uint64_t size)
 void store_obj_free_i(struct store_obj *o)
 {
 	XXH3_freeState(o->hst);
+	store_file_close_i(o);
 	pthread_mutex_destroy(&o->hash_lock);
 	pthread_mutex_destroy(&o->lock);
-	free(o->ext);
 	free(o->path);
 	free(o);
 }
@@ -156,6 +112,8 @@ struct store_obj *store_obj_new_i(struct store *s, uint64_t id)
 	pthread_mutex_init(&o->hash_lock, NULL);
 	o->s = s;
 	o->id = id;
+	o->fd = -1;
+	o->recyclable = true;
 	atomic_init(&o->refs, 0);
 	atomic_init(&o->sealed, false);
 	atomic_init(&o->size, 0);
@@ -181,14 +139,13 @@ int store_table_add_i(struct store *s, struct store_obj *o)
 	return 0;
 }
 
-/* Last reference gone (so @o is unlinked): give back pages and memory. */
+/* Last reference gone (so @o is unlinked): give back its file and memory. */
 static void obj_destroy(struct store_obj *o)
 {
 	struct store *s = o->s;
 
+	store_file_free_i(o);
 	pthread_mutex_lock(&s->lock);
-	s->draining_pages -= o->npages;
-	store_pages_release_i(s, o->ext, o->n_ext);
 	if (o->prev)
 		o->prev->next = o->next;
 	else
@@ -339,7 +296,7 @@ int store_write(struct store_obj *o, const void *buf, size_t len, uint64_t off)
 	}
 	if (!len)
 		goto out;
-	r = store_ext_grow_i(o, store_pages(end), false);
+	r = store_file_grow_i(o, end, false);
 	if (r < 0)
 		goto out;
 	size = obj_size(o);
@@ -351,7 +308,7 @@ int store_write(struct store_obj *o, const void *buf, size_t len, uint64_t off)
 	}
 	if (off > size)
 		obj_zero(o, size, off);
-	obj_copy_in(o, buf, off, end);
+	memcpy(o->map + off, buf, len);
 	if (end > size)
 		obj_set_size(o, end);
 out:
@@ -373,15 +330,13 @@ static int obj_resize(struct store_obj *o, uint64_t size, bool zero)
 		return r;
 	o->gen++;
 	o->hash_claim = 0;
+	/* a shrinking object keeps its file's length until the seal */
 	if (size > old) {
-		r = store_ext_grow_i(o, store_pages(size), true);
+		r = store_file_grow_i(o, size, true);
 		if (r < 0)
 			return r;
 		if (zero)
 			obj_zero(o, old, size);
-	} else {
-		/* pages past the new end are of no use until written again */
-		store_ext_trim_i(o, store_pages(size));
 	}
 	obj_set_size(o, size);
 	return 0;
@@ -428,7 +383,7 @@ ssize_t store_read(struct store_obj *o, void *buf, size_t len, uint64_t off)
 	size = obj_size(o);
 	if (off < size) {
 		n = min_u64(min_u64(len, size - off), SSIZE_MAX);
-		obj_copy_out(o, buf, off, off + n);
+		memcpy(buf, o->map + off, n);
 	}
 	if (!sealed)
 		pthread_mutex_unlock(&o->lock);
@@ -440,28 +395,16 @@ ssize_t store_read(struct store_obj *o, void *buf, size_t len, uint64_t off)
 static int obj_iov(const struct store_obj *o, uint64_t off, size_t len, struct iovec *iov,
 		   int max_iov, size_t *ret_bytes)
 {
-	uint64_t size = obj_size(o), end;
-	struct store_span sp;
-	size_t n, bytes = 0;
-	uint8_t *p;
-	int used = 0;
+	uint64_t size = obj_size(o);
+	size_t n = off < size ? (size_t)min_u64(len, size - off) : 0;
 
-	end = off < size ? off + min_u64(len, size - off) : off;
-	store_span_init_i(&sp, o, off, end);
-	while (store_span_next_i(&sp, &p, &n)) {
-		if (used && (uint8_t *)iov[used - 1].iov_base + iov[used - 1].iov_len == p) {
-			iov[used - 1].iov_len += n;
-		} else {
-			if (used == max_iov)
-				break;
-			iov[used].iov_base = p;
-			iov[used].iov_len = n;
-			used++;
-		}
-		bytes += n;
-	}
-	*ret_bytes = bytes;
-	return used;
+	*ret_bytes = 0;
+	if (!n || !max_iov)
+		return 0;
+	iov[0].iov_base = o->map + off;
+	iov[0].iov_len = n;
+	*ret_bytes = n;
+	return 1;
 }
 
 int store_obj_iov(struct store_obj *o, uint64_t off, size_t len, struct iovec *iov, int max_iov,
@@ -482,20 +425,6 @@ int store_obj_iov(struct store_obj *o, uint64_t off, size_t len, struct iovec *i
 	if (ret_bytes)
 		*ret_bytes = bytes;
 	return used;
-}
-
-int store_obj_map(struct store_obj *o, struct store_map *ret)
-{
-	if (!o || !ret || !obj_is_sealed(o))
-		return -EINVAL;
-	return -EOPNOTSUPP; /* objects live in the shared arena */
-}
-
-int store_obj_open_fd(struct store_obj *o)
-{
-	if (!o || !obj_is_sealed(o))
-		return -EINVAL;
-	return -EOPNOTSUPP;
 }
 
 #define HASH_AHEAD_IOV 16
@@ -550,8 +479,9 @@ static int hash_ahead(struct store_obj *o, uint64_t end, bool follow, uint64_t f
 		pthread_mutex_unlock(&o->lock);
 		if (n <= 0)
 			break;
-		/* outside o->lock: the pages of a pending object stay where
-		 * they are, and a change to the bytes moves o->gen on */
+		/* outside o->lock: a pending object's mappings stay until it
+		 * is sealed (which takes hash_lock), and a change to the
+		 * bytes moves o->gen on */
 		for (i = 0; i < n; i++)
 			XXH3_128bits_update(o->hst, iov[i].iov_base, iov[i].iov_len);
 		o->hashed += bytes;
@@ -575,24 +505,17 @@ int store_hash_follow(struct store_obj *o, uint64_t off, uint64_t end)
  * did if it still holds.  o->hash_lock and o->lock held. */
 static int obj_hash(struct store_obj *o, uint64_t size)
 {
-	struct store_span sp;
-	uint8_t *p;
-	size_t n;
-	int r = 0;
-
 	if (o->hst && o->hash_gen == o->gen && o->hashed <= size) {
-		store_span_init_i(&sp, o, o->hashed, size);
-		while (store_span_next_i(&sp, &p, &n))
-			XXH3_128bits_update(o->hst, p, n);
+		XXH3_128bits_update(o->hst, o->map + o->hashed, size - o->hashed);
 		hash_digest(o->hst, o->csum);
 	} else {
-		r = store_hash_i(o->s, o->ext, o->n_ext, size, o->csum);
+		store_hash_i(o->map, size, o->csum);
 	}
 	if (o->hst) {
 		XXH3_freeState(o->hst);
 		o->hst = NULL;
 	}
-	return r;
+	return 0;
 }
 
 /* ---- seal, rename, unlink ---- */
@@ -615,8 +538,7 @@ static int path_dup(const char *path, char **ret)
 int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 {
 	struct store *s;
-	struct store_ext *ext;
-	uint64_t size, keep;
+	uint64_t size;
 	char *p = NULL;
 	int r;
 
@@ -638,10 +560,9 @@ int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 		goto out;
 	}
 	size = obj_size(o);
-	keep = store_pages(size);
-	store_ext_trim_i(o, keep);
-	/* stale bytes after the end would otherwise sit in the last page */
-	obj_zero(o, size, keep * STORE_PAGE);
+	r = store_file_seal_i(o);
+	if (r < 0)
+		goto out;
 	r = obj_hash(o, size);
 	if (r < 0)
 		goto out;
@@ -653,17 +574,11 @@ int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 	free(o->path);
 	o->path = p;
 	p = NULL;
-	if (o->n_ext < o->cap_ext) {
-		ext = realloc(o->ext, (o->n_ext ? o->n_ext : 1) * sizeof(*ext));
-		if (ext) {
-			o->ext = ext;
-			o->cap_ext = o->n_ext ? o->n_ext : 1;
-		}
-	}
+	store_file_freeze_i(o);
 	pthread_mutex_lock(&s->lock);
 	s->npending--;
 	s->nobjects++;
-	/* publish the final extents to lock-free readers */
+	/* publish the final mapping to lock-free readers */
 	atomic_store_explicit(&o->sealed, true, memory_order_release);
 	pthread_mutex_unlock(&s->lock);
 out:
@@ -720,11 +635,12 @@ void store_unlink(struct store_obj *o)
 			log_debug("store: cannot remove record of %016" PRIx64 ": %s", o->id,
 				  strerror(-r));
 	}
+	store_file_unlink_i(o);
 	pthread_mutex_lock(&s->lock);
 	HASH_DEL(s->table, o);
 	o->linked = false;
 	/* until the last reference goes: a reader here, a peer being served */
-	s->draining_pages += o->npages;
+	s->draining += o->alloc;
 	if (obj_sealed_locked(o))
 		s->nobjects--;
 	else
@@ -775,8 +691,13 @@ void store_stats(struct store *s, struct store_stats *ret)
 {
 	pthread_mutex_lock(&s->lock);
 	ret->capacity = s->capacity;
-	ret->used = s->used_pages * STORE_PAGE;
-	ret->draining = s->draining_pages * STORE_PAGE;
+	ret->used = s->used;
+	ret->draining = s->draining;
+	ret->pool = s->pool_bytes + s->prefault_hold;
+	ret->files_new = s->files_new;
+	ret->files_reused = s->files_reused;
+	ret->fs = s->kind;
+	ret->page = s->unit;
 	ret->objects = s->nobjects;
 	ret->pending = s->npending;
 	ret->bad_records = s->bad_records;
@@ -797,7 +718,7 @@ static void store_free(struct store *s)
 		next = o->next;
 		store_obj_free_i(o);
 	}
-	store_arena_close_i(s);
+	store_files_close_i(s);
 	if (s->notes_fd >= 0)
 		close(s->notes_fd);
 	if (s->objects_fd >= 0)
@@ -817,10 +738,24 @@ void store_close(struct store *s)
 	store_free(s);
 }
 
+/* Give up pooled files until the pool fits beside the objects.  At open. */
+static void pool_fit(struct store *s)
+{
+	while (s->npool && s->used + s->pool_bytes > s->capacity) {
+		struct store_pooled *p = &s->pool[--s->npool];
+		char name[32];
+
+		snprintf(name, sizeof(name), ".free-%016" PRIx64, p->seq);
+		unlinkat(s->data_fd, name, 0);
+		close(p->fd);
+		s->pool_bytes -= p->len;
+	}
+}
+
 struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t *ret_err_detail)
 {
 	struct store *s = NULL;
-	uint64_t cap, valid_pages = 0, max_end = 0;
+	uint64_t cap, adopted = 0;
 	int r;
 
 	if (!cfg || !cfg->dir || !*cfg->dir) {
@@ -837,9 +772,10 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 		r = -ENOMEM;
 		goto fail;
 	}
-	s->dir_fd = s->objects_fd = s->notes_fd = s->lock_fd = s->arena_fd = -1;
+	s->dir_fd = s->objects_fd = s->notes_fd = s->lock_fd = s->data_fd = -1;
 	s->capacity = cap;
 	s->verify = cfg->verify;
+	s->reuse = !cfg->no_reuse;
 	/* default attributes: initialization cannot fail on Linux */
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->note_lock, NULL);
@@ -847,25 +783,24 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 	r = store_dir_open_i(s, cfg->dir);
 	if (r < 0)
 		goto fail;
-	r = store_arena_open_i(s, &valid_pages);
+	r = store_files_open_i(s, cfg->dir, cfg->own_tmpfs);
 	if (r < 0)
 		goto fail;
-	r = store_catalog_adopt_i(s, valid_pages, &max_end);
+	r = store_catalog_adopt_i(s, &adopted);
 	if (r < 0)
 		goto fail;
-	if (max_end > cap / STORE_PAGE) {
+	if (adopted > s->capacity) {
 		r = -EFBIG;
 		if (ret_err_detail)
-			*ret_err_detail = max_end * STORE_PAGE;
+			*ret_err_detail = adopted;
 		goto fail;
 	}
-	r = store_arena_fit_i(s);
-	if (r < 0)
-		goto fail;
+	pool_fit(s);
+	store_files_sweep_i(s);
 	store_notes_cleanup_i(s);
 	log_debug("store: opened %s, %" PRIu64 " bytes, %" PRIu64 " objects adopted, %" PRIu64
 		  " bad records",
-		  cfg->dir, cap, s->nobjects, s->bad_records);
+		  cfg->dir, s->capacity, s->nobjects, s->bad_records);
 	return s;
 
 fail:

@@ -4,39 +4,49 @@
  * Layout of a store directory (store=DIR):
  *
  *   DIR/lock            flock()ed by the one daemon that owns the store
- *   DIR/arena           one shared-memory file of `capacity` bytes, mapped
- *                       once, MAP_SHARED; every object's bytes live in it
- *   DIR/objects/<id>    one catalog record per sealed object (16 hex digits):
- *                       id, size, mtime, checksum, last known path and the
- *                       object's extents in the arena; written to a temp
- *                       name and renamed, so a record is whole or absent
+ *   DIR/data/<id>       one file per object (16 hex digits), holding the
+ *                       object's bytes at offset 0 and, once sealed,
+ *                       exactly its size long, so that the kernel can
+ *                       serve the object from it (FUSE passthrough) and a
+ *                       transport can register it once (RDMA)
+ *   DIR/data/.free-<n>  freed files kept for reuse (their pages are
+ *                       resident: a first touch costs ~12 us a page here)
+ *   DIR/objects/<id>    one catalog record per sealed object: id, size,
+ *                       mtime, checksum, last known path; written to a
+ *                       temp name and renamed, so a record is whole or
+ *                       absent
  *   DIR/notes/<key>     small strings other layers keep with the store
  *                       (the Redis epoch seen last, say)
  *
- * Memory.  The arena is allocated in 4 KiB pages tracked by a bitmap.
- * Freed pages go back to the bitmap but stay resident in the tmpfs, so the
- * next object reuses memory that is already faulted in (the first touch
- * of a page costs ~12 us on these VMs; see docs/design.md).  Allocation
- * is first fit from low offsets, which keeps reusing the same warm pages.
- * Capacity is the arena size; a write that needs pages that are not free
- * gets -ENOSPC and changes nothing else.
+ * Memory.  DIR/data is a tmpfs the store mounts (huge=within_size, so
+ * that large objects sit on 2 MiB pages; sized for the capacity), unless
+ * DIR itself is a tmpfs or hugetlbfs mount, which is then used as it is
+ * (store_stats() says which).  The mount outlives the daemon, so that a
+ * restart adopts the objects; `umount DIR/data` removes it.  Capacity
+ * is counted by the store: every object is charged its size rounded up
+ * to the filesystem's page, a growing one what its file holds; a write
+ * that does not fit gets -ENOSPC and changes nothing else.  Freed files
+ * of 1 MiB and more go to a pool (bounded by the free capacity) and are
+ * handed to the next large object, so that fetches land on memory that
+ * is already faulted in; store_prefault() fills the pool at mount.
  *
- * Objects.  An object is a list of extents in the arena.  A pending object
- * (being written) grows by extents, in place where the next pages are
- * free; sealing computes the xxh3-128 checksum, gives back the unused
- * tail, writes the catalog record, and makes the object immutable.  Bytes
- * that were never written read as zeros.
+ * Objects.  A pending object (being written) grows its file as writes
+ * come; sealing computes the xxh3-128 checksum, cuts the file to the
+ * object's size, writes the catalog record, and makes the object
+ * immutable (the file read-only, mapped read-only).  Bytes that were
+ * never written read as zeros.
  *
  * Lifetime.  Objects are refcounted.  store_unlink() removes the catalog
- * record at once; the pages are freed when the last reference goes, so an
- * object that is still open stays readable after unlink.  Until then its
- * pages count as used, and as draining (store_stats()).
+ * record at once; the file when the last reference goes, so an object
+ * that is still open stays readable after unlink.  Until then its bytes
+ * count as used, and as draining (store_stats()).
  *
- * Restart.  store_open() on a directory that holds an arena adopts every
- * valid catalog record: the record must be whole, its extents inside the
- * arena and not overlapping another object's, and the bytes must match
- * the checksum.  A record that fails is renamed to "<id>.bad" and reported
- * through the bad-record count; it is never served.
+ * Restart.  store_open() adopts every valid catalog record whose file is
+ * there: the record must be whole, the file exactly the object's size,
+ * and the bytes must match the checksum.  A record that fails is renamed
+ * to "<id>.bad" and reported through the bad-record count; it is never
+ * served.  Files nobody claims are deleted.  A store written by the
+ * arena layout of earlier versions is converted.
  *
  * Threading: all functions are thread-safe.  Reading a sealed object
  * through store_obj_iov() takes no lock.
@@ -61,9 +71,20 @@ struct store_obj;
 
 struct store_config {
 	const char *dir;   /* created (0700) if missing */
-	uint64_t capacity; /* bytes, rounded down to STORE_PAGE; >= 1 MiB */
+	uint64_t capacity; /* bytes, rounded down to the page; >= 1 MiB */
 	bool verify;	   /* check adopted objects' checksums at open */
+	bool own_tmpfs;	   /* mount a tmpfs on DIR/data (unless DIR is one) */
+	bool no_reuse;	   /* delete freed files instead of pooling them */
 };
+
+/* Where the objects' files live (store_stats()). */
+enum store_fs {
+	STORE_FS_DIR,	    /* a directory on some filesystem: 4 KiB pages, no mount */
+	STORE_FS_OWN_TMPFS, /* the tmpfs the store mounted on DIR/data */
+	STORE_FS_TMPFS,	    /* DIR is a tmpfs the user mounted */
+	STORE_FS_HUGETLBFS, /* DIR is a hugetlbfs: files are whole huge pages */
+};
+const char *store_fs_name(enum store_fs fs);
 
 /*
  * Open (or create) the store.  NULL and *ret_err on failure: -EBUSY if
@@ -75,13 +96,12 @@ struct store_config {
 struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t *ret_err_detail);
 
 /* Unmap and unlock.  Leaks nothing even if objects are still referenced
- * (their memory simply goes with the mapping); sealed objects stay on
- * disk for the next store_open(). */
+ * (their mappings go); sealed objects stay for the next store_open(). */
 void store_close(struct store *s);
 
 struct store_stats {
 	uint64_t capacity; /* bytes */
-	uint64_t used;	   /* bytes of pages allocated to objects */
+	uint64_t used;	   /* bytes charged to objects (see the top) */
 	/* of which held by unlinked objects (deleted, discarded or evicted)
 	 * until their last reference goes: open here, or being sent to a
 	 * peer that began fetching them before the unlink */
@@ -89,15 +109,21 @@ struct store_stats {
 	uint64_t objects;     /* sealed objects in the store */
 	uint64_t pending;     /* objects being written */
 	uint64_t bad_records; /* catalog records rejected at open */
+	uint64_t pool; /* bytes of files kept for reuse, or being made by prefault (not in used) */
+	uint64_t files_new;    /* object files made new since open */
+	uint64_t files_reused; /* object files taken from the pool since open */
+	enum store_fs fs;
+	uint64_t page; /* allocation unit of the filesystem */
 };
 void store_stats(struct store *s, struct store_stats *ret);
 
 /*
- * Fault every page of the arena in now (first touch of memory is slow on
- * virtual machines: ~12 us a page here), so that the first objects
- * written or fetched into it run at memory speed.  Leaves the bytes as
- * they are.  Returns early with -ECANCELED once *@stop (may be NULL)
- * becomes true; -EINVAL if the kernel cannot (before 5.14).
+ * Fill the pool with files that hold the free capacity, their pages
+ * allocated now (first touch of memory is slow on virtual machines: ~12
+ * us a page here), so that the first large objects written or fetched
+ * land on resident memory: files of a power of two, 64 MiB and more, the
+ * largest first.  Returns early with -ECANCELED once *@stop (may be NULL)
+ * becomes true; -ENOSPC if the filesystem refuses.
  */
 int store_prefault(struct store *s, const atomic_bool *stop);
 
@@ -137,7 +163,7 @@ void store_obj_path(const struct store_obj *o, char *buf, size_t len);
 
 /*
  * Write into a pending object, growing it.  Bytes between the old size and
- * @off read as zeros.  -EACCES if sealed, -ENOSPC if the arena has no room
+ * @off read as zeros.  -EACCES if sealed, -ENOSPC if the store has no room
  * (the object keeps what it had), -EFBIG past 2^50 bytes.
  */
 int store_write(struct store_obj *o, const void *buf, size_t len, uint64_t off);
@@ -161,7 +187,7 @@ int store_reserve(struct store_obj *o, uint64_t size);
 ssize_t store_read(struct store_obj *o, void *buf, size_t len, uint64_t off);
 
 /*
- * Point @iov at the arena memory holding [@off, @off + @len) of the
+ * Point @iov at the memory holding [@off, @off + @len) of the
  * object, clipped to its size.  Uses at most @max_iov entries and stops
  * early if it runs out.  Returns the number of entries used and sets
  * *ret_bytes to the bytes covered.  For a sealed object the memory stays
@@ -177,9 +203,9 @@ int store_obj_iov(struct store_obj *o, uint64_t off, size_t len, struct iovec *i
  * passthrough: @addr maps the whole object MAP_SHARED (NULL for an empty
  * one), @len is its size, and @fd is the store's own descriptor of the
  * object's file, which holds the object at offset 0 and is exactly @len
- * bytes long.  All three stay valid while a reference on @o is held; @fd
- * must not be closed or written.  -EINVAL if @o is pending, -EOPNOTSUPP
- * if the store keeps objects in a shared arena.
+ * bytes long (on hugetlbfs: rounded up to whole huge pages).  All three
+ * stay valid while a reference on @o is held; @fd must not be closed or
+ * written.  The mapping is read-only.  -EINVAL if @o is pending.
  */
 struct store_map {
 	void *addr;
@@ -194,7 +220,8 @@ int store_obj_map(struct store_obj *o, struct store_map *ret);
  * and close.  The descriptor or descriptions made from it must not outlive
  * what the caller knows of @o's use: the store may hand the file's pages
  * to another object once the last reference on @o goes.  -EINVAL if
- * pending, -EOPNOTSUPP as for store_obj_map(), or the errno of open(2).
+ * pending, -EOPNOTSUPP on hugetlbfs (the file is longer than the
+ * object), or the errno of open(2).
  */
 int store_obj_open_fd(struct store_obj *o);
 
@@ -203,8 +230,8 @@ int store_obj_open_fd(struct store_obj *o);
  * they are fresh in the cache, so that store_seal() hashes only the rest.
  * For receivers that fill an object front to back: the caller promises
  * these bytes are final (a store_write() below @end or a resize starts
- * the checksum over).  Returns at once if another thread is doing it.  0, -EACCES if
- * sealed, -ENOMEM, -EINVAL.
+ * the checksum over).  Returns at once if another thread is doing it.  0,
+ * -EACCES if sealed, -ENOMEM, -EINVAL.
  */
 int store_hash_ahead(struct store_obj *o, uint64_t end);
 
@@ -220,7 +247,7 @@ int store_hash_ahead(struct store_obj *o, uint64_t end);
 int store_hash_follow(struct store_obj *o, uint64_t off, uint64_t end);
 
 /*
- * Seal a pending object: compute its checksum, trim unused pages, write
+ * Seal a pending object: compute its checksum, cut its file, write
  * the catalog record with @path and @mtime_ns.  After this the object is
  * immutable.  -EACCES if already sealed.  With @path NULL no record is
  * written yet (a fetched copy, sealed on the reader's path): the object

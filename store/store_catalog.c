@@ -1,24 +1,31 @@
 /*
- * store_catalog: the files beside the arena.
+ * store_catalog: the records and notes beside the objects' files.
  *
  * objects/<16 hex digits> is the catalog record of one sealed object.
  * Binary, little-endian:
  *
- *   u32 magic "OBJC", u32 version (1)
+ *   u32 magic "OBJC", u32 version (2)
  *   u64 id, u64 size, i64 mtime_ns, u8 csum[16]  (xxh3-128, canonical)
- *   u32 path_len (<= 4095), u32 n_ext
+ *   u32 path_len (<= 4095), u32 n_ext (0)
  *   path_len bytes of path (no NUL)
- *   n_ext times { u64 arena page, u64 npages }
+ *   n_ext times { u64 arena page, u64 npages }   (version 1 only)
  *   u64 XXH3_64bits of everything before it
  *
  * A record is written to objects/.tmp-<id>, fsynced and renamed over the
  * real name, so it is whole or absent.  At open, store_catalog_adopt_i()
  * reads every record in name (so id) order and adopts the valid ones:
  * the file must decode exactly, the hash match, the id match the name,
- * the extents lie inside what the arena file held, add up to the size in
- * pages and not overlap an object adopted before it; with cfg->verify
- * the data checksum is recomputed too.  A record that fails is renamed
- * "<name>.bad" and counted; leftover temp files are deleted.
+ * and the object's file data/<id> be there and exactly its size; with
+ * cfg->verify the data checksum is recomputed too.  A record that fails
+ * is renamed "<name>.bad" and counted; leftover temp files are deleted.
+ *
+ * Upgrade.  Version 1 records come from the arena layout of objfs 0.x:
+ * every object's bytes in one file, DIR/arena, at the extents its record
+ * lists.  If DIR/arena is there, each such object is copied into a file
+ * of its own, checked against its checksum and given a version 2
+ * record; then the arena is deleted.  Nothing is lost on the way: a
+ * record is replaced only once its new file is whole, and the arena goes
+ * only after every record was converted or set aside.
  *
  * notes/<key> holds one small value, replaced the same way.
  *
@@ -37,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -44,7 +52,8 @@
 #include "log.h"
 
 #define REC_MAGIC 0x434a424fU /* "OBJC" */
-#define REC_VERSION 1U
+#define REC_VERSION 2U
+#define REC_VERSION_ARENA 1U
 #define REC_HDR 56 /* bytes before the path */
 #define REC_EXT 16 /* bytes per extent */
 #define REC_TAIL 8 /* trailing hash */
@@ -157,7 +166,7 @@ static int read_upto(int fd, void *buf, size_t len, size_t *ret_n)
 
 /* ---- the directory ---- */
 
-static int open_subdir(int dir_fd, const char *name, int *ret_fd)
+int store_subdir_open_i(int dir_fd, const char *name, int *ret_fd)
 {
 	int fd;
 
@@ -186,10 +195,10 @@ int store_dir_open_i(struct store *s, const char *dir)
 		if (errno != EINTR)
 			return errno == EWOULDBLOCK ? -EBUSY : -errno;
 	}
-	r = open_subdir(s->dir_fd, "objects", &s->objects_fd);
+	r = store_subdir_open_i(s->dir_fd, "objects", &s->objects_fd);
 	if (r < 0)
 		return r;
-	return open_subdir(s->dir_fd, "notes", &s->notes_fd);
+	return store_subdir_open_i(s->dir_fd, "notes", &s->notes_fd);
 }
 
 /* ---- records ---- */
@@ -197,15 +206,13 @@ int store_dir_open_i(struct store *s, const char *dir)
 int store_catalog_write_i(struct store_obj *o, const char *path)
 {
 	char name[STORE_ID_HEX + 1], tmp[sizeof(STORE_TMP_PREFIX) + STORE_ID_HEX];
-	size_t plen = strlen(path), len, i;
+	size_t plen = strlen(path), len;
 	uint8_t *buf, *p;
 	int r;
 
 	if (plen > REC_PATH_MAX)
 		return -ENAMETOOLONG;
-	if (o->n_ext > UINT32_MAX)
-		return -EFBIG;
-	len = REC_HDR + plen + o->n_ext * REC_EXT + REC_TAIL;
+	len = REC_HDR + plen + REC_TAIL;
 	buf = malloc(len);
 	if (!buf)
 		return -ENOMEM;
@@ -216,13 +223,9 @@ int store_catalog_write_i(struct store_obj *o, const char *path)
 	put_le64(buf + 24, (uint64_t)o->mtime_ns);
 	memcpy(buf + 32, o->csum, OBJFS_CSUM_LEN);
 	put_le32(buf + 48, (uint32_t)plen);
-	put_le32(buf + 52, (uint32_t)o->n_ext);
+	put_le32(buf + 52, 0);
 	memcpy(buf + REC_HDR, path, plen);
 	p = buf + REC_HDR + plen;
-	for (i = 0; i < o->n_ext; i++, p += REC_EXT) {
-		put_le64(p, o->ext[i].page);
-		put_le64(p + 8, o->ext[i].npages);
-	}
 	put_le64(p, XXH3_64bits(buf, len - REC_TAIL));
 
 	rec_name(o->id, name);
@@ -244,6 +247,7 @@ int store_catalog_remove_i(struct store *s, uint64_t id)
 
 /* A record's fields, pointing into the file's bytes. */
 struct rec {
+	uint32_t version;
 	uint64_t id, size;
 	int64_t mtime_ns;
 	const uint8_t *csum;
@@ -252,7 +256,8 @@ struct rec {
 	const uint8_t *ext;
 };
 
-/* Decode and check one record against @valid_pages.  0 or -EBADMSG. */
+/* Decode and check one record; the extents of a version 1 record must lie
+ * inside @valid_pages (what the arena file holds).  0 or -EBADMSG. */
 static int rec_decode(const uint8_t *buf, size_t len, uint64_t valid_pages, struct rec *ret)
 {
 	struct rec rec;
@@ -262,7 +267,9 @@ static int rec_decode(const uint8_t *buf, size_t len, uint64_t valid_pages, stru
 		return -EBADMSG;
 	if (get_le64(buf + len - REC_TAIL) != XXH3_64bits(buf, len - REC_TAIL))
 		return -EBADMSG;
-	if (get_le32(buf) != REC_MAGIC || get_le32(buf + 4) != REC_VERSION)
+	rec.version = get_le32(buf + 4);
+	if (get_le32(buf) != REC_MAGIC ||
+	    (rec.version != REC_VERSION && rec.version != REC_VERSION_ARENA))
 		return -EBADMSG;
 	rec.id = get_le64(buf + 8);
 	rec.size = get_le64(buf + 16);
@@ -286,7 +293,7 @@ static int rec_decode(const uint8_t *buf, size_t len, uint64_t valid_pages, stru
 			return -EBADMSG;
 		total += n;
 	}
-	if (total != store_pages(rec.size))
+	if (rec.version == REC_VERSION ? rec.n_ext != 0 : total != store_pages(rec.size))
 		return -EBADMSG;
 	*ret = rec;
 	return 0;
@@ -334,97 +341,128 @@ close_fd:
 	return r;
 }
 
+/* The arena of a store of the old layout, mapped read-only (see the top). */
+struct arena {
+	const uint8_t *base;
+	uint64_t pages;
+};
+
 /*
- * Adopt the record in file @name for object @id.  -EBADMSG if the record
- * must be set aside, another negative errno if the open must fail.
+ * Copy the object of version 1 record @rec out of the arena into @o's
+ * own file, check it against the record's checksum and write @o's new
+ * record.  @o has the record's size; single threaded.  -EBADMSG.
  */
-static int adopt_one(struct store *s, const char *name, uint64_t id, uint64_t valid_pages,
-		     uint64_t *max_end)
+static int upgrade_one(struct store_obj *o, const struct rec *rec, const struct arena *a)
 {
-	struct store_ext *ext = NULL;
+	uint8_t csum[OBJFS_CSUM_LEN];
+	uint64_t done = 0, i;
+	int r;
+
+	r = store_file_grow_i(o, rec->size, true);
+	if (r < 0)
+		return r;
+	for (i = 0; i < rec->n_ext && done < rec->size; i++) {
+		uint64_t page = get_le64(rec->ext + i * REC_EXT);
+		uint64_t n =
+		    min_u64(get_le64(rec->ext + i * REC_EXT + 8) * STORE_PAGE, rec->size - done);
+
+		memcpy(o->map + done, a->base + page * STORE_PAGE, n);
+		done += n;
+	}
+	store_hash_i(o->map, rec->size, csum);
+	if (memcmp(csum, rec->csum, OBJFS_CSUM_LEN))
+		return -EBADMSG;
+	r = store_file_seal_i(o);
+	if (r == 0)
+		r = store_catalog_write_i(o, o->path ? o->path : "");
+	if (r == 0)
+		store_file_freeze_i(o);
+	return r;
+}
+
+/*
+ * Adopt the record in file @name for object @id (@a: the arena of an old
+ * store, or NULL).  -EBADMSG if the record must be set aside, another
+ * negative errno if the open must fail.
+ */
+static int adopt_one(struct store *s, const char *name, uint64_t id, const struct arena *a)
+{
 	struct store_obj *o;
 	uint8_t csum[OBJFS_CSUM_LEN];
 	struct rec rec;
-	uint64_t opage = 0, end = 0;
 	uint8_t *buf = NULL;
-	size_t len = 0, i, claimed = 0;
+	size_t len = 0;
 	int r;
 
-	r = rec_read(s, name, valid_pages, &buf, &len);
+	r = rec_read(s, name, a ? a->pages : 0, &buf, &len);
 	if (r < 0)
 		return r;
-	r = rec_decode(buf, len, valid_pages, &rec);
+	r = rec_decode(buf, len, a ? a->pages : 0, &rec);
 	if (r == 0 && rec.id != id)
 		r = -EBADMSG;
+	if (r == 0 && rec.version == REC_VERSION_ARENA && !a)
+		r = -EBADMSG; /* its arena is gone */
 	if (r < 0)
 		goto free_buf;
-
-	ext = calloc(rec.n_ext ? rec.n_ext : 1, sizeof(*ext));
-	if (!ext) {
-		r = -ENOMEM;
-		goto free_buf;
-	}
-	for (i = 0; i < rec.n_ext; i++) {
-		ext[i].page = get_le64(rec.ext + i * REC_EXT);
-		ext[i].npages = get_le64(rec.ext + i * REC_EXT + 8);
-		ext[i].opage = opage;
-		opage += ext[i].npages;
-		if (store_pages_claim_i(s, ext[i].page, ext[i].npages) < 0) {
-			r = -EBADMSG;
-			goto release_pages;
-		}
-		claimed++;
-		if (ext[i].page + ext[i].npages > end)
-			end = ext[i].page + ext[i].npages;
-	}
-	if (s->verify) {
-		r = store_hash_i(s, ext, rec.n_ext, rec.size, csum);
-		if (r == 0 && memcmp(csum, rec.csum, OBJFS_CSUM_LEN))
-			r = -EBADMSG;
-		if (r < 0)
-			goto release_pages;
-	}
 
 	o = store_obj_new_i(s, id);
 	if (!o) {
 		r = -ENOMEM;
-		goto release_pages;
+		goto free_buf;
 	}
-	o->ext = ext;
-	o->cap_ext = rec.n_ext ? rec.n_ext : 1;
-	o->n_ext = rec.n_ext;
-	o->npages = opage;
 	/* single threaded: nobody can see @o yet */
 	atomic_store_explicit(&o->size, rec.size, memory_order_relaxed);
 	o->mtime_ns = rec.mtime_ns;
 	memcpy(o->csum, rec.csum, OBJFS_CSUM_LEN);
-	atomic_store_explicit(&o->sealed, true, memory_order_relaxed);
 	if (rec.path_len) {
 		/* not strndup: the path ends the record, unterminated */
 		o->path = malloc(rec.path_len + 1);
-		if (o->path) {
-			memcpy(o->path, rec.path, rec.path_len);
-			o->path[rec.path_len] = '\0';
-		} else {
+		if (!o->path) {
 			r = -ENOMEM;
+			goto free_obj;
 		}
+		memcpy(o->path, rec.path, rec.path_len);
+		o->path[rec.path_len] = '\0';
 	}
-	if (r == 0)
-		r = store_table_add_i(s, o);
+	if (rec.version == REC_VERSION_ARENA) {
+		/* charged as it grew, as an object not yet in the table */
+		r = upgrade_one(o, &rec, a);
+		if (r == 0)
+			s->draining -= o->alloc;
+	} else {
+		/* a file adopted as it was may still be mapped by a process
+		 * of an earlier mount: never handed to another object */
+		r = store_file_adopt_i(o);
+		if (r == 0 && s->verify) {
+			store_hash_i(o->map, rec.size, csum);
+			if (memcmp(csum, rec.csum, OBJFS_CSUM_LEN))
+				r = -EBADMSG;
+		}
+		if (r == 0)
+			s->used += o->alloc;
+	}
+	if (r < 0)
+		goto free_obj;
+	atomic_store_explicit(&o->sealed, true, memory_order_relaxed);
+	r = store_table_add_i(s, o);
 	if (r < 0) {
-		/* the object owns ext now; give the pages back first */
-		store_pages_release_i(s, ext, claimed);
-		store_obj_free_i(o);
-		goto free_buf;
+		s->used -= o->alloc;
+		goto free_obj;
 	}
-	if (end > *max_end)
-		*max_end = end;
 	free(buf);
 	return 0;
 
-release_pages:
-	store_pages_release_i(s, ext, claimed);
-	free(ext);
+free_obj:
+	if (rec.version == REC_VERSION_ARENA && o->fd >= 0) {
+		/* the half-made copy; the arena still has the bytes */
+		char fname[STORE_ID_HEX + 1];
+
+		store_file_name_i(id, fname);
+		unlinkat(s->data_fd, fname, 0);
+		s->used -= o->alloc;
+		s->draining -= o->alloc;
+	}
+	store_obj_free_i(o);
 free_buf:
 	free(buf);
 	return r;
@@ -516,23 +554,52 @@ static int list_dir(int dir_fd, char ***ret_names, size_t *ret_n)
 	return 0;
 }
 
-int store_catalog_adopt_i(struct store *s, uint64_t valid_pages, uint64_t *ret_max_end)
+/* Map DIR/arena, if the store has the old layout.  0 (a->base NULL if not). */
+static int arena_open(struct store *s, struct arena *a, size_t *ret_len)
 {
+	struct stat st;
+	void *p;
+	int fd;
+
+	fd = openat(s->dir_fd, "arena", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	p = st.st_size ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0) : NULL;
+	close(fd);
+	if (p == MAP_FAILED)
+		return -errno;
+	a->base = p;
+	a->pages = (uint64_t)st.st_size / STORE_PAGE;
+	*ret_len = (size_t)st.st_size;
+	log_info("store: converting the arena layout: every object gets a file of its own");
+	return 0;
+}
+
+int store_catalog_adopt_i(struct store *s, uint64_t *ret_bytes)
+{
+	struct arena a = {NULL, 0};
 	char **names = NULL;
-	uint64_t id, max_end = 0;
-	size_t n = 0, i;
+	uint64_t id;
+	size_t n = 0, i, alen = 0;
+	bool old;
 	int r;
 
-	r = list_dir(s->objects_fd, &names, &n);
+	r = arena_open(s, &a, &alen);
 	if (r < 0)
 		return r;
-	for (i = 0; i < n && r == 0; i++) {
+	old = alen > 0 || a.pages;
+	r = list_dir(s->objects_fd, &names, &n);
+	for (i = 0; r == 0 && i < n; i++) {
 		if (has_suffix(names[i], STORE_BAD_SUFFIX))
 			continue;
 		if (rec_name_parse(names[i], &id) < 0)
 			r = -EBADMSG;
 		else
-			r = adopt_one(s, names[i], id, valid_pages, &max_end);
+			r = adopt_one(s, names[i], id, old ? &a : NULL);
 		if (r == -EBADMSG) {
 			set_aside(s, names[i]);
 			r = 0;
@@ -541,9 +608,14 @@ int store_catalog_adopt_i(struct store *s, uint64_t valid_pages, uint64_t *ret_m
 	for (i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
+	if (a.base)
+		munmap((void *)a.base, alen);
+	/* every record is converted or set aside: the arena can go */
+	if (r == 0 && old && unlinkat(s->dir_fd, "arena", 0) < 0)
+		r = -errno;
 	if (r < 0)
 		return r;
-	*ret_max_end = max_end;
+	*ret_bytes = s->used;
 	return 0;
 }
 

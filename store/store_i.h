@@ -1,12 +1,14 @@
 /*
  * store_i.h: what the store's files share and nobody else sees.
  *
- * store_arena.c owns the arena mapping, the page bitmap, the allocation
- * and freeing of page runs, the extents of objects and prefault;
- * store.c owns the objects (lookup, refcounts, bytes, checksum, seal,
- * unlink) and opening and closing the store; store_catalog.c owns the
- * files beside the arena (catalog records and notes) and the adoption
- * of records at open.
+ * store_files.c owns the object files: the filesystem they live on (a
+ * tmpfs the store mounts, or the one the user gave), creating, growing,
+ * mapping, trimming and removing an object's file, the pool of freed
+ * files kept for reuse, and prefault; store.c owns the objects (lookup,
+ * refcounts, bytes, checksum, seal, unlink) and opening and closing the
+ * store; store_catalog.c owns the files beside them (catalog records and
+ * notes), the adoption of records at open, and the upgrade of a store
+ * written by the arena layout of objfs 0.x.
  *
  * Locks.  There are three kinds, taken in this order:
  *
@@ -15,16 +17,17 @@
  *                   (store_hash_ahead(), store_seal()) so that only one
  *                   thread feeds an object's hash state.
  *   obj->lock       one per object; its pending state: size (stores),
- *                   the extents while pending, path, gen, and the one
- *                   write of sealed.  Catalog file I/O for the object
- *                   (record write and remove) happens under it.
- *   store->lock     one per store, the global lock; the bitmap and the
- *                   allocator (npages, hint, used_pages, draining_pages:
- *                   pages change hands, and obj->linked changes, only
- *                   under it), the id table
- *                   and the list of all objects (table, all, obj->hh,
- *                   obj->prev/next), obj->linked (with obj->lock) and
- *                   the counters.  Held only for work in memory, never
+ *                   its file while pending (fd appears, alloc, map,
+ *                   map_len, old_maps), path, gen, and the one write of
+ *                   sealed.  File I/O for the object (growth, the seal's
+ *                   trim, record write and remove, the rename at unlink)
+ *                   happens under it.
+ *   store->lock     one per store, the global lock; the capacity
+ *                   (used, draining, the pool and its bytes: bytes change
+ *                   hands, and obj->linked changes, only under it), the
+ *                   id table and the list of all objects (table, all,
+ *                   obj->hh, obj->prev/next), obj->linked (with obj->lock)
+ *                   and the counters.  Held only for work in memory, never
  *                   across file I/O or a caller's callback.
  *
  * So: obj->hash_lock, then obj->lock, then store->lock.  No thread holds
@@ -33,12 +36,13 @@
  *
  * Fields not named under a lock are set before the store or the object
  * is shared and never change after (store->dir_fd and the other fds,
- * base, map_len, capacity, verify; obj->s, obj->id), or are atomic
- * (obj->refs, obj->size loads, obj->sealed loads).
+ * capacity, unit, kind, verify; obj->s, obj->id), or are atomic
+ * (obj->refs, obj->size loads, obj->sealed loads).  Once an object is
+ * sealed its fd, map and map_len never change until it is freed.
  *
  * References: the id table holds one reference of its own on every
  * linked object (pending or sealed), dropped by store_unlink().  So a
- * count of zero means the object is unlinked and its pages can go.
+ * count of zero means the object is unlinked and its file can go.
  */
 #ifndef OBJFS_STORE_I_H
 #define OBJFS_STORE_I_H
@@ -56,12 +60,13 @@
 #include "store.h"
 
 #define STORE_SIZE_MAX (1ULL << 50)	/* bytes per object */
-#define STORE_CAPACITY_MAX (1ULL << 50) /* bytes per arena */
-#define STORE_GROW_MAX_PAGES (16384ULL) /* 64 MiB: cap on speculative growth */
+#define STORE_CAPACITY_MAX (1ULL << 50) /* bytes per store */
+#define STORE_GROW_MAX (64ULL << 20)	/* cap on a writer's speculative growth */
 #define STORE_NOTE_MAX 65536		/* bytes per note value */
-#define STORE_ID_HEX 16			/* hex digits in a record name */
+#define STORE_ID_HEX 16			/* hex digits in a record or file name */
 #define STORE_TMP_PREFIX ".tmp-"
 #define STORE_BAD_SUFFIX ".bad"
+#define STORE_POOL_MAX 64 /* freed files kept for reuse, at most */
 
 static inline uint64_t min_u64(uint64_t a, uint64_t b)
 {
@@ -78,11 +83,11 @@ static inline uint64_t store_pages(uint64_t bytes)
 	return (bytes + STORE_PAGE - 1) / STORE_PAGE;
 }
 
-/* A run of arena pages holding object pages [opage, opage + npages). */
-struct store_ext {
-	uint64_t page; /* first arena page */
-	uint64_t npages;
-	uint64_t opage; /* first object page it holds */
+/* A mapping a growing object left behind (see struct store_obj.old_maps). */
+struct store_old_map {
+	void *addr;
+	size_t len;
+	struct store_old_map *next;
 };
 
 struct store_obj {
@@ -100,13 +105,27 @@ struct store_obj {
 	pthread_mutex_t lock;	   /* guards the pending state below */
 	atomic_uint_fast64_t size; /* relaxed; stores under lock */
 	/*
-	 * Pending: read and written under lock, and also under s->lock
-	 * while pages change hands (store_arena.c).  Sealed: immutable,
-	 * read without a lock.
+	 * The object's file (data/<id>, renamed data/.gone-<n> at unlink) and
+	 * its mapping, MAP_SHARED over [0, map_len): read-write while
+	 * pending, read-only once sealed.  fd is -1 until the first byte
+	 * needs a home.  alloc is what the object is charged against the
+	 * capacity (s->used): while pending, the file's length; once
+	 * sealed, its size rounded up to s->unit.  A pending object that
+	 * grows maps its file again, longer, and keeps the old mappings on
+	 * old_maps until it is sealed or freed, so that a pointer handed out
+	 * before (store_obj_iov()) stays good.  Pending: written under lock.
+	 * Sealed: immutable, read without a lock.
 	 */
-	struct store_ext *ext;
-	size_t n_ext, cap_ext;
-	uint64_t npages; /* sum of ext[].npages */
+	int fd;
+	uint8_t *map;
+	size_t map_len;
+	uint64_t alloc;
+	struct store_old_map *old_maps;
+	uint64_t gone_seq; /* lock: its name is data/.gone-<gone_seq> once unlinked */
+	/* the file may go to the pool when the object is freed: false for
+	 * files adopted at open, which a process of an earlier mount may
+	 * still map (a passthrough mmap survives the daemon) */
+	bool recyclable;
 	/* lock; set before sealed is published, immutable after */
 	int64_t mtime_ns;
 	uint8_t csum[OBJFS_CSUM_LEN];
@@ -123,111 +142,121 @@ struct store_obj {
 	uint64_t hash_gen; /* hash_lock: o->gen when hst was started */
 };
 
+/* A freed file kept for reuse: data/.free-<seq>, its pages still there. */
+struct store_pooled {
+	int fd;
+	uint64_t len; /* the file's length, a multiple of s->unit */
+	uint64_t seq;
+};
+
 struct store {
 	/* set at open, before the store is shared (store_catalog.c) */
 	int dir_fd, objects_fd, notes_fd, lock_fd;
-	/* set at open (store_arena.c) */
-	int arena_fd;
-	uint8_t *base; /* the arena mapping */
-	size_t map_len;
-	uint64_t capacity; /* bytes, a multiple of STORE_PAGE */
+	/* set at open (store_files.c) */
+	int data_fd; /* DIR/data */
+	enum store_fs kind;
+	uint64_t unit;	   /* allocation unit: the page size of data/'s filesystem */
+	uint64_t capacity; /* bytes, a multiple of unit */
 	bool verify;
+	bool reuse; /* keep freed files in the pool */
 
 	pthread_mutex_t lock; /* the global lock: guards everything below */
-	uint64_t npages;      /* pages the allocator may hand out */
-	uint64_t *bitmap;     /* one bit per arena page, 1 = in use */
-	uint64_t hint;	      /* every page below it is in use */
-	uint64_t used_pages;
-	uint64_t draining_pages; /* pages of unlinked objects still referenced */
+	uint64_t used;	      /* bytes charged to objects (their alloc) */
+	uint64_t draining;    /* of which unlinked objects still referenced */
+	struct store_pooled pool[STORE_POOL_MAX];
+	size_t npool;
+	uint64_t pool_bytes; /* sum of pool[].len */
+	uint64_t seq;	     /* names of gone and pooled files */
+	/* bytes a running store_prefault() has allocated for the pool file it
+	 * makes, and whether a writer took them back (it then stops) */
+	uint64_t prefault_hold;
+	bool prefault_cancel;
 	struct store_obj *table; /* linked objects by id (uthash) */
 	struct store_obj *all;	 /* every object not yet freed */
 	uint64_t nobjects, npending;
-	uint64_t bad_records; /* written at open only */
+	uint64_t bad_records;		  /* written at open only */
+	uint64_t files_new, files_reused; /* object files made, taken from the pool */
 
 	pthread_mutex_t note_lock; /* serializes note writers; a leaf */
 };
 
-/* ---- store_arena.c: the mapping ---- */
+/* ---- store_files.c: the filesystem ---- */
 
 /*
- * Open and map DIR/arena (s->dir_fd open), growing the file to the
- * capacity, and allocate a bitmap over every page a catalog record may
- * name: the capacity or what the file held, whichever is more.  Sets
- * *ret_valid_pages to the whole pages the file held.  At open, single
- * threaded.
+ * Set up DIR/data (s->dir_fd open): if DIR is itself a tmpfs or
+ * hugetlbfs mount, a plain subdirectory of it; else, with @own_tmpfs,
+ * a tmpfs the store mounts there (huge=within_size, sized for the
+ * capacity), or finds mounted by an earlier run; else a plain
+ * subdirectory on DIR's filesystem.  Sets s->data_fd, kind and unit, and
+ * adopts the pool files an earlier run left.  At open, single threaded.
  */
-int store_arena_open_i(struct store *s, uint64_t *ret_valid_pages);
-/* After adoption: hand out only pages below the capacity, and cut the
- * file and the mapping down to it.  At open, single threaded. */
-int store_arena_fit_i(struct store *s);
-/* Free the bitmap, unmap and close the arena; a half-built store is fine. */
-void store_arena_close_i(struct store *s);
+int store_files_open_i(struct store *s, const char *dir, bool own_tmpfs);
+/* Close the pool's files and data_fd (the files stay). */
+void store_files_close_i(struct store *s);
+/* Delete what an earlier run left in data/ that no record claims
+ * (pending objects, unlinked ones): every non-pool file without an
+ * adopted object.  After adoption, single threaded. */
+void store_files_sweep_i(struct store *s);
 
-/* ---- store_arena.c: page runs (s->lock held, or the store not yet shared) ---- */
-
-/* Mark pages [page, page + n) in use; -EEXIST (nothing marked) if any
- * already is. */
-int store_pages_claim_i(struct store *s, uint64_t page, uint64_t n);
-/* Give back the pages of @n_ext extents. */
-void store_pages_release_i(struct store *s, const struct store_ext *ext, size_t n_ext);
-
-/* ---- store_arena.c: extents of a pending object (o->lock held) ---- */
+/* ---- store_files.c: an object's file (o->lock held, unless said) ---- */
 
 /*
- * Make @o hold at least @want pages; all or nothing: -ENOSPC or -ENOMEM
- * leaves @o as it was.  @exact asks for no speculative growth (the
- * caller knows the final size).  Takes s->lock.
+ * Make pending @o's file at least @want bytes long, and map all of it,
+ * charging the capacity (all or nothing: -ENOSPC or another errno leaves
+ * @o as it was).  @exact (the caller knows the final size, a fetch) asks
+ * for no speculative growth.  New bytes hold whatever the file's pages
+ * held (zeros for a new file, an old object's bytes for a reused one).
  */
-int store_ext_grow_i(struct store_obj *o, uint64_t want, bool exact);
-/* Give back every page of @o past its first @keep.  Takes s->lock. */
-void store_ext_trim_i(struct store_obj *o, uint64_t keep);
-
+int store_file_grow_i(struct store_obj *o, uint64_t want, bool exact);
+/* At seal, before the record is written: cut the file to the object's
+ * size and charge only what is left.  The object may still be written
+ * if the seal fails after this. */
+int store_file_seal_i(struct store_obj *o);
+/* Once sealed for good: the file read-only, mapped read-only over just
+ * the object, the old mappings gone. */
+void store_file_freeze_i(struct store_obj *o);
+/* At unlink: rename the file out of the way of a new object with this id. */
+void store_file_unlink_i(struct store_obj *o);
+/* The last reference went: unmap, uncharge, and put the file in the pool
+ * or delete it.  No lock held; @o is nobody's any more. */
+void store_file_free_i(struct store_obj *o);
+/* Unmap and close, leaving the file as it is (store_close()). */
+void store_file_close_i(struct store_obj *o);
 /*
- * Walking bytes [off, end) of an object, which must lie within the pages
- * it holds, as pieces of arena memory:
- *
- *	store_span_init_i(&sp, o, off, end);
- *	while (store_span_next_i(&sp, &p, &n))
- *		use n bytes at p;
- *
- * o->lock held, or @o sealed.
+ * Adopt data/<id> for sealed @o of size o->size (at open): open and map
+ * it.  -EBADMSG if it is missing or its length is not the size's.
  */
-struct store_span {
-	const struct store_obj *o;
-	size_t i; /* next extent */
-	uint64_t off, end;
-};
-void store_span_init_i(struct store_span *sp, const struct store_obj *o, uint64_t off,
-		       uint64_t end);
-bool store_span_next_i(struct store_span *sp, uint8_t **ret_p, size_t *ret_n);
+int store_file_adopt_i(struct store_obj *o);
+/* The name of @id's file: data/<16 hex digits>. */
+void store_file_name_i(uint64_t id, char buf[STORE_ID_HEX + 1]);
 
 /* ---- store.c ---- */
 
-/* A fresh object: no pages, refs 0, not in the table.  NULL on ENOMEM. */
+/* A fresh object: no file, refs 0, not in the table.  NULL on ENOMEM. */
 struct store_obj *store_obj_new_i(struct store *s, uint64_t id);
-/* Free the memory of @o; its pages and list membership are the caller's. */
+/* Free the memory of @o; its file and list membership are the caller's. */
 void store_obj_free_i(struct store_obj *o);
 /* Add @o to the id table (linked, +1 ref) and s->all.  -ENOMEM.  s->lock held or
  * the store not yet shared. */
 int store_table_add_i(struct store *s, struct store_obj *o);
-/* xxh3-128 of the first @size bytes held by @ext.  0 or -ENOMEM. */
-int store_hash_i(const struct store *s, const struct store_ext *ext, size_t n_ext, uint64_t size,
-		 uint8_t ret_csum[OBJFS_CSUM_LEN]);
+/* xxh3-128 of @len bytes at @p. */
+void store_hash_i(const void *p, uint64_t len, uint8_t ret_csum[OBJFS_CSUM_LEN]);
 
 /* ---- store_catalog.c ---- */
 
+/* Create (0700, if missing) and open directory @name in @dir_fd. */
+int store_subdir_open_i(int dir_fd, const char *name, int *ret_fd);
 /* Create (0700) and open @dir and its subdirectories, take the lock
  * (-EBUSY if held).  Sets the fds in @s; store_free() closes them. */
 int store_dir_open_i(struct store *s, const char *dir);
 
 /*
- * Adopt every valid record in objects/: extents must lie below
- * @valid_pages (what the arena file held) and not overlap.  Sets
- * *ret_max_end to the highest page end of an adopted object.  Single
- * threaded, at open.  0 or a negative errno for a failure that is not
- * a bad record.
+ * Adopt every valid record in objects/ whose file is in data/, and upgrade
+ * an arena-layout store first.  Sets *ret_bytes to what the adopted
+ * objects are charged.  Single threaded, at open.  0 or a negative errno
+ * for a failure that is not a bad record.
  */
-int store_catalog_adopt_i(struct store *s, uint64_t valid_pages, uint64_t *ret_max_end);
+int store_catalog_adopt_i(struct store *s, uint64_t *ret_bytes);
 /* Write @o's record (path @path) atomically.  o->lock held. */
 int store_catalog_write_i(struct store_obj *o, const char *path);
 /* Remove the record of @id; 0 if it was not there. */

@@ -713,6 +713,14 @@ release_reader() {
 
 # ---- cleanup ----
 
+# umount_under DIR: unmount (lazily) every mount at or below DIR, deepest first
+umount_under() {
+	local m
+	[ -n "$1" ] || return 0
+	awk -v d="$1" '$5 == d || index($5, d "/") == 1 { print $5 }' /proc/self/mountinfo |
+		sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
+}
+
 # on_exit CMD...: run CMD (eval'ed) at cleanup, after the unmounts, in
 # reverse order of registration
 declare -a EXIT_HOOKS=()
@@ -759,6 +767,9 @@ _cleanup() {
 		echo "kept $T and $S" >&2
 	else
 		for m in "${MOUNTS[@]}"; do is_mounted "$m" && umount -l "$m" 2>/dev/null; done
+		# the stores' tmpfs mounts (DIR/data) outlive their daemons
+		umount_under "$S"
+		umount_under "$T"
 		rm -rf --one-file-system "$T" "$S" 2>/dev/null
 	fi
 	[ "$rc" = 0 ] && echo "PASS: $TEST_NAME" >&2

@@ -194,6 +194,11 @@ TEST(defaults)
 	CHECK_STR(c.rundir, "/run/objfs/objfs-n7");
 	CHECK_EQ(c.listen_port, CONFIG_DEFAULT_PORT);
 	CHECK(!c.passthrough_off);
+	CHECK(c.prefault);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "node=n7,noprefault"), 0);
+	CHECK_EQ(config_finish(&c, err, sizeof(err)), 0);
+	CHECK(!c.prefault);
 	config_release(&c);
 	CHECK_EQ(parse(&c, err, "local", NULL), 0);
 	CHECK_EQ(config_finish(&c, err, sizeof(err)), 0);

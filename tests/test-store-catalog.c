@@ -163,9 +163,14 @@ TEST(bad_record)
 	tdir_release(&t);
 }
 
-TEST(overlap)
+static void data_path(const struct tdir *t, uint64_t id, char *buf, size_t len)
 {
-	char rec1[256], rec[256];
+	snprintf(buf, len, "%s/data/%016llx", t->dir, (unsigned long long)id);
+}
+
+TEST(files)
+{
+	char rec1[256], rec[256], data[256];
 	struct store_stats st;
 	struct store_obj *o;
 	uint8_t *one, *buf, *want = pattern(3 * PG, 1);
@@ -177,55 +182,70 @@ TEST(overlap)
 	s = must_open(&t, MiB, false);
 	store_obj_unref(make_sealed(s, 1, 3 * PG, 1, ""));
 	store_obj_unref(make_sealed(s, 2, 3 * PG, 2, ""));
+	store_obj_unref(make_sealed(s, 3, 3 * PG, 3, ""));
 	store_close(s);
+
+	/* each object is a file of exactly its size, read-only */
+	data_path(&t, 1, data, sizeof(data));
+	CHECK_EQ(file_size(data), 3 * PG);
+	CHECK(access(data, W_OK) == 0); /* root; the mode says it */
+	{
+		struct stat sb;
+
+		CHECK(stat(data, &sb) == 0 && (sb.st_mode & 0777) == 0400);
+	}
 
 	rec_path(&t, 1, rec1, sizeof(rec1));
 	one = slurp(rec1, &len);
-	CHECK(one && len == REC_HDR + 16 + 8);
-	buf = malloc(len);
+	CHECK(one && len == REC_HDR + 8);
+	buf = malloc(len + 16);
 
-	/* object 2 claims object 1's pages: a well-formed record */
+	/* object 2: its file is gone */
+	data_path(&t, 2, data, sizeof(data));
+	CHECK(unlink(data) == 0);
+
+	/* object 3: its file is not its size */
+	data_path(&t, 3, data, sizeof(data));
+	CHECK(truncate(data, 3 * PG - 1) == 0);
+
+	/* object 4: id differs from its name (object 1's file is there) */
 	memcpy(buf, one, len);
-	set_le64(buf + REC_ID, 2);
-	rec_rehash(buf, len);
-	rec_path(&t, 2, rec, sizeof(rec));
-	spew(rec, buf, len);
-
-	/* object 3: extent past the arena */
-	set_le64(buf + REC_ID, 3);
-	set_le64(buf + REC_HDR, 1ULL << 40);
-	rec_rehash(buf, len);
-	rec_path(&t, 3, rec, sizeof(rec));
-	spew(rec, buf, len);
-
-	/* object 4: size does not match its pages */
-	memcpy(buf, one, len);
-	set_le64(buf + REC_ID, 4);
-	set_le64(buf + REC_HDR, 10);
-	set_le64(buf + REC_SIZE, 3 * PG + 1);
 	rec_rehash(buf, len);
 	rec_path(&t, 4, rec, sizeof(rec));
 	spew(rec, buf, len);
 
-	/* object 5: id differs from its name */
-	memcpy(buf, one, len);
-	set_le64(buf + REC_HDR, 20);
-	rec_rehash(buf, len);
+	/* object 5: a version 2 record that lists extents */
+	memcpy(buf, one, REC_HDR);
+	set_le64(buf + REC_ID, 5);
+	buf[REC_N_EXT] = 1;
+	set_le64(buf + REC_HDR, 0);
+	set_le64(buf + REC_HDR + 8, 3);
+	rec_rehash(buf, len + 16);
 	rec_path(&t, 5, rec, sizeof(rec));
-	spew(rec, buf, len);
+	spew(rec, buf, len + 16);
+
+	/* object 6: a version 1 (arena) record, with no arena left */
+	set_le64(buf + REC_ID, 6);
+	buf[4] = 1;
+	rec_rehash(buf, len + 16);
+	rec_path(&t, 6, rec, sizeof(rec));
+	spew(rec, buf, len + 16);
+
+	/* a file no record claims */
+	data_path(&t, 9, data, sizeof(data));
+	spew(data, want, 100);
 
 	s = must_open(&t, MiB, false);
 	store_stats(s, &st);
-	CHECK_EQ(st.bad_records, 4);
+	CHECK_EQ(st.bad_records, 5);
 	CHECK_EQ(st.objects, 1);
 	CHECK_EQ(st.used, 3 * PG);
 	o = store_lookup(s, 1);
 	CHECK(o && obj_equals(o, want, 3 * PG));
 	store_obj_unref(o);
-	CHECK(!store_lookup(s, 2));
-	CHECK(!store_lookup(s, 3));
-	CHECK(!store_lookup(s, 4));
-	CHECK(!store_lookup(s, 5));
+	for (uint64_t id = 2; id <= 6; id++)
+		CHECK(!store_lookup(s, id));
+	CHECK(!exists(data));
 	store_close(s);
 	free(one);
 	free(buf);
@@ -233,16 +253,84 @@ TEST(overlap)
 	tdir_release(&t);
 }
 
-TEST(verify)
+/* A store of the arena layout (objfs 0.x) is converted, byte for byte. */
+TEST(upgrade)
 {
-	uint8_t *want = pattern(10000, 3), *rec_buf, byte;
+	uint64_t size = 3 * PG - 100, id = 0x100000000ULL;
+	uint8_t *want = pattern(size, 9), *arena_buf = calloc(1, MiB), rbuf[256];
+	uint8_t csum[OBJFS_CSUM_LEN];
 	char arena[256], rec[256], bad[300];
 	struct store_stats st;
 	struct store_obj *o;
 	struct tdir t;
 	struct store *s;
-	uint64_t at;
-	size_t len;
+	size_t len = REC_HDR + 2 + 16 + 8;
+
+	tdir_init(&t);
+	s = must_open(&t, MiB, false);
+	store_close(s);
+	/* the object at arena pages 3..5 */
+	memcpy(arena_buf + 3 * PG, want, size);
+	snprintf(arena, sizeof(arena), "%s/arena", t.dir);
+	spew(arena, arena_buf, MiB);
+	memset(rbuf, 0, sizeof(rbuf));
+	memcpy(rbuf, "OBJC", 4);
+	rbuf[4] = 1;
+	set_le64(rbuf + REC_ID, id);
+	set_le64(rbuf + REC_SIZE, size);
+	set_le64(rbuf + 24, 12345);
+	csum_buf(want, size, csum);
+	memcpy(rbuf + 32, csum, sizeof(csum));
+	rbuf[REC_PATH_LEN] = 2;
+	rbuf[REC_N_EXT] = 1;
+	memcpy(rbuf + REC_HDR, "/u", 2);
+	set_le64(rbuf + REC_HDR + 2, 3);
+	set_le64(rbuf + REC_HDR + 2 + 8, 3);
+	rec_rehash(rbuf, len);
+	rec_path(&t, id, rec, sizeof(rec));
+	spew(rec, rbuf, len);
+	/* and one whose bytes do not match its checksum */
+	set_le64(rbuf + REC_ID, id + 1);
+	set_le64(rbuf + REC_HDR + 2, 10);
+	rec_rehash(rbuf, len);
+	rec_path(&t, id + 1, rec, sizeof(rec));
+	spew(rec, rbuf, len);
+
+	s = must_open(&t, MiB, false);
+	store_stats(s, &st);
+	CHECK_EQ(st.objects, 1);
+	CHECK_EQ(st.bad_records, 1);
+	o = store_lookup(s, id);
+	CHECK(o && obj_equals(o, want, size));
+	CHECK(o && store_obj_mtime(o) == 12345);
+	store_obj_unref(o);
+	CHECK(!exists(arena));
+	snprintf(bad, sizeof(bad), "%s.bad", rec);
+	CHECK(exists(bad));
+	store_close(s);
+
+	/* the new record stands on its own */
+	s = must_open(&t, MiB, true);
+	store_stats(s, &st);
+	CHECK_EQ(st.objects, 1);
+	CHECK_EQ(st.bad_records, 0);
+	o = store_lookup(s, id);
+	CHECK(o && obj_equals(o, want, size));
+	store_obj_unref(o);
+	store_close(s);
+	free(want);
+	free(arena_buf);
+	tdir_release(&t);
+}
+
+TEST(verify)
+{
+	uint8_t *want = pattern(10000, 3), byte;
+	char data[256], rec[256], bad[300];
+	struct store_stats st;
+	struct store_obj *o;
+	struct tdir t;
+	struct store *s;
 	int fd;
 
 	tdir_init(&t);
@@ -251,15 +339,11 @@ TEST(verify)
 	store_close(s);
 
 	rec_path(&t, 1, rec, sizeof(rec));
-	rec_buf = slurp(rec, &len);
-	CHECK(rec_buf);
-	at = le64(rec_buf + REC_HDR) * PG + 5000;
-	free(rec_buf);
-	snprintf(arena, sizeof(arena), "%s/arena", t.dir);
-	fd = open(arena, O_RDWR);
-	CHECK(pread(fd, &byte, 1, (off_t)at) == 1);
+	data_path(&t, 1, data, sizeof(data));
+	fd = open(data, O_RDWR);
+	CHECK(pread(fd, &byte, 1, 5000) == 1);
 	byte ^= 0x40;
-	CHECK(pwrite(fd, &byte, 1, (off_t)at) == 1);
+	CHECK(pwrite(fd, &byte, 1, 5000) == 1);
 	close(fd);
 
 	/* without verify the record is trusted */
@@ -277,6 +361,7 @@ TEST(verify)
 	CHECK(!store_lookup(s, 1));
 	snprintf(bad, sizeof(bad), "%s.bad", rec);
 	CHECK(exists(bad));
+	CHECK(!exists(data));
 	store_close(s);
 	free(want);
 	tdir_release(&t);
@@ -284,57 +369,44 @@ TEST(verify)
 
 TEST(shrink_capacity)
 {
-	uint8_t *a = pattern(10 * PG, 1), *b = pattern(100 * PG, 3);
+	uint8_t *a = pattern(10 * PG, 1), *b = pattern(300 * PG, 3);
 	struct store_obj *o, *filler;
 	struct store_stats st;
-	char arena[256];
 	struct tdir t;
 	struct store *s;
-	uint64_t end, detail = 0;
+	uint64_t detail = 0;
 	int err = 0;
 
 	tdir_init(&t);
-	snprintf(arena, sizeof(arena), "%s/arena", t.dir);
 	s = must_open(&t, 4 * MiB, false);
 	store_obj_unref(make_sealed(s, 1, 10 * PG, 1, "/a"));
 	filler = make_sealed(s, 2, 2 * MiB, 2, "/filler");
-	store_obj_unref(make_sealed(s, 3, 100 * PG, 3, "/b"));
+	store_obj_unref(make_sealed(s, 3, 300 * PG, 3, "/b"));
 	store_unlink(filler);
 	store_obj_unref(filler);
 	store_close(s);
-	end = rec_end(&t, 3);
-	CHECK(end * PG > 2 * MiB && end * PG <= 3 * MiB);
 
-	CHECK(!open_store(&t, 2 * MiB, false, &err, &detail));
+	CHECK(!open_store(&t, MiB, false, &err, &detail));
 	CHECK_EQ(err, -EFBIG);
-	CHECK_EQ(detail, end * PG);
-	CHECK_EQ(file_size(arena), 4 * MiB);
+	CHECK_EQ(detail, 310 * PG);
 
-	/* enough room: the arena shrinks and keeps its bytes */
-	s = must_open(&t, 3 * MiB, true);
-	CHECK_EQ(file_size(arena), 3 * MiB);
+	/* enough room: the objects stay */
+	s = must_open(&t, 2 * MiB, true);
 	store_stats(s, &st);
-	CHECK_EQ(st.capacity, 3 * MiB);
+	CHECK_EQ(st.capacity, 2 * MiB);
 	CHECK_EQ(st.objects, 2);
 	CHECK_EQ(st.bad_records, 0);
+	CHECK_EQ(st.used, 310 * PG);
 	o = store_lookup(s, 1);
 	CHECK(o && obj_equals(o, a, 10 * PG));
 	store_obj_unref(o);
 	o = store_lookup(s, 3);
-	CHECK(o && obj_equals(o, b, 100 * PG));
+	CHECK(o && obj_equals(o, b, 300 * PG));
 	store_obj_unref(o);
 	o = store_create(s, 4, NULL);
-	CHECK_EQ(store_truncate(o, 3 * MiB - 110 * PG + 1), -ENOSPC);
-	CHECK_EQ(store_truncate(o, 3 * MiB - 110 * PG), 0);
+	CHECK_EQ(store_truncate(o, 2 * MiB - 310 * PG + 1), -ENOSPC);
+	CHECK_EQ(store_truncate(o, 2 * MiB - 310 * PG), 0);
 	store_unlink(o);
-	store_obj_unref(o);
-	store_close(s);
-
-	/* and grows again */
-	s = must_open(&t, 8 * MiB, true);
-	CHECK_EQ(file_size(arena), 8 * MiB);
-	o = store_lookup(s, 3);
-	CHECK(o && obj_equals(o, b, 100 * PG));
 	store_obj_unref(o);
 	store_close(s);
 	free(a);
@@ -391,7 +463,8 @@ int main(void)
 {
 	RUN(reopen);
 	RUN(bad_record);
-	RUN(overlap);
+	RUN(files);
+	RUN(upgrade);
 	RUN(verify);
 	RUN(shrink_capacity);
 	RUN(notes);

@@ -174,36 +174,40 @@ TEST(enospc)
 
 TEST(holes)
 {
-	const size_t max = 1024 * 1024;
-	uint8_t *shadow = calloc(1, max), *got = malloc(max), *junk = malloc(16 * PG);
+	const size_t max = 2 * 1024 * 1024;
+	uint8_t *shadow = calloc(1, max), *got = malloc(max), *junk = malloc(max);
 	uint8_t want[OBJFS_CSUM_LEN], csum[OBJFS_CSUM_LEN];
 	struct store_obj *x, *y;
+	struct store_stats st;
 	uint64_t size = 0;
 	struct tdir t;
 	struct store *s;
-	void *old_base;
 	unsigned int seed = 7;
 	int i;
 
 	tdir_init(&t);
 	s = must_open(&t, 4 * MiB, false);
 
-	/* leave non-zero bytes in the first pages */
-	memset(junk, 0xaa, 16 * PG);
+	/* leave non-zero bytes in a file that goes to the pool */
+	memset(junk, 0xaa, max);
 	x = store_create(s, 1, NULL);
-	CHECK_EQ(store_write(x, junk, 16 * PG, 0), 0);
-	old_base = iov_base0(x);
+	CHECK_EQ(store_write(x, junk, max, 0), 0);
 	store_unlink(x);
 	store_obj_unref(x);
 	CHECK_EQ(used_bytes(s), 0);
+	store_stats(s, &st);
+	CHECK_EQ(st.pool, max);
 
+	/* the next large object gets that file: what it did not write is 0 */
 	y = store_create(s, 2, NULL);
-	CHECK_EQ(store_write(y, "hello", 5, 5000), 0);
-	CHECK(iov_base0(y) == old_base);
-	memcpy(shadow + 5000, "hello", 5);
-	size = 5005;
-	CHECK_EQ(store_read(y, got, max, 0), 5005);
-	CHECK(!memcmp(got, shadow, 5005));
+	CHECK_EQ(store_write(y, "hello", 5, MiB + 5000), 0);
+	store_stats(s, &st);
+	CHECK_EQ(st.files_reused, 1);
+	CHECK_EQ(st.pool, 0);
+	memcpy(shadow + MiB + 5000, "hello", 5);
+	size = MiB + 5005;
+	CHECK_EQ(store_read(y, got, max, 0), (ssize_t)size);
+	CHECK(!memcmp(got, shadow, size));
 
 	for (i = 0; i < 400; i++) {
 		int op = rand_r(&seed) % 10;
@@ -260,14 +264,15 @@ TEST(truncate)
 	CHECK_EQ(store_truncate(o, 100), 0);
 	CHECK_EQ(store_obj_size(o), 100);
 	CHECK_EQ(store_read(o, buf, sizeof(buf), 0), 100);
-	CHECK(used_bytes(s) < used);
+	/* a pending object keeps its file's length until the seal */
+	CHECK_EQ(used_bytes(s), used);
 	CHECK_EQ(store_truncate(o, sizeof(buf)), 0);
 	memset(want + 100, 0, sizeof(want) - 100);
 	CHECK(obj_equals(o, want, sizeof(want)));
 
 	/* shrink to nothing, then a write past the end leaves a zero gap */
 	CHECK_EQ(store_truncate(o, 0), 0);
-	CHECK_EQ(used_bytes(s), 0);
+	CHECK_EQ(used_bytes(s), used);
 	CHECK_EQ(store_write(o, "x", 1, 2 * PG), 0);
 	memset(want, 0, sizeof(want));
 	want[2 * PG] = 'x';
@@ -367,12 +372,10 @@ TEST(unlink)
 	struct tdir t;
 	struct store *s;
 	char rec[256];
-	void *base;
 
 	tdir_init(&t);
 	s = must_open(&t, MiB, false);
 	o = make_sealed(s, 1, 64 * 1024, 5, "/o");
-	base = iov_base0(o);
 	rec_path(&t, 1, rec, sizeof(rec));
 	CHECK(exists(rec));
 	l = store_lookup(s, 1);
@@ -391,11 +394,11 @@ TEST(unlink)
 	store_obj_unref(l);
 	CHECK_EQ(used_bytes(s), 0);
 
-	/* the pages come back to the next object; the id can be used again */
+	/* the id can be used again */
 	p = store_create(s, 1, NULL);
 	CHECK(p);
 	CHECK_EQ(store_write(p, data, 64 * 1024, 0), 0);
-	CHECK(iov_base0(p) == base);
+	CHECK(obj_equals(p, data, 64 * 1024));
 	store_stats(s, &st);
 	CHECK_EQ(st.pending, 1);
 
@@ -466,7 +469,7 @@ TEST(draining)
 	CHECK_EQ(draining_bytes(s), used_bytes(s));
 	CHECK(draining_bytes(s) >= 68 * 1024);
 	CHECK_EQ(store_truncate(q, 0), 0);
-	CHECK_EQ(draining_bytes(s), 0);
+	CHECK_EQ(draining_bytes(s), used_bytes(s)); /* until the last reference */
 	store_obj_unref(q);
 	CHECK_EQ(draining_bytes(s), 0);
 	CHECK_EQ(used_bytes(s), 0);
@@ -670,7 +673,7 @@ TEST(hash_follow)
 	tdir_release(&t);
 }
 
-TEST(fragmented)
+TEST(full)
 {
 	uint8_t *data = pattern(10 * PG, 12), page[PG], wcsum[OBJFS_CSUM_LEN], csum[OBJFS_CSUM_LEN];
 	struct store_obj *objs[256], *o;
@@ -696,18 +699,16 @@ TEST(fragmented)
 		store_obj_unref(objs[i]);
 	}
 
-	/* only single free pages: ten pieces */
+	/* the free pages were scattered in an arena; a file does not care */
 	CHECK_EQ(store_write(o, data, 10 * PG, 0), 0);
 	CHECK(obj_equals(o, data, 10 * PG));
 	n = store_obj_iov(o, 0, 10 * PG, iov, 64, &bytes);
-	CHECK_EQ(n, 10);
+	CHECK_EQ(n, 1);
 	CHECK_EQ(bytes, 10 * PG);
-	CHECK_EQ(store_obj_iov(o, 0, 10 * PG, iov, 3, &bytes), 3);
-	CHECK_EQ(bytes, 3 * PG);
-	CHECK_EQ(store_obj_iov(o, 100, 10 * PG, iov, 3, &bytes), 3);
-	CHECK_EQ(bytes, 3 * PG - 100);
-	CHECK(iov[0].iov_len == PG - 100 && !memcmp(iov[0].iov_base, data + 100, PG - 100));
-	CHECK(!memcmp(iov[2].iov_base, data + 2 * PG, PG));
+	CHECK_EQ(store_obj_iov(o, 100, 10 * PG, iov, 3, &bytes), 1);
+	CHECK_EQ(bytes, 10 * PG - 100);
+	CHECK(!memcmp(iov[0].iov_base, data + 100, 10 * PG - 100));
+	CHECK_EQ(store_obj_iov(o, 0, 10 * PG, iov, 0, &bytes), 0);
 
 	/* more than the 118 free pages: unchanged */
 	used = used_bytes(s);
@@ -721,13 +722,110 @@ TEST(fragmented)
 	store_obj_unref(o);
 	store_close(s);
 
-	/* and it comes back in pieces */
+	/* and it comes back */
 	s = must_open(&t, MiB, true);
 	o = store_lookup(s, 1000);
 	CHECK(o && obj_equals(o, data, 10 * PG));
 	store_obj_unref(o);
 	store_close(s);
 	free(data);
+	tdir_release(&t);
+}
+
+/* The pool: prefault fills it, objects take from it, and it never
+ * stands in the way of an object. */
+TEST(prefault_pool)
+{
+	struct store_obj *o, *big;
+	struct store_stats st;
+	struct tdir t;
+	struct store *s;
+
+	tdir_init(&t);
+	s = must_open(&t, 256 * MiB, false);
+	CHECK_EQ(store_prefault(s, NULL), 0);
+	store_stats(s, &st);
+	CHECK_EQ(st.pool, 256 * MiB);
+	CHECK_EQ(st.used, 0);
+
+	/* a fetch of 100 MiB takes the pooled file, cut to its size */
+	o = store_create(s, 1, NULL);
+	CHECK_EQ(store_reserve(o, 100 * MiB), 0);
+	store_stats(s, &st);
+	CHECK_EQ(st.files_reused, 1);
+	CHECK_EQ(st.pool, 0);
+	CHECK_EQ(st.used, 100 * MiB);
+	CHECK_EQ(store_seal(o, "/o", 1), 0);
+	store_unlink(o);
+	store_obj_unref(o);
+	store_stats(s, &st);
+	CHECK_EQ(st.pool, 100 * MiB);
+	CHECK_EQ(st.used, 0);
+
+	/* a small object does not take it; a big one pushes it out */
+	o = store_create(s, 2, NULL);
+	CHECK_EQ(store_write(o, "x", 1, 0), 0);
+	store_stats(s, &st);
+	CHECK_EQ(st.files_reused, 1);
+	big = store_create(s, 3, NULL);
+	CHECK_EQ(store_reserve(big, 200 * MiB), 0);
+	store_stats(s, &st);
+	CHECK_EQ(st.files_reused, 2); /* it took the 100 MiB file, and grew it */
+	CHECK_EQ(store_truncate(o, 56 * MiB), 0);
+	CHECK_EQ(store_truncate(o, 56 * MiB + 1), -ENOSPC);
+	store_stats(s, &st);
+	CHECK_EQ(st.pool, 0);
+	CHECK_EQ(st.used, 256 * MiB);
+	store_obj_unref(o);
+	store_obj_unref(big);
+	store_close(s);
+	tdir_release(&t);
+}
+
+struct prefaulter {
+	pthread_t tid;
+	struct store *s;
+	int r;
+};
+
+static void *prefault_main(void *arg)
+{
+	struct prefaulter *p = arg;
+
+	p->r = store_prefault(p->s, NULL);
+	return NULL;
+}
+
+/* A writer that needs the room a running prefault holds gets it. */
+TEST(prefault_yields)
+{
+	struct prefaulter p = {0};
+	struct store_obj *o;
+	struct store_stats st;
+	struct tdir t;
+	int i;
+
+	tdir_init(&t);
+	p.s = must_open(&t, 512 * MiB, false);
+	for (i = 0; i < 3; i++) {
+		CHECK_EQ(pthread_create(&p.tid, NULL, prefault_main, &p), 0);
+		/* once it holds something (for at most 5 s) */
+		for (int ms = 0; ms < 5000; ms++) {
+			store_stats(p.s, &st);
+			if (st.pool)
+				break;
+			usleep(1000);
+		}
+		o = store_create(p.s, (uint64_t)i + 1, NULL);
+		CHECK_EQ(store_reserve(o, 500 * MiB), 0);
+		pthread_join(p.tid, NULL);
+		CHECK(p.r == 0 || p.r == -ENOSPC);
+		store_stats(p.s, &st);
+		CHECK(st.used + st.pool <= 512 * MiB);
+		store_unlink(o);
+		store_obj_unref(o);
+	}
+	store_close(p.s);
 	tdir_release(&t);
 }
 
@@ -925,7 +1023,9 @@ int main(void)
 	RUN(reserve_iov);
 	RUN(hash_ahead);
 	RUN(hash_follow);
-	RUN(fragmented);
+	RUN(full);
+	RUN(prefault_pool);
+	RUN(prefault_yields);
 	RUN(threads);
 	RUN(throughput);
 	return tap_done();

@@ -16,28 +16,33 @@ mount_objfs a "$REDIS_URL" "capacity=128M"
 mount_objfs b "$REDIS_URL" "capacity=128M"
 A=$(mnt_of a)
 B=$(mnt_of b)
-ARENA=$(store_of a)/arena
+DATA=$(store_of a)/data
 
-# flip FILE [AT]: flip (xor 0xff) the byte in the middle of FILE's copy
-# in a's arena, which starts at arena offset AT; without AT, find the copy
-# by its contents (it must sit in one run of pages, as a fresh object in
-# an empty store does).  Prints AT.  Flipping twice restores the byte.
+# flip FILE [COPY]: flip (xor 0xff) the byte in the middle of a's copy of
+# FILE: the file in a's store that holds the same bytes, or COPY.  Prints
+# the copy's path.  Flipping twice restores the byte.
 flip() {
-	timeout -k 5 60 python3 - "$ARENA" "$@" <<'PY'
+	timeout -k 5 60 python3 - "$DATA" "$@" <<'PY'
 import mmap, os, sys
-arena, src = sys.argv[1], sys.argv[2]
+data_dir, src = sys.argv[1], sys.argv[2]
 data = open(src, "rb").read()
-fd = os.open(arena, os.O_RDWR)
-m = mmap.mmap(fd, os.fstat(fd).st_size)
 if len(sys.argv) > 3:
-    at = int(sys.argv[3])
+    copy = sys.argv[3]
 else:
-    at = m.find(data[:4096])
-    if at < 0 or m[at:at + len(data)] != data:
-        sys.exit("the object's bytes are not in one piece in the arena")
-m[at + len(data) // 2] ^= 0xFF
+    copy = None
+    for name in os.listdir(data_dir):
+        path = os.path.join(data_dir, name)
+        if len(name) == 16 and os.path.getsize(path) == len(data):
+            with open(path, "rb") as f:
+                if f.read() == data:
+                    copy = path
+    if copy is None:
+        sys.exit("no file in the store holds the object's bytes")
+fd = os.open(copy, os.O_RDWR)
+m = mmap.mmap(fd, os.fstat(fd).st_size)
+m[len(data) // 2] ^= 0xFF
 m.flush()
-print(at)
+print(copy)
 PY
 }
 

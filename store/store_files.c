@@ -1,0 +1,846 @@
+/*
+ * store_files: the object files, the filesystem they live on, and the
+ * pool of freed files.
+ *
+ * The filesystem.  Every object is its own file in DIR/data.  If DIR is
+ * itself a tmpfs or hugetlbfs mount (the user's), data/ is a plain
+ * directory on it.  Otherwise the store mounts a tmpfs on DIR/data
+ * (source "objfs-store", huge=within_size so that a file of 2 MiB and
+ * more gets huge pages, size = capacity plus a little), or finds the one
+ * an earlier run mounted, and resizes it to the capacity; where it may
+ * not mount (not root), data/ is a plain directory.  The capacity itself
+ * is counted here, not by the filesystem: an object is charged its alloc
+ * (store_i.h), the pool its files' lengths, and the sum never passes the
+ * capacity.
+ *
+ * An object's file.  Pending, it is data/<id>, as long as o->alloc and
+ * mapped read-write; growth charges the capacity first, then lengthens
+ * the file, allocates its pages (fallocate: a full filesystem says
+ * ENOSPC here rather than SIGBUS on a store to the mapping), and maps it
+ * again, populating the page tables in one call.  Sealed, it is cut to
+ * the object's size (whole huge pages on hugetlbfs, which cannot do
+ * better), chmod 0400 and mapped read-only.  At unlink it becomes
+ * data/.gone-<n> (a new object may take the id while readers still use
+ * it); when the last reference goes it becomes data/.free-<n> in the
+ * pool, or is deleted.
+ *
+ * The pool.  A freed file of STORE_POOL_MIN bytes or more keeps its
+ * pages and goes to the pool, unless it was adopted at open (a process
+ * of an earlier mount may still map it: a passthrough mmap outlives the
+ * daemon).  An object that needs at least STORE_POOL_MIN bytes takes the
+ * smallest pooled file that holds it (cutting off the rest), else the
+ * largest that holds half of it (and grows it).  Pooled files are the
+ * first thing given up when the capacity runs short.  store_prefault()
+ * fills the pool with the free capacity.
+ */
+#define _GNU_SOURCE /* fallocate, statx */
+#include "store_i.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/magic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#ifndef STATX_ATTR_MOUNT_ROOT
+#define STATX_ATTR_MOUNT_ROOT 0x00002000
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+#define PREFAULT_MIN (64ULL << 20)
+#define PREFAULT_STEP (64ULL << 20)
+#define STORE_POOL_MIN (1ULL << 20) /* smaller files are not worth pooling */
+/* tmpfs size beyond the capacity: a prefault step given up by a writer is
+ * still allocated for a moment (see charge_locked()) */
+#define STORE_TMPFS_SLACK ((16ULL << 20) + PREFAULT_STEP)
+#define STORE_TMPFS_SOURCE "objfs-store"
+#define GONE_PREFIX ".gone-"
+#define FREE_PREFIX ".free-"
+
+static uint64_t round_up(uint64_t n, uint64_t unit)
+{
+	return (n + unit - 1) / unit * unit;
+}
+
+const char *store_fs_name(enum store_fs fs)
+{
+	switch (fs) {
+	case STORE_FS_OWN_TMPFS:
+		return "tmpfs (mounted by objfs, huge=within_size)";
+	case STORE_FS_TMPFS:
+		return "tmpfs (the user's)";
+	case STORE_FS_HUGETLBFS:
+		return "hugetlbfs (the user's)";
+	case STORE_FS_DIR:
+		break;
+	}
+	return "directory (no tmpfs of its own)";
+}
+
+void store_file_name_i(uint64_t id, char buf[STORE_ID_HEX + 1])
+{
+	snprintf(buf, STORE_ID_HEX + 1, "%016" PRIx64, id);
+}
+
+static void seq_name(const char *prefix, uint64_t seq, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%016" PRIx64, prefix, seq);
+}
+
+/* ---- the filesystem ---- */
+
+/* Is @fd the root of a mount?  statx() knows since Linux 5.8; before
+ * that, a device different from the parent's says so. */
+static bool is_mount_root(int fd)
+{
+	struct statx stx;
+	struct stat a, b;
+
+	if (statx(fd, "", AT_EMPTY_PATH, 0, &stx) == 0 &&
+	    (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
+		return stx.stx_attributes & STATX_ATTR_MOUNT_ROOT;
+	if (fstat(fd, &a) < 0 || fstatat(fd, "..", &b, 0) < 0)
+		return false;
+	return a.st_dev != b.st_dev;
+}
+
+/* data/, listed (closedir() it); NULL if it cannot be read. */
+static DIR *data_list(struct store *s)
+{
+	int fd = openat(s->data_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d;
+
+	if (fd < 0)
+		return NULL;
+	d = fdopendir(fd);
+	if (!d)
+		close(fd);
+	return d;
+}
+
+/* Mount (or resize) the store's tmpfs on @path.  0 or -errno. */
+static int mount_tmpfs(const char *path, uint64_t capacity, bool remount)
+{
+	unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+	char opts[128];
+	uint64_t size = capacity + STORE_TMPFS_SLACK;
+
+	if (remount) {
+		snprintf(opts, sizeof(opts), "size=%" PRIu64, size);
+		return mount(NULL, path, NULL, MS_REMOUNT | flags, opts) < 0 ? -errno : 0;
+	}
+	snprintf(opts, sizeof(opts), "size=%" PRIu64 ",mode=0700,huge=within_size", size);
+	if (mount(STORE_TMPFS_SOURCE, path, "tmpfs", flags, opts) == 0)
+		return 0;
+	if (errno != EINVAL)
+		return -errno;
+	/* a kernel without transparent huge pages for tmpfs */
+	snprintf(opts, sizeof(opts), "size=%" PRIu64 ",mode=0700", size);
+	return mount(STORE_TMPFS_SOURCE, path, "tmpfs", flags, opts) < 0 ? -errno : 0;
+}
+
+/* Set up data/ when DIR is not a tmpfs or hugetlbfs of its own. */
+static int open_own_tmpfs(struct store *s, const char *dir, bool own_tmpfs)
+{
+	char path[4096];
+	struct statfs sf;
+	int r;
+
+	r = store_subdir_open_i(s->dir_fd, "data", &s->data_fd);
+	if (r < 0)
+		return r;
+	s->kind = STORE_FS_DIR;
+	if (!own_tmpfs)
+		return 0;
+	if ((size_t)snprintf(path, sizeof(path), "%s/data", dir) >= sizeof(path))
+		return -ENAMETOOLONG;
+	if (is_mount_root(s->data_fd)) {
+		if (fstatfs(s->data_fd, &sf) < 0)
+			return -errno;
+		if (sf.f_type == HUGETLBFS_MAGIC) {
+			s->kind = STORE_FS_HUGETLBFS;
+			return 0;
+		}
+		if (sf.f_type != TMPFS_MAGIC) {
+			log_warn("store: %s is a mount of another kind: used as a plain directory",
+				 path);
+			return 0;
+		}
+		/* an earlier run's: fit it to this capacity */
+		r = mount_tmpfs(path, s->capacity, true);
+		if (r < 0)
+			log_warn("store: cannot resize the tmpfs on %s: %s", path, strerror(-r));
+		s->kind = STORE_FS_OWN_TMPFS;
+		return 0;
+	}
+	r = mount_tmpfs(path, s->capacity, false);
+	if (r < 0) {
+		log_warn("store: cannot mount a tmpfs on %s (%s): objects live in a plain "
+			 "directory, on 4 KiB pages",
+			 path, strerror(-r));
+		return 0;
+	}
+	close(s->data_fd);
+	s->data_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->data_fd < 0)
+		return -errno;
+	s->kind = STORE_FS_OWN_TMPFS;
+	return 0;
+}
+
+/* Take the pool files an earlier run left (data/.free-<n>). */
+static void pool_adopt(struct store *s)
+{
+	struct dirent *de;
+	struct stat st;
+	uint64_t seq;
+	char *end;
+	DIR *d;
+	int fd;
+
+	d = data_list(s);
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, FREE_PREFIX, strlen(FREE_PREFIX)))
+			continue;
+		seq = strtoull(de->d_name + strlen(FREE_PREFIX), &end, 16);
+		if (*end)
+			continue;
+		fd = openat(s->data_fd, de->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		    (uint64_t)st.st_size >= STORE_POOL_MIN && st.st_size % (off_t)s->unit == 0 &&
+		    s->npool < STORE_POOL_MAX) {
+			s->pool[s->npool++] = (struct store_pooled){fd, (uint64_t)st.st_size, seq};
+			s->pool_bytes += (uint64_t)st.st_size;
+			if (seq >= s->seq)
+				s->seq = seq + 1;
+			continue;
+		}
+		if (fd >= 0)
+			close(fd);
+		unlinkat(s->data_fd, de->d_name, 0);
+	}
+	closedir(d);
+}
+
+int store_files_open_i(struct store *s, const char *dir, bool own_tmpfs)
+{
+	struct statfs sf;
+	int r;
+
+	if (fstatfs(s->dir_fd, &sf) < 0)
+		return -errno;
+	if ((sf.f_type == TMPFS_MAGIC || sf.f_type == HUGETLBFS_MAGIC) &&
+	    is_mount_root(s->dir_fd)) {
+		r = store_subdir_open_i(s->dir_fd, "data", &s->data_fd);
+		if (r < 0)
+			return r;
+		s->kind = sf.f_type == TMPFS_MAGIC ? STORE_FS_TMPFS : STORE_FS_HUGETLBFS;
+	} else {
+		r = open_own_tmpfs(s, dir, own_tmpfs);
+		if (r < 0)
+			return r;
+	}
+	s->unit = STORE_PAGE;
+	if (s->kind == STORE_FS_HUGETLBFS) {
+		if (fstatfs(s->data_fd, &sf) < 0)
+			return -errno;
+		s->unit = (uint64_t)sf.f_bsize;
+		if (s->unit < STORE_PAGE || (s->unit & (s->unit - 1)))
+			return -EINVAL;
+	}
+	s->capacity = s->capacity / s->unit * s->unit;
+	if (s->capacity < s->unit)
+		return -EINVAL;
+	log_debug("store: objects in %s/data: %s", dir, store_fs_name(s->kind));
+	pool_adopt(s);
+	return 0;
+}
+
+void store_files_close_i(struct store *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->npool; i++)
+		close(s->pool[i].fd);
+	s->npool = 0;
+	if (s->data_fd >= 0)
+		close(s->data_fd);
+	s->data_fd = -1;
+}
+
+/* Is @name the file of a linked object, or of the pool?  s->lock held or
+ * single threaded. */
+static bool file_claimed(struct store *s, const char *name)
+{
+	struct store_obj *o;
+	uint64_t id;
+	char *end;
+	size_t i;
+
+	if (!strncmp(name, FREE_PREFIX, strlen(FREE_PREFIX))) {
+		uint64_t seq = strtoull(name + strlen(FREE_PREFIX), &end, 16);
+
+		for (i = 0; i < s->npool; i++)
+			if (s->pool[i].seq == seq)
+				return true;
+		return false;
+	}
+	if (strlen(name) != STORE_ID_HEX)
+		return true; /* not one of ours: left alone */
+	id = strtoull(name, &end, 16);
+	if (*end)
+		return true;
+	HASH_FIND(hh, s->table, &id, sizeof(id), o);
+	return o != NULL;
+}
+
+void store_files_sweep_i(struct store *s)
+{
+	struct dirent *de;
+	DIR *d;
+
+	d = data_list(s);
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (de->d_name[0] == '.' && strncmp(de->d_name, GONE_PREFIX, strlen(GONE_PREFIX)) &&
+		    strncmp(de->d_name, FREE_PREFIX, strlen(FREE_PREFIX)))
+			continue;
+		if (file_claimed(s, de->d_name))
+			continue;
+		log_debug("store: deleting data/%s, which no record claims", de->d_name);
+		unlinkat(s->data_fd, de->d_name, 0);
+	}
+	closedir(d);
+}
+
+/* ---- capacity and the pool (s->lock held) ---- */
+
+/* Capacity nobody holds: not objects, not the pool, not a prefault. */
+static uint64_t free_locked(const struct store *s)
+{
+	return s->capacity - s->used - s->pool_bytes - s->prefault_hold;
+}
+
+/* Take pool entry @i out of the pool into *@ret. */
+static void pool_take_locked(struct store *s, size_t i, struct store_pooled *ret)
+{
+	*ret = s->pool[i];
+	s->pool_bytes -= s->pool[i].len;
+	s->pool[i] = s->pool[--s->npool];
+}
+
+/*
+ * Charge @n bytes to the capacity, giving up pooled files (largest first)
+ * if that is what it takes; they are moved to @drop (*@ndrop of them) for
+ * the caller to delete once it has let go of s->lock.  -ENOSPC.
+ */
+static int charge_locked(struct store *s, struct store_obj *o, uint64_t n,
+			 struct store_pooled *drop, size_t *ndrop)
+{
+	while (free_locked(s) < n && s->npool) {
+		size_t i, big = 0;
+
+		for (i = 1; i < s->npool; i++)
+			if (s->pool[i].len > s->pool[big].len)
+				big = i;
+		pool_take_locked(s, big, &drop[(*ndrop)++]);
+	}
+	if (free_locked(s) < n && s->prefault_hold) {
+		/* objects first: the prefault gives up the file it makes */
+		s->prefault_cancel = true;
+		s->prefault_hold = 0;
+	}
+	if (free_locked(s) < n)
+		return -ENOSPC;
+	s->used += n;
+	if (!o->linked)
+		s->draining += n;
+	return 0;
+}
+
+static void uncharge_locked(struct store *s, struct store_obj *o, uint64_t n)
+{
+	s->used -= n;
+	if (!o->linked)
+		s->draining -= n;
+}
+
+/* Delete pooled files given up under s->lock.  No lock held. */
+static void drop_files(struct store *s, struct store_pooled *drop, size_t n)
+{
+	char name[32];
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		seq_name(FREE_PREFIX, drop[i].seq, name, sizeof(name));
+		unlinkat(s->data_fd, name, 0);
+		close(drop[i].fd);
+	}
+}
+
+/* The pooled file for an object of @need bytes (see the top), or -1. */
+static ssize_t pool_pick_locked(struct store *s, uint64_t need)
+{
+	ssize_t best = -1, big = -1;
+	size_t i;
+
+	if (need < STORE_POOL_MIN)
+		return -1;
+	for (i = 0; i < s->npool; i++) {
+		uint64_t len = s->pool[i].len;
+
+		if (len >= need && (best < 0 || len < s->pool[best].len))
+			best = (ssize_t)i;
+		if (len >= need / 2 && (big < 0 || len > s->pool[big].len))
+			big = (ssize_t)i;
+	}
+	return best >= 0 ? best : big;
+}
+
+/* ---- an object's file ---- */
+
+/* Give @o a file for @goal bytes: a pooled one if one fits, else a new
+ * one.  Sets o->fd and *@ret_len to the file's current length. */
+static int file_get(struct store_obj *o, uint64_t goal, uint64_t *ret_len)
+{
+	struct store *s = o->s;
+	struct store_pooled got = {-1, 0, 0};
+	char name[STORE_ID_HEX + 1], from[32];
+	ssize_t i;
+	int fd;
+
+	store_file_name_i(o->id, name);
+	pthread_mutex_lock(&s->lock);
+	i = pool_pick_locked(s, goal);
+	if (i >= 0) {
+		pool_take_locked(s, (size_t)i, &got);
+		/* its bytes are the object's now, up to its length */
+		s->used += got.len;
+		if (!o->linked)
+			s->draining += got.len;
+		s->files_reused++;
+	} else {
+		s->files_new++;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (got.fd >= 0) {
+		seq_name(FREE_PREFIX, got.seq, from, sizeof(from));
+		if (renameat(s->data_fd, from, s->data_fd, name) == 0) {
+			o->fd = got.fd;
+			o->alloc = got.len;
+			*ret_len = got.len;
+			return 0;
+		}
+		log_debug("store: cannot reuse data/%s: %s", from, strerror(errno));
+		unlinkat(s->data_fd, from, 0);
+		close(got.fd);
+		pthread_mutex_lock(&s->lock);
+		uncharge_locked(s, o, got.len);
+		pthread_mutex_unlock(&s->lock);
+	}
+	for (int tries = 0; tries < 2; tries++) {
+		fd = openat(s->data_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+			    0600);
+		if (fd >= 0) {
+			o->fd = fd;
+			o->alloc = 0;
+			*ret_len = 0;
+			return 0;
+		}
+		if (errno != EEXIST)
+			break;
+		/* left by a crash before the sweep could see it */
+		unlinkat(s->data_fd, name, 0);
+	}
+	return -errno;
+}
+
+/* Replace o->map with a mapping of the file's first @len bytes, keeping
+ * the old one on o->old_maps; populate [@from, @len). */
+static int remap(struct store_obj *o, uint64_t len, uint64_t from)
+{
+	struct store_old_map *old = NULL;
+	void *p;
+
+	if (o->map) {
+		old = malloc(sizeof(*old));
+		if (!old)
+			return -ENOMEM;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, o->fd, 0);
+	if (p == MAP_FAILED) {
+		free(old);
+		return -errno;
+	}
+	/* page tables now, in one call, rather than a fault per page */
+	if (len > from)
+		(void)madvise((uint8_t *)p + from / STORE_PAGE * STORE_PAGE,
+			      len - from / STORE_PAGE * STORE_PAGE, MADV_POPULATE_WRITE);
+	if (old) {
+		*old = (struct store_old_map){o->map, o->map_len, o->old_maps};
+		o->old_maps = old;
+	}
+	o->map = p;
+	o->map_len = len;
+	return 0;
+}
+
+int store_file_grow_i(struct store_obj *o, uint64_t want, bool exact)
+{
+	struct store *s = o->s;
+	struct store_pooled drop[STORE_POOL_MAX];
+	size_t ndrop = 0;
+	uint64_t need, goal, len = o->alloc, old_alloc = o->alloc, charged = 0;
+	bool fresh = o->fd < 0;
+	int r;
+
+	if (want <= o->alloc && o->fd >= 0)
+		return 0;
+	need = round_up(want, s->unit);
+	goal = exact ? need
+		     : max_u64(need,
+			       round_up(min_u64(2 * o->alloc, o->alloc + STORE_GROW_MAX), s->unit));
+	if (fresh) {
+		r = file_get(o, goal, &len);
+		if (r < 0)
+			return r;
+		old_alloc = o->alloc; /* a pooled file comes charged */
+		if (len > goal && exact) {
+			/* more than the object will ever need */
+			if (ftruncate(o->fd, (off_t)goal) == 0) {
+				pthread_mutex_lock(&s->lock);
+				uncharge_locked(s, o, len - goal);
+				pthread_mutex_unlock(&s->lock);
+				o->alloc = old_alloc = len = goal;
+			}
+		}
+		goal = max_u64(goal, len);
+	}
+	if (goal > old_alloc) {
+		pthread_mutex_lock(&s->lock);
+		r = charge_locked(s, o, goal - old_alloc, drop, &ndrop);
+		if (r == -ENOSPC && goal > need && need > old_alloc) {
+			goal = need;
+			r = charge_locked(s, o, goal - old_alloc, drop, &ndrop);
+		}
+		pthread_mutex_unlock(&s->lock);
+		drop_files(s, drop, ndrop);
+		if (r < 0)
+			goto fail;
+		charged = goal - old_alloc;
+		if (ftruncate(o->fd, (off_t)goal) < 0 ||
+		    (fallocate(o->fd, 0, (off_t)len, (off_t)(goal - len)) < 0 &&
+		     errno != EOPNOTSUPP)) {
+			r = -errno;
+			(void)ftruncate(o->fd, (off_t)len);
+			goto fail;
+		}
+	}
+	if (goal > o->map_len || !o->map) {
+		r = goal ? remap(o, goal, fresh ? 0 : o->map_len) : 0;
+		if (r < 0) {
+			(void)ftruncate(o->fd, (off_t)len);
+			goto fail;
+		}
+	}
+	o->alloc = goal;
+	return 0;
+
+fail:
+	if (charged) {
+		pthread_mutex_lock(&s->lock);
+		uncharge_locked(s, o, charged);
+		pthread_mutex_unlock(&s->lock);
+	}
+	return r;
+}
+
+static void unmap_old(struct store_obj *o)
+{
+	struct store_old_map *m, *next;
+
+	for (m = o->old_maps; m; m = next) {
+		next = m->next;
+		munmap(m->addr, m->len);
+		free(m);
+	}
+	o->old_maps = NULL;
+}
+
+int store_file_seal_i(struct store_obj *o)
+{
+	struct store *s = o->s;
+	uint64_t size = atomic_load_explicit(&o->size, memory_order_relaxed);
+	uint64_t keep, charge;
+	int r;
+
+	if (o->fd < 0) {
+		r = store_file_grow_i(o, 0, true);
+		if (r < 0)
+			return r;
+	}
+	charge = round_up(size, s->unit);
+	keep = s->kind == STORE_FS_HUGETLBFS ? charge : size;
+	/* hugetlbfs keeps whole pages: the tail must read as zeros */
+	if (keep > size)
+		memset(o->map + size, 0, keep - size);
+	if (keep != o->alloc && ftruncate(o->fd, (off_t)keep) < 0)
+		return -errno;
+	/* the mapping past the new end is never touched: writes grow the
+	 * file again first (store_file_grow_i()) if the seal fails */
+	pthread_mutex_lock(&s->lock);
+	uncharge_locked(s, o, o->alloc - charge);
+	pthread_mutex_unlock(&s->lock);
+	o->alloc = charge;
+	return 0;
+}
+
+void store_file_freeze_i(struct store_obj *o)
+{
+	struct store *s = o->s;
+	uint64_t size = atomic_load_explicit(&o->size, memory_order_relaxed);
+	uint64_t maplen =
+	    round_up(s->kind == STORE_FS_HUGETLBFS ? round_up(size, s->unit) : size, STORE_PAGE);
+
+	(void)fchmod(o->fd, 0400);
+	unmap_old(o);
+	if (o->map && maplen < o->map_len)
+		munmap(o->map + maplen, o->map_len - maplen);
+	if (maplen == 0 && o->map) {
+		munmap(o->map, o->map_len);
+		o->map = NULL;
+	} else if (o->map && mprotect(o->map, maplen, PROT_READ) < 0) {
+		log_debug("store: cannot make object %016" PRIx64 " read-only: %s", o->id,
+			  strerror(errno));
+	}
+	o->map_len = maplen;
+}
+
+void store_file_unlink_i(struct store_obj *o)
+{
+	struct store *s = o->s;
+	char name[STORE_ID_HEX + 1], gone[32];
+
+	if (o->fd < 0)
+		return;
+	pthread_mutex_lock(&s->lock);
+	o->gone_seq = s->seq++;
+	pthread_mutex_unlock(&s->lock);
+	store_file_name_i(o->id, name);
+	seq_name(GONE_PREFIX, o->gone_seq, gone, sizeof(gone));
+	if (renameat(s->data_fd, name, s->data_fd, gone) < 0) {
+		log_debug("store: cannot rename data/%s: %s", name, strerror(errno));
+		unlinkat(s->data_fd, name, 0);
+		o->recyclable = false;
+	}
+}
+
+void store_file_close_i(struct store_obj *o)
+{
+	unmap_old(o);
+	if (o->map)
+		munmap(o->map, o->map_len);
+	o->map = NULL;
+	o->map_len = 0;
+	if (o->fd >= 0)
+		close(o->fd);
+	o->fd = -1;
+}
+
+void store_file_free_i(struct store_obj *o)
+{
+	struct store *s = o->s;
+	char gone[32], name[32];
+	struct stat st;
+	bool pooled = false;
+	uint64_t len = 0;
+
+	unmap_old(o);
+	if (o->map)
+		munmap(o->map, o->map_len);
+	o->map = NULL;
+	pthread_mutex_lock(&s->lock);
+	s->used -= o->alloc;
+	s->draining -= o->alloc;
+	pthread_mutex_unlock(&s->lock);
+	if (o->fd < 0)
+		return;
+	seq_name(GONE_PREFIX, o->gone_seq, gone, sizeof(gone));
+	if (s->reuse && o->recyclable && fstat(o->fd, &st) == 0) {
+		len = round_up((uint64_t)st.st_size, s->unit);
+		/* a pooled file's length is whole pages: what was charged */
+		if (len >= STORE_POOL_MIN &&
+		    ((uint64_t)st.st_size == len || ftruncate(o->fd, (off_t)len) == 0)) {
+			seq_name(FREE_PREFIX, o->gone_seq, name, sizeof(name));
+			pooled = fchmod(o->fd, 0600) == 0 &&
+				 renameat(s->data_fd, gone, s->data_fd, name) == 0;
+		}
+	}
+	if (pooled) {
+		pthread_mutex_lock(&s->lock);
+		if (s->npool < STORE_POOL_MAX && free_locked(s) >= len) {
+			s->pool[s->npool++] = (struct store_pooled){o->fd, len, o->gone_seq};
+			s->pool_bytes += len;
+			o->fd = -1;
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	if (o->fd >= 0) {
+		unlinkat(s->data_fd, pooled ? name : gone, 0);
+		close(o->fd);
+		o->fd = -1;
+	}
+}
+
+int store_file_adopt_i(struct store_obj *o)
+{
+	struct store *s = o->s;
+	uint64_t size = atomic_load_explicit(&o->size, memory_order_relaxed);
+	uint64_t want = s->kind == STORE_FS_HUGETLBFS ? round_up(size, s->unit) : size;
+	char name[STORE_ID_HEX + 1];
+	struct stat st;
+	void *p = NULL;
+	int fd;
+
+	store_file_name_i(o->id, name);
+	fd = openat(s->data_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return errno == ENOENT || errno == ELOOP ? -EBADMSG : -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != want) {
+		close(fd);
+		return -EBADMSG;
+	}
+	if (want) {
+		p = mmap(NULL, round_up(want, STORE_PAGE), PROT_READ, MAP_SHARED, fd, 0);
+		if (p == MAP_FAILED) {
+			close(fd);
+			return -errno;
+		}
+	}
+	o->fd = fd;
+	o->map = p;
+	o->map_len = round_up(want, STORE_PAGE);
+	o->alloc = round_up(size, s->unit);
+	o->recyclable = false;
+	return 0;
+}
+
+/* ---- what the rest of objfs sees ---- */
+
+int store_obj_map(struct store_obj *o, struct store_map *ret)
+{
+	if (!o || !ret || !store_obj_sealed(o))
+		return -EINVAL;
+	ret->addr = o->map;
+	ret->len = store_obj_size(o);
+	ret->fd = o->fd;
+	return 0;
+}
+
+int store_obj_open_fd(struct store_obj *o)
+{
+	char path[64];
+	int fd;
+
+	if (!o || !store_obj_sealed(o))
+		return -EINVAL;
+	if (o->s->kind == STORE_FS_HUGETLBFS)
+		return -EOPNOTSUPP;
+	/* by descriptor: the name changes at unlink */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", o->fd);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/*
+ * One pooled file of @len bytes with its pages allocated, a step at a
+ * time; each step is held (s->prefault_hold) before it is allocated, and
+ * a writer short of room takes the whole hold back (charge_locked()): the
+ * file is then deleted.  0, -ENOSPC (no room left, given up, or the
+ * filesystem says so), -ECANCELED (*@stop).
+ */
+static int prefault_one(struct store *s, uint64_t len, const atomic_bool *stop)
+{
+	char name[32];
+	uint64_t seq, off, step;
+	bool kept = false;
+	int fd, r = 0;
+
+	pthread_mutex_lock(&s->lock);
+	seq = s->seq++;
+	pthread_mutex_unlock(&s->lock);
+	seq_name(FREE_PREFIX, seq, name, sizeof(name));
+	fd = openat(s->data_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	for (off = 0; r == 0 && off < len; off += step) {
+		step = min_u64(PREFAULT_STEP, len - off);
+		if (stop && atomic_load_explicit(stop, memory_order_relaxed)) {
+			r = -ECANCELED;
+			break;
+		}
+		pthread_mutex_lock(&s->lock);
+		if (s->prefault_cancel || free_locked(s) < step)
+			r = -ENOSPC;
+		else
+			s->prefault_hold += step;
+		pthread_mutex_unlock(&s->lock);
+		if (r == 0 && fallocate(fd, 0, (off_t)off, (off_t)step) < 0)
+			r = errno == EOPNOTSUPP ? -ENOSPC : -errno;
+	}
+	pthread_mutex_lock(&s->lock);
+	if (r == 0 && !s->prefault_cancel && s->npool < STORE_POOL_MAX) {
+		s->pool[s->npool++] = (struct store_pooled){fd, len, seq};
+		s->pool_bytes += len;
+		s->prefault_hold -= len;
+		kept = true;
+	} else {
+		s->prefault_hold = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!kept) {
+		unlinkat(s->data_fd, name, 0);
+		close(fd);
+		if (r == 0)
+			r = -ENOSPC;
+	}
+	return r;
+}
+
+int store_prefault(struct store *s, const atomic_bool *stop)
+{
+	uint64_t free_bytes, len;
+	int r = 0;
+
+	for (;;) {
+		pthread_mutex_lock(&s->lock);
+		free_bytes = s->prefault_cancel ? 0 : free_locked(s);
+		pthread_mutex_unlock(&s->lock);
+		if (free_bytes < PREFAULT_MIN)
+			break;
+		/* the largest power of two that fits */
+		len = 1ULL << (63 - __builtin_clzll(free_bytes));
+		len = len / s->unit * s->unit;
+		r = prefault_one(s, len, stop);
+		if (r < 0)
+			break;
+	}
+	return r == -ENOSPC ? 0 : r;
+}
