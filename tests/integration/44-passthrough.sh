@@ -191,6 +191,45 @@ if [ "$PT_FILES" = 1 ]; then
 	eventually 10 ctr_is b backing_ids_open 0
 fi
 
+if [ "$PT_FILES" = 1 ]; then
+	step "a mapping outlives its handle: deleted, its file is not given to a new object"
+	# C programs close the descriptor after mmap (python's mmap keeps a
+	# dup of it): the kernel releases the handle at close(2), and the
+	# mapping goes on mapping the store file itself
+	mkdata "$T/x" $((8 << 20))
+	mkdata "$T/z" $((8 << 20))
+	cp "$T/x" "$A/x"
+	cp "$T/z" "$B/z"
+	eventually 10 in_passthrough a "$A/x"
+	python3 - "$A/x" "$T/x" "$T/mapx" <<'PY' &
+import ctypes, os, sys, time
+path, want_path, base = sys.argv[1:]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+want = open(want_path, "rb").read()
+fd = os.open(path, os.O_RDONLY)
+addr = libc.mmap(None, len(want), 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+os.close(fd)
+ok = addr not in (None, ctypes.c_void_p(-1).value) and ctypes.string_at(addr, len(want)) == want
+open(base + ".ready", "w").write("ok" if ok else "bad")
+while not os.path.exists(base + ".go"):
+    time.sleep(0.02)
+same = ctypes.string_at(addr, len(want)) == want
+open(base + ".result", "w").write("ok" if same else "DIFFERS")
+PY
+	BG_PIDS+=("$!")
+	eventually 20 test -s "$T/mapx.ready"
+	assert_eq ok "$(cat "$T/mapx.ready")" "the mapping of x"
+	rm "$A/x"
+	# a fetch of the same size takes a pooled file if one fits
+	assert_same "$T/z" "$A/z"
+	touch "$T/mapx.go"
+	eventually 20 test -s "$T/mapx.result"
+	assert_eq ok "$(cat "$T/mapx.result")" "the mapping of deleted x after a fetch landed on a"
+fi
+
 step "passthrough=off: the daemon answers every read"
 mount_objfs c "$REDIS_URL" "capacity=512M,passthrough=off"
 C=$(mnt_of c)
