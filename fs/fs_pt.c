@@ -13,6 +13,7 @@
 #include "fs_pt.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +112,10 @@ struct fs_pt {
 	atomic_bool offered;	  /* passthrough offered at INIT */
 	atomic_bool offered_mmap; /* DIRECT_IO_ALLOW_MMAP offered at INIT */
 	atomic_uint_fast64_t init_unique;
-	atomic_int refused_errno; /* positive, with FS_PT_REFUSED */
+	/* why passthrough was turned off (FS_PT_REFUSED); written once, by
+	 * the thread that turned it off, under off_lock */
+	pthread_mutex_t off_lock;
+	char off_why[96];
 	atomic_uint_fast64_t backing_ids;
 };
 
@@ -133,6 +137,7 @@ struct fs_pt *fs_pt_new(bool want)
 	if (!pt)
 		return NULL;
 	pt->want = want;
+	pthread_mutex_init(&pt->off_lock, NULL);
 	atomic_init(&pt->fd, -1);
 	atomic_init(&pt->mode, want ? FS_PT_WAITING : FS_PT_OFF);
 	return pt;
@@ -140,6 +145,9 @@ struct fs_pt *fs_pt_new(bool want)
 
 void fs_pt_free(struct fs_pt *pt)
 {
+	if (!pt)
+		return;
+	pthread_mutex_destroy(&pt->off_lock);
 	free(pt);
 }
 
@@ -263,6 +271,24 @@ static ssize_t edit_open(int fd, struct iovec *iov, int count)
 	return n;
 }
 
+/* Passthrough is off for the mount from now on, because of @why (for
+ * the status), said once. */
+static void turn_off(struct fs_pt *pt, const char *why)
+{
+	int expect = FS_PT_ON;
+	bool first;
+
+	pthread_mutex_lock(&pt->off_lock);
+	first = atomic_compare_exchange_strong(&pt->mode, &expect, FS_PT_REFUSED);
+	if (first)
+		snprintf(pt->off_why, sizeof(pt->off_why), "%s", why);
+	pthread_mutex_unlock(&pt->off_lock);
+	if (first)
+		log_info("FUSE passthrough is off for this mount: %s; reads are served by the "
+			 "daemon",
+			 why);
+}
+
 ssize_t fs_pt_writev(struct fs_pt *pt, int fd, struct iovec *iov, int count)
 {
 	ssize_t n = 1;
@@ -270,6 +296,8 @@ ssize_t fs_pt_writev(struct fs_pt *pt, int fd, struct iovec *iov, int count)
 	if (pt_mark.armed) {
 		pt_mark.armed = false;
 		n = edit_open(fd, iov, count);
+		if (n == 1)
+			turn_off(pt, "an OPEN reply was not the one libfuse 3.14 sends");
 	} else if (atomic_load_explicit(&pt->mode, memory_order_relaxed) == FS_PT_WAITING) {
 		n = edit_init(pt, fd, iov, count);
 	}
@@ -291,7 +319,7 @@ bool fs_pt_direct_mmap(const struct fs_pt *pt)
 	return atomic_load_explicit(&pt->direct_mmap, memory_order_relaxed);
 }
 
-void fs_pt_describe(const struct fs_pt *pt, char *buf, size_t len)
+void fs_pt_describe(struct fs_pt *pt, char *buf, size_t len)
 {
 	switch (fs_pt_mode(pt)) {
 	case FS_PT_OFF:
@@ -304,8 +332,9 @@ void fs_pt_describe(const struct fs_pt *pt, char *buf, size_t len)
 		snprintf(buf, len, "unavailable (kernel offers no FUSE passthrough)");
 		break;
 	case FS_PT_REFUSED:
-		snprintf(buf, len, "unavailable (backing open refused: %s)",
-			 strerror(atomic_load(&pt->refused_errno)));
+		pthread_mutex_lock(&pt->off_lock);
+		snprintf(buf, len, "unavailable (%s)", pt->off_why);
+		pthread_mutex_unlock(&pt->off_lock);
 		break;
 	case FS_PT_ON:
 		snprintf(buf, len, "on");
@@ -321,19 +350,17 @@ uint64_t fs_pt_backing_ids(const struct fs_pt *pt)
 int fs_pt_backing_open(struct fs_pt *pt, int fd, uint32_t *ret_id)
 {
 	struct pt_backing_map map = {.fd = fd};
-	int expect = FS_PT_ON, id, err;
+	char why[96];
+	int id, err;
 
 	if (!fs_pt_usable(pt))
 		return -EOPNOTSUPP;
 	id = ioctl(atomic_load(&pt->fd), PT_DEV_IOC_BACKING_OPEN, &map);
 	if (id < 0) {
 		err = errno;
-		if ((err == ENOTTY || err == EPERM) &&
-		    atomic_compare_exchange_strong(&pt->mode, &expect, FS_PT_REFUSED)) {
-			atomic_store(&pt->refused_errno, err);
-			log_info("FUSE passthrough is off for this mount: the kernel refused a "
-				 "backing file (%s); reads are served by the daemon",
-				 strerror(err));
+		if (err == ENOTTY || err == EPERM) {
+			snprintf(why, sizeof(why), "backing open refused: %s", strerror(err));
+			turn_off(pt, why);
 		}
 		return -err;
 	}

@@ -48,7 +48,8 @@ enum fs_pt_mode {
 	FS_PT_OFF,	 /* not wanted (passthrough=off): the layer is not installed */
 	FS_PT_WAITING,	 /* installed, INIT not seen yet */
 	FS_PT_NO_KERNEL, /* the kernel offers no passthrough at INIT */
-	FS_PT_REFUSED,	 /* offered and accepted, but BACKING_OPEN was refused */
+	FS_PT_REFUSED,	 /* accepted at INIT, then turned off: BACKING_OPEN refused, or
+			    an OPEN reply not as libfuse 3.14 sends it */
 	FS_PT_ON,	 /* accepted; confirmed by the first BACKING_OPEN */
 };
 
@@ -83,8 +84,9 @@ bool fs_pt_usable(const struct fs_pt *pt);
 bool fs_pt_direct_mmap(const struct fs_pt *pt);
 /* The mode in words for a status report: "on", "off (passthrough=off)",
  * "unavailable (kernel offers no FUSE passthrough)", "unavailable
- * (backing open refused: <errno>)", "waiting (no INIT yet)". */
-void fs_pt_describe(const struct fs_pt *pt, char *buf, size_t len);
+ * (backing open refused: <errno>)", "waiting (no INIT yet)".  Takes a
+ * lock of @pt. */
+void fs_pt_describe(struct fs_pt *pt, char *buf, size_t len);
 /* Backing ids open now. */
 uint64_t fs_pt_backing_ids(const struct fs_pt *pt);
 
