@@ -72,8 +72,8 @@ static const char usage[] =
     "  io_timeout=MS    a peer silent this long mid-transfer is dead (default 2000)\n"
     "  serve_bwlimit=SIZE  cap on bytes per second served to peers (default none)\n"
     "  store=DIR        shared-memory store (default /dev/shm/objfs-PREFIX-NODE);\n"
-    "                   objects live in a tmpfs objfsd mounts on DIR/data (or in\n"
-    "                   DIR itself if it is a tmpfs or hugetlbfs mount); the\n"
+    "                   objects live in a tmpfs objfsd mounts on DIR/data (unless\n"
+    "                   DIR is a tmpfs mount, or DIR/data a hugetlbfs mount); the\n"
     "                   tmpfs outlives the daemon: 'umount DIR/data' removes it\n"
     "  capacity=SIZE    store capacity, e.g. 512M, 4G (default 1G)\n"
     "  prefix=NAME      Redis key prefix / cluster name (default objfs)\n"
@@ -477,6 +477,10 @@ static int open_store(struct daemon *d)
 		fail("store %s holds %" PRIu64 " bytes of objects; "
 		     "mount with capacity=%" PRIu64 " or more",
 		     d->cfg.store_dir, need, need);
+	else if (r == -EMEDIUMTYPE)
+		fail("store %s is on a hugetlbfs, where records cannot be written: mount the "
+		     "hugetlbfs on %s/data instead",
+		     d->cfg.store_dir, d->cfg.store_dir);
 	else
 		fail("cannot open store %s: %s", d->cfg.store_dir, strerror(-r));
 	return r;

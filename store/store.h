@@ -20,15 +20,15 @@
  *
  * Memory.  DIR/data is a tmpfs the store mounts (huge=within_size, so
  * that large objects sit on 2 MiB pages; sized for the capacity), unless
- * DIR itself is a tmpfs or hugetlbfs mount, which is then used as it is
- * (store_stats() says which).  The mount outlives the daemon, so that a
- * restart adopts the objects; `umount DIR/data` removes it.  Capacity
- * is counted by the store: every object is charged its size rounded up
- * to the filesystem's page, a growing one what its file holds; a write
- * that does not fit gets -ENOSPC and changes nothing else.  Freed files
- * of 1 MiB and more go to a pool (bounded by the free capacity) and are
- * handed to the next large object, so that fetches land on memory that
- * is already faulted in; store_prefault() fills the pool at mount.
+ * DIR itself is a tmpfs mount, or DIR/data a hugetlbfs mount, which is
+ * then used as it is (store_stats() says which; DIR itself cannot be a
+ * hugetlbfs: -EMEDIUMTYPE, as records cannot be written there).  The mount outlives the daemon, so
+ * that a restart adopts the objects; `umount DIR/data` removes it.  Capacity is counted by the
+ * store: every object is charged its size rounded up to the filesystem's page, a growing one what
+ * its file holds; a write that does not fit gets -ENOSPC and changes nothing else.  Freed files of
+ * 1 MiB and more go to a pool (bounded by the free capacity) and are handed to the next large
+ * object, so that fetches land on memory that is already faulted in; store_prefault() fills the
+ * pool at mount.
  *
  * Objects.  A pending object (being written) grows its file as writes
  * come; sealing computes the xxh3-128 checksum, cuts the file to the
@@ -82,7 +82,7 @@ enum store_fs {
 	STORE_FS_DIR,	    /* a directory on some filesystem: 4 KiB pages, no mount */
 	STORE_FS_OWN_TMPFS, /* the tmpfs the store mounted on DIR/data */
 	STORE_FS_TMPFS,	    /* DIR is a tmpfs the user mounted */
-	STORE_FS_HUGETLBFS, /* DIR is a hugetlbfs: files are whole huge pages */
+	STORE_FS_HUGETLBFS, /* DIR/data is a hugetlbfs: files are whole huge pages */
 };
 const char *store_fs_name(enum store_fs fs);
 

@@ -82,7 +82,7 @@ const char *store_fs_name(enum store_fs fs)
 	case STORE_FS_TMPFS:
 		return "tmpfs (the user's)";
 	case STORE_FS_HUGETLBFS:
-		return "hugetlbfs (the user's)";
+		return "hugetlbfs (the user's, on DIR/data)";
 	case STORE_FS_DIR:
 		break;
 	}
@@ -151,7 +151,8 @@ static int mount_tmpfs(const char *path, uint64_t capacity, bool remount)
 	return mount(STORE_TMPFS_SOURCE, path, "tmpfs", flags, opts) < 0 ? -errno : 0;
 }
 
-/* Set up data/ when DIR is not a tmpfs or hugetlbfs of its own. */
+/* Set up data/ when DIR is not a tmpfs of its own: a hugetlbfs (or a
+ * tmpfs) mounted there, else, with @own_tmpfs, the store's own tmpfs. */
 static int open_own_tmpfs(struct store *s, const char *dir, bool own_tmpfs)
 {
 	char path[4096];
@@ -162,8 +163,6 @@ static int open_own_tmpfs(struct store *s, const char *dir, bool own_tmpfs)
 	if (r < 0)
 		return r;
 	s->kind = STORE_FS_DIR;
-	if (!own_tmpfs)
-		return 0;
 	if ((size_t)snprintf(path, sizeof(path), "%s/data", dir) >= sizeof(path))
 		return -ENAMETOOLONG;
 	if (is_mount_root(s->data_fd)) {
@@ -178,13 +177,17 @@ static int open_own_tmpfs(struct store *s, const char *dir, bool own_tmpfs)
 				 path);
 			return 0;
 		}
+		s->kind = STORE_FS_OWN_TMPFS;
+		if (!own_tmpfs)
+			return 0;
 		/* an earlier run's: fit it to this capacity */
 		r = mount_tmpfs(path, s->capacity, true);
 		if (r < 0)
 			log_warn("store: cannot resize the tmpfs on %s: %s", path, strerror(-r));
-		s->kind = STORE_FS_OWN_TMPFS;
 		return 0;
 	}
+	if (!own_tmpfs)
+		return 0;
 	r = mount_tmpfs(path, s->capacity, false);
 	if (r < 0) {
 		log_warn("store: cannot mount a tmpfs on %s (%s): objects live in a plain "
@@ -243,12 +246,18 @@ int store_files_open_i(struct store *s, const char *dir, bool own_tmpfs)
 
 	if (fstatfs(s->dir_fd, &sf) < 0)
 		return -errno;
-	if ((sf.f_type == TMPFS_MAGIC || sf.f_type == HUGETLBFS_MAGIC) &&
-	    is_mount_root(s->dir_fd)) {
+	if (sf.f_type == HUGETLBFS_MAGIC) {
+		/* no write(2) there: records and notes cannot be written */
+		log_error("store: %s is on a hugetlbfs, which holds only mappable files; mount "
+			  "the hugetlbfs on %s/data instead",
+			  dir, dir);
+		return -EMEDIUMTYPE;
+	}
+	if (sf.f_type == TMPFS_MAGIC && is_mount_root(s->dir_fd)) {
 		r = store_subdir_open_i(s->dir_fd, "data", &s->data_fd);
 		if (r < 0)
 			return r;
-		s->kind = sf.f_type == TMPFS_MAGIC ? STORE_FS_TMPFS : STORE_FS_HUGETLBFS;
+		s->kind = STORE_FS_TMPFS;
 	} else {
 		r = open_own_tmpfs(s, dir, own_tmpfs);
 		if (r < 0)
