@@ -177,7 +177,7 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 			    !strcmp(opt, "prefix") || !strcmp(opt, "secret_file") ||
 			    !strcmp(opt, "rundir") || !strcmp(opt, "log") ||
 			    !strcmp(opt, "advertise") || !strcmp(opt, "io_timeout") ||
-			    !strcmp(opt, "serve_bwlimit"))
+			    !strcmp(opt, "serve_bwlimit") || !strcmp(opt, "passthrough"))
 				r = fail(err, errlen, "option '%s' needs a value (%s=...)", opt,
 					 opt);
 			else
@@ -257,6 +257,13 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 					 val);
 			else
 				c->serve_bwlimit = bw;
+		} else if (!strcmp(opt, "passthrough")) {
+			if (!strcmp(val, "auto") || !strcmp(val, "off"))
+				c->passthrough_off = !strcmp(val, "off");
+			else
+				r = fail(err, errlen,
+					 "invalid option 'passthrough=%s': expected auto or off",
+					 val);
 		} else if (!strcmp(opt, "rundir")) {
 			if (val[0] != '/')
 				r = fail(err, errlen,

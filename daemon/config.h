@@ -48,11 +48,12 @@ struct config {
 	bool allow_other;
 	bool foreground;
 	bool debug;
-	bool read_only;	  /* ro */
-	bool prefault;	  /* prefault (the default after config_finish()) */
-	bool no_prefault; /* noprefault: do not fill the store's pool at mount */
-	bool restart;	  /* restart: wait for a previous instance to let go */
-	bool check_only;  /* --check: validate the command line, do nothing */
+	bool read_only;	      /* ro */
+	bool prefault;	      /* prefault (the default after config_finish()) */
+	bool no_prefault;     /* noprefault: do not fill the store's pool at mount */
+	bool restart;	      /* restart: wait for a previous instance to let go */
+	bool check_only;      /* --check: validate the command line, do nothing */
+	bool passthrough_off; /* passthrough=off (default: auto) */
 	bool nosuid, nodev, noexec, noatime;
 };
 

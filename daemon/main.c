@@ -83,6 +83,10 @@ static const char usage[] =
     "                   they know; without it only loopback peers are served\n"
     "  rundir=DIR       sockets and logs (default /run/objfs/PREFIX-NODE)\n"
     "  log=FILE         log file (default RUNDIR/objfsd.log in the background)\n"
+    "  passthrough=auto|off  auto (default): the kernel reads and maps sealed\n"
+    "                   local objects straight from the store (FUSE passthrough,\n"
+    "                   Linux 6.9+) where it offers it; off: the daemon answers\n"
+    "                   every read\n"
     "  noprefault       do not fault the store in at mount; by default the free\n"
     "                   capacity is allocated in the background (files kept for\n"
     "                   reuse), so the first objects written or fetched do not\n"
@@ -609,6 +613,7 @@ static int run(struct daemon *d)
 	    .noexec = d->cfg.noexec,
 	    .noatime = d->cfg.noatime,
 	    .debug = d->cfg.debug,
+	    .passthrough = !d->cfg.passthrough_off,
 	    .transport = d->transport,
 	    .wake_tick = wake_ticker,
 	    .wake_ctx = d,

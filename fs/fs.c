@@ -74,6 +74,23 @@ static const struct fuse_lowlevel_ops fs_ops = {
     .removexattr = fs_op_removexattr,
 };
 
+/* ---- the passthrough layer's hooks (fs_pt.h): libfuse hands custom
+ * I/O the session's userdata, which is the fs ---- */
+
+static ssize_t pt_read(int fd, void *buf, size_t len, void *userdata)
+{
+	struct fs *fs = userdata;
+
+	return fs_pt_read(fs->pt, fd, buf, len);
+}
+
+static ssize_t pt_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	struct fs *fs = userdata;
+
+	return fs_pt_writev(fs->pt, fd, iov, count);
+}
+
 /* ---- the fetcher's hooks ---- */
 
 /* Pages of a failed fetch that readers got may sit in the kernel's
@@ -148,6 +165,12 @@ struct fs *fs_new(const struct fs_config *cfg, struct meta *m, struct store *s, 
 	}
 	fs->meta = m;
 	fs->store = s;
+	fs->pt = fs_pt_new(cfg->passthrough);
+	if (!fs->pt) {
+		fs_free(fs);
+		*ret_err = -ENOMEM;
+		return NULL;
+	}
 	pthread_mutex_init(&fs->lock, NULL);
 	pthread_cond_init(&fs->settle, NULL);
 	hooks.failed = hook_failed;
@@ -189,6 +212,7 @@ void fs_free(struct fs *fs)
 			fuse_session_unmount(fs->se);
 		fuse_session_destroy(fs->se);
 	}
+	fs_pt_free(fs->pt);
 	while (fs->pending) {
 		struct pending *p = fs->pending;
 
@@ -282,7 +306,8 @@ int fs_mount(struct fs *fs)
 		return -EIO;
 	atomic_store(&fs->mounted, true);
 	find_mount_raise_readahead(fs);
-	return 0;
+	/* before the session loop reads INIT */
+	return fs_pt_install(fs->pt, fs->se, pt_read, pt_writev);
 }
 
 int fs_run(struct fs *fs)

@@ -37,6 +37,11 @@ struct fs_config {
 	bool read_only;
 	bool nosuid, nodev, noexec, noatime;
 	bool debug; /* libfuse request tracing */
+	/* serve sealed local objects through the kernel (FUSE passthrough)
+	 * where it offers it, and read large objects being fetched with
+	 * direct I/O; false: passthrough=off, the daemon answers every read
+	 * and the kernel's page cache holds them */
+	bool passthrough;
 	/* fetches other nodes' objects (not owned; must outlive the fs, or
 	 * at least fs_stop_fetching()); NULL: none are fetched */
 	struct transport *transport;

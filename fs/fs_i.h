@@ -14,6 +14,8 @@
  *   fs_inval.c    invalidation: from other nodes, and of this node's
  *                 kernel cache
  *   fs_inode.c    inodes, the write overlay, the name cache, replies
+ *   fs_pt.c       FUSE passthrough on libfuse 3.14 (fs_pt.h): a custom
+ *                 I/O layer, backing ids; knows no inode
  *
  * Calls go down that list only, never up (fs_xattr.c and fs_sync.c call
  * only files below them too).
@@ -44,6 +46,7 @@
 
 #include "fetch.h"
 #include "fs.h"
+#include "fs_pt.h"
 #include "log.h"
 #include "meta.h"
 #include "store.h"
@@ -86,12 +89,33 @@ struct pending {
 	struct pending *next;	       /* fs->lock */
 };
 
+/*
+ * How the kernel serves a handle's reads and mmap (see fs_file.c for who
+ * gets which): its page cache filled by the daemon, the daemon with no
+ * page cache (FOPEN_DIRECT_IO), or the object's store file itself (FUSE
+ * passthrough).
+ */
+enum fs_io {
+	FS_IO_NONE, /* not answered yet: not counted */
+	FS_IO_CACHED,
+	FS_IO_DIRECT,
+	FS_IO_PT,
+};
+
 /* An inode the kernel knows about (nlookup > 0) or that a handle uses. */
 struct inode {
 	uint64_t ino; /* = meta id */
 	enum meta_kind kind;
-	uint64_t nlookup;	 /* fs->lock */
-	unsigned handles;	 /* open handles; fs->lock */
+	uint64_t nlookup; /* fs->lock */
+	unsigned handles; /* open handles; fs->lock */
+	/* of those, opened (answered) in each enum fs_io; fs->lock */
+	unsigned n_cached, n_direct, n_pt;
+	/* the backing id of the passthrough handles (0: none): registered at
+	 * the first, closed once the last is released; pt_obj, one
+	 * reference owned, is the object whose file it is, kept as long as
+	 * the id is registered; fs->lock */
+	uint32_t backing_id;
+	struct store_obj *pt_obj;
 	bool sealed;		 /* fs->lock */
 	struct meta_obj obj;	 /* sealed attributes; fs->lock */
 	struct pending *pending; /* while written here; fs->lock */
@@ -139,6 +163,7 @@ struct fs {
 	struct store *store;	 /* not owned */
 	struct fetcher *fetcher; /* owned */
 	struct fuse_session *se;
+	struct fs_pt *pt;    /* owned; thread-safe */
 	atomic_bool mounted; /* read by threads that notify the kernel */
 	atomic_bool resync;  /* Redis lost writes: fs_tick() reconciles */
 	/* the mount as /proc/self/mountinfo shows it, for FLUSH's look at
@@ -162,6 +187,8 @@ struct fs {
 		 * waited for them) */
 		atomic_uint_fast64_t sealed, sealed_at_close, published_late, reregistered,
 		    invalidations;
+		/* opens answered in each enum fs_io; READ requests served */
+		atomic_uint_fast64_t opens_cached, opens_direct, opens_pt, reads;
 	} cnt;
 };
 
@@ -173,6 +200,7 @@ struct handle {
 	struct store_obj *obj;	 /* reference, owned */
 	struct pending *pending; /* set if this handle is on a pending object */
 	struct fetch *fetch;	 /* reference, set while the object is fetched here */
+	enum fs_io io;		 /* counted in its inode's n_*; fs->lock */
 	bool writable;
 	bool flushed; /* fs->lock */
 	/* the opener's last descriptor of the file is closed: no longer one

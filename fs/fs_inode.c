@@ -65,6 +65,8 @@ struct inode *inode_get(struct fs *fs, uint64_t ino, enum meta_kind kind)
 
 static void inode_maybe_free(struct fs *fs, struct inode *in)
 {
+	/* no handle: no backing id either (fs_file.c closes it at the last
+	 * passthrough handle's release) */
 	if (in->nlookup || in->handles || in->pending || in->ino == META_ROOT_ID)
 		return;
 	HASH_DELETE(hh, fs->inodes, in);
@@ -108,6 +110,8 @@ void inode_free_all(struct fs *fs)
 
 	HASH_ITER (hh, fs->inodes, in, tmp) {
 		HASH_DELETE(hh, fs->inodes, in);
+		/* the session is gone, and its backing ids with it */
+		store_obj_unref(in->pt_obj);
 		free(in->name);
 		free(in);
 	}

@@ -5,8 +5,9 @@
  *   user.objfs.status, .nodes                        on the root
  *
  * The status report (fs_status()) is the "key: value" text that
- * `objfs status` prints: the store, Redis, this node's counters, the
- * fetcher's and the transport's.
+ * `objfs status` prints: the store, Redis, this node's counters (how
+ * opens were served: passthrough, direct I/O, page cache; READ requests
+ * the daemon answered), the fetcher's and the transport's.
  */
 #include "fs_i.h"
 
@@ -252,7 +253,7 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 {
 	struct fetcher_stats fst;
 	struct store_stats ss;
-	char err[256];
+	char err[256], pt[96];
 	size_t n = 0, npub = 0;
 	struct unpublished *u;
 	bool up = meta_is_up(fs->meta);
@@ -290,8 +291,15 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("sealed_at_close: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, sealed_at_close));
 	OUT("reregistered: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, reregistered));
 	OUT("overwrite: %s\n", fs->cfg.allow_overwrite ? "allowed" : "refused");
+	fs_pt_describe(fs->pt, pt, sizeof(pt));
+	OUT("passthrough: %s\n", pt);
 	fetcher_stats(fs->fetcher, &fst);
 #define CTR(name, value) OUT(name ": %" PRIu64 "\n", (uint64_t)(value))
+	CTR("passthrough_opens", FS_LOAD(fs, opens_pt));
+	CTR("direct_io_opens", FS_LOAD(fs, opens_direct));
+	CTR("cached_opens", FS_LOAD(fs, opens_cached));
+	CTR("read_requests", FS_LOAD(fs, reads));
+	CTR("backing_ids_open", fs_pt_backing_ids(fs->pt));
 	CTR("fetches", fst.fetches);
 	CTR("fetches_direct", fst.direct);
 	CTR("fetches_done", fst.done);

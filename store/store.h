@@ -217,9 +217,11 @@ int store_obj_map(struct store_obj *o, struct store_map *ret);
 /*
  * A new read-only descriptor of sealed @o's own file (see store_obj_map()),
  * for the caller to keep or hand to the kernel (FUSE_DEV_IOC_BACKING_OPEN)
- * and close.  The descriptor or descriptions made from it must not outlive
- * what the caller knows of @o's use: the store may hand the file's pages
- * to another object once the last reference on @o goes.  -EINVAL if
+ * and close.  From then on the file never goes to the pool of freed
+ * files: descriptions made from it may outlive what the caller knows of
+ * @o's use (a passthrough mmap maps the file itself, and the kernel
+ * releases the FUSE handle at close(2), before munmap), so when @o is
+ * freed the file is deleted, and its pages go with the last mapping.  -EINVAL if
  * pending, -EOPNOTSUPP on hugetlbfs (the file is longer than the
  * object), or the errno of open(2).
  */

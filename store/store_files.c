@@ -27,11 +27,11 @@
  * The pool.  A freed file of STORE_POOL_MIN bytes or more keeps its
  * pages and goes to the pool, unless it was adopted at open (a process
  * of an earlier mount may still map it: a passthrough mmap outlives the
- * daemon).  An object that needs at least STORE_POOL_MIN bytes takes the
- * smallest pooled file that holds it (cutting off the rest), else the
- * largest that holds half of it (and grows it).  Pooled files are the
- * first thing given up when the capacity runs short.  store_prefault()
- * fills the pool with the free capacity.
+ * daemon) or handed out by store_obj_open_fd() (a passthrough mmap maps
+ * the file itself and outlives the handle's RELEASE).  An object that needs at least STORE_POOL_MIN
+ * bytes takes the smallest pooled file that holds it (cutting off the rest), else the largest that
+ * holds half of it (and grows it).  Pooled files are the first thing given up when the capacity
+ * runs short.  store_prefault() fills the pool with the free capacity.
  */
 #define _GNU_SOURCE /* fallocate, statx */
 #include "store_i.h"
@@ -775,7 +775,16 @@ int store_obj_open_fd(struct store_obj *o)
 	/* by descriptor: the name changes at unlink */
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", o->fd);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	return fd < 0 ? -errno : fd;
+	if (fd < 0)
+		return -errno;
+	/* the file may now be mapped by processes the store never hears of
+	 * (a passthrough mmap maps this file itself, and its handle is
+	 * released at close(2), before munmap): never hand its pages to
+	 * another object */
+	pthread_mutex_lock(&o->lock);
+	o->recyclable = false;
+	pthread_mutex_unlock(&o->lock);
+	return fd;
 }
 
 /*

@@ -90,6 +90,14 @@ TEST(options)
 	CHECK(!c.restart);
 	config_release(&c);
 
+	/* passthrough: auto by default, and as given; the last one wins */
+	CHECK_EQ(parse(&c, err, "local", "passthrough=off"), 0);
+	CHECK(c.passthrough_off);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "passthrough=off,passthrough=auto"), 0);
+	CHECK(!c.passthrough_off);
+	config_release(&c);
+
 	CHECK_EQ(parse(&c, err, "local", "listen=[::1]:7000"), 0);
 	CHECK_STR(c.listen_host, "::1");
 	config_release(&c);
@@ -123,6 +131,9 @@ TEST(bad_options)
 	    {"serve_bwlimit=fast", "serve_bwlimit=fast"},
 	    {"prefault=yes", "prefault"},
 	    {"restart=1", "restart"},
+	    {"passthrough=on", "passthrough=on"},
+	    {"passthrough=", "passthrough"},
+	    {"passthrough", "passthrough"},
 	    {"listen=h:65536", "listen=h:65536"},
 	    {"store=relative", "store=relative"},
 	    {"prefix=a:b", "prefix=a:b"},
@@ -182,6 +193,7 @@ TEST(defaults)
 	CHECK_STR(c.store_dir, "/dev/shm/objfs-objfs-n7");
 	CHECK_STR(c.rundir, "/run/objfs/objfs-n7");
 	CHECK_EQ(c.listen_port, CONFIG_DEFAULT_PORT);
+	CHECK(!c.passthrough_off);
 	CHECK(c.prefault);
 	config_release(&c);
 	CHECK_EQ(parse(&c, err, "local", "node=n7,noprefault"), 0);
