@@ -16,6 +16,9 @@
 #   OBJFS_SANITIZE=1   the build is sanitized: collect ASan/UBSan reports
 #                      from every process and fail the test if any appear
 #   OBJFS_KEEP=1       keep $T and $S after the test (for debugging)
+#   OBJFS_TEST_PASSTHROUGH=auto|off
+#                      mount every daemon with passthrough=MODE (tests/run
+#                      --passthrough; unset: objfsd's default)
 #
 # Every wait is bounded.
 
@@ -440,9 +443,10 @@ mount_fstype() {
 		/proc/self/mountinfo
 }
 
-# default_opts NAME: the options that keep a mount private to this test
+# default_opts NAME: the options that keep a mount private to this test,
+# and the passthrough mode tests/run asked for
 default_opts() {
-	echo "node=$1,store=$(store_of "$1"),rundir=$(rundir_of "$1"),log=$(log_of "$1"),listen=127.0.0.1:$(free_port)"
+	echo "node=$1,store=$(store_of "$1"),rundir=$(rundir_of "$1"),log=$(log_of "$1"),listen=127.0.0.1:$(free_port)${OBJFS_TEST_PASSTHROUGH:+,passthrough=$OBJFS_TEST_PASSTHROUGH}"
 }
 
 # _remember_mount NAME: note the mount and its processes for cleanup
@@ -646,69 +650,150 @@ mount_objfs_on() {
 		mount_objfs "$name" "$spec" "listen=${NETNS_IP[$host]}:7419${extra:+,$extra}"
 }
 
-# ---- readers: a python process that keeps a file open ----
+# ---- readers: a python process that keeps a file open or mapped ----
 
 # start_reader ID FILE: open FILE, read its first 64 KiB, then wait for
 # release_reader ID before reading the rest.  Waits (20 s max) until the
 # file is open.
-start_reader() {
-	local id=$1 file=$2 i
-	python3 - "$file" "$T/reader-$id" <<'EOF' &
-import hashlib, os, sys, time
-path, base = sys.argv[1], sys.argv[2]
+start_reader() { _start_holder read "$1" "$2" 65536; }
+
+# start_mapper ID FILE [TOUCH]: open FILE, map all of it (mmap(2) through
+# ctypes, MAP_SHARED, read-only), close the descriptor (the mapping alone
+# holds the file now: python's own mmap would keep a dup of it) and read
+# one byte of each page of the first TOUCH bytes (default 64 KiB; "all":
+# every page); then wait for release_reader ID before hashing the whole
+# mapping.  Waits (20 s max) until the file is mapped.
+start_mapper() { _start_holder map "$1" "$2" "${3:-65536}"; }
+
+# _start_holder read|map ID FILE TOUCH
+_start_holder() {
+	local kind=$1 id=$2 file=$3 touch=$4 pid i
+	python3 - "$kind" "$file" "$T/reader-$id" "$touch" <<'EOF' &
+import ctypes, errno, hashlib, os, sys, time
+kind, path, base, touch = sys.argv[1:5]
 def out(s):
     with open(base + ".tmp", "w") as f:
         f.write(s + "\n")
     os.rename(base + ".tmp", base + ".result")
-try:
-    f = open(path, "rb", buffering=0)
-    h = hashlib.sha256()
-    first = f.read(65536)
-    h.update(first)
+def wait_go():
     open(base + ".ready", "w").close()
-    deadline = time.time() + 60
+    deadline = time.time() + 120
     while not os.path.exists(base + ".go"):
         if time.time() > deadline:
             out("ERR timeout waiting for go")
             sys.exit(1)
         time.sleep(0.02)
-    while True:
-        b = f.read(1 << 20)
-        if not b:
-            break
-        h.update(b)
-    f.close()
+try:
+    h = hashlib.sha256()
+    if kind == "read":
+        f = open(path, "rb", buffering=0)
+        h.update(f.read(int(touch)))
+        wait_go()
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                break
+            h.update(b)
+        try:
+            f.close()
+        except OSError:
+            pass  # the FLUSH of a dead daemon's file (ENOTCONN): all was read
+    else:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long]
+        fd = os.open(path, os.O_RDONLY)
+        size = os.fstat(fd).st_size
+        addr = libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+        if addr in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), "mmap")
+        os.close(fd)
+        m = memoryview((ctypes.c_ubyte * size).from_address(addr)).cast("B")
+        n = size if touch == "all" else min(int(touch), size)
+        sum(m[off] for off in range(0, n, 4096))
+        wait_go()
+        for off in range(0, size, 1 << 20):
+            h.update(m[off : off + (1 << 20)])
     out(h.hexdigest())
 except OSError as e:
-    import errno
     out("ERR " + errno.errorcode.get(e.errno, str(e.errno)))
     open(base + ".ready", "w").close()
 EOF
-	BG_PIDS+=("$!")
+	pid=$!
+	BG_PIDS+=("$pid")
+	echo "$pid" >"$T/reader-$id.pid"
 	for ((i = 0; i < 200; i++)); do
 		[ -e "$T/reader-$id.ready" ] && break
+		[ -n "$(alive "$pid")" ] || break
 		sleep 0.1
 	done
-	[ -e "$T/reader-$id.ready" ] || fail "reader $id did not open $file within 20 s"
+	[ -e "$T/reader-$id.ready" ] || fail "reader $id did not open $file within 20 s (or died)"
 	if [ -e "$T/reader-$id.result" ]; then
 		fail "reader $id could not open $file: $(cat "$T/reader-$id.result")"
 	fi
 }
 
-# release_reader ID: let the reader finish; prints its result (sha256 of
-# everything it read, or "ERR <errno>").  Bounded to 60 s.
+# release_reader ID: let the reader (or mapper) finish; prints its result
+# (sha256 of everything it read, "ERR <errno>", or "ERR died" if it was
+# killed, say by SIGBUS).  Bounded to 60 s.
 release_reader() {
-	local id=$1 i
+	local id=$1 pid i
+	pid=$(cat "$T/reader-$id.pid")
 	touch "$T/reader-$id.go"
 	for ((i = 0; i < 600; i++)); do
 		[ -e "$T/reader-$id.result" ] && break
+		[ -n "$(alive "$pid")" ] || break
 		sleep 0.1
 	done
 	if [ -e "$T/reader-$id.result" ]; then
 		cat "$T/reader-$id.result"
+	elif [ -z "$(alive "$pid")" ]; then
+		echo "ERR died"
 	else
 		echo "ERR reader did not finish within 60 s"
 	fi
+}
+
+# churn_store MNT SIZE: write and delete 3 new objects of SIZE random
+# bytes in MNT, then write one more that stays (MNT/churn.N): a store
+# that reuses the files of freed objects gets every chance to.  Written
+# in 4 MiB writes: the store takes a freed file for a new object whose
+# first write is big enough (1 MiB and more)
+CHURNS=0
+churn_store() {
+	local mnt=$1 size=$2 i
+	for i in 1 2 3 4; do
+		CHURNS=$((CHURNS + 1))
+		mkdata "$T/churn" "$size"
+		dd if="$T/churn" of="$mnt/churn.$CHURNS" bs=4M status=none
+		[ "$i" = 4 ] || rm "$mnt/churn.$CHURNS"
+	done
+}
+
+# ---- passthrough (issue 10) ----
+
+# passthrough_mode NAME KEY: the first word of node NAME's status line KEY
+# ("on", "off", "unavailable"), or "absent" if there is none (an objfsd
+# from before passthrough)
+passthrough_mode() {
+	local v
+	v=$(status_of "$1" "$2" | awk '{ print $1 }')
+	echo "${v:-absent}"
+}
+
+# opens_in_passthrough NAME FILE KEY: cat FILE (on node NAME); 0 if that
+# open raised NAME's status counter KEY (its passthrough opens).  For
+# eventually: an open right after a writer's close, or a page-cached
+# reader's, may reach the daemon before their RELEASE, and be cached.
+opens_in_passthrough() {
+	local before
+	before=$(status_of "$1" "$3")
+	timeout -k 5 30 cat "$2" >/dev/null || return 1
+	[ "$(status_of "$1" "$3")" -gt "$before" ] || {
+		echo "the open of $2 was not a passthrough open ($3 stayed $before)"
+		return 1
+	}
 }
 
 # ---- cleanup ----
