@@ -121,9 +121,9 @@ void store_stats(struct store *s, struct store_stats *ret);
  * Fill the pool with files that hold the free capacity, their pages
  * allocated now (first touch of memory is slow on virtual machines: ~12
  * us a page here), so that the first large objects written or fetched
- * land on resident memory: files of a power of two, 64 MiB and more, the
- * largest first.  Returns early with -ECANCELED once *@stop (may be NULL)
- * becomes true; -ENOSPC if the filesystem refuses.
+ * land on resident memory: files of a power of two, 64 MiB and more,
+ * each the largest that fits in half of what is still free.  Returns early with -ECANCELED once
+ * *@stop (may be NULL) becomes true; -ENOSPC if the filesystem refuses.
  */
 int store_prefault(struct store *s, const atomic_bool *stop);
 
@@ -217,13 +217,13 @@ int store_obj_map(struct store_obj *o, struct store_map *ret);
 /*
  * A new read-only descriptor of sealed @o's own file (see store_obj_map()),
  * for the caller to keep or hand to the kernel (FUSE_DEV_IOC_BACKING_OPEN)
- * and close.  From then on the file never goes to the pool of freed
- * files: descriptions made from it may outlive what the caller knows of
- * @o's use (a passthrough mmap maps the file itself, and the kernel
- * releases the FUSE handle at close(2), before munmap), so when @o is
- * freed the file is deleted, and its pages go with the last mapping.  -EINVAL if
- * pending, -EOPNOTSUPP on hugetlbfs (the file is longer than the
- * object), or the errno of open(2).
+ * and close.  Descriptions made from it may outlive what the caller knows
+ * of @o's use (a passthrough mmap maps the file itself, and the kernel
+ * releases the FUSE handle at close(2), before munmap): when @o is freed,
+ * its file goes to the pool of freed files only if nobody else holds it
+ * open (a write lease says so), else it is deleted and its pages go with
+ * the last mapping.  -EINVAL if pending, -EOPNOTSUPP on hugetlbfs (the
+ * file is longer than the object), or the errno of open(2).
  */
 int store_obj_open_fd(struct store_obj *o);
 

@@ -25,13 +25,15 @@
  * pool, or is deleted.
  *
  * The pool.  A freed file of STORE_POOL_MIN bytes or more keeps its
- * pages and goes to the pool, unless it was adopted at open (a process
- * of an earlier mount may still map it: a passthrough mmap outlives the
- * daemon) or handed out by store_obj_open_fd() (a passthrough mmap maps
- * the file itself and outlives the handle's RELEASE).  An object that needs at least STORE_POOL_MIN
- * bytes takes the smallest pooled file that holds it (cutting off the rest), else the largest that
- * holds half of it (and grows it).  Pooled files are the first thing given up when the capacity
- * runs short.  store_prefault() fills the pool with the free capacity.
+ * pages and goes to the pool if nobody else holds it open (file_alone():
+ * a passthrough mmap maps the store file itself and outlives the
+ * handle's RELEASE, and even the daemon that served it).  An object that
+ * needs at least STORE_POOL_MIN bytes takes the smallest pooled file that
+ * holds it (cutting off the rest), else the largest that holds half of
+ * it (and grows it).  Pooled files are the first thing given up when the
+ * capacity runs short.  store_prefault() fills the pool with the free
+ * capacity, in files of halving sizes (a half, a quarter, ...), so that
+ * most objects find one that fits them within a factor of two.
  */
 #define _GNU_SOURCE /* fallocate, statx */
 #include "store_i.h"
@@ -673,6 +675,22 @@ void store_file_close_i(struct store_obj *o)
 	o->fd = -1;
 }
 
+/*
+ * Does nobody but the store hold @fd's file open?  Not a process, and not
+ * the kernel for a passthrough mmap, which maps the store file itself and
+ * outlives the handle's RELEASE (its process closed the descriptor), even
+ * the daemon that served it.  A write lease is granted only to the one
+ * open file description of a file (mappings made through our own
+ * descriptor do not count), and taking it needs no other party.
+ */
+static bool file_alone(int fd)
+{
+	if (fcntl(fd, F_SETLEASE, F_WRLCK) < 0)
+		return false;
+	(void)fcntl(fd, F_SETLEASE, F_UNLCK);
+	return true;
+}
+
 void store_file_free_i(struct store_obj *o)
 {
 	struct store *s = o->s;
@@ -692,7 +710,7 @@ void store_file_free_i(struct store_obj *o)
 	if (o->fd < 0)
 		return;
 	seq_name(GONE_PREFIX, o->gone_seq, gone, sizeof(gone));
-	if (s->reuse && o->recyclable && fstat(o->fd, &st) == 0) {
+	if (s->reuse && o->recyclable && fstat(o->fd, &st) == 0 && file_alone(o->fd)) {
 		len = round_up((uint64_t)st.st_size, s->unit);
 		/* a pooled file's length is whole pages: what was charged */
 		if (len >= STORE_POOL_MIN &&
@@ -747,7 +765,6 @@ int store_file_adopt_i(struct store_obj *o)
 	o->map = p;
 	o->map_len = round_up(want, STORE_PAGE);
 	o->alloc = round_up(size, s->unit);
-	o->recyclable = false;
 	return 0;
 }
 
@@ -775,16 +792,10 @@ int store_obj_open_fd(struct store_obj *o)
 	/* by descriptor: the name changes at unlink */
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", o->fd);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
 	/* the file may now be mapped by processes the store never hears of
 	 * (a passthrough mmap maps this file itself, and its handle is
-	 * released at close(2), before munmap): never hand its pages to
-	 * another object */
-	pthread_mutex_lock(&o->lock);
-	o->recyclable = false;
-	pthread_mutex_unlock(&o->lock);
-	return fd;
+	 * released at close(2), before munmap): file_alone() sees them */
+	return fd < 0 ? -errno : fd;
 }
 
 /*
@@ -853,8 +864,11 @@ int store_prefault(struct store *s, const atomic_bool *stop)
 		pthread_mutex_unlock(&s->lock);
 		if (free_bytes < PREFAULT_MIN)
 			break;
-		/* the largest power of two that fits */
-		len = 1ULL << (63 - __builtin_clzll(free_bytes));
+		/* the largest power of two in half of what is free (a 1 GiB
+		 * fetch into a 4 GiB store then finds a 1 GiB file, rather
+		 * than cutting 3 GiB off one of 4), or in all of it at the end */
+		len = free_bytes / 2 >= PREFAULT_MIN ? free_bytes / 2 : free_bytes;
+		len = 1ULL << (63 - __builtin_clzll(len));
 		len = len / s->unit * s->unit;
 		r = prefault_one(s, len, stop);
 		if (r < 0)

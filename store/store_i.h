@@ -122,11 +122,9 @@ struct store_obj {
 	uint64_t alloc;
 	struct store_old_map *old_maps;
 	uint64_t gone_seq; /* lock: its name is data/.gone-<gone_seq> once unlinked */
-	/* the file may go to the pool when the object is freed: false for
-	 * files adopted at open, which a process of an earlier mount may
-	 * still map (a passthrough mmap survives the daemon), and for files
-	 * handed out by store_obj_open_fd() (a passthrough mmap survives the
-	 * handle); lock, or the last reference */
+	/* the file may go to the pool when the object is freed (if nobody
+	 * else holds it open then): false once it lost its name; lock, or the
+	 * last reference */
 	bool recyclable;
 	/* lock; set before sealed is published, immutable after */
 	int64_t mtime_ns;
