@@ -135,33 +135,7 @@ want=$(sha256_of "$T/big")
 dio0=$(ctr b direct_io_opens)
 start_reader r1 "$B/big"
 # a second reader maps the object shared while it is being fetched
-python3 - "$B/big" "$T/mapper" <<'PY' &
-import hashlib, mmap, os, sys, time
-path, base = sys.argv[1], sys.argv[2]
-def out(s):
-    with open(base + ".tmp", "w") as f:
-        f.write(s + "\n")
-    os.rename(base + ".tmp", base + ".result")
-try:
-    f = open(path, "rb")
-    m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
-    m[:4096]
-    open(base + ".ready", "w").close()
-    deadline = time.time() + 60
-    while not os.path.exists(base + ".go"):
-        if time.time() > deadline:
-            out("ERR timeout waiting for go")
-            sys.exit(1)
-        time.sleep(0.02)
-    out(hashlib.sha256(m[:]).hexdigest())
-except OSError as e:
-    import errno
-    out("ERR " + errno.errorcode.get(e.errno, str(e.errno)))
-    open(base + ".ready", "w").close()
-PY
-BG_PIDS+=("$!")
-eventually 20 test -e "$T/mapper.ready"
-[ ! -e "$T/mapper.result" ] || fail "the mapper failed: $(cat "$T/mapper.result")"
+start_mapper m1 "$B/big"
 assert_match '^fetching ' "$(xattr "$B/big" user.objfs.fetch)" "fetch state while the readers opened"
 assert_eq $((dio0 + 2)) "$(ctr b direct_io_opens)" "direct-I/O opens of readers mid-fetch"
 
@@ -178,9 +152,7 @@ with open(sys.argv[1], "rb") as f:
 ' "$B/big" "$T/big" || fail "a mapping beside the mid-fetch readers differs"
 assert_eq "$pt0" "$(ctr b passthrough_opens)" "passthrough opens beside the mid-fetch readers"
 assert_eq "$want" "$(release_reader r1)" "the mid-fetch reader after the seal"
-touch "$T/mapper.go"
-eventually 30 test -e "$T/mapper.result"
-assert_eq "$want" "$(cat "$T/mapper.result")" "the mid-fetch mapping after the seal"
+assert_eq "$want" "$(release_reader m1)" "the mid-fetch mapping after the seal"
 
 if [ "$PT_FILES" = 1 ]; then
 	step "the first open after they close is a passthrough open"
