@@ -111,7 +111,7 @@ void fetch_peer_free_all(struct fetcher *fr)
 
 bool fetch_holder_usable(struct fetcher *fr, const struct meta_holder *h)
 {
-	return fr->transport && h->addr[0] && transport_reaches(fr->transport, h->caps, h->addr);
+	return fr->transport && h->addr[0] && transport_reaches(fr->transport, h->caps, h->addr, NULL);
 }
 
 int fetch_holder_pick_locked(struct fetch *f)

@@ -37,9 +37,29 @@ TEST(config)
 	transport_free(t);
 	transport_free(NULL);
 
-	cfg.backend = "rdma";
+	cfg.backend = "infiniband";
 	CHECK(!transport_new(&cfg, &err));
 	CHECK_EQ(err, -EINVAL);
+	cfg.backend = "rdma";
+	t = transport_new(&cfg, &err);
+#ifdef OBJFS_HAVE_RDMA
+	CHECK(t && !err);
+	CHECK_STR(transport_name(t), "rdma");
+	CHECK_STR(transport_rdma_state(t), "on");
+#else
+	CHECK(!t && err == -EOPNOTSUPP);
+#endif
+	transport_free(t);
+	cfg.backend = "auto";
+	t = transport_new(&cfg, &err);
+	CHECK(t && !err);
+	CHECK_STR(transport_name(t), "auto");
+	CHECK_STR(transport_caps(t), "tcp");
+	transport_free(t);
+	cfg.rdma_eager_max = TRANSPORT_RDMA_EAGER_MAX + 1;
+	CHECK(!transport_new(&cfg, &err));
+	CHECK_EQ(err, -EINVAL);
+	cfg.rdma_eager_max = 0;
 	cfg.backend = "tcp";
 	cfg.secret = secret_a;
 	cfg.secret_len = TRANSPORT_SECRET_MIN - 1;
@@ -189,10 +209,10 @@ TEST(backend_ops)
 	transport_tuning(tcp, &tu);
 	CHECK(tu.streams_per_peer == 2 && tu.range_min == 8 * MiB);
 	for (i = 0; i < ARRAY_SIZE(cards); i++) {
-		CHECK(transport_reaches(tcp, cards[i].caps, cards[i].addr) == cards[i].tcp);
-		CHECK(transport_reaches(t, cards[i].caps, cards[i].addr) == cards[i].fake);
+		CHECK(transport_reaches(tcp, cards[i].caps, cards[i].addr, NULL) == cards[i].tcp);
+		CHECK(transport_reaches(t, cards[i].caps, cards[i].addr, NULL) == cards[i].fake);
 	}
-	CHECK(!transport_reaches(NULL, "tcp", "h:1"));
+	CHECK(!transport_reaches(NULL, "tcp", "h:1", NULL));
 	transport_free(tcp);
 	transport_free(t);
 	CHECK_EQ(fb.closes, fb.connects);

@@ -22,6 +22,20 @@
  * before any reply byte arrived is retried once on a fresh connection,
  * which is safe because GET has no side effects.
  *
+ * A shared backend (RDMA: one queue pair carries many requests at once,
+ * under credit-based flow control) keeps one connection per peer
+ * instead, which every fetch uses at the same time; it is counted
+ * (users) and closed when it broke or its peer changed and the last
+ * fetch on it is done.
+ *
+ * Hybrid.  A transport of mode "auto" or "rdma" drives a second
+ * transport, t->rdma, of the RDMA backend, with its own connection cache
+ * and counters; transport_fetch() sends a range there when the peer's
+ * card has an RDMA address, and with "auto" retries it over TCP when the
+ * RDMA connection fails (not when the peer answered that it does not
+ * hold the object), and leaves RDMA to that peer alone for
+ * RDMA_RETRY_NS.
+ *
  * Counters are relaxed atomics; transport_stats() reads each on its own,
  * so a snapshot is not atomic as a whole.
  */
@@ -41,19 +55,23 @@
 #include "log.h"
 
 #define DEFAULT_CONNS_PER_PEER 4
+#define RDMA_RETRY_NS (30 * 1000000000LL)
 
 /* One peer in t->peers; every field under t->lock. */
 struct peer {
 	char name[OBJFS_NODE_MAX];
 	char addr[TRANSPORT_ADDR_MAX];
 	uint64_t gen;
-	struct tconn *idle;
+	struct tconn *idle; /* shared backends: the one connection, if any */
 	unsigned n_idle;
+	int64_t rdma_down_until; /* mono_ns(); fetch over TCP until then */
 	UT_hash_handle hh;
 };
 
-static const struct transport_ops *const backends[] = {
-    &tcp_ops,
+static const char *const mode_names[] = {
+    [TMODE_TCP] = "tcp",
+    [TMODE_RDMA] = "rdma",
+    [TMODE_AUTO] = "auto",
 };
 
 int ms_left(int64_t deadline_ns)
@@ -67,16 +85,6 @@ int ms_left(int64_t deadline_ns)
 }
 
 /* ---- lifecycle ---- */
-
-static const struct transport_ops *backend_find(const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < ARRAY_SIZE(backends); i++)
-		if (!strcmp(backends[i]->name, name))
-			return backends[i];
-	return NULL;
-}
 
 static bool ops_valid(const struct transport_ops *ops)
 {
@@ -124,11 +132,19 @@ struct transport *transport_new_ops(const struct transport_config *cfg,
 		: cfg->secret_len != 0)
 		goto fail;
 
+	if (cfg->rdma_eager_max > TRANSPORT_RDMA_EAGER_MAX)
+		goto fail;
+
 	err = -ENOMEM;
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		goto fail;
 	t->ops = ops;
+	t->mode = TMODE_TCP;
+	snprintf(t->caps, sizeof(t->caps), "%s", ops->caps);
+	snprintf(t->rdma_state, sizeof(t->rdma_state), "off (transport=%s)", ops->name);
+	t->rdma_eager_max =
+	    cfg->rdma_eager_max ? cfg->rdma_eager_max : TRANSPORT_RDMA_EAGER_DEFAULT;
 	snprintf(t->node, sizeof(t->node), "%s", cfg->node);
 	if (cfg->listen_host) {
 		t->listen_host = strdup(cfg->listen_host);
@@ -171,16 +187,51 @@ fail:
 
 struct transport *transport_new(const struct transport_config *cfg, int *ret_err)
 {
-	const struct transport_ops *ops = NULL;
+	const char *name = cfg && cfg->backend ? cfg->backend : "tcp";
+	enum transport_mode mode;
+	struct transport *t;
+	int err;
 
-	if (cfg)
-		ops = backend_find(cfg->backend ? cfg->backend : "tcp");
-	if (!ops) {
+	if (!cfg)
+		goto einval;
+	for (mode = TMODE_TCP; mode <= TMODE_AUTO; mode++)
+		if (!strcmp(name, mode_names[mode]))
+			break;
+	if (mode > TMODE_AUTO)
+		goto einval;
+#ifndef OBJFS_HAVE_RDMA
+	if (mode == TMODE_RDMA) {
 		if (ret_err)
-			*ret_err = -EINVAL;
+			*ret_err = -EOPNOTSUPP;
 		return NULL;
 	}
-	return transport_new_ops(cfg, ops, ret_err);
+#endif
+	t = transport_new_ops(cfg, &tcp_ops, ret_err);
+	if (!t)
+		return NULL;
+	t->mode = mode;
+	if (mode == TMODE_TCP)
+		return t;
+#ifdef OBJFS_HAVE_RDMA
+	t->rdma = transport_new_ops(cfg, &rdma_ops, &err);
+	if (!t->rdma) {
+		transport_free(t);
+		if (ret_err)
+			*ret_err = err;
+		return NULL;
+	}
+	t->rdma->parent = t;
+	snprintf(t->rdma_state, sizeof(t->rdma_state), "on");
+#else
+	(void)err;
+	snprintf(t->rdma_state, sizeof(t->rdma_state), "off (built without rdma)");
+#endif
+	return t;
+
+einval:
+	if (ret_err)
+		*ret_err = -EINVAL;
+	return NULL;
 }
 
 static void conn_close(struct transport *t, struct tconn *c)
@@ -206,11 +257,17 @@ void transport_free(struct transport *t)
 
 	if (!t)
 		return;
+	transport_free(t->rdma);
 	if (t->serving && t->ops->stop)
 		t->ops->stop(t);
 	HASH_ITER (hh, t->peers, p, tmp) {
 		HASH_DEL(t->peers, p);
-		conn_close_list(t, p->idle);
+		if (t->ops->shared) {
+			if (p->idle && !--p->idle->users)
+				conn_close(t, p->idle);
+		} else {
+			conn_close_list(t, p->idle);
+		}
 		free(p);
 	}
 	pthread_mutex_destroy(&t->lock);
@@ -226,12 +283,19 @@ void transport_free(struct transport *t)
 
 const char *transport_name(const struct transport *t)
 {
+	if (t->ops == &tcp_ops)
+		return mode_names[t->mode];
 	return t->ops->name;
+}
+
+const char *transport_rdma_state(const struct transport *t)
+{
+	return t->rdma_state;
 }
 
 const char *transport_caps(const struct transport *t)
 {
-	return t->ops->caps;
+	return t->caps;
 }
 
 void transport_tuning(const struct transport *t, struct transport_tuning *ret)
@@ -256,13 +320,22 @@ static bool token_in(const char *list, const char *tok)
 	}
 }
 
-bool transport_reaches(const struct transport *t, const char *caps, const char *addr)
+bool transport_reaches(const struct transport *t, const char *caps, const char *addr,
+		       const char *rdma_addr)
 {
-	if (!t || !addr || !*addr)
+	if (!t)
 		return false;
 	/* cards of nodes older than caps carry none: they all spoke tcp */
-	return token_in(caps && *caps ? caps : "tcp", t->ops->name);
+	if (!caps || !*caps)
+		caps = "tcp";
+	if (t->rdma && rdma_addr && *rdma_addr && token_in(caps, t->rdma->ops->name))
+		return true;
+	if (t->mode == TMODE_RDMA)
+		return false;
+	return addr && *addr && token_in(caps, t->ops->name);
 }
+
+static int serve_rdma(struct transport *t, const struct transport_source *src);
 
 int transport_serve(struct transport *t, const struct transport_source *src)
 {
@@ -282,9 +355,38 @@ int transport_serve(struct transport *t, const struct transport_source *src)
 	if (!err)
 		t->serving = true;
 	pthread_mutex_unlock(&t->lock);
+	if (!err && t->rdma)
+		err = serve_rdma(t, src);
 	if (!err && !t->secret)
 		log_info("transport: no secret_file: serving loopback peers only");
 	return err;
+}
+
+/* Serve the RDMA half too; "auto" does without it if it cannot. */
+static int serve_rdma(struct transport *t, const struct transport_source *src)
+{
+	int err;
+
+	err = transport_serve(t->rdma, src);
+	if (!err) {
+		snprintf(t->caps, sizeof(t->caps), "%s,%s", t->ops->caps, t->rdma->ops->caps);
+		return 0;
+	}
+	if (t->mode == TMODE_RDMA) {
+		log_error("transport: cannot serve over RDMA on %s: %s",
+			  t->listen_host ? t->listen_host : "*", strerror(-err));
+		pthread_mutex_lock(&t->lock);
+		t->ops->stop(t);
+		t->serving = false;
+		pthread_mutex_unlock(&t->lock);
+		return err;
+	}
+	snprintf(t->rdma_state, sizeof(t->rdma_state), "unavailable: %s", strerror(-err));
+	log_info("transport: RDMA unavailable (%s); serving and fetching over TCP only",
+		 strerror(-err));
+	transport_free(t->rdma);
+	t->rdma = NULL;
+	return 0;
 }
 
 int transport_addr(const struct transport *t, char *buf, size_t len)
@@ -298,7 +400,20 @@ int transport_addr(const struct transport *t, char *buf, size_t len)
 	return t->ops->addr(t, buf, len);
 }
 
+int transport_addr_of(const struct transport *t, const char *backend, char *buf, size_t len)
+{
+	if (!t || !backend)
+		return -EINVAL;
+	if (!strcmp(backend, t->ops->name))
+		return transport_addr(t, buf, len);
+	if (t->rdma && !strcmp(backend, t->rdma->ops->name))
+		return transport_addr(t->rdma, buf, len);
+	return -ENOTCONN;
+}
+
 /* ---- connection cache ---- */
+
+static struct tconn *peer_detach_locked(struct transport *t, struct peer *p);
 
 /*
  * The entry for @name, made or brought up to date with @addr (t->lock
@@ -320,13 +435,91 @@ static struct peer *peer_get(struct transport *t, const char *name, const char *
 		p->gen = ++t->next_gen;
 		HASH_ADD_STR(t->peers, name, p);
 	} else if (strcmp(p->addr, addr)) {
-		*drop = p->idle;
-		p->idle = NULL;
-		p->n_idle = 0;
+		*drop = peer_detach_locked(t, p);
 		snprintf(p->addr, sizeof(p->addr), "%s", addr);
 		p->gen = ++t->next_gen;
 	}
 	return p;
+}
+
+/* Take @p's idle connections (a shared backend's: its connection,
+ * which the caller closes only if nobody uses it) off it (t->lock). */
+static struct tconn *peer_detach_locked(struct transport *t, struct peer *p)
+{
+	struct tconn *c = p->idle;
+
+	p->idle = NULL;
+	p->n_idle = 0;
+	if (c && t->ops->shared) {
+		c->installed = false;
+		if (--c->users)
+			return NULL; /* the last fetch on it closes it */
+	}
+	return c;
+}
+
+/* A shared backend's connection to @peer at @addr: the peer's, or a new
+ * one that becomes the peer's. */
+static int conn_share(struct transport *t, const char *peer, const char *addr, struct tconn **ret,
+		      bool *ret_reused)
+{
+	struct tconn *c, *drop = NULL, *mine;
+	struct peer *p;
+	uint64_t gen;
+	int err;
+
+	pthread_mutex_lock(&t->lock);
+	p = peer_get(t, peer, addr, &drop);
+	if (p && p->idle && (p->idle->broken || !t->ops->idle_ok(p->idle))) {
+		struct tconn *old = peer_detach_locked(t, p);
+
+		if (old) {
+			old->next = drop;
+			drop = old;
+		}
+	}
+	c = p ? p->idle : NULL;
+	if (c)
+		c->users++;
+	gen = p ? p->gen : 0;
+	pthread_mutex_unlock(&t->lock);
+	conn_close_list(t, drop);
+	if (!p)
+		return -ENOMEM;
+	if (c) {
+		*ret = c;
+		*ret_reused = true;
+		return 0;
+	}
+
+	err = t->ops->connect(t, addr, &mine);
+	if (err)
+		return err;
+	COUNT_ADD(t, conns_open, 1);
+	mine->t = t;
+	mine->next = NULL;
+	mine->gen = gen;
+	mine->users = 1;
+	pthread_mutex_lock(&t->lock);
+	HASH_FIND_STR(t->peers, peer, p);
+	c = mine;
+	if (p && p->gen == gen && !p->idle) {
+		p->idle = mine;
+		p->n_idle = 1;
+		mine->installed = true;
+		mine->users++;
+	} else if (p && p->gen == gen && !p->idle->broken) {
+		/* another fetch connected first: use that one */
+		c = p->idle;
+		c->users++;
+		mine->users = 0;
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (c != mine)
+		conn_close(t, mine);
+	*ret = c;
+	*ret_reused = false;
+	return 0;
 }
 
 static int conn_borrow(struct transport *t, const char *peer, const char *addr, struct tconn **ret,
@@ -337,6 +530,8 @@ static int conn_borrow(struct transport *t, const char *peer, const char *addr, 
 	uint64_t gen;
 	int err;
 
+	if (t->ops->shared)
+		return conn_share(t, peer, addr, ret, ret_reused);
 	for (;;) {
 		drop = NULL;
 		pthread_mutex_lock(&t->lock);
@@ -381,6 +576,18 @@ static void conn_return(struct transport *t, const char *peer, struct tconn *c)
 {
 	struct peer *p;
 
+	if (t->ops->shared) {
+		pthread_mutex_lock(&t->lock);
+		HASH_FIND_STR(t->peers, peer, p);
+		if (c->broken && c->installed && p && p->idle == c)
+			(void)peer_detach_locked(t, p); /* users stays > 0: ours */
+		if (--c->users)
+			c = NULL;
+		pthread_mutex_unlock(&t->lock);
+		if (c)
+			conn_close(t, c);
+		return;
+	}
 	if (!c->broken) {
 		pthread_mutex_lock(&t->lock);
 		HASH_FIND_STR(t->peers, peer, p);
@@ -407,12 +614,14 @@ void transport_forget_peer(struct transport *t, const char *peer)
 	HASH_FIND_STR(t->peers, peer, p);
 	if (p) {
 		HASH_DEL(t->peers, p);
-		drop = p->idle;
+		drop = peer_detach_locked(t, p);
 		free(p);
 	}
 	pthread_mutex_unlock(&t->lock);
 	/* borrowed ones fail the generation check when they come back */
 	conn_close_list(t, drop);
+	if (t->rdma)
+		transport_forget_peer(t->rdma, peer);
 }
 
 /* ---- fetch ---- */
@@ -434,34 +643,176 @@ static bool iov_covers(const struct iovec *iov, int iovcnt, uint64_t len)
 	return sum == len;
 }
 
-int transport_fetch(struct transport *t, const struct transport_req *req)
+static bool addr_ok(const char *addr)
+{
+	return addr && *addr && strnlen(addr, TRANSPORT_ADDR_MAX) < TRANSPORT_ADDR_MAX;
+}
+
+/* One fetch on @t's own backend, from @addr. */
+static int fetch_on(struct transport *t, const struct transport_req *req, const char *addr)
 {
 	struct tconn *c;
 	bool reused;
 	int err, attempt;
 
-	if (!t || !req || !req->peer || !req->addr || node_name_validate(req->peer) ||
-	    !*req->addr || strnlen(req->addr, TRANSPORT_ADDR_MAX) >= TRANSPORT_ADDR_MAX)
-		return -EINVAL;
-	if (req->off > UINT64_MAX - req->len || !iov_covers(req->iov, req->iovcnt, req->len))
-		return -EINVAL;
-
 	for (attempt = 0;; attempt++) {
-		err = conn_borrow(t, req->peer, req->addr, &c, &reused);
+		err = conn_borrow(t, req->peer, addr, &c, &reused);
 		if (err)
 			return err;
-		c->broken = false;
-		c->answered = false;
+		if (!t->ops->shared) {
+			c->broken = false;
+			c->answered = false;
+		}
 		err = t->ops->fetch(c, req);
-		if (err == -ECONNRESET && reused && !c->answered && !attempt) {
+		if (err == -ECONNRESET && reused && !attempt && (t->ops->shared || !c->answered)) {
 			log_debug("transport: cached connection to '%s' was dead; reconnecting",
 				  req->peer);
-			conn_close(t, c);
+			if (t->ops->shared) {
+				c->broken = true;
+				conn_return(t, req->peer, c);
+			} else {
+				conn_close(t, c);
+			}
 			continue;
 		}
 		conn_return(t, req->peer, c);
 		return err;
 	}
+}
+
+/* Did an RDMA fetch fail for the connection (worth trying TCP), not for
+ * the object or the request? */
+static bool conn_failure(int err)
+{
+	switch (-err) {
+	case ENOENT:
+	case ERANGE:
+	case EINVAL:
+	case EACCES:
+	case ENOMEM:
+		return false;
+	default:
+		return true;
+	}
+}
+
+/* Keeps the progress reported by a TCP retry from going back. */
+struct progress_floor {
+	transport_progress_fn fn;
+	void *arg;
+	uint64_t max;
+};
+
+static void progress_floored(void *arg, uint64_t done)
+{
+	struct progress_floor *pf = arg;
+
+	if (done > pf->max)
+		pf->max = done;
+	pf->fn(pf->arg, pf->max);
+}
+
+static void progress_seen(void *arg, uint64_t done)
+{
+	struct progress_floor *pf = arg;
+
+	if (done > pf->max)
+		pf->max = done;
+	if (pf->fn)
+		pf->fn(pf->arg, done);
+}
+
+static bool rdma_down(struct transport *t, const char *peer, int64_t until)
+{
+	struct peer *p;
+	bool down = false;
+
+	pthread_mutex_lock(&t->lock);
+	HASH_FIND_STR(t->peers, peer, p);
+	if (p && until)
+		p->rdma_down_until = until;
+	else if (p)
+		down = mono_ns() < p->rdma_down_until;
+	pthread_mutex_unlock(&t->lock);
+	return down;
+}
+
+int transport_fetch(struct transport *t, const struct transport_req *req)
+{
+	struct progress_floor pf;
+	struct transport_req again;
+	bool tcp_ok, rdma_ok;
+	int err;
+
+	if (!t || !req || !req->peer || node_name_validate(req->peer))
+		return -EINVAL;
+	if (req->off > UINT64_MAX - req->len || !iov_covers(req->iov, req->iovcnt, req->len))
+		return -EINVAL;
+	tcp_ok = t->mode != TMODE_RDMA && addr_ok(req->addr);
+	rdma_ok = t->rdma && addr_ok(req->rdma_addr);
+	if (!tcp_ok && !rdma_ok)
+		return -EINVAL;
+	if (rdma_ok && !(tcp_ok && rdma_down(t, req->peer, 0))) {
+		pf = (struct progress_floor){.fn = req->progress, .arg = req->arg};
+		again = *req;
+		again.progress = progress_seen;
+		again.arg = &pf;
+		err = fetch_on(t->rdma, &again, req->rdma_addr);
+		if (!err || !tcp_ok || !conn_failure(err))
+			return err;
+		COUNT_ADD(t, rdma_fallbacks, 1);
+		/* a peer known to the TCP cache keeps the note */
+		pthread_mutex_lock(&t->lock);
+		{
+			struct tconn *drop = NULL;
+
+			(void)peer_get(t, req->peer, req->addr, &drop);
+			pthread_mutex_unlock(&t->lock);
+			conn_close_list(t, drop);
+		}
+		(void)rdma_down(t, req->peer, mono_ns() + RDMA_RETRY_NS);
+		transport_log(t, TLOG_CONN, LOGL_WARN,
+			      "transport: RDMA to '%s' at %s failed (%s); fetching over TCP, and "
+			      "from that peer for %llds",
+			      req->peer, req->rdma_addr, strerror(-err),
+			      RDMA_RETRY_NS / 1000000000LL);
+		if (req->progress) {
+			again.progress = progress_floored;
+			again.arg = &pf;
+		} else {
+			again.progress = NULL;
+		}
+		err = fetch_on(t, &again, req->addr);
+	} else {
+		err = fetch_on(t, req, req->addr);
+	}
+	if (!err) {
+		COUNT_ADD(t, fetch_tcp, 1);
+		COUNT_ADD(t, bytes_tcp, req->len);
+	}
+	return err;
+}
+
+/* ---- regions ---- */
+
+int transport_region_new(struct transport *t, void *addr, uint64_t len,
+			 struct transport_region **ret)
+{
+	struct transport *b;
+
+	if (!t || !ret || (!addr && len))
+		return -EINVAL;
+	*ret = NULL;
+	b = t->rdma ? t->rdma : t;
+	if (!b->ops->region_new || !len)
+		return 0;
+	return b->ops->region_new(b, addr, len, ret);
+}
+
+void transport_region_free(struct transport_region *r)
+{
+	if (r)
+		r->ops->region_free(r);
 }
 
 /* ---- stats, secret ---- */
@@ -478,6 +829,33 @@ void transport_stats(const struct transport *t, struct transport_stats *ret)
 	ret->conns_open = atomic_load_explicit(&c->conns_open, memory_order_relaxed);
 	ret->auth_failures = atomic_load_explicit(&c->auth_failures, memory_order_relaxed);
 	ret->bad_frames = atomic_load_explicit(&c->bad_frames, memory_order_relaxed);
+#define LOAD(f) atomic_load_explicit(&c->f, memory_order_relaxed)
+	ret->fetch_tcp = LOAD(fetch_tcp);
+	ret->bytes_tcp = LOAD(bytes_tcp);
+	ret->rdma_fallbacks = LOAD(rdma_fallbacks);
+	ret->fetch_eager = ret->bytes_eager = ret->fetch_rdv = ret->bytes_rdv = 0;
+	ret->rdma_conns = ret->rdma_regs = 0;
+	if (t->rdma) {
+		struct transport_stats r;
+
+		c = &t->rdma->cnt;
+		transport_stats(t->rdma, &r);
+		ret->bytes_sent += r.bytes_sent;
+		ret->bytes_received += r.bytes_received;
+		ret->requests_served += r.requests_served;
+		ret->requests_sent += r.requests_sent;
+		ret->conns_accepted += r.conns_accepted;
+		ret->conns_open += r.conns_open;
+		ret->auth_failures += r.auth_failures;
+		ret->bad_frames += r.bad_frames;
+		ret->rdma_conns = r.conns_open;
+		ret->fetch_eager = LOAD(fetch_eager);
+		ret->bytes_eager = LOAD(bytes_eager);
+		ret->fetch_rdv = LOAD(fetch_rdv);
+		ret->bytes_rdv = LOAD(bytes_rdv);
+		ret->rdma_regs = LOAD(rdma_regs);
+	}
+#undef LOAD
 }
 
 int transport_read_secret(const char *path, uint8_t **ret, size_t *ret_len)

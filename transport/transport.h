@@ -7,12 +7,23 @@
  *
  * Backends.  A backend is an ops table (struct transport_ops in
  * transport_i.h): connect, serve, fetch a range into a region, close,
- * and the tuning the fetch engine should use with it.  This version has
- * TCP; the RDMA backend plugs in beside it.  Everything above the ops
+ * and the tuning the fetch engine should use with it.  There are two:
+ * TCP, and RDMA (rdma-core: eager SEND/RECV for small ranges, one-sided
+ * RDMA READ for large ones; docs/protocol.md).  Everything above the ops
  * table (the per-peer connection cache, authentication policy, what
- * serving a request means, counters) is shared.  A node advertises the
- * transports it serves on its card (transport_caps()); a fetch asks
- * transport_reaches() whether a peer's card is one it can use.
+ * serving a request means, counters) is shared.
+ *
+ * Choosing.  cfg->backend "tcp" uses TCP only; "rdma" fetches over RDMA
+ * only; "auto" (the daemon's default) fetches over RDMA from peers whose
+ * card advertises it, whenever the connection comes up, and over TCP
+ * otherwise, per peer; an RDMA fetch that fails for the connection (not
+ * for the object) is retried over TCP, and the peer is tried over RDMA
+ * again only after a while.  Every node serves TCP; "auto" and "rdma"
+ * serve RDMA too when this host has an RDMA device for the listen
+ * address ("auto" quietly does without).  A node advertises what it
+ * serves on its card (transport_caps(), and an address per backend,
+ * transport_addr_of()); a fetch asks transport_reaches() whether a
+ * peer's card is one it can use.
  *
  * Connections.  Made on demand, the first time a peer is needed, from the
  * address in the peer's endpoint card, and cached per peer (a uthash table
@@ -44,8 +55,11 @@ struct transport;
 #define TRANSPORT_SECRET_MAX 4096
 #define TRANSPORT_DEFAULT_TIMEOUT_MS 2000
 
+#define TRANSPORT_RDMA_EAGER_DEFAULT (32u << 10)
+#define TRANSPORT_RDMA_EAGER_MAX (1u << 20)
+
 struct transport_config {
-	const char *backend;	 /* "tcp" (NULL means "tcp") */
+	const char *backend;	 /* "tcp", "rdma" or "auto" (NULL means "tcp") */
 	const char *node;	 /* this node's name, sent to peers */
 	const char *listen_host; /* numeric IPv4/IPv6 or a host name */
 	uint16_t listen_port;	 /* 0: any free port (see transport_addr) */
@@ -59,6 +73,10 @@ struct transport_config {
 	uint64_t serve_bwlimit;
 	/* connections kept per peer; default 4 when 0 */
 	unsigned conns_per_peer;
+	/* RDMA: ranges of at most this many bytes go eager (SEND/RECV),
+	 * larger ones rendezvous (RDMA READ); 0 means
+	 * TRANSPORT_RDMA_EAGER_DEFAULT; at most TRANSPORT_RDMA_EAGER_MAX */
+	uint32_t rdma_eager_max;
 };
 
 /*
@@ -68,12 +86,27 @@ struct transport_config {
  * this node does not hold it.  iov() points @iov at [off, off+len) of
  * the pinned object, like store_obj_iov().  close() unpins.  Every GET
  * is one open() ... close(), on a server thread.
+ *
+ * For backends that register memory once per object (RDMA), two more,
+ * which may be NULL (RDMA then serves nothing):
+ * map() gives the whole pinned object's memory (*ret_addr NULL for an
+ * empty one); it stays valid while the object lives (past close()).
+ * attach() hangs the backend's registration @reg of that memory on the
+ * object: the source calls @drop(@reg) exactly once, when the object is
+ * freed (evicted or unlinked, and no longer pinned), before its memory
+ * can be used for anything else, from whichever thread frees it.  If a
+ * registration hangs there already, attach() takes nothing and returns
+ * -EEXIST with it in *@ret_cur (the caller drops its own).  A backend
+ * looks for one with attach(token, NULL, NULL, ret_cur): 0 and *ret_cur
+ * NULL if none.
  */
 struct transport_source {
 	int (*open)(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size, void **ret_token);
 	int (*iov)(void *token, uint64_t off, size_t len, struct iovec *iov, int max_iov,
 		   size_t *ret_bytes);
 	void (*close)(void *token);
+	int (*map)(void *token, void **ret_addr, uint64_t *ret_len);
+	int (*attach)(void *token, void *reg, void (*drop)(void *reg), void **ret_cur);
 	void *ctx;
 };
 
@@ -87,8 +120,15 @@ struct transport *transport_new(const struct transport_config *cfg, int *ret_err
 /* Stop serving, close every connection, free.  NULL is fine. */
 void transport_free(struct transport *t);
 
-/* "tcp" */
+/* "tcp", "rdma" or "auto": the configured choice */
 const char *transport_name(const struct transport *t);
+
+/*
+ * What became of RDMA, for logs and `objfs status`: "on", "off
+ * (transport=tcp)", "off (built without rdma)", or "unavailable: WHY"
+ * (auto found no device).  A static or transport-owned string.
+ */
+const char *transport_rdma_state(const struct transport *t);
 
 /*
  * Bind, listen and serve @src from background threads.  -EADDRINUSE,
@@ -103,6 +143,23 @@ int transport_serve(struct transport *t, const struct transport_source *src);
  * serving. */
 int transport_addr(const struct transport *t, char *buf, size_t len);
 
+/* The same for one backend by name ("tcp", "rdma"): -ENOTCONN if that
+ * backend is not serving. */
+int transport_addr_of(const struct transport *t, const char *backend, char *buf, size_t len);
+
+/*
+ * A fetch destination registered once with the backends that need it
+ * (RDMA), for the life of the destination, so that the fetches into it
+ * register nothing.  transport_region_new() registers [@addr, @addr +
+ * @len): 0 with *@ret NULL when no backend needs it (TCP only), 0 with a
+ * region, or -errno (the fetch then works without one, registering per
+ * transfer).  Free it before the memory goes away.
+ */
+struct transport_region;
+int transport_region_new(struct transport *t, void *addr, uint64_t len,
+			 struct transport_region **ret);
+void transport_region_free(struct transport_region *r); /* NULL is fine */
+
 /*
  * Called while bytes arrive: @done bytes from the start of the range are
  * in place (it grows monotonically; the last call has @done == range
@@ -112,8 +169,10 @@ typedef void (*transport_progress_fn)(void *arg, uint64_t done);
 
 /* One fetch: a byte range of one object from one peer, into memory the caller owns. */
 struct transport_req {
-	const char *peer; /* the peer's node name */
-	const char *addr; /* its address for this transport, from its card ("HOST:PORT" for tcp) */
+	const char *peer;		 /* the peer's node name */
+	const char *addr;		 /* its TCP address, from its card ("HOST:PORT") */
+	const char *rdma_addr;		 /* its RDMA address, from its card; NULL or "" if none */
+	struct transport_region *region; /* the destination's, or NULL */
 	uint64_t id;
 	uint64_t off, len;
 	const struct iovec *iov; /* must cover exactly len bytes */
@@ -150,14 +209,16 @@ void transport_tuning(const struct transport *t, struct transport_tuning *ret);
 
 /*
  * May this transport fetch from a peer whose card advertises @caps
- * ("tcp", "tcp,rdma"; "" on cards of old nodes, which means tcp) at
- * @addr (non-empty)?  @caps is a comma-separated list of transport
- * names, matched whole (NULL is taken as "").  False for an empty or
- * NULL @addr.
+ * ("tcp", "tcp,rdma"; "" on cards of old nodes, which means tcp) at TCP
+ * address @addr and RDMA address @rdma_addr (either may be NULL or "")?
+ * @caps is a comma-separated list of transport names, matched whole
+ * (NULL is taken as "").
  */
-bool transport_reaches(const struct transport *t, const char *caps, const char *addr);
+bool transport_reaches(const struct transport *t, const char *caps, const char *addr,
+		       const char *rdma_addr);
 
-/* What this node advertises on its card ("tcp").  A static string. */
+/* What this node advertises on its card ("tcp" or "tcp,rdma"): what it
+ * serves.  Valid until transport_free(). */
 const char *transport_caps(const struct transport *t);
 
 /* Close the cached connections to @peer (it died, or its card changed). */
@@ -172,6 +233,13 @@ struct transport_stats {
 	uint64_t conns_open;	/* server + client, now */
 	uint64_t auth_failures; /* peers refused (bad proof, or not loopback) */
 	uint64_t bad_frames;	/* connections closed for malformed input */
+	/* by path, client side: ranges fetched and their bytes */
+	uint64_t fetch_tcp, bytes_tcp;
+	uint64_t fetch_eager, bytes_eager; /* RDMA SEND/RECV */
+	uint64_t fetch_rdv, bytes_rdv;	   /* RDMA READ */
+	uint64_t rdma_conns;		   /* RDMA connections open now (both sides) */
+	uint64_t rdma_fallbacks;	   /* RDMA fetches retried over TCP */
+	uint64_t rdma_regs;		   /* memory registrations made (objects, regions) */
 };
 void transport_stats(const struct transport *t, struct transport_stats *ret);
 

@@ -72,6 +72,16 @@ struct tconn {
 	 * connection belongs to one fetch at a time, so no lock */
 	bool broken;   /* unusable: close it, never return it to the pool */
 	bool answered; /* some reply bytes arrived */
+	/* shared backends (ops->shared): fetches using it, plus one while
+	 * it is its peer's connection (installed); t->lock */
+	unsigned users;
+	bool installed;
+};
+
+/* A backend's registered fetch destination (transport_region_new())
+ * embeds this first. */
+struct transport_region {
+	const struct transport_ops *ops;
 };
 
 /*
@@ -129,6 +139,10 @@ struct transport_ops {
 	 * once (at least 1), and the smallest range worth a stream */
 	unsigned streams_per_peer;
 	uint64_t range_min;
+	/* One connection per peer, used by many fetches at once (fetch()
+	 * is then thread-safe on one connection, and broken is set by
+	 * whichever notices); else each fetch borrows one of its own. */
+	bool shared;
 	/* Bind, listen and start serving t->src.  0 or -errno. */
 	int (*serve)(struct transport *t);
 	/* Stop serving: wake and join every server thread, close their
@@ -149,10 +163,17 @@ struct transport_ops {
 	bool (*idle_ok)(struct tconn *c);
 	/* Close @c and free it. */
 	void (*close)(struct tconn *c);
+	/* transport_region_new() (NULL: the backend needs none) */
+	int (*region_new)(struct transport *t, void *addr, uint64_t len,
+			  struct transport_region **ret);
+	void (*region_free)(struct transport_region *r);
 };
 
 /* The backends transport_new() chooses from, by cfg->backend. */
 extern const struct transport_ops tcp_ops;
+#ifdef OBJFS_HAVE_RDMA
+extern const struct transport_ops rdma_ops;
+#endif
 
 /*
  * Create a transport whose backend is @ops, which must stay valid until
@@ -173,6 +194,10 @@ struct transport_counters {
 	atomic_uint_fast64_t conns_open;
 	atomic_uint_fast64_t auth_failures;
 	atomic_uint_fast64_t bad_frames;
+	atomic_uint_fast64_t fetch_tcp, bytes_tcp;
+	atomic_uint_fast64_t fetch_eager, bytes_eager;
+	atomic_uint_fast64_t fetch_rdv, bytes_rdv;
+	atomic_uint_fast64_t rdma_fallbacks, rdma_regs;
 };
 
 #define COUNT_ADD(t, field, n) atomic_fetch_add_explicit(&(t)->cnt.field, (n), memory_order_relaxed)
@@ -187,8 +212,21 @@ struct tbucket {
 	int64_t last_ns; /* mono_ns() of the last refill (lock) */
 };
 
+enum transport_mode { TMODE_TCP, TMODE_RDMA, TMODE_AUTO };
+
 struct transport {
 	const struct transport_ops *ops;
+	/* the RDMA half of an "auto" or "rdma" transport: a transport of
+	 * its own (rdma_ops, same config) that this one drives; NULL for
+	 * "tcp", without RDMA support, or when "auto" found no device.
+	 * Set by transport_new(), dropped by transport_serve() (before any
+	 * fetch may run) if it cannot serve; fixed after. */
+	struct transport *rdma;
+	struct transport *parent; /* of the RDMA half: the transport it belongs to */
+	enum transport_mode mode;
+	char rdma_state[160];	 /* transport_rdma_state(); fixed after serve */
+	char caps[32];		 /* transport_caps(); fixed after serve */
+	uint32_t rdma_eager_max; /* config */
 	/* config, fixed after transport_new() */
 	char node[OBJFS_NODE_MAX];
 	char *listen_host;
