@@ -380,50 +380,6 @@ int tcp_client_handshake(struct transport *t, int fd)
 }
 
 /* Split "HOST:PORT" or "[V6]:PORT" into @host and @port. */
-static int addr_split(const char *addr, char *host, size_t host_size, char *port, size_t port_size)
-{
-	const char *colon, *h = addr, *h_end;
-	char *end;
-	unsigned long p;
-
-	if (addr[0] == '[') {
-		h = addr + 1;
-		h_end = strchr(h, ']');
-		if (!h_end || h_end[1] != ':')
-			return -EINVAL;
-		colon = h_end + 1;
-	} else {
-		colon = strrchr(addr, ':');
-		if (!colon || memchr(addr, ':', (size_t)(colon - addr)))
-			return -EINVAL;
-		h_end = colon;
-	}
-	if (h_end == h || (size_t)(h_end - h) >= host_size)
-		return -EINVAL;
-	memcpy(host, h, (size_t)(h_end - h));
-	host[h_end - h] = 0;
-	if (colon[1] < '0' || colon[1] > '9')
-		return -EINVAL;
-	errno = 0;
-	p = strtoul(colon + 1, &end, 10);
-	if (errno || *end || p == 0 || p > 65535)
-		return -EINVAL;
-	snprintf(port, port_size, "%lu", p);
-	return 0;
-}
-
-static int gai_err(int e)
-{
-	switch (e) {
-	case EAI_MEMORY:
-		return -ENOMEM;
-	case EAI_SYSTEM:
-		return errno ? -errno : -EHOSTUNREACH;
-	default:
-		return -EHOSTUNREACH; /* no such name, no address, DNS down */
-	}
-}
-
 /* Connect to one address within @ms.  A socket, or -errno. */
 static int connect_one(const struct addrinfo *ai, int ms)
 {

@@ -44,6 +44,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -813,6 +814,52 @@ void transport_region_free(struct transport_region *r)
 {
 	if (r)
 		r->ops->region_free(r);
+}
+
+/* ---- addresses ---- */
+
+int addr_split(const char *addr, char *host, size_t host_size, char *port, size_t port_size)
+{
+	const char *colon, *h = addr, *h_end;
+	char *end;
+	unsigned long p;
+
+	if (addr[0] == '[') {
+		h = addr + 1;
+		h_end = strchr(h, ']');
+		if (!h_end || h_end[1] != ':')
+			return -EINVAL;
+		colon = h_end + 1;
+	} else {
+		colon = strrchr(addr, ':');
+		if (!colon || memchr(addr, ':', (size_t)(colon - addr)))
+			return -EINVAL;
+		h_end = colon;
+	}
+	if (h_end == h || (size_t)(h_end - h) >= host_size)
+		return -EINVAL;
+	memcpy(host, h, (size_t)(h_end - h));
+	host[h_end - h] = 0;
+	if (colon[1] < '0' || colon[1] > '9')
+		return -EINVAL;
+	errno = 0;
+	p = strtoul(colon + 1, &end, 10);
+	if (errno || *end || p == 0 || p > 65535)
+		return -EINVAL;
+	snprintf(port, port_size, "%lu", p);
+	return 0;
+}
+
+int gai_err(int e)
+{
+	switch (e) {
+	case EAI_MEMORY:
+		return -ENOMEM;
+	case EAI_SYSTEM:
+		return errno ? -errno : -EHOSTUNREACH;
+	default:
+		return -EHOSTUNREACH; /* no such name, no address, DNS down */
+	}
 }
 
 /* ---- stats, secret ---- */

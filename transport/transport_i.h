@@ -262,6 +262,12 @@ struct transport {
 /* Milliseconds left until @deadline_ns (mono_ns()); 0 when past. */
 int ms_left(int64_t deadline_ns);
 
+/* Split "HOST:PORT" ("[V6]:PORT") into its parts (port 1..65535).  0 or
+ * -EINVAL. */
+int addr_split(const char *addr, char *host, size_t host_size, char *port, size_t port_size);
+/* getaddrinfo()'s error as an errno. */
+int gai_err(int e);
+
 /* A server's line about a connection, through the rate limit of @why. */
 void transport_log(struct transport *t, enum tlog why, enum log_level level, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -37,41 +37,6 @@ const char *wire_type_name(unsigned type)
 	return "unknown";
 }
 
-/* ---- little-endian integers ---- */
-
-static void put_u16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-	put_u16(p, (uint16_t)v);
-	put_u16(p + 2, (uint16_t)(v >> 16));
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-	put_u32(p, (uint32_t)v);
-	put_u32(p + 4, (uint32_t)(v >> 32));
-}
-
-static uint16_t get_u16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-	return (uint32_t)get_u16(p) | (uint32_t)get_u16(p + 2) << 16;
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-	return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
-}
-
 /* ---- the rules ---- */
 
 static bool is_handshake(unsigned type)

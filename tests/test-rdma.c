@@ -1,0 +1,497 @@
+/*
+ * test-rdma: the RDMA backend against a real kernel RDMA stack (Soft-RoCE
+ * in the test VM: tests/vm/one/10-rdma-transport.sh runs it there with
+ * OBJFS_VM_IP set).  Skips where there is no RDMA device or no address
+ * to serve on (every host run), and in builds without RDMA.
+ *
+ * A server transport of mode "auto" (TCP and RDMA) serves objects kept
+ * in malloc()ed memory through a source that implements map() and
+ * attach(); clients of mode "rdma" and "auto" fetch from it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tap.h"
+
+#ifndef OBJFS_HAVE_RDMA
+int main(void)
+{
+	tap_skip("objfs was built without RDMA");
+	return 0;
+}
+#else
+
+#include "rdma_i.h"
+
+#define KiB 1024ULL
+#define MiB (1024ULL * KiB)
+#define NOBJ 10
+
+static const uint8_t secret[] = "test-rdma-cluster-secret-0123456789";
+
+struct obj {
+	uint64_t id, size;
+	uint8_t *mem;
+	void *reg;
+	void (*drop)(void *);
+};
+
+static struct obj objs[NOBJ];
+static atomic_int pins, opens, drops;
+static const char *ip;
+
+static int src_open(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size, void **ret)
+{
+	int i;
+
+	for (i = 0; i < NOBJ; i++)
+		if (objs[i].mem && objs[i].id == id) {
+			*ret_size = objs[i].size;
+			*ret = &objs[i];
+			atomic_fetch_add(&pins, 1);
+			atomic_fetch_add(&opens, 1);
+			return 0;
+		}
+	return -ENOENT;
+}
+
+static int src_iov(void *token, uint64_t off, size_t len, struct iovec *iov, int max,
+		   size_t *ret_bytes)
+{
+	struct obj *o = token;
+
+	iov[0].iov_base = o->mem + off;
+	iov[0].iov_len = len;
+	*ret_bytes = len;
+	return 1;
+}
+
+static void src_close(void *token)
+{
+	atomic_fetch_sub(&pins, 1);
+}
+
+static int src_map(void *token, void **ret_addr, uint64_t *ret_len)
+{
+	struct obj *o = token;
+
+	*ret_addr = o->size ? o->mem : NULL;
+	*ret_len = o->size;
+	return 0;
+}
+
+/* single-threaded enough for a test: the server serves one connection */
+static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int src_attach(void *token, void *reg, void (*drop)(void *), void **ret_cur)
+{
+	struct obj *o = token;
+	int err = 0;
+
+	pthread_mutex_lock(&attach_lock);
+	*ret_cur = o->reg;
+	if (reg && o->reg)
+		err = -EEXIST;
+	else if (reg) {
+		o->reg = reg;
+		o->drop = drop;
+	}
+	pthread_mutex_unlock(&attach_lock);
+	return err;
+}
+
+static const struct transport_source source = {
+    .open = src_open,
+    .iov = src_iov,
+    .close = src_close,
+    .map = src_map,
+    .attach = src_attach,
+};
+
+static void objs_make(void)
+{
+	static const uint64_t sizes[NOBJ] = {
+	    0,	     1,	       4 * KiB,	    32 * KiB - 1, 32 * KiB, 32 * KiB + 1,
+	    1 * MiB, 64 * MiB, 3 * MiB + 7, 100};
+	uint64_t j;
+	int i;
+
+	for (i = 0; i < NOBJ; i++) {
+		objs[i].id = 1000 + (uint64_t)i;
+		objs[i].size = sizes[i];
+		objs[i].mem = malloc(sizes[i] ? sizes[i] : 1);
+		for (j = 0; j < sizes[i]; j++)
+			objs[i].mem[j] = (uint8_t)(j * 7 + (uint64_t)i * 13 + (j >> 12));
+	}
+}
+
+static void objs_free(void)
+{
+	int i;
+
+	for (i = 0; i < NOBJ; i++) {
+		if (objs[i].reg) {
+			objs[i].drop(objs[i].reg);
+			atomic_fetch_add(&drops, 1);
+		}
+		free(objs[i].mem);
+		memset(&objs[i], 0, sizeof(objs[i]));
+	}
+}
+
+static struct transport *server, *client;
+static char tcp_addr[TRANSPORT_ADDR_MAX], rdma_addr_s[TRANSPORT_ADDR_MAX];
+
+static struct transport *mk(const char *node, const char *backend, unsigned timeout_ms)
+{
+	struct transport_config cfg = {
+	    .backend = backend,
+	    .node = node,
+	    .listen_host = ip,
+	    .secret = secret,
+	    .secret_len = sizeof(secret) - 1,
+	    .io_timeout_ms = timeout_ms,
+	};
+	int err;
+	struct transport *t = transport_new(&cfg, &err);
+
+	if (!t)
+		fprintf(stderr, "transport_new(%s): %s\n", backend, strerror(-err));
+	return t;
+}
+
+static struct transport_stats st(struct transport *t)
+{
+	struct transport_stats s;
+
+	transport_stats(t, &s);
+	return s;
+}
+
+/* Fetch all of object @o through @t into fresh memory and compare. */
+static int fetch_cmp(struct transport *t, const struct obj *o, struct transport_region *region,
+		     uint8_t *dst)
+{
+	bool own = !dst;
+	struct iovec iov;
+	struct transport_req req = {
+	    .peer = "srv",
+	    .addr = tcp_addr,
+	    .rdma_addr = rdma_addr_s,
+	    .region = region,
+	    .id = o->id,
+	    .len = o->size,
+	    .iov = &iov,
+	    .iovcnt = 1,
+	};
+	int err;
+
+	if (own)
+		dst = calloc(1, o->size ? o->size : 1);
+	iov.iov_base = dst;
+	iov.iov_len = o->size;
+	err = transport_fetch(t, &req);
+	if (!err && memcmp(dst, o->mem, o->size))
+		err = -EBADMSG;
+	if (own)
+		free(dst);
+	return err;
+}
+
+/* Wait up to @ms for the server to hold no pins. */
+static bool unpinned(int ms)
+{
+	while (atomic_load(&pins) && ms-- > 0)
+		usleep(1000);
+	return !atomic_load(&pins);
+}
+
+TEST(sizes)
+{
+	struct transport_stats a, b;
+	int i;
+
+	for (i = 0; i < NOBJ; i++) {
+		a = st(client);
+		CHECK_EQ(fetch_cmp(client, &objs[i], NULL, NULL), 0);
+		b = st(client);
+		if (objs[i].size <= 32 * KiB)
+			CHECK(b.fetch_eager == a.fetch_eager + 1 && b.fetch_rdv == a.fetch_rdv);
+		else
+			CHECK(b.fetch_rdv == a.fetch_rdv + 1 && b.fetch_eager == a.fetch_eager);
+		CHECK(b.fetch_tcp == a.fetch_tcp);
+	}
+	CHECK(unpinned(1000));
+	CHECK_EQ(st(client).rdma_conns, 1);
+	CHECK_EQ(st(client).rdma_fallbacks, 0);
+}
+
+TEST(ranges)
+{
+	const struct obj *o = &objs[7]; /* 64 MiB */
+	static uint8_t buf[3 * MiB];
+	struct iovec iov[2] = {{buf, 100}, {buf + 100, 2 * MiB}};
+	struct transport_req req = {.peer = "srv",
+				    .addr = tcp_addr,
+				    .rdma_addr = rdma_addr_s,
+				    .id = o->id,
+				    .off = 5 * MiB + 3,
+				    .len = 2 * MiB + 100,
+				    .iov = iov,
+				    .iovcnt = 2};
+
+	CHECK_EQ(transport_fetch(client, &req), 0);
+	CHECK(!memcmp(buf, o->mem + req.off, req.len));
+	req.len = 20;
+	iov[0].iov_len = 20;
+	req.iovcnt = 1;
+	CHECK_EQ(transport_fetch(client, &req), 0);
+	CHECK(!memcmp(buf, o->mem + req.off, 20));
+	/* not held, out of range: answers, and the connection stays */
+	req.id = 4242;
+	CHECK_EQ(transport_fetch(client, &req), -ENOENT);
+	req.id = o->id;
+	req.off = 64 * MiB - 10;
+	CHECK_EQ(transport_fetch(client, &req), -ERANGE);
+	iov[0].iov_len = 2 * MiB;
+	req.len = 2 * MiB;
+	CHECK_EQ(transport_fetch(client, &req), -ERANGE);
+	CHECK_EQ(st(client).rdma_conns, 1);
+	CHECK(unpinned(1000));
+}
+
+TEST(registration_once)
+{
+	const struct obj *o = &objs[6]; /* 1 MiB */
+	struct transport_region *r = NULL;
+	uint8_t *dst = aligned_alloc(4096, o->size);
+	uint64_t regs;
+	int i;
+
+	/* the object's registration was made on its first serve */
+	regs = st(server).rdma_regs;
+	for (i = 0; i < 5; i++)
+		CHECK_EQ(fetch_cmp(client, o, NULL, NULL), 0);
+	CHECK_EQ(st(server).rdma_regs, regs);
+	/* with a region the client registers nothing per fetch, without one
+	 * once per fetch */
+	CHECK_EQ(transport_region_new(client, dst, o->size, &r), 0);
+	CHECK(r != NULL);
+	regs = st(client).rdma_regs;
+	for (i = 0; i < 5; i++) {
+		memset(dst, 0, o->size);
+		CHECK_EQ(fetch_cmp(client, o, r, dst), 0);
+	}
+	CHECK_EQ(st(client).rdma_regs, regs);
+	CHECK_EQ(fetch_cmp(client, o, NULL, dst), 0);
+	CHECK_EQ(st(client).rdma_regs, regs + 1);
+	transport_region_free(r);
+	free(dst);
+}
+
+struct many {
+	int errors;
+	unsigned seed;
+};
+
+static void *many_thread(void *arg)
+{
+	struct many *m = arg;
+	int i;
+
+	for (i = 0; i < 40; i++) {
+		int k = (int)(rand_r(&m->seed) % 6); /* the small and the medium ones */
+
+		if (fetch_cmp(client, &objs[k == 5 ? 9 : k], NULL, NULL))
+			m->errors++;
+	}
+	return NULL;
+}
+
+/* More fetches at once than the connection has credits: they wait for
+ * credits, never fail, and share one connection. */
+TEST(many_in_flight)
+{
+	enum { N = 48 };
+	pthread_t th[N];
+	struct many m[N];
+	int i, errors = 0;
+
+	for (i = 0; i < N; i++) {
+		m[i] = (struct many){.seed = (unsigned)i + 1};
+		pthread_create(&th[i], NULL, many_thread, &m[i]);
+	}
+	for (i = 0; i < N; i++) {
+		pthread_join(th[i], NULL);
+		errors += m[i].errors;
+	}
+	CHECK_EQ(errors, 0);
+	CHECK_EQ(st(client).rdma_conns, 1);
+	CHECK(unpinned(1000));
+}
+
+/* OBJFS_RDMA_PATH forces one path (the benchmark's knob). */
+TEST(forced_paths)
+{
+	struct transport_stats a, b;
+
+	setenv("OBJFS_RDMA_PATH", "eager", 1);
+	a = st(client);
+	CHECK_EQ(fetch_cmp(client, &objs[8], NULL, NULL), 0); /* 3 MiB + 7 in pieces */
+	b = st(client);
+	CHECK(b.fetch_eager == a.fetch_eager + 1 && b.fetch_rdv == a.fetch_rdv);
+	setenv("OBJFS_RDMA_PATH", "rendezvous", 1);
+	CHECK_EQ(fetch_cmp(client, &objs[1], NULL, NULL), 0);
+	a = st(client);
+	CHECK(a.fetch_rdv == b.fetch_rdv + 1);
+	unsetenv("OBJFS_RDMA_PATH");
+	CHECK(unpinned(1000));
+}
+
+/* A wrong secret is refused over RDMA too. */
+TEST(refused)
+{
+	struct transport_config cfg = {.backend = "rdma", .node = "bad", .io_timeout_ms = 2000};
+	static const uint8_t other[] = "another-secret-entirely-0123456789";
+	struct transport *t;
+	int err;
+
+	cfg.secret = other;
+	cfg.secret_len = sizeof(other) - 1;
+	t = transport_new(&cfg, &err);
+	CHECK(t != NULL);
+	if (t)
+		CHECK_EQ(fetch_cmp(t, &objs[2], NULL, NULL), -EACCES);
+	transport_free(t);
+}
+
+/* "auto" falls back to TCP when RDMA does not come up, and remembers. */
+TEST(fallback)
+{
+	struct transport *t = mk("cli2", "auto", 1000);
+	char saved[sizeof(rdma_addr_s)];
+	struct transport_stats s;
+
+	memcpy(saved, rdma_addr_s, sizeof(saved));
+	snprintf(rdma_addr_s, sizeof(rdma_addr_s), "%s:1", ip); /* nobody listens */
+	CHECK_EQ(fetch_cmp(t, &objs[7], NULL, NULL), 0);
+	CHECK_EQ(fetch_cmp(t, &objs[2], NULL, NULL), 0);
+	s = st(t);
+	CHECK_EQ(s.rdma_fallbacks, 1); /* the second went straight to TCP */
+	CHECK_EQ(s.fetch_tcp, 2);
+	CHECK_EQ(s.fetch_eager + s.fetch_rdv, 0);
+	memcpy(rdma_addr_s, saved, sizeof(saved));
+	transport_free(t);
+}
+
+/* A client that never sends FIN: the server unpins at its timeout. */
+TEST(no_fin)
+{
+	struct transport *t = mk("cli3", "rdma", 300);
+
+	CHECK(t != NULL);
+	if (!t)
+		return;
+	rdma_test_no_fin = true;
+	CHECK_EQ(fetch_cmp(t, &objs[6], NULL, NULL), 0);
+	rdma_test_no_fin = false;
+	CHECK(atomic_load(&pins) == 1); /* held for the FIN that never comes */
+	CHECK(unpinned(3000));
+	transport_free(t);
+}
+
+struct slow {
+	struct transport *t;
+	int err;
+	int64_t took_ns;
+};
+
+static void *slow_fetch(void *arg)
+{
+	struct slow *s = arg;
+	int64_t t0 = mono_ns();
+
+	s->err = fetch_cmp(s->t, &objs[7], NULL, NULL);
+	s->took_ns = mono_ns() - t0;
+	return NULL;
+}
+
+/* The server goes away in the middle of a 64 MiB READ: the fetch fails,
+ * soon, and does not hang. */
+TEST(server_gone_mid_read)
+{
+	struct slow s = {.t = mk("cli4", "rdma", 1000)};
+	pthread_t th;
+	uint64_t before;
+
+	CHECK(s.t != NULL);
+	if (!s.t)
+		return;
+	before = st(server).bytes_sent;
+	pthread_create(&th, NULL, slow_fetch, &s);
+	/* wait until the rendezvous is under way */
+	for (int i = 0; i < 5000 && st(server).bytes_sent == before; i++)
+		usleep(1000);
+	usleep(20000);
+	transport_free(server);
+	server = NULL;
+	pthread_join(th, NULL);
+	CHECK(s.err != 0);
+	CHECK(s.took_ns < 5000000000LL);
+	fprintf(stderr, "fetch with the server gone: %s after %.2f s\n", strerror(-s.err),
+		(double)s.took_ns / 1e9);
+	transport_free(s.t);
+}
+
+int main(void)
+{
+	struct ibv_context **devs;
+	int n = 0, err;
+
+	ip = getenv("OBJFS_VM_IP");
+	devs = rdma_get_devices(&n);
+	if (devs)
+		rdma_free_devices(devs);
+	if (n <= 0)
+		tap_skip("no RDMA device");
+	if (!ip)
+		tap_skip("no OBJFS_VM_IP to serve on");
+	objs_make();
+	server = mk("srv", "auto", 2000);
+	client = mk("cli", "rdma", 2000);
+	if (!server || !client)
+		return 1;
+	err = transport_serve(server, &source);
+	if (err) {
+		fprintf(stderr, "serve: %s\n", strerror(-err));
+		return 1;
+	}
+	CHECK_STR(transport_caps(server), "tcp,rdma");
+	CHECK_STR(transport_rdma_state(server), "on");
+	CHECK_EQ(transport_addr_of(server, "tcp", tcp_addr, sizeof(tcp_addr)), 0);
+	CHECK_EQ(transport_addr_of(server, "rdma", rdma_addr_s, sizeof(rdma_addr_s)), 0);
+	printf("serving on tcp %s, rdma %s\n", tcp_addr, rdma_addr_s);
+
+	RUN(sizes);
+	RUN(ranges);
+	RUN(registration_once);
+	RUN(many_in_flight);
+	RUN(forced_paths);
+	RUN(refused);
+	RUN(fallback);
+	RUN(no_fin);
+	RUN(server_gone_mid_read);
+
+	transport_free(client);
+	transport_free(server);
+	CHECK_EQ(atomic_load(&pins), 0);
+	objs_free();
+	CHECK(atomic_load(&drops) > 0);
+	return tap_done();
+}
+#endif
