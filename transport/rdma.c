@@ -80,7 +80,11 @@ struct rwait {
 struct rcli {
 	struct rconn rc; /* first: transport.c's tconn is its first member */
 	struct rwait *waits;
+	/* requests on the list: at most the server's nrecv, the GETs it
+	 * can hold while it has no credit to answer them (lock) */
+	unsigned inflight;
 	uint64_t next_tag;
+	unsigned peer_nrecv;
 	struct wire_msg auth_in; /* the last handshake message (lock) */
 	bool auth_got;
 };
@@ -111,8 +115,11 @@ static void wait_del_locked(struct rcli *c, struct rwait *w)
 
 	for (pp = &c->waits; *pp && *pp != w; pp = &(*pp)->next)
 		;
-	if (*pp)
+	if (*pp) {
 		*pp = w->next;
+		c->inflight--;
+		pthread_cond_broadcast(&c->rc.cond);
+	}
 }
 
 /* Copy @len bytes into @iov from byte @at of the destination. */
@@ -229,6 +236,12 @@ static int get_locked(struct rcli *c, struct rwait *w, bool eager, int64_t deadl
 	struct rmsg m = {.type = RM_GET, .flags = eager ? RM_F_EAGER : 0};
 	int err;
 
+	while (c->inflight >= c->peer_nrecv) {
+		if (c->rc.err)
+			return c->rc.err;
+		if (rconn_wait_locked(&c->rc, deadline))
+			return -ETIMEDOUT;
+	}
 	w->tag = ++c->next_tag;
 	w->state = W_SENT;
 	m.tag = w->tag;
@@ -240,6 +253,7 @@ static int get_locked(struct rcli *c, struct rwait *w, bool eager, int64_t deadl
 		return err;
 	w->next = c->waits;
 	c->waits = w;
+	c->inflight++;
 	COUNT_ADD(c->rc.t, requests_sent, 1);
 	return 0;
 }
@@ -715,6 +729,7 @@ static int rd_connect(struct transport *t, const char *addr, struct tconn **ret)
 	if (err)
 		goto teardown;
 	c->rc.credits = (int)theirs.nrecv;
+	c->peer_nrecv = theirs.nrecv;
 	c->rc.peer_rsize = theirs.rsize;
 	err = rconn_start(&c->rc, &cli_ops);
 	if (!err)
