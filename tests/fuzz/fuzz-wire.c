@@ -5,7 +5,9 @@
  *
  * Every input first goes through the decoder as a stream of messages
  * (wire_decode() until it stops), and every message it accepts must
- * encode back to the very same bytes.  Then byte 0 of the input picks a
+ * encode back to the very same bytes; and whole, through the RDMA
+ * backend's decoder (rmsg_decode(), when built with RDMA), under the
+ * same rule.  Then byte 0 of the input picks a
  * mode and the rest is what a malicious peer sends over a socketpair:
  *
  *   0  to the real server connection handler (tcp_serve_fd()), no secret,
@@ -43,6 +45,9 @@
 #include "log.h"
 #include "tcp_i.h"
 #include "wire.h"
+#ifdef OBJFS_HAVE_RDMA
+#include "rdma_i.h"
+#endif
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -407,11 +412,33 @@ static void fuzz_client(int mode, const uint8_t *data, size_t size)
 	close(sv[1]);
 }
 
+/* The RDMA messages' decoder: a message it accepts encodes back to the
+ * same header. */
+static void fuzz_rdma_decoder(const uint8_t *data, size_t size)
+{
+#ifdef OBJFS_HAVE_RDMA
+	uint8_t again[RMSG_HDR];
+	struct rmsg m;
+
+	if (rmsg_decode(data, size, &m))
+		return;
+	rmsg_encode(&m, again);
+	if (memcmp(again, data, RMSG_HDR))
+		fail("an RDMA message does not encode back to its bytes");
+	if (m.type == RM_DATA && m.len != size - RMSG_HDR)
+		fail("an RDMA DATA message with a length other than its payload");
+#else
+	(void)data;
+	(void)size;
+#endif
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	int mode;
 
 	fuzz_decoder(data, size);
+	fuzz_rdma_decoder(data, size);
 	if (size < 1 || size > 65536)
 		return 0;
 	mode = data[0] % 6;
