@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "tap.h"
@@ -37,6 +38,7 @@ static const uint8_t secret[] = "test-rdma-cluster-secret-0123456789";
 struct obj {
 	uint64_t id, size;
 	uint8_t *mem;
+	int fd;
 	void *reg;
 	void (*drop)(void *);
 };
@@ -76,12 +78,13 @@ static void src_close(void *token)
 	atomic_fetch_sub(&pins, 1);
 }
 
-static int src_map(void *token, void **ret_addr, uint64_t *ret_len)
+static int src_map(void *token, void **ret_addr, uint64_t *ret_len, int *ret_fd)
 {
 	struct obj *o = token;
 
 	*ret_addr = o->size ? o->mem : NULL;
 	*ret_len = o->size;
+	*ret_fd = o->fd;
 	return 0;
 }
 
@@ -119,14 +122,28 @@ static void objs_make(void)
 	    0,	     1,	       4 * KiB,	    32 * KiB - 1, 32 * KiB, 32 * KiB + 1,
 	    1 * MiB, 64 * MiB, 3 * MiB + 7, 100};
 	uint64_t j;
+	uint8_t *w;
 	int i;
 
 	for (i = 0; i < NOBJ; i++) {
 		objs[i].id = 1000 + (uint64_t)i;
 		objs[i].size = sizes[i];
-		objs[i].mem = malloc(sizes[i] ? sizes[i] : 1);
+		/* like the store: the object's own shared-memory file, mapped
+		 * read-only (which kernels before 6.2 cannot register) */
+		objs[i].fd = memfd_create("test-rdma", MFD_CLOEXEC);
+		if (objs[i].fd < 0 || ftruncate(objs[i].fd, (off_t)(sizes[i] ? sizes[i] : 1)))
+			abort();
+		w = mmap(NULL, sizes[i] ? sizes[i] : 1, PROT_READ | PROT_WRITE, MAP_SHARED,
+			 objs[i].fd, 0);
+		if (w == MAP_FAILED)
+			abort();
 		for (j = 0; j < sizes[i]; j++)
-			objs[i].mem[j] = (uint8_t)(j * 7 + (uint64_t)i * 13 + (j >> 12));
+			w[j] = (uint8_t)(j * 7 + (uint64_t)i * 13 + (j >> 12));
+		munmap(w, sizes[i] ? sizes[i] : 1);
+		objs[i].mem =
+		    mmap(NULL, sizes[i] ? sizes[i] : 1, PROT_READ, MAP_SHARED, objs[i].fd, 0);
+		if (objs[i].mem == MAP_FAILED)
+			abort();
 	}
 }
 
@@ -139,7 +156,8 @@ static void objs_free(void)
 			objs[i].drop(objs[i].reg);
 			atomic_fetch_add(&drops, 1);
 		}
-		free(objs[i].mem);
+		munmap(objs[i].mem, objs[i].size ? objs[i].size : 1);
+		close(objs[i].fd);
 		memset(&objs[i], 0, sizeof(objs[i]));
 	}
 }

@@ -443,7 +443,7 @@ static int fetch_rdv(struct rcli *c, const struct transport_req *req)
 	struct rreg *tmp[8] = {0};
 	uint32_t keys[8];
 	struct rwait *w;
-	int64_t deadline = (int64_t)deadline_of(t);
+	int64_t deadline = mono_ns() + rdv_budget_ns(t, req->len);
 	int i, err;
 
 	if (req->iovcnt > 8)

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -26,6 +27,11 @@
 #define RWR_SEND (2ULL << 62)
 #define RWR_KIND (3ULL << 62)
 #define CQ_BATCH 16
+
+int64_t rdv_budget_ns(const struct transport *t, uint64_t len)
+{
+	return (int64_t)t->io_timeout_ms * 1000000LL + (int64_t)(len / RDV_MIN_RATE) * 1000000000LL;
+}
 
 int rdma_wc_errno(enum ibv_wc_status st)
 {
@@ -170,8 +176,32 @@ void rreg_free(struct rreg *r)
 	if (!r)
 		return;
 	ibv_dereg_mr(r->mr);
+	if (r->map)
+		munmap(r->map, r->maplen);
 	rdev_put(r->dev);
 	free(r);
+}
+
+int rreg_object(struct transport *t, struct rdev *d, void *addr, size_t len, int fd,
+		struct rreg **ret)
+{
+	void *map;
+	int err;
+
+	err = rreg_new(t, d, addr, len, IBV_ACCESS_REMOTE_READ, ret);
+	if (err != -EFAULT || fd < 0)
+		return err;
+	map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		return -errno;
+	err = rreg_new(t, d, map, len, IBV_ACCESS_REMOTE_READ, ret);
+	if (err) {
+		munmap(map, len);
+		return err;
+	}
+	(*ret)->map = map;
+	(*ret)->maplen = len;
+	return 0;
 }
 
 /* ---- addresses ---- */

@@ -104,14 +104,33 @@ void rdev_put(struct rdev *d);
 struct rdev *rdev_default(void);
 void rdev_set_default(struct ibv_context *verbs);
 
-/* A memory registration on a device, counted on @t. */
+/* A memory registration on a device, counted on @t; @map (@maplen
+ * bytes) is a mapping it made for itself, unmapped with it. */
 struct rreg {
 	struct ibv_mr *mr;
 	struct rdev *dev;
+	void *map;
+	size_t maplen;
 };
 int rreg_new(struct transport *t, struct rdev *d, void *addr, size_t len, int access,
 	     struct rreg **ret);
 void rreg_free(struct rreg *r);
+/* Register a sealed object's memory @addr (@len bytes, mapped read-only)
+ * for remote reads; if the kernel refuses to pin a read-only mapping
+ * (EFAULT: before 6.2 it pins for writing), map @fd (the object at
+ * offset 0) anew, shared and writable, and register that.  The
+ * registration's mr->addr is where the object starts. */
+int rreg_object(struct transport *t, struct rdev *d, void *addr, size_t len, int fd,
+		struct rreg **ret);
+
+/*
+ * What a rendezvous of @len bytes is given: io_timeout plus a second per
+ * RDV_MIN_RATE bytes.  The holder keeps the object pinned that long
+ * without a FIN; a client waits that long for the answer to its GET (the
+ * holder may be registering a large object for the first time).
+ */
+#define RDV_MIN_RATE (8u << 20)
+int64_t rdv_budget_ns(const struct transport *t, uint64_t len);
 
 /* Map a work completion's status to an errno (the one place). */
 int rdma_wc_errno(enum ibv_wc_status st);

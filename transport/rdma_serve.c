@@ -30,7 +30,6 @@
 #define SRV_RSIZE (RMSG_HDR + WIRE_MSG_MAX)
 #define SRV_QUEUE SRV_NRECV
 #define LISTEN_BACKLOG 64
-#define RDV_MIN_RATE (8u << 20) /* bytes per second a rendezvous is given */
 #define REAP_MS 200
 
 /* A rendezvous in progress: the object stays pinned until FIN. */
@@ -82,7 +81,7 @@ static int obj_reg(struct rsrv_conn *c, struct serve_ctx *ctx, struct rreg **ret
 	struct rreg *r;
 	void *cur = NULL, *addr;
 	uint64_t len;
-	int err;
+	int err, fd = -1;
 
 	if (!src->map || !src->attach)
 		return -EOPNOTSUPP;
@@ -90,12 +89,12 @@ static int obj_reg(struct rsrv_conn *c, struct serve_ctx *ctx, struct rreg **ret
 	if (err)
 		return err;
 	if (!cur) {
-		err = src->map(ctx->token, &addr, &len);
+		err = src->map(ctx->token, &addr, &len, &fd);
 		if (err)
 			return err;
 		if (!len)
 			return -ENODATA; /* nothing to register: callers send no bytes */
-		err = rreg_new(c->rc.t, c->rc.dev, addr, len, IBV_ACCESS_REMOTE_READ, &r);
+		err = rreg_object(c->rc.t, c->rc.dev, addr, len, fd, &r);
 		if (err)
 			return err;
 		err = src->attach(ctx->token, r, reg_drop, &cur);
@@ -128,12 +127,6 @@ static int send_err(struct rsrv_conn *c, const struct rmsg *get, int status)
 
 	m.status = (uint32_t)(status > 0 && status <= WIRE_STATUS_MAX ? status : EIO);
 	return rconn_send(&c->rc, &m, NULL, 0, NULL, 0, NULL, false);
-}
-
-/* How long a rendezvous of @len bytes keeps its object pinned without a FIN. */
-static int64_t rdv_pin_ns(const struct transport *t, uint64_t len)
-{
-	return (int64_t)t->io_timeout_ms * 1000000LL + (int64_t)(len / RDV_MIN_RATE) * 1000000000LL;
 }
 
 /* Answer one GET, which has a credit and a slot waiting for it. */
@@ -175,7 +168,11 @@ static int answer(struct rsrv_conn *c, const struct rmsg *get)
 	m = (struct rmsg){.tag = get->tag, .id = get->id, .off = get->off, .len = get->len};
 	if (get->flags & RM_F_EAGER) {
 		m.type = RM_DATA;
-		sge = (struct ibv_sge){.addr = (uintptr_t)iov.iov_base, .length = (uint32_t)bytes};
+		/* the registration covers the whole object from its offset 0,
+		 * in a mapping that may be its own (rreg_object()) */
+		sge = (struct ibv_sge){.length = (uint32_t)bytes};
+		if (bytes)
+			sge.addr = (uintptr_t)reg->mr->addr + get->off;
 		if (bytes)
 			sge.lkey = reg->mr->lkey;
 		err = rconn_send(&c->rc, &m, NULL, 0, &sge, bytes ? 1 : 0, &slot, false);
@@ -188,13 +185,13 @@ static int answer(struct rsrv_conn *c, const struct rmsg *get)
 		struct pin *p = calloc(1, sizeof(*p));
 
 		m.type = RM_RDV;
-		m.addr = bytes ? (uintptr_t)iov.iov_base : 0;
+		m.addr = bytes ? (uintptr_t)reg->mr->addr + get->off : 0;
 		m.status = bytes ? reg->mr->rkey : 0;
 		err = p ? rconn_send(&c->rc, &m, NULL, 0, NULL, 0, NULL, false) : -ENOMEM;
 		if (!err) {
 			p->tag = get->tag;
 			p->ctx = ctx;
-			p->until = mono_ns() + rdv_pin_ns(t, get->len);
+			p->until = mono_ns() + rdv_budget_ns(t, get->len);
 			p->next = c->pins;
 			c->pins = p;
 			return 0;

@@ -90,7 +90,12 @@ struct transport_config {
  * For backends that register memory once per object (RDMA), two more,
  * which may be NULL (RDMA then serves nothing):
  * map() gives the whole pinned object's memory (*ret_addr NULL for an
- * empty one); it stays valid while the object lives (past close()).
+ * empty one) and a read-write descriptor of a file that holds the object
+ * at offset 0 (-1 if none): both stay valid while the object lives (past
+ * close()), and the descriptor is only ever mapped, never written (a
+ * kernel before 6.2 pins the pages of a registration for writing, which
+ * a read-only mapping refuses: the backend then maps the file anew, still
+ * granting peers read access only).
  * attach() hangs the backend's registration @reg of that memory on the
  * object: the source calls @drop(@reg) exactly once, when the object is
  * freed (evicted or unlinked, and no longer pinned), before its memory
@@ -105,7 +110,7 @@ struct transport_source {
 	int (*iov)(void *token, uint64_t off, size_t len, struct iovec *iov, int max_iov,
 		   size_t *ret_bytes);
 	void (*close)(void *token);
-	int (*map)(void *token, void **ret_addr, uint64_t *ret_len);
+	int (*map)(void *token, void **ret_addr, uint64_t *ret_len, int *ret_fd);
 	int (*attach)(void *token, void *reg, void (*drop)(void *reg), void **ret_cur);
 	void *ctx;
 };
