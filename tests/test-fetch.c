@@ -934,6 +934,13 @@ static int serve_one(const struct transport_source *ts, const char *peer, uint64
 	return 0;
 }
 
+static unsigned src_drops;
+
+static void src_drop(void *reg)
+{
+	src_drops++;
+}
+
 /*
  * Serving leases (fetch_source.c): a peer that fetched from an object
  * before it was unlinked here is still served it, nobody else is, and
@@ -973,6 +980,23 @@ TEST(serving_leases)
 	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, &tok), 0);
 	CHECK_EQ(serve_one(&ts, "peer-2", a.id, a.size, NULL), -ENOENT);
 	CHECK_EQ(fetch_source_leases(src), 2);
+	/* what a backend that registers objects once (RDMA) sees of it: the
+	 * whole object, and a slot dropped when its last holder lets go */
+	{
+		void *addr = NULL, *cur = &cur;
+		uint64_t len = 0;
+		static int reg1, reg2;
+
+		CHECK_EQ(ts.map(tok, &addr, &len), 0);
+		CHECK(addr != NULL);
+		CHECK_EQ(len, a.size);
+		CHECK_EQ(ts.attach(tok, NULL, NULL, &cur), 0);
+		CHECK(cur == NULL);
+		CHECK_EQ(ts.attach(tok, &reg1, src_drop, &cur), 0);
+		CHECK_EQ(ts.attach(tok, &reg2, src_drop, &cur), -EEXIST);
+		CHECK(cur == &reg1);
+		src_drops = 0;
+	}
 
 	/* a lease does not lapse during a GET, only lease_ms after it */
 	usleep(300 * 1000);
@@ -984,8 +1008,10 @@ TEST(serving_leases)
 	CHECK_EQ(ss.draining, a.size);
 	usleep(300 * 1000);
 	/* lapsed: no GET finds it any more, even before the sweep */
+	CHECK_EQ(src_drops, 0);
 	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, NULL), -ENOENT);
 	CHECK_EQ(fetch_source_leases(src), 0);
+	CHECK_EQ(src_drops, 1); /* with the object */
 	store_stats(w.s, &ss);
 	CHECK_EQ(ss.draining, 0);
 	CHECK_EQ(ss.used, b.size);
