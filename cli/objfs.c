@@ -171,23 +171,24 @@ static int cmd_nodes(int argc, char **argv)
 	text = root_xattr(argv[0], "user.objfs.nodes");
 	if (!text)
 		return 1;
-	printf("%-20s %-5s %7s %-22s %-8s %10s %10s %s\n", "NODE", "STATE", "TTL", "ADDRESS",
-	       "CAPS", "USED", "CAPACITY", "HOST");
+	printf("%-20s %-5s %7s %-22s %-8s %10s %10s %-22s %s\n", "NODE", "STATE", "TTL", "ADDRESS",
+	       "CAPS", "USED", "CAPACITY", "RDMA", "HOST");
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char node[80], state[8], host[260], addr[160], caps[80];
+		char node[80], state[8], host[260], addr[160], caps[80], rdma[160] = "-";
 		long long ttl;
 		unsigned long long used, cap;
 
-		if (sscanf(line, "%79s %7s %lld %259s %159s %79s %llu %llu", node, state, &ttl,
-			   host, addr, caps, &used, &cap) != 8)
+		/* the RDMA address is missing from the lines of older daemons */
+		if (sscanf(line, "%79s %7s %lld %259s %159s %79s %llu %llu %159s", node, state,
+			   &ttl, host, addr, caps, &used, &cap, rdma) < 8)
 			continue;
 		if (!strcmp(state, "live"))
-			printf("%-20s %-5s %6.1fs %-22s %-8s %9.1fM %9.1fM %s\n", node, state,
+			printf("%-20s %-5s %6.1fs %-22s %-8s %9.1fM %9.1fM %-22s %s\n", node, state,
 			       (double)ttl / 1000, addr, caps, (double)used / (1 << 20),
-			       (double)cap / (1 << 20), host);
+			       (double)cap / (1 << 20), rdma, host);
 		else
-			printf("%-20s %-5s %7s %-22s %-8s %10s %10s %s\n", node, "down", "-", "-",
-			       "-", "-", "-", "-");
+			printf("%-20s %-5s %7s %-22s %-8s %10s %10s %-22s %s\n", node, "down", "-",
+			       "-", "-", "-", "-", "-", "-");
 	}
 	free(text);
 	return 0;

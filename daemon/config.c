@@ -16,6 +16,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "transport.h"
+
+/* What transport= takes (transport_new()'s backends) */
+static const char *const transports[] = {"auto", "tcp", "rdma"};
+
 static int fail(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -177,7 +182,8 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 			    !strcmp(opt, "prefix") || !strcmp(opt, "secret_file") ||
 			    !strcmp(opt, "rundir") || !strcmp(opt, "log") ||
 			    !strcmp(opt, "advertise") || !strcmp(opt, "io_timeout") ||
-			    !strcmp(opt, "serve_bwlimit") || !strcmp(opt, "passthrough"))
+			    !strcmp(opt, "serve_bwlimit") || !strcmp(opt, "passthrough") ||
+			    !strcmp(opt, "transport") || !strcmp(opt, "rdma_eager_max"))
 				r = fail(err, errlen, "option '%s' needs a value (%s=...)", opt,
 					 opt);
 			else
@@ -257,6 +263,29 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 					 val);
 			else
 				c->serve_bwlimit = bw;
+		} else if (!strcmp(opt, "transport")) {
+			const char *mode = NULL;
+
+			for (i = 0; i < ARRAY_SIZE(transports); i++)
+				if (!strcmp(val, transports[i]))
+					mode = transports[i];
+			if (mode)
+				c->transport = mode;
+			else
+				r = fail(
+				    err, errlen,
+				    "invalid option 'transport=%s': expected auto, tcp or rdma",
+				    val);
+		} else if (!strcmp(opt, "rdma_eager_max")) {
+			uint64_t size;
+
+			if (parse_size(val, &size) < 0 || !size || size > TRANSPORT_RDMA_EAGER_MAX)
+				r = fail(err, errlen,
+					 "invalid option 'rdma_eager_max=%s': the largest range "
+					 "sent eager over RDMA, a size like 32K, from 1 to %uK",
+					 val, TRANSPORT_RDMA_EAGER_MAX >> 10);
+			else
+				c->rdma_eager_max = (uint32_t)size;
 		} else if (!strcmp(opt, "passthrough")) {
 			if (!strcmp(val, "auto") || !strcmp(val, "off"))
 				c->passthrough_off = !strcmp(val, "off");
@@ -353,6 +382,9 @@ int config_finish(struct config *c, char *err, size_t errlen)
 	}
 	if (!c->capacity)
 		c->capacity = CONFIG_DEFAULT_CAPACITY;
+	/* RDMA where both ends have it, TCP otherwise */
+	if (!c->transport)
+		c->transport = transports[0];
 	/* the default: fetches and writes then land on resident memory */
 	c->prefault = !c->no_prefault;
 	if (!c->listen_host) {

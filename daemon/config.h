@@ -37,6 +37,8 @@ struct config {
 	char *advertise;	   /* advertise=HOST: the address peers reach us at */
 	unsigned io_timeout_ms;	   /* io_timeout=MS: a peer silent this long is dead (0: default) */
 	uint64_t serve_bwlimit;	   /* serve_bwlimit=SIZE: bytes/s served (0: no limit) */
+	const char *transport;	   /* transport=auto|tcp|rdma (a constant; default "auto") */
+	uint32_t rdma_eager_max;   /* rdma_eager_max=SIZE (0: the transport's default) */
 	char *store_dir;	   /* store=, default /dev/shm/objfs-<prefix>-<node> */
 	uint64_t capacity;	   /* capacity=, default CONFIG_DEFAULT_CAPACITY */
 	char *prefix;		   /* prefix=, default "objfs" */

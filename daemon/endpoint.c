@@ -17,6 +17,8 @@
 struct transport *endpoint_new(const struct config *c, char *err, size_t errlen)
 {
 	struct transport_config tc = {
+	    .backend = c->transport,
+	    .rdma_eager_max = c->rdma_eager_max,
 	    .node = c->node,
 	    .listen_host = c->listen_host,
 	    .listen_port = c->listen_port,
@@ -51,8 +53,14 @@ struct transport *endpoint_new(const struct config *c, char *err, size_t errlen)
 		explicit_bzero(secret, len);
 		free(secret);
 	}
-	if (!t)
-		snprintf(err, errlen, "cannot set up the transport: %s", strerror(-r));
+	if (!t && r == -EOPNOTSUPP)
+		snprintf(err, errlen,
+			 "transport=%s: this objfs was built without RDMA (meson -Drdma=enabled "
+			 "needs libibverbs-dev and librdmacm-dev)",
+			 c->transport);
+	else if (!t)
+		snprintf(err, errlen, "cannot set up the transport (transport=%s): %s",
+			 c->transport ? c->transport : "tcp", strerror(-r));
 	return t;
 }
 
@@ -82,14 +90,59 @@ static int first_address(char *buf, size_t len)
 	return r;
 }
 
-int endpoint_serve(struct transport *t, const struct config *c, const struct transport_source *src,
-		   char *ret_addr, size_t addrlen, char *err, size_t errlen)
+/* The host peers are told to reach this node at: advertise=, else a
+ * specific listen address, else this host's first IPv4 address. */
+static void advertised_host(const struct config *c, char *host, size_t len)
 {
-	char bound[300], host[256];
+	if (c->advertise)
+		snprintf(host, len, "%s", c->advertise);
+	else if (!wildcard(c->listen_host))
+		snprintf(host, len, "%s", c->listen_host);
+	else if (first_address(host, len) < 0)
+		snprintf(host, len, "127.0.0.1");
+}
+
+/*
+ * What peers reach backend @backend of @t at, "HOST:PORT" into @ret: the
+ * advertised @host and the port it is bound to.  Logs it.  -ENOTCONN if
+ * that backend does not serve, -EIO if its address has no port.
+ */
+static int reach_addr(struct transport *t, const char *backend, const char *host, char *ret,
+		      size_t len)
+{
+	char bound[300];
 	const char *port;
 	int r;
 
+	r = transport_addr_of(t, backend, bound, sizeof(bound));
+	if (r < 0)
+		return r;
+	port = strrchr(bound, ':');
+	if (!port)
+		return -EIO;
+	if (strchr(host, ':') && host[0] != '[')
+		snprintf(ret, len, "[%s]%s", host, port);
+	else
+		snprintf(ret, len, "%s%s", host, port);
+	log_info("serving objects over %s on %s; peers reach this node at %s", backend, bound, ret);
+	return 0;
+}
+
+int endpoint_serve(struct transport *t, const struct config *c, const struct transport_source *src,
+		   char *ret_addr, size_t addrlen, char *ret_rdma, size_t rdmalen, char *err,
+		   size_t errlen)
+{
+	char host[256];
+	int r;
+
 	r = transport_serve(t, src);
+	if (r < 0 && c->transport && !strcmp(c->transport, "rdma")) {
+		snprintf(err, errlen,
+			 "cannot serve on %s:%u with transport=rdma: %s (it needs an RDMA device "
+			 "for the listen address; transport=auto uses TCP without one)",
+			 c->listen_host, c->listen_port, strerror(-r));
+		return r;
+	}
 	if (r < 0) {
 		snprintf(err, errlen, "cannot listen on %s:%u: %s%s", c->listen_host,
 			 c->listen_port, strerror(-r),
@@ -98,23 +151,19 @@ int endpoint_serve(struct transport *t, const struct config *c, const struct tra
 					  : "");
 		return r;
 	}
-	r = transport_addr(t, bound, sizeof(bound));
-	port = r == 0 ? strrchr(bound, ':') : NULL;
-	if (!port) {
+	advertised_host(c, host, sizeof(host));
+	if (reach_addr(t, "tcp", host, ret_addr, addrlen) < 0) {
 		snprintf(err, errlen, "cannot tell the transport's address");
 		return -EIO;
 	}
-	if (c->advertise)
-		snprintf(host, sizeof(host), "%s", c->advertise);
-	else if (!wildcard(c->listen_host))
-		snprintf(host, sizeof(host), "%s", c->listen_host);
-	else if (first_address(host, sizeof(host)) < 0)
-		snprintf(host, sizeof(host), "127.0.0.1");
-	if (strchr(host, ':') && host[0] != '[')
-		snprintf(ret_addr, addrlen, "[%s]%s", host, port);
-	else
-		snprintf(ret_addr, addrlen, "%s%s", host, port);
-	log_info("serving objects over %s on %s; peers reach this node at %s", transport_name(t),
-		 bound, ret_addr);
-	return 0;
+	r = reach_addr(t, "rdma", host, ret_rdma, rdmalen);
+	if (r == -ENOTCONN) {
+		/* RDMA does not serve (transport=tcp, no device, a build
+		 * without it): "" on the card */
+		ret_rdma[0] = '\0';
+		return 0;
+	}
+	if (r < 0)
+		snprintf(err, errlen, "cannot tell the RDMA transport's address: %s", strerror(-r));
+	return r;
 }

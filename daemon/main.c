@@ -71,6 +71,12 @@ static const char usage[] =
     "                   listen address, or this host's first IPv4 address)\n"
     "  io_timeout=MS    a peer silent this long mid-transfer is dead (default 2000)\n"
     "  serve_bwlimit=SIZE  cap on bytes per second served to peers (default none)\n"
+    "  transport=auto|tcp|rdma  how objects move between nodes: auto (default)\n"
+    "                   serves and fetches over RDMA where both nodes have it,\n"
+    "                   TCP otherwise; tcp: TCP only; rdma: fetch over RDMA only\n"
+    "                   (fails at mount without an RDMA device)\n"
+    "  rdma_eager_max=SIZE  ranges up to this size go over RDMA SEND/RECV, larger\n"
+    "                   ones by RDMA READ (default 32K, at most 1M)\n"
     "  store=DIR        shared-memory store (default /dev/shm/objfs-PREFIX-NODE);\n"
     "                   objects live in a tmpfs objfsd mounts on DIR/data (unless\n"
     "                   DIR is a tmpfs mount, or DIR/data a hugetlbfs mount); the\n"
@@ -494,6 +500,8 @@ static int claim_node(struct daemon *d)
 	int r;
 
 	gethostname(d->card.host, sizeof(d->card.host) - 1);
+	/* after serving: "tcp,rdma" only if RDMA came up (card.rdma is set
+	 * then too) */
 	snprintf(d->card.caps, sizeof(d->card.caps), "%s", transport_caps(d->transport));
 	d->card.pid = getpid();
 	random_hex(d->card.instance, 16);
@@ -630,7 +638,8 @@ static int run(struct daemon *d)
 	}
 	fetch_source_init(&d->source, d->src);
 	r = endpoint_serve(d->transport, &d->cfg, &d->source, d->card.listen,
-			   sizeof(d->card.listen), err, sizeof(err));
+			   sizeof(d->card.listen), d->card.rdma, sizeof(d->card.rdma), err,
+			   sizeof(err));
 	if (r < 0) {
 		fail("%s", err);
 		return r;

@@ -4,10 +4,11 @@
  * before doing anything slow (state STARTING), so later opens find it and
  * wait for that first one to set it up: locate the holders
  * (fetch_holders.c), cut the object into ranges, reserve its pages in the
- * store (evicting replicas if the store is full).  Then small objects are
- * pulled by the opening thread itself, bigger ones queued for the
- * workers (fetch_worker.c); readers wait on the fetch's condition until
- * the ranges they need are in place.
+ * store (evicting replicas if the store is full) and register them once
+ * with the transport (f->region: RDMA reads straight into them).  Then
+ * small objects are pulled by the opening thread itself, bigger ones
+ * queued for the workers (fetch_worker.c); readers wait on the fetch's
+ * condition until the ranges they need are in place.
  *
  * References: the table holds one, each handle above one (fetcher_open()
  * and fetch_ref()), each worker running one of its ranges one, and the
@@ -130,6 +131,30 @@ static int split(struct fetch *f)
 	return 0;
 }
 
+/*
+ * Register the reserved destination once with the backends that need it
+ * (RDMA), so that its ranges register nothing.  Without a region (TCP, an
+ * error, a destination in more than one piece) a backend registers what
+ * each transfer needs, or does without: so an error is only worth a
+ * debug line.
+ */
+static void region_new(struct fetch *f)
+{
+	struct iovec iov;
+	size_t bytes = 0;
+	int r;
+
+	if (store_obj_iov(f->obj, 0, f->rec.size, &iov, 1, &bytes) != 1 || bytes != f->rec.size)
+		return;
+	r = transport_region_new(f->fr->transport, iov.iov_base, bytes, &f->region);
+	if (r < 0) {
+		log_debug("object %" PRIu64 ": cannot register its %zu bytes with the transport: "
+			  "%s; fetching without",
+			  f->id, bytes, strerror(-r));
+		f->region = NULL;
+	}
+}
+
 /* Reserve the object's pages, making room by evicting replicas if the
  * store is full. */
 static int reserve(struct fetch *f)
@@ -157,8 +182,10 @@ static int reserve(struct fetch *f)
 		store_unlink(f->obj);
 		store_obj_unref(f->obj);
 		f->obj = NULL;
+		return r;
 	}
-	return r;
+	region_new(f);
+	return 0;
 }
 
 /* Find the object and its holders, and reserve its pages.  Called by the

@@ -31,7 +31,8 @@
 #define PEER_CACHE_NS (10 * 1000000000LL)
 #define PEER_CACHE_MAX 4096
 
-/* A node's transport address, as a holder list from Redis gave it. */
+/* A node's transport addresses (TCP and RDMA) and caps: the whole holder
+ * entry a holder list from Redis gave. */
 struct peer_addr {
 	char node[OBJFS_NODE_MAX];
 	struct meta_holder h;
@@ -111,7 +112,15 @@ void fetch_peer_free_all(struct fetcher *fr)
 
 bool fetch_holder_usable(struct fetcher *fr, const struct meta_holder *h)
 {
-	return fr->transport && h->addr[0] && transport_reaches(fr->transport, h->caps, h->addr, NULL);
+	return fr->transport && (h->addr[0] || h->rdma[0]) &&
+	       transport_reaches(fr->transport, h->caps, h->addr, h->rdma);
+}
+
+/* Is @a the holder @b, at the same addresses (not a node that restarted
+ * elsewhere)? */
+static bool holder_same(const struct meta_holder *a, const struct meta_holder *b)
+{
+	return !strcmp(a->node, b->node) && !strcmp(a->addr, b->addr) && !strcmp(a->rdma, b->rdma);
 }
 
 int fetch_holder_pick_locked(struct fetch *f)
@@ -130,8 +139,7 @@ int fetch_holder_pick_locked(struct fetch *f)
 
 void fetch_holder_mark_bad_locked(struct fetch *f, int k, const struct meta_holder *h)
 {
-	if (k >= 0 && (size_t)k < f->nholders && !strcmp(f->holders[k].node, h->node) &&
-	    !strcmp(f->holders[k].addr, h->addr))
+	if (k >= 0 && (size_t)k < f->nholders && holder_same(&f->holders[k], h))
 		f->bad[k] = true;
 }
 
@@ -207,8 +215,7 @@ int fetch_holder_relocate(struct fetch *f)
 	pthread_mutex_lock(&fr->lock);
 	for (i = 0; i < n; i++) {
 		for (j = 0; j < f->nholders; j++)
-			if (f->bad[j] && !strcmp(f->holders[j].node, hs[i].node) &&
-			    !strcmp(f->holders[j].addr, hs[i].addr))
+			if (f->bad[j] && holder_same(&f->holders[j], &hs[i]))
 				bad[i] = true;
 		if (!fetch_holder_usable(fr, &hs[i]))
 			bad[i] = true;

@@ -72,8 +72,13 @@ enum fetch_state {
 struct fetch {
 	uint64_t id;
 	struct fetcher *fr;
-	struct meta_obj rec;	/* the object record; fixed once RUNNING */
-	struct store_obj *obj;	/* reserved, pending until sealed; owned */
+	struct meta_obj rec;   /* the object record; fixed once RUNNING */
+	struct store_obj *obj; /* reserved, pending until sealed; owned */
+	/* obj's memory registered with the backends that need it (RDMA) for
+	 * the life of the fetch, or NULL (TCP, or it could not be): set up
+	 * with obj, before the fetch runs; freed by fetch_free(), once no
+	 * worker uses it, before obj's reference goes */
+	struct transport_region *region;
 	unsigned refs;		/* table, handles, running workers, a small fetch's
 				 * opening thread; fr->lock */
 	enum fetch_state state; /* fr->lock */

@@ -26,6 +26,11 @@
  *   fetch_source_expire() ──► drops leases idle for lease_ms: the pages
  *           of an unlinked object go with its last lease (and reader)
  *
+ * Registrations.  A backend that registers an object's memory once for
+ * its life (RDMA) gets it whole through map() and hangs its
+ * registration on the store object through attach(): the store drops it
+ * when the object is freed, whichever lease, GET or reader let go last.
+ *
  * A lease on an object the store still holds costs nothing but keeps it
  * from being evicted (store_obj_in_use()) until it lapses: eviction
  * would free nothing meanwhile.
@@ -189,6 +194,31 @@ static int src_iov(void *token, uint64_t off, size_t len, struct iovec *iov, int
 	return store_obj_iov(pin->o, off, len, iov, max_iov, ret_bytes);
 }
 
+/* The whole object, for a backend that registers it once (RDMA).  The
+ * mapping lives as long as the object, past this GET's close(). */
+static int src_map(void *token, void **ret_addr, uint64_t *ret_len)
+{
+	struct pin *pin = token;
+	struct store_map m;
+	int r;
+
+	r = store_obj_map(pin->o, &m);
+	if (r < 0)
+		return r;
+	*ret_addr = m.addr;
+	*ret_len = m.len;
+	return 0;
+}
+
+/* That registration hangs on the object itself, not on the GET or the
+ * lease: it lives until the store frees the object (store_obj_attach()). */
+static int src_attach(void *token, void *reg, void (*drop)(void *reg), void **ret_cur)
+{
+	struct pin *pin = token;
+
+	return store_obj_attach(pin->o, reg, drop, ret_cur);
+}
+
 static void src_close(void *token)
 {
 	struct pin *pin = token;
@@ -271,5 +301,7 @@ void fetch_source_init(struct transport_source *ret, struct fetch_source *src)
 	ret->open = src_open;
 	ret->iov = src_iov;
 	ret->close = src_close;
+	ret->map = src_map;
+	ret->attach = src_attach;
 	ret->ctx = src;
 }

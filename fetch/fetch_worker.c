@@ -42,6 +42,9 @@
 
 void fetch_free(struct fetch *f)
 {
+	/* no worker is left (each held a reference); the memory it covers
+	 * is still mapped: f's own reference on the object goes next */
+	transport_region_free(f->region);
 	store_obj_unref(f->obj);
 	pthread_cond_destroy(&f->cond);
 	free(f->chunks);
@@ -214,6 +217,8 @@ static int pull_chunk(struct fetch *f, struct chunk *c, const struct meta_holder
 	struct transport_req req = {
 	    .peer = h->node,
 	    .addr = h->addr,
+	    .rdma_addr = h->rdma,
+	    .region = f->region,
 	    .id = f->id,
 	    .iov = iov,
 	    .progress = on_progress,
@@ -466,7 +471,8 @@ bool fetch_run_chunk(struct fetch *f, unsigned ci)
 		FETCH_COUNT(fr, failovers, 1);
 		log_warn("object %" PRIu64 ": holder '%s' (%s) %s at offset %" PRIu64
 			 "; trying another holder",
-			 f->id, h.node, h.addr, holder_errname(r), c->off + c->done);
+			 f->id, h.node, h.addr[0] ? h.addr : h.rdma, holder_errname(r),
+			 c->off + c->done);
 	}
 }
 

@@ -7,7 +7,9 @@
  * The status report (fs_status()) is the "key: value" text that
  * `objfs status` prints: the store, Redis, this node's counters (how
  * opens were served: passthrough, direct I/O, page cache; READ requests
- * the daemon answered), the fetcher's and the transport's.
+ * the daemon answered), the fetcher's and the transport's (its mode, what
+ * became of RDMA, its addresses, and ranges and bytes fetched by path:
+ * TCP, RDMA eager, RDMA rendezvous).
  */
 #include "fs_i.h"
 
@@ -101,7 +103,8 @@ static uint64_t in_size(struct fs *fs, uint64_t id)
 }
 
 /* The cluster's members, one line each:
- * "NAME live|down TTL_MS HOST LISTEN CAPS USED CAPACITY". */
+ * "NAME live|down TTL_MS HOST LISTEN CAPS USED CAPACITY RDMA" (RDMA came
+ * last, so that readers of the first eight fields still work). */
 static void xattr_nodes(fuse_req_t req, struct fs *fs, size_t size)
 {
 	struct meta_member *mm = NULL;
@@ -128,12 +131,12 @@ static void xattr_nodes(fuse_req_t req, struct fs *fs, size_t size)
 		if (mm[i].live)
 			used += (size_t)snprintf(
 			    buf + used, cap - used,
-			    "%s live %" PRId64 " %s %s %s %" PRIu64 " %" PRIu64 "\n", mm[i].node,
+			    "%s live %" PRId64 " %s %s %s %" PRIu64 " %" PRIu64 " %s\n", mm[i].node,
 			    mm[i].ttl_ms, c->host[0] ? c->host : "-",
 			    c->listen[0] ? c->listen : "-", c->caps[0] ? c->caps : "-", c->used,
-			    c->capacity);
+			    c->capacity, c->rdma[0] ? c->rdma : "-");
 		else
-			used += (size_t)snprintf(buf + used, cap - used, "%s down -1 - - - 0 0\n",
+			used += (size_t)snprintf(buf + used, cap - used, "%s down -1 - - - 0 0 -\n",
 						 mm[i].node);
 	}
 	reply_xattr_value(req, buf, used, size);
@@ -312,14 +315,19 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	CTR("invalidations", FS_LOAD(fs, invalidations));
 #undef CTR
 	if (fs->cfg.transport) {
+		struct transport *t = fs->cfg.transport;
 		struct transport_stats ts;
-		char addr[160];
+		char addr[160], rdma[160];
 
-		transport_stats(fs->cfg.transport, &ts);
-		if (transport_addr(fs->cfg.transport, addr, sizeof(addr)) < 0)
+		transport_stats(t, &ts);
+		if (transport_addr(t, addr, sizeof(addr)) < 0)
 			snprintf(addr, sizeof(addr), "-");
-		OUT("transport: %s\n", transport_name(fs->cfg.transport));
+		if (transport_addr_of(t, "rdma", rdma, sizeof(rdma)) < 0)
+			snprintf(rdma, sizeof(rdma), "-");
+		OUT("transport: %s\n", transport_name(t));
+		OUT("rdma: %s\n", transport_rdma_state(t));
 		OUT("listen: %s\n", addr);
+		OUT("rdma_addr: %s\n", rdma);
 		OUT("served_bytes: %" PRIu64 "\n", ts.bytes_sent);
 		OUT("served_requests: %" PRIu64 "\n", ts.requests_served);
 		OUT("received_bytes: %" PRIu64 "\n", ts.bytes_received);
@@ -328,6 +336,16 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 		OUT("connections_accepted: %" PRIu64 "\n", ts.conns_accepted);
 		OUT("auth_failures: %" PRIu64 "\n", ts.auth_failures);
 		OUT("bad_frames: %" PRIu64 "\n", ts.bad_frames);
+		/* ranges fetched, and their bytes, by path */
+		OUT("fetch_tcp: %" PRIu64 "\n", ts.fetch_tcp);
+		OUT("bytes_tcp: %" PRIu64 "\n", ts.bytes_tcp);
+		OUT("fetch_eager: %" PRIu64 "\n", ts.fetch_eager);
+		OUT("bytes_eager: %" PRIu64 "\n", ts.bytes_eager);
+		OUT("fetch_rdv: %" PRIu64 "\n", ts.fetch_rdv);
+		OUT("bytes_rdv: %" PRIu64 "\n", ts.bytes_rdv);
+		OUT("rdma_conns: %" PRIu64 "\n", ts.rdma_conns);
+		OUT("rdma_fallbacks: %" PRIu64 "\n", ts.rdma_fallbacks);
+		OUT("rdma_regs: %" PRIu64 "\n", ts.rdma_regs);
 	} else {
 		OUT("transport: none\n");
 	}

@@ -1003,6 +1003,38 @@ bool caps_valid(const char *s, size_t len)
 	       chars_in(s, len, sizeof(((struct meta_card *)0)->caps) - 1, ALNUM ",._-");
 }
 
+/* Is @s (@len bytes) a port number, 1..65535, digits only? */
+static bool port_valid(const char *s, size_t len)
+{
+	unsigned long port = 0;
+	size_t i;
+
+	if (!chars_in(s, len, 5, "0123456789"))
+		return false;
+	for (i = 0; i < len; i++)
+		port = port * 10 + (unsigned long)(s[i] - '0');
+	return port >= 1 && port <= 65535;
+}
+
+bool meta_hostport_valid(const char *s)
+{
+	size_t len = s ? strnlen(s, sizeof(((struct meta_card *)0)->rdma)) : 0;
+	const char *colon, *close;
+
+	if (!len || len >= sizeof(((struct meta_card *)0)->rdma))
+		return false;
+	if (s[0] == '[') {
+		/* an IPv6 address, perhaps with a zone ("%eth0") */
+		close = memchr(s, ']', len);
+		return close && close[1] == ':' &&
+		       chars_in(s + 1, (size_t)(close - s - 1), len, ALNUM ":.%_-") &&
+		       port_valid(close + 2, len - (size_t)(close + 2 - s));
+	}
+	colon = memchr(s, ':', len);
+	return colon && chars_in(s, (size_t)(colon - s), len, ALNUM "._-") &&
+	       port_valid(colon + 1, len - (size_t)(colon + 1 - s));
+}
+
 static bool card_valid(const struct meta_card *card)
 {
 	return card && memchr(card->host, '\0', sizeof(card->host)) && card->host[0] &&
@@ -1011,7 +1043,9 @@ static bool card_valid(const struct meta_card *card)
 	       chars_in(card->instance, strlen(card->instance), sizeof(card->instance) - 1,
 			ALNUM "-_") &&
 	       memchr(card->caps, '\0', sizeof(card->caps)) &&
-	       caps_valid(card->caps, strlen(card->caps)) && card->pid > 0;
+	       caps_valid(card->caps, strlen(card->caps)) &&
+	       memchr(card->rdma, '\0', sizeof(card->rdma)) &&
+	       (!card->rdma[0] || meta_hostport_valid(card->rdma)) && card->pid > 0;
 }
 
 /* The ARGV of the claim and heartbeat scripts (see meta_scripts.c). */
@@ -1021,20 +1055,40 @@ static int args_card(struct meta *m, struct args *a, const struct meta_card *car
 	int r = args_script(m, a);
 
 	if (r == 0)
-		args_add(a, "sssusissiuus", m->node, card->instance, takeover, (uint64_t)ttl_s,
+		args_add(a, "sssusissiuuss", m->node, card->instance, takeover, (uint64_t)ttl_s,
 			 card->host, (int64_t)card->pid, card->listen, card->instance,
-			 card->started_ns, card->capacity, card->used, card->caps);
+			 card->started_ns, card->capacity, card->used, card->caps, card->rdma);
 	return r;
 }
 
-/* host, pid, listen, instance, started, capacity, used, caps (nil on the
- * cards of older nodes: "") */
-int rep_card(redisReply *const *f, struct meta_card *ret)
+const char *rep_rdma(const redisReply *r, const char *node)
+{
+	static struct log_ratelimit rl =
+	    LOG_RATELIMIT_INIT("meta: ignored rdma addresses", 10000, 4);
+	const char *addr;
+	char shown[META_SHOWN_MAX];
+
+	/* cards of nodes older than RDMA have none */
+	if (r->type == REDIS_REPLY_NIL)
+		return "";
+	addr = rep_text(r, sizeof(((struct meta_card *)0)->rdma) - 1);
+	if (addr && (!addr[0] || meta_hostport_valid(addr)))
+		return addr;
+	/* the TCP address may still be good: only RDMA is given up */
+	log_msg_limited(&rl, LOGL_WARN,
+			"meta: node '%s': ignoring the malformed rdma address %s on its card", node,
+			rep_shown(r, shown, sizeof(shown)));
+	return "";
+}
+
+/* host, pid, listen, instance, started, capacity, used, caps, rdma (caps
+ * and rdma are nil on the cards of older nodes: "") */
+int rep_card(redisReply *const *f, const char *node, struct meta_card *ret)
 {
 	const char *host = rep_text(f[0], sizeof(ret->host) - 1);
 	const char *listen = rep_text(f[2], sizeof(ret->listen) - 1);
 	const char *instance = rep_text(f[3], sizeof(ret->instance) - 1);
-	const char *caps;
+	const char *caps, *rdma;
 	struct meta_card c;
 	int64_t pid;
 
@@ -1048,6 +1102,8 @@ int rep_card(redisReply *const *f, struct meta_card *ret)
 	memcpy(c.listen, listen, strlen(listen) + 1);
 	memcpy(c.instance, instance, strlen(instance) + 1);
 	memcpy(c.caps, caps, strlen(caps) + 1);
+	rdma = rep_rdma(f[8], node);
+	memcpy(c.rdma, rdma, strlen(rdma) + 1);
 	c.pid = (int)pid;
 	*ret = c;
 	return 0;
@@ -1072,8 +1128,8 @@ static int claim_once(struct meta *m, struct conn *c, const struct meta_card *ca
 		goto clean_rep;
 	if (rep->element[0]->integer == 1 && rep->elements == 1)
 		r = 0;
-	else if (rep->element[0]->integer == 0 && rep->elements == 9 &&
-		 rep_card(rep->element + 1, ret_other) == 0)
+	else if (rep->element[0]->integer == 0 && rep->elements == 1 + META_CARD_FIELDS &&
+		 rep_card(rep->element + 1, m->node, ret_other) == 0)
 		r = -EADDRINUSE;
 clean_rep:
 	freeReplyObject(rep);

@@ -42,7 +42,11 @@
  *                               "instance", "started", "capacity", "used",
  *                               "caps" (transports it serves, "tcp" or
  *                               "tcp,rdma"; missing on cards of older
- *                               nodes, read as "")
+ *                               nodes, read as ""), "rdma" (its RDMA
+ *                               address, "HOST:PORT" or "[V6]:PORT"; ""
+ *                               if it serves no RDMA; missing on cards
+ *                               of older nodes, and a malformed one is
+ *                               ignored with a warning: both read as "")
  *   P:nodes             set     every node name that ever registered
  *   P:inval             channel invalidations, "<kind> <parent> <name> <id>";
  *                               kinds publish, replace, unlink, rename-from,
@@ -308,7 +312,17 @@ struct meta_card {
 	/* transports served, comma-separated ("tcp", "tcp,rdma"): "" or
 	 * 1..63 of [A-Za-z0-9,._-] */
 	char caps[64];
+	/* RDMA address, "HOST:PORT" or "[IPV6]:PORT" (see
+	 * meta_hostport_valid()), or "" if the node serves no RDMA */
+	char rdma[128];
 };
+
+/*
+ * Is @s a transport address a card may carry: HOST:PORT, with HOST a
+ * name or IPv4 address ([A-Za-z0-9._-]) or an IPv6 address in brackets
+ * ("[fe80::1%eth0]"), and PORT 1..65535; at most 127 bytes.
+ */
+bool meta_hostport_valid(const char *s);
 
 /*
  * Claim this node's name and write its card with a TTL of @ttl_s.  If a
@@ -329,6 +343,7 @@ struct meta_holder {
 	char node[OBJFS_NODE_MAX];
 	char addr[128]; /* the card's "listen" */
 	char caps[64];	/* the card's "caps" */
+	char rdma[128]; /* the card's "rdma" ("" if none, or malformed) */
 };
 
 /*

@@ -59,12 +59,16 @@
 
 /* ---- locate ---- */
 
-/* node, listen, caps: 0, or -EBADMSG with the reason in @why. */
+/* Stride of the locate script's holders: node, listen, caps, rdma. */
+#define HOLDER_FIELDS 4
+
+/* node, listen, caps, rdma: 0, or -EBADMSG with the reason in @why.  A
+ * malformed rdma address only costs the holder its RDMA (rep_rdma()). */
 static int rep_holder(redisReply *const *f, struct meta_holder *ret, const char **why)
 {
 	const char *node = rep_text(f[0], OBJFS_NODE_MAX - 1);
 	const char *addr = rep_text(f[1], sizeof(ret->addr) - 1);
-	const char *caps;
+	const char *caps, *rdma;
 
 	caps = f[2]->type == REDIS_REPLY_NIL ? "" : rep_text(f[2], sizeof(ret->caps) - 1);
 
@@ -77,10 +81,12 @@ static int rep_holder(redisReply *const *f, struct meta_holder *ret, const char 
 	*why = "malformed caps";
 	if (!caps || !caps_valid(caps, strlen(caps)))
 		return -EBADMSG;
+	rdma = rep_rdma(f[3], node);
 	memset(ret, 0, sizeof(*ret));
 	memcpy(ret->node, node, strlen(node) + 1);
 	memcpy(ret->addr, addr, strlen(addr) + 1);
 	memcpy(ret->caps, caps, strlen(caps) + 1);
+	memcpy(ret->rdma, rdma, strlen(rdma) + 1);
 	return 0;
 }
 
@@ -98,16 +104,17 @@ int meta_locate(struct meta *m, uint64_t id, struct meta_obj *ret_obj,
 	if (r < 0)
 		return r;
 	r = -EBADMSG;
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 5 || (rep->elements - 5) % 3 ||
-	    (rep->elements - 5) / 3 > HOLDERS_MAX || rep_obj(rep->element, id, &obj) < 0 ||
-	    rep->element[4]->type != REDIS_REPLY_INTEGER || rep->element[4]->integer < 0 ||
-	    rep->element[4]->integer > UINT_MAX)
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 5 ||
+	    (rep->elements - 5) % HOLDER_FIELDS ||
+	    (rep->elements - 5) / HOLDER_FIELDS > HOLDERS_MAX ||
+	    rep_obj(rep->element, id, &obj) < 0 || rep->element[4]->type != REDIS_REPLY_INTEGER ||
+	    rep->element[4]->integer < 0 || rep->element[4]->integer > UINT_MAX)
 		goto clean_rep;
 	r = -ENOMEM;
-	hs = calloc((rep->elements - 5) / 3 + 1, sizeof(*hs));
+	hs = calloc((rep->elements - 5) / HOLDER_FIELDS + 1, sizeof(*hs));
 	if (!hs)
 		goto clean_rep;
-	for (i = 5; i < rep->elements; i += 3) {
+	for (i = 5; i < rep->elements; i += HOLDER_FIELDS) {
 		const char *why;
 
 		if (rep_holder(rep->element + i, &hs[n], &why) == 0) {
@@ -157,8 +164,8 @@ int meta_release_replica(struct meta *m, uint64_t id)
 
 /* ---- members ---- */
 
-/* Stride of the members script's reply: name, pttl, 8 card fields. */
-#define MEMBER_FIELDS 10
+/* Stride of the members script's reply: name, pttl, the card's fields. */
+#define MEMBER_FIELDS (2 + META_CARD_FIELDS)
 
 static int member_cmp(const void *a, const void *b)
 {
@@ -182,7 +189,7 @@ static int rep_member(redisReply *const *f, struct meta_member *ret, const char 
 	mb.live = f[1]->integer != -2;
 	mb.ttl_ms = mb.live ? f[1]->integer : -1;
 	*why = "malformed card";
-	if (mb.live && rep_card(f + 2, &mb.card) < 0)
+	if (mb.live && rep_card(f + 2, mb.node, &mb.card) < 0)
 		return -EBADMSG;
 	*ret = mb;
 	return 0;

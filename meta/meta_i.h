@@ -202,9 +202,15 @@ int rep_i64(const redisReply *r, int64_t *ret);
 int parse_id(const char *s, uint64_t *ret);
 /* An object record from its fields size, csum, mtime, origin. */
 int rep_obj(redisReply *const *f, uint64_t id, struct meta_obj *ret);
-/* A node card from its fields host, pid, listen, instance, started,
- * capacity, used, caps. */
-int rep_card(redisReply *const *f, struct meta_card *ret);
+/* The fields of a node card, in the order the scripts return them
+ * (LUA_NODES in meta_scripts.c). */
+#define META_CARD_FIELDS 9
+/* A node card (of node @node, for the log) from its fields host, pid,
+ * listen, instance, started, capacity, used, caps, rdma. */
+int rep_card(redisReply *const *f, const char *node, struct meta_card *ret);
+/* The "rdma" field of @node's card: the address, or "" if it has none
+ * or a malformed one (which is logged, rate limited).  Owned by @r. */
+const char *rep_rdma(const redisReply *r, const char *node);
 /* A caps string as struct meta_card allows it ("" included)? */
 bool caps_valid(const char *s, size_t len);
 

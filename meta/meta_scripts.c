@@ -521,7 +521,7 @@ static const char script_reregister[] =
  */
 #define LUA_NODES                                                                         \
 	"local FIELDS = {'host', 'pid', 'listen', 'instance', 'started', 'capacity',\n"   \
-	"                'used', 'caps'}\n"                                               \
+	"                'used', 'caps', 'rdma'}\n"                                       \
 	"local function ckey(n) return P .. ':node:' .. n end\n"                          \
 	"local function isnode(n)\n"                                                      \
 	"  return #n <= 63 and string.match(n, '^[A-Za-z0-9_][A-Za-z0-9._-]*$') ~= nil\n" \
@@ -550,15 +550,15 @@ static const char script_reregister[] =
 
 /*
  * ARGV[4] node, ARGV[5] instance, ARGV[6] instance that may be replaced
- * (a card meta.c found stale) or "", ARGV[7] ttl, ARGV[8..15] the card
- * (host, pid, listen, instance, started, capacity, used, caps).  Returns
- * {1}, or {0, <the other card's fields in the same order>}.
+ * (a card meta.c found stale) or "", ARGV[7] ttl, ARGV[8..16] the card
+ * (host, pid, listen, instance, started, capacity, used, caps, rdma).
+ * Returns {1}, or {0, <the other card's fields in the same order>}.
  */
 static const char script_claim[] =
     LUA_BASE LUA_CARD "local cur = call('HGET', key, 'instance')\n"
 		      "if cur and cur ~= ARGV[5] and not (ARGV[6] ~= '' and cur == ARGV[6]) then\n"
 		      "  local a = call('HMGET', key, unpack(FIELDS))\n"
-		      "  return {0, a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8]}\n"
+		      "  return {0, a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]}\n"
 		      "end\n"
 		      "write()\n"
 		      "return {1}\n";
@@ -579,8 +579,8 @@ static const char script_release[] =
 
 /*
  * ARGV[4] object id, ARGV[5] this node.  Returns {size, csum, mtime,
- * origin, number of stale holders removed, then node, listen, caps of
- * each other holder whose card exists}; card fields may be nil
+ * origin, number of stale holders removed, then node, listen, caps, rdma
+ * of each other holder whose card exists}; card fields may be nil
  * (meta_cluster.c skips such a holder).  A holder other than this node whose card is gone
  * is removed from the set: its entry is stale.  A holder that is not a
  * node name is returned as it is, for meta.c to skip.  ENOENT if the
@@ -597,11 +597,12 @@ static const char script_locate[] =
 		       "      call('SREM', hkey(id), n)\n"
 		       "      stale = stale + 1\n"
 		       "    else\n"
-		       "      local c = redis.pcall('HMGET', ckey(n), 'listen', 'caps')\n"
+		       "      local c = redis.pcall('HMGET', ckey(n), 'listen', 'caps', 'rdma')\n"
 		       "      if type(c) ~= 'table' or c.err then c = {} end\n"
 		       "      out[#out + 1] = n\n"
 		       "      out[#out + 1] = c[1] or false\n"
 		       "      out[#out + 1] = c[2] or false\n"
+		       "      out[#out + 1] = c[3] or false\n"
 		       "    end\n"
 		       "  end\n"
 		       "end\n"

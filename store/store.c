@@ -91,8 +91,32 @@ static void obj_set_size(struct store_obj *o, uint64_t size)
 	atomic_store_explicit(&o->size, size, memory_order_relaxed);
 }
 
+/*
+ * Give back the registration hanging on @o, if any: once, and before its
+ * memory can serve anything else (an rkey must never reach the bytes of
+ * another object), so before the mapping and the file go.  Called with
+ * no store lock held: the drop is a syscall (ibv_dereg_mr()), and may
+ * take locks of the transport that nest above the store's.
+ */
+static void obj_drop_reg(struct store_obj *o)
+{
+	void (*drop)(void *reg);
+	void *reg;
+
+	pthread_mutex_lock(&o->lock);
+	reg = o->reg;
+	drop = o->reg_drop;
+	o->reg = NULL;
+	o->reg_drop = NULL;
+	pthread_mutex_unlock(&o->lock);
+	if (reg)
+		drop(reg);
+}
+
 void store_obj_free_i(struct store_obj *o)
 {
+	/* at store_close(), objects still in the store end here */
+	obj_drop_reg(o);
 	XXH3_freeState(o->hst);
 	store_file_close_i(o);
 	pthread_mutex_destroy(&o->hash_lock);
@@ -144,6 +168,8 @@ static void obj_destroy(struct store_obj *o)
 {
 	struct store *s = o->s;
 
+	/* first: store_file_free_i() may hand the file to the pool */
+	obj_drop_reg(o);
 	store_file_free_i(o);
 	pthread_mutex_lock(&s->lock);
 	if (o->prev)
@@ -236,6 +262,28 @@ bool store_obj_in_use(const struct store_obj *o)
 	own = o->linked ? 2 : 1; /* the caller's, and the table's if linked */
 	pthread_mutex_unlock(lock);
 	return atomic_load_explicit(&o->refs, memory_order_relaxed) > own;
+}
+
+int store_obj_attach(struct store_obj *o, void *reg, void (*drop)(void *reg), void **ret_cur)
+{
+	int r = 0;
+
+	if (!o || (reg && !drop))
+		return -EINVAL;
+	/* a pending object's memory is not final, nor served */
+	if (!obj_is_sealed(o))
+		return -EINVAL;
+	pthread_mutex_lock(&o->lock);
+	if (reg && !o->reg) {
+		o->reg = reg;
+		o->reg_drop = drop;
+	} else {
+		r = reg ? -EEXIST : 0;
+		if (ret_cur)
+			*ret_cur = o->reg;
+	}
+	pthread_mutex_unlock(&o->lock);
+	return r;
 }
 
 int64_t store_obj_mtime(const struct store_obj *o)

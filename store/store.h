@@ -96,7 +96,8 @@ const char *store_fs_name(enum store_fs fs);
 struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t *ret_err_detail);
 
 /* Unmap and unlock.  Leaks nothing even if objects are still referenced
- * (their mappings go); sealed objects stay for the next store_open(). */
+ * (their mappings go, and their registrations are dropped first:
+ * store_obj_attach()); sealed objects stay for the next store_open(). */
 void store_close(struct store *s);
 
 struct store_stats {
@@ -226,6 +227,28 @@ int store_obj_map(struct store_obj *o, struct store_map *ret);
  * file is longer than the object), or the errno of open(2).
  */
 int store_obj_open_fd(struct store_obj *o);
+
+/*
+ * One registration slot per sealed object, for transports that register
+ * an object's memory (store_obj_map()) once for its life (RDMA): the
+ * store keeps @reg and owns it from then on.
+ *
+ * With @reg: hang it on @o (0), unless one hangs there already: then
+ * -EEXIST with that one in *@ret_cur (may be NULL), and @reg stays the
+ * caller's (it lost a race: it drops its own).  With @reg NULL: only
+ * look, 0 and the current one (or NULL) in *@ret_cur.  -EINVAL if @o is
+ * pending (its memory is neither final nor served), or @reg comes
+ * without @drop.
+ *
+ * The store calls @drop(@reg) exactly once: when @o is freed (unlinked
+ * or evicted, and its last reference gone), from the thread that drops
+ * that reference, before its mapping goes and before its file can go to
+ * the pool of freed files or to another object, so that a registration
+ * never reaches memory that holds anything but @o; or at store_close()
+ * for objects still there, before their mappings go.  It is called with
+ * no store lock held; it must not call into the store for @o.
+ */
+int store_obj_attach(struct store_obj *o, void *reg, void (*drop)(void *reg), void **ret_cur);
 
 /*
  * Fold bytes [0, @end) of a pending object into its checksum now, while

@@ -18,10 +18,11 @@
  *                   thread feeds an object's hash state.
  *   obj->lock       one per object; its pending state: size (stores),
  *                   its file while pending (fd appears, alloc, map,
- *                   map_len, old_maps), path, gen, and the one write of
- *                   sealed.  File I/O for the object (growth, the seal's
- *                   trim, record write and remove, the rename at unlink)
- *                   happens under it.
+ *                   map_len, old_maps), path, gen, the one write of
+ *                   sealed, and the registration slot (reg,
+ *                   reg_drop).  File I/O for the object (growth, the
+ *                   seal's trim, record write and remove, the rename at
+ *                   unlink) happens under it.
  *   store->lock     one per store, the global lock; the capacity
  *                   (used, draining, the pool and its bytes: bytes change
  *                   hands, and obj->linked changes, only under it), the
@@ -126,6 +127,15 @@ struct store_obj {
 	 * else holds it open then): false once it lost its name; lock, or the
 	 * last reference */
 	bool recyclable;
+	/*
+	 * A transport's registration of the sealed object's memory
+	 * (store_obj_attach()) and what gives it back: set at most once
+	 * under lock; taken (set NULL) and dropped by obj_drop_reg() when
+	 * the object is freed, before its mapping and file go, with no
+	 * store lock held (dropping one is a syscall).
+	 */
+	void *reg;
+	void (*reg_drop)(void *reg);
 	/* lock; set before sealed is published, immutable after */
 	int64_t mtime_ns;
 	uint8_t csum[OBJFS_CSUM_LEN];

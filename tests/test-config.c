@@ -5,6 +5,7 @@
 
 #include "config.h"
 #include "tap.h"
+#include "transport.h"
 
 static int parse(struct config *c, char *err, const char *spec, const char *opts)
 {
@@ -98,6 +99,20 @@ TEST(options)
 	CHECK(!c.passthrough_off);
 	config_release(&c);
 
+	/* transport: as given, the last one wins; the eager limit */
+	CHECK_EQ(parse(&c, err, "local", "transport=rdma,transport=tcp,rdma_eager_max=4K"), 0);
+	CHECK_STR(c.transport, "tcp");
+	CHECK_EQ(c.rdma_eager_max, 4096);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "transport=rdma,rdma_eager_max=1M"), 0);
+	CHECK_STR(c.transport, "rdma");
+	CHECK_EQ(c.rdma_eager_max, TRANSPORT_RDMA_EAGER_MAX);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "transport=auto,rdma_eager_max=1"), 0);
+	CHECK_STR(c.transport, "auto");
+	CHECK_EQ(c.rdma_eager_max, 1);
+	config_release(&c);
+
 	CHECK_EQ(parse(&c, err, "local", "listen=[::1]:7000"), 0);
 	CHECK_STR(c.listen_host, "::1");
 	config_release(&c);
@@ -134,6 +149,17 @@ TEST(bad_options)
 	    {"passthrough=on", "passthrough=on"},
 	    {"passthrough=", "passthrough"},
 	    {"passthrough", "passthrough"},
+	    {"transport=ib", "transport=ib"},
+	    {"transport=TCP", "transport=TCP"},
+	    {"transport=", "transport"},
+	    {"transport", "transport"},
+	    {"transport=rdma,transport=x", "transport=x"},
+	    {"rdma_eager_max=0", "rdma_eager_max=0"},
+	    {"rdma_eager_max=2M", "rdma_eager_max=2M"},
+	    {"rdma_eager_max=1025K", "rdma_eager_max=1025K"},
+	    {"rdma_eager_max=32Q", "rdma_eager_max=32Q"},
+	    {"rdma_eager_max=-1", "rdma_eager_max=-1"},
+	    {"rdma_eager_max=", "rdma_eager_max"},
 	    {"listen=h:65536", "listen=h:65536"},
 	    {"store=relative", "store=relative"},
 	    {"prefix=a:b", "prefix=a:b"},
@@ -195,6 +221,8 @@ TEST(defaults)
 	CHECK_EQ(c.listen_port, CONFIG_DEFAULT_PORT);
 	CHECK(!c.passthrough_off);
 	CHECK(c.prefault);
+	CHECK_STR(c.transport, "auto");
+	CHECK_EQ(c.rdma_eager_max, 0); /* the transport's default */
 	config_release(&c);
 	CHECK_EQ(parse(&c, err, "local", "node=n7,noprefault"), 0);
 	CHECK_EQ(config_finish(&c, err, sizeof(err)), 0);

@@ -9,7 +9,10 @@
  * asks for: a holder that goes away after so many bytes, one that no
  * longer has the object, one whose bytes are corrupt, and a gate that
  * holds a range back until the test opens it (to see a reader served
- * before the whole object has arrived).
+ * before the whole object has arrived).  It registers destinations as
+ * RDMA would (transport_region_new()), and every case checks that each
+ * fetch fetched into its region only and gave it back while the
+ * object's pages were still there.
  *
  * Cases: single flight, streaming, failover mid-range, relocation when
  * every holder fails (and the failure when none is left), a checksum
@@ -59,6 +62,9 @@ static struct {
 	 * sealed but not yet out of the fetch table), and counts bytes freed */
 	bool evict_on_seal;	  /* lock */
 	uint64_t evicted_on_seal; /* lock */
+	/* destinations registered (transport_region_new()) and freed, and
+	 * GETs of bytes whose destination no region covered; lock */
+	unsigned regions_new, regions_freed, unregistered;
 	char root[64];
 	unsigned seq;
 } F = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
@@ -126,6 +132,61 @@ static uint64_t copy_out(struct store_obj *o, const struct transport_req *req, u
 	return copied;
 }
 
+/* A registered destination, as a backend that registers memory (RDMA)
+ * would keep it. */
+struct fake_region {
+	struct transport_region base; /* first, as transport.c wants */
+	uint8_t *addr;
+	uint64_t len;
+};
+
+static int fake_region_new(struct transport *t, void *addr, uint64_t len,
+			   struct transport_region **ret)
+{
+	struct fake_region *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return -ENOMEM;
+	r->base.ops = t->ops;
+	r->addr = addr;
+	r->len = len;
+	pthread_mutex_lock(&F.lock);
+	F.regions_new++;
+	pthread_mutex_unlock(&F.lock);
+	*ret = &r->base;
+	return 0;
+}
+
+static void fake_region_free(struct transport_region *base)
+{
+	struct fake_region *r = (struct fake_region *)base;
+	volatile uint8_t *p = r->addr;
+
+	/* still the object's memory: a region must go before the pages */
+	(void)p[0];
+	(void)p[r->len - 1];
+	pthread_mutex_lock(&F.lock);
+	F.regions_freed++;
+	pthread_mutex_unlock(&F.lock);
+	free(r);
+}
+
+/* Does the request's region cover every byte of its iovecs? */
+static bool region_covers(const struct transport_req *req)
+{
+	const struct fake_region *r = (const struct fake_region *)req->region;
+	int i;
+
+	for (i = 0; r && i < req->iovcnt; i++) {
+		const uint8_t *b = req->iov[i].iov_base;
+
+		if (b < r->addr || req->iov[i].iov_len > r->len ||
+		    (uint64_t)(b - r->addr) > r->len - req->iov[i].iov_len)
+			return false;
+	}
+	return r != NULL;
+}
+
 static int fake_fetch(struct tconn *tc, const struct transport_req *req)
 {
 	struct holder *h = ((struct fake_conn *)tc)->h;
@@ -137,6 +198,8 @@ static int fake_fetch(struct tconn *tc, const struct transport_req *req)
 	tc->answered = true;
 	pthread_mutex_lock(&F.lock);
 	h->gets++;
+	if (!region_covers(req))
+		F.unregistered++;
 	if (req->off >= h->gate_off) {
 		F.gated++;
 		pthread_cond_broadcast(&F.cond);
@@ -202,6 +265,8 @@ static const struct transport_ops fake_ops = {
     .fetch = fake_fetch,
     .idle_ok = fake_idle_ok,
     .close = fake_close,
+    .region_new = fake_region_new,
+    .region_free = fake_region_free,
 };
 
 /* ---- hooks ---- */
@@ -318,6 +383,7 @@ static void world_init(struct world *w, uint64_t local_capacity)
 	F.busy_id = 0;
 	F.evict_on_seal = false;
 	F.evicted_on_seal = 0;
+	F.regions_new = F.regions_freed = F.unregistered = 0;
 	pthread_mutex_unlock(&F.lock);
 	for (i = 0; i < NHOLDERS; i++) {
 		struct holder *h = &F.h[i];
@@ -361,6 +427,10 @@ static void world_release(struct world *w)
 	int i;
 
 	fetcher_free(w->fr);
+	/* every fetch registered its destination once, fetched into it only,
+	 * and gave it back (before the pages: fake_region_free()) */
+	CHECK_EQ(locked_read(&F.regions_new), locked_read(&F.regions_freed));
+	CHECK_EQ(locked_read(&F.unregistered), 0);
 	transport_free(w->t);
 	store_close(w->s);
 	meta_free(w->m);
@@ -480,7 +550,19 @@ static bool held_here(struct world *w, uint64_t id)
 	return found;
 }
 
-/* Open, read all, drop: the result of a whole-object read. */
+/* Has everyone but the store let go of the local copy of @id (the fetch
+ * too: it holds the copy until its worker is done with it)? */
+static bool copy_let_go(struct world *w, uint64_t id)
+{
+	struct store_obj *o = store_lookup(w->s, id);
+	bool r = !o || !store_obj_in_use(o);
+
+	store_obj_unref(o);
+	return r;
+}
+
+/* Open, read all, drop: the result of a whole-object read, once the
+ * fetch is over (the copy registered and the fetch freed). */
 static int fetch_all(struct world *w, const struct meta_obj *rec)
 {
 	struct store_obj *o = NULL;
@@ -494,8 +576,10 @@ static int fetch_all(struct world *w, const struct meta_obj *rec)
 	r = fetch_wait(f, 0, rec->size);
 	fetch_put(f);
 	store_obj_unref(o);
-	if (r == 0)
+	if (r == 0) {
 		WAIT_FOR(held_here(w, rec->id));
+		WAIT_FOR(copy_let_go(w, rec->id));
+	}
 	return r;
 }
 
@@ -934,6 +1018,13 @@ static int serve_one(const struct transport_source *ts, const char *peer, uint64
 	return 0;
 }
 
+static unsigned src_drops;
+
+static void src_drop(void *reg)
+{
+	src_drops++;
+}
+
 /*
  * Serving leases (fetch_source.c): a peer that fetched from an object
  * before it was unlinked here is still served it, nobody else is, and
@@ -973,6 +1064,23 @@ TEST(serving_leases)
 	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, &tok), 0);
 	CHECK_EQ(serve_one(&ts, "peer-2", a.id, a.size, NULL), -ENOENT);
 	CHECK_EQ(fetch_source_leases(src), 2);
+	/* what a backend that registers objects once (RDMA) sees of it: the
+	 * whole object, and a slot dropped when its last holder lets go */
+	{
+		void *addr = NULL, *cur = &cur;
+		uint64_t len = 0;
+		static int reg1, reg2;
+
+		CHECK_EQ(ts.map(tok, &addr, &len), 0);
+		CHECK(addr != NULL);
+		CHECK_EQ(len, a.size);
+		CHECK_EQ(ts.attach(tok, NULL, NULL, &cur), 0);
+		CHECK(cur == NULL);
+		CHECK_EQ(ts.attach(tok, &reg1, src_drop, &cur), 0);
+		CHECK_EQ(ts.attach(tok, &reg2, src_drop, &cur), -EEXIST);
+		CHECK(cur == &reg1);
+		src_drops = 0;
+	}
 
 	/* a lease does not lapse during a GET, only lease_ms after it */
 	usleep(300 * 1000);
@@ -984,8 +1092,10 @@ TEST(serving_leases)
 	CHECK_EQ(ss.draining, a.size);
 	usleep(300 * 1000);
 	/* lapsed: no GET finds it any more, even before the sweep */
+	CHECK_EQ(src_drops, 0);
 	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, NULL), -ENOENT);
 	CHECK_EQ(fetch_source_leases(src), 0);
+	CHECK_EQ(src_drops, 1); /* with the object */
 	store_stats(w.s, &ss);
 	CHECK_EQ(ss.draining, 0);
 	CHECK_EQ(ss.used, b.size);

@@ -33,6 +33,15 @@ static void claim_card(struct meta *m, const char *listen, const char *caps)
 	CHECK_EQ(meta_node_claim(m, &c, 30, &other), 0);
 }
 
+/* Try to claim @c's name with @m (held by another card): the result, and
+ * that other card in *@other (poisoned first, so that every field
+ * checked was written). */
+static int claim_taken(struct meta *m, struct meta_card *c, struct meta_card *other)
+{
+	memset(other, 0x55, sizeof(*other));
+	return meta_node_claim(m, c, 30, other);
+}
+
 static const struct meta_holder *find_holder(const struct meta_holder *hs, size_t n,
 					     const char *node)
 {
@@ -61,14 +70,12 @@ TEST(caps)
 	rget(buf, sizeof(buf), "HGET t-caps:node:alpha caps");
 	CHECK_STR(buf, "tcp,rdma");
 	/* the other card comes back with its caps */
-	memset(&other, 0, sizeof(other));
-	CHECK_EQ(meta_node_claim(m2, &b, 30, &other), -EADDRINUSE);
+	CHECK_EQ(claim_taken(m2, &b, &other), -EADDRINUSE);
 	CHECK_STR(other.caps, "tcp,rdma");
 	CHECK_STR(other.listen, "10.0.0.1:7000");
 	/* a card of an older node, without caps */
 	rdo("HDEL t-caps:node:alpha caps");
-	memset(&other, 0x55, sizeof(other));
-	CHECK_EQ(meta_node_claim(m2, &b, 30, &other), -EADDRINUSE);
+	CHECK_EQ(claim_taken(m2, &b, &other), -EADDRINUSE);
 	CHECK_STR(other.caps, "");
 	CHECK_STR(other.instance, "aaaa1111");
 	/* damaged caps */
@@ -98,6 +105,87 @@ TEST(caps)
 	meta_free(m2);
 }
 
+/* The card's RDMA address: written, read back, absent on older cards,
+ * refused when malformed on our own card, ignored on another's. */
+TEST(card_rdma)
+{
+	static const char *const good[] = {
+	    "10.0.0.1:7001", "node-1.example:1", "h:65535", "[::1]:7001", "[fe80::1%eth0]:9",
+	};
+	static const char *const bad[] = {
+	    "",	      "10.0.0.1",  "10.0.0.1:", ":7001",    "10.0.0.1:0", "10.0.0.1:65536",
+	    "h:+1",   "h:-1",	   "h:1x",	"h:123456", "a b:1",	  "a/b:1",
+	    "::1:70", "[::1]7001", "[::1]:",	"[]:1",	    "[::1:1",	  "h:1:2",
+	};
+	struct meta *m1 = mk("t-rdma", "alpha", 0, 0);
+	struct meta *m2 = mk("t-rdma", "alpha", 0, 0);
+	struct meta_card a, b, other;
+	char buf[160];
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(good); i++) {
+		if (!meta_hostport_valid(good[i]))
+			fprintf(stderr, "  refused: %s\n", good[i]);
+		CHECK(meta_hostport_valid(good[i]));
+	}
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
+		if (meta_hostport_valid(bad[i]))
+			fprintf(stderr, "  accepted: %s\n", bad[i]);
+		CHECK(!meta_hostport_valid(bad[i]));
+	}
+	CHECK(!meta_hostport_valid(NULL));
+	memset(buf, 'h', sizeof(buf));
+	memcpy(buf + 122, ":7001", 6); /* 127 bytes: fine */
+	CHECK(meta_hostport_valid(buf));
+	memset(buf, 'h', sizeof(buf));
+	memcpy(buf + 123, ":7001", 6); /* 128: too long for a card */
+	CHECK(!meta_hostport_valid(buf));
+
+	card_init(&a, "host-1", "10.0.0.1:7000", "aaaa1111", "tcp,rdma");
+	card_init(&b, "host-2", "10.0.0.2:7000", "bbbb2222", "tcp");
+	snprintf(a.rdma, sizeof(a.rdma), "10.0.0.1:7001");
+	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), 0);
+	rget(buf, sizeof(buf), "HGET t-rdma:node:alpha rdma");
+	CHECK_STR(buf, "10.0.0.1:7001");
+	CHECK_EQ(claim_taken(m2, &b, &other), -EADDRINUSE);
+	CHECK_STR(other.rdma, "10.0.0.1:7001");
+	/* no RDMA served (any more): the field is there, empty */
+	a.rdma[0] = '\0';
+	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), 0);
+	rget(buf, sizeof(buf), "HEXISTS t-rdma:node:alpha rdma");
+	CHECK_STR(buf, "1");
+	CHECK_EQ(claim_taken(m2, &b, &other), -EADDRINUSE);
+	CHECK_STR(other.rdma, "");
+	/* a card of an older node has none */
+	rdo("HDEL t-rdma:node:alpha rdma");
+	CHECK_EQ(claim_taken(m2, &b, &other), -EADDRINUSE);
+	CHECK_STR(other.rdma, "");
+	CHECK_STR(other.listen, "10.0.0.1:7000");
+	/* a damaged one is ignored, the rest of the card is good */
+	rdo("HSET t-rdma:node:alpha rdma %s", "10.0.0.1:7001 junk");
+	CHECK_EQ(claim_taken(m2, &b, &other), -EADDRINUSE);
+	CHECK_STR(other.rdma, "");
+	CHECK_STR(other.instance, "aaaa1111");
+	memset(buf, 'r', 150);
+	buf[150] = '\0';
+	rdo("HSET t-rdma:node:alpha rdma %s", buf);
+	CHECK_EQ(claim_taken(m2, &b, &other), -EADDRINUSE);
+	CHECK_STR(other.rdma, "");
+
+	/* our own card cannot carry a malformed one */
+	snprintf(a.rdma, sizeof(a.rdma), "10.0.0.1");
+	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), -EINVAL);
+	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), -EINVAL);
+	memset(a.rdma, '1', sizeof(a.rdma)); /* no NUL */
+	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), -EINVAL);
+	snprintf(a.rdma, sizeof(a.rdma), "[::1]:7001");
+	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), 0);
+	rget(buf, sizeof(buf), "HGET t-rdma:node:alpha rdma");
+	CHECK_STR(buf, "[::1]:7001");
+	meta_free(m1);
+	meta_free(m2);
+}
+
 TEST(locate)
 {
 	struct meta *a = mk_connected("t-loc");
@@ -113,6 +201,7 @@ TEST(locate)
 
 	claim_card(a, "10.0.0.1:7000", "tcp");
 	claim_card(b, "10.0.0.2:7000", "tcp,rdma");
+	rdo("HSET t-loc:node:node-b rdma 10.0.1.2:7001");
 	claim_card(c, "10.0.0.3:7001", "tcp");
 	claim_card(e, "10.0.0.5:7000", "tcp");
 	mkobj(a, &o, 4096);
@@ -139,6 +228,7 @@ TEST(locate)
 		CHECK_STR(hs[0].node, "node-b");
 		CHECK_STR(hs[0].addr, "10.0.0.2:7000");
 		CHECK_STR(hs[0].caps, "tcp,rdma");
+		CHECK_STR(hs[0].rdma, "10.0.1.2:7001");
 	}
 	free(hs);
 	/* seen from b: a is the other holder */
@@ -157,6 +247,7 @@ TEST(locate)
 	CHECK(h && !strcmp(h->addr, "10.0.0.2:7000"));
 	h = find_holder(hs, n, "node-c");
 	CHECK(h && !strcmp(h->addr, "10.0.0.3:7001") && !strcmp(h->caps, "tcp"));
+	CHECK(h && !strcmp(h->rdma, "")); /* a card without one */
 	free(hs);
 
 	/* c's card expires: its entry is stale, removed and counted */
@@ -237,7 +328,36 @@ TEST(locate)
 		CHECK_EQ(n, 2);
 		h = find_holder(hs, n, "node-e");
 		CHECK(h && !strcmp(h->caps, "") && !strcmp(h->addr, "10.0.0.5:7000"));
+		CHECK(h && !strcmp(h->rdma, ""));
 		free(hs);
+		/* a malformed rdma address costs the holder its RDMA only */
+		{
+			static const char *const bad_rdma[] = {
+			    "10.0.0.5",
+			    "10.0.0.5:0",
+			    "10.0.0.5:70000",
+			    "a b:1",
+			    "[::1:7000",
+			    "0123456789012345678901234567890123456789012345678901234567890123"
+			    "0123456789012345678901234567890123456789012345678901234567890123:1",
+			};
+			size_t i;
+
+			for (i = 0; i < ARRAY_SIZE(bad_rdma); i++) {
+				rdo("HSET t-loc:node:node-e rdma %s", bad_rdma[i]);
+				CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
+				CHECK_EQ(n, 2);
+				h = find_holder(hs, n, "node-e");
+				CHECK(h && !strcmp(h->rdma, "") &&
+				      !strcmp(h->addr, "10.0.0.5:7000"));
+				free(hs);
+			}
+			rdo("HSET t-loc:node:node-e rdma [fe80::1%%eth0]:7001");
+			CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
+			h = find_holder(hs, n, "node-e");
+			CHECK(h && !strcmp(h->rdma, "[fe80::1%eth0]:7001"));
+			free(hs);
+		}
 	}
 
 	/* no record; a damaged record */
@@ -398,6 +518,7 @@ TEST(members)
 	card_init(&cg, "host-g", "10.0.0.3:7000", "gamma1", "tcp");
 	cb.pid = 4242;
 	cb.used = 77;
+	snprintf(cb.rdma, sizeof(cb.rdma), "10.0.1.2:7001");
 	CHECK_EQ(meta_node_claim(al, &ca, 30, &other), 0);
 	CHECK_EQ(meta_node_claim(be, &cb, 10, &other), 0);
 	CHECK_EQ(meta_node_claim(ga, &cg, 30, &other), 0);
@@ -407,7 +528,8 @@ TEST(members)
 	claim_card(ep, "10.0.0.5:7000", "tcp");
 	rdo("HDEL t-mem:node:epsilon caps"); /* older node: fine */
 	rdo("PERSIST t-mem:node:epsilon");
-	rdo("SADD t-mem:nodes %s", "bad name!"); /* skipped */
+	rdo("SADD t-mem:nodes %s", "bad name!");	    /* skipped */
+	rdo("HSET t-mem:node:alpha rdma %s", "10.0.1.1:x"); /* ignored, card kept */
 
 	CHECK_EQ(meta_members(al, &mb, &n), 0);
 	CHECK_EQ(n, 4);
@@ -419,6 +541,7 @@ TEST(members)
 		CHECK_STR(mb[0].card.listen, "10.0.0.1:7000");
 		CHECK_STR(mb[0].card.instance, "alpha1");
 		CHECK_STR(mb[0].card.caps, "tcp");
+		CHECK_STR(mb[0].card.rdma, ""); /* malformed: ignored */
 		CHECK_EQ(mb[0].card.pid, getpid());
 		CHECK_EQ(mb[0].card.started_ns, 1700000000000000000LL);
 		CHECK_EQ(mb[0].card.capacity, 1ull << 40);
@@ -427,6 +550,7 @@ TEST(members)
 		CHECK(mb[1].live);
 		CHECK(mb[1].ttl_ms > 5000 && mb[1].ttl_ms <= 10000);
 		CHECK_STR(mb[1].card.caps, "tcp,rdma");
+		CHECK_STR(mb[1].card.rdma, "10.0.1.2:7001");
 		CHECK_EQ(mb[1].card.pid, 4242);
 		CHECK_EQ(mb[1].card.used, 77);
 
@@ -434,6 +558,7 @@ TEST(members)
 		CHECK(mb[2].live);
 		CHECK_EQ(mb[2].ttl_ms, -1);
 		CHECK_STR(mb[2].card.caps, "");
+		CHECK_STR(mb[2].card.rdma, "");
 		CHECK_STR(mb[2].card.listen, "10.0.0.5:7000");
 
 		CHECK_STR(mb[3].node, "gamma");
@@ -663,6 +788,7 @@ int main(void)
 {
 	harness_begin("test-meta-cluster");
 	RUN(caps);
+	RUN(card_rdma);
 	RUN(locate);
 	RUN(release_replica);
 	RUN(release_race);

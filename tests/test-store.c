@@ -551,6 +551,128 @@ static void fill_iov(struct store_obj *o, const uint8_t *src, uint64_t off, uint
 
 /* The checksum taken ahead of sealing, piece by piece, is the checksum of
  * the bytes: also when the bytes change after it was started. */
+/* What the drop callback of a registration saw (TEST(attach)). */
+struct reg_seen {
+	struct store *s;
+	const uint8_t *addr; /* the object's mapping (store_obj_map()) */
+	const uint8_t *want; /* the bytes it must still hold at the drop */
+	size_t len;
+	unsigned drops;
+	unsigned bytes_ok;     /* drops that found the bytes still mapped */
+	uint64_t pool, reused; /* store_stats() at the last drop */
+	char events[16];       /* 'D' drop, 'R' a file reused, in order */
+};
+
+static void reg_event(struct reg_seen *rs, char ev)
+{
+	size_t n = strlen(rs->events);
+
+	if (n + 1 < sizeof(rs->events))
+		rs->events[n] = ev;
+}
+
+static void reg_drop(void *reg)
+{
+	struct reg_seen *rs = reg;
+	struct store_stats st;
+
+	rs->drops++;
+	reg_event(rs, 'D');
+	/* no store lock is held: this would deadlock otherwise */
+	store_stats(rs->s, &st);
+	rs->pool = st.pool;
+	rs->reused = st.files_reused;
+	/* the memory is still the object's own */
+	if (rs->addr && !memcmp(rs->addr, rs->want, rs->len))
+		rs->bytes_ok++;
+}
+
+/* The registration slot: one per sealed object, dropped once when the
+ * object is freed, before its file is reused, and at store close. */
+TEST(attach)
+{
+	const size_t len = 2 * MiB; /* pooled when freed */
+	uint8_t *data = pattern(len, 21);
+	struct reg_seen a = {0}, b = {0}, c = {0}, d = {0};
+	struct store_obj *o, *reader, *p, *q;
+	struct store_stats st;
+	struct store_map map;
+	struct tdir t;
+	struct store *s;
+	void *cur;
+
+	tdir_init(&t);
+	s = must_open(&t, 64 * MiB, false);
+	a.s = b.s = c.s = d.s = s;
+
+	/* pending objects take none */
+	o = store_create(s, 1, NULL);
+	CHECK_EQ(store_write(o, data, len, 0), 0);
+	cur = &b;
+	CHECK_EQ(store_obj_attach(o, &a, reg_drop, &cur), -EINVAL);
+	CHECK_EQ(store_obj_attach(o, NULL, NULL, &cur), -EINVAL);
+	CHECK(cur == &b);
+	CHECK_EQ(store_seal(o, "/o", 1), 0);
+
+	/* empty; taken; taken already; looked at */
+	cur = &b;
+	CHECK_EQ(store_obj_attach(o, NULL, NULL, &cur), 0);
+	CHECK(cur == NULL);
+	CHECK_EQ(store_obj_attach(o, &a, NULL, &cur), -EINVAL);
+	CHECK_EQ(store_obj_attach(o, &a, reg_drop, &cur), 0);
+	CHECK_EQ(store_obj_attach(o, &b, reg_drop, &cur), -EEXIST);
+	CHECK(cur == &a);
+	CHECK_EQ(store_obj_attach(o, &b, reg_drop, NULL), -EEXIST);
+	cur = NULL;
+	CHECK_EQ(store_obj_attach(o, NULL, NULL, &cur), 0);
+	CHECK(cur == &a);
+	CHECK_EQ(store_obj_map(o, &map), 0);
+	a.addr = map.addr;
+	a.want = data;
+	a.len = len;
+
+	/* unlinked while a reader holds it: dropped at the last reference */
+	reader = store_lookup(s, 1);
+	store_unlink(o);
+	store_obj_unref(o);
+	CHECK_EQ(a.drops, 0);
+	store_stats(s, &st);
+	CHECK_EQ(st.pool, 0);
+	store_obj_unref(reader);
+	CHECK_EQ(a.drops, 1);
+	CHECK_EQ(a.bytes_ok, 1);
+	CHECK_EQ(b.drops, 0); /* the loser's stays the caller's */
+	/* the file went to the pool only after the drop */
+	CHECK_EQ(a.pool, 0);
+	store_stats(s, &st);
+	CHECK_EQ(st.pool, len);
+
+	/* the next big object takes that file: after the drop, never before */
+	p = store_create(s, 2, NULL);
+	CHECK_EQ(store_write(p, data, len, 0), 0);
+	store_stats(s, &st);
+	CHECK_EQ(st.files_reused, a.reused + 1);
+	reg_event(&a, 'R');
+	CHECK_STR(a.events, "DR");
+	CHECK_EQ(store_seal(p, "/p", 1), 0);
+	CHECK_EQ(a.drops, 1);
+
+	/* at close: one still in the store, one unlinked but still held */
+	CHECK_EQ(store_obj_attach(p, &c, reg_drop, NULL), 0);
+	q = make_sealed(s, 3, 4096, 3, "/q");
+	CHECK_EQ(store_obj_attach(q, &d, reg_drop, NULL), 0);
+	store_unlink(q);
+	store_obj_unref(p);
+	CHECK_EQ(c.drops + d.drops, 0);
+	store_close(s); /* q's reference goes with it */
+	CHECK_EQ(c.drops, 1);
+	CHECK_EQ(d.drops, 1);
+	CHECK_EQ(a.drops, 1);
+	CHECK_EQ(b.drops, 0);
+	tdir_release(&t);
+	free(data);
+}
+
 TEST(hash_ahead)
 {
 	const size_t len = 5 * MiB + 123;
@@ -1022,6 +1144,7 @@ int main(void)
 	RUN(unlink);
 	RUN(draining);
 	RUN(reserve_iov);
+	RUN(attach);
 	RUN(hash_ahead);
 	RUN(hash_follow);
 	RUN(full);

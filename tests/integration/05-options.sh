@@ -35,6 +35,9 @@ for bin in "$OBJFSD" "$MOUNT_HELPER"; do
 	bad "$bin" capacity local "$M" -o "$O,capacity=abc"
 	bad "$bin" capacity local "$M" -o "$O,capacity=0"
 	bad "$bin" capacity local "$M" -o "$O,capacity="
+	bad "$bin" 'transport=infiniband.*auto, tcp or rdma' local "$M" -o "$O,transport=infiniband"
+	bad "$bin" 'rdma_eager_max=0' local "$M" -o "$O,rdma_eager_max=0"
+	bad "$bin" 'rdma_eager_max=2M.*1024K' local "$M" -o "$O,rdma_eager_max=2M"
 done
 bad "$OBJFSD" node local "$M" -o "$O,node=bad/name"
 bad "$OBJFSD" node local "$M" -o "$O,node=-x"

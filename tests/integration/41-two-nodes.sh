@@ -46,8 +46,18 @@ xread() {
 	assert_eq 0 "$rc" "status of a cross-node read of $3 ($out)"
 	assert_same "$1" "$T/xread"
 }
+tcp0=$(status_of n2 fetch_tcp)
+btcp0=$(status_of n2 bytes_tcp)
 xread "$T/x" "$M2" x
 xread "$T/y" "$M1" y
+
+step "the fetches went over TCP, and were counted so"
+if [ "$(status_of n2 rdma)" != on ]; then
+	[ "$(status_of n2 fetch_tcp)" -gt "$tcp0" ] || fail "fetch_tcp of n2 did not grow"
+	assert_eq $((btcp0 + (2 << 20))) "$(status_of n2 bytes_tcp)" "bytes_tcp of n2"
+	assert_eq 3000 "$(status_of n1 bytes_tcp)" "bytes_tcp of n1"
+	assert_eq 0 "$(status_of n2 fetch_eager)" "fetch_eager of n2"
+fi
 
 step "both nodes still work afterwards"
 assert_same "$T/x" "$M1/x"

@@ -28,7 +28,7 @@ done
 assert_eq 12 "$(status_of b fetches)" "fetches on b"
 assert_eq 12 "$(status_of b fetches_done)" "completed fetches on b"
 assert_eq 0 "$(status_of b fetches_failed)" "failed fetches on b"
-assert_eq tcp "$(status_of b transport)" "transport"
+assert_eq auto "$(status_of b transport)" "transport"
 total=0
 for n in $sizes; do total=$((total + n)); done
 assert_eq "$total" "$(status_of b fetch_bytes)" "bytes fetched by b"
