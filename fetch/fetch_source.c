@@ -196,7 +196,7 @@ static int src_iov(void *token, uint64_t off, size_t len, struct iovec *iov, int
 
 /* The whole object, for a backend that registers it once (RDMA).  The
  * mapping lives as long as the object, past this GET's close(). */
-static int src_map(void *token, void **ret_addr, uint64_t *ret_len)
+static int src_map(void *token, void **ret_addr, uint64_t *ret_len, int *ret_fd)
 {
 	struct pin *pin = token;
 	struct store_map m;
@@ -207,6 +207,7 @@ static int src_map(void *token, void **ret_addr, uint64_t *ret_len)
 		return r;
 	*ret_addr = m.addr;
 	*ret_len = m.len;
+	*ret_fd = m.fd; /* the store's own: the backend only maps it */
 	return 0;
 }
 

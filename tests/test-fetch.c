@@ -1069,9 +1069,11 @@ TEST(serving_leases)
 	{
 		void *addr = NULL, *cur = &cur;
 		uint64_t len = 0;
+		int mfd = -1;
 		static int reg1, reg2;
 
-		CHECK_EQ(ts.map(tok, &addr, &len), 0);
+		CHECK_EQ(ts.map(tok, &addr, &len, &mfd), 0);
+		CHECK(mfd >= 0);
 		CHECK(addr != NULL);
 		CHECK_EQ(len, a.size);
 		CHECK_EQ(ts.attach(tok, NULL, NULL, &cur), 0);

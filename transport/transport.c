@@ -805,7 +805,9 @@ int transport_region_new(struct transport *t, void *addr, uint64_t len,
 		return -EINVAL;
 	*ret = NULL;
 	b = t->rdma ? t->rdma : t;
-	if (!b->ops->region_new || !len)
+	/* a range this small goes eager, copied out of a receive buffer:
+	 * registering its destination would cost more than it saves */
+	if (!b->ops->region_new || len <= b->rdma_eager_max)
 		return 0;
 	return b->ops->region_new(b, addr, len, ret);
 }

@@ -156,7 +156,9 @@ int transport_addr_of(const struct transport *t, const char *backend, char *buf,
  * A fetch destination registered once with the backends that need it
  * (RDMA), for the life of the destination, so that the fetches into it
  * register nothing.  transport_region_new() registers [@addr, @addr +
- * @len): 0 with *@ret NULL when no backend needs it (TCP only), 0 with a
+ * @len): 0 with *@ret NULL when no backend needs it (TCP only, or
+ * @len within the eager size: such ranges are copied out of receive
+ * buffers), 0 with a
  * region, or -errno (the fetch then works without one, registering per
  * transfer).  Free it before the memory goes away.
  */
