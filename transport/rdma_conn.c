@@ -278,6 +278,7 @@ int rconn_setup(struct transport *t, struct rconn *c, struct rdma_cm_id *id,
 		struct rdma_event_channel *ech, unsigned nrecv, unsigned rsize, unsigned nsend)
 {
 	struct ibv_qp_init_attr qa = {0};
+	pthread_condattr_t ca;
 	size_t bytes = (size_t)nrecv * rsize + (size_t)nsend * RMSG_SLOT;
 	unsigned i, cqe = nsend + RCONN_MAX_READS + nrecv + 8;
 	int err;
@@ -291,7 +292,11 @@ int rconn_setup(struct transport *t, struct rconn *c, struct rdma_cm_id *id,
 	c->free_slots = nsend >= 64 ? ~0ULL : (1ULL << nsend) - 1;
 	c->wake_fd = -1;
 	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->cond, NULL);
+	/* rconn_wait_locked() waits against CLOCK_MONOTONIC */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	err = rdev_get(id->verbs, &c->dev);
 	if (err)
 		return err;
