@@ -192,7 +192,26 @@ static struct transport_stats st(struct transport *t)
 	return s;
 }
 
-/* Fetch all of object @o through @t into fresh memory and compare. */
+/* What progress calls a fetch made: never backwards, never past the
+ * range, and the last one with the whole range (transport_i.h). */
+struct prog {
+	uint64_t last;
+	unsigned calls;
+	bool bad;
+};
+
+static void on_progress(void *arg, uint64_t done)
+{
+	struct prog *p = arg;
+
+	if (done < p->last)
+		p->bad = true;
+	p->last = done;
+	p->calls++;
+}
+
+/* Fetch all of object @o through @t into fresh memory and compare, and
+ * check what progress said. */
 static int fetch_cmp(struct transport *t, const struct obj *o, struct transport_region *region,
 		     uint8_t *dst)
 {
@@ -207,9 +226,12 @@ static int fetch_cmp(struct transport *t, const struct obj *o, struct transport_
 	    .len = o->size,
 	    .iov = &iov,
 	    .iovcnt = 1,
+	    .progress = on_progress,
 	};
+	struct prog pg = {0};
 	int err;
 
+	req.arg = &pg;
 	if (own)
 		dst = calloc(1, o->size ? o->size : 1);
 	iov.iov_base = dst;
@@ -217,6 +239,11 @@ static int fetch_cmp(struct transport *t, const struct obj *o, struct transport_
 	err = transport_fetch(t, &req);
 	if (!err && memcmp(dst, o->mem, o->size))
 		err = -EBADMSG;
+	if (!err && (pg.bad || !pg.calls || pg.last != o->size)) {
+		fprintf(stderr, "progress of object %" PRIu64 ": %u calls, last %" PRIu64 "%s\n",
+			o->id, pg.calls, pg.last, pg.bad ? ", went back" : "");
+		err = -EPIPE;
+	}
 	if (own)
 		free(dst);
 	return err;

@@ -419,6 +419,12 @@ static int read_all_locked(struct rcli *c, struct rwait *w, const struct transpo
 	}
 	if (!err)
 		err = w->err;
+	if (!err && seen < w->len && req->progress) {
+		/* the last READ completed as the loop ended: the last call */
+		pthread_mutex_unlock(&rc->lock);
+		req->progress(req->arg, w->len);
+		pthread_mutex_lock(&rc->lock);
+	}
 	if (err) {
 		/* flush the READs still out, and wait for them: they
 		 * point at @w and write into the destination */

@@ -420,15 +420,16 @@ static void accept_one(struct rdma_server *srv, struct rdma_cm_id *id, const str
 	c = calloc(1, sizeof(*c));
 	ech = rdma_create_event_channel();
 	if (!c || !ech || rdma_migrate_id(id, ech)) {
+		err = errno ? -errno : -ENOMEM;
 		free(c);
-		goto reject;
+		goto fail;
 	}
 	snprintf(c->rc.peer, sizeof(c->rc.peer), "%s", name);
 	c->srv = srv;
 	err = rconn_setup(t, &c->rc, id, ech, SRV_NRECV, SRV_RSIZE, SRV_NSEND);
 	if (err) {
 		free(c);
-		goto reject;
+		goto fail;
 	}
 	c->rc.credits = (int)theirs->nrecv;
 	c->rc.peer_rsize = theirs->rsize;
@@ -451,6 +452,9 @@ static void accept_one(struct rdma_server *srv, struct rdma_cm_id *id, const str
 	pthread_mutex_unlock(&srv->lock);
 	return;
 
+fail:
+	transport_log(t, TLOG_CONN, LOGL_WARN, "transport: rdma: cannot accept %s: %s", name,
+		      strerror(-err));
 reject:
 	rdma_reject(id, NULL, 0);
 	rdma_destroy_id(id);
