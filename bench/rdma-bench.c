@@ -7,7 +7,7 @@
  *                    [--max-seconds S] [--ip ADDR] [--dev DEV] [--gid N]
  *                    [--pin CPU] [MODE...]
  *
- * MODE is latency, redis, sweep, throughput or cost; all five, in that
+ * MODE is latency, redis, sweep or throughput; all four, in that
  * order, when none is named.  --ip defaults to $OBJFS_VM_IP, --dev to
  * $OBJFS_VM_RDMA_DEV (rxe0), --gid to $OBJFS_VM_GID_INDEX (1); --redis
  * (redis://HOST:PORT or unix:/PATH) is needed by the redis mode only.
@@ -67,11 +67,6 @@
  *               ib_send_lat polling (every CPU) and with -e (completion
  *               events, as objfs waits, on objfs's CPU), and hybrid's
  *               round trip
- *   cost        each client alone at 64 B, 4 KiB, 8 KiB, 64 KiB and
- *               1 MiB: per fetch, the process's CPU time, its voluntary
- *               and involuntary context switches, and the rxe device's
- *               packet counters (and any other hw_counters that moved:
- *               retries, duplicates); the CPU the process burns idle
  *
  * perftest runs in this VM on the same rxe device: its server in the
  * background, its client retried until the server listens, a run
@@ -178,12 +173,13 @@ static void src_close(void *token)
 {
 }
 
-static int src_map(void *token, void **ret_addr, uint64_t *ret_len)
+static int src_map(void *token, void **ret_addr, uint64_t *ret_len, int *ret_fd)
 {
 	struct obj *o = token;
 
 	*ret_addr = o->mem;
 	*ret_len = o->size;
+	*ret_fd = -1; /* writable memory: registers as it is */
 	return 0;
 }
 
@@ -919,155 +915,6 @@ static int mode_sweep(void)
 	return err;
 }
 
-/* ---- cost: what one fetch costs the process and the device ---- */
-
-#define N_HWC 40
-
-/* The rxe device's counters (hw_counters of port 1). */
-struct hwc {
-	int n;
-	char name[N_HWC][48];
-	uint64_t v[N_HWC];
-};
-
-static void hwc_read(struct hwc *h)
-{
-	char dir[512], path[1024], buf[64];
-	struct dirent *e;
-	DIR *d;
-	FILE *f;
-
-	h->n = 0;
-	snprintf(dir, sizeof(dir), "/sys/class/infiniband/%s/ports/1/hw_counters", opt.dev);
-	d = opendir(dir);
-	if (!d)
-		return;
-	while ((e = readdir(d)) && h->n < N_HWC) {
-		if (e->d_name[0] == '.' || !strcmp(e->d_name, "lifespan"))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fgets(buf, sizeof(buf), f)) {
-			snprintf(h->name[h->n], sizeof(h->name[0]), "%.47s", e->d_name);
-			h->v[h->n++] = strtoull(buf, NULL, 10);
-		}
-		fclose(f);
-	}
-	closedir(d);
-}
-
-static uint64_t hwc_get(const struct hwc *h, const char *name)
-{
-	int i;
-
-	for (i = 0; i < h->n; i++)
-		if (!strcmp(h->name[i], name))
-			return h->v[i];
-	return 0;
-}
-
-static double cpu_s(const struct rusage *r)
-{
-	return (double)r->ru_utime.tv_sec + (double)r->ru_utime.tv_usec / 1e6 +
-	       (double)r->ru_stime.tv_sec + (double)r->ru_stime.tv_usec / 1e6;
-}
-
-/* What the process burns while nobody fetches, over @ms. */
-static void idle_cpu(int ms)
-{
-	struct rusage a, b;
-
-	getrusage(RUSAGE_SELF, &a);
-	usleep((useconds_t)ms * 1000);
-	getrusage(RUSAGE_SELF, &b);
-	printf("idle: the process used %.0f ms of CPU in %d ms with no fetch\n",
-	       (cpu_s(&b) - cpu_s(&a)) * 1e3, ms);
-}
-
-static int mode_cost(void)
-{
-	static const int sizes[] = {0, 6, 7, 10, 14}; /* 64 B, 4 KiB, 8 KiB, 64 KiB, 1 MiB */
-	struct rusage ra, rb;
-	struct hwc ha, hb;
-	struct lat l = {0};
-	double *us, w;
-	int64_t t0;
-	long n, i;
-	int s, k, j, err = 0;
-
-	printf("\n== cost: each client alone; per fetch: the process's CPU time (every thread, "
-	       "server's too),\n   its context switches, and the rxe device's counters "
-	       "(packets, and any other that moved)\n");
-	t0 = mono_ns();
-	for (i = 0; i < 10000; i++)
-		(void)mono_ns();
-	printf("clock_gettime(CLOCK_MONOTONIC) here: %.2f us a call\n",
-	       (double)(mono_ns() - t0) / 1e3 / 10000);
-	idle_cpu(1000);
-	printf("%-8s %-11s %-20s %9s %8s %8s %9s %9s  %s\n", "size", "client", "p50/p90",
-	       "cpu/fetch", "vcsw", "ivcsw", "sent_pkts", "rcvd_pkts", "other counters (total)");
-	for (s = 0; s < (int)ARRAY_SIZE(sizes) && !err; s++) {
-		const struct obj *o = &objs[sizes[s]];
-
-		for (k = 0; k < N_CLIENTS && !err; k++) {
-			struct client *c = &clients[k];
-			char other[512] = "";
-			size_t used = 0;
-
-			if (out_of_time())
-				return -ETIME;
-			w = warm_up(c, o);
-			if (w < 0)
-				return (int)w;
-			n = n_for(w, o->size);
-			us = calloc((size_t)n, sizeof(*us));
-			if (!us)
-				return -ENOMEM;
-			hwc_read(&ha);
-			getrusage(RUSAGE_SELF, &ra);
-			for (i = 0; i < n && !err; i++) {
-				t0 = mono_ns();
-				err = fetch(c, o);
-				us[i] = (double)(mono_ns() - t0) / 1e3;
-			}
-			getrusage(RUSAGE_SELF, &rb);
-			hwc_read(&hb);
-			if (!err)
-				lat_of(us, n, &l);
-			free(us);
-			if (err)
-				break;
-			for (j = 0; j < hb.n; j++) {
-				uint64_t d = hb.v[j] - hwc_get(&ha, hb.name[j]);
-
-				if (d && strcmp(hb.name[j], "sent_pkts") &&
-				    strcmp(hb.name[j], "rcvd_pkts") && used < sizeof(other) - 64)
-					used += (size_t)snprintf(other + used, sizeof(other) - used,
-								 "%s%s %" PRIu64, used ? ", " : "",
-								 hb.name[j], d);
-			}
-			printf("%-8s %-11s %-20s %7.1fus %8.2f %8.2f %9.1f %9.1f  %s\n",
-			       fmt_size(o->size), c->label, fmt_lat(&l),
-			       (cpu_s(&rb) - cpu_s(&ra)) * 1e6 / (double)n,
-			       (double)(rb.ru_nvcsw - ra.ru_nvcsw) / (double)n,
-			       (double)(rb.ru_nivcsw - ra.ru_nivcsw) / (double)n,
-			       (double)(hwc_get(&hb, "sent_pkts") - hwc_get(&ha, "sent_pkts")) /
-				   (double)n,
-			       (double)(hwc_get(&hb, "rcvd_pkts") - hwc_get(&ha, "rcvd_pkts")) /
-				   (double)n,
-			       used ? other : "-");
-			fflush(stdout);
-		}
-	}
-	unsetenv("OBJFS_RDMA_PATH");
-	idle_cpu(1000);
-	if (err)
-		complain("cost: %s", strerror(-err));
-	return err;
-}
-
 /* ---- throughput: against perftest ---- */
 
 static int perftest_runs;
@@ -1382,7 +1229,7 @@ static void usage(FILE *out)
 	fprintf(out, "usage: objfs-rdma-bench [--out DIR] [--redis URL] [--budget-ms MS] "
 		     "[--max-seconds S]\n"
 		     "                        [--ip ADDR] [--dev DEV] [--gid N] [--pin CPU]\n"
-		     "                        [latency|redis|sweep|throughput|cost]...\n");
+		     "                        [latency|redis|sweep|throughput]...\n");
 }
 
 static int setup(void)
@@ -1441,9 +1288,8 @@ static int setup(void)
 
 int main(int argc, char **argv)
 {
-	static const char *const names[] = {"latency", "redis", "sweep", "throughput", "cost"};
-	int (*const fns[])(void) = {mode_latency, mode_redis, mode_sweep, mode_throughput,
-				    mode_cost};
+	static const char *const names[] = {"latency", "redis", "sweep", "throughput"};
+	int (*const fns[])(void) = {mode_latency, mode_redis, mode_sweep, mode_throughput};
 	bool want[5] = {false}, any = false;
 	struct ibv_context **devs;
 	double max_s = 900;
