@@ -8,7 +8,7 @@
 need cmp
 step "kernel $(uname -r)"
 start_redis
-mount_objfs n1 "$REDIS_URL" "capacity=256M"
+mount_objfs n1 "$REDIS_URL" "capacity=64M"
 M=$(mnt_of n1)
 for size in 0 1 4096 1048576 $((8 << 20)); do
 	step "round trip of $size bytes"
@@ -19,5 +19,5 @@ for size in 0 1 4096 1048576 $((8 << 20)); do
 done
 step "after a remount"
 umount_objfs n1 || fail "unmount failed"
-mount_objfs n1 "$REDIS_URL" "capacity=256M"
+mount_objfs n1 "$REDIS_URL" "capacity=64M"
 ls_has "$M" "f.$((8 << 20))" || fail "f.$((8 << 20)) is gone after a remount: $(ls_of "$M")"

@@ -16,7 +16,7 @@ if [ "$OBJFS_VM_INDEX" = 0 ]; then
 else
 	REDIS_URL=$(vm_get redis-url)
 fi
-vm_mount_objfs "$me" "$REDIS_URL" "capacity=128M"
+vm_mount_objfs "$me" "$REDIS_URL" "capacity=64M"
 M=$(mnt_of "$me")
 
 step "write a file on $me"
