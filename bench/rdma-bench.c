@@ -1290,7 +1290,7 @@ int main(int argc, char **argv)
 {
 	static const char *const names[] = {"latency", "redis", "sweep", "throughput"};
 	int (*const fns[])(void) = {mode_latency, mode_redis, mode_sweep, mode_throughput};
-	bool want[5] = {false}, any = false;
+	bool want[ARRAY_SIZE(names)] = {false}, any = false;
 	struct ibv_context **devs;
 	double max_s = 900;
 	int64_t t0 = mono_ns();
@@ -1307,9 +1307,9 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		}
-		for (k = 0; k < 5 && strcmp(a, names[k]); k++)
+		for (k = 0; k < (int)ARRAY_SIZE(names) && strcmp(a, names[k]); k++)
 			;
-		if (k < 5) {
+		if (k < (int)ARRAY_SIZE(names)) {
 			want[k] = any = true;
 			continue;
 		}
@@ -1379,7 +1379,7 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	for (k = 0; k < 5; k++) {
+	for (k = 0; k < (int)ARRAY_SIZE(names); k++) {
 		if (any && !want[k])
 			continue;
 		if (out_of_time()) {
