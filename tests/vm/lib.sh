@@ -27,6 +27,8 @@
 #   vm_mount_objfs NAME URL [OPTS]  mount_objfs, listening on $OBJFS_VM_IP,
 #                               with the test's cluster secret (both VMs)
 #   vm_cluster_secret           print that secret's file (mode 600)
+#   vm_mmap_same DIR WANTDIR NAME...  each DIR/NAME, mapped with Python's
+#                               mmap, holds the bytes of WANTDIR/NAME
 #   vm_netem ARGS...            tc qdisc add dev $OBJFS_VM_NETDEV root netem
 #                               ARGS (removed at cleanup)
 #   vm_modprobe MODULE...       modprobe from the guest kernel's tree
@@ -220,6 +222,22 @@ vm_start_redis() {
 		sleep 0.1
 	done
 	fail "redis-server did not start: $(tail -n 5 "$REDIS_DIR/redis.log" 2>/dev/null)"
+}
+
+# vm_mmap_same DIR WANTDIR NAME...: map each DIR/NAME read-only with
+# Python's mmap and compare it with WANTDIR/NAME (bounded); fails the test
+vm_mmap_same() {
+	local dir=$1 want=$2
+	shift 2
+	timeout -k 5 240 python3 - "$dir" "$want" "$@" <<'PY' || fail "mmap of $* in $dir gave other bytes"
+import mmap, sys
+d, w = sys.argv[1], sys.argv[2]
+for name in sys.argv[3:]:
+    with open(f"{d}/{name}", "rb") as f, open(f"{w}/{name}", "rb") as want:
+        mm = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+        assert mm[:] == want.read(), name
+        mm.close()
+PY
 }
 
 # vm_cluster_secret: print the path of this test's cluster secret (the

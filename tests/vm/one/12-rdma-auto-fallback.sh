@@ -6,10 +6,8 @@
 . "$(dirname "$0")/../lib.sh"
 
 need cmp
-head -c 48 /dev/urandom | base64 >"$T/secret"
-chmod 600 "$T/secret"
 start_redis
-base="capacity=128M,secret_file=$T/secret"
+base="capacity=128M,secret_file=$(vm_cluster_secret)"
 mount_objfs plain "$REDIS_URL" "$base,transport=tcp,listen=$OBJFS_VM_IP:$(free_port)"
 mount_objfs a1 "$REDIS_URL" "$base,listen=$OBJFS_VM_IP:$(free_port)"
 mount_objfs a2 "$REDIS_URL" "$base,listen=$OBJFS_VM_IP:$(free_port)"

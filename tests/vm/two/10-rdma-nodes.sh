@@ -10,12 +10,10 @@
 . "$(dirname "$0")/../lib.sh"
 
 need cmp python3
-opts="capacity=256M,transport=rdma,secret_file=$OBJFS_VM_SHARED/secret"
+opts="capacity=256M,transport=rdma" # vm_mount_objfs adds the cluster secret
 sizes="1 4096 32768 32769 1048576 $((16 << 20))"
 
 if [ "$OBJFS_VM_INDEX" = 0 ]; then
-	head -c 48 /dev/urandom | base64 >"$OBJFS_VM_SHARED/secret"
-	chmod 600 "$OBJFS_VM_SHARED/secret"
 	vm_start_redis
 	vm_put redis "$REDIS_URL"
 	vm_mount_objfs holder "$REDIS_URL" "$opts"
@@ -69,15 +67,7 @@ else
 	vm_barrier lossy-written
 	step "through 1% loss"
 	eventually 20 ls_has "$M" lossy-small
-	timeout -k 5 240 python3 - "$M" "$OBJFS_VM_SHARED" <<'PY' || fail "mmap through a lossy link gave other bytes"
-import mmap, sys
-m, s = sys.argv[1], sys.argv[2]
-for name in ("lossy", "lossy-small"):
-    with open(f"{m}/{name}", "rb") as f, open(f"{s}/{name}", "rb") as want:
-        mm = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
-        assert mm[:] == want.read(), name
-        mm.close()
-PY
+	vm_mmap_same "$M" "$OBJFS_VM_SHARED" lossy lossy-small
 	vm_barrier lossy-fetched
 
 	vm_barrier big-written
@@ -98,8 +88,11 @@ PY
 	else
 		assert_match 'Input/output error' "$(cat "$T/bigcat.log")" "error of the read"
 	fi
+	# (Redis lives in VM 0, whose one emulated CPU is busy with the dead
+	# daemon's teardown for a moment: give the fetcher's Redis a while)
 	step "the fetcher still works: a fresh object from itself"
-	echo after >"$M/after"
+	write_after() { echo after >"$M/after" 2>/dev/null; }
+	eventually 30 write_after
 	assert_eq after "$(cat "$M/after")" "a local object after the holder died"
 	vm_barrier done 180
 fi
