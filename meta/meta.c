@@ -359,15 +359,12 @@ void meta_free(struct meta *m)
 		if (m->conns[i].ctx)
 			redisFree(m->conns[i].ctx);
 	free(m->conns);
+	pool_release(m);
 	pthread_cond_destroy(&m->freed);
 	pthread_mutex_destroy(&m->lock);
 	pthread_mutex_destroy(&m->sub_lock);
 	free(m->node);
 	free(m->prefix);
-	free(m->host);
-	free(m->sock);
-	free(m->password);
-	free(m->url);
 	free(m);
 }
 

@@ -9,20 +9,26 @@
  * reply validators.
  *
  * Subscriber: one thread (struct sub), with a blocking redisContext of its
- * own made by pool_connect() (so unix: and redis:// URLs, AUTH and SELECT
- * work as for the pool) and a pipe whose read end, once written, tells the
- * thread to stop.  The thread never blocks in hiredis' reads: it polls the
- * socket and the pipe, then feeds hiredis' reader with redisBufferRead().
- * Only the connect and the AUTH/SELECT round trip block, for at most
+ * own made by pool_connect() (so it reaches the pool's target: the one
+ * server of unix: and redis://, the master the sentinels name, or the
+ * master of the namespace's cluster slot; with AUTH and SELECT as for the
+ * pool) and a pipe whose read end, once written, tells the thread to
+ * stop.  The thread never blocks in hiredis' reads: it polls the socket
+ * and the pipe, then feeds hiredis' reader with redisBufferRead().  Only
+ * the connect and the AUTH/SELECT round trip block, for at most
  * SUB_CONNECT_MS.
  *
- *   connect, SUBSCRIBE P:inval, wait for the confirmation
+ *   connect, SSUBSCRIBE {P}:inval (sharded pub/sub: on a cluster only
+ *   the channel's slot master carries it), wait for the confirmation
  *     -> fails: back off (100 ms doubling to 5 s, as the pool), retry
  *     -> ok: if a gap came before (a lost connection, failed attempts),
  *            call fn(NULL); then for each message parse it and call fn;
  *            PING after SUB_PING_MS without traffic, and count the
  *            connection lost if no answer comes within the timeout
- *     -> lost: reconnect at once, and back off if that fails
+ *     -> lost, or an sunsubscribe (Redis sends it when the slot moves
+ *        to another node), or the pool's generation moved (a failover,
+ *        a MOVED: checked every SUB_GEN_MS): reconnect at once, to the
+ *        target as it is now, and back off if that fails
  *
  * The thread runs with every signal blocked, so a write to a closed
  * connection cannot kill the process with SIGPIPE and the daemon's signals
@@ -54,6 +60,8 @@
 #define SUB_CONNECT_MS 1000
 /* traffic-free time after which the subscriber checks its connection */
 #define SUB_PING_MS 5000
+/* the subscriber sees a change of the pool's target within this time */
+#define SUB_GEN_MS 100
 /* "<kind> <parent> <name> <id>" is at most 15 + 20 + 255 + 20 + 3 bytes */
 #define INVAL_MAX 320
 
@@ -248,7 +256,8 @@ struct sub {
 	void *arg;
 	pthread_t thread;
 	int wake[2]; /* a byte in wake[0]: stop */
-	char channel[PREFIX_MAX + sizeof(":inval")];
+	char channel[PREFIX_MAX + sizeof("{}:inval")];
+	uint64_t gen; /* the pool's generation it connected in; the thread's */
 
 	pthread_mutex_t lock;
 	pthread_cond_t tried; /* the first attempt is over */
@@ -319,58 +328,6 @@ static bool sub_stopping(const struct sub *s)
 	return poll(&p, 1, 0) > 0;
 }
 
-/* Send what is queued on @ctx (a few bytes: the socket takes them). */
-static int sub_flush(redisContext *ctx, char *why, size_t wlen)
-{
-	int done = 0;
-
-	do {
-		if (redisBufferWrite(ctx, &done) != REDIS_OK)
-			return pool_ctx_error(ctx, errno, why, wlen);
-	} while (!done);
-	return 0;
-}
-
-/*
- * The next reply on @ctx, waiting until @deadline (mono ns).  0,
- * -ETIMEDOUT (the deadline passed), -ECANCELED (stop), or another negative
- * errno with the reason in @why (the context is then unusable).
- */
-static int sub_next(struct sub *s, redisContext *ctx, int64_t deadline, redisReply **ret, char *why,
-		    size_t wlen)
-{
-	struct pollfd p[2] = {
-	    {.fd = s->wake[0], .events = POLLIN},
-	    {.fd = ctx->fd, .events = POLLIN},
-	};
-	void *rep;
-	int64_t left;
-	int n;
-
-	for (;;) {
-		if (redisGetReplyFromReader(ctx, &rep) != REDIS_OK)
-			return pool_ctx_error(ctx, errno, why, wlen);
-		if (rep) {
-			*ret = rep;
-			return 0;
-		}
-		left = deadline - mono_ns();
-		if (left <= 0)
-			return -ETIMEDOUT;
-		n = poll(p, 2, (int)((left + 999999) / 1000000));
-		if (n < 0 && errno != EINTR) {
-			snprintf(why, wlen, "poll: %s", strerror(errno));
-			return -errno;
-		}
-		if (n <= 0)
-			continue;
-		if (p[0].revents)
-			return -ECANCELED;
-		if (p[1].revents && redisBufferRead(ctx) != REDIS_OK)
-			return pool_ctx_error(ctx, errno, why, wlen);
-	}
-}
-
 /* Is @rep the array {@kind, ...} of at least @n elements? */
 static bool push_is(const redisReply *rep, const char *kind, size_t n)
 {
@@ -392,26 +349,29 @@ static int sub_open(struct sub *s, redisContext **ret, char *why, size_t wlen)
 	int r;
 
 	r = pool_connect(m, m->timeout_ms < SUB_CONNECT_MS ? m->timeout_ms : SUB_CONNECT_MS, &ctx,
-			 why, wlen);
+			 &s->gen, why, wlen);
 	if (r < 0)
 		return r;
 	r = -ENOMEM;
 	snprintf(why, wlen, "out of memory");
-	if (redisAppendCommand(ctx, "SUBSCRIBE %s", s->channel) != REDIS_OK)
+	if (redisAppendCommand(ctx, "SSUBSCRIBE %s", s->channel) != REDIS_OK)
 		goto clean_ctx;
-	r = sub_flush(ctx, why, wlen);
+	r = pool_ctx_flush(ctx, why, wlen);
 	if (r == 0)
-		r = sub_next(s, ctx, mono_ns() + (int64_t)m->timeout_ms * 1000000, &rep, why, wlen);
+		r = pool_ctx_next(ctx, s->wake[0], mono_ns() + (int64_t)m->timeout_ms * 1000000,
+				  &rep, why, wlen);
 	if (r == -ETIMEDOUT)
-		snprintf(why, wlen, "no answer to SUBSCRIBE within %u ms", m->timeout_ms);
+		snprintf(why, wlen, "no answer to SSUBSCRIBE within %u ms", m->timeout_ms);
 	if (r < 0)
 		goto clean_ctx;
 	r = 0;
-	if (!push_is(rep, "subscribe", 3) || !rep_text(rep->element[1], sizeof(s->channel)) ||
+	if (!push_is(rep, "ssubscribe", 3) || !rep_text(rep->element[1], sizeof(s->channel)) ||
 	    strcmp(rep->element[1]->str, s->channel)) {
-		snprintf(why, wlen, "SUBSCRIBE: %.200s",
+		snprintf(why, wlen, "SSUBSCRIBE: %.200s",
 			 rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
 		r = rep->type == REDIS_REPLY_ERROR ? pool_reply_errno(rep) : -EPROTO;
+		/* a MOVED: the slot's master is elsewhere now */
+		pool_target_stale(m, s->gen);
 	}
 	freeReplyObject(rep);
 	if (r < 0)
@@ -446,15 +406,25 @@ static void sub_message(struct sub *s, const redisReply *rep)
 }
 
 /* Read messages until the connection is lost (a negative errno, the
- * reason in @why) or the thread is to stop (-ECANCELED). */
+ * reason in @why), the slot moves away (sunsubscribe) or the pool's target
+ * changes (-ESTALE), or the thread is to stop (-ECANCELED). */
 static int sub_loop(struct sub *s, redisContext *ctx, char *why, size_t wlen)
 {
-	int64_t ping_at = mono_ns() + (int64_t)SUB_PING_MS * 1000000, pong_by = 0;
+	int64_t ping_at = mono_ns() + (int64_t)SUB_PING_MS * 1000000, pong_by = 0, until;
 	redisReply *rep;
 	int r;
 
 	for (;;) {
-		r = sub_next(s, ctx, pong_by ? pong_by : ping_at, &rep, why, wlen);
+		if (pool_gen(s->m) != s->gen) {
+			snprintf(why, wlen, "the Redis master changed");
+			return -ESTALE;
+		}
+		until = pong_by ? pong_by : ping_at;
+		if (until > mono_ns() + (int64_t)SUB_GEN_MS * 1000000)
+			until = mono_ns() + (int64_t)SUB_GEN_MS * 1000000;
+		r = pool_ctx_next(ctx, s->wake[0], until, &rep, why, wlen);
+		if (r == -ETIMEDOUT && mono_ns() < (pong_by ? pong_by : ping_at))
+			continue;
 		if (r == -ETIMEDOUT && pong_by) {
 			snprintf(why, wlen, "no answer to PING within %u ms", s->m->timeout_ms);
 			return r;
@@ -464,7 +434,7 @@ static int sub_loop(struct sub *s, redisContext *ctx, char *why, size_t wlen)
 				snprintf(why, wlen, "out of memory");
 				return -ENOMEM;
 			}
-			r = sub_flush(ctx, why, wlen);
+			r = pool_ctx_flush(ctx, why, wlen);
 			if (r < 0)
 				return r;
 			pong_by = mono_ns() + (int64_t)s->m->timeout_ms * 1000000;
@@ -472,12 +442,19 @@ static int sub_loop(struct sub *s, redisContext *ctx, char *why, size_t wlen)
 		}
 		if (r < 0)
 			return r;
-		if (push_is(rep, "message", 3))
+		if (push_is(rep, "smessage", 3)) {
 			sub_message(s, rep);
-		else if (push_is(rep, "pong", 1))
+		} else if (push_is(rep, "pong", 1)) {
 			pong_by = 0;
-		else
+		} else if (push_is(rep, "sunsubscribe", 1)) {
+			/* Redis drops the subscription when the slot moves */
+			freeReplyObject(rep);
+			pool_target_stale(s->m, s->gen);
+			snprintf(why, wlen, "the slot of %s moved away", s->channel);
+			return -ESTALE;
+		} else {
 			log_debug("meta: subscriber: unexpected reply of type %d", rep->type);
+		}
 		freeReplyObject(rep);
 		if (!pong_by)
 			ping_at = mono_ns() + (int64_t)SUB_PING_MS * 1000000;
@@ -565,7 +542,7 @@ int meta_subscribe(struct meta *m, meta_inval_fn fn, void *arg)
 	s->m = m;
 	s->fn = fn;
 	s->arg = arg;
-	snprintf(s->channel, sizeof(s->channel), "%s:inval", m->prefix);
+	snprintf(s->channel, sizeof(s->channel), "{%s}:inval", m->prefix);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->tried, NULL);
 

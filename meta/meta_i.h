@@ -81,12 +81,35 @@ extern const char *const meta_script_name[META_NSCRIPTS];
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
 
+/* at most this many sentinels or cluster seed nodes in a URL */
+#define SEEDS_MAX 16
+/* a host name (253) or an IPv6 address, and the NUL */
+#define HOST_MAX 256
+/* a call retries a redirect or a failover at most this often */
+#define RETRY_MAX 16
+
 struct sub;
+struct route;
+struct watch;
+
+/* How the URL reaches Redis (meta.h, "URL"). */
+enum meta_engine {
+	ENGINE_REDIS,	 /* redis:// or unix: one server */
+	ENGINE_SENTINEL, /* redis-sentinel://: the master the sentinels name */
+	ENGINE_CLUSTER,	 /* redis-cluster://: the master of the namespace's slot */
+};
+
+/* A TCP address; port 0: none. */
+struct addr {
+	char host[HOST_MAX]; /* a name, IPv4, or IPv6 without brackets */
+	int port;
+};
 
 /* One slot of the pool. */
 struct conn {
 	redisContext *ctx;		      /* NULL while down; used only by the borrower */
 	char sha[META_NSCRIPTS][SHA_LEN + 1]; /* used only by the borrower */
+	uint64_t gen;			      /* meta.gen it connected in; the borrower's */
 	bool busy;			      /* guarded by meta.lock */
 };
 
@@ -98,6 +121,10 @@ struct meta {
 	char *sock;	/* unix: */
 	char *password; /* NULL: no AUTH */
 	unsigned db;
+	enum meta_engine engine;
+	struct addr seeds[SEEDS_MAX]; /* sentinels, or cluster seed nodes */
+	unsigned nseeds;
+	char *master; /* the sentinels' name of the master */
 	char *prefix;
 	char *node;
 	unsigned pool_size;
@@ -110,6 +137,17 @@ struct meta {
 	int64_t retry_at;     /* guarded by lock; mono ns */
 	bool probing;	      /* guarded by lock */
 	char last_err[256];   /* guarded by lock */
+	/* The target: where the pool connects.  Fixed for ENGINE_REDIS;
+	 * otherwise resolved (port 0 or stale: resolve before connecting).
+	 * gen counts the changes of target: a connection made in an older
+	 * generation is dropped when borrowed, so bumping gen drops the
+	 * whole pool (and its scripts, loaded per connection). */
+	struct addr tgt;      /* guarded by lock */
+	bool tgt_stale;	      /* guarded by lock */
+	uint64_t gen;	      /* guarded by lock */
+	struct route *route;  /* guarded by lock; ENGINE_CLUSTER's slot map */
+	unsigned sentinel_at; /* guarded by lock; the sentinel that answered last */
+	struct watch *watch;  /* guarded by lock; ENGINE_SENTINEL's watcher */
 	atomic_bool up;
 	/* the highest write sequence a publish of ours got back (meta.c) */
 	atomic_uint_fast64_t seq_seen;
@@ -126,6 +164,7 @@ struct meta {
 
 struct args {
 	int n;
+	const char *src; /* EVALSHA's script source (an ASK redirect loads it) */
 	const char *v[ARGS_MAX];
 	size_t len[ARGS_MAX];
 	char num[ARGS_MAX][24];
@@ -170,17 +209,107 @@ int pool_reply_errno(const redisReply *rep);
 int pool_ctx_error(const redisContext *ctx, int e, char *why, size_t len);
 
 /*
- * A context of the caller's own, outside the pool: connected with send and
- * receive timeouts of @timeout_ms, authenticated and with the database
- * selected as the URL says.  0, -EIO, -EACCES or -ENOMEM, with a text in
- * @why.  Touches no state of the pool.  The caller frees it with
- * redisFree().
+ * A context of the caller's own, outside the pool, to the current target
+ * (resolved first if need be): connected with send and receive timeouts
+ * of @timeout_ms, authenticated and with the database selected as the URL
+ * says.  *@ret_gen: the generation of the target it reached (the caller
+ * reconnects when pool_gen() moves on).  0, -EIO, -EACCES or -ENOMEM,
+ * with a text in @why.  The caller frees it with redisFree().
  */
-int pool_connect(struct meta *m, unsigned timeout_ms, redisContext **ret, char *why, size_t wlen);
+int pool_connect(struct meta *m, unsigned timeout_ms, redisContext **ret, uint64_t *ret_gen,
+		 char *why, size_t wlen);
+/* A context to @a (NULL: the unix socket of the URL), with send and
+ * receive timeouts of @timeout_ms; with @auth, AUTH and SELECT as the URL
+ * says.  0, -EIO, -EACCES or -ENOMEM, with a text in @why. */
+int pool_ctx_open(struct meta *m, const struct addr *a, unsigned timeout_ms, bool auth,
+		  redisContext **ret, char *why, size_t wlen);
+/* One command on a context of the caller's own (SIGPIPE blocked).  The
+ * reply may be an error reply; a failed context gives a negative errno
+ * with the reason in @why, and is then unusable. */
+int pool_ctx_cmd(redisContext *ctx, int argc, const char **argv, redisReply **ret, char *why,
+		 size_t wlen);
+/* Send what is queued on @ctx (a few bytes: the socket takes them). */
+int pool_ctx_flush(redisContext *ctx, char *why, size_t wlen);
+/*
+ * The next reply on the non-blocking use of @ctx, waiting until @deadline
+ * (mono ns) or until @wake_fd is readable.  0, -ETIMEDOUT (the deadline
+ * passed), -ECANCELED (@wake_fd), or another negative errno with the
+ * reason in @why (the context is then unusable).
+ */
+int pool_ctx_next(redisContext *ctx, int wake_fd, int64_t deadline, redisReply **ret, char *why,
+		  size_t wlen);
 
-/* Fill the url, host, port, sock, password and db of @m from @url (see
- * meta.h).  0, -EINVAL or -ENOMEM; meta_free() frees what it filled. */
+/* The generation of the target (struct meta, "target"). */
+uint64_t pool_gen(struct meta *m);
+/* The target is @a from now on (a redirect, a failover): if it moved,
+ * bump the generation and end any backoff.  @why goes to the debug log. */
+void pool_target_set(struct meta *m, const struct addr *a, const char *why);
+/* The target of generation @gen failed: resolve it again before the next
+ * connect (nothing if the generation moved on already). */
+void pool_target_stale(struct meta *m, uint64_t gen);
+
+/* Fill the url, host, port, sock, password, db, engine, seeds and master
+ * of @m from @url (see meta.h).  0, -EINVAL (logged) or -ENOMEM;
+ * pool_release() frees what it filled. */
 int pool_parse_url(struct meta *m, const char *url);
+/* host:port, [v6]:port, or host alone (@def_port) as the @len bytes at @s
+ * hold it.  0 or -EINVAL. */
+int addr_parse(const char *s, size_t len, int def_port, struct addr *ret);
+/* Free what pool_parse_url(), the slot map and the sentinel watcher hold
+ * (meta_free(), after the subscriber stopped). */
+void pool_release(struct meta *m);
+
+/* ---- Redis Cluster (meta_route.c) ---- */
+
+#define SLOTS 16384
+
+/* CRC16/XMODEM, the checksum of Redis Cluster's key slots. */
+uint16_t route_crc16(const void *s, size_t len);
+/* The slot of key @key (@len bytes), with the hash tag rule. */
+unsigned route_keyslot(const char *key, size_t len);
+/* The slot of the namespace: every key is "{P}:...". */
+unsigned route_ns_slot(const struct meta *m);
+/*
+ * Read the slot map (CLUSTER SLOTS) from @first (if not NULL), then the
+ * masters of the map, then the seed nodes, until one answers; keep it and
+ * put the master of the namespace's slot in @ret.  0, -EIO (with the
+ * reason in @why), -EACCES or -ENOMEM.  Bounded: one connect and round
+ * trip of timeout_ms per node, at most SEEDS_MAX + 16 nodes.
+ */
+int route_resolve(struct meta *m, const struct addr *first, struct addr *ret, char *why,
+		  size_t wlen);
+/* Is the first key of @a (EVALSHA: the first after numkeys) in the
+ * namespace's slot?  0, or -EXDEV (logged: a bug of the caller). */
+int route_check(const struct meta *m, const struct args *a);
+void route_free(struct route *r);
+
+enum redirect {
+	RD_NONE,	/* an answer (or an error that is one) */
+	RD_MOVED,	/* MOVED slot host:port: the slot has a new owner */
+	RD_ASK,		/* ASK slot host:port: this command only, there */
+	RD_TRYAGAIN,	/* TRYAGAIN: a migration is under way, wait */
+	RD_NONLOCAL,	/* a script's non local key: read the map, wait */
+	RD_CLUSTERDOWN, /* CLUSTERDOWN: back off */
+	RD_RESOLVE,	/* READONLY, LOADING, MASTERDOWN: find the master */
+	RD_NOSCRIPT,	/* NOSCRIPT: load the script, then again */
+};
+/* What error reply @rep asks of the caller; MOVED and ASK fill @ret. */
+enum redirect redirect_kind(const redisReply *rep, struct addr *ret);
+
+/* ---- Redis Sentinel (meta_sentinel.c) ---- */
+
+/*
+ * Ask the sentinels, one after the other from the one that answered
+ * last, where the master is.  0, or -EIO (the reason in @why) or
+ * -ENOMEM.  Bounded: a connect and two round trips of timeout_ms per
+ * sentinel.
+ */
+int sentinel_resolve(struct meta *m, struct addr *ret, char *why, size_t wlen);
+/* Start the thread that follows +switch-master (once; later calls do
+ * nothing).  0 or a negative errno. */
+int sentinel_watch_start(struct meta *m);
+/* Stop and join it (meta_free()). */
+void sentinel_watch_stop(struct meta *m);
 
 /* ---- calls and replies (meta.c) ---- */
 

@@ -65,6 +65,11 @@
 #include "meta_i.h"
 
 #define DEFAULT_PORT 6379
+#define DEFAULT_SENTINEL_PORT 26379
+/* the wait before retrying TRYAGAIN, CLUSTERDOWN or a failover doubles
+ * from WAIT_MIN_MS up to WAIT_MAX_MS */
+#define WAIT_MIN_MS 10
+#define WAIT_MAX_MS 500
 
 /* ---- argument vectors ---- */
 
@@ -238,7 +243,7 @@ static void sigpipe_unblock(struct sigpipe_guard *g, bool failed)
 	pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 }
 
-/* ---- the pool ---- */
+/* ---- contexts ---- */
 
 static void set_up(struct meta *m, bool up)
 {
@@ -283,6 +288,62 @@ static int read_reply(redisContext *ctx, redisReply **ret, char *why, size_t len
 	return 0;
 }
 
+int pool_ctx_cmd(redisContext *ctx, int argc, const char **argv, redisReply **ret, char *why,
+		 size_t wlen)
+{
+	if (redisAppendCommandArgv(ctx, argc, argv, NULL) != REDIS_OK) {
+		snprintf(why, wlen, "out of memory");
+		return -ENOMEM;
+	}
+	return read_reply(ctx, ret, why, wlen);
+}
+
+int pool_ctx_flush(redisContext *ctx, char *why, size_t wlen)
+{
+	int done = 0;
+
+	do {
+		if (redisBufferWrite(ctx, &done) != REDIS_OK)
+			return pool_ctx_error(ctx, errno, why, wlen);
+	} while (!done);
+	return 0;
+}
+
+int pool_ctx_next(redisContext *ctx, int wake_fd, int64_t deadline, redisReply **ret, char *why,
+		  size_t wlen)
+{
+	struct pollfd p[2] = {
+	    {.fd = wake_fd, .events = POLLIN},
+	    {.fd = ctx->fd, .events = POLLIN},
+	};
+	void *rep;
+	int64_t left;
+	int n;
+
+	for (;;) {
+		if (redisGetReplyFromReader(ctx, &rep) != REDIS_OK)
+			return pool_ctx_error(ctx, errno, why, wlen);
+		if (rep) {
+			*ret = rep;
+			return 0;
+		}
+		left = deadline - mono_ns();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		n = poll(p, 2, (int)((left + 999999) / 1000000));
+		if (n < 0 && errno != EINTR) {
+			snprintf(why, wlen, "poll: %s", strerror(errno));
+			return -errno;
+		}
+		if (n <= 0)
+			continue;
+		if (p[0].revents)
+			return -ECANCELED;
+		if (p[1].revents && redisBufferRead(ctx) != REDIS_OK)
+			return pool_ctx_error(ctx, errno, why, wlen);
+	}
+}
+
 static bool is_sha(const redisReply *rep)
 {
 	size_t i;
@@ -296,10 +357,12 @@ static bool is_sha(const redisReply *rep)
 }
 
 /*
- * Connect to Redis with send and receive timeouts of @timeout_ms, and
- * queue AUTH and SELECT as the URL says (ctx_auth() reads their replies).
+ * Connect to @a (NULL: the URL's unix socket) with send and receive
+ * timeouts of @timeout_ms and, with @auth, queue AUTH and SELECT as the
+ * URL says (ctx_auth() reads their replies).
  */
-static int ctx_open(struct meta *m, unsigned timeout_ms, redisContext **ret, char *why, size_t wlen)
+static int ctx_open(struct meta *m, const struct addr *a, unsigned timeout_ms, bool auth,
+		    redisContext **ret, char *why, size_t wlen)
 {
 	struct timeval tv = {
 	    .tv_sec = timeout_ms / 1000,
@@ -308,16 +371,21 @@ static int ctx_open(struct meta *m, unsigned timeout_ms, redisContext **ret, cha
 	redisContext *ctx;
 	int r;
 
-	if (m->sock)
+	if (!a)
 		ctx = redisConnectUnixWithTimeout(m->sock, tv);
 	else
-		ctx = redisConnectWithTimeout(m->host, m->port, tv);
+		ctx = redisConnectWithTimeout(a->host, a->port, tv);
 	if (!ctx) {
 		snprintf(why, wlen, "out of memory");
 		return -ENOMEM;
 	}
 	if (ctx->err || redisSetTimeout(ctx, tv) != REDIS_OK) {
 		r = pool_ctx_error(ctx, errno, why, wlen);
+		if (a) {
+			size_t n = strlen(why);
+
+			snprintf(why + n, wlen - n, " (%s:%d)", a->host, a->port);
+		}
 		goto clean_ctx;
 	}
 	/* hiredis 0.14 keeps at most 16 KiB of unused read buffer and
@@ -325,9 +393,9 @@ static int ctx_open(struct meta *m, unsigned timeout_ms, redisContext **ret, cha
 	ctx->reader->maxbuf = 0;
 	r = -ENOMEM;
 	snprintf(why, wlen, "out of memory");
-	if (m->password && redisAppendCommand(ctx, "AUTH %s", m->password) != REDIS_OK)
+	if (auth && m->password && redisAppendCommand(ctx, "AUTH %s", m->password) != REDIS_OK)
 		goto clean_ctx;
-	if (m->db && redisAppendCommand(ctx, "SELECT %u", m->db) != REDIS_OK)
+	if (auth && m->db && redisAppendCommand(ctx, "SELECT %u", m->db) != REDIS_OK)
 		goto clean_ctx;
 	*ret = ctx;
 	return 0;
@@ -361,15 +429,16 @@ static int ctx_auth(struct meta *m, redisContext *ctx, char *why, size_t wlen)
 	return 0;
 }
 
-int pool_connect(struct meta *m, unsigned timeout_ms, redisContext **ret, char *why, size_t wlen)
+int pool_ctx_open(struct meta *m, const struct addr *a, unsigned timeout_ms, bool auth,
+		  redisContext **ret, char *why, size_t wlen)
 {
 	redisContext *ctx;
 	int r;
 
-	r = ctx_open(m, timeout_ms, &ctx, why, wlen);
+	r = ctx_open(m, a, timeout_ms, auth, &ctx, why, wlen);
 	if (r < 0)
 		return r;
-	r = ctx_auth(m, ctx, why, wlen);
+	r = auth ? ctx_auth(m, ctx, why, wlen) : 0;
 	if (r < 0) {
 		redisFree(ctx);
 		return r;
@@ -379,14 +448,156 @@ int pool_connect(struct meta *m, unsigned timeout_ms, redisContext **ret, char *
 	return 0;
 }
 
+/* ---- the target ---- */
+
+uint64_t pool_gen(struct meta *m)
+{
+	uint64_t gen;
+
+	pthread_mutex_lock(&m->lock);
+	gen = m->gen;
+	pthread_mutex_unlock(&m->lock);
+	return gen;
+}
+
+void pool_target_set(struct meta *m, const struct addr *a, const char *why)
+{
+	bool moved;
+
+	pthread_mutex_lock(&m->lock);
+	moved = m->tgt.port != a->port || strcmp(m->tgt.host, a->host);
+	if (moved) {
+		m->tgt = *a;
+		m->gen++;
+		/* a new master owes us no backoff from the old one */
+		m->backoff_ms = 0;
+	}
+	m->tgt_stale = false;
+	pthread_mutex_unlock(&m->lock);
+	if (moved)
+		log_debug("meta: %s: Redis master of %s is now %s:%d", why, m->url, a->host,
+			  a->port);
+}
+
+void pool_target_stale(struct meta *m, uint64_t gen)
+{
+	pthread_mutex_lock(&m->lock);
+	if (m->engine != ENGINE_REDIS && m->gen == gen)
+		m->tgt_stale = true;
+	pthread_mutex_unlock(&m->lock);
+}
+
 /*
- * Connect slot @c and prepare it: AUTH, SELECT, SCRIPT LOAD of every
- * script and the namespace init, pipelined.  0, -EIO, -EACCES or -ENOMEM,
- * with a text in @why.
+ * Where to connect now: the target and its generation, resolved first if
+ * it is unknown or stale (asking the sentinels or reading the slot map).
+ * *@ret_sock: connect to the URL's unix socket.
  */
-static int conn_open(struct meta *m, struct conn *c, char *why, size_t wlen)
+static int target_get(struct meta *m, struct addr *ret, bool *ret_sock, uint64_t *ret_gen,
+		      char *why, size_t wlen)
+{
+	struct addr a;
+	bool known;
+	int r;
+
+	pthread_mutex_lock(&m->lock);
+	known = m->engine == ENGINE_REDIS || (m->tgt.port && !m->tgt_stale);
+	pthread_mutex_unlock(&m->lock);
+	if (!known) {
+		if (m->engine == ENGINE_SENTINEL) {
+			r = sentinel_watch_start(m);
+			if (r < 0)
+				log_debug("meta: cannot start the sentinel watcher: %s",
+					  strerror(-r));
+			r = sentinel_resolve(m, &a, why, wlen);
+		} else {
+			r = route_resolve(m, NULL, &a, why, wlen);
+		}
+		if (r < 0)
+			return r;
+		pool_target_set(m, &a, "resolved");
+	}
+	pthread_mutex_lock(&m->lock);
+	*ret = m->tgt;
+	*ret_gen = m->gen;
+	pthread_mutex_unlock(&m->lock);
+	*ret_sock = m->sock != NULL;
+	return 0;
+}
+
+int pool_connect(struct meta *m, unsigned timeout_ms, redisContext **ret, uint64_t *ret_gen,
+		 char *why, size_t wlen)
+{
+	struct addr a;
+	uint64_t gen;
+	bool sock;
+	int r;
+
+	r = target_get(m, &a, &sock, &gen, why, wlen);
+	if (r < 0)
+		return r;
+	r = pool_ctx_open(m, sock ? NULL : &a, timeout_ms, true, ret, why, wlen);
+	if (r < 0) {
+		pool_target_stale(m, gen);
+		return r;
+	}
+	*ret_gen = gen;
+	return 0;
+}
+
+/* ---- the pool ---- */
+
+/*
+ * The INFO server reply of a new connection: objfs needs Redis 7.0 or
+ * later (sharded pub/sub: SPUBLISH and SSUBSCRIBE).
+ */
+static int check_version(struct meta *m, const redisReply *rep, char *why, size_t wlen)
+{
+	const char *v = rep->type == REDIS_REPLY_STRING ? strstr(rep->str, "redis_version:") : NULL;
+	unsigned major = 0;
+
+	/* the first command a server without our password refuses */
+	if (rep->type == REDIS_REPLY_ERROR) {
+		snprintf(why, wlen, "INFO server: %.200s", rep->str);
+		return pool_reply_errno(rep) == -EACCES ? -EACCES : -EIO;
+	}
+	if (v)
+		v += strlen("redis_version:");
+	if (!v || sscanf(v, "%u", &major) != 1) {
+		snprintf(why, wlen, "INFO server: no redis_version");
+		return -EIO;
+	}
+	if (major >= 7)
+		return 0;
+	snprintf(why, wlen, "objfs needs Redis 7.0 or later (SPUBLISH/SSUBSCRIBE); %s runs %.*s",
+		 m->url, (int)strcspn(v, "\r\n"), v);
+	return -EIO;
+}
+
+/* The ROLE reply of a new connection to what the sentinels call the
+ * master: a replica that was demoted, or not yet promoted, will not do. */
+static int check_role(const struct addr *a, const redisReply *rep, char *why, size_t wlen)
+{
+	const char *role = rep->type == REDIS_REPLY_ARRAY && rep->elements > 0
+			       ? rep_text(rep->element[0], 16)
+			       : NULL;
+
+	if (role && !strcmp(role, "master"))
+		return 0;
+	snprintf(why, wlen, "%.100s:%d is not a master (ROLE: %s)", a->host, a->port,
+		 role ? role : "unexpected reply");
+	return -EIO;
+}
+
+/*
+ * Connect slot @c to @a (NULL: the unix socket) and prepare it: AUTH,
+ * SELECT, INFO server (the version), ROLE (ENGINE_SENTINEL), SCRIPT LOAD
+ * of every script and the namespace init, pipelined.  0, -EIO, -EACCES or
+ * -ENOMEM, with a text in @why.
+ */
+static int conn_open(struct meta *m, struct conn *c, const struct addr *to, char *why, size_t wlen)
 {
 	const char *loadv[3] = {"SCRIPT", "LOAD", NULL};
+	bool role = m->engine == ENGINE_SENTINEL;
 	redisReply *rep = NULL;
 	redisContext *ctx;
 	struct args a;
@@ -404,11 +615,14 @@ static int conn_open(struct meta *m, struct conn *c, char *why, size_t wlen)
 	a.v[2] = "0";
 	a.len[2] = 1;
 
-	r = ctx_open(m, m->timeout_ms, &ctx, why, wlen);
+	r = ctx_open(m, to, m->timeout_ms, true, &ctx, why, wlen);
 	if (r < 0)
 		return r;
 	r = -ENOMEM;
 	snprintf(why, wlen, "out of memory");
+	if (redisAppendCommand(ctx, "INFO server") != REDIS_OK ||
+	    (role && redisAppendCommand(ctx, "ROLE") != REDIS_OK))
+		goto clean_ctx;
 	for (i = 0; i < META_NSCRIPTS; i++) {
 		loadv[2] = meta_script_src[i];
 		if (redisAppendCommandArgv(ctx, 3, loadv, NULL) != REDIS_OK)
@@ -417,14 +631,24 @@ static int conn_open(struct meta *m, struct conn *c, char *why, size_t wlen)
 	if (redisAppendCommandArgv(ctx, a.n, a.v, a.len) != REDIS_OK)
 		goto clean_ctx;
 
-	/* the replies: [AUTH], [SELECT], the scripts, the init */
+	/* the replies: [AUTH], [SELECT], INFO, [ROLE], the scripts, the init */
 	r = ctx_auth(m, ctx, why, wlen);
 	if (r < 0)
 		goto clean_ctx;
-	for (i = 0; i <= META_NSCRIPTS; i++) {
+	for (i = -2; i <= META_NSCRIPTS; i++) {
+		if (i == -1 && !role)
+			continue;
 		r = read_reply(ctx, &rep, why, wlen);
 		if (r < 0)
 			goto clean_ctx;
+		if (i == -2 || i == -1) {
+			r = i == -2 ? check_version(m, rep, why, wlen)
+				    : check_role(to, rep, why, wlen);
+			if (r < 0)
+				goto clean_rep;
+			freeReplyObject(rep);
+			continue;
+		}
 		if (rep->type == REDIS_REPLY_ERROR) {
 			snprintf(why, wlen, "%s: %.200s",
 				 i < META_NSCRIPTS ? "SCRIPT LOAD" : "cannot create the namespace",
@@ -493,6 +717,72 @@ static bool conn_dead(const struct conn *c)
 }
 
 /*
+ * Make borrowed slot @c ready: drop its context if it is of an older
+ * generation or was closed, and connect it to the target if it has none
+ * (unless the pool is in backoff).  0, -EIO, -EACCES, -ENOMEM.
+ */
+static int conn_ready(struct meta *m, struct conn *c)
+{
+	uint64_t gen = 0;
+	struct addr to;
+	char why[256];
+	bool probe = false, sock, old;
+	int r;
+
+	pthread_mutex_lock(&m->lock);
+	old = c->ctx && c->gen != m->gen;
+	pthread_mutex_unlock(&m->lock);
+	if (c->ctx && (old || conn_dead(c))) {
+		log_debug("meta: idle connection to %s was %s", m->url,
+			  old ? "to an old target" : "closed");
+		redisFree(c->ctx);
+		c->ctx = NULL;
+	}
+	if (c->ctx)
+		return 0;
+
+	pthread_mutex_lock(&m->lock);
+	if (m->backoff_ms) {
+		if (m->probing || mono_ns() < m->retry_at) {
+			pthread_mutex_unlock(&m->lock);
+			return -EIO;
+		}
+		m->probing = probe = true;
+	}
+	pthread_mutex_unlock(&m->lock);
+	r = target_get(m, &to, &sock, &gen, why, sizeof(why));
+	if (r == 0)
+		r = conn_open(m, c, sock ? NULL : &to, why, sizeof(why));
+	if (r < 0) {
+		log_debug("meta: cannot connect to %s: %s", m->url, why);
+		pool_target_stale(m, gen);
+	}
+	pthread_mutex_lock(&m->lock);
+	if (probe)
+		m->probing = false;
+	if (r < 0) {
+		/* only a failed probe doubles: threads that tried at the
+		 * same moment do not count several times */
+		if (!m->backoff_ms)
+			m->backoff_ms = BACKOFF_MIN_MS;
+		else if (probe)
+			m->backoff_ms =
+			    m->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : m->backoff_ms * 2;
+		m->retry_at = mono_ns() + (int64_t)m->backoff_ms * 1000000;
+		snprintf(m->last_err, sizeof(m->last_err), "%s", why);
+		set_up(m, false);
+		pthread_mutex_unlock(&m->lock);
+		return r;
+	}
+	c->gen = gen;
+	m->backoff_ms = 0;
+	m->last_err[0] = '\0';
+	set_up(m, true);
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
+/*
  * Borrow a connected slot.  0, -EIO (Redis unreachable, in backoff, or no
  * slot free within the timeout), -EACCES, -ENOMEM.
  */
@@ -500,8 +790,6 @@ int pool_get(struct meta *m, struct conn **ret)
 {
 	struct timespec until;
 	struct conn *c;
-	char why[256];
-	bool probe = false;
 	int r;
 
 	clock_gettime(CLOCK_MONOTONIC, &until);
@@ -523,60 +811,18 @@ int pool_get(struct meta *m, struct conn **ret)
 	}
 	c->busy = true;
 	pthread_mutex_unlock(&m->lock);
-	if (c->ctx && conn_dead(c)) {
-		log_debug("meta: idle connection to %s was closed", m->url);
-		redisFree(c->ctx);
-		c->ctx = NULL;
-	}
-	if (c->ctx) {
-		*ret = c;
-		return 0;
-	}
-
-	pthread_mutex_lock(&m->lock);
-	if (m->backoff_ms) {
-		if (m->probing || mono_ns() < m->retry_at) {
-			c->busy = false;
-			pthread_cond_signal(&m->freed);
-			pthread_mutex_unlock(&m->lock);
-			return -EIO;
-		}
-		m->probing = probe = true;
-	}
-	pthread_mutex_unlock(&m->lock);
-	r = conn_open(m, c, why, sizeof(why));
-	if (r < 0)
-		log_debug("meta: cannot connect to %s: %s", m->url, why);
-	pthread_mutex_lock(&m->lock);
-	if (probe)
-		m->probing = false;
+	r = conn_ready(m, c);
 	if (r < 0) {
-		/* only a failed probe doubles: threads that tried at the
-		 * same moment do not count several times */
-		if (!m->backoff_ms)
-			m->backoff_ms = BACKOFF_MIN_MS;
-		else if (probe)
-			m->backoff_ms =
-			    m->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : m->backoff_ms * 2;
-		m->retry_at = mono_ns() + (int64_t)m->backoff_ms * 1000000;
-		snprintf(m->last_err, sizeof(m->last_err), "%s", why);
-		set_up(m, false);
-		c->busy = false;
-		pthread_cond_signal(&m->freed);
-		pthread_mutex_unlock(&m->lock);
+		pool_put(m, c);
 		return r;
 	}
-	m->backoff_ms = 0;
-	m->last_err[0] = '\0';
-	set_up(m, true);
-	pthread_mutex_unlock(&m->lock);
 	*ret = c;
 	return 0;
 }
 
-/* One command on a borrowed slot.  The reply may be an error reply;
- * a failed context gives -EIO (or -ENOMEM) and is dropped. */
-int pool_cmd(struct meta *m, struct conn *c, struct args *a, redisReply **ret)
+/* Send @a on @c once.  A failed context gives -EIO (or -ENOMEM) and is
+ * dropped. */
+static int cmd_once(struct meta *m, struct conn *c, struct args *a, redisReply **ret)
 {
 	struct sigpipe_guard g;
 	redisReply *rep;
@@ -589,6 +835,143 @@ int pool_cmd(struct meta *m, struct conn *c, struct args *a, redisReply **ret)
 	if (!rep)
 		return conn_broken(m, c, e);
 	set_up(m, true);
+	*ret = rep;
+	return 0;
+}
+
+/*
+ * An ASK redirect: @a once more, on a connection of its own to @to,
+ * after ASKING (which lets the importing node serve this one command).
+ * A script that node does not know yet is loaded there first.  The reply
+ * in *@ret (maybe an error reply), or -EIO/-ENOMEM.
+ */
+static int ask_once(struct meta *m, const struct addr *to, struct args *a, redisReply **ret)
+{
+	const char *asking[] = {"ASKING"}, *load[] = {"SCRIPT", "LOAD", a->src};
+	redisReply *rep = NULL;
+	redisContext *ctx = NULL;
+	char why[256];
+	int r, tries;
+
+	r = pool_ctx_open(m, to, m->timeout_ms, true, &ctx, why, sizeof(why));
+	for (tries = 0; r == 0 && tries < 2; tries++) {
+		r = pool_ctx_cmd(ctx, 1, asking, &rep, why, sizeof(why));
+		if (r < 0)
+			break;
+		freeReplyObject(rep);
+		rep = NULL;
+		if (redisAppendCommandArgv(ctx, a->n, a->v, a->len) != REDIS_OK) {
+			r = -ENOMEM;
+			break;
+		}
+		r = read_reply(ctx, &rep, why, sizeof(why));
+		if (r < 0 || tries > 0 || redirect_kind(rep, NULL) != RD_NOSCRIPT ||
+		    strcmp(a->v[0], "EVALSHA") || !a->src)
+			break;
+		freeReplyObject(rep);
+		rep = NULL;
+		r = pool_ctx_cmd(ctx, 3, load, &rep, why, sizeof(why));
+		if (r == 0 && !is_sha(rep))
+			r = -EIO;
+		freeReplyObject(rep);
+		rep = NULL;
+	}
+	if (ctx)
+		redisFree(ctx);
+	if (r < 0) {
+		log_debug("meta: ASK redirect to %s:%d failed: %s", to->host, to->port, why);
+		freeReplyObject(rep);
+		return r == -ENOMEM ? r : -EIO;
+	}
+	*ret = rep;
+	return 0;
+}
+
+/* Sleep *@wait_ms, or until @deadline if that comes first, and double
+ * *@wait_ms for the next time (at most WAIT_MAX_MS). */
+static void nap(int64_t deadline, unsigned *wait_ms)
+{
+	int64_t ns = deadline - mono_ns();
+	struct timespec ts;
+
+	if (ns > (int64_t)*wait_ms * 1000000)
+		ns = (int64_t)*wait_ms * 1000000;
+	if (ns > 0) {
+		ts.tv_sec = ns / 1000000000;
+		ts.tv_nsec = ns % 1000000000;
+		nanosleep(&ts, NULL);
+	}
+	*wait_ms = *wait_ms * 2 > WAIT_MAX_MS ? WAIT_MAX_MS : *wait_ms * 2;
+}
+
+/*
+ * One command on a borrowed slot, following redirects and failovers
+ * (the rules and bounds are in the comment at the top).  The reply may be
+ * an error reply; a failed context gives -EIO (or -ENOMEM) and is dropped.
+ */
+int pool_cmd(struct meta *m, struct conn *c, struct args *a, redisReply **ret)
+{
+	int64_t deadline = mono_ns() + (int64_t)m->timeout_ms * 2000000;
+	unsigned wait_ms = WAIT_MIN_MS, tries;
+	bool lost = false;
+	enum redirect kind;
+	redisReply *rep;
+	struct addr to;
+	char why[256];
+	int r;
+
+	r = route_check(m, a);
+	if (r < 0)
+		return r;
+	for (tries = 1;; tries++) {
+		if (!c->ctx) {
+			r = conn_ready(m, c);
+			if (r < 0)
+				return r == -ENOMEM ? r : -EIO;
+		}
+		r = cmd_once(m, c, a, &rep);
+		if (r < 0) {
+			/* once: the command may have run before the
+			 * connection went; a new master may lack it anyway */
+			if (r == -ENOMEM || m->engine == ENGINE_REDIS || lost ||
+			    mono_ns() >= deadline)
+				return r;
+			lost = true;
+			pool_target_stale(m, c->gen);
+			continue;
+		}
+		kind = redirect_kind(rep, &to);
+		if (kind == RD_NONE || kind == RD_NOSCRIPT || tries >= RETRY_MAX ||
+		    mono_ns() >= deadline)
+			break;
+		log_debug("meta: %s on %s: %.200s", a->v[0], m->url, rep->str);
+		freeReplyObject(rep);
+		switch (kind) {
+		case RD_ASK:
+			r = ask_once(m, &to, a, &rep);
+			if (r < 0)
+				return r;
+			*ret = rep;
+			return 0;
+		case RD_MOVED:
+			/* the node that sent it knows the new map best */
+			if (route_resolve(m, &to, &to, why, sizeof(why)) < 0)
+				log_debug("meta: after MOVED: %s", why);
+			pool_target_set(m, &to, "MOVED");
+			break;
+		case RD_RESOLVE:
+		case RD_NONLOCAL:
+		case RD_CLUSTERDOWN:
+			pool_target_stale(m, c->gen);
+			redisFree(c->ctx);
+			c->ctx = NULL;
+			nap(deadline, &wait_ms);
+			break;
+		default:
+			nap(deadline, &wait_ms);
+			break;
+		}
+	}
 	*ret = rep;
 	return 0;
 }
@@ -625,10 +1008,12 @@ int pool_script(struct meta *m, struct conn *c, enum meta_script s, struct args 
 		a->len[1] = SHA_LEN;
 		a->v[2] = "0";
 		a->len[2] = 1;
+		a->src = meta_script_src[s];
 		r = pool_cmd(m, c, a, &rep);
 		if (r < 0)
 			return r;
-		/* Redis restarted, or SCRIPT FLUSH: load it again, once */
+		/* Redis restarted, SCRIPT FLUSH, or a promoted replica (SCRIPT
+		 * LOAD is not replicated): load it again, once */
 		if (rep->type != REDIS_REPLY_ERROR || tries > 0 || strncmp(rep->str, "NOSCRIPT", 8))
 			break;
 		freeReplyObject(rep);
@@ -658,7 +1043,34 @@ int pool_get_call(struct meta *m, struct conn **ret)
 	return r < 0 && r != -ENOMEM ? -EIO : r;
 }
 
+void pool_release(struct meta *m)
+{
+	sentinel_watch_stop(m);
+	route_free(m->route);
+	m->route = NULL;
+	free(m->host);
+	free(m->sock);
+	free(m->password);
+	free(m->master);
+	free(m->url);
+	m->host = m->sock = m->password = m->master = m->url = NULL;
+}
+
 /* ---- URL ---- */
+
+/* Log why a URL is refused (never the URL itself: it may hold the
+ * password) and return -EINVAL. */
+static int __attribute__((format(printf, 1, 2))) bad_url(const char *fmt, ...)
+{
+	char what[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	log_error("meta: bad Redis URL: %s", what);
+	return -EINVAL;
+}
 
 /* Whole decimal number in [min, max]. */
 static int parse_range(const char *s, size_t len, uint64_t min, uint64_t max, uint64_t *ret)
@@ -676,77 +1088,165 @@ static int parse_range(const char *s, size_t len, uint64_t min, uint64_t max, ui
 	return 0;
 }
 
+int addr_parse(const char *s, size_t len, int def_port, struct addr *ret)
+{
+	const char *end = s + len, *host, *hend, *q;
+	const char *set = ALNUM ".-_";
+	struct addr a = {.port = def_port};
+	uint64_t v;
+	size_t hlen;
+
+	if (len && *s == '[') {
+		host = s + 1;
+		hend = memchr(host, ']', len - 1);
+		if (!hend)
+			return -EINVAL;
+		q = hend + 1;
+		set = "0123456789abcdefABCDEF:.";
+	} else {
+		host = s;
+		hend = memchr(s, ':', len);
+		/* "::1:6379": MOVED and ASK name IPv6 nodes without brackets */
+		if (hend && !def_port && memchr(hend + 1, ':', (size_t)(end - hend - 1))) {
+			hend = memrchr(s, ':', len);
+			set = "0123456789abcdefABCDEF:.";
+		}
+		q = hend ? hend : end;
+		hend = q;
+	}
+	hlen = (size_t)(hend - host);
+	if (!chars_in(host, hlen, HOST_MAX - 3, set))
+		return -EINVAL;
+	if (q < end) {
+		if (*q != ':' || parse_range(q + 1, (size_t)(end - q - 1), 1, 65535, &v) < 0)
+			return -EINVAL;
+		a.port = (int)v;
+	}
+	memcpy(a.host, host, hlen);
+	*ret = a;
+	return 0;
+}
+
+/* The list "host:port[,host:port...]" of @len bytes at @s into m->seeds. */
+static int parse_seeds(struct meta *m, const char *s, size_t len, int def_port, const char *what)
+{
+	const char *end = s + len, *comma;
+
+	while (s <= end) {
+		comma = memchr(s, ',', (size_t)(end - s));
+		if (!comma)
+			comma = end;
+		if (m->nseeds == SEEDS_MAX)
+			return bad_url("more than %d %ss", SEEDS_MAX, what);
+		if (addr_parse(s, (size_t)(comma - s), def_port, &m->seeds[m->nseeds]) < 0)
+			return bad_url("%s address '%.*s' is not host:port (port 1..65535)", what,
+				       (int)(comma - s > 300 ? 300 : comma - s), s);
+		m->nseeds++;
+		s = comma + 1;
+	}
+	return 0;
+}
+
+/* "/db" at @s (or ""). */
+static int parse_db(struct meta *m, const char *s)
+{
+	uint64_t v;
+
+	if (!*s)
+		return 0;
+	if (*s != '/' || parse_range(s + 1, strlen(s + 1), 0, INT_MAX, &v) < 0)
+		return bad_url("'%.40s' after the address is not a database number /N", s);
+	m->db = (unsigned)v;
+	return 0;
+}
+
 /*
- * unix:/abs/path.sock or redis://[:password@]host[:port][/db], with host
- * a name, an IPv4 address or [IPv6].  0, -EINVAL or -ENOMEM.
+ * unix:/abs/path.sock, redis://[:password@]host[:port][/db],
+ * redis-sentinel://[:password@]host[:port][,host[:port]...]/master[/db]
+ * or redis-cluster://[:password@]host[:port][,host[:port]...], with host
+ * a name, an IPv4 address or [IPv6].  0, -EINVAL (logged) or -ENOMEM.
  */
 int pool_parse_url(struct meta *m, const char *url)
 {
-	const char *p, *at, *host, *end, *q;
-	size_t hlen;
-	uint64_t v;
-	bool v6 = false;
+	static const struct {
+		const char *scheme;
+		enum meta_engine engine;
+		int port;
+	} schemes[] = {
+	    {"redis://", ENGINE_REDIS, DEFAULT_PORT},
+	    {"redis-sentinel://", ENGINE_SENTINEL, DEFAULT_SENTINEL_PORT},
+	    {"redis-cluster://", ENGINE_CLUSTER, DEFAULT_PORT},
+	};
+	const char *p, *at, *slash, *name;
+	size_t i, n, nlen;
+	int r;
 
 	if (!strncmp(url, "unix:", 5)) {
 		p = url + 5;
 		if (p[0] != '/' || strlen(p) >= sizeof(((struct sockaddr_un *)0)->sun_path))
-			return -EINVAL;
+			return bad_url("unix: needs an absolute socket path of at most %zu bytes",
+				       sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
 		m->sock = strdup(p);
 		m->url = strdup(url);
 		return m->sock && m->url ? 0 : -ENOMEM;
 	}
-	if (strncmp(url, "redis://", 8))
-		return -EINVAL;
-	p = url + 8;
+	for (i = 0; i < ARRAY_SIZE(schemes); i++)
+		if (!strncmp(url, schemes[i].scheme, strlen(schemes[i].scheme)))
+			break;
+	if (i == ARRAY_SIZE(schemes))
+		return bad_url("not unix:, redis://, redis-sentinel:// or redis-cluster://");
+	m->engine = schemes[i].engine;
+	p = url + strlen(schemes[i].scheme);
 	at = strrchr(p, '@');
 	if (at) {
 		/* only ":password@"; no ACL user names */
 		if (p[0] != ':' || at == p + 1)
-			return -EINVAL;
+			return bad_url("only ':password@' may come before the address");
 		m->password = strndup(p + 1, (size_t)(at - p - 1));
 		if (!m->password)
 			return -ENOMEM;
 		p = at + 1;
 	}
-	if (*p == '[') {
-		host = p + 1;
-		end = strchr(host, ']');
-		if (!end)
-			return -EINVAL;
-		q = end + 1;
-		v6 = true;
-	} else {
-		host = p;
-		end = p + strcspn(p, ":/");
-		q = end;
+	slash = p + strcspn(p, "/");
+	r = parse_seeds(m, p, (size_t)(slash - p), schemes[i].port,
+			m->engine == ENGINE_SENTINEL ? "sentinel" : "node");
+	if (r < 0)
+		return r;
+	switch (m->engine) {
+	case ENGINE_REDIS:
+		if (m->nseeds != 1)
+			return bad_url(
+			    "redis:// takes one address (redis-cluster:// takes several)");
+		r = parse_db(m, slash);
+		m->tgt = m->seeds[0];
+		m->host = strdup(m->tgt.host);
+		m->port = m->tgt.port;
+		if (!m->host)
+			return -ENOMEM;
+		break;
+	case ENGINE_SENTINEL:
+		name = *slash ? slash + 1 : slash;
+		nlen = strcspn(name, "/");
+		if (!chars_in(name, nlen, 64, ALNUM "._-"))
+			return bad_url("redis-sentinel:// needs /MASTERNAME after the sentinels "
+				       "([A-Za-z0-9._-], at most 64)");
+		m->master = strndup(name, nlen);
+		if (!m->master)
+			return -ENOMEM;
+		r = parse_db(m, name + nlen);
+		break;
+	case ENGINE_CLUSTER:
+		if (*slash)
+			return bad_url("redis-cluster:// takes no /db: a cluster has only db 0");
+		break;
 	}
-	hlen = (size_t)(end - host);
-	if (!chars_in(host, hlen, 253, v6 ? "0123456789abcdefABCDEF:." : ALNUM ".-_"))
-		return -EINVAL;
-	m->port = DEFAULT_PORT;
-	if (*q == ':') {
-		p = q + 1;
-		q = p + strcspn(p, "/");
-		if (parse_range(p, (size_t)(q - p), 1, 65535, &v) < 0)
-			return -EINVAL;
-		m->port = (int)v;
-	}
-	if (*q == '/') {
-		if (parse_range(q + 1, strlen(q + 1), 0, INT_MAX, &v) < 0)
-			return -EINVAL;
-		m->db = (unsigned)v;
-	} else if (*q) {
-		return -EINVAL;
-	}
-	m->host = strndup(host, hlen);
-	if (!m->host)
-		return -ENOMEM;
+	if (r < 0)
+		return r;
 	if (m->password) {
-		size_t n = strlen(at + 1) + sizeof("redis://:***@");
-
+		n = strlen(at + 1) + strlen(schemes[i].scheme) + sizeof(":***@");
 		m->url = malloc(n);
 		if (m->url)
-			snprintf(m->url, n, "redis://:***@%s", at + 1);
+			snprintf(m->url, n, "%s:***@%s", schemes[i].scheme, at + 1);
 	} else {
 		m->url = strdup(url);
 	}
