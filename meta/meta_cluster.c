@@ -55,7 +55,7 @@
 /* traffic-free time after which the subscriber checks its connection */
 #define SUB_PING_MS 5000
 /* "<kind> <parent> <name> <id>" is at most 15 + 20 + 255 + 20 + 3 bytes */
-#define INVAL_MAX 320
+#define INVAL_MAX 384
 
 /* ---- locate ---- */
 
@@ -248,7 +248,7 @@ struct sub {
 	void *arg;
 	pthread_t thread;
 	int wake[2]; /* a byte in wake[0]: stop */
-	char channel[PREFIX_MAX + sizeof(":inval")];
+	char channel[PREFIX_MAX + sizeof("{}:inval")];
 
 	pthread_mutex_t lock;
 	pthread_cond_t tried; /* the first attempt is over */
@@ -268,23 +268,33 @@ static int span_id(const char *s, size_t len, uint64_t *ret)
 }
 
 /*
- * "<kind> <parent> <name> <id>": kind, then parent, then id from the end;
- * the name (which may hold spaces, never '/') is what is between.
+ * "<origin> <kind> <parent> <name> <id>": the origin (a node name, or "-"),
+ * kind and parent from the front, id from the end; the name (which may
+ * hold spaces, never '/') is what is between.
  */
 static int parse_inval(const char *s, size_t len, struct meta_inval *ret)
 {
-	const char *sp1, *sp2, *last;
+	const char *sp0, *sp1, *sp2, *last;
 	struct meta_inval ev;
 	size_t n;
 
 	memset(&ev, 0, sizeof(ev));
 	if (len > INVAL_MAX || memchr(s, '\0', len))
 		return -EBADMSG;
+	sp0 = memchr(s, ' ', len);
+	if (!sp0 || sp0 - s >= OBJFS_NODE_MAX)
+		return -EBADMSG;
+	memcpy(ev.origin, s, (size_t)(sp0 - s));
+	if (!strcmp(ev.origin, "-"))
+		ev.origin[0] = '\0';
+	else if (node_name_validate(ev.origin) < 0)
+		return -EBADMSG;
+	len -= (size_t)(sp0 + 1 - s);
+	s = sp0 + 1;
 	/* "resync 0 - 0": Redis lost writes; no name, no id */
 	if (len == 12 && !memcmp(s, "resync 0 - 0", 12)) {
-		memcpy(ret->kind, "resync", 7);
-		ret->parent = ret->id = 0;
-		ret->name[0] = '\0';
+		memcpy(ev.kind, "resync", 7);
+		*ret = ev;
 		return 0;
 	}
 	sp1 = memchr(s, ' ', len);
@@ -397,19 +407,19 @@ static int sub_open(struct sub *s, redisContext **ret, char *why, size_t wlen)
 		return r;
 	r = -ENOMEM;
 	snprintf(why, wlen, "out of memory");
-	if (redisAppendCommand(ctx, "SUBSCRIBE %s", s->channel) != REDIS_OK)
+	if (redisAppendCommand(ctx, "SSUBSCRIBE %s", s->channel) != REDIS_OK)
 		goto clean_ctx;
 	r = sub_flush(ctx, why, wlen);
 	if (r == 0)
 		r = sub_next(s, ctx, mono_ns() + (int64_t)m->timeout_ms * 1000000, &rep, why, wlen);
 	if (r == -ETIMEDOUT)
-		snprintf(why, wlen, "no answer to SUBSCRIBE within %u ms", m->timeout_ms);
+		snprintf(why, wlen, "no answer to SSUBSCRIBE within %u ms", m->timeout_ms);
 	if (r < 0)
 		goto clean_ctx;
 	r = 0;
-	if (!push_is(rep, "subscribe", 3) || !rep_text(rep->element[1], sizeof(s->channel)) ||
+	if (!push_is(rep, "ssubscribe", 3) || !rep_text(rep->element[1], sizeof(s->channel)) ||
 	    strcmp(rep->element[1]->str, s->channel)) {
-		snprintf(why, wlen, "SUBSCRIBE: %.200s",
+		snprintf(why, wlen, "SSUBSCRIBE: %.200s",
 			 rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
 		r = rep->type == REDIS_REPLY_ERROR ? pool_reply_errno(rep) : -EPROTO;
 	}
@@ -472,9 +482,14 @@ static int sub_loop(struct sub *s, redisContext *ctx, char *why, size_t wlen)
 		}
 		if (r < 0)
 			return r;
-		if (push_is(rep, "message", 3))
+		if (push_is(rep, "smessage", 3)) {
 			sub_message(s, rep);
-		else if (push_is(rep, "pong", 1))
+		} else if (push_is(rep, "sunsubscribe", 3)) {
+			/* the channel's slot moved to another node */
+			freeReplyObject(rep);
+			snprintf(why, wlen, "the invalidation channel moved to another node");
+			return -ECONNRESET;
+		} else if (push_is(rep, "pong", 1))
 			pong_by = 0;
 		else
 			log_debug("meta: subscriber: unexpected reply of type %d", rep->type);
@@ -565,7 +580,7 @@ int meta_subscribe(struct meta *m, meta_inval_fn fn, void *arg)
 	s->m = m;
 	s->fn = fn;
 	s->arg = arg;
-	snprintf(s->channel, sizeof(s->channel), "%s:inval", m->prefix);
+	snprintf(s->channel, sizeof(s->channel), "{%s}:inval", m->prefix);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->tried, NULL);
 
