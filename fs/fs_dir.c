@@ -137,8 +137,10 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	if (r < 0) {
 		pthread_mutex_lock(&fs->lock);
-		if (r == -ENOENT)
+		if (r == -ENOENT) {
 			dcache_del(fs, parent, name);
+			neg_note(fs, parent, name);
+		}
 		pthread_mutex_unlock(&fs->lock);
 		fuse_reply_err(req, r == -ENOENT ? ENOENT
 						 : fs_reply_errno(fs, r, "lookup", parent, name));

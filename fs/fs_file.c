@@ -192,6 +192,7 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 	struct pending *p = NULL;
 	struct handle *h = NULL;
 	struct inode *in;
+	bool fresh;
 	uint64_t id;
 	int r;
 
@@ -204,10 +205,11 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 	}
 	pthread_mutex_lock(&fs->lock);
 	r = pending_find(fs, parent, name) ? -EEXIST : 0;
+	fresh = r == 0 && neg_take(fs, parent, name);
 	pthread_mutex_unlock(&fs->lock);
 	if (r < 0)
 		goto fail;
-	r = meta_lookup(fs->meta, parent, name, &me);
+	r = fresh ? -ENOENT : meta_lookup(fs->meta, parent, name, &me);
 	if (r == 0) {
 		r = me.kind == META_DIR ? -EISDIR : -EEXIST;
 		goto fail;

@@ -58,6 +58,8 @@
 #define FS_ENTRY_TIMEOUT 3600.0
 #define FS_FILE_ATTR_TIMEOUT 3600.0
 #define FS_DIR_ATTR_TIMEOUT 1.0
+#define FS_NEG_SLOTS 64
+#define FS_NEG_TTL_NS 1000000000LL
 
 /*
  * A file being written on this node.  It is visible on this node only (an
@@ -181,12 +183,18 @@ struct fs {
 	struct replace_wish wishes[16];	 /* fs->lock */
 	struct dentry *dcache;		 /* fs->lock; uthash by key */
 	size_t n_dcache;		 /* fs->lock */
+	/* names Redis just said are free (neg_note()); fs->lock */
+	struct negative {
+		uint64_t parent;
+		int64_t at; /* mono ns; 0: empty */
+		char name[OBJFS_NAME_MAX + 1];
+	} neg[FS_NEG_SLOTS];
 
 	struct {
 		/* sealed_at_close: of sealed, those a FLUSH sealed (close(2)
 		 * waited for them) */
 		atomic_uint_fast64_t sealed, sealed_at_close, published_late, reregistered,
-		    invalidations;
+		    invalidations, inval_own;
 		/* opens answered in each enum fs_io; READ requests served */
 		atomic_uint_fast64_t opens_cached, opens_direct, opens_pt, reads;
 	} cnt;
@@ -306,6 +314,17 @@ void pending_free(struct pending *p);
 
 void dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind, uint64_t id);
 void dcache_del(struct fs *fs, uint64_t parent, const char *name);
+/*
+ * The kernel sends LOOKUP, then CREATE, for a new name, both under the
+ * directory's lock.  neg_note() remembers that Redis just answered
+ * ENOENT for @name; neg_take() tells CREATE whether that answer is at
+ * most FS_NEG_TTL_NS old (and forgets it), so that CREATE need not ask
+ * Redis again.  A name another node links in between is found at the
+ * seal, as one linked while the object is written always was.  Both
+ * with fs->lock held.
+ */
+void neg_note(struct fs *fs, uint64_t parent, const char *name);
+bool neg_take(struct fs *fs, uint64_t parent, const char *name);
 bool dcache_get(struct fs *fs, uint64_t parent, const char *name, enum meta_kind *ret_kind,
 		uint64_t *ret_id);
 void dcache_free_all(struct fs *fs);

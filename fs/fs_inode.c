@@ -193,6 +193,34 @@ void dcache_del(struct fs *fs, uint64_t parent, const char *name)
 	free(d);
 }
 
+static struct negative *neg_slot(struct fs *fs, uint64_t parent, const char *name)
+{
+	uint64_t h = parent * 0x9e3779b97f4a7c15ULL;
+
+	for (; *name; name++)
+		h = (h ^ (unsigned char)*name) * 0x100000001b3ULL;
+	return &fs->neg[h % FS_NEG_SLOTS];
+}
+
+void neg_note(struct fs *fs, uint64_t parent, const char *name)
+{
+	struct negative *n = neg_slot(fs, parent, name);
+
+	n->parent = parent;
+	n->at = mono_ns();
+	snprintf(n->name, sizeof(n->name), "%s", name);
+}
+
+bool neg_take(struct fs *fs, uint64_t parent, const char *name)
+{
+	struct negative *n = neg_slot(fs, parent, name);
+	bool fresh = n->at && n->parent == parent && !strcmp(n->name, name) &&
+		     mono_ns() - n->at <= FS_NEG_TTL_NS;
+
+	n->at = 0;
+	return fresh;
+}
+
 bool dcache_get(struct fs *fs, uint64_t parent, const char *name, enum meta_kind *ret_kind,
 		uint64_t *ret_id)
 {

@@ -126,7 +126,14 @@ void fs_on_inval(void *arg, const struct meta_inval *ev)
 		dcache_learn(fs, ev->parent, ev->name, META_DIR, ev->id);
 	else
 		dcache_forget(fs, ev->parent, ev->name);
-	if (fs->se && atomic_load(&fs->mounted)) {
+	/* A change this node's kernel made through the mount is in its
+	 * caches already.  Telling it again would only cost: the entry
+	 * notification takes the directory's lock, which the next create
+	 * or unlink in that directory holds, and drops an entry that is
+	 * right. */
+	if (ev->origin[0] && !strcmp(ev->origin, fs->cfg.node))
+		FS_COUNT(fs, inval_own, 1);
+	else if (fs->se && atomic_load(&fs->mounted)) {
 		fuse_lowlevel_notify_inval_entry(fs->se, ev->parent, ev->name, strlen(ev->name));
 		/* the directory's mtime and link count changed */
 		fuse_lowlevel_notify_inval_inode(fs->se, ev->parent, -1, 0);

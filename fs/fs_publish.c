@@ -172,7 +172,9 @@ static int publish(struct fs *fs, uint64_t id, uint64_t parent, const char *name
 	snprintf(tmp.name, sizeof(tmp.name), "%s", name);
 
 	path[0] = '\0';
-	r = meta_publish(fs->meta, parent, name, &mo, replace, &replaced, path);
+	/* the kernel made this name: it needs no invalidation of ours */
+	r = meta_publish(fs->meta, parent, name, &mo,
+			 (replace ? META_PUBLISH_REPLACE : 0) | META_PUBLISH_SELF, &replaced, path);
 	if (r == -ENOTUNIQ)
 		return publish_rekeyed(fs, obj, name);
 	as_named = r == 0;

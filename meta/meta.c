@@ -45,14 +45,14 @@
 /* ---- calls ---- */
 
 /* Run script @s with its own arguments as @fmt says (see args_vadd()). */
-int script_(struct meta *m, enum meta_script s, redisReply **ret, const char *fmt, ...)
+int script_(struct meta *m, enum meta_script s, bool self, redisReply **ret, const char *fmt, ...)
 {
 	struct args a;
 	struct conn *c;
 	va_list ap;
 	int r;
 
-	r = args_script(m, &a);
+	r = args_script(m, &a, self);
 	if (r < 0)
 		return r;
 	va_start(ap, fmt);
@@ -238,12 +238,24 @@ static int rep_id(const redisReply *r, uint64_t *ret)
 	return s ? parse_id(s, ret) : -EBADMSG;
 }
 
-/* "d<id>" or "f<id>" */
+/* "d<id>", "f<id>", or a file entry with its attributes, "f<id> <size>
+ * <mtime> <csum> <origin>" (the scripts check those; only the kind and
+ * id are read here) */
 static int rep_entry(const redisReply *r, enum meta_kind *kind, uint64_t *id)
 {
-	const char *s = rep_text(r, 21);
+	const char *s = rep_text(r, 256), *sp;
+	char buf[22];
+	size_t n;
 
-	if (!s || (s[0] != 'd' && s[0] != 'f') || parse_id(s + 1, id) < 0)
+	if (!s || (s[0] != 'd' && s[0] != 'f'))
+		return -EBADMSG;
+	sp = strchr(s, ' ');
+	n = sp ? (size_t)(sp - s - 1) : strlen(s + 1);
+	if ((sp && s[0] == 'd') || n >= sizeof(buf))
+		return -EBADMSG;
+	memcpy(buf, s + 1, n);
+	buf[n] = '\0';
+	if (parse_id(buf, id) < 0)
 		return -EBADMSG;
 	*kind = s[0] == 'd' ? META_DIR : META_FILE;
 	return 0;
@@ -322,6 +334,7 @@ struct meta *meta_new(const struct meta_config *cfg, int *ret_err)
 	if (!m)
 		goto fail;
 	pthread_mutex_init(&m->lock, NULL);
+	pthread_mutex_init(&m->id_lock, NULL);
 	pthread_mutex_init(&m->sub_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -362,6 +375,7 @@ void meta_free(struct meta *m)
 	pool_release(m);
 	pthread_cond_destroy(&m->freed);
 	pthread_mutex_destroy(&m->lock);
+	pthread_mutex_destroy(&m->id_lock);
 	pthread_mutex_destroy(&m->sub_lock);
 	free(m->node);
 	free(m->prefix);
@@ -375,7 +389,7 @@ int meta_connect(struct meta *m)
 	struct args a;
 	int r;
 
-	r = args_script(m, &a);
+	r = args_script(m, &a, false);
 	if (r < 0)
 		return r;
 	r = pool_get(m, &c);
@@ -448,7 +462,7 @@ int meta_getattr(struct meta *m, uint64_t id, struct meta_entry *ret)
 
 static void obj_key(const struct meta *m, char kind, uint64_t id, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s:%c:{%" PRIu64 "}", m->prefix, kind, id);
+	snprintf(buf, len, "{%s}:%c:%" PRIu64, m->prefix, kind, id);
 }
 
 int meta_get_object(struct meta *m, uint64_t id, struct meta_obj *ret)
@@ -563,7 +577,7 @@ int meta_mkdir(struct meta *m, uint64_t parent, const char *name, int64_t mtime_
 	for (i = 0; r == 0 || (r == -EAGAIN && i < ID_TRIES); i++) {
 		r = meta_draw_id(&id);
 		if (r == 0)
-			r = script(m, MS_MKDIR, &rep, "usiu", parent, name, mtime_ns, id);
+			r = script_self(m, MS_MKDIR, &rep, "usiu", parent, name, mtime_ns, id);
 		if (r == 0)
 			break;
 	}
@@ -591,7 +605,7 @@ static int remove_name(struct meta *m, enum meta_script s, uint64_t parent, cons
 
 	r = parent ? name_validate(name) : -EINVAL;
 	if (r == 0)
-		r = script(m, s, &rep, "us", parent, name);
+		r = script_self(m, s, &rep, "us", parent, name);
 	if (r < 0)
 		return r;
 	r = rep_id(rep, &id);
@@ -611,33 +625,88 @@ int meta_unlink(struct meta *m, uint64_t parent, const char *name, uint64_t *ret
 	return remove_name(m, MS_UNLINK, parent, name, ret_id);
 }
 
-int meta_alloc_id(struct meta *m, uint64_t *ret_id)
+/* Hand out a checked id of the block, if it is fresh. */
+static bool ids_take(struct meta *m, uint64_t *ret_id)
 {
-	redisReply *rep;
-	uint64_t id;
-	int i, r = -EAGAIN;
+	bool got = false;
 
-	for (i = 0; i < ID_TRIES && r == -EAGAIN; i++) {
+	pthread_mutex_lock(&m->id_lock);
+	if (m->nids && mono_ns() - m->ids_at > ID_BLOCK_TTL_NS)
+		m->nids = 0;
+	if (m->nids) {
+		*ret_id = m->ids[--m->nids];
+		got = true;
+	}
+	pthread_mutex_unlock(&m->id_lock);
+	return got;
+}
+
+/*
+ * Check a block of ID_BLOCK random ids in one round trip and keep the
+ * unused ones (all of them, unless Redis's ids are not random).  A
+ * block stays usable for ID_BLOCK_TTL_NS: the check is as good as one
+ * made per id, since only a random draw of another node could take one
+ * meanwhile, and publish refuses an id that has a record or tombstone
+ * anyway.
+ */
+static int ids_refill(struct meta *m)
+{
+	char list[ID_BLOCK * 21];
+	uint64_t got[ID_BLOCK];
+	redisReply *rep;
+	size_t len = 0, i, n = 0;
+	int r;
+
+	for (i = 0; i < ID_BLOCK; i++) {
+		uint64_t id;
+
 		r = meta_draw_id(&id);
 		if (r < 0)
 			return r;
-		r = script(m, MS_ALLOC, &rep, "u", id);
-		if (r < 0)
-			return r;
-		if (rep->type != REDIS_REPLY_INTEGER || (rep->integer != 0 && rep->integer != 1)) {
-			char shown[META_SHOWN_MAX];
-
-			meta_log_corrupt("the id check answered %s",
-					 rep_shown(rep, shown, sizeof(shown)));
-			r = -EBADMSG;
-		} else
-			r = rep->integer ? 0 : -EAGAIN;
-		freeReplyObject(rep);
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%" PRIu64, i ? " " : "",
+					id);
 	}
-	if (r == 0)
-		*ret_id = id;
-	else if (r == -EAGAIN)
-		log_error("%d random ids in a row are in use in Redis: its ids are not random", i);
+	r = script(m, MS_ALLOC, &rep, "s", list);
+	if (r < 0)
+		return r;
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements > ID_BLOCK) {
+		char shown[META_SHOWN_MAX];
+
+		meta_log_corrupt("the id check answered %s", rep_shown(rep, shown, sizeof(shown)));
+		freeReplyObject(rep);
+		return -EBADMSG;
+	}
+	for (i = 0; i < rep->elements; i++)
+		if (rep_u64(rep->element[i], &got[n]) == 0 && got[n] >= META_ID_MIN)
+			n++;
+	freeReplyObject(rep);
+	if (!n)
+		return -EAGAIN;
+	pthread_mutex_lock(&m->id_lock);
+	memcpy(m->ids, got, n * sizeof(got[0]));
+	m->nids = (unsigned)n;
+	m->ids_at = mono_ns();
+	pthread_mutex_unlock(&m->id_lock);
+	return 0;
+}
+
+int meta_alloc_id(struct meta *m, uint64_t *ret_id)
+{
+	int i, r = 0;
+
+	for (i = 0; i < ID_TRIES && r == 0; i++) {
+		if (ids_take(m, ret_id))
+			return 0;
+		r = ids_refill(m);
+		if (r == -EAGAIN)
+			r = 0; /* a whole block in use: draw another */
+	}
+	if (r == 0) {
+		log_error("%d blocks of random ids in a row are in use in Redis: its ids are "
+			  "not random",
+			  i);
+		r = -EAGAIN;
+	}
 	return r;
 }
 
@@ -652,7 +721,7 @@ static int obj_check(const struct meta_obj *obj, char hex[OBJFS_CSUM_HEX])
 }
 
 int meta_publish(struct meta *m, uint64_t parent, const char *name, const struct meta_obj *obj,
-		 bool replace, uint64_t *ret_replaced, char *ret_path)
+		 unsigned flags, uint64_t *ret_replaced, char *ret_path)
 {
 	char hex[OBJFS_CSUM_HEX];
 	const char *path;
@@ -665,9 +734,10 @@ int meta_publish(struct meta *m, uint64_t parent, const char *name, const struct
 	if (r == 0)
 		r = obj_check(obj, hex);
 	if (r == 0)
-		r = script(m, MS_PUBLISH, &rep, "usuusisssu", parent, name, obj->id, obj->size, hex,
-			   obj->mtime_ns, obj->origin, replace ? "1" : "0", m->node,
-			   (uint64_t)atomic_load(&m->seq_seen));
+		r = script_(m, MS_PUBLISH, (flags & META_PUBLISH_SELF) != 0, &rep, "usuusisssu",
+			    parent, name, obj->id, obj->size, hex, obj->mtime_ns, obj->origin,
+			    (flags & META_PUBLISH_REPLACE) ? "1" : "0", m->node,
+			    (uint64_t)atomic_load(&m->seq_seen), args_end);
 	if (r < 0)
 		return r;
 	r = -EBADMSG;
@@ -734,9 +804,10 @@ int meta_rename(struct meta *m, uint64_t oparent, const char *oname, uint64_t np
 	if (r == 0)
 		r = name_validate(nname);
 	if (r == 0)
-		r = script(m, MS_RENAME, &rep, "usussss", oparent, oname, nparent, nname,
-			   flags & META_RENAME_NOREPLACE ? "1" : "0",
-			   flags & META_RENAME_EXCHANGE ? "1" : "0", replace_files ? "1" : "0");
+		r = script_self(m, MS_RENAME, &rep, "usussss", oparent, oname, nparent, nname,
+				flags & META_RENAME_NOREPLACE ? "1" : "0",
+				flags & META_RENAME_EXCHANGE ? "1" : "0",
+				replace_files ? "1" : "0");
 	if (r < 0)
 		return r;
 	r = rep_u64(rep, &old);
@@ -878,7 +949,7 @@ int meta_epoch(struct meta *m, char *buf, size_t len)
 	if (r < 0) {
 		char shown[META_SHOWN_MAX];
 
-		meta_log_corrupt("key '%s:{ns}:epoch' is %s", m->prefix,
+		meta_log_corrupt("key '{%s}:epoch' is %s", m->prefix,
 				 rep_shown(rep, shown, sizeof(shown)));
 	}
 	if (r == 0 && rep->len >= len)
@@ -1049,7 +1120,7 @@ static bool card_valid(const struct meta_card *card)
 static int args_card(struct meta *m, struct args *a, const struct meta_card *card,
 		     const char *takeover, unsigned ttl_s)
 {
-	int r = args_script(m, a);
+	int r = args_script(m, a, false);
 
 	if (r == 0)
 		args_add(a, "sssusissiuuss", m->node, card->instance, takeover, (uint64_t)ttl_s,

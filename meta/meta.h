@@ -221,8 +221,10 @@ int meta_alloc_id(struct meta *m, uint64_t *ret_id);
  * OBJFS_PATH_MAX) gets the object's full path, for the store's catalog.
  * Publishes an invalidation.
  */
+#define META_PUBLISH_REPLACE (1u << 0) /* replace a file of that name */
+#define META_PUBLISH_SELF (1u << 1)    /* the name is this node's kernel's already */
 int meta_publish(struct meta *m, uint64_t parent, const char *name, const struct meta_obj *obj,
-		 bool replace, uint64_t *ret_replaced, char *ret_path);
+		 unsigned flags, uint64_t *ret_replaced, char *ret_path);
 
 /*
  * Unlink file @name: remove the entry, the object record and its holder
@@ -390,6 +392,9 @@ int meta_members(struct meta *m, struct meta_member **ret, size_t *ret_n);
 
 /* One invalidation, as published by the calls that change the namespace. */
 struct meta_inval {
+	/* the node whose kernel made the change (it knows it already), or
+	 * "" (a change the kernel of no node made: recovery, conflicts) */
+	char origin[OBJFS_NODE_MAX];
 	/* "publish", "replace", "unlink", "rename-from", "rename-to",
 	 * "mkdir", "rmdir" (any 1..15 of [a-z-] is passed on) */
 	char kind[16];

@@ -63,7 +63,7 @@
 /* the subscriber sees a change of the pool's target within this time */
 #define SUB_GEN_MS 100
 /* "<kind> <parent> <name> <id>" is at most 15 + 20 + 255 + 20 + 3 bytes */
-#define INVAL_MAX 320
+#define INVAL_MAX 384
 
 /* ---- locate ---- */
 
@@ -277,23 +277,33 @@ static int span_id(const char *s, size_t len, uint64_t *ret)
 }
 
 /*
- * "<kind> <parent> <name> <id>": kind, then parent, then id from the end;
- * the name (which may hold spaces, never '/') is what is between.
+ * "<origin> <kind> <parent> <name> <id>": the origin (a node name, or "-"),
+ * kind and parent from the front, id from the end; the name (which may
+ * hold spaces, never '/') is what is between.
  */
 static int parse_inval(const char *s, size_t len, struct meta_inval *ret)
 {
-	const char *sp1, *sp2, *last;
+	const char *sp0, *sp1, *sp2, *last;
 	struct meta_inval ev;
 	size_t n;
 
 	memset(&ev, 0, sizeof(ev));
 	if (len > INVAL_MAX || memchr(s, '\0', len))
 		return -EBADMSG;
+	sp0 = memchr(s, ' ', len);
+	if (!sp0 || sp0 - s >= OBJFS_NODE_MAX)
+		return -EBADMSG;
+	memcpy(ev.origin, s, (size_t)(sp0 - s));
+	if (!strcmp(ev.origin, "-"))
+		ev.origin[0] = '\0';
+	else if (node_name_validate(ev.origin) < 0)
+		return -EBADMSG;
+	len -= (size_t)(sp0 + 1 - s);
+	s = sp0 + 1;
 	/* "resync 0 - 0": Redis lost writes; no name, no id */
 	if (len == 12 && !memcmp(s, "resync 0 - 0", 12)) {
-		memcpy(ret->kind, "resync", 7);
-		ret->parent = ret->id = 0;
-		ret->name[0] = '\0';
+		memcpy(ev.kind, "resync", 7);
+		*ret = ev;
 		return 0;
 	}
 	sp1 = memchr(s, ' ', len);

@@ -10,15 +10,22 @@
  * reply validators of meta.c are shared too.  The invalidation subscriber
  * (meta_cluster.c) connects on its own with pool_connect().
  *
- * Every script is called as EVALSHA <sha> 0 with this ARGV header:
+ Every script is called as EVALSHA <sha> <numkeys> <KEYS...> with this
+ * ARGV header:
  *
  *   ARGV[1]  key prefix P
  *   ARGV[2]  a fresh random token (32 hex digits), the epoch to set if the
  *            namespace has to be created again
  *   ARGV[3]  now, ns since the epoch (mtime of directories it touches)
+ *   ARGV[4]  the node whose kernel made the change, or "-": it goes into
+ *            the invalidations the script publishes, so that this node
+ *            can skip the kernel notifications it does not need
  *
- * and its own arguments from ARGV[4] on (documented per script in
- * meta_scripts.c).  A script fails with an error reply that names an errno
+ * and its own arguments from ARGV[5] on (documented per script in
+ * meta_scripts.c).  KEYS are every key the script reads or writes that
+ * its arguments name (script_keys()); all carry the hash tag {P}, as do
+ * the keys a script finds on its way (a walk up the parents), so a script
+ * runs in one Redis Cluster slot.  A script fails with an error reply that names an errno
  * ("ENOENT", which Redis 7 sends as "ERR ENOENT"); pool_reply_errno() in
  * meta_pool.c maps it back.
  */
@@ -80,6 +87,10 @@ extern const char *const meta_script_name[META_NSCRIPTS];
 /* reconnect backoff, of the pool and of the subscriber */
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
+/* ids meta_alloc_id() checks in one round trip, and how long they count
+ * as checked */
+#define ID_BLOCK 32
+#define ID_BLOCK_TTL_NS (10 * 1000000000LL)
 
 /* at most this many sentinels or cluster seed nodes in a URL */
 #define SEEDS_MAX 16
@@ -152,6 +163,13 @@ struct meta {
 	/* the highest write sequence a publish of ours got back (meta.c) */
 	atomic_uint_fast64_t seq_seen;
 
+	/* ids checked unused in Redis and not yet handed out (meta.c,
+	 * meta_alloc_id()): one round trip checks ID_BLOCK of them */
+	pthread_mutex_t id_lock;
+	uint64_t ids[ID_BLOCK]; /* guarded by id_lock */
+	unsigned nids;		/* guarded by id_lock */
+	int64_t ids_at;		/* guarded by id_lock; mono ns of the check */
+
 	/* serializes meta_subscribe() and meta_unsubscribe(); held while
 	 * the subscriber thread starts and while it is joined */
 	pthread_mutex_t sub_lock;
@@ -160,7 +178,10 @@ struct meta {
 
 /* ---- argument vectors (meta_pool.c) ---- */
 
-#define ARGS_MAX 20
+#define ARGS_MAX 32
+/* keys a script declares (script_keys()), and the room for one */
+#define ARGS_KEYS_MAX 10
+#define KEY_MAX (PREFIX_MAX + 40)
 
 struct args {
 	int n;
@@ -169,6 +190,10 @@ struct args {
 	size_t len[ARGS_MAX];
 	char num[ARGS_MAX][24];
 	char token[2 * 16 + 1];
+	/* the KEYS of a script call, set by script_keys() */
+	char keys[ARGS_KEYS_MAX][KEY_MAX];
+	char nkeys[12];
+	bool keyed;
 };
 
 /* Ends the arguments of args_add(), script() and command(), so that a
@@ -179,9 +204,16 @@ void args_vadd(struct args *a, const char *fmt, va_list ap);
 void args_add_(struct args *a, const char *fmt, ...);
 #define args_add(a, fmt, ...) args_add_(a, fmt, ##__VA_ARGS__, args_end)
 
-/* Start the ARGV of a script: three slots for EVALSHA sha 0, then the
- * header above.  0 or a negative errno (no random token). */
-int args_script(const struct meta *m, struct args *a);
+/* Start the ARGV of a script: three slots for EVALSHA sha numkeys, then
+ * the header above, with ARGV[4] this node's name if @self (the change is
+ * made through this node's kernel, which therefore knows it already) or
+ * "-".  0 or a negative errno (no random token). */
+int args_script(const struct meta *m, struct args *a, bool self);
+
+/* Put the KEYS of script @s (meta_scripts.c says which, from its ARGV)
+ * between "EVALSHA sha numkeys" and the ARGV of @a, once.  0, or -EINVAL
+ * if an ARGV it needs is missing. */
+int script_keys(const struct meta *m, enum meta_script s, struct args *a);
 
 /* ---- the pool (meta_pool.c) ---- */
 
@@ -314,12 +346,14 @@ void sentinel_watch_stop(struct meta *m);
 /* ---- calls and replies (meta.c) ---- */
 
 /* Run script @s with its own arguments as @fmt says (see args_vadd()). */
-int script_(struct meta *m, enum meta_script s, redisReply **ret, const char *fmt, ...);
+int script_(struct meta *m, enum meta_script s, bool self, redisReply **ret, const char *fmt, ...);
 /* One plain command built as @fmt says; an error reply becomes an errno. */
 int command_(struct meta *m, redisReply **ret, const char *fmt, ...);
 /* A script on object @id and this node that answers 0 or 1: that, or -errno. */
 int meta_node_obj_script(struct meta *m, enum meta_script ms, uint64_t id);
-#define script(m, s, ret, fmt, ...) script_(m, s, ret, fmt, ##__VA_ARGS__, args_end)
+#define script(m, s, ret, fmt, ...) script_(m, s, false, ret, fmt, ##__VA_ARGS__, args_end)
+/* The same for a change made through this node's kernel (ARGV[4]). */
+#define script_self(m, s, ret, fmt, ...) script_(m, s, true, ret, fmt, ##__VA_ARGS__, args_end)
 #define command(m, ret, fmt, ...) command_(m, ret, fmt, ##__VA_ARGS__, args_end)
 
 /* A bulk string of at most @max bytes and without NULs, or NULL. */

@@ -128,16 +128,17 @@ static int random_token(char out[2 * 16 + 1])
 	return 0;
 }
 
-/* Start the ARGV of a script: three slots for EVALSHA sha 0, then the
- * header of meta_i.h. */
-int args_script(const struct meta *m, struct args *a)
+/* Start the ARGV of a script: three slots for EVALSHA sha numkeys, then
+ * the header of meta_i.h. */
+int args_script(const struct meta *m, struct args *a, bool self)
 {
 	int r = random_token(a->token);
 
 	if (r < 0)
 		return r;
 	a->n = 3;
-	args_add(a, "ssi", m->prefix, a->token, now_ns());
+	a->keyed = false;
+	args_add(a, "ssis", m->prefix, a->token, now_ns(), self ? m->node : "-");
 	return 0;
 }
 
@@ -603,17 +604,22 @@ static int conn_open(struct meta *m, struct conn *c, const struct addr *to, char
 	struct args a;
 	int r, i;
 
-	r = args_script(m, &a);
+	r = args_script(m, &a, false);
 	if (r < 0) {
 		snprintf(why, wlen, "no random token: %s", strerror(-r));
+		return r;
+	}
+	r = script_keys(m, MS_INIT, &a);
+	if (r < 0) {
+		snprintf(why, wlen, "cannot name the keys: %s", strerror(-r));
 		return r;
 	}
 	a.v[0] = "EVAL";
 	a.len[0] = 4;
 	a.v[1] = meta_script_src[MS_INIT];
 	a.len[1] = strlen(a.v[1]);
-	a.v[2] = "0";
-	a.len[2] = 1;
+	a.v[2] = a.nkeys;
+	a.len[2] = strlen(a.nkeys);
 
 	r = ctx_open(m, to, m->timeout_ms, true, &ctx, why, wlen);
 	if (r < 0)
@@ -1001,13 +1007,16 @@ int pool_script(struct meta *m, struct conn *c, enum meta_script s, struct args 
 	redisReply *rep;
 	int r, tries;
 
+	r = script_keys(m, s, a);
+	if (r < 0)
+		return r;
 	for (tries = 0;; tries++) {
 		a->v[0] = "EVALSHA";
 		a->len[0] = 7;
 		a->v[1] = c->sha[s];
 		a->len[1] = SHA_LEN;
-		a->v[2] = "0";
-		a->len[2] = 1;
+		a->v[2] = a->nkeys;
+		a->len[2] = strlen(a->nkeys);
 		a->src = meta_script_src[s];
 		r = pool_cmd(m, c, a, &rep);
 		if (r < 0)

@@ -20,6 +20,10 @@
 #include "meta.h"
 #include "meta_i.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -33,8 +37,11 @@
  */
 #define LUA_BASE                                                                                   \
 	"local P = ARGV[1]\n"                                                                      \
-	"local NS = P .. ':{ns}:'\n"                                                               \
+	"local T = '{' .. P .. '}:'\n"                                                             \
+	"local NS = T\n"                                                                           \
 	"local NOW = ARGV[3]\n"                                                                    \
+	"local ORIGIN = ARGV[4]\n"                                                                 \
+	"local CHAN = T .. 'inval'\n"                                                              \
 	"local function fail(e) error(redis.error_reply(e)) end\n"                                 \
 	"local function call(cmd, key, ...)\n"                                                     \
 	"  local r = redis.pcall(cmd, key, ...)\n"                                                 \
@@ -51,17 +58,17 @@
 	"  if not v then return 'missing' end\n"                                                   \
 	"  return \"'\" .. string.sub(v, 1, 64) .. \"'\"\n"                                        \
 	"end\n"                                                                                    \
-	"local function dkey(id) return NS .. 'd:' .. id end\n"                                    \
-	"local function okey(id) return P .. ':o:{' .. id .. '}' end\n"                            \
-	"local function hkey(id) return P .. ':h:{' .. id .. '}' end\n"                            \
-	"local function tkey(id) return P .. ':t:{' .. id .. '}' end\n" /* delete an object's      \
+	"local function dkey(id) return T .. 'd:' .. id end\n"                                     \
+	"local function okey(id) return T .. 'o:' .. id end\n"                                     \
+	"local function hkey(id) return T .. 'h:' .. id end\n"                                     \
+	"local function tkey(id) return T .. 't:' .. id end\n" /* delete an object's               \
 									   record and holders,     \
 									   leaving a tombstone */  \
 	"local function bury(id)\n"                                                                \
 	"  call('DEL', okey(id), hkey(id))\n"                                                      \
 	"  call('SET', tkey(id), NOW, 'EX', " STR(                                                 \
 	    META_TOMBSTONE_TTL) ")\n"                                                              \
-				"  call('PUBLISH', P .. ':inval', 'gone 0 - ' .. id)\n"            \
+				"  call('SPUBLISH', CHAN, ORIGIN .. ' gone 0 - ' .. id)\n"         \
 				"end\n" /* a decimal uint64 >= 1 without leading zeros */          \
 				"local function isid(s)\n"                                         \
 				"  return type(s) == 'string' and string.match(s, '^[1-9]%d*$') "  \
@@ -70,6 +77,15 @@
 				"'18446744073709551615'))\n"                                       \
 				"end\n" /* a directory whose field @f is not what a script wrote   \
 					 */                                                        \
+				"local FATTRS = '^ (%d+) (%-?%d+) (%x+) (%S*)$'\n"                 \
+				"local function fval(id, size, mtime, csum, origin)\n"             \
+				"  return 'f' .. id .. ' ' .. size .. ' ' .. mtime .. ' ' .. "     \
+				"csum .. ' ' .. origin\n"                                          \
+				"end\n"                                                            \
+				"local function isfile(v, id)\n"                                   \
+				"  return type(v) == 'string' and string.match(v, '^f(%d+)') == "  \
+				"id\n"                                                             \
+				"end\n"                                                            \
 				"local function badfield(dir, f, v)\n"                             \
 				"  fail('EBADMSG directory ' .. dir .. \": field '\" .. f .. \"' " \
 				"is \" .. shown(v))\n"                                             \
@@ -82,7 +98,7 @@
 	"if call('EXISTS', CTR, NS .. 'epoch', NS .. 'd:1') ~= 3 then\n"                           \
 	"  call('SETNX', CTR, '1')\n"                                                              \
 	"  if call('SETNX', NS .. 'epoch', ARGV[2]) == 1 then\n"                                   \
-	"    call('PUBLISH', P .. ':inval', 'resync 0 - 0')\n"                                     \
+	"    call('SPUBLISH', CHAN, '- resync 0 - 0')\n"                                           \
 	"  end\n"                                                                                  \
 	"  if call('EXISTS', NS .. 'd:1') == 0 then\n"                                             \
 	"    call('HSET', NS .. 'd:1', '/mtime', NOW, '/parent', '1', '/name', '',\n"              \
@@ -90,7 +106,10 @@
 	"  end\n"                                                                                  \
 	"end\n" /* entry @name of directory @dir, "d<id>" / "f<id>" -> kind, id */                 \
 	"local function parse(v, dir, name)\n"                                                     \
-	"  local k, id = string.match(v, '^([df])(%d+)$')\n"                                       \
+	"  local k, id, rest = string.match(v, '^([df])(%d+)(.*)$')\n"                             \
+	"  if rest and rest ~= '' and (k == 'd' or not string.match(rest, FATTRS)) then\n"         \
+	"    k = nil\n"                                                                            \
+	"  end\n"                                                                                  \
 	"  if not k or not isid(id) then\n"                                                        \
 	"    fail('EBADMSG directory ' .. dir .. \": entry '\" .. name .. \"' is \" .. "           \
 	"shown(v))\n"                                                                              \
@@ -154,8 +173,9 @@
 			     "  end\n"                                                             \
 			     "end\n"                                                               \
 			     "local function inval(kind, parent, name, id)\n"                      \
-			     "  local msg = kind .. ' ' .. parent .. ' ' .. name .. ' ' .. id\n"   \
-			     "  call('PUBLISH', P .. ':inval', msg)\n"                             \
+			     "  local msg = ORIGIN .. ' ' .. kind .. ' ' .. parent .. ' ' .. "     \
+			     "name .. ' ' .. id\n"                                                 \
+			     "  call('SPUBLISH', CHAN, msg)\n"                                     \
 			     "end\n"
 
 /* ARGV: (header).  The namespace init alone, run on every new connection
@@ -165,18 +185,22 @@ static const char script_init[] = LUA_NS "return 0\n";
 /* ARGV: (header).  Returns the epoch token. */
 static const char script_epoch[] = LUA_NS "return call('GET', NS .. 'epoch')\n";
 
-/* ARGV[4] a candidate id.  Returns 1 if nothing in Redis uses it (no
- * directory, record, holder set or tombstone), else 0. */
-static const char script_alloc[] = LUA_NS "if unused(ARGV[4]) then return 1 end\n"
-					  "return 0\n";
+/* ARGV[5] candidate ids, separated by spaces.  Returns those that
+ * nothing in Redis uses (no directory, record, holder set or tombstone),
+ * in the same order. */
+static const char script_alloc[] = LUA_NS "local out = {}\n"
+					  "for c in string.gmatch(ARGV[5], '%S+') do\n"
+					  "  if unused(c) then out[#out + 1] = c end\n"
+					  "end\n"
+					  "return out\n";
 
 /*
- * ARGV[4] parent, ARGV[5] name.  Returns {"d<id>", mtime, nsub} or
+ * ARGV[5] parent, ARGV[6] name.  Returns {"d<id>", mtime, nsub} or
  * {"f<id>", size, csum, mtime, origin}; fields may be nil if the record is
  * damaged (meta.c gives EBADMSG).
  */
 static const char script_lookup[] =
-    LUA_NS "local parent, name = ARGV[4], ARGV[5]\n"
+    LUA_NS "local parent, name = ARGV[5], ARGV[6]\n"
 	   "local v = call('HGET', dkey(parent), name)\n"
 	   "if not v then\n"
 	   "  needdir(parent)\n"
@@ -187,12 +211,14 @@ static const char script_lookup[] =
 	   "  local a = call('HMGET', dkey(id), '/mtime', '/nsub')\n"
 	   "  return {v, a[1], a[2]}\n"
 	   "end\n"
+	   "local sz, mt, cs, og = string.match(string.sub(v, #id + 2), FATTRS)\n"
+	   "if sz then return {k .. id, sz, cs, mt, og} end\n"
 	   "local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
-	   "return {v, a[1], a[2], a[3], a[4]}\n";
+	   "return {k .. id, a[1], a[2], a[3], a[4]}\n";
 
-/* ARGV[4] id.  Same reply as lookup. */
+/* ARGV[5] id.  Same reply as lookup. */
 static const char script_getattr[] =
-    LUA_NS "local id = ARGV[4]\n"
+    LUA_NS "local id = ARGV[5]\n"
 	   "if call('EXISTS', dkey(id)) == 1 then\n"
 	   "  local a = call('HMGET', dkey(id), '/mtime', '/nsub')\n"
 	   "  return {'d' .. id, a[1], a[2]}\n"
@@ -203,24 +229,24 @@ static const char script_getattr[] =
 	   "end\n"
 	   "fail('ENOENT')\n";
 
-/* ARGV[4] directory id.  Returns the whole hash (meta.c skips the "/"
+/* ARGV[5] directory id.  Returns the whole hash (meta.c skips the "/"
  * fields). */
-static const char script_readdir[] = LUA_NS "needdir(ARGV[4])\n"
-					    "return call('HGETALL', dkey(ARGV[4]))\n";
+static const char script_readdir[] = LUA_NS "needdir(ARGV[5])\n"
+					    "return call('HGETALL', dkey(ARGV[5]))\n";
 
-/* ARGV[4] parent, ARGV[5] name, ARGV[6] mtime, ARGV[7] the new id (EAGAIN
+/* ARGV[5] parent, ARGV[6] name, ARGV[7] mtime, ARGV[8] the new id (EAGAIN
  * if it is in use).  Returns the new id. */
 static const char script_mkdir[] =
-    LUA_NS "local parent, name, id = ARGV[4], ARGV[5], ARGV[7]\n"
+    LUA_NS "local parent, name, id = ARGV[5], ARGV[6], ARGV[8]\n"
 	   "needdir(parent)\n"
 	   "if call('HEXISTS', dkey(parent), name) == 1 then fail('EEXIST') end\n"
 	   "if not unused(id) then fail('EAGAIN') end\n"
-	   "newdir(parent, name, id, ARGV[6])\n"
+	   "newdir(parent, name, id, ARGV[7])\n"
 	   "inval('mkdir', parent, name, id)\n"
 	   "return id\n";
 
-/* ARGV[4] parent, ARGV[5] name.  Returns the removed directory's id. */
-static const char script_rmdir[] = LUA_NS "local parent, name = ARGV[4], ARGV[5]\n"
+/* ARGV[5] parent, ARGV[6] name.  Returns the removed directory's id. */
+static const char script_rmdir[] = LUA_NS "local parent, name = ARGV[5], ARGV[6]\n"
 					  "needdir(parent)\n"
 					  "local v = call('HGET', dkey(parent), name)\n"
 					  "if not v then fail('ENOENT') end\n"
@@ -235,9 +261,9 @@ static const char script_rmdir[] = LUA_NS "local parent, name = ARGV[4], ARGV[5]
 					  "return id\n";
 
 /*
- * ARGV[4] parent, ARGV[5] name, ARGV[6] id, ARGV[7] size, ARGV[8] csum,
- * ARGV[9] mtime, ARGV[10] origin, ARGV[11] replace ("0"/"1"), ARGV[12]
- * this node, ARGV[13] the highest write sequence this node has seen.
+ * ARGV[5] parent, ARGV[6] name, ARGV[7] id, ARGV[8] size, ARGV[9] csum,
+ * ARGV[10] mtime, ARGV[11] origin, ARGV[12] replace ("0"/"1"), ARGV[13]
+ * this node, ARGV[14] the highest write sequence this node has seen.
  * Returns {replaced id or "0", full path or "", write sequence}.
  * Publishing the same id under the same name again (a retry after a lost
  * reply) succeeds and replaces nothing.  ENOTUNIQ if the id belongs to
@@ -249,11 +275,11 @@ static const char script_rmdir[] = LUA_NS "local parent, name = ARGV[4], ARGV[5]
  * every node is told to reconcile at once ("resync" on P:inval).
  */
 static const char script_publish[] =
-    LUA_NS "local parent, name, id = ARGV[4], ARGV[5], ARGV[6]\n"
+    LUA_NS "local parent, name, id = ARGV[5], ARGV[6], ARGV[7]\n"
 	   "needdir(parent)\n"
 	   "local rec = call('HMGET', okey(id), 'size', 'csum')\n"
 	   "if rec[1] or rec[2] then\n"
-	   "  if rec[1] ~= ARGV[7] or rec[2] ~= ARGV[8] then fail('ENOTUNIQ') end\n"
+	   "  if rec[1] ~= ARGV[8] or rec[2] ~= ARGV[9] then fail('ENOTUNIQ') end\n"
 	   "elseif call('EXISTS', tkey(id)) == 1 then\n"
 	   "  fail('ENOTUNIQ')\n"
 	   "end\n"
@@ -263,50 +289,51 @@ static const char script_publish[] =
 	   "  local k, oid = parse(v, parent, name)\n"
 	   "  if k == 'd' then fail('EISDIR') end\n"
 	   "  if oid ~= id then\n"
-	   "    if ARGV[11] ~= '1' then fail('EEXIST') end\n"
+	   "    if ARGV[12] ~= '1' then fail('EEXIST') end\n"
 	   "    replaced = oid\n"
 	   "  end\n"
 	   "end\n"
 	   "local path = pathof(parent, name)\n"
 	   "if replaced ~= '0' then bury(replaced) end\n"
-	   "call('HSET', okey(id), 'size', ARGV[7], 'csum', ARGV[8], 'mtime', ARGV[9],\n"
-	   "            'origin', ARGV[10], 'parent', parent, 'name', name)\n"
-	   "call('SADD', hkey(id), ARGV[12])\n"
-	   "call('HSET', dkey(parent), name, 'f' .. id, '/mtime', NOW)\n"
+	   "call('HSET', okey(id), 'size', ARGV[8], 'csum', ARGV[9], 'mtime', ARGV[10],\n"
+	   "            'origin', ARGV[11], 'parent', parent, 'name', name)\n"
+	   "call('SADD', hkey(id), ARGV[13])\n"
+	   "call('HSET', dkey(parent), name, fval(id, ARGV[8], ARGV[10], ARGV[9], ARGV[11]),\n"
+	   "     '/mtime', NOW)\n"
 	   "if replaced ~= '0' then\n"
 	   "  inval('replace', parent, name, id)\n"
 	   "else\n"
 	   "  inval('publish', parent, name, id)\n"
 	   "end\n"
 	   "local seq = redis.pcall('INCR', CTR)\n"
-	   "local seen = tonumber(ARGV[13]) or 0\n"
+	   "local seen = tonumber(ARGV[14]) or 0\n"
 	   "if type(seq) ~= 'number' or seq <= seen then\n"
 	   "  seq = seen + 1\n"
 	   "  call('SET', CTR, string.format('%d', seq))\n"
-	   "  call('PUBLISH', P .. ':inval', 'resync 0 - 0')\n"
+	   "  call('SPUBLISH', CHAN, '- resync 0 - 0')\n"
 	   "end\n"
 	   "return {replaced, path, string.format('%d', seq)}\n";
 
-/* ARGV[4] parent, ARGV[5] name.  Returns {kind, id, full path}. */
-static const char script_path[] = LUA_NS "local parent, name = ARGV[4], ARGV[5]\n"
+/* ARGV[5] parent, ARGV[6] name.  Returns {kind, id, full path}. */
+static const char script_path[] = LUA_NS "local parent, name = ARGV[5], ARGV[6]\n"
 					 "needdir(parent)\n"
 					 "local v = call('HGET', dkey(parent), name)\n"
 					 "if not v then fail('ENOENT') end\n"
 					 "local k, id = parse(v, parent, name)\n"
 					 "return {k, id, pathof(parent, name)}\n";
 
-/* ARGV[4] object id.  Returns the object's full path now, or "" if its
+/* ARGV[5] object id.  Returns the object's full path now, or "" if its
  * record does not say where it lives (older records) or that place does
  * not name it. */
 static const char script_objpath[] =
-    LUA_NS "local id = ARGV[4]\n"
+    LUA_NS "local id = ARGV[5]\n"
 	   "local a = call('HMGET', okey(id), 'parent', 'name')\n"
 	   "if not isid(a[1]) or not a[2] or a[2] == '' then return '' end\n"
-	   "if call('HGET', dkey(a[1]), a[2]) ~= 'f' .. id then return '' end\n"
+	   "if not isfile(call('HGET', dkey(a[1]), a[2]), id) then return '' end\n"
 	   "return pathof(a[1], a[2])\n";
 
-/* ARGV[4] parent, ARGV[5] name.  Returns the object id. */
-static const char script_unlink[] = LUA_NS "local parent, name = ARGV[4], ARGV[5]\n"
+/* ARGV[5] parent, ARGV[6] name.  Returns the object id. */
+static const char script_unlink[] = LUA_NS "local parent, name = ARGV[5], ARGV[6]\n"
 					   "needdir(parent)\n"
 					   "local v = call('HGET', dkey(parent), name)\n"
 					   "if not v then fail('ENOENT') end\n"
@@ -319,13 +346,13 @@ static const char script_unlink[] = LUA_NS "local parent, name = ARGV[4], ARGV[5
 					   "return id\n";
 
 /*
- * ARGV[4] old parent, ARGV[5] old name, ARGV[6] new parent, ARGV[7] new
- * name, ARGV[8] noreplace, ARGV[9] exchange, ARGV[10] replace files (each
+ * ARGV[5] old parent, ARGV[6] old name, ARGV[7] new parent, ARGV[8] new
+ * name, ARGV[9] noreplace, ARGV[10] exchange, ARGV[11] replace files (each
  * "0"/"1").  Returns the replaced id or "0".
  */
 static const char script_rename[] =
-    LUA_NS "local op, on, np, nn = ARGV[4], ARGV[5], ARGV[6], ARGV[7]\n"
-	   "local noreplace, exchange = ARGV[8] == '1', ARGV[9] == '1'\n"
+    LUA_NS "local op, on, np, nn = ARGV[5], ARGV[6], ARGV[7], ARGV[8]\n"
+	   "local noreplace, exchange = ARGV[9] == '1', ARGV[10] == '1'\n"
 	   "needdir(op)\n"
 	   "needdir(np)\n"
 	   "local opd, npd = dkey(op), dkey(np)\n"
@@ -389,7 +416,7 @@ static const char script_rename[] =
 			      "if tv then\n"
 			      "  if sk == 'f' and tk == 'd' then fail('EISDIR') end\n"
 			      "  if sk == 'd' and tk == 'f' then fail('ENOTDIR') end\n"
-			      "  if tk == 'f' and ARGV[10] ~= '1' then fail('EEXIST') end\n"
+			      "  if tk == 'f' and ARGV[11] ~= '1' then fail('EEXIST') end\n"
 			      "  if tk == 'd' and not isempty(tid) then fail('ENOTEMPTY') end\n"
 			      "end\n"
 			      "local replaced = '0'\n"
@@ -419,8 +446,8 @@ static const char script_rename[] =
 			      "return replaced\n";
 
 /*
- * ARGV[4] id, ARGV[5] size, ARGV[6] csum, ARGV[7] mtime, ARGV[8] origin,
- * ARGV[9] this node, ARGV[10] absolute path (checked by meta.c), ARGV[11]
+ * ARGV[5] id, ARGV[6] size, ARGV[7] csum, ARGV[8] mtime, ARGV[9] origin,
+ * ARGV[10] this node, ARGV[11] absolute path (checked by meta.c), ARGV[12]
  * fresh ids for the directories it may have to make, separated by spaces
  * (EAGAIN if too few or one is in use).  Returns {1 if the object had to
  * go elsewhere else 0, the path it has}.  ENOTUNIQ if the id's record
@@ -431,11 +458,11 @@ static const char script_rename[] =
  * /lost+found/<name>.objfs-<id>.
  */
 static const char script_reregister[] =
-    LUA_NS "local id = ARGV[4]\n"
+    LUA_NS "local id = ARGV[5]\n"
 	   "local rec = call('HMGET', okey(id), 'size', 'csum')\n"
 	   "if rec[1] or rec[2] then\n"
-	   "  if rec[1] ~= ARGV[5] or rec[2] ~= ARGV[6] then fail('ENOTUNIQ') end\n"
-	   "  call('SADD', hkey(id), ARGV[9])\n"
+	   "  if rec[1] ~= ARGV[6] or rec[2] ~= ARGV[7] then fail('ENOTUNIQ') end\n"
+	   "  call('SADD', hkey(id), ARGV[10])\n"
 	   "  return {0, ''}\n"
 	   "end\n"
 	   /* "<name>.objfs-<id>", cut on a character boundary to 255 bytes */
@@ -452,7 +479,7 @@ static const char script_reregister[] =
 	   "  end\n"
 	   "  return name .. suf\n"
 	   "end\n"
-	   "local want = 'f' .. id\n"
+	   "local want = fval(id, ARGV[6], ARGV[8], ARGV[7], ARGV[9])\n"
 	   /* can @comps be used?  Then also how many directories are missing */
 	   "local function usable(comps)\n"
 	   "  local cur = '1'\n"
@@ -465,10 +492,10 @@ static const char script_reregister[] =
 	   "    cur = nid\n"
 	   "  end\n"
 	   "  local v = call('HGET', dkey(cur), comps[#comps])\n"
-	   "  return not v or v == want, 0\n"
+	   "  return not v or isfile(v, id), 0\n"
 	   "end\n"
 	   "local comps = {}\n"
-	   "for c in string.gmatch(ARGV[10], '[^/]+') do comps[#comps + 1] = c end\n"
+	   "for c in string.gmatch(ARGV[11], '[^/]+') do comps[#comps + 1] = c end\n"
 	   "if #comps == 0 then fail('EINVAL') end\n"
 	   "local moved = 0\n"
 	   "local ok, missing = usable(comps)\n"
@@ -479,7 +506,7 @@ static const char script_reregister[] =
 	   "  if not ok then fail('EEXIST') end\n"
 	   "end\n"
 	   "local ids = {}\n"
-	   "for c in string.gmatch(ARGV[11], '%S+') do\n"
+	   "for c in string.gmatch(ARGV[12], '%S+') do\n"
 	   "  if #ids < missing then\n"
 	   "    if not unused(c) then fail('EAGAIN') end\n"
 	   "    ids[#ids + 1] = c\n"
@@ -503,10 +530,10 @@ static const char script_reregister[] =
 	   "end\n"
 	   "local name = comps[#comps]\n"
 	   "path = path .. '/' .. name\n"
-	   "call('HSET', okey(id), 'size', ARGV[5], 'csum', ARGV[6], 'mtime', ARGV[7],\n"
-	   "            'origin', ARGV[8], 'parent', cur, 'name', name)\n"
-	   "call('SADD', hkey(id), ARGV[9])\n"
-	   "if call('HGET', dkey(cur), name) ~= want then\n"
+	   "call('HSET', okey(id), 'size', ARGV[6], 'csum', ARGV[7], 'mtime', ARGV[8],\n"
+	   "            'origin', ARGV[9], 'parent', cur, 'name', name)\n"
+	   "call('SADD', hkey(id), ARGV[10])\n"
+	   "if not isfile(call('HGET', dkey(cur), name), id) then\n"
 	   "  call('HSET', dkey(cur), name, want, '/mtime', NOW)\n"
 	   "  inval('publish', cur, name, id)\n"
 	   "end\n"
@@ -514,7 +541,7 @@ static const char script_reregister[] =
 
 /*
  * Helpers of the scripts that read node cards: the card fields in the
- * order ARGV carries them from ARGV[8] on and the scripts return them in,
+ * order ARGV carries them from ARGV[9] on and the scripts return them in,
  * the key of a card, and whether a holder or member is a node name at all
  * (see node_name_validate(); anything else is left alone for
  * meta_cluster.c to report).
@@ -522,7 +549,7 @@ static const char script_reregister[] =
 #define LUA_NODES                                                                         \
 	"local FIELDS = {'host', 'pid', 'listen', 'instance', 'started', 'capacity',\n"   \
 	"                'used', 'caps', 'rdma'}\n"                                       \
-	"local function ckey(n) return P .. ':node:' .. n end\n"                          \
+	"local function ckey(n) return T .. 'node:' .. n end\n"                           \
 	"local function isnode(n)\n"                                                      \
 	"  return #n <= 63 and string.match(n, '^[A-Za-z0-9_][A-Za-z0-9._-]*$') ~= nil\n" \
 	"end\n" /* does node @n have a card a fetch can use? */                           \
@@ -533,30 +560,30 @@ static const char script_reregister[] =
 	"end\n"
 
 /* Writing this node's card. */
-#define LUA_CARD                                   \
-	LUA_NODES                                  \
-	"local key = ckey(ARGV[4])\n"              \
-	"local function write()\n"                 \
-	"  local kv = {}\n"                        \
-	"  for i, f in ipairs(FIELDS) do\n"        \
-	"    kv[#kv + 1] = f\n"                    \
-	"    kv[#kv + 1] = ARGV[7 + i]\n"          \
-	"  end\n"                                  \
-	"  call('DEL', key)\n"                     \
-	"  call('HSET', key, unpack(kv))\n"        \
-	"  call('EXPIRE', key, ARGV[7])\n"         \
-	"  call('SADD', P .. ':nodes', ARGV[4])\n" \
+#define LUA_CARD                                  \
+	LUA_NODES                                 \
+	"local key = ckey(ARGV[5])\n"             \
+	"local function write()\n"                \
+	"  local kv = {}\n"                       \
+	"  for i, f in ipairs(FIELDS) do\n"       \
+	"    kv[#kv + 1] = f\n"                   \
+	"    kv[#kv + 1] = ARGV[8 + i]\n"         \
+	"  end\n"                                 \
+	"  call('DEL', key)\n"                    \
+	"  call('HSET', key, unpack(kv))\n"       \
+	"  call('EXPIRE', key, ARGV[8])\n"        \
+	"  call('SADD', T .. 'nodes', ARGV[5])\n" \
 	"end\n"
 
 /*
- * ARGV[4] node, ARGV[5] instance, ARGV[6] instance that may be replaced
- * (a card meta.c found stale) or "", ARGV[7] ttl, ARGV[8..16] the card
+ * ARGV[5] node, ARGV[6] instance, ARGV[7] instance that may be replaced
+ * (a card meta.c found stale) or "", ARGV[8] ttl, ARGV[9..17] the card
  * (host, pid, listen, instance, started, capacity, used, caps, rdma).
  * Returns {1}, or {0, <the other card's fields in the same order>}.
  */
 static const char script_claim[] =
     LUA_BASE LUA_CARD "local cur = call('HGET', key, 'instance')\n"
-		      "if cur and cur ~= ARGV[5] and not (ARGV[6] ~= '' and cur == ARGV[6]) then\n"
+		      "if cur and cur ~= ARGV[6] and not (ARGV[7] ~= '' and cur == ARGV[7]) then\n"
 		      "  local a = call('HMGET', key, unpack(FIELDS))\n"
 		      "  return {0, a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]}\n"
 		      "end\n"
@@ -566,19 +593,19 @@ static const char script_claim[] =
 /* Same ARGV as claim; EADDRINUSE if another instance holds the name. */
 static const char script_heartbeat[] =
     LUA_BASE LUA_CARD "local cur = call('HGET', key, 'instance')\n"
-		      "if cur and cur ~= ARGV[5] then fail('EADDRINUSE') end\n"
+		      "if cur and cur ~= ARGV[6] then fail('EADDRINUSE') end\n"
 		      "write()\n"
 		      "return 1\n";
 
-/* ARGV[4] node, ARGV[5] instance.  Returns 1 if the card was deleted. */
+/* ARGV[5] node, ARGV[6] instance.  Returns 1 if the card was deleted. */
 static const char script_release[] =
-    LUA_BASE "local key = P .. ':node:' .. ARGV[4]\n"
-	     "if call('HGET', key, 'instance') ~= ARGV[5] then return 0 end\n"
+    LUA_BASE "local key = T .. 'node:' .. ARGV[5]\n"
+	     "if call('HGET', key, 'instance') ~= ARGV[6] then return 0 end\n"
 	     "call('DEL', key)\n"
 	     "return 1\n";
 
 /*
- * ARGV[4] object id, ARGV[5] this node.  Returns {size, csum, mtime,
+ * ARGV[5] object id, ARGV[6] this node.  Returns {size, csum, mtime,
  * origin, number of stale holders removed, then node, listen, caps, rdma
  * of each other holder whose card exists}; card fields may be nil
  * (meta_cluster.c skips such a holder).  A holder other than this node whose card is gone
@@ -587,7 +614,7 @@ static const char script_release[] =
  * object has no record.
  */
 static const char script_locate[] =
-    LUA_BASE LUA_NODES "local id, me = ARGV[4], ARGV[5]\n"
+    LUA_BASE LUA_NODES "local id, me = ARGV[5], ARGV[6]\n"
 		       "if call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
 		       "local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
 		       "local out, stale = {a[1], a[2], a[3], a[4], 0}, 0\n"
@@ -610,13 +637,13 @@ static const char script_locate[] =
 		       "return out\n";
 
 /*
- * ARGV[4] object id, ARGV[5] this node.  Removes this node from the
+ * ARGV[5] object id, ARGV[6] this node.  Removes this node from the
  * holders if another holder has a live card (exists, with a listen
  * address): returns 1 then, or if this node was no holder; else 0 and
  * nothing changes.  ENOENT if the object has no record.
  */
 static const char script_release_replica[] =
-    LUA_BASE LUA_NODES "local id, me = ARGV[4], ARGV[5]\n"
+    LUA_BASE LUA_NODES "local id, me = ARGV[5], ARGV[6]\n"
 		       "if call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
 		       "for _, n in ipairs(call('SMEMBERS', hkey(id))) do\n"
 		       "  if n ~= me and live(n) then\n"
@@ -626,22 +653,22 @@ static const char script_release_replica[] =
 		       "end\n"
 		       "return 0\n";
 
-/* ARGV[4] object id, ARGV[5] this node, ARGV[6] "1" to prune, ARGV[7]
- * and ARGV[8] the size and checksum this node's copy has ("" "": not
+/* ARGV[5] object id, ARGV[6] this node, ARGV[7] "1" to prune, ARGV[8]
+ * and ARGV[9] the size and checksum this node's copy has ("" "": not
  * checked).  Adds this node as a holder and, when pruning, drops the
  * holders whose node card is gone (stale entries): returns how many were
  * dropped; -1 if the object has no record (deleted), -2 if the record
  * describes other bytes; in both cases nothing changes. */
 static const char script_add_holder[] =
-    LUA_BASE LUA_NODES "local id, me = ARGV[4], ARGV[5]\n"
+    LUA_BASE LUA_NODES "local id, me = ARGV[5], ARGV[6]\n"
 		       "local rec = call('HMGET', okey(id), 'size', 'csum')\n"
 		       "if not rec[1] and not rec[2] then return -1 end\n"
-		       "if ARGV[7] ~= '' and (rec[1] ~= ARGV[7] or rec[2] ~= ARGV[8]) then\n"
+		       "if ARGV[8] ~= '' and (rec[1] ~= ARGV[8] or rec[2] ~= ARGV[9]) then\n"
 		       "  return -2\n"
 		       "end\n"
 		       "call('SADD', hkey(id), me)\n"
 		       "local gone = 0\n"
-		       "if ARGV[6] ~= '1' then return 0 end\n"
+		       "if ARGV[7] ~= '1' then return 0 end\n"
 		       "for _, n in ipairs(call('SMEMBERS', hkey(id))) do\n"
 		       "  if n ~= me and isnode(n) and call('EXISTS', ckey(n)) == 0 then\n"
 		       "    call('SREM', hkey(id), n)\n"
@@ -657,7 +684,7 @@ static const char script_add_holder[] =
  */
 static const char script_members[] =
     LUA_BASE LUA_NODES "local out = {}\n"
-		       "for _, n in ipairs(call('SMEMBERS', P .. ':nodes')) do\n"
+		       "for _, n in ipairs(call('SMEMBERS', T .. 'nodes')) do\n"
 		       "  out[#out + 1] = n\n"
 		       "  out[#out + 1] = call('PTTL', ckey(n))\n"
 		       "  local c = redis.pcall('HMGET', ckey(n), unpack(FIELDS))\n"
@@ -693,3 +720,100 @@ const char *const meta_script_name[META_NSCRIPTS] = {
     [MS_MEMBERS] = "members", [MS_ADD_HOLDER] = "add_holder",
     [MS_OBJPATH] = "objpath",
 };
+
+/*
+ * The KEYS of each script, from its ARGV: "N" the namespace's own keys
+ * (counter, epoch, root: the init of every namespace script may write
+ * them), "S" the set of nodes, and a letter and an ARGV index for the key
+ * of that id or node: d directory, o object record, h holders, t
+ * tombstone, c node card.  Keys a script only finds on its way (the
+ * parents of a path, the entry's object) are not known before it runs;
+ * they share the hash tag, so Redis Cluster still runs the script in one
+ * slot, and every script reads them before its first write.
+ */
+static const char *const script_keyspec[META_NSCRIPTS] = {
+    [MS_INIT] = "N",
+    [MS_EPOCH] = "N",
+    [MS_ALLOC] = "N",
+    [MS_LOOKUP] = "N d5",
+    [MS_GETATTR] = "N d5 o5",
+    [MS_READDIR] = "N d5",
+    [MS_MKDIR] = "N d5 d8 o8 h8 t8",
+    [MS_RMDIR] = "N d5",
+    [MS_PUBLISH] = "N d5 o7 h7 t7",
+    [MS_UNLINK] = "N d5",
+    [MS_RENAME] = "N d5 d7",
+    [MS_REREGISTER] = "N o5 h5",
+    [MS_CLAIM] = "c5 S",
+    [MS_HEARTBEAT] = "c5 S",
+    [MS_RELEASE] = "c5",
+    [MS_PATH] = "N d5",
+    [MS_LOCATE] = "o5 h5",
+    [MS_RELEASE_REPLICA] = "o5 h5",
+    [MS_MEMBERS] = "S",
+    [MS_ADD_HOLDER] = "o5 h5",
+    [MS_OBJPATH] = "N o5",
+};
+
+/* Append key "{P}:<what><arg>" to @a's keys. */
+static int key_add(const struct meta *m, struct args *a, int *nk, const char *what, const char *arg)
+{
+	int n;
+
+	if (*nk >= ARGS_KEYS_MAX)
+		return -EINVAL;
+	n = snprintf(a->keys[*nk], KEY_MAX, "{%s}:%s%s", m->prefix, what, arg);
+	if (n < 0 || n >= KEY_MAX)
+		return -EINVAL;
+	(*nk)++;
+	return 0;
+}
+
+int script_keys(const struct meta *m, enum meta_script s, struct args *a)
+{
+	static const char *const kinds[] = {
+	    ['d'] = "d:", ['o'] = "o:", ['h'] = "h:", ['t'] = "t:", ['c'] = "node:"};
+	const char *p = script_keyspec[s];
+	int nk = 0, r = 0, i;
+
+	if (a->keyed)
+		return 0;
+	while (*p && r == 0) {
+		char kind = *p++;
+		long idx;
+
+		if (kind == 'N') {
+			r = key_add(m, a, &nk, "ctr", "");
+			if (r == 0)
+				r = key_add(m, a, &nk, "epoch", "");
+			if (r == 0)
+				r = key_add(m, a, &nk, "d:", "1");
+		} else if (kind == 'S') {
+			r = key_add(m, a, &nk, "nodes", "");
+		} else {
+			/* ARGV[idx] is a->v[2 + idx] */
+			idx = strtol(p, (char **)&p, 10);
+			if (kind >= (char)(sizeof(kinds) / sizeof(kinds[0])) || !kinds[(int)kind] ||
+			    idx < 1 || 2 + idx >= a->n)
+				return -EINVAL;
+			r = key_add(m, a, &nk, kinds[(int)kind], a->v[2 + idx]);
+		}
+		while (*p == ' ')
+			p++;
+	}
+	if (r < 0 || a->n + nk > ARGS_MAX)
+		return r < 0 ? r : -EINVAL;
+	/* make room after "EVALSHA sha numkeys" */
+	for (i = a->n - 1; i >= 3; i--) {
+		a->v[i + nk] = a->v[i];
+		a->len[i + nk] = a->len[i];
+	}
+	for (i = 0; i < nk; i++) {
+		a->v[3 + i] = a->keys[i];
+		a->len[3 + i] = strlen(a->keys[i]);
+	}
+	a->n += nk;
+	snprintf(a->nkeys, sizeof(a->nkeys), "%d", nk);
+	a->keyed = true;
+	return 0;
+}

@@ -63,27 +63,27 @@ TEST(caps)
 	card_init(&a, "host-1", "10.0.0.1:7000", "aaaa1111", "tcp");
 	card_init(&b, "host-2", "10.0.0.2:7000", "bbbb2222", "tcp");
 	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), 0);
-	rget(buf, sizeof(buf), "HGET t-caps:node:alpha caps");
+	rget(buf, sizeof(buf), "HGET {t-caps}:node:alpha caps");
 	CHECK_STR(buf, "tcp");
 	snprintf(a.caps, sizeof(a.caps), "tcp,rdma");
 	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), 0);
-	rget(buf, sizeof(buf), "HGET t-caps:node:alpha caps");
+	rget(buf, sizeof(buf), "HGET {t-caps}:node:alpha caps");
 	CHECK_STR(buf, "tcp,rdma");
 	/* the other card comes back with its caps */
 	CHECK_EQ(claim_taken(m2, &b, &other), -EADDRINUSE);
 	CHECK_STR(other.caps, "tcp,rdma");
 	CHECK_STR(other.listen, "10.0.0.1:7000");
 	/* a card of an older node, without caps */
-	rdo("HDEL t-caps:node:alpha caps");
+	rdo("HDEL {t-caps}:node:alpha caps");
 	CHECK_EQ(claim_taken(m2, &b, &other), -EADDRINUSE);
 	CHECK_STR(other.caps, "");
 	CHECK_STR(other.instance, "aaaa1111");
 	/* damaged caps */
-	rdo("HSET t-caps:node:alpha caps %s", "tcp rdma");
+	rdo("HSET {t-caps}:node:alpha caps %s", "tcp rdma");
 	CHECK_EQ(meta_node_claim(m2, &b, 30, &other), -EBADMSG);
 	memset(buf, 'c', 70);
 	buf[70] = '\0';
-	rdo("HSET t-caps:node:alpha caps %s", buf);
+	rdo("HSET {t-caps}:node:alpha caps %s", buf);
 	CHECK_EQ(meta_node_claim(m2, &b, 30, &other), -EBADMSG);
 
 	/* caps that a card cannot carry */
@@ -95,11 +95,11 @@ TEST(caps)
 	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), -EINVAL);
 	a.caps[sizeof(a.caps) - 1] = '\0'; /* 63 bytes: fine */
 	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), 0);
-	rget(buf, sizeof(buf), "HGET t-caps:node:alpha caps");
+	rget(buf, sizeof(buf), "HGET {t-caps}:node:alpha caps");
 	CHECK_EQ(strlen(buf), 63);
 	a.caps[0] = '\0'; /* none: fine */
 	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), 0);
-	rget(buf, sizeof(buf), "HEXISTS t-caps:node:alpha caps");
+	rget(buf, sizeof(buf), "HEXISTS {t-caps}:node:alpha caps");
 	CHECK_STR(buf, "1");
 	meta_free(m1);
 	meta_free(m2);
@@ -145,30 +145,30 @@ TEST(card_rdma)
 	card_init(&b, "host-2", "10.0.0.2:7000", "bbbb2222", "tcp");
 	snprintf(a.rdma, sizeof(a.rdma), "10.0.0.1:7001");
 	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), 0);
-	rget(buf, sizeof(buf), "HGET t-rdma:node:alpha rdma");
+	rget(buf, sizeof(buf), "HGET {t-rdma}:node:alpha rdma");
 	CHECK_STR(buf, "10.0.0.1:7001");
 	CHECK_EQ(claim_taken(m2, &b, &other), -EADDRINUSE);
 	CHECK_STR(other.rdma, "10.0.0.1:7001");
 	/* no RDMA served (any more): the field is there, empty */
 	a.rdma[0] = '\0';
 	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), 0);
-	rget(buf, sizeof(buf), "HEXISTS t-rdma:node:alpha rdma");
+	rget(buf, sizeof(buf), "HEXISTS {t-rdma}:node:alpha rdma");
 	CHECK_STR(buf, "1");
 	CHECK_EQ(claim_taken(m2, &b, &other), -EADDRINUSE);
 	CHECK_STR(other.rdma, "");
 	/* a card of an older node has none */
-	rdo("HDEL t-rdma:node:alpha rdma");
+	rdo("HDEL {t-rdma}:node:alpha rdma");
 	CHECK_EQ(claim_taken(m2, &b, &other), -EADDRINUSE);
 	CHECK_STR(other.rdma, "");
 	CHECK_STR(other.listen, "10.0.0.1:7000");
 	/* a damaged one is ignored, the rest of the card is good */
-	rdo("HSET t-rdma:node:alpha rdma %s", "10.0.0.1:7001 junk");
+	rdo("HSET {t-rdma}:node:alpha rdma %s", "10.0.0.1:7001 junk");
 	CHECK_EQ(claim_taken(m2, &b, &other), -EADDRINUSE);
 	CHECK_STR(other.rdma, "");
 	CHECK_STR(other.instance, "aaaa1111");
 	memset(buf, 'r', 150);
 	buf[150] = '\0';
-	rdo("HSET t-rdma:node:alpha rdma %s", buf);
+	rdo("HSET {t-rdma}:node:alpha rdma %s", buf);
 	CHECK_EQ(claim_taken(m2, &b, &other), -EADDRINUSE);
 	CHECK_STR(other.rdma, "");
 
@@ -180,7 +180,7 @@ TEST(card_rdma)
 	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), -EINVAL);
 	snprintf(a.rdma, sizeof(a.rdma), "[::1]:7001");
 	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), 0);
-	rget(buf, sizeof(buf), "HGET t-rdma:node:alpha rdma");
+	rget(buf, sizeof(buf), "HGET {t-rdma}:node:alpha rdma");
 	CHECK_STR(buf, "[::1]:7001");
 	meta_free(m1);
 	meta_free(m2);
@@ -201,7 +201,7 @@ TEST(locate)
 
 	claim_card(a, "10.0.0.1:7000", "tcp");
 	claim_card(b, "10.0.0.2:7000", "tcp,rdma");
-	rdo("HSET t-loc:node:node-b rdma 10.0.1.2:7001");
+	rdo("HSET {t-loc}:node:node-b rdma 10.0.1.2:7001");
 	claim_card(c, "10.0.0.3:7001", "tcp");
 	claim_card(e, "10.0.0.5:7000", "tcp");
 	mkobj(a, &o, 4096);
@@ -251,7 +251,7 @@ TEST(locate)
 	free(hs);
 
 	/* c's card expires: its entry is stale, removed and counted */
-	rdo("PEXPIRE t-loc:node:node-c 1");
+	rdo("PEXPIRE {t-loc}:node:node-c 1");
 	usleep(20000);
 	CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
 	CHECK_EQ(n, 1);
@@ -259,9 +259,9 @@ TEST(locate)
 	if (n == 1)
 		CHECK_STR(hs[0].node, "node-b");
 	free(hs);
-	rget(buf, sizeof(buf), "SISMEMBER t-loc:h:{%" PRIu64 "} node-c", o.id);
+	rget(buf, sizeof(buf), "SISMEMBER {t-loc}:h:%" PRIu64 " node-c", o.id);
 	CHECK_STR(buf, "0");
-	rget(buf, sizeof(buf), "SISMEMBER t-loc:h:{%" PRIu64 "} node-a", o.id);
+	rget(buf, sizeof(buf), "SISMEMBER {t-loc}:h:%" PRIu64 " node-a", o.id);
 	CHECK_STR(buf, "1");
 	CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
 	CHECK_EQ(n, 1);
@@ -269,13 +269,13 @@ TEST(locate)
 	free(hs);
 
 	/* this node's own card expired: it is left out, never pruned */
-	rdo("DEL t-loc:node:node-a");
-	rdo("SADD t-loc:h:{%" PRIu64 "} node-d", o.id); /* never had a card */
+	rdo("DEL {t-loc}:node:node-a");
+	rdo("SADD {t-loc}:h:%" PRIu64 " node-d", o.id); /* never had a card */
 	CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
 	CHECK_EQ(n, 1);
 	CHECK_EQ(stale, 1);
 	free(hs);
-	rget(buf, sizeof(buf), "SISMEMBER t-loc:h:{%" PRIu64 "} node-a", o.id);
+	rget(buf, sizeof(buf), "SISMEMBER {t-loc}:h:%" PRIu64 " node-a", o.id);
 	CHECK_STR(buf, "1");
 	/* from b, a is now stale too */
 	CHECK_EQ(meta_locate(b, o.id, &got, &hs, &n, &stale), 0);
@@ -287,7 +287,7 @@ TEST(locate)
 
 	/* malformed cards and names are skipped, and left alone */
 	CHECK_EQ(meta_add_holder(e, o.id), 0);
-	rdo("SADD t-loc:h:{%" PRIu64 "} %s", o.id, "bad node!");
+	rdo("SADD {t-loc}:h:%" PRIu64 " %s", o.id, "bad node!");
 	{
 		static const struct {
 			const char *field, *value;
@@ -300,30 +300,30 @@ TEST(locate)
 		size_t i;
 
 		for (i = 0; i < ARRAY_SIZE(bad); i++) {
-			rdo("HSET t-loc:node:node-e %s %s", bad[i].field, bad[i].value);
+			rdo("HSET {t-loc}:node:node-e %s %s", bad[i].field, bad[i].value);
 			CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
 			CHECK_EQ(n, 1);
 			CHECK_EQ(stale, 0);
 			CHECK(find_holder(hs, n, "node-b") != NULL);
 			free(hs);
-			rdo("HSET t-loc:node:node-e listen 10.0.0.5:7000 caps tcp");
+			rdo("HSET {t-loc}:node:node-e listen 10.0.0.5:7000 caps tcp");
 		}
-		rdo("HDEL t-loc:node:node-e listen");
+		rdo("HDEL {t-loc}:node:node-e listen");
 		CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
 		CHECK_EQ(n, 1);
 		free(hs);
-		rdo("DEL t-loc:node:node-e");
-		rdo("SET t-loc:node:node-e notahash");
+		rdo("DEL {t-loc}:node:node-e");
+		rdo("SET {t-loc}:node:node-e notahash");
 		CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
 		CHECK_EQ(n, 1);
 		CHECK_EQ(stale, 0);
 		free(hs);
-		rget(buf, sizeof(buf), "SCARD t-loc:h:{%" PRIu64 "}", o.id);
+		rget(buf, sizeof(buf), "SCARD {t-loc}:h:%" PRIu64 "", o.id);
 		CHECK_STR(buf, "4"); /* a, b, e, "bad node!" */
 		/* a card without caps (an older node) is fine */
-		rdo("DEL t-loc:node:node-e");
+		rdo("DEL {t-loc}:node:node-e");
 		claim_card(e, "10.0.0.5:7000", "tcp");
-		rdo("HDEL t-loc:node:node-e caps");
+		rdo("HDEL {t-loc}:node:node-e caps");
 		CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
 		CHECK_EQ(n, 2);
 		h = find_holder(hs, n, "node-e");
@@ -344,7 +344,7 @@ TEST(locate)
 			size_t i;
 
 			for (i = 0; i < ARRAY_SIZE(bad_rdma); i++) {
-				rdo("HSET t-loc:node:node-e rdma %s", bad_rdma[i]);
+				rdo("HSET {t-loc}:node:node-e rdma %s", bad_rdma[i]);
 				CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
 				CHECK_EQ(n, 2);
 				h = find_holder(hs, n, "node-e");
@@ -352,7 +352,7 @@ TEST(locate)
 				      !strcmp(h->addr, "10.0.0.5:7000"));
 				free(hs);
 			}
-			rdo("HSET t-loc:node:node-e rdma [fe80::1%%eth0]:7001");
+			rdo("HSET {t-loc}:node:node-e rdma [fe80::1%%eth0]:7001");
 			CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
 			h = find_holder(hs, n, "node-e");
 			CHECK(h && !strcmp(h->rdma, "[fe80::1%eth0]:7001"));
@@ -365,12 +365,12 @@ TEST(locate)
 	CHECK_EQ(meta_locate(a, 987654, &got, &hs, &n, &stale), -ENOENT);
 	CHECK(hs == NULL);
 	CHECK_EQ(meta_locate(a, 0, &got, &hs, &n, &stale), -EINVAL);
-	rdo("HSET t-loc:o:{%" PRIu64 "} size abc", o.id);
+	rdo("HSET {t-loc}:o:%" PRIu64 " size abc", o.id);
 	CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), -EBADMSG);
-	rdo("HSET t-loc:o:{%" PRIu64 "} size 4096", o.id);
-	rdo("HDEL t-loc:o:{%" PRIu64 "} origin", o.id);
+	rdo("HSET {t-loc}:o:%" PRIu64 " size 4096", o.id);
+	rdo("HDEL {t-loc}:o:%" PRIu64 " origin", o.id);
 	CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), -EBADMSG);
-	rdo("HSET t-loc:o:{%" PRIu64 "} origin node-a", o.id);
+	rdo("HSET {t-loc}:o:%" PRIu64 " origin node-a", o.id);
 	CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
 	free(hs);
 	meta_free(a);
@@ -402,45 +402,45 @@ TEST(release_replica)
 
 	/* the only holder */
 	CHECK_EQ(meta_release_replica(a, o.id), 0);
-	CHECK_EQ(scard("SCARD t-rel:h:{%" PRIu64 "}", o.id), 1);
+	CHECK_EQ(scard("SCARD {t-rel}:h:%" PRIu64 "", o.id), 1);
 
 	/* the only other holder's card has expired */
 	CHECK_EQ(meta_add_holder(b, o.id), 0);
-	rdo("DEL t-rel:node:node-b");
+	rdo("DEL {t-rel}:node:node-b");
 	CHECK_EQ(meta_release_replica(a, o.id), 0);
-	CHECK_EQ(scard("SCARD t-rel:h:{%" PRIu64 "}", o.id), 2);
+	CHECK_EQ(scard("SCARD {t-rel}:h:%" PRIu64 "", o.id), 2);
 	/* a card without a listen address does not count either */
 	claim_card(b, "10.0.0.2:7000", "tcp");
-	rdo("HSET t-rel:node:node-b listen %s", "");
+	rdo("HSET {t-rel}:node:node-b listen %s", "");
 	CHECK_EQ(meta_release_replica(a, o.id), 0);
-	CHECK_EQ(scard("SCARD t-rel:h:{%" PRIu64 "}", o.id), 2);
+	CHECK_EQ(scard("SCARD {t-rel}:h:%" PRIu64 "", o.id), 2);
 	/* nor a holder that is not a node */
-	rdo("SADD t-rel:h:{%" PRIu64 "} %s", o.id, "bad node!");
-	rdo("HSET %s listen x:1", "t-rel:node:bad node!");
+	rdo("SADD {t-rel}:h:%" PRIu64 " %s", o.id, "bad node!");
+	rdo("HSET %s listen x:1", "{t-rel}:node:bad node!");
 	CHECK_EQ(meta_release_replica(a, o.id), 0);
-	rdo("SREM t-rel:h:{%" PRIu64 "} %s", o.id, "bad node!");
+	rdo("SREM {t-rel}:h:%" PRIu64 " %s", o.id, "bad node!");
 
 	/* two live holders: a goes, b stays, and b is now the last */
-	rdo("DEL t-rel:node:node-b");
+	rdo("DEL {t-rel}:node:node-b");
 	claim_card(b, "10.0.0.2:7000", "tcp");
 	CHECK_EQ(meta_release_replica(a, o.id), 1);
-	rget(buf, sizeof(buf), "SISMEMBER t-rel:h:{%" PRIu64 "} node-a", o.id);
+	rget(buf, sizeof(buf), "SISMEMBER {t-rel}:h:%" PRIu64 " node-a", o.id);
 	CHECK_STR(buf, "0");
-	rget(buf, sizeof(buf), "SISMEMBER t-rel:h:{%" PRIu64 "} node-b", o.id);
+	rget(buf, sizeof(buf), "SISMEMBER {t-rel}:h:%" PRIu64 " node-b", o.id);
 	CHECK_STR(buf, "1");
 	CHECK_EQ(meta_release_replica(b, o.id), 0);
-	CHECK_EQ(scard("SCARD t-rel:h:{%" PRIu64 "}", o.id), 1);
+	CHECK_EQ(scard("SCARD {t-rel}:h:%" PRIu64 "", o.id), 1);
 	/* not a holder, and a live holder exists: nothing to do, may free */
 	CHECK_EQ(meta_release_replica(a, o.id), 1);
-	CHECK_EQ(scard("SCARD t-rel:h:{%" PRIu64 "}", o.id), 1);
+	CHECK_EQ(scard("SCARD {t-rel}:h:%" PRIu64 "", o.id), 1);
 	/* not a holder, and no live holder: keep the copy */
 	CHECK_EQ(meta_release_replica(c, o.id), 1);
-	rdo("DEL t-rel:node:node-b");
+	rdo("DEL {t-rel}:node:node-b");
 	CHECK_EQ(meta_release_replica(c, o.id), 0);
 
 	CHECK_EQ(meta_release_replica(a, 987654), -ENOENT);
 	CHECK_EQ(meta_release_replica(a, 0), -EINVAL);
-	rdo("SET t-rel:h:{%" PRIu64 "} notaset", o.id);
+	rdo("SET {t-rel}:h:%" PRIu64 " notaset", o.id);
 	CHECK(meta_release_replica(a, o.id) < 0);
 	CHECK(meta_is_up(a));
 	meta_free(a);
@@ -494,7 +494,7 @@ TEST(release_race)
 		ones = (r[0].r == 1) + (r[1].r == 1);
 		CHECK_EQ(ones, 1);
 		CHECK_EQ((r[0].r == 0) + (r[1].r == 0), 1);
-		CHECK_EQ(scard("SCARD t-race:h:{%" PRIu64 "}", o.id), 1);
+		CHECK_EQ(scard("SCARD {t-race}:h:%" PRIu64 "", o.id), 1);
 	}
 	pthread_barrier_destroy(&start);
 	meta_free(a);
@@ -524,12 +524,12 @@ TEST(members)
 	CHECK_EQ(meta_node_claim(ga, &cg, 30, &other), 0);
 	CHECK_EQ(meta_node_release(ga, "gamma1"), 0); /* gone */
 	claim_card(de, "10.0.0.4:7000", "tcp");
-	rdo("HSET t-mem:node:delta pid notapid"); /* damaged: skipped */
+	rdo("HSET {t-mem}:node:delta pid notapid"); /* damaged: skipped */
 	claim_card(ep, "10.0.0.5:7000", "tcp");
-	rdo("HDEL t-mem:node:epsilon caps"); /* older node: fine */
-	rdo("PERSIST t-mem:node:epsilon");
-	rdo("SADD t-mem:nodes %s", "bad name!");	    /* skipped */
-	rdo("HSET t-mem:node:alpha rdma %s", "10.0.1.1:x"); /* ignored, card kept */
+	rdo("HDEL {t-mem}:node:epsilon caps"); /* older node: fine */
+	rdo("PERSIST {t-mem}:node:epsilon");
+	rdo("SADD {t-mem}:nodes %s", "bad name!");	      /* skipped */
+	rdo("HSET {t-mem}:node:alpha rdma %s", "10.0.1.1:x"); /* ignored, card kept */
 
 	CHECK_EQ(meta_members(al, &mb, &n), 0);
 	CHECK_EQ(n, 4);
@@ -570,7 +570,7 @@ TEST(members)
 	/* a heartbeat with other caps; beta's card expires */
 	snprintf(ca.caps, sizeof(ca.caps), "tcp,rdma");
 	CHECK_EQ(meta_node_heartbeat(al, &ca, 30), 0);
-	rdo("PEXPIRE t-mem:node:beta 1");
+	rdo("PEXPIRE {t-mem}:node:beta 1");
 	usleep(20000);
 	CHECK_EQ(meta_members(ep, &mb, &n), 0);
 	CHECK_EQ(n, 4);
@@ -582,8 +582,8 @@ TEST(members)
 	}
 	free(mb);
 	/* a card that is not a hash */
-	rdo("DEL t-mem:node:alpha");
-	rdo("SET t-mem:node:alpha x");
+	rdo("DEL {t-mem}:node:alpha");
+	rdo("SET {t-mem}:node:alpha x");
 	CHECK_EQ(meta_members(ep, &mb, &n), 0);
 	CHECK_EQ(n, 3);
 	if (n == 3)
@@ -618,20 +618,22 @@ TEST(subscribe)
 	static const char *const bad[] = {
 	    "garbage",
 	    "",
-	    "publish 1 x",
-	    "publish 01 x 5",
-	    "publish 1 x 0",
-	    "publish 1 x 05",
-	    "publish x y 5",
-	    "publish 1 a/b 5",
-	    "publish 1 .. 5",
-	    "publish 1  5",
-	    "Publish 1 x 5",
-	    "abcdefghijklmnop 1 x 5",
-	    "publish 1 x 18446744073709551616",
-	    "publish 18446744073709551616 x 1",
-	    "publish 1 x 5 ",
-	    " publish 1 x 5",
+	    "- publish 1 x",
+	    "- publish 01 x 5",
+	    "- publish 1 x 0",
+	    "- publish 1 x 05",
+	    "- publish x y 5",
+	    "- publish 1 a/b 5",
+	    "- publish 1 .. 5",
+	    "- publish 1  5",
+	    "- Publish 1 x 5",
+	    "- abcdefghijklmnop 1 x 5",
+	    "- publish 1 x 18446744073709551616",
+	    "- publish 18446744073709551616 x 1",
+	    "- publish 1 x 5 ",
+	    "-  publish 1 x 5",
+	    "bad!node publish 1 x 5",
+	    "publish 1 x 5",
 	};
 
 	inval_init(&l);
@@ -646,17 +648,18 @@ TEST(subscribe)
 	/* from another node's connection: the same channel */
 	CHECK_EQ(meta_publish(b, d.id, name, &o, false, NULL, NULL), 0);
 	for (i = 0; i < ARRAY_SIZE(bad); i++)
-		rdo("PUBLISH t-sub:inval %s", bad[i]);
+		rdo("SPUBLISH {t-sub}:inval %s", bad[i]);
 	memset(big, 'n', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
-	memcpy(big, "publish 1 ", 10);
+	memcpy(big, "- publish 1 ", 12);
 	memcpy(big + sizeof(big) - 3, " 5", 2);
-	rdo("PUBLISH t-sub:inval %s", big); /* a name longer than a name */
-	rdo("PUBLISH t-sub:inval %b", "publish 1 a\0b 5", (size_t)15);
-	rdo("PUBLISH t-sub:inval %b", "publish 1 \xff\xfe 5", (size_t)14);
-	rdo("PUBLISH t-sub:other %s", "publish 1 x 5"); /* not ours */
+	rdo("SPUBLISH {t-sub}:inval %s", big); /* a name longer than a name */
+	rdo("SPUBLISH {t-sub}:inval %b", "- publish 1 a\0b 5", (size_t)17);
+	rdo("SPUBLISH {t-sub}:inval %b", "- publish 1 \xff\xfe 5", (size_t)16);
+	rdo("SPUBLISH t-sub:other %s", "- publish 1 x 5");  /* not ours */
+	rdo("PUBLISH {t-sub}:inval %s", "- publish 1 x 5"); /* not sharded: not ours */
 	/* well-formed, of a kind this version does not know: passed on */
-	rdo("PUBLISH t-sub:inval %s", "custom-kind 7 raw  name 9");
+	rdo("SPUBLISH {t-sub}:inval %s", "node-z custom-kind 7 raw  name 9");
 	CHECK_EQ(meta_rename(m, d.id, name, 1, "moved", 0, false, NULL), 0);
 	CHECK_EQ(meta_unlink(m, 1, "moved", &id), 0);
 	CHECK_EQ(meta_rmdir(m, 1, "d", NULL), 0);
@@ -672,6 +675,15 @@ TEST(subscribe)
 	CHECK_EV(&l, 5, "gone", 0, "-", o.id);	     /* the object is deleted... */
 	CHECK_EV(&l, 6, "unlink", 1, "moved", o.id); /* ...and its name */
 	CHECK_EV(&l, 7, "rmdir", 1, "d", d.id);
+	/* who made each change: node-a's kernel (mkdir, rename, unlink and
+	 * rmdir always come through one), nobody's (a publish without
+	 * META_PUBLISH_SELF), or what the message says */
+	CHECK_STR(l.ev[0].origin, "node-a");
+	CHECK_STR(l.ev[1].origin, "");
+	CHECK_STR(l.ev[2].origin, "node-z");
+	CHECK_STR(l.ev[3].origin, "node-a");
+	CHECK_STR(l.ev[5].origin, "node-a");
+	CHECK_STR(l.ev[7].origin, "node-a");
 
 	/* a replace, and an exchange (four events) */
 	{

@@ -174,10 +174,10 @@ TEST(auth)
 	CHECK_EQ(connect_url(url, err, sizeof(err)), 0);
 	CHECK_STR(err, "");
 	rdo("SELECT 3");
-	rget(buf, sizeof(buf), "HEXISTS t-auth:{ns}:d:1 here");
+	rget(buf, sizeof(buf), "HEXISTS {t-auth}:d:1 here");
 	CHECK_STR(buf, "1");
 	rdo("SELECT 0");
-	rget(buf, sizeof(buf), "EXISTS t-auth:{ns}:d:1");
+	rget(buf, sizeof(buf), "EXISTS {t-auth}:d:1");
 	CHECK_STR(buf, "0");
 
 	/* the subscriber authenticates like the pool */
@@ -238,9 +238,9 @@ TEST(namespace)
 	CHECK_EQ(e.id, 1);
 	CHECK_EQ(e.nsub, 0);
 	CHECK(e.obj.mtime_ns > 0);
-	rget(buf, sizeof(buf), "HGET t-ns:{ns}:d:1 /parent");
+	rget(buf, sizeof(buf), "HGET {t-ns}:d:1 /parent");
 	CHECK_STR(buf, "1");
-	rget(buf, sizeof(buf), "GET t-ns:{ns}:epoch");
+	rget(buf, sizeof(buf), "GET {t-ns}:epoch");
 	CHECK_EQ(strlen(buf), 32);
 
 	CHECK_EQ(meta_readdir(m, 1, &ents, &n), 0);
@@ -265,7 +265,7 @@ TEST(namespace)
 	CHECK_EQ(meta_getattr(m, 1, &e), 0);
 	CHECK_EQ(e.nsub, 2);
 
-	rget(buf, sizeof(buf), "HGET t-ns:{ns}:d:%" PRIu64 " /name", d.id);
+	rget(buf, sizeof(buf), "HGET {t-ns}:d:%" PRIu64 " /name", d.id);
 	CHECK_STR(buf, "a");
 
 	CHECK_EQ(meta_readdir(m, 1, &ents, &n), 0);
@@ -353,7 +353,7 @@ TEST(publish)
 
 	/* watch the invalidations */
 	sub = redisConnectUnix(R.sock);
-	rep = redisCommand(sub, "SUBSCRIBE t-pub:inval");
+	rep = redisCommand(sub, "SSUBSCRIBE {t-pub}:inval");
 	freeReplyObject(rep);
 
 	CHECK_EQ(meta_publish(m, d.id, "file 1", &o, false, &replaced, path), 0);
@@ -366,7 +366,7 @@ TEST(publish)
 		redisSetTimeout(sub, tv);
 		CHECK_EQ(redisGetReply(sub, (void **)&rep), REDIS_OK);
 		CHECK(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 3);
-		snprintf(want, sizeof(want), "publish %" PRIu64 " file 1 %" PRIu64, d.id, o.id);
+		snprintf(want, sizeof(want), "- publish %" PRIu64 " file 1 %" PRIu64, d.id, o.id);
 		if (rep && rep->elements == 3)
 			CHECK_STR(rep->element[2]->str, want);
 		if (rep)
@@ -466,12 +466,12 @@ TEST(holders)
 	free(nodes);
 
 	/* a holder name that is not a node name */
-	rdo("SADD t-hold:h:{%" PRIu64 "} %s", o.id, "bad node!");
+	rdo("SADD {t-hold}:h:%" PRIu64 " %s", o.id, "bad node!");
 	CHECK_EQ(meta_holders(a, o.id, &nodes, &n), -EBADMSG);
 
 	/* adding a holder drops holders whose node has no card (ghosts) */
-	rdo("SREM t-hold:h:{%" PRIu64 "} %s", o.id, "bad node!");
-	rdo("SADD t-hold:h:{%" PRIu64 "} %s", o.id, "ghost");
+	rdo("SREM {t-hold}:h:%" PRIu64 " %s", o.id, "bad node!");
+	rdo("SADD {t-hold}:h:%" PRIu64 " %s", o.id, "ghost");
 	{
 		unsigned stale = 99;
 
@@ -491,7 +491,7 @@ TEST(holders)
 	{
 		char ex[32];
 
-		rget(ex, sizeof(ex), "EXISTS t-hold:h:{%" PRIu64 "}", o.id);
+		rget(ex, sizeof(ex), "EXISTS {t-hold}:h:%" PRIu64 "", o.id);
 		CHECK_STR(ex, "0");
 	}
 	CHECK_EQ(meta_add_holder(b, 0), -EINVAL);
@@ -548,10 +548,10 @@ TEST(rename)
 	CHECK_EQ(lookup_id(m, b, "c2"), c);
 	CHECK_EQ(meta_lookup(m, c, "f2", &e), 0);
 	CHECK_EQ(e.id, f2.id);
-	rget(buf, sizeof(buf), "HGET t-ren:{ns}:d:%" PRIu64 " /parent", c);
+	rget(buf, sizeof(buf), "HGET {t-ren}:d:%" PRIu64 " /parent", c);
 	snprintf(buf + 32, 32, "%" PRIu64, b);
 	CHECK_STR(buf, buf + 32);
-	rget(buf, sizeof(buf), "HGET t-ren:{ns}:d:%" PRIu64 " /name", c);
+	rget(buf, sizeof(buf), "HGET {t-ren}:d:%" PRIu64 " /name", c);
 	CHECK_STR(buf, "c2");
 	CHECK_EQ(meta_getattr(m, a, &e), 0);
 	CHECK_EQ(e.nsub, 0);
@@ -591,7 +591,7 @@ TEST(rename)
 	CHECK_EQ(replaced, 0);
 	CHECK_EQ(lookup_id(m, b, "f3"), a);
 	CHECK_EQ(lookup_id(m, 1, "empty"), f1.id);
-	rget(buf, sizeof(buf), "HGET t-ren:{ns}:d:%" PRIu64 " /parent", a);
+	rget(buf, sizeof(buf), "HGET {t-ren}:d:%" PRIu64 " /parent", a);
 	snprintf(buf + 32, 32, "%" PRIu64, b);
 	CHECK_STR(buf, buf + 32);
 	CHECK_EQ(meta_getattr(m, 1, &e), 0);
@@ -614,7 +614,7 @@ TEST(rename)
 	/* damaged "/parent" chain */
 	CHECK_EQ(meta_mkdir(m, 1, "q", 1, &e), 0);
 	y = e.id;
-	rdo("HSET t-ren:{ns}:d:%" PRIu64 " /parent garbage", c);
+	rdo("HSET {t-ren}:d:%" PRIu64 " /parent garbage", c);
 	CHECK_EQ(meta_rename(m, 1, "q", c, "q", 0, false, NULL), -EBADMSG);
 	CHECK_EQ(lookup_id(m, 1, "q"), y);
 	meta_free(m);
@@ -684,7 +684,7 @@ TEST(corrupt)
 	CHECK_EQ(meta_mkdir(m, 1, "d", 1, &e), 0);
 	d = e.id;
 	for (i = 0; i < ARRAY_SIZE(bad_values); i++) {
-		rdo("HSET t-bad:{ns}:d:%" PRIu64 " bad %s", d, bad_values[i]);
+		rdo("HSET {t-bad}:d:%" PRIu64 " bad %s", d, bad_values[i]);
 		CHECK_EQ(meta_lookup(m, d, "bad", &e), -EBADMSG);
 		/* a bad entry hides itself only */
 		CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
@@ -692,16 +692,16 @@ TEST(corrupt)
 		meta_dirents_free(ents);
 		CHECK_EQ(meta_unlink(m, d, "bad", NULL), -EBADMSG);
 	}
-	rdo("HDEL t-bad:{ns}:d:%" PRIu64 " bad", d);
+	rdo("HDEL {t-bad}:d:%" PRIu64 " bad", d);
 	CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
 	meta_dirents_free(ents);
 
 	/* an entry whose record is missing */
-	rdo("HSET t-bad:{ns}:d:%" PRIu64 " ghost f777777", d);
+	rdo("HSET {t-bad}:d:%" PRIu64 " ghost f777777", d);
 	CHECK_EQ(meta_lookup(m, d, "ghost", &e), -EBADMSG);
-	rdo("HSET t-bad:{ns}:d:%" PRIu64 " ghost d777777", d);
+	rdo("HSET {t-bad}:d:%" PRIu64 " ghost d777777", d);
 	CHECK_EQ(meta_lookup(m, d, "ghost", &e), -EBADMSG);
-	rdo("HDEL t-bad:{ns}:d:%" PRIu64 " ghost", d);
+	rdo("HDEL {t-bad}:d:%" PRIu64 " ghost", d);
 
 	/* object records */
 	mkobj(m, &o, 10);
@@ -728,19 +728,48 @@ TEST(corrupt)
 		char csum[OBJFS_CSUM_HEX], val[32];
 
 		csum_to_hex(o.csum, csum);
+		/* an entry with its attributes: lookup reads them there */
 		for (i = 0; i < ARRAY_SIZE(bad); i++) {
-			rdo("HSET t-bad:o:{%" PRIu64 "} %s %s", id, bad[i].field, bad[i].value);
+			char v[256];
+			const char *f = bad[i].field;
+
+			if (!strcmp(f, "size") && !strcmp(bad[i].value, "18446744073709551615"))
+				continue; /* checked below, through the record */
+			snprintf(v, sizeof(v), "f%" PRIu64 " %s %s %s %s", id,
+				 !strcmp(f, "size") ? bad[i].value : "10",
+				 !strcmp(f, "mtime") ? bad[i].value : "1",
+				 !strcmp(f, "csum") ? bad[i].value : csum,
+				 !strcmp(f, "origin") ? bad[i].value : "node-a");
+			rdo("HSET {t-bad}:d:%" PRIu64 " obj %s", d, v);
+			CHECK_EQ(meta_lookup(m, d, "obj", &e), -EBADMSG);
+		}
+		snprintf(val, sizeof(val), "f%" PRIu64 " 10 1 %.16s", id, csum);
+		rdo("HSET {t-bad}:d:%" PRIu64 " obj %s", d, val);
+		CHECK_EQ(meta_lookup(m, d, "obj", &e), -EBADMSG); /* a field missing */
+		{
+			char v[256];
+
+			snprintf(v, sizeof(v), "f%" PRIu64 " 10 1 %s node-a", id, csum);
+			rdo("HSET {t-bad}:d:%" PRIu64 " obj %s", d, v);
+		}
+		CHECK_EQ(meta_lookup(m, d, "obj", &e), 0);
+		CHECK_EQ(e.obj.size, 10);
+		CHECK_STR(e.obj.origin, "node-a");
+		/* an entry without them (older versions): the record */
+		rdo("HSET {t-bad}:d:%" PRIu64 " obj f%" PRIu64, d, id);
+		for (i = 0; i < ARRAY_SIZE(bad); i++) {
+			rdo("HSET {t-bad}:o:%" PRIu64 " %s %s", id, bad[i].field, bad[i].value);
 			CHECK_EQ(meta_lookup(m, d, "obj", &e), -EBADMSG);
 			CHECK_EQ(meta_getattr(m, id, &e), -EBADMSG);
 			CHECK_EQ(meta_get_object(m, id, &got), -EBADMSG);
-			rdo("HSET t-bad:o:{%" PRIu64 "} csum %s size 10 mtime %" PRId64
+			rdo("HSET {t-bad}:o:%" PRIu64 " csum %s size 10 mtime %" PRId64
 			    " origin node-a",
 			    id, csum, o.mtime_ns);
 		}
-		rdo("HDEL t-bad:o:{%" PRIu64 "} size", id);
+		rdo("HDEL {t-bad}:o:%" PRIu64 " size", id);
 		CHECK_EQ(meta_get_object(m, id, &got), -EBADMSG);
-		rdo("HSET t-bad:o:{%" PRIu64 "} size 10", id);
-		rdo("HSET t-bad:o:{%" PRIu64 "} mtime -5", id);
+		rdo("HSET {t-bad}:o:%" PRIu64 " size 10", id);
+		rdo("HSET {t-bad}:o:%" PRIu64 " mtime -5", id);
 		CHECK_EQ(meta_get_object(m, id, &got), 0);
 		CHECK_EQ(got.mtime_ns, -5);
 		snprintf(val, sizeof(val), "%s", "ok");
@@ -748,66 +777,66 @@ TEST(corrupt)
 	}
 
 	/* directory fields */
-	rdo("HSET t-bad:{ns}:d:%" PRIu64 " /nsub -3", d);
+	rdo("HSET {t-bad}:d:%" PRIu64 " /nsub -3", d);
 	CHECK_EQ(meta_getattr(m, d, &e), -EBADMSG);
 	CHECK_EQ(meta_lookup(m, 1, "d", &e), -EBADMSG);
-	rdo("HSET t-bad:{ns}:d:%" PRIu64 " /nsub 0", d);
-	rdo("HSET t-bad:{ns}:d:%" PRIu64 " /mtime x", d);
+	rdo("HSET {t-bad}:d:%" PRIu64 " /nsub 0", d);
+	rdo("HSET {t-bad}:d:%" PRIu64 " /mtime x", d);
 	CHECK_EQ(meta_getattr(m, d, &e), -EBADMSG);
-	rdo("HSET t-bad:{ns}:d:%" PRIu64 " /mtime 1", d);
+	rdo("HSET {t-bad}:d:%" PRIu64 " /mtime 1", d);
 	CHECK_EQ(meta_getattr(m, d, &e), 0);
 
 	/* names that cannot be names: too long, bad UTF-8, NUL inside */
 	memset(name, 'n', 300);
 	name[300] = '\0';
-	rdo("HSET t-bad:{ns}:d:%" PRIu64 " %s f%" PRIu64, d, name, id);
+	rdo("HSET {t-bad}:d:%" PRIu64 " %s f%" PRIu64, d, name, id);
 	CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
 	CHECK_EQ(n, 1);
 	meta_dirents_free(ents);
-	rdo("HDEL t-bad:{ns}:d:%" PRIu64 " %s", d, name);
+	rdo("HDEL {t-bad}:d:%" PRIu64 " %s", d, name);
 	memset(name, 'n', 255);
 	name[255] = '\0';
-	rdo("HSET t-bad:{ns}:d:%" PRIu64 " %s f%" PRIu64, d, name, id);
+	rdo("HSET {t-bad}:d:%" PRIu64 " %s f%" PRIu64, d, name, id);
 	CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
 	CHECK_EQ(n, 2);
 	meta_dirents_free(ents);
-	rdo("HSET t-bad:{ns}:d:%" PRIu64 " %b f1", d, "\xff\xfe", (size_t)2);
+	rdo("HSET {t-bad}:d:%" PRIu64 " %b f1", d, "\xff\xfe", (size_t)2);
 	CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
 	CHECK_EQ(n, 2);
 	meta_dirents_free(ents);
-	rdo("HDEL t-bad:{ns}:d:%" PRIu64 " %b", d, "\xff\xfe", (size_t)2);
-	rdo("HSET t-bad:{ns}:d:%" PRIu64 " %b f1", d, "a\0b", (size_t)3);
+	rdo("HDEL {t-bad}:d:%" PRIu64 " %b", d, "\xff\xfe", (size_t)2);
+	rdo("HSET {t-bad}:d:%" PRIu64 " %b f1", d, "a\0b", (size_t)3);
 	CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
 	CHECK_EQ(n, 2);
 	meta_dirents_free(ents);
-	rdo("HDEL t-bad:{ns}:d:%" PRIu64 " %b", d, "a\0b", (size_t)3);
+	rdo("HDEL {t-bad}:d:%" PRIu64 " %b", d, "a\0b", (size_t)3);
 	CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
 	meta_dirents_free(ents);
 
 	/* a damaged path makes publish refuse before it writes */
-	rdo("HSET t-bad:{ns}:d:%" PRIu64 " /name %s", d, "");
+	rdo("HSET {t-bad}:d:%" PRIu64 " /name %s", d, "");
 	mkobj(m, &o, 1);
 	CHECK_EQ(meta_publish(m, d, "p", &o, false, NULL, NULL), -EBADMSG);
 	CHECK_EQ(meta_object_exists(m, o.id), 0);
-	rdo("HSET t-bad:{ns}:d:%" PRIu64 " /name d", d);
+	rdo("HSET {t-bad}:d:%" PRIu64 " /name d", d);
 
 	/* a damaged write sequence: ids do not depend on it, and the next
 	 * publish sets it right */
-	rdo("SET t-bad:{ns}:ctr abc");
+	rdo("SET {t-bad}:ctr abc");
 	CHECK_EQ(meta_alloc_id(m, &id), 0);
 	CHECK_EQ(meta_mkdir(m, 1, "z", 1, NULL), 0);
 	mkobj(m, &o, 1);
 	CHECK_EQ(meta_publish(m, 1, "q", &o, false, NULL, NULL), 0);
-	rget(epoch, sizeof(epoch), "GET t-bad:{ns}:ctr");
+	rget(epoch, sizeof(epoch), "GET {t-bad}:ctr");
 	CHECK(epoch[0] >= '1' && epoch[0] <= '9');
-	rdo("SET t-bad:{ns}:ctr 1000");
-	rdo("SET t-bad:{ns}:epoch %s", "not an epoch!");
+	rdo("SET {t-bad}:ctr 1000");
+	rdo("SET {t-bad}:epoch %s", "not an epoch!");
 	CHECK_EQ(meta_epoch(m, epoch, sizeof(epoch)), -EBADMSG);
-	rdo("SET t-bad:{ns}:epoch abcdef");
+	rdo("SET {t-bad}:epoch abcdef");
 	CHECK_EQ(meta_epoch(m, epoch, 4), -ERANGE);
 	CHECK_EQ(meta_epoch(m, epoch, sizeof(epoch)), 0);
 	CHECK_STR(epoch, "abcdef");
-	rdo("SADD t-bad:h:{%" PRIu64 "} %b", id, "x\0y", (size_t)3);
+	rdo("SADD {t-bad}:h:%" PRIu64 " %b", id, "x\0y", (size_t)3);
 	CHECK_EQ(meta_holders(m, id, &nodes, &n), -EBADMSG);
 
 	meta_free(m);
@@ -861,46 +890,48 @@ TEST(wrong_types)
 	CHECK_EQ(meta_publish(m, d, "obj", &o, false, NULL, NULL), 0);
 	csum_to_hex(o.csum, csum);
 
-	/* the object record */
-	rdo("DEL t-wt:o:{%" PRIu64 "}", o.id);
-	rdo("SET t-wt:o:{%" PRIu64 "} string", o.id);
+	/* the object record (the entry without attributes, as older
+	 * versions wrote it, so that lookup reads the record) */
+	rdo("HSET {t-wt}:d:%" PRIu64 " obj f%" PRIu64, d, o.id);
+	rdo("DEL {t-wt}:o:%" PRIu64 "", o.id);
+	rdo("SET {t-wt}:o:%" PRIu64 " string", o.id);
 	CHECK_EQ(meta_lookup(m, d, "obj", &e), -EBADMSG);
 	CHECK_EQ(meta_get_object(m, o.id, &got), -EBADMSG);
 	CHECK_EQ(meta_locate(m, o.id, &got, &hs, &n, NULL), -EBADMSG);
-	CHECK(logged(logf, "key 't-wt:o:{%" PRIu64 "}' has the wrong type (string)", o.id));
-	CHECK(logged(logf, "key 't-wt:o:{%" PRIu64 "}' has the wrong type for HMGET", o.id));
-	rdo("DEL t-wt:o:{%" PRIu64 "}", o.id);
+	CHECK(logged(logf, "key '{t-wt}:o:%" PRIu64 "' has the wrong type (string)", o.id));
+	CHECK(logged(logf, "key '{t-wt}:o:%" PRIu64 "' has the wrong type for HMGET", o.id));
+	rdo("DEL {t-wt}:o:%" PRIu64 "", o.id);
 
 	/* a size no off_t holds */
-	rdo("HSET t-wt:o:{%" PRIu64 "} size 18446744073709551615 csum %s mtime 1 origin n1", o.id,
+	rdo("HSET {t-wt}:o:%" PRIu64 " size 18446744073709551615 csum %s mtime 1 origin n1", o.id,
 	    csum);
 	CHECK_EQ(meta_lookup(m, d, "obj", &e), -EBADMSG);
 	CHECK(logged(logf, "object %" PRIu64 ": field 'size' is '18446744073709551615'", o.id));
-	rdo("HSET t-wt:o:{%" PRIu64 "} size 10", o.id);
+	rdo("HSET {t-wt}:o:%" PRIu64 " size 10", o.id);
 	CHECK_EQ(meta_lookup(m, d, "obj", &e), 0);
 
 	/* the holder set */
-	rdo("DEL t-wt:h:{%" PRIu64 "}", o.id);
-	rdo("SET t-wt:h:{%" PRIu64 "} string", o.id);
+	rdo("DEL {t-wt}:h:%" PRIu64 "", o.id);
+	rdo("SET {t-wt}:h:%" PRIu64 " string", o.id);
 	CHECK_EQ(meta_holders(m, o.id, &nodes, &n), -EBADMSG);
 	CHECK_EQ(meta_locate(m, o.id, &got, &hs, &n, NULL), -EBADMSG);
-	CHECK(logged(logf, "key 't-wt:h:{%" PRIu64 "}' has the wrong type", o.id));
-	rdo("DEL t-wt:h:{%" PRIu64 "}", o.id);
+	CHECK(logged(logf, "key '{t-wt}:h:%" PRIu64 "' has the wrong type", o.id));
+	rdo("DEL {t-wt}:h:%" PRIu64 "", o.id);
 
 	/* a directory */
-	rdo("DEL t-wt:{ns}:d:%" PRIu64, d);
-	rdo("SET t-wt:{ns}:d:%" PRIu64 " string", d);
+	rdo("DEL {t-wt}:d:%" PRIu64, d);
+	rdo("SET {t-wt}:d:%" PRIu64 " string", d);
 	CHECK_EQ(meta_lookup(m, d, "x", &e), -EBADMSG);
 	CHECK_EQ(meta_readdir(m, d, &ents, &n), -EBADMSG);
 	CHECK_EQ(meta_getattr(m, d, &e), -EBADMSG);
 	CHECK_EQ(meta_lookup(m, 1, "d", &e), -EBADMSG);
-	CHECK(logged(logf, "key 't-wt:{ns}:d:%" PRIu64 "' has the wrong type (string)", d));
+	CHECK(logged(logf, "key '{t-wt}:d:%" PRIu64 "' has the wrong type (string)", d));
 
 	/* the epoch, then every connection made again */
-	rdo("DEL t-wt:{ns}:epoch");
-	rdo("HSET t-wt:{ns}:epoch not astring");
+	rdo("DEL {t-wt}:epoch");
+	rdo("HSET {t-wt}:epoch not astring");
 	CHECK_EQ(meta_epoch(m, epoch, sizeof(epoch)), -EBADMSG);
-	CHECK(logged(logf, "key 't-wt:{ns}:epoch' has the wrong type (hash)"));
+	CHECK(logged(logf, "key '{t-wt}:epoch' has the wrong type (hash)"));
 	rdo("CLIENT KILL TYPE normal SKIPME yes");
 	CHECK_EQ(meta_mkdir(m, 1, "after", 1, NULL), 0);
 	CHECK_EQ(meta_connect(m), 0);
@@ -1034,7 +1065,7 @@ TEST(ids_survive_redis_loss)
 		if (i == 31) {
 			rdo("FLUSHALL");
 			CHECK_EQ(meta_getattr(m, 1, &e), 0);
-			rdo("SET t-ids:{ns}:ctr 1");
+			rdo("SET {t-ids}:ctr 1");
 		}
 	}
 	/* whoever made the namespace again told every node: "resync" */
@@ -1052,7 +1083,7 @@ TEST(ids_survive_redis_loss)
 	 * (the counter set back) tells every node too */
 	mkobj(m, &o, 10);
 	CHECK_EQ(meta_publish(m, 1, "seq1", &o, false, NULL, NULL), 0);
-	rdo("SET t-ids:{ns}:ctr 0");
+	rdo("SET {t-ids}:ctr 0");
 	mkobj(m, &o, 11);
 	CHECK_EQ(meta_publish(m, 1, "seq2", &o, false, NULL, NULL), 0);
 	t0 = mono_ns();
@@ -1064,7 +1095,7 @@ TEST(ids_survive_redis_loss)
 	}
 	CHECK_EQ(l.resyncs, 2);
 	pthread_mutex_unlock(&l.lock);
-	rget(ex, sizeof(ex), "GET t-ids:{ns}:ctr");
+	rget(ex, sizeof(ex), "GET {t-ids}:ctr");
 	CHECK(strcmp(ex, "0") != 0);
 
 	for (i = 0; i < 64; i++) {
@@ -1085,7 +1116,7 @@ TEST(ids_survive_redis_loss)
 	CHECK_EQ(meta_unlink(m, 1, "o", NULL), 0);
 	CHECK_EQ(meta_publish(m, 1, "o", &o, false, NULL, NULL), -ENOTUNIQ);
 	CHECK_EQ(lookup_id(m, 1, "o"), 0);
-	rget(ex, sizeof(ex), "EXISTS t-ids:o:{%" PRIu64 "}", o.id);
+	rget(ex, sizeof(ex), "EXISTS {t-ids}:o:%" PRIu64 "", o.id);
 	CHECK_STR(ex, "0");
 	meta_free(m);
 	pthread_mutex_destroy(&l.lock);
@@ -1113,11 +1144,11 @@ TEST(nodes)
 
 	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), 0);
 	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), 0); /* again: ours */
-	rget(buf, sizeof(buf), "HGET t-node:node:alpha listen");
+	rget(buf, sizeof(buf), "HGET {t-node}:node:alpha listen");
 	CHECK_STR(buf, "10.0.0.1:7000");
-	rget(buf, sizeof(buf), "SISMEMBER t-node:nodes alpha");
+	rget(buf, sizeof(buf), "SISMEMBER {t-node}:nodes alpha");
 	CHECK_STR(buf, "1");
-	rget(buf, sizeof(buf), "TTL t-node:node:alpha");
+	rget(buf, sizeof(buf), "TTL {t-node}:node:alpha");
 	CHECK(atoi(buf) > 0 && atoi(buf) <= 30);
 
 	/* another live instance on another host */
@@ -1141,7 +1172,7 @@ TEST(nodes)
 	a.pid = dead;
 	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), 0);
 	CHECK_EQ(meta_node_claim(m2, &b, 30, &other), 0);
-	rget(buf, sizeof(buf), "HGET t-node:node:alpha instance");
+	rget(buf, sizeof(buf), "HGET {t-node}:node:alpha instance");
 	CHECK_STR(buf, "bbbb2222");
 	CHECK_EQ(meta_node_heartbeat(m1, &a, 30), -EADDRINUSE);
 	CHECK_EQ(meta_node_heartbeat(m2, &b, 30), 0);
@@ -1168,23 +1199,23 @@ TEST(nodes)
 	a.started_ns = now_ns() - 3600 * 1000000000LL;
 	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), 0);
 	CHECK_EQ(meta_node_claim(m2, &b, 30, &other), 0);
-	rget(buf, sizeof(buf), "HGET t-node:node:alpha instance");
+	rget(buf, sizeof(buf), "HGET {t-node}:node:alpha instance");
 	CHECK_STR(buf, "bbbb2222");
 
 	/* release only with the right instance */
 	CHECK_EQ(meta_node_release(m1, "aaaa1111"), 0);
-	rget(buf, sizeof(buf), "EXISTS t-node:node:alpha");
+	rget(buf, sizeof(buf), "EXISTS {t-node}:node:alpha");
 	CHECK_STR(buf, "1");
 	CHECK_EQ(meta_node_release(m2, "bbbb2222"), 0);
-	rget(buf, sizeof(buf), "EXISTS t-node:node:alpha");
+	rget(buf, sizeof(buf), "EXISTS {t-node}:node:alpha");
 	CHECK_STR(buf, "0");
 	/* a heartbeat brings a lost card back */
 	CHECK_EQ(meta_node_heartbeat(m2, &b, 30), 0);
-	rget(buf, sizeof(buf), "HGET t-node:node:alpha instance");
+	rget(buf, sizeof(buf), "HGET {t-node}:node:alpha instance");
 	CHECK_STR(buf, "bbbb2222");
 
 	/* a damaged card of someone else */
-	rdo("HSET t-node:node:alpha pid notapid");
+	rdo("HSET {t-node}:node:alpha pid notapid");
 	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), -EBADMSG);
 
 	/* bad cards */

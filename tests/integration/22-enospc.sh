@@ -23,7 +23,7 @@ step "dd past capacity fails with ENOSPC"
 assert_fails_with "$NOSPC" dd if="$T/big" of="$M/c" bs=1M status=none
 assert_absent "$M/c"
 if ls_has "$M" c; then fail "ls shows the failed object c"; fi
-[ -z "$(rcli HGET 'objfs:{ns}:d:1' c)" ] || fail "the failed object c is linked in Redis"
+[ -z "$(rcli HGET '{objfs}:d:1' c)" ] || fail "the failed object c is linked in Redis"
 
 step "cp past capacity fails with ENOSPC"
 assert_fails_with "$NOSPC" cp "$T/big" "$M/dir/c2"

@@ -71,7 +71,7 @@ mv "$M/d/b" "$M/d/b2"
 assert_same "$T/b" "$M/d/b2"
 rm "$M/a"
 assert_absent "$M/a"
-[ -n "$(rcli HGET 'objfs:{ns}:d:1' newdir)" ] || fail "newdir is not in Redis"
+[ -n "$(rcli HGET '{objfs}:d:1' newdir)" ] || fail "newdir is not in Redis"
 
 if [ -x "$OBJFS_CLI" ]; then
 	st=$(objfs_cli status "$M")

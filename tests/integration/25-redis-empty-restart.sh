@@ -63,13 +63,13 @@ done
 step "the objects are registered again"
 ok=0
 for ((i = 0; i < 150; i++)); do
-	if [ -n "$(rcli HGET 'objfs:{ns}:d:1' a)" ]; then
+	if [ -n "$(rcli HGET '{objfs}:d:1' a)" ]; then
 		ok=1
 		break
 	fi
 	sleep 0.1
 done
-[ "$ok" = 1 ] || fail "a is not in Redis 15 s after the restart (root: $(rcli HGETALL 'objfs:{ns}:d:1' | tr '\n' ' '))"
+[ "$ok" = 1 ] || fail "a is not in Redis 15 s after the restart (root: $(rcli HGETALL '{objfs}:d:1' | tr '\n' ' '))"
 mount_objfs n2 "$REDIS_URL" "capacity=64M"
 M2=$(mnt_of n2)
 ls_has "$M2" a || fail "a fresh node does not see a"

@@ -40,7 +40,7 @@ wrong_type() {
 	local what=$1 name=$2 key=$3 entry=$4 cmd=$5 out
 	step "$what that is a string"
 	rcli SET "$key" astring >/dev/null
-	rcli HSET 'objfs:{ns}:d:1' "$name" "$entry" >/dev/null
+	rcli HSET '{objfs}:d:1' "$name" "$entry" >/dev/null
 	assert_fails_with "$EIO" "$cmd" "$M/$name"
 	out=$(new_log)
 	assert_match "corrupt record.*'${key//[\{\}]/.}'.*wrong type" "$out" "log of a wrong-type $what"
@@ -48,34 +48,34 @@ wrong_type() {
 	redis_up
 }
 
-wrong_type "an object record" wrongtype 'objfs:o:{777001}' f777001 stat
-wrong_type "a directory hash" wrongdir 'objfs:{ns}:d:777002' d777002 stat
-rcli HSET 'objfs:o:{777003}' size 5 csum "$CSUM" mtime 1 origin n2 >/dev/null
-wrong_type "a holder set" wrongholders 'objfs:h:{777003}' f777003 cat
+wrong_type "an object record" wrongtype '{objfs}:o:777001' f777001 stat
+wrong_type "a directory hash" wrongdir '{objfs}:d:777002' d777002 stat
+rcli HSET '{objfs}:o:777003' size 5 csum "$CSUM" mtime 1 origin n2 >/dev/null
+wrong_type "a holder set" wrongholders '{objfs}:h:777003' f777003 cat
 assert_eq 5 "$(stat -c %s "$M/wrongholders")" "size of wrongholders"
 
 step "a size that no file can have"
-rcli HSET 'objfs:o:{777004}' size 18446744073709551615 csum "$CSUM" mtime 1 origin n2 >/dev/null
-rcli HSET 'objfs:{ns}:d:1' hugesize f777004 >/dev/null
+rcli HSET '{objfs}:o:777004' size 18446744073709551615 csum "$CSUM" mtime 1 origin n2 >/dev/null
+rcli HSET '{objfs}:d:1' hugesize f777004 >/dev/null
 assert_fails_with "$EIO" stat "$M/hugesize"
 out=$(new_log)
 assert_match "corrupt record.*object 777004.*'size'.*'18446744073709551615'" "$out" "log of a bad size"
 
 step "every rejected field is named with its value"
-rcli HSET 'objfs:o:{777005}' size 5 csum xyz mtime 1 origin n2 >/dev/null
-rcli HSET 'objfs:{ns}:d:1' badcsum f777005 >/dev/null
+rcli HSET '{objfs}:o:777005' size 5 csum xyz mtime 1 origin n2 >/dev/null
+rcli HSET '{objfs}:d:1' badcsum f777005 >/dev/null
 assert_fails_with "$EIO" stat "$M/badcsum"
-rcli HSET 'objfs:o:{777006}' size 5 csum "$CSUM" mtime 1 origin 'a/b' >/dev/null
-rcli HSET 'objfs:{ns}:d:1' badorigin f777006 >/dev/null
+rcli HSET '{objfs}:o:777006' size 5 csum "$CSUM" mtime 1 origin 'a/b' >/dev/null
+rcli HSET '{objfs}:d:1' badorigin f777006 >/dev/null
 assert_fails_with "$EIO" stat "$M/badorigin"
 out=$(new_log)
 assert_match "corrupt record.*object 777005.*'csum'.*'xyz'" "$out" "log of a bad csum"
 assert_match "corrupt record.*object 777006.*'origin'.*'a/b'" "$out" "log of a bad origin"
 
 step "a bad entry in a directory hides that entry only"
-sub=$(rcli HGET 'objfs:{ns}:d:1' sub)
-rcli HSET "objfs:{ns}:d:${sub#d}" badentry garbage >/dev/null
-rcli HSET "objfs:{ns}:d:${sub#d}" badid f12abc >/dev/null
+sub=$(rcli HGET '{objfs}:d:1' sub)
+rcli HSET "{objfs}:d:${sub#d}" badentry garbage >/dev/null
+rcli HSET "{objfs}:d:${sub#d}" badid f12abc >/dev/null
 echo other >"$M/sub/other"
 assert_eq "good other" "$(ls_of "$M/sub")" "listing of sub"
 assert_eq good "$(cat "$M/sub/good")" "content of sub/good"
@@ -89,8 +89,8 @@ ls_has "$M" sub || fail "ls of the root does not list 'sub'"
 redis_up
 
 step "a corrupt epoch does not take Redis down"
-rcli DEL 'objfs:{ns}:epoch' >/dev/null
-rcli HSET 'objfs:{ns}:epoch' not astring >/dev/null
+rcli DEL '{objfs}:epoch' >/dev/null
+rcli HSET '{objfs}:epoch' not astring >/dev/null
 # every connection of the pool has to be made again, and runs the init
 rcli CLIENT KILL TYPE normal SKIPME yes >/dev/null
 mkdir "$M/after-epoch"

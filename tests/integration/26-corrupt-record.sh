@@ -20,25 +20,25 @@ EIO='Input/output error'
 lines0=$(wc -l <"$LOG" 2>/dev/null || echo 0)
 
 step "a directory entry with a garbage value"
-rcli HSET 'objfs:{ns}:d:1' somename garbage >/dev/null
+rcli HSET '{objfs}:d:1' somename garbage >/dev/null
 assert_fails_with "$EIO" stat "$M/somename"
 assert_eq "ok sub" "$(ls_of "$M")" "listing of the root with a bad entry"
 assert_fails_with "$EIO" cat "$M/somename"
 
 step "entries with malformed ids in a subdirectory"
-sub_id=$(rcli HGET 'objfs:{ns}:d:1' sub)
+sub_id=$(rcli HGET '{objfs}:d:1' sub)
 assert_match '^d[0-9]+$' "$sub_id" "Redis entry of sub"
-rcli HSET "objfs:{ns}:d:${sub_id#d}" badid f12abc >/dev/null
+rcli HSET "{objfs}:d:${sub_id#d}" badid f12abc >/dev/null
 assert_fails_with "$EIO" stat "$M/sub/badid"
-rcli HSET "objfs:{ns}:d:${sub_id#d}" badkind x42 >/dev/null
+rcli HSET "{objfs}:d:${sub_id#d}" badkind x42 >/dev/null
 assert_fails_with "$EIO" stat "$M/sub/badkind"
 
 step "a file whose object record is garbage"
 # an object id the daemon has never seen, so it must read the record
 oid=999999
-rcli HSET "objfs:o:{$oid}" size notanumber csum xyz mtime 1 origin n1 >/dev/null
-id=$(rcli HGET 'objfs:{ns}:d:1' ok)
-rcli HSET "objfs:{ns}:d:${id#d}" victim "f$oid" >/dev/null
+rcli HSET "{objfs}:o:$oid" size notanumber csum xyz mtime 1 origin n1 >/dev/null
+id=$(rcli HGET '{objfs}:d:1' ok)
+rcli HSET "{objfs}:d:${id#d}" victim "f$oid" >/dev/null
 assert_fails_with "$EIO" stat "$M/ok/victim"
 assert_fails_with "$EIO" cat "$M/ok/victim"
 
@@ -56,5 +56,5 @@ echo more >"$M/ok/more/f"
 assert_eq more "$(cat "$M/ok/more/f")" "content of a new file"
 
 step "after the bad entries are removed, ls lists the same"
-rcli HDEL 'objfs:{ns}:d:1' somename >/dev/null
+rcli HDEL '{objfs}:d:1' somename >/dev/null
 assert_eq "ok sub" "$(ls_of "$M")" "listing of the root"

@@ -23,7 +23,7 @@ put() {
 	n=$((n + 1))
 	mkdata "$T/data.$2" $((20000 + n * 1013))
 	cp "$T/data.$2" "$m/$2"
-	eventually 10 test -n "$(rcli HGET 'objfs:{ns}:d:1' "$2")"
+	eventually 10 test -n "$(rcli HGET '{objfs}:d:1' "$2")"
 }
 
 # same_everywhere NAME...: every name reads back byte-exact on both nodes
@@ -54,7 +54,7 @@ put a g2
 same_everywhere g1 g2 f1 f2
 
 step "the id counter goes back (no epoch change), then both nodes write"
-rcli SET 'objfs:{ns}:ctr' 2 >/dev/null
+rcli SET '{objfs}:ctr' 2 >/dev/null
 put b h1
 put a h2
 same_everywhere h1 h2 g1 g2 f1 f2
@@ -77,8 +77,8 @@ put a s1
 sid=$(xattr "$A/s1" user.objfs.id)
 [ -n "$sid" ] || fail "no id for s1"
 # another object with the same id, as if written elsewhere after a loss
-rcli HSET "objfs:o:{$sid}" csum 0123456789abcdef0123456789abcdef >/dev/null
-rcli HSET 'objfs:{ns}:d:1' z "f$sid" >/dev/null
+rcli HSET "{objfs}:o:$sid" csum 0123456789abcdef0123456789abcdef >/dev/null
+rcli HSET '{objfs}:d:1' z "f$sid" >/dev/null
 if out=$(cat "$A/z" 2>&1); then
 	cmp -s "$T/data.s1" "$A/z" && fail "a served its copy of $sid under a record that describes other bytes"
 fi

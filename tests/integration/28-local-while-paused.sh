@@ -32,7 +32,7 @@ for i in $(seq 1 20); do
 	cp "$T/data.f$i" "$A/f$i"
 	names+=("f$i")
 done
-eventually 10 test "$(rcli HLEN 'objfs:{ns}:d:1')" -ge 24
+eventually 10 test "$(rcli HLEN '{objfs}:d:1')" -ge 24
 sleep 1 # the publish invalidations reach a
 
 step "Redis hangs: a's own objects stay readable"
@@ -57,7 +57,7 @@ except OSError as e:
 EOF
 read_all late "${names[@]}"
 resume_redis
-eventually 30 test -n "$(rcli HGET 'objfs:{ns}:d:1' late)"
+eventually 30 test -n "$(rcli HGET '{objfs}:d:1' late)"
 sleep 1
 kill -STOP "$REDIS_PID"
 read_all late "${names[@]}"

@@ -215,9 +215,9 @@ umount_objfs a || fail "unmount after the restarts left processes behind"
 step "a live card of node w from another host: refused at once, waited for with restart"
 W=$(mnt_of w)
 mkdir -p "$W"
-rcli HSET objfs:node:w host elsewhere.invalid pid 1 listen 192.0.2.1:7419 instance feed0001 \
+rcli HSET {objfs}:node:w host elsewhere.invalid pid 1 listen 192.0.2.1:7419 instance feed0001 \
 	started 1 capacity 1 used 0 caps tcp >/dev/null
-rcli EXPIRE objfs:node:w 5 >/dev/null
+rcli EXPIRE {objfs}:node:w 5 >/dev/null
 opts_w="capacity=64M,$(default_opts w)"
 assert_fails_with "node name 'w' is in use by a live objfsd .*elsewhere.invalid" \
 	"$MOUNT_HELPER" "$REDIS_URL" "$W" -o "$opts_w"

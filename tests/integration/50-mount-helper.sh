@@ -58,5 +58,5 @@ printf '%s %s objfs %s 0 0\n' "$REDIS_URL" "$(mnt_of h4)" \
 	"capacity=64M,$(default_opts h4),defaults" >"$T/fstab2"
 assert_ok mount -a -T "$T/fstab2"
 mounted_ok h4
-[ -n "$(rcli HGET 'objfs:{ns}:d:1' f)" ] || fail "the fstab mount did not use the redis from its fstab line"
+[ -n "$(rcli HGET '{objfs}:d:1' f)" ] || fail "the fstab mount did not use the redis from its fstab line"
 umount_objfs h4 umount || fail "umount left processes behind"

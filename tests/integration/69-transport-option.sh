@@ -14,7 +14,7 @@ need getfattr
 start_redis
 
 # card NAME FIELD: a field of node NAME's card in Redis
-card() { rcli HGET "objfs:node:$1" "$2"; }
+card() { rcli HGET "{objfs}:node:$1" "$2"; }
 
 step "transport=tcp: TCP only, and the status says why RDMA is off"
 mount_objfs t "$REDIS_URL" "capacity=64M,transport=tcp"
@@ -86,7 +86,7 @@ else
 	if is_mounted "$(mnt_of xr)"; then fail "transport=rdma got mounted without RDMA"; fi
 	left=$(_procs_matching "$(mnt_of xr)" "$(rundir_of xr)" "$(store_of xr)")
 	[ -z "$left" ] || fail "processes left after a failed transport=rdma mount: $(describe_pids "$left")"
-	assert_eq "" "$(rcli HGET objfs:node:xr instance)" "a card of the failed node xr"
+	assert_eq "" "$(rcli HGET {objfs}:node:xr instance)" "a card of the failed node xr"
 fi
 
 step "a and b still fetch after that"
