@@ -930,7 +930,8 @@ int pool_cmd(struct meta *m, struct conn *c, struct args *a, redisReply **ret)
 	if (r < 0)
 		return r;
 	for (tries = 1;; tries++) {
-		if (!c->ctx) {
+		/* a retry goes where the target is now */
+		if (tries > 1 || !c->ctx) {
 			r = conn_ready(m, c);
 			if (r < 0)
 				return r == -ENOMEM ? r : -EIO;
