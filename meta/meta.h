@@ -73,10 +73,18 @@
  *
  * Threading: a struct meta is safe to use from many threads.  It keeps a
  * small pool of connections; each call borrows one (the invalidation
- * subscriber has a connection and a thread of its own).  When Redis is
+ * subscriber has a connection and a thread of its own, and so has the
+ * watcher of +switch-master with a redis-sentinel:// URL).  When Redis is
  * unreachable, calls fail fast with -EIO (no call blocks for longer than
- * the configured timeout); the next call after the backoff delay tries to
- * reconnect.
+ * the configured timeout, or about three times that while it follows a
+ * failover or a slot migration of Sentinel or Cluster: meta_pool.c has
+ * the rules); the next call after the backoff delay tries to reconnect.
+ *
+ * Engines: one Redis (redis://, unix:), the master that Redis Sentinel
+ * names (redis-sentinel://, followed through failovers), or the master
+ * of the namespace's slot on Redis Cluster (redis-cluster://, followed
+ * through MOVED, ASK and failovers).  Every key of a namespace carries
+ * the hash tag {P}, so a namespace lives in one cluster slot.
  *
  * Errors: 0 or a negative errno.  -EIO means Redis could not be reached or
  * answered with an unexpected error; -EBADMSG means a corrupt record.
@@ -101,7 +109,24 @@
 struct meta;
 
 struct meta_config {
-	/* redis://[:password@]host:port[/db] or unix:/path/to/sock */
+	/*
+	 * Where Redis is (7.0 or later); host is a name, an IPv4 address or
+	 * [IPv6], and the password (":password@", no ACL user) is the data
+	 * nodes':
+	 *
+	 *   unix:/path/to/sock
+	 *   redis://[:password@]host[:port][/db]             (port 6379)
+	 *   redis-sentinel://[:password@]host[:port][,host[:port]...]/NAME[/db]
+	 *       1..16 sentinels (port 26379) watching master NAME
+	 *       ([A-Za-z0-9._-]{1,64}); a sentinel that wants a password gets
+	 *       the same one
+	 *   redis-cluster://[:password@]host[:port][,host[:port]...]
+	 *       1..16 seed nodes (port 6379) of a Redis Cluster; no /db (a
+	 *       cluster has only db 0)
+	 *
+	 * A malformed URL is -EINVAL, with the reason logged (never the
+	 * password).
+	 */
 	const char *url;
 	/* key prefix, [A-Za-z0-9._-]{1,64}; default "objfs" when NULL */
 	const char *prefix;

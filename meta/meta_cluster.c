@@ -479,10 +479,31 @@ static void sub_tried(struct sub *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/*
+ * Back off @ms after a failed connect, in steps of SUB_GEN_MS: a new
+ * target (the sentinels named a new master, a MOVED) ends the wait and
+ * the backoff (*@backoff = 0).  true if the thread is to stop.
+ */
+static bool sub_wait(struct sub *s, unsigned ms, unsigned *backoff)
+{
+	struct pollfd p = {.fd = s->wake[0], .events = POLLIN};
+	uint64_t gen = pool_gen(s->m);
+	unsigned waited;
+
+	for (waited = 0; waited < ms; waited += SUB_GEN_MS) {
+		if (poll(&p, 1, SUB_GEN_MS) > 0)
+			return true;
+		if (pool_gen(s->m) != gen) {
+			*backoff = 0;
+			break;
+		}
+	}
+	return false;
+}
+
 static void *sub_main(void *arg)
 {
 	struct sub *s = arg;
-	struct pollfd p = {.fd = s->wake[0], .events = POLLIN};
 	redisContext *ctx;
 	unsigned backoff = 0;
 	bool gap = false;
@@ -500,7 +521,7 @@ static void *sub_main(void *arg)
 			backoff = backoff ? backoff * 2 : BACKOFF_MIN_MS;
 			if (backoff > BACKOFF_MAX_MS)
 				backoff = BACKOFF_MAX_MS;
-			if (poll(&p, 1, (int)backoff) > 0)
+			if (sub_wait(s, backoff, &backoff))
 				break;
 			continue;
 		}

@@ -3,27 +3,79 @@
  * Lua scripts in meta_scripts.c, struct meta in meta_i.h).
  *
  * Owns: the argument vector a command is sent as (struct args), the pool
- * of connections with its connect, reconnect and backoff, running one
- * command or script on a borrowed connection, the two maps from hiredis
- * errors to errno, SIGPIPE, and parsing the Redis URL into struct meta.
+ * of connections with its target, connect, reconnect and backoff, running
+ * one command or script on a borrowed connection with the redirect and
+ * failover retries, the two maps from hiredis errors to errno, SIGPIPE,
+ * and parsing the Redis URL into struct meta.  Redis Cluster's slot map
+ * is meta_route.c's, the sentinels' side meta_sentinel.c's.
+ *
+ * Engines (meta.h, "URL"): redis:// and unix: name one server, the target,
+ * which never changes.  redis-sentinel:// names sentinels: the target is
+ * the master they name (sentinel_resolve()), confirmed by ROLE on every
+ * new connection and followed on +switch-master by a watcher thread.
+ * redis-cluster:// names seed nodes: the target is the master of the one
+ * slot every key of the namespace hashes to ("{P}:...", slot CRC16(P)),
+ * from the slot map (route_resolve()).  Every engine needs Redis 7.0 or
+ * later (SPUBLISH, SSUBSCRIBE): a new connection checks INFO server.
+ *
+ * Target and generation: m->tgt under m->lock, with m->gen counting its
+ * changes.  A slot remembers the generation it connected in and is
+ * dropped when borrowed in a later one, so moving the target
+ * (pool_target_set(): a MOVED, +switch-master, a new answer of the
+ * sentinels) reconnects the whole pool, scripts included, and the
+ * invalidation subscriber with it.  A target that failed (a lost
+ * connection, a failed connect, READONLY, a non-master ROLE) goes stale
+ * (pool_target_stale()): the next connect resolves it again first.
  *
  * Pool: pool_size slots, each holding a blocking redisContext with send
  * and receive timeouts of timeout_ms, or NULL while down.  A slot is
  * borrowed under m->lock; the borrower owns its context until it gives the
  * slot back, so no context is ever used by two threads at once.  Borrowing
- * a slot without a context connects it: connect, then one pipelined round
- * trip of AUTH, SELECT, SCRIPT LOAD of every script and the namespace
- * init, so that a Redis that restarted empty is healed on reconnect (every
- * namespace script also heals a FLUSHALL on its own).  A context that fails
- * (I/O error, EOF, timeout, protocol error) is freed, and so is an idle one
- * found closed when it is borrowed (Redis restarted).  A failed connect
- * starts a backoff shared by the pool, 100 ms doubling to 5 s and reset by
- * a successful connect: until it expires, a call that would have to
- * connect fails with -EIO at once, and afterwards one call at a time
- * probes.  So no call waits much longer than timeout_ms (a connect plus one
- * round trip when Redis hangs).  pool_connect() makes a connection outside
- * the pool the same way (for the invalidation subscriber), without the
- * scripts.
+ * a slot without a context connects it: resolve the target if need be,
+ * connect, then one pipelined round trip of AUTH, SELECT, INFO server,
+ * ROLE (sentinel), SCRIPT LOAD of every script and the namespace init,
+ * so that a Redis that restarted empty is healed on reconnect (every
+ * namespace script also heals a FLUSHALL on its own).  A context that
+ * fails (I/O error, EOF, timeout, protocol error) is freed, and so is an
+ * idle one found closed when it is borrowed (Redis restarted).  A failed
+ * connect or resolve starts a backoff shared by the pool, 100 ms doubling
+ * to 5 s and reset by a successful connect or a new target: until it
+ * expires, a call that would have to connect fails with -EIO at once, and
+ * afterwards one call at a time probes.  pool_connect() makes a
+ * connection outside the pool to the same target (for the invalidation
+ * subscriber), without the scripts.
+ *
+ * Redirects and retries (pool_cmd()): a call's command is checked to be in
+ * the namespace's slot (route_check(): -EXDEV otherwise, a bug), sent,
+ * and its error reply read (redirect_kind()):
+ *
+ *   MOVED slot host:port   read the slot map from that node first, make
+ *                          the slot's master the target (new generation),
+ *                          send again on a new connection
+ *   ASK slot host:port     send it once more to that node on a connection
+ *                          of its own after ASKING (loading the script
+ *                          there first on NOSCRIPT); the map is unchanged
+ *   TRYAGAIN               wait, send again
+ *   CLUSTERDOWN, a script's "non local key", READONLY, LOADING,
+ *   MASTERDOWN             the target goes stale; wait, reconnect (which
+ *                          resolves it), send again
+ *   NOSCRIPT               answered to pool_script(), which loads the
+ *                          script and sends again, once (a promoted
+ *                          replica lacks them: SCRIPT LOAD is not
+ *                          replicated)
+ *   a lost connection      sentinel and cluster only: the target goes
+ *                          stale, reconnect, send again, once per call
+ *                          (the command may have run: a script's second
+ *                          run then answers like a repeated call)
+ *
+ * Waits start at 10 ms and double up to 500 ms, never past the call's
+ * budget.  Bounds: at most RETRY_MAX (16) sends per call, and no retry
+ * starts after 2 x timeout_ms from the call's start (a failover takes
+ * longer than one timeout); each send and connect is bounded by
+ * timeout_ms, so a call returns within about 3 x timeout_ms.  When the
+ * budget or the tries run out, the last error reply stands (-EIO to
+ * callers).  redis:// and unix: follow the same rules (one server sends
+ * no MOVED or ASK), except that a lost connection is not retried.
  *
  * Errors: pool_ctx_error() is the one map from hiredis context errors and
  * pool_reply_errno() the one map from error replies.  A lost connection is

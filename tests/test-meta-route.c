@@ -527,6 +527,7 @@ TEST(cluster)
 TEST(sentinel)
 {
 	char conf[300], url[300];
+	struct inval_log l;
 	struct meta *m, *idle;
 	struct meta_entry e;
 	uint64_t gen;
@@ -574,6 +575,8 @@ TEST(sentinel)
 	CHECK(srv_wait(4, "EXISTS {" PREFIX "}:d:1", "1", 5000));
 
 	/* the master dies: calls fail during the failover, then go on */
+	inval_init(&l);
+	CHECK_EQ(meta_subscribe(idle, inval_cb, &l), 0);
 	gen = pool_gen(idle);
 	srv_kill(3);
 	t0 = mono_ns();
@@ -590,6 +593,19 @@ TEST(sentinel)
 		usleep(20000);
 	CHECK_EQ(tgt_port(idle), S[4].port);
 	CHECK(pool_gen(idle) > gen);
+	/* and its subscriber with it: a gap, then the new master's news */
+	t0 = mono_ns();
+	do {
+		meta_rmdir(m, 1, "s3", NULL);
+		CHECK_EQ(meta_mkdir(m, 1, "s3", 1, &e), 0);
+		pthread_mutex_lock(&l.lock);
+		r = l.n > 0 && !strcmp(l.ev[l.n - 1].name, "s3");
+		pthread_mutex_unlock(&l.lock);
+	} while (!r && ms_since(t0) < 5000 && usleep(100000) == 0);
+	CHECK(r);
+	CHECK(l.n > 0 && !strcmp(l.ev[0].kind, "(gap)"));
+	meta_unsubscribe(idle);
+	pthread_mutex_destroy(&l.lock);
 	meta_free(idle);
 	meta_free(m);
 }
