@@ -106,9 +106,11 @@ static int parse_spec(struct config *c, const char *spec, char *err, size_t errl
 		c->spec_kind = SPEC_LOCAL;
 		return 0;
 	}
-	if (!strncmp(spec, "redis://", 8)) {
+	if (!strncmp(spec, "redis://", 8) || !strncmp(spec, "redis-sentinel://", 17) ||
+	    !strncmp(spec, "redis-cluster://", 16)) {
+		/* meta_new() checks the rest */
 		c->spec_kind = SPEC_REDIS;
-		if (!spec[8])
+		if (!spec[strcspn(spec, "/") + 2])
 			return fail(err, errlen, "invalid SPEC '%s': missing host", spec);
 	} else if (!strncmp(spec, "unix:", 5)) {
 		c->spec_kind = SPEC_UNIX;
@@ -117,7 +119,9 @@ static int parse_spec(struct config *c, const char *spec, char *err, size_t errl
 				    spec);
 	} else {
 		return fail(err, errlen,
-			    "invalid SPEC '%s': expected redis://HOST:PORT, unix:/PATH or local",
+			    "invalid SPEC '%s': expected redis://HOST:PORT, "
+			    "redis-sentinel://HOST:PORT[,...]/MASTER, "
+			    "redis-cluster://HOST:PORT[,...], unix:/PATH or local",
 			    spec);
 	}
 	return set_str(&c->redis_url, spec);

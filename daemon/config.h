@@ -3,9 +3,11 @@
  *
  *   objfsd SPEC MOUNTPOINT [-o OPT[,OPT...]]... [-f] [-d]
  *
- * SPEC is redis://[:password@]host:port[/db], unix:/path/to/redis.sock or
- * "local".  Parsing checks everything it can without touching the system
- * (no Redis, no filesystem), so a bad option fails before anything starts.
+ * SPEC is redis://[:password@]host:port[/db],
+ * redis-sentinel://[:password@]host:port[,host:port...]/master[/db],
+ * redis-cluster://[:password@]host:port[,host:port...] (meta.h has the
+ * details), unix:/path/to/redis.sock or "local".  Parsing checks everything it can without touching
+ * the system (no Redis, no filesystem), so a bad option fails before anything starts.
  */
 #ifndef OBJFS_CONFIG_H
 #define OBJFS_CONFIG_H
@@ -17,7 +19,7 @@
 #include "util.h"
 
 enum spec_kind {
-	SPEC_REDIS, /* redis://... */
+	SPEC_REDIS, /* redis://, redis-sentinel://, redis-cluster:// */
 	SPEC_UNIX,  /* unix:/path */
 	SPEC_LOCAL, /* a private redis-server started by the daemon */
 };

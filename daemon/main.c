@@ -61,6 +61,8 @@ static const char usage[] =
     "\n"
     "SPEC (where the Redis location service is):\n"
     "  redis://[:PASSWORD@]HOST:PORT[/DB]\n"
+    "  redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB]\n"
+    "  redis-cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...]\n"
     "  unix:/path/to/redis.sock\n"
     "  local            start a private redis-server for this node alone\n"
     "\n"

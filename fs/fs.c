@@ -280,16 +280,25 @@ static void find_mount_raise_readahead(struct fs *fs)
 
 int fs_mount(struct fs *fs)
 {
-	char opts[1024];
+	char opts[1024], name[512];
 	char *argv[4];
 	struct fuse_args args;
+	const char *p;
+	size_t n = 0;
 	int argc = 0;
 
+	/* libfuse splits -o at commas (a redis-cluster:// SPEC has some)
+	 * unless a backslash escapes them */
+	for (p = fs->cfg.fsname; *p && n + 2 < sizeof(name); p++) {
+		if (*p == ',' || *p == '\\')
+			name[n++] = '\\';
+		name[n++] = *p;
+	}
+	name[n] = '\0';
 	snprintf(opts, sizeof(opts), "fsname=%s,subtype=objfs,default_permissions%s%s%s%s%s%s",
-		 fs->cfg.fsname, fs->cfg.allow_other ? ",allow_other" : "",
-		 fs->cfg.read_only ? ",ro" : "", fs->cfg.nosuid ? ",nosuid" : "",
-		 fs->cfg.nodev ? ",nodev" : "", fs->cfg.noexec ? ",noexec" : "",
-		 fs->cfg.noatime ? ",noatime" : "");
+		 name, fs->cfg.allow_other ? ",allow_other" : "", fs->cfg.read_only ? ",ro" : "",
+		 fs->cfg.nosuid ? ",nosuid" : "", fs->cfg.nodev ? ",nodev" : "",
+		 fs->cfg.noexec ? ",noexec" : "", fs->cfg.noatime ? ",noatime" : "");
 	argv[argc++] = (char *)"objfsd";
 	argv[argc++] = (char *)"-o";
 	argv[argc++] = opts;

@@ -41,6 +41,15 @@ TEST(specs)
 	config_release(&c);
 	CHECK_EQ(parse(&c, err, "redis://", NULL), -EINVAL);
 	config_release(&c);
+	CHECK_EQ(parse(&c, err, "redis-sentinel://a:26379,b:26379/m", NULL), 0);
+	CHECK_EQ(c.spec_kind, SPEC_REDIS);
+	CHECK_STR(c.redis_url, "redis-sentinel://a:26379,b:26379/m");
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "redis-cluster://a:7000,b:7001", NULL), 0);
+	CHECK_EQ(c.spec_kind, SPEC_REDIS);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "redis-cluster://", NULL), -EINVAL);
+	config_release(&c);
 }
 
 TEST(options)
