@@ -4,12 +4,14 @@
  *
  * Starts its own topologies on free loopback ports in a mkdtemp()
  * directory: three cluster masters made one cluster by redis-cli --cluster
- * create, then a master, a replica and three sentinels.  Every wait is
- * bounded; every server is killed at the end (and by PR_SET_PDEATHSIG if
- * the test dies).
+ * create, then a master, a replica and three sentinels, then a fake
+ * Redis 6.2 (a thread that answers INFO) for the version check.  Every
+ * wait is bounded; every server is killed at the end (and by
+ * PR_SET_PDEATHSIG if the test dies).  The whole program takes about 12 s.
  */
 #include "meta-harness.h"
 
+#include <poll.h>
 #include <sys/stat.h>
 
 #include "meta_i.h"
@@ -612,13 +614,56 @@ TEST(sentinel)
 
 /* ---- versions ---- */
 
+/* A fake Redis 6.2 on @arg's listening socket: it answers the first
+ * command of one client (the INFO server of a new pool connection, when
+ * there is no password) and waits for it to hang up. */
+static void *old_redis(void *arg)
+{
+	static const char info[] = "# Server\r\nredis_version:6.2.14\r\n";
+	int lfd = *(int *)arg, fd;
+	char buf[4096], out[128];
+	struct pollfd p;
+
+	fd = accept(lfd, NULL, NULL);
+	if (fd < 0)
+		return NULL;
+	p = (struct pollfd){.fd = fd, .events = POLLIN};
+	if (poll(&p, 1, 5000) > 0 && read(fd, buf, sizeof(buf)) > 0) {
+		snprintf(out, sizeof(out), "$%zu\r\n%s\r\n", strlen(info), info);
+		if (write(fd, out, strlen(out)) < 0)
+			perror("write");
+		while (poll(&p, 1, 5000) > 0 && read(fd, buf, sizeof(buf)) > 0)
+			;
+	}
+	close(fd);
+	return NULL;
+}
+
 TEST(version)
 {
-	/* a server that says it is older: its version is in INFO only,
-	 * so rename the command to a script that answers like 6.2 */
-	struct meta *m;
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t len = sizeof(sa);
 	char url[100], err[256];
+	struct meta *m;
+	pthread_t t;
+	int lfd;
 
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	      listen(lfd, 4) == 0 && getsockname(lfd, (struct sockaddr *)&sa, &len) == 0);
+	pthread_create(&t, NULL, old_redis, &lfd);
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", ntohs(sa.sin_port));
+	m = mk_url(url, 1000);
+	CHECK_EQ(meta_connect(m), -EIO);
+	meta_last_error(m, err, sizeof(err));
+	CHECK(strstr(err, "objfs needs Redis 7.0 or later") != NULL);
+	CHECK(strstr(err, "runs 6.2.14") != NULL);
+	meta_free(m);
+	pthread_join(t, NULL);
+	close(lfd);
+
+	/* a server whose INFO fails is refused too */
 	srv_start(3, false, "rename-command INFO \"\"");
 	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", S[3].port);
 	m = mk_url(url, 500);
