@@ -1,6 +1,6 @@
 /*
- * meta_i.h: what meta.c, meta_pool.c, meta_scripts.c and meta_cluster.c
- * share.  Not for other modules.
+ * meta_i.h: what meta.c, meta_pool.c, meta_route.c, meta_sentinel.c,
+ * meta_scripts.c and meta_cluster.c share.  Not for other modules.
  *
  * struct meta is built by meta.c (meta_new()) and its pool run by
  * meta_pool.c, which sends the commands of meta.c's and meta_cluster.c's
