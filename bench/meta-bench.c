@@ -2,7 +2,8 @@
  * objfs-meta-bench: the measuring half of `bench/run-bench meta`.
  *
  *   objfs-meta-bench OP DIR COUNT [--workers N] [--per-worker-dir]
- *                    [--size SIZE] [--prefix P] [--to P] [--max-seconds S]
+ *                    [--size SIZE] [--prefix P] [--to P] [--first I]
+ *                    [--max-seconds S]
  *
  * OP is one of
  *   create   open(O_CREAT|O_EXCL), write SIZE bytes (default 4096), close:
@@ -13,9 +14,12 @@
  *   rename   rename() each name to the same index with prefix --to
  *            (default "r"), in the same directory
  *
- * on the names DIR/<P>0000000 .. DIR/<P><COUNT-1> (P: --prefix, default
- * "f"), shared out in contiguous ranges between N worker processes
- * (default 1): worker k takes [k*COUNT/N, (k+1)*COUNT/N).  With
+ * on the names DIR/<P><I> .. DIR/<P><I+COUNT-1> (P: --prefix, default
+ * "f"; I: --first, default 0; numbers in 7 digits or more), shared out in
+ * contiguous ranges between N worker processes (default 1): worker k
+ * takes [I + k*COUNT/N, I + (k+1)*COUNT/N).  --first lets several
+ * processes (or several objfs nodes) make one directory's names between
+ * them.  With
  * --per-worker-dir, worker k works in DIR/wKK instead (create makes it,
  * untimed), so the same layout serves every OP.
  *
@@ -29,7 +33,7 @@
  * (default 300) whatever is left; those names count as skipped.
  *
  * Output, one line of key=value pairs:
- *   OP dir=D count=C workers=N per_worker_dir=0|1 size=B ok=K failed=F
+ *   OP dir=D first=I count=C workers=N per_worker_dir=0|1 size=B ok=K failed=F
  *      skipped=S seconds=T per_s=R
  * per_s is ok / seconds.  A failed operation is counted, and the first
  * three of each worker are printed on stderr with their errno; the exit
@@ -78,6 +82,7 @@ struct meta_job {
 	long size;
 	const char *prefix;
 	const char *to;
+	long first;
 	double max_seconds;
 };
 
@@ -93,7 +98,7 @@ static void usage(FILE *out)
 {
 	fprintf(out, "usage: objfs-meta-bench create|stat|unlink|rename DIR COUNT [--workers N]\n"
 		     "         [--per-worker-dir] [--size SIZE] [--prefix P] [--to P]\n"
-		     "         [--max-seconds S]\n");
+		     "         [--first I] [--max-seconds S]\n");
 }
 
 /* A whole number in [min, max] from @s, with an optional K or M suffix
@@ -142,6 +147,7 @@ static int parse_job(int argc, char **argv, struct meta_job *job)
 	    {"size", required_argument, NULL, 's'},
 	    {"prefix", required_argument, NULL, 'p'},
 	    {"to", required_argument, NULL, 't'},
+	    {"first", required_argument, NULL, 'f'},
 	    {"max-seconds", required_argument, NULL, 'm'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -173,6 +179,10 @@ static int parse_job(int argc, char **argv, struct meta_job *job)
 			if (prefix_arg(optarg) < 0)
 				return -EINVAL;
 			job->to = optarg;
+			break;
+		case 'f':
+			if (number_arg("first index", optarg, 0, MAX_COUNT, false, &job->first) < 0)
+				return -EINVAL;
 			break;
 		case 'm':
 			if (number_arg("seconds", optarg, 1, 86400, false, &v) < 0)
@@ -253,8 +263,8 @@ static int op_one(const struct meta_job *job, const char *dir, long index, char 
 static void worker_run(const struct meta_job *job, int k, int ready_fd, int go_fd, int res_fd)
 {
 	struct meta_result res = {.worker = k};
-	long lo = (long)((int64_t)job->count * k / job->workers);
-	long hi = (long)((int64_t)job->count * (k + 1) / job->workers);
+	long lo = job->first + (long)((int64_t)job->count * k / job->workers);
+	long hi = job->first + (long)((int64_t)job->count * (k + 1) / job->workers);
 	char dir[PATH_MAX - 32], *buf = NULL, c;
 	int64_t deadline;
 	long i;
@@ -451,9 +461,11 @@ int main(int argc, char **argv)
 	if (run_workers(&job, &total, &start) < 0)
 		return 1;
 	secs = (double)(total.end_ns - start) / 1e9;
-	printf("%s dir=%s count=%ld workers=%d per_worker_dir=%d size=%ld ok=%ld failed=%ld "
-	       "skipped=%ld seconds=%.4f per_s=%.0f\n",
-	       op_names[job.op], job.dir, job.count, job.workers, job.per_dir ? 1 : 0, job.size,
-	       total.ok, total.failed, total.skipped, secs, secs > 0 ? (double)total.ok / secs : 0);
+	printf(
+	    "%s dir=%s first=%ld count=%ld workers=%d per_worker_dir=%d size=%ld ok=%ld failed=%ld "
+	    "skipped=%ld seconds=%.4f per_s=%.0f\n",
+	    op_names[job.op], job.dir, job.first, job.count, job.workers, job.per_dir ? 1 : 0,
+	    job.size, total.ok, total.failed, total.skipped, secs,
+	    secs > 0 ? (double)total.ok / secs : 0);
 	return 0;
 }

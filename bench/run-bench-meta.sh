@@ -184,54 +184,80 @@ wait_faulted_in() {
 
 # ---- the measures ----
 
+# meta_creates ROUND: the create runs of one round, each in a new
+# directory
 meta_creates() {
-	local r w lay args d
-	echo "create rate: $META_CREATES objects of 4 KiB per run, objfs then tmpfs ($META_ROUNDS rounds)"
-	for ((r = 1; r <= META_ROUNDS; r++)); do
-		for w in "${META_WRITERS[@]}"; do
-			for lay in one per; do
-				args=(--workers "$w")
-				[ "$lay" = one ] || args+=(--per-worker-dir)
-				d=c-$lay-$w-$r
-				mkdir "$ME_A/$d" "$SHM/meta/$d"
-				meta_run "create-$lay-$w" create "$ME_A/$d" "$META_CREATES" "${args[@]}"
-				meta_run "create-$lay-$w-tmpfs" create "$SHM/meta/$d" "$META_CREATES" "${args[@]}"
-			done
+	local r=$1 w lay args d
+	echo "create rate: $META_CREATES objects of 4 KiB per run, objfs then tmpfs (round $r of $META_ROUNDS)"
+	for w in "${META_WRITERS[@]}"; do
+		for lay in one per; do
+			args=(--workers "$w")
+			[ "$lay" = one ] || args+=(--per-worker-dir)
+			d=c-$lay-$w-$r
+			mkdir "$ME_A/$d" "$SHM/meta/$d"
+			meta_run "create-$lay-$w" create "$ME_A/$d" "$META_CREATES" "${args[@]}"
+			meta_run "create-$lay-$w-tmpfs" create "$SHM/meta/$d" "$META_CREATES" "${args[@]}"
 		done
 	done
 }
 
-# rename then unlink, in the one-directory trees the creates left: names
-# f* renamed to r* in place, then the r* unlinked
+# meta_rename_unlink ROUND: rename then unlink, in the one-directory
+# trees of the round's 1- and 4-writer creates: names f* renamed to r* in
+# place, then the r* unlinked.  The round's other trees are removed
+# (untimed), so that A never holds more than one round of objects
 meta_rename_unlink() {
-	local r w base sfx
-	echo "rename and unlink in one directory, $META_CREATES names, objfs then tmpfs ($META_ROUNDS rounds)"
-	for ((r = 1; r <= META_ROUNDS; r++)); do
-		for w in 1 4; do
-			for base in "$ME_A" "$SHM/meta"; do
-				sfx=
-				[ "$base" = "$ME_A" ] || sfx=-tmpfs
-				meta_run "rename-$w$sfx" rename "$base/c-one-$w-$r" "$META_CREATES" --workers "$w"
-				meta_run "unlink-$w$sfx" unlink "$base/c-one-$w-$r" "$META_CREATES" --workers "$w" --prefix r
-			done
+	local r=$1 w base sfx d
+	echo "rename and unlink in one directory, $META_CREATES names, objfs then tmpfs (round $r of $META_ROUNDS)"
+	for w in 1 4; do
+		for base in "$ME_A" "$SHM/meta"; do
+			sfx=
+			[ "$base" = "$ME_A" ] || sfx=-tmpfs
+			meta_run "rename-$w$sfx" rename "$base/c-one-$w-$r" "$META_CREATES" --workers "$w"
+			meta_run "unlink-$w$sfx" unlink "$base/c-one-$w-$r" "$META_CREATES" --workers "$w" --prefix r
 		done
+	done
+	for d in "$ME_A"/c-*-"$r" "$SHM"/meta/c-*-"$r"; do
+		timeout -k 5 600 rm -rf "$d" || die "cannot remove $d"
 	done
 }
 
-# meta_trees: the ls trees, made through A with 16 writers (and in
-# /dev/shm the same way); Redis's memory per object from the biggest
+# meta_maker ENGINE: mount one more node to make tree objects through
+# (objfsd holds a descriptor per object: each maker takes ME_PER_NODE);
+# ME_MAKER is its mount point, ME_ROOM the objects it may still take
+meta_maker() {
+	local name
+	ME_TN=$((ME_TN + 1))
+	name=m$1-t$ME_TN
+	ME_MAKER=$W/meta-$1-t$ME_TN
+	ME_MAKERS+=("$ME_MAKER $name")
+	mount_objfs_try "$ME_SPEC" "$ME_MAKER" "$name" "capacity=$ME_CAP" || die "mount of a tree maker failed: $MOUNT_WHY"
+	wait_faulted_in "$name"
+	ME_ROOM=$ME_PER_NODE
+}
+
+# meta_trees ENGINE: the ls trees, made by 16 writers through A and as
+# many more nodes as the open files limit asks for (and in /dev/shm in
+# one go); Redis's used_memory across the biggest, per object made
 meta_trees() {
-	local n m0 m1
+	local n m0 m1 first cnt made
 	for n in "${ME_LS_SIZES[@]}"; do
-		echo "making the ls tree of $n objects through A (16 writers) and in /dev/shm"
+		echo "making the ls tree of $n objects through objfs (16 writers, $ME_PER_NODE objects a node at most) and in /dev/shm"
 		mkdir "$ME_A/l$n" "$SHM/meta/l$n"
 		m0=$(meta_used_memory)
-		meta_run "tree-$n" create "$ME_A/l$n" "$n" --workers 16
+		first=0 made=0
+		while [ "$first" -lt "$n" ]; do
+			[ "$ME_ROOM" -gt 0 ] || meta_maker "$1"
+			cnt=$((n - first < ME_ROOM ? n - first : ME_ROOM))
+			meta_run "tree-$n" create "$ME_MAKER/l$n" "$cnt" --workers 16 --first "$first"
+			made=$((made + ME_LAST_OK))
+			ME_ROOM=$((ME_ROOM - cnt))
+			first=$((first + cnt))
+		done
 		m1=$(meta_used_memory)
-		ME_MEM_PER_OBJ=$(awk -v a="$m0" -v b="$m1" -v n="$ME_LAST_OK" 'BEGIN { printf "%.0f", n ? (b - a) / n : 0 }')
-		ME_MEM_N=$ME_LAST_OK
-		meta_run "tree-$n-tmpfs" create "$SHM/meta/l$n" "$n" --workers 16
+		ME_MEM_PER_OBJ=$(awk -v a="$m0" -v b="$m1" -v n="$made" 'BEGIN { printf "%.0f", n ? (b - a) / n : 0 }')
+		ME_MEM_N=$made
 		echo "    used_memory +$((m1 - m0)) B: $ME_MEM_PER_OBJ B per object"
+		meta_run "tree-$n-tmpfs" create "$SHM/meta/l$n" "$n" --workers 16
 	done
 }
 
@@ -395,7 +421,8 @@ meta_report() {
 	for w in 1 4; do
 		REPORT+=$(meta_row "unlink in one dir, $w worker(s)" "unlink-$w" op/s)$'\n'
 	done
-	REPORT+="objfsd's open files limit: $ME_NOFILE (it keeps a descriptor for every object in its store)"$'\n'
+	REPORT+="open files limit $ME_NOFILE: at most $ME_PER_NODE objects a node (objfsd keeps a descriptor for every"
+	REPORT+=" object in its store); the trees were made through $((ME_TN + 1)) nodes"$'\n'
 	REPORT+="redis memory: $ME_MEM_PER_OBJ B per object (used_memory across the $ME_MEM_N-object tree)"$'\n'
 	REPORT+="redis-benchmark, same master, 4 clients: SET $RB_SET/s, HSET $RB_HSET/s, EVALSHA return 1 $RB_NOP/s, EVALSHA HSET $RB_EVHSET/s"$'\n'
 	REPORT+="keys by shape:"$'\n'"$ME_KEYS"$'\n'
@@ -435,7 +462,7 @@ meta_meds() {
 # meta_engine ENGINE: every measure on one engine; skipped, with the
 # reason in the report, when its Redis or the first mount does not come up
 meta_engine() {
-	local e=$1
+	local e=$1 r m
 	declare -gA MV=() MC=() ME=() MF=()
 	echo "== meta ($e)"
 	if ! meta_redis_up "$e"; then
@@ -455,13 +482,21 @@ meta_engine() {
 		return 0
 	fi
 	wait_faulted_in "m$e-a"
-	meta_creates
-	meta_rename_unlink
-	meta_trees
+	for ((r = 1; r <= META_ROUNDS; r++)); do
+		meta_creates "$r"
+		meta_rename_unlink "$r"
+	done
+	# A is empty again: it makes the first of the trees
+	ME_MAKER=$ME_A ME_ROOM=$ME_PER_NODE ME_TN=0 ME_MAKERS=()
+	meta_trees "$e"
 	meta_ls_all "$e"
 	meta_stats "$e"
 	ME_KEYS=$(meta_key_classes)
 	unmount_node "$ME_BMNT" "$ME_B"
+	for m in "${ME_MAKERS[@]}"; do
+		# shellcheck disable=SC2086 # "mount-point name"
+		unmount_node $m
+	done
 	unmount_node "$ME_A" "m$e-a"
 	rm -rf --one-file-system "${SHM:?}/meta"
 	echo "  load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -493,20 +528,22 @@ section_meta() {
 	fi
 	ME_LS_SIZES=(10000)
 	[ "$META_LS" = 10000 ] || ME_LS_SIZES+=("$META_LS")
-	# A keeps every object: the creates, the trees; 4 KiB pages each, and
-	# room to spare
-	n=$((META_CREATES * ${#META_WRITERS[@]} * 2 * META_ROUNDS + 10000 + META_LS))
-	ME_CAP=$((n * 6 / 1024 + 256))M
 	# objfsd keeps an open descriptor for every object in its store and
-	# takes RLIMIT_NOFILE as it inherits it: without room for all of A's
-	# objects, creates fail with EMFILE once the table is full (and the
-	# sealed objects in flight are discarded)
-	ME_NOFILE=$((n + 10000))
-	if [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt "$ME_NOFILE" ]; then
-		ulimit -Hn "$ME_NOFILE" || die "cannot raise the open files limit to $ME_NOFILE (objfsd needs one per object)"
-	fi
-	if [ "$(ulimit -Sn)" != unlimited ] && [ "$(ulimit -Sn)" -lt "$ME_NOFILE" ]; then
-		ulimit -Sn "$ME_NOFILE"
-	fi
+	# takes RLIMIT_NOFILE as it inherits it: past the limit, creates fail
+	# with EMFILE (and sealed objects in flight are discarded).  So the
+	# soft limit goes up to the hard one, and no node is given more than
+	# the limit less a margin: A holds one round of creates at a time, and
+	# the trees are spread over as many nodes as that asks for.
+	ulimit -Sn "$(ulimit -Hn)"
+	ME_NOFILE=$(ulimit -Sn)
+	[ "$ME_NOFILE" != unlimited ] || ME_NOFILE=1048576
+	ME_PER_NODE=$((ME_NOFILE > 1000000 ? 1000000 : ME_NOFILE - 3000))
+	n=$((META_CREATES * ${#META_WRITERS[@]} * 2))
+	[ "$ME_PER_NODE" -ge "$n" ] ||
+		die "the open files limit ($ME_NOFILE) is too low for a round of creates ($n objects on one node)"
+	# every node may hold ME_PER_NODE objects of 4 KiB, a page each, or a
+	# round of creates
+	n=$((ME_PER_NODE > n ? ME_PER_NODE : n))
+	ME_CAP=$((n * 6 / 1024 + 256))M
 	for e in "${ME_ENGINES[@]}"; do meta_engine "$e"; done
 }
