@@ -386,6 +386,7 @@ meta_fmt() {
 meta_report() {
 	local e=$1 w n lay t k
 	REPORT+=$'\n'"meta, engine $e ($ME_DESC): medians of $META_ROUNDS rounds, each next to its tmpfs run"$'\n'
+	REPORT+="host load average at the start: $ME_LOAD0; at the end: $ME_LOAD1"$'\n'
 	REPORT+="(cmds/op, evsha/op: Redis commands and EVALSHA per operation, per entry for ls)"$'\n'
 	REPORT+=$(printf '%-34s %10s %-6s %10s %8s %8s %8s %6s   %-14s %s' measure objfs unit tmpfs \
 		"objfs/t" cmds/op evsha/op failed target verdict)$'\n'
@@ -470,7 +471,8 @@ meta_engine() {
 		REPORT+=$'\n'"meta, engine $e: skipped ($ME_WHY)"$'\n'
 		return 0
 	fi
-	echo "  $ME_DESC; $(meta_rcli INFO server | tr -d '\r' | grep '^redis_version:'); load $(cut -d' ' -f1-3 /proc/loadavg)"
+	ME_LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+	echo "  $ME_DESC; $(meta_rcli INFO server | tr -d '\r' | grep '^redis_version:'); load $ME_LOAD0"
 	meta_server_baseline
 	ME_A=$W/meta-$e-a ME_BMNT=$W/meta-$e-b ME_B='' ME_BN=0
 	rm -rf --one-file-system "${SHM:?}/meta"
@@ -499,7 +501,8 @@ meta_engine() {
 	done
 	unmount_node "$ME_A" "m$e-a"
 	rm -rf --one-file-system "${SHM:?}/meta"
-	echo "  load $(cut -d' ' -f1-3 /proc/loadavg)"
+	ME_LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
+	echo "  load $ME_LOAD1"
 	meta_report "$e"
 	meta_redis_down "$e"
 }
