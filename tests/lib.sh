@@ -481,6 +481,19 @@ start_topology() {
 	step "redis $1: $TOPO_SPEC (data nodes: $TOPO_PORTS)"
 }
 
+# topology_pair sentinel|cluster: start_topology, and nodes a and b on it,
+# at $A and $B.  io_timeout=1000: the longest one Redis call waits, so
+# that a call caught on a dead master fails soon and the next one goes to
+# the new master.
+topology_pair() {
+	need getfattr
+	start_topology "$1"
+	mount_objfs a "$REDIS_URL" "capacity=128M,io_timeout=1000"
+	mount_objfs b "$REDIS_URL" "capacity=128M,io_timeout=1000"
+	A=$(mnt_of a)
+	B=$(mnt_of b)
+}
+
 # start_redis_or_local: for a test that runs on objfs's own local Redis
 # (SPEC "local") under the single engine, and on the engine's topology
 # under another one; sets REDIS_URL
@@ -895,6 +908,11 @@ EOF
 	echo "$pid" >"$T/loop-$id.pid"
 	step "create loop $id in $dir (pid $pid)"
 }
+
+# creates_in DIR: create a file of a fresh name in DIR (for eventually:
+# a name whose create failed is never tried again, whatever that failure
+# left behind)
+creates_in() { timeout -k 5 30 cp /etc/hostname "$1/probe.$(date +%s%N)"; }
 
 # loop_acked ID: how many files loop ID has had acknowledged so far
 loop_acked() { grep -c ' OK$' "$T/loop-$1.log" || true; }

@@ -43,6 +43,10 @@
 #   topo_sentinel_wait_failover OLDPORT SECONDS
 #       until every sentinel names one master other than OLDPORT and that
 #       node says it is a master; prints its port
+#   topo_sentinel_remove         every sentinel forgets the master
+#   topo_sentinel_monitor PORT [SECONDS]
+#       every sentinel monitors PORT as the master (same settings); waits
+#       until they name it and know each other; sets TOPO_MASTER_PORT
 #   topo_wait_replica PORT MASTER_PORT SECONDS
 #       until PORT is a replica of MASTER_PORT with its link up
 # Cluster:
@@ -355,11 +359,8 @@ _topo_count_entries() { awk 'NR % 2 == 1 && $0 == "name" { n++ } END { print n +
 _topo_field() { awk -v k="$1" 'NR % 2 == 1 && $0 == k { want = 1; next } want { print; exit }'; }
 
 _topo_sentinel_ready() {
-	local s=$1 m=$2 r=$3 addr n reps
-	addr=$(tcli "$s" SENTINEL get-master-addr-by-name "$TOPO_MASTER_NAME" | tr '\n' ' ')
-	[ "$addr" = "127.0.0.1 $m " ] || { echo "master: $addr"; return 1; }
-	n=$(tcli "$s" SENTINEL sentinels "$TOPO_MASTER_NAME" | _topo_count_entries)
-	[ "$n" = 2 ] || { echo "other sentinels known: $n"; return 1; }
+	local s=$1 m=$2 r=$3 reps
+	_topo_sentinel_knows "$s" "$m" || return 1
 	reps=$(tcli "$s" SENTINEL replicas "$TOPO_MASTER_NAME")
 	[ "$(_topo_count_entries <<<"$reps")" = 1 ] &&
 		[ "$(_topo_field port <<<"$reps")" = "$r" ] &&
@@ -411,6 +412,45 @@ topo_sentinel_wait_failover() {
 	local old=$1 secs=$2
 	_topo_until "$secs" "failover away from $old" _topo_failed_over "$old" || return 1
 	_topo_failed_over "$old"
+}
+
+# topo_sentinel_remove: every sentinel forgets the master (SENTINEL
+# REMOVE): no failover, no reconfiguration of replicas, until
+# topo_sentinel_monitor
+topo_sentinel_remove() {
+	local s
+	for s in $TOPO_SENTINEL_PORTS; do
+		_topo_ok "$s" SENTINEL REMOVE "$TOPO_MASTER_NAME" || return 1
+	done
+}
+
+# topo_sentinel_monitor PORT [SECONDS]: every sentinel monitors PORT as
+# the master (SENTINEL MONITOR with the settings of topo_sentinel_start);
+# waits (SECONDS, default 30) until they all name it and know each other
+# again.  Sets TOPO_MASTER_PORT.
+topo_sentinel_monitor() {
+	local port=$1 secs=${2:-30} s
+	for s in $TOPO_SENTINEL_PORTS; do
+		_topo_ok "$s" SENTINEL MONITOR "$TOPO_MASTER_NAME" 127.0.0.1 "$port" 2 || return 1
+		_topo_ok "$s" SENTINEL SET "$TOPO_MASTER_NAME" down-after-milliseconds 1000 \
+			failover-timeout 5000 parallel-syncs 1 || return 1
+		if [ -n "$TOPO_PASSWORD" ]; then
+			_topo_ok "$s" SENTINEL SET "$TOPO_MASTER_NAME" auth-pass "$TOPO_PASSWORD" || return 1
+		fi
+	done
+	TOPO_MASTER_PORT=$port
+	for s in $TOPO_SENTINEL_PORTS; do
+		_topo_until "$secs" "sentinel $s monitoring $port and knowing the 2 other sentinels" \
+			_topo_sentinel_knows "$s" "$port" || return 1
+	done
+}
+
+_topo_sentinel_knows() {
+	local s=$1 m=$2 addr n
+	addr=$(tcli "$s" SENTINEL get-master-addr-by-name "$TOPO_MASTER_NAME" | tr '\n' ' ')
+	[ "$addr" = "127.0.0.1 $m " ] || { echo "master: $addr"; return 1; }
+	n=$(tcli "$s" SENTINEL sentinels "$TOPO_MASTER_NAME" | _topo_count_entries)
+	[ "$n" = 2 ] || { echo "other sentinels known: $n"; return 1; }
 }
 
 # _topo_is_replica_of PORT MASTER: PORT is a replica of MASTER, its link
