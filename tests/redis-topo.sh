@@ -28,6 +28,12 @@
 #   TOPO_MASTER_NAME   the name the sentinels monitor (default objfs-m)
 #   TOPO_NODE_TIMEOUT  cluster-node-timeout in ms (default 2000)
 #   TOPO_CLI_TIMEOUT   seconds for one redis-cli call (default 10)
+#   TOPO_MIGRATE_SECONDS
+#                      the longest topo_cluster_migrate_slot moves keys
+#                      (default 120)
+#
+# A topology runs until topo_stop (tests/lib.sh's start_topology calls it
+# at exit); one at a time per shell.
 #
 # Sentinel:
 #   topo_sentinel_start DIR
@@ -48,7 +54,8 @@
 #       every sentinel monitors PORT as the master (same settings); waits
 #       until they name it and know each other; sets TOPO_MASTER_PORT
 #   topo_wait_replica PORT MASTER_PORT SECONDS
-#       until PORT is a replica of MASTER_PORT with its link up
+#       until PORT is a replica of MASTER_PORT with its link up and the
+#       master streaming writes to it
 # Cluster:
 #   topo_cluster_start DIR [NMASTERS=3] [REPLICAS=1]
 #       NMASTERS*(1+REPLICAS) nodes made a cluster with redis-cli --cluster
