@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -713,6 +714,24 @@ static void shutdown_all(struct daemon *d)
 	}
 }
 
+/*
+ * The store keeps a descriptor open for every object it holds, so the
+ * soft limit on open files (1024 under systemd) would cap a node at about
+ * a thousand objects, and a create past it would fail at the seal.  Take
+ * the hard limit, as servers that hold many files do.
+ */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		log_warn("cannot raise the open files limit to %llu: %s",
+			 (unsigned long long)rl.rlim_max, strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
 	struct daemon d = {.ready_fd = -1};
@@ -750,6 +769,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	log_setup(d.cfg.debug ? LOGL_DEBUG : LOGL_INFO, NULL);
+	raise_nofile();
 	notify_take(&d);
 	if (!d.cfg.foreground && daemonize(&d) < 0) {
 		fprintf(stderr, "objfsd: cannot go to the background: %s\n", strerror(errno));

@@ -205,14 +205,16 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs *fs = fuse_req_userdata(req);
 	struct meta_entry e;
 	struct inode *in;
-	bool is_file;
+	bool is_file, fresh;
 	int r;
 
 	pthread_mutex_lock(&fs->lock);
 	in = inode_find(fs, ino);
 	is_file = in && in->kind == META_FILE;
+	fresh = in && in->kind == META_DIR && in->dir_at &&
+		mono_ns() - in->dir_at < (int64_t)(FS_DIR_ATTR_TIMEOUT * 1e9);
 	pthread_mutex_unlock(&fs->lock);
-	if (is_file) {
+	if (is_file || fresh) {
 		fs_reply_attr(req, fs, ino);
 		return;
 	}
@@ -390,6 +392,7 @@ void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
+	dir_touched(fs, parent, true);
 	dcache_put(fs, parent, name, META_DIR, e.id);
 	in = inode_get(fs, e.id, META_DIR);
 	if (!in) {
@@ -407,8 +410,10 @@ void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int r;
 
 	r = meta_rmdir(fs->meta, parent, name, NULL);
-	if (r == 0)
+	if (r == 0) {
 		dcache_forget(fs, parent, name);
+		dir_touched_unlocked(fs, parent, true);
+	}
 	fuse_reply_err(req, r < 0 ? fs_reply_errno(fs, r, "rmdir", parent, name) : 0);
 }
 
@@ -475,6 +480,7 @@ void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	dcache_forget(fs, parent, name);
+	dir_touched_unlocked(fs, parent, false);
 	(void)store_unlink_id(fs->store, id); /* its name is gone */
 	fuse_reply_err(req, 0);
 }
@@ -596,6 +602,10 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_
 	}
 	dcache_forget(fs, parent, name);
 	dcache_forget(fs, newparent, newname);
+	pthread_mutex_lock(&fs->lock);
+	dir_touched(fs, parent, true);
+	dir_touched(fs, newparent, true);
+	pthread_mutex_unlock(&fs->lock);
 	if (replaced)
 		(void)store_unlink_id(fs->store, replaced); /* its name is gone */
 	fuse_reply_err(req, 0);

@@ -125,9 +125,16 @@ struct inode {
 	 * catalog path); fs->lock */
 	uint64_t parent;
 	char *name;
-	/* directories: cached attributes */
+	/* directories: cached attributes, and when they were read from
+	 * Redis (mono ns; 0: to be read again).  GETATTR answers from them
+	 * for FS_DIR_ATTR_TIMEOUT: the kernel drops its copy at every create
+	 * or unlink in the directory, and asking Redis each time would cost
+	 * a round trip per create.  A change by another node (its
+	 * invalidation) makes them stale at once; this node's own changes
+	 * update them (dir_touched()). */
 	int64_t dir_mtime; /* fs->lock */
 	uint64_t dir_nsub; /* fs->lock */
+	int64_t dir_at;	   /* fs->lock */
 	UT_hash_handle hh;
 };
 
@@ -324,6 +331,12 @@ void dcache_del(struct fs *fs, uint64_t parent, const char *name);
  * with fs->lock held.
  */
 void neg_note(struct fs *fs, uint64_t parent, const char *name);
+/* This node changed directory @dir: its mtime is now; if @counts, its link
+ * count may have changed too, so its attributes are read again.  With
+ * fs->lock held. */
+void dir_touched(struct fs *fs, uint64_t dir, bool counts);
+/* dir_touched() taking fs->lock itself. */
+void dir_touched_unlocked(struct fs *fs, uint64_t dir, bool counts);
 bool neg_take(struct fs *fs, uint64_t parent, const char *name);
 bool dcache_get(struct fs *fs, uint64_t parent, const char *name, enum meta_kind *ret_kind,
 		uint64_t *ret_id);

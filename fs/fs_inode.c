@@ -193,6 +193,24 @@ void dcache_del(struct fs *fs, uint64_t parent, const char *name)
 	free(d);
 }
 
+void dir_touched(struct fs *fs, uint64_t dir, bool counts)
+{
+	struct inode *in = inode_find(fs, dir);
+
+	if (!in || in->kind != META_DIR)
+		return;
+	in->dir_mtime = now_ns();
+	if (counts)
+		in->dir_at = 0;
+}
+
+void dir_touched_unlocked(struct fs *fs, uint64_t dir, bool counts)
+{
+	pthread_mutex_lock(&fs->lock);
+	dir_touched(fs, dir, counts);
+	pthread_mutex_unlock(&fs->lock);
+}
+
 static struct negative *neg_slot(struct fs *fs, uint64_t parent, const char *name)
 {
 	uint64_t h = parent * 0x9e3779b97f4a7c15ULL;
@@ -265,6 +283,7 @@ void inode_update(struct inode *in, const struct meta_entry *e)
 	if (e->kind == META_DIR) {
 		in->dir_mtime = e->obj.mtime_ns;
 		in->dir_nsub = e->nsub;
+		in->dir_at = mono_ns();
 	} else if (!in->pending) {
 		in->sealed = true;
 		in->obj = e->obj;

@@ -131,9 +131,12 @@ void fs_on_inval(void *arg, const struct meta_inval *ev)
 	 * notification takes the directory's lock, which the next create
 	 * or unlink in that directory holds, and drops an entry that is
 	 * right. */
-	if (ev->origin[0] && !strcmp(ev->origin, fs->cfg.node))
+	if (ev->origin[0] && !strcmp(ev->origin, fs->cfg.node)) {
 		FS_COUNT(fs, inval_own, 1);
-	else if (fs->se && atomic_load(&fs->mounted)) {
+	} else if (fs->se && atomic_load(&fs->mounted)) {
+		/* another node changed the directory: read its attributes
+		 * again */
+		dir_touched_unlocked(fs, ev->parent, true);
 		fuse_lowlevel_notify_inval_entry(fs->se, ev->parent, ev->name, strlen(ev->name));
 		/* the directory's mtime and link count changed */
 		fuse_lowlevel_notify_inval_inode(fs->se, ev->parent, -1, 0);

@@ -204,11 +204,11 @@ static int publish(struct fs *fs, uint64_t id, uint64_t parent, const char *name
 	}
 	if (path[0])
 		store_set_path(obj, path);
-	if (as_named) {
-		pthread_mutex_lock(&fs->lock);
+	pthread_mutex_lock(&fs->lock);
+	if (as_named)
 		dcache_put(fs, parent, name, META_FILE, id);
-		pthread_mutex_unlock(&fs->lock);
-	}
+	dir_touched(fs, parent, false);
+	pthread_mutex_unlock(&fs->lock);
 	if (replaced)
 		(void)store_unlink_id(fs->store, replaced); /* its name is gone */
 	return 0;

@@ -7,36 +7,45 @@
  * directory is a Redis hash of its children; a file entry names an object
  * id; the object's immutable attributes live in an object record.
  *
- * Key schema (P is the prefix, "objfs" by default):
+ * Key schema (P is the prefix, "objfs" by default).  Every key of an objfs
+ * cluster carries the hash tag {P}, so on Redis Cluster the whole
+ * namespace lives in one slot and every script is atomic there
+ * (docs/design.md, "Metadata on Redis Sentinel and Redis Cluster"):
  *
- *   P:{ns}:ctr          string  write sequence: +1 with every publish; a
+ *   {P}:ctr             string  write sequence: +1 with every publish; a
  *                               publish that gets back a value not above
  *                               one its node saw before tells every node
  *                               that Redis went back in time ("resync")
- *   P:{ns}:epoch        string  random token set once when the namespace is
+ *   {P}:epoch           string  random token set once when the namespace is
  *                               created; a node that sees it change knows
  *                               Redis lost its data and re-registers
- *   P:{ns}:d:<id>       hash    one directory:
+ *   {P}:d:<id>          hash    one directory:
  *                                 "/mtime"  mtime in ns since the epoch
  *                                 "/parent" parent directory id (root: 1)
  *                                 "/name"   own name ("" for root)
  *                                 "/nsub"   number of child directories
- *                                 <name>    "d<id>" (directory) or "f<id>" (file)
+ *                                 <name>    "d<id>" (directory), or
+ *                                           "f<id> <size> <mtime> <csum>
+ *                                           <origin>" (file: the object's
+ *                                           immutable attributes, so that
+ *                                           lookup and listing read one
+ *                                           key; "f<id>" alone, as older
+ *                                           versions wrote it, sends them
+ *                                           to the record)
  *                               ('/' cannot occur in a name, so the reserved
  *                               fields never collide with children)
- *   P:o:{<id>}          hash    object record: "size", "csum" (32 hex digits,
+ *   {P}:o:<id>          hash    object record: "size", "csum" (32 hex digits,
  *                               xxh3-128), "mtime" (ns), "origin" (node),
  *                               "parent" and "name" (where it is linked;
- *                               kept up by rename; missing in records
- *                               of older versions)
- *   P:h:{<id>}          set     nodes holding a sealed copy of the object
+ *                               kept up by rename)
+ *   {P}:h:<id>          set     nodes holding a sealed copy of the object
  *                               (meta_locate() drops those whose card expired)
- *   P:t:{<id>}          string  tombstone of a deleted object (unlink,
+ *   {P}:t:<id>          string  tombstone of a deleted object (unlink,
  *                               replace): the deletion time in ns, kept for
  *                               META_TOMBSTONE_TTL seconds so that a node
  *                               that was away can tell "deleted" from "Redis
  *                               forgot it" (a restore from an old snapshot)
- *   P:node:<name>       hash    node card, with a TTL refreshed by the
+ *   {P}:node:<name>     hash    node card, with a TTL refreshed by the
  *                               heartbeat: "host", "pid", "listen" (the
  *                               node's transport address, "HOST:PORT"),
  *                               "instance", "started", "capacity", "used",
@@ -47,9 +56,13 @@
  *                               if it serves no RDMA; missing on cards
  *                               of older nodes, and a malformed one is
  *                               ignored with a warning: both read as "")
- *   P:nodes             set     every node name that ever registered
- *   P:inval             channel invalidations, "<kind> <parent> <name> <id>";
- *                               kinds publish, replace, unlink, rename-from,
+ *   {P}:nodes           set     every node name that ever registered
+ *   {P}:inval           sharded channel (SPUBLISH, SSUBSCRIBE) of
+ *                               invalidations, "<origin> <kind> <parent>
+ *                               <name> <id>": origin is the node whose
+ *                               kernel made the change (it skips the
+ *                               kernel notifications) or "-"; kinds
+ *                               publish, replace, unlink, rename-from,
  *                               rename-to, mkdir, rmdir, and "gone 0 - <id>"
  *                               when an object is deleted (unlink, replace,
  *                               rename over it), "resync 0 - 0" when Redis
@@ -57,11 +70,6 @@
  *                               again, or the write sequence went back):
  *                               every node reconciles at once
  *                               (the name may contain spaces)
- *
- * Per-object keys share the hash tag {<id>}; all namespace keys share the
- * tag {ns}, so on Redis Cluster every namespace script runs in one slot.
- * Scripts that link a name to an object touch both; on a single Redis
- * (the only deployment today) they are one atomic Lua script.
  *
  * Every multi-key change is one Lua script.  Every value read back from
  * Redis is validated; a malformed one, or a key of the wrong type (a
@@ -232,7 +240,9 @@ int meta_rmdir(struct meta *m, uint64_t parent, const char *name, uint64_t *ret_
 int meta_draw_id(uint64_t *ret_id);
 /* A fresh id for an object about to be written: drawn at random and
  * checked unused in Redis (no directory, record, holder set or
- * tombstone has it).  -EAGAIN if ID_TRIES draws in a row were in use. */
+ * tombstone has it).  Ids are checked ID_BLOCK at a time, in one round
+ * trip, and handed out for up to 10 s after their check, so most calls
+ * make none.  -EAGAIN if ID_TRIES blocks in a row were all in use. */
 int meta_alloc_id(struct meta *m, uint64_t *ret_id);
 
 /*

@@ -19,6 +19,11 @@
 #   OBJFS_TEST_PASSTHROUGH=auto|off
 #                      mount every daemon with passthrough=MODE (tests/run
 #                      --passthrough; unset: objfsd's default)
+#   OBJFS_TEST_ENGINE=single|sentinel|cluster
+#                      what start_redis starts (default single: one
+#                      redis-server): a Sentinel topology or a Redis
+#                      Cluster of tests/redis-topo.sh, REDIS_URL its SPEC
+#                      (tests/run's integration-cluster pass)
 #
 # Every wait is bounded.
 
@@ -374,9 +379,15 @@ _redis_start() {
 }
 
 # start_redis: a private redis-server on a unix socket in $T.
-# Sets REDIS_SOCK, REDIS_URL (unix:...), REDIS_PID.
+# Sets REDIS_SOCK, REDIS_URL (unix:...), REDIS_PID.  Under
+# OBJFS_TEST_ENGINE=sentinel or cluster, that topology instead
+# (start_topology); rcli then talks to its master of the namespace.
 start_redis() {
 	need redis-server redis-cli
+	if [ "$OBJFS_TEST_ENGINE" != single ]; then
+		start_topology "$OBJFS_TEST_ENGINE"
+		return 0
+	fi
 	REDIS_SOCK=$T/redis.sock
 	REDIS_PORT=
 	REDIS_URL=unix:$REDIS_SOCK
@@ -393,8 +404,24 @@ start_redis_tcp() {
 	_redis_start
 }
 
-# rcli ARGS...: redis-cli against our redis (bounded)
+# rcli ARGS...: redis-cli against our redis (bounded); under a topology,
+# the master that has objfs's namespace now (sentinel: the one the
+# sentinels name; cluster: the owner of the namespace's slot, followed
+# with -c should it move meanwhile)
 rcli() {
+	local port
+	case $TOPO_KIND in
+	sentinel)
+		port=$(topo_sentinel_master) || return 1
+		tcli "$port" "$@"
+		return
+		;;
+	cluster)
+		port=$(topo_cluster_slot_owner "$TOPO_NS_KEY") || return 1
+		tcli "$port" -c "$@"
+		return
+		;;
+	esac
 	if [ -n "$REDIS_SOCK" ]; then
 		timeout -k 2 10 redis-cli -s "$REDIS_SOCK" "$@"
 	else
@@ -420,6 +447,69 @@ stop_redis() {
 restart_redis() {
 	[ -z "$REDIS_PID" ] || fail "restart_redis: redis is still running"
 	_redis_start
+}
+
+# ---- Redis Sentinel and Redis Cluster (tests/redis-topo.sh) ----
+
+OBJFS_TEST_ENGINE=${OBJFS_TEST_ENGINE:-single}
+case $OBJFS_TEST_ENGINE in
+single | sentinel | cluster) ;;
+*)
+	echo "FAIL: $TEST_NAME: OBJFS_TEST_ENGINE is single, sentinel or cluster, not '$OBJFS_TEST_ENGINE'" >&2
+	exit 1
+	;;
+esac
+# shellcheck source=SCRIPTDIR/redis-topo.sh
+. "$LIB_DIR/redis-topo.sh"
+# a topology that does not come up fails the test, with the reason
+TOPO_FAIL=fail
+
+# start_topology sentinel|cluster: that topology under $T/topo (stopped
+# at exit, before the cleanup looks for leftovers), REDIS_URL its SPEC.
+# The TOPO_* variables describe it; tests/redis-topo.sh has the helpers.
+start_topology() {
+	need redis-server redis-cli python3
+	on_exit topo_stop
+	case $1 in
+	sentinel) topo_sentinel_start "$T/topo" ;;
+	cluster) topo_cluster_start "$T/topo" ;;
+	*) fail "start_topology: no topology '$1'" ;;
+	esac
+	REDIS_SOCK=
+	REDIS_PORT=
+	REDIS_URL=$TOPO_SPEC
+	step "redis $1: $TOPO_SPEC (data nodes: $TOPO_PORTS)"
+}
+
+# topology_pair sentinel|cluster: start_topology, and nodes a and b on it,
+# at $A and $B.  io_timeout=1000: the longest one Redis call waits, so
+# that a call caught on a dead master fails soon and the next one goes to
+# the new master.
+topology_pair() {
+	need getfattr
+	start_topology "$1"
+	mount_objfs a "$REDIS_URL" "capacity=128M,io_timeout=1000"
+	mount_objfs b "$REDIS_URL" "capacity=128M,io_timeout=1000"
+	A=$(mnt_of a)
+	B=$(mnt_of b)
+}
+
+# start_redis_or_local: for a test that runs on objfs's own local Redis
+# (SPEC "local") under the single engine, and on the engine's topology
+# under another one; sets REDIS_URL
+start_redis_or_local() {
+	if [ "$OBJFS_TEST_ENGINE" = single ]; then
+		REDIS_URL=local
+	else
+		start_redis
+	fi
+}
+
+# needs_single_redis: skip under another engine (for a test that
+# restarts, flushes or shuts down its one redis-server)
+needs_single_redis() {
+	[ "$OBJFS_TEST_ENGINE" = single ] ||
+		skip "needs a single redis-server, not the $OBJFS_TEST_ENGINE engine"
 }
 
 # ---- mounts ----
@@ -771,6 +861,158 @@ churn_store() {
 		dd if="$T/churn" of="$mnt/churn.$CHURNS" bs=4M status=none
 		[ "$i" = 4 ] || rm "$mnt/churn.$CHURNS"
 	done
+}
+
+# ---- a create loop: files made one after another while Redis fails over ----
+
+# start_create_loop ID DIR [SECONDS]: in the background, create DIR/ID.1,
+# DIR/ID.2, ... (open O_CREAT|O_EXCL, one write, close), each with bytes
+# that only ID and N determine (1 to 20000 of them), about 20 a second,
+# until stop_create_loop ID or SECONDS (default 240) have passed.  Each
+# file gets one line in $T/loop-ID.log, "N START END OK" or
+# "N START END ERR STAGE ERRNO" (STAGE: open, write or close; times from
+# time.time()): a file whose close() succeeded is one objfs acknowledged.
+start_create_loop() {
+	local id=$1 dir=$2 secs=${3:-240} pid
+	: >"$T/loop-$id.log"
+	rm -f "$T/loop-$id.stop"
+	LIB_DIR=$LIB_DIR PYTHONDONTWRITEBYTECODE=1 python3 - "$id" "$dir" "$T/loop-$id" "$secs" <<'EOF' &
+import errno, os, sys, time
+sys.path.insert(0, os.environ["LIB_DIR"])
+from loopdata import loop_bytes
+lid, d, base, secs = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+log = open(base + ".log", "a", buffering=1)
+end = time.time() + secs
+n = 0
+while time.time() < end and not os.path.exists(base + ".stop"):
+    n += 1
+    data = loop_bytes(lid, n)
+    t0, stage = time.time(), "open"
+    try:
+        fd = os.open("%s/%s.%d" % (d, lid, n), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            stage = "write"
+            os.write(fd, data)
+        finally:
+            stage = "close"
+            os.close(fd)
+        log.write("%d %.3f %.3f OK\n" % (n, t0, time.time()))
+    except OSError as e:
+        log.write("%d %.3f %.3f ERR %s %s\n" % (n, t0, time.time(), stage,
+                                                errno.errorcode.get(e.errno, str(e.errno))))
+        time.sleep(0.1)
+    time.sleep(0.04)
+EOF
+	pid=$!
+	BG_PIDS+=("$pid")
+	echo "$pid" >"$T/loop-$id.pid"
+	step "create loop $id in $dir (pid $pid)"
+}
+
+# creates_in DIR: create a file of a fresh name in DIR (for eventually:
+# a name whose create failed is never tried again, whatever that failure
+# left behind)
+creates_in() { timeout -k 5 30 cp /etc/hostname "$1/probe.$(date +%s%N)"; }
+
+# loop_acked ID: how many files loop ID has had acknowledged so far
+loop_acked() { grep -c ' OK$' "$T/loop-$1.log" || true; }
+
+# _loop_acked_over ID N: for eventually
+_loop_acked_over() {
+	local n
+	n=$(loop_acked "$1")
+	[ "$n" -gt "$2" ] || {
+		echo "loop $1: $n files acknowledged, last: $(tail -n 1 "$T/loop-$1.log")"
+		return 1
+	}
+}
+
+# wait_loop_acks ID N SECONDS: until loop ID has had N more files
+# acknowledged than now (objfs works, whatever happened meanwhile)
+wait_loop_acks() {
+	eventually "$3" _loop_acked_over "$1" "$(($(loop_acked "$1") + $2 - 1))"
+}
+
+# stop_create_loop ID: stop loop ID after the file it is making; fails if
+# that takes more than 60 s (a hung call)
+stop_create_loop() {
+	local id=$1 pid i
+	pid=$(cat "$T/loop-$id.pid")
+	touch "$T/loop-$id.stop"
+	for ((i = 0; i < 600; i++)); do
+		[ -n "$(alive "$pid")" ] || break
+		sleep 0.1
+	done
+	[ -z "$(alive "$pid")" ] ||
+		fail "create loop $id is stuck 60 s after it was told to stop (last: $(tail -n 1 "$T/loop-$id.log"))"
+	wait "$pid" 2>/dev/null || true
+	step "create loop $id stopped: $(loop_acked "$id") of $(wc -l <"$T/loop-$id.log") files acknowledged"
+}
+
+# check_create_loop ID DIR: loop ID's files as DIR lists them (the
+# directory the loop wrote to, or the same directory on another node):
+# every acknowledged file is there with its bytes; any other file of the
+# loop there is one it tried (a close() that failed keeps the object and
+# publishes it later) and has its bytes too; no name is listed twice.
+# Prints "ACKED FAILED FIRST_ERR LAST_ERR" (the end times of the first and
+# last failed file, 0 if none); else prints the problems and returns 1.
+# For eventually.
+check_create_loop() {
+	LIB_DIR=$LIB_DIR PYTHONDONTWRITEBYTECODE=1 timeout -k 5 120 python3 - "$1" "$2" "$T/loop-$1.log" <<'EOF'
+import os, sys
+sys.path.insert(0, os.environ["LIB_DIR"])
+from loopdata import loop_bytes
+lid, d, logf = sys.argv[1:4]
+tried, acked, errs = set(), set(), []
+for line in open(logf):
+    f = line.split()
+    if len(f) < 4 or not line.endswith("\n"):
+        continue  # the line being written
+    tried.add(int(f[0]))
+    if f[3] == "OK":
+        acked.add(int(f[0]))
+    else:
+        errs.append(float(f[2]))
+names = os.listdir(d)
+bad = []
+dups = sorted({x for x in names if names.count(x) > 1})
+if dups:
+    bad.append("listed twice: " + " ".join(dups[:10]))
+present = {}
+for x in names:
+    if x.startswith(lid + ".") and x[len(lid) + 1:].isdigit():
+        present[int(x[len(lid) + 1:])] = x
+bad += ["acknowledged but missing: %s.%d" % (lid, n) for n in sorted(acked - set(present))]
+bad += ["never made, yet listed: %s.%d" % (lid, n) for n in sorted(set(present) - tried)]
+for n in sorted(set(present) & tried):
+    want = loop_bytes(lid, n)
+    try:
+        with open(os.path.join(d, present[n]), "rb") as f:
+            got = f.read()
+    except OSError as e:
+        if n in acked:
+            bad.append("%s.%d: %s" % (lid, n, e))
+        continue
+    if got != want:
+        bad.append("%s.%d: wrong bytes (%d read, %d written)" % (lid, n, len(got), len(want)))
+if bad:
+    print("%s: %d problems: %s" % (d, len(bad), "; ".join(bad[:20])))
+    sys.exit(1)
+print(len(acked), len(errs), "%.3f" % min(errs, default=0), "%.3f" % max(errs, default=0))
+EOF
+}
+
+# verify_create_loop ID DIR [SECONDS]: check_create_loop until it holds
+# (SECONDS, default 30: failed closes publish late, another node learns
+# of names late); sets LOOP_ACKED, LOOP_FAILED, LOOP_FIRST_ERR and
+# LOOP_LAST_ERR
+LOOP_ACKED=0 LOOP_FAILED=0 LOOP_FIRST_ERR=0 LOOP_LAST_ERR=0
+verify_create_loop() {
+	local out
+	eventually "${3:-30}" check_create_loop "$1" "$2"
+	out=$(check_create_loop "$1" "$2") || fail "create loop $1 in $2: $out"
+	read -r LOOP_ACKED LOOP_FAILED LOOP_FIRST_ERR LOOP_LAST_ERR <<<"$out"
+	step "create loop $1 in $2: $LOOP_ACKED acknowledged files intact; $LOOP_FAILED failed"
 }
 
 # ---- passthrough (issue 10) ----

@@ -5,7 +5,8 @@
 . "$(dirname "$0")/../lib.sh"
 
 need python3
-mount_objfs n1 local "capacity=256M"
+start_redis_or_local
+mount_objfs n1 "$REDIS_URL" "capacity=256M"
 M=$(mnt_of n1)
 
 for size in 1 4096 5000000 $((16 << 20)); do

@@ -5,7 +5,8 @@
 . "$(dirname "$0")/../lib.sh"
 
 need tar diff
-mount_objfs n1 local "capacity=256M"
+start_redis_or_local
+mount_objfs n1 "$REDIS_URL" "capacity=256M"
 M=$(mnt_of n1)
 
 step "make a source tree"

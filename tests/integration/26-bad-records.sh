@@ -98,7 +98,7 @@ echo x >"$M/after-epoch/f"
 assert_eq x "$(cat "$M/after-epoch/f")" "a file written after the epoch broke"
 redis_up
 # the ticker reads the epoch every 5 s
-has_epoch_line() { grep -qE "corrupt record.*'objfs:\{ns\}:epoch'.*wrong type" "$LOG"; }
+has_epoch_line() { grep -qE "corrupt record.*'\{objfs\}:epoch'.*wrong type" "$LOG"; }
 eventually 15 has_epoch_line
 assert_no_match 'unreachable' "$(new_log)" "log after the epoch broke"
 
