@@ -208,6 +208,41 @@ static const char script_getattr[] =
 static const char script_readdir[] = LUA_NS "needdir(ARGV[4])\n"
 					    "return call('HGETALL', dkey(ARGV[4]))\n";
 
+/*
+ * ARGV[4] directory id, ARGV[5] HSCAN cursor ("0" to start).  One page of
+ * the listing: HSCAN ... COUNT 1000, so that a huge directory never holds
+ * Redis up for long.  Returns {next cursor ("0": done), entries}, entries
+ * being name, then for each name what lookup returns for it: {"d<id>",
+ * mtime, nsub} or {"f<id>", size, csum, mtime, origin} (nil fields where
+ * the record is damaged), or {value} alone when the value is not an entry
+ * (meta.c skips the name and says why).  A name may come twice (HSCAN
+ * does that while the hash is resized): the caller dedupes.
+ */
+static const char script_readdir_page[] =
+    LUA_NS "local dir = ARGV[4]\n"
+	   "needdir(dir)\n"
+	   "local page = call('HSCAN', dkey(dir), ARGV[5], 'COUNT', 1000)\n"
+	   "local kv, out = page[2], {}\n"
+	   "for i = 1, #kv, 2 do\n"
+	   "  local name, v = kv[i], kv[i + 1]\n"
+	   "  if string.sub(name, 1, 1) ~= '/' then\n"
+	   "    local ok, k, id = pcall(parse, v, dir, name)\n"
+	   "    local e\n"
+	   "    if not ok then\n"
+	   "      e = {v}\n"
+	   "    elseif k == 'd' then\n"
+	   "      local a = call('HMGET', dkey(id), '/mtime', '/nsub')\n"
+	   "      e = {v, a[1], a[2]}\n"
+	   "    else\n"
+	   "      local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
+	   "      e = {v, a[1], a[2], a[3], a[4]}\n"
+	   "    end\n"
+	   "    out[#out + 1] = name\n"
+	   "    out[#out + 1] = e\n"
+	   "  end\n"
+	   "end\n"
+	   "return {page[1], out}\n";
+
 /* ARGV[4] parent, ARGV[5] name, ARGV[6] mtime, ARGV[7] the new id (EAGAIN
  * if it is in use).  Returns the new id. */
 static const char script_mkdir[] =
@@ -677,7 +712,7 @@ const char *const meta_script_src[META_NSCRIPTS] = {
     [MS_RELEASE] = script_release, [MS_PATH] = script_path,
     [MS_LOCATE] = script_locate,   [MS_RELEASE_REPLICA] = script_release_replica,
     [MS_MEMBERS] = script_members, [MS_ADD_HOLDER] = script_add_holder,
-    [MS_OBJPATH] = script_objpath,
+    [MS_OBJPATH] = script_objpath, [MS_READDIR_PAGE] = script_readdir_page,
 };
 
 const char *const meta_script_name[META_NSCRIPTS] = {
@@ -691,5 +726,5 @@ const char *const meta_script_name[META_NSCRIPTS] = {
     [MS_RELEASE] = "release", [MS_PATH] = "path",
     [MS_LOCATE] = "locate",   [MS_RELEASE_REPLICA] = "release-replica",
     [MS_MEMBERS] = "members", [MS_ADD_HOLDER] = "add_holder",
-    [MS_OBJPATH] = "objpath",
+    [MS_OBJPATH] = "objpath", [MS_READDIR_PAGE] = "readdir_page",
 };
