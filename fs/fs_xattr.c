@@ -313,6 +313,7 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	CTR("stale_holders_dropped", fst.stale_holders);
 	CTR("evictions", fst.evictions);
 	CTR("invalidations", FS_LOAD(fs, invalidations));
+	CTR("listings", FS_LOAD(fs, listings));
 #undef CTR
 	if (fs->cfg.transport) {
 		struct transport *t = fs->cfg.transport;
