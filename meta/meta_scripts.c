@@ -215,7 +215,8 @@ static const char script_readdir[] = LUA_NS "needdir(ARGV[4])\n"
  * being name, then for each name what lookup returns for it: {"d<id>",
  * mtime, nsub} or {"f<id>", size, csum, mtime, origin} (nil fields where
  * the record is damaged), or {value} alone when the value is not an entry
- * (meta.c skips the name and says why).  A name may come twice (HSCAN
+ * (meta.c skips the name and says why) or its record is not a hash (the
+ * name is listed without attributes; a lookup of it says why).  A name may come twice (HSCAN
  * does that while the hash is resized): the caller dedupes.
  */
 static const char script_readdir_page[] =
@@ -227,15 +228,13 @@ static const char script_readdir_page[] =
 	   "  local name, v = kv[i], kv[i + 1]\n"
 	   "  if string.sub(name, 1, 1) ~= '/' then\n"
 	   "    local ok, k, id = pcall(parse, v, dir, name)\n"
-	   "    local e\n"
-	   "    if not ok then\n"
-	   "      e = {v}\n"
-	   "    elseif k == 'd' then\n"
-	   "      local a = call('HMGET', dkey(id), '/mtime', '/nsub')\n"
-	   "      e = {v, a[1], a[2]}\n"
-	   "    else\n"
-	   "      local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
-	   "      e = {v, a[1], a[2], a[3], a[4]}\n"
+	   "    local e, a = {v}\n"
+	   "    if ok and k == 'd' then\n"
+	   "      ok, a = pcall(call, 'HMGET', dkey(id), '/mtime', '/nsub')\n"
+	   "      if ok then e = {v, a[1], a[2]} end\n"
+	   "    elseif ok then\n"
+	   "      ok, a = pcall(call, 'HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
+	   "      if ok then e = {v, a[1], a[2], a[3], a[4]} end\n"
 	   "    end\n"
 	   "    out[#out + 1] = name\n"
 	   "    out[#out + 1] = e\n"

@@ -1505,8 +1505,10 @@ TEST(readdir_page)
 	rdo("HSET t-page:{ns}:d:%" PRIu64 " bad garbage", sub);
 	rdo("HSET t-page:{ns}:d:%" PRIu64 " ghost f777777", sub);
 	rdo("HSET t-page:{ns}:d:%" PRIu64 " ghostdir d777777", sub);
+	rdo("SET t-page:o:{777778} string");
+	rdo("HSET t-page:{ns}:d:%" PRIu64 " wrongtype f777778", sub);
 	all = all_pages(m, sub, &n, &pages);
-	CHECK_EQ(n, 2);
+	CHECK_EQ(n, 3);
 	qsort(all, n, sizeof(*all), cmp_name);
 	CHECK_STR(all[0].name, "ghost");
 	CHECK(!all[0].attr);
@@ -1515,6 +1517,9 @@ TEST(readdir_page)
 	CHECK_STR(all[1].name, "ghostdir");
 	CHECK(!all[1].attr);
 	CHECK_EQ(all[1].e.kind, META_DIR);
+	CHECK_STR(all[2].name, "wrongtype");
+	CHECK(!all[2].attr);
+	CHECK_EQ(all[2].e.id, 777778);
 	free(all);
 
 	cursor = 0;
