@@ -12,6 +12,7 @@
  * A file still being written here lives only in the overlay: unlink and
  * rename act on it there, after any seal of it already running.
  */
+#define _GNU_SOURCE /* qsort_r */
 #include "fs_i.h"
 
 #include <errno.h>
@@ -241,133 +242,418 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fs_reply_attr(req, fs, ino);
 }
 
-/* ---- directories ---- */
+/* ---- directories ----
+ *
+ * A handle's listing is read at its first READDIR, not at OPENDIR: while
+ * the kernel still has the listing cached (cache_readdir, keep_cache),
+ * OPENDIR and RELEASEDIR are all it sends.  It is read page by page
+ * (meta_readdir_page(), with every entry's attributes), sorted, deduped
+ * (a page may repeat a name), and the files being written here are
+ * merged in: one that replaces a name takes that name's place, as it
+ * does in a lookup.  READDIR and READDIRPLUS serve from it; READDIRPLUS
+ * also hands the kernel each entry's inode and attributes, as a lookup
+ * would, so that `ls -l` needs no LOOKUP per name.
+ *
+ * The kernel drops a cached listing itself on changes made through this
+ * mount; fs_notify_dir() (fs_inval.c) drops it on every change another
+ * node publishes and on every change the daemon makes on its own.  A
+ * change noticed while a listing is being read may find nothing cached
+ * yet, and the kernel would then cache the listing read before the
+ * change: the directory's dir_gen moved meanwhile, and RELEASEDIR drops
+ * the listing again.
+ */
 
-struct dirlist {
-	struct meta_dirent *ents; /* from meta, or NULL */
-	size_t n;
-	char (*extra)[OBJFS_NAME_MAX + 1]; /* pending files here */
-	uint64_t *extra_ids;
-	size_t nextra;
+/* a listing larger than this gives EFBIG (as meta's own bound) */
+#define DIR_ENTS_MAX (1u << 20)
+/* pages of one listing: far more than DIR_ENTS_MAX names need */
+#define DIR_PAGES_MAX (1u << 20)
+
+struct dir_ent {
+	struct meta_entry e; /* kind and id; the attributes if attr */
+	uint32_t name;	     /* offset in dirlist.names */
+	bool attr;
+	bool pending; /* a file being written here: attributes from its inode */
 };
 
-static void dirlist_free(struct dirlist *d)
+/* An open directory handle.  All fields are guarded by lock: the kernel
+ * sends one READDIR at a time per handle anyway. */
+struct dirlist {
+	pthread_mutex_t lock;
+	bool loaded;
+	uint64_t gen; /* the directory's dir_gen when the listing was read */
+	struct dir_ent *ents;
+	size_t n, cap;
+	char *names;
+	size_t names_len, names_cap;
+};
+
+static const char *ent_name(const struct dirlist *d, const struct dir_ent *de)
 {
-	if (!d)
-		return;
-	meta_dirents_free(d->ents);
-	free(d->extra);
-	free(d->extra_ids);
-	free(d);
+	return d->names + de->name;
+}
+
+static void dirlist_clear(struct dirlist *d)
+{
+	free(d->ents);
+	free(d->names);
+	d->ents = NULL;
+	d->names = NULL;
+	d->n = d->cap = d->names_len = d->names_cap = 0;
+	d->loaded = false;
+}
+
+static int dirlist_add(struct dirlist *d, const char *name, const struct meta_entry *e, bool attr,
+		       bool pending)
+{
+	size_t len = strlen(name) + 1;
+	struct dir_ent *de;
+
+	if (d->n >= DIR_ENTS_MAX)
+		return -EFBIG;
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? 2 * d->cap : 64;
+		struct dir_ent *ents = realloc(d->ents, cap * sizeof(*ents));
+
+		if (!ents)
+			return -ENOMEM;
+		d->ents = ents;
+		d->cap = cap;
+	}
+	if (d->names_len + len > d->names_cap) {
+		size_t cap = d->names_cap ? 2 * d->names_cap : 4096;
+		char *names;
+
+		while (cap < d->names_len + len)
+			cap *= 2;
+		names = realloc(d->names, cap);
+		if (!names)
+			return -ENOMEM;
+		d->names = names;
+		d->names_cap = cap;
+	}
+	de = &d->ents[d->n++];
+	de->e = *e;
+	de->name = (uint32_t)d->names_len;
+	de->attr = attr;
+	de->pending = pending;
+	memcpy(d->names + d->names_len, name, len);
+	d->names_len += len;
+	return 0;
+}
+
+static int ent_cmp(const void *a, const void *b, void *names)
+{
+	return strcmp((const char *)names + ((const struct dir_ent *)a)->name,
+		      (const char *)names + ((const struct dir_ent *)b)->name);
+}
+
+/* Index of @name among the first @n (sorted) entries, or -1. */
+static ssize_t dirlist_find(const struct dirlist *d, size_t n, const char *name)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(name, ent_name(d, &d->ents[mid]));
+
+		if (c == 0)
+			return (ssize_t)mid;
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return -1;
+}
+
+/* Sort the names read from Redis and drop the repeats (the first wins:
+ * HSCAN repeats a name only when the hash was resized meanwhile). */
+static void dirlist_sort_unique(struct dirlist *d)
+{
+	size_t i, n = 0;
+
+	qsort_r(d->ents, d->n, sizeof(*d->ents), ent_cmp, d->names);
+	for (i = 0; i < d->n; i++) {
+		if (n && !strcmp(ent_name(d, &d->ents[i]), ent_name(d, &d->ents[n - 1])))
+			continue;
+		d->ents[n++] = d->ents[i];
+	}
+	d->n = n;
+}
+
+/* The files being written here in @dir: each takes the place of the name
+ * it replaces, or comes after the names read from Redis.  Called with
+ * fs->lock held. */
+static int dirlist_merge_pending(struct fs *fs, struct dirlist *d, uint64_t dir)
+{
+	size_t sorted = d->n;
+	struct pending *p;
+	int r;
+
+	for (p = fs->pending; p; p = p->next) {
+		struct meta_entry e = {.kind = META_FILE, .id = p->id};
+		ssize_t k;
+
+		if (p->parent != dir || p->unlinked)
+			continue;
+		k = dirlist_find(d, sorted, p->name);
+		if (k >= 0) {
+			d->ents[k].e = e;
+			d->ents[k].attr = false;
+			d->ents[k].pending = true;
+			continue;
+		}
+		r = dirlist_add(d, p->name, &e, false, true);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Read the listing of @dir into @d, replacing what it had. */
+static int dirlist_load(struct fs *fs, struct dirlist *d, uint64_t dir)
+{
+	struct meta_dirent_plus *page;
+	uint64_t cursor = 0;
+	unsigned pages = 0;
+	struct inode *in;
+	size_t n, i;
+	int r;
+
+	dirlist_clear(d);
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find(fs, dir);
+	d->gen = in ? in->dir_gen : 0;
+	pthread_mutex_unlock(&fs->lock);
+	do {
+		if (++pages > DIR_PAGES_MAX)
+			return -EFBIG;
+		r = meta_readdir_page(fs->meta, dir, &cursor, &page, &n);
+		if (r < 0)
+			return r;
+		for (i = 0; i < n && r == 0; i++)
+			r = dirlist_add(d, page[i].name, &page[i].e, page[i].attr, false);
+		free(page);
+		if (r < 0)
+			return r;
+	} while (cursor);
+	dirlist_sort_unique(d);
+	pthread_mutex_lock(&fs->lock);
+	r = dirlist_merge_pending(fs, d, dir);
+	pthread_mutex_unlock(&fs->lock);
+	if (r == 0) {
+		d->loaded = true;
+		FS_COUNT(fs, listings, 1);
+	}
+	return r;
 }
 
 void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fuse_req_userdata(req);
 	struct dirlist *d;
-	struct pending *p;
-	size_t n = 0;
-	int r;
+	struct inode *in;
 
 	d = calloc(1, sizeof(*d));
 	if (!d) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	r = meta_readdir(fs->meta, ino, &d->ents, &d->n);
-	if (r < 0) {
+	pthread_mutex_lock(&fs->lock);
+	/* held by the handle: its dir_gen must outlive a FORGET */
+	in = inode_get(fs, ino, META_DIR);
+	if (in)
+		in->handles++;
+	pthread_mutex_unlock(&fs->lock);
+	if (!in) {
 		free(d);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_init(&d->lock, NULL);
+	fi->fh = (uintptr_t)d;
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
+	if (fuse_reply_open(req, fi) < 0) {
+		pthread_mutex_destroy(&d->lock);
+		free(d);
+		pthread_mutex_lock(&fs->lock);
+		inode_put_handle(fs, ino);
+		pthread_mutex_unlock(&fs->lock);
+	}
+}
+
+/*
+ * The inode of @de for READDIRPLUS, made or refreshed as a lookup would
+ * (without its reference), or NULL if the kernel is to look the name up
+ * itself (attributes damaged, a file being written here that is not any
+ * more).  Called with fs->lock held.
+ */
+static struct inode *plus_inode(struct fs *fs, uint64_t dir, const char *name,
+				const struct dir_ent *de)
+{
+	struct inode *in;
+
+	if (de->pending) {
+		struct pending *p = pending_find(fs, dir, name);
+
+		if (p && p->id == de->e.id) {
+			in = inode_get(fs, p->id, META_FILE);
+			if (in)
+				in->pending = p;
+			return in;
+		}
+		in = inode_find(fs, de->e.id);
+		return in && in->sealed && !in->pending ? in : NULL;
+	}
+	if (!de->attr)
+		return NULL;
+	in = inode_get(fs, de->e.id, de->e.kind);
+	if (!in)
+		return NULL;
+	inode_update(in, &de->e);
+	if (de->e.kind == META_FILE)
+		inode_set_name(in, dir, name);
+	dcache_put(fs, dir, name, de->e.kind, de->e.id);
+	return in;
+}
+
+/* Fill @buf (@size bytes) with the entries from @off on; with @plus, the
+ * inodes handed over go into @ids (room for as many entries as fit) and
+ * are counted as looked up.  Returns the bytes used. */
+static size_t dir_fill(fuse_req_t req, struct fs *fs, uint64_t ino, struct dirlist *d, char *buf,
+		       size_t size, off_t off, bool plus, uint64_t *ids, size_t *ret_nids)
+{
+	size_t total = 2 + d->n, used = 0, nids = 0;
+	off_t i;
+
+	if (plus)
+		pthread_mutex_lock(&fs->lock);
+	for (i = off; i >= 0 && (size_t)i < total; i++) {
+		struct fuse_entry_param ep;
+		struct inode *in = NULL;
+		const char *name;
+		size_t len;
+
+		memset(&ep, 0, sizeof(ep));
+		ep.attr.st_mode = S_IFDIR;
+		if (i == 0) {
+			name = ".";
+			ep.attr.st_ino = ino;
+		} else if (i == 1) {
+			name = "..";
+			ep.attr.st_ino = META_ROOT_ID;
+		} else {
+			const struct dir_ent *de = &d->ents[i - 2];
+
+			name = ent_name(d, de);
+			ep.attr.st_ino = de->e.id;
+			ep.attr.st_mode = de->e.kind == META_DIR ? S_IFDIR : S_IFREG;
+			if (plus)
+				in = plus_inode(fs, ino, name, de);
+			if (in)
+				fs_fill_entry(fs, in, &ep);
+		}
+		if (plus)
+			len =
+			    fuse_add_direntry_plus(req, buf + used, size - used, name, &ep, i + 1);
+		else
+			len =
+			    fuse_add_direntry(req, buf + used, size - used, name, &ep.attr, i + 1);
+		if (len > size - used) {
+			/* not handed over: not looked up either */
+			if (in)
+				inode_forget(fs, in->ino, 0);
+			break;
+		}
+		used += len;
+		if (in) {
+			in->nlookup++;
+			ids[nids++] = in->ino;
+		}
+	}
+	if (plus)
+		pthread_mutex_unlock(&fs->lock);
+	*ret_nids = nids;
+	return used;
+}
+
+static void dir_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *fi, bool plus)
+{
+	struct fs *fs = fuse_req_userdata(req);
+	struct dirlist *d = (struct dirlist *)(uintptr_t)fi->fh;
+	uint64_t *ids = NULL;
+	size_t used, nids = 0, i;
+	char *buf;
+	int r = 0;
+
+	buf = malloc(size);
+	/* an entry takes 24 bytes at least, 152 with attributes */
+	if (buf && plus)
+		ids = calloc(size / 152 + 1, sizeof(*ids));
+	if (!buf || (plus && !ids)) {
+		free(buf);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_lock(&d->lock);
+	/* offset 0 is also a rewinddir(), which must see the changes since */
+	if (!d->loaded || off == 0)
+		r = dirlist_load(fs, d, ino);
+	if (r < 0) {
+		dirlist_clear(d);
+		pthread_mutex_unlock(&d->lock);
+		free(ids);
+		free(buf);
 		fuse_reply_err(req,
 			       r == -ENOENT ? ENOENT : fs_reply_errno(fs, r, "readdir", ino, NULL));
 		return;
 	}
-	pthread_mutex_lock(&fs->lock);
-	for (p = fs->pending; p; p = p->next)
-		if (p->parent == ino && !p->unlinked)
-			n++;
-	if (n) {
-		d->extra = calloc(n, sizeof(*d->extra));
-		d->extra_ids = calloc(n, sizeof(*d->extra_ids));
-		if (d->extra && d->extra_ids) {
-			for (p = fs->pending; p && d->nextra < n; p = p->next) {
-				if (p->parent != ino || p->unlinked)
-					continue;
-				memcpy(d->extra[d->nextra], p->name, sizeof(p->name));
-				d->extra_ids[d->nextra++] = p->id;
-			}
-		}
+	used = dir_fill(req, fs, ino, d, buf, size, off, plus, ids, &nids);
+	pthread_mutex_unlock(&d->lock);
+	if (fuse_reply_buf(req, buf, used) < 0 && nids) {
+		/* the kernel never saw these entries */
+		pthread_mutex_lock(&fs->lock);
+		for (i = 0; i < nids; i++)
+			inode_forget(fs, ids[i], 1);
+		pthread_mutex_unlock(&fs->lock);
 	}
-	pthread_mutex_unlock(&fs->lock);
-	fi->fh = (uintptr_t)d;
-	fi->cache_readdir = 0;
-	fuse_reply_open(req, fi);
-}
-
-static bool dirlist_has(const struct dirlist *d, const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < d->n; i++)
-		if (!strcmp(d->ents[i].name, name))
-			return true;
-	return false;
+	free(ids);
+	free(buf);
 }
 
 void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		   struct fuse_file_info *fi)
 {
-	struct dirlist *d = (struct dirlist *)(uintptr_t)fi->fh;
-	size_t total = 2 + d->n + d->nextra, used = 0;
-	char *buf;
-	off_t i;
+	dir_read(req, ino, size, off, fi, false);
+}
 
-	buf = malloc(size);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	for (i = off; i >= 0 && (size_t)i < total; i++) {
-		struct stat st = {0};
-		const char *name;
-		size_t len;
-
-		if (i == 0) {
-			name = ".";
-			st.st_ino = ino;
-			st.st_mode = S_IFDIR;
-		} else if (i == 1) {
-			name = "..";
-			st.st_ino = META_ROOT_ID;
-			st.st_mode = S_IFDIR;
-		} else if ((size_t)i - 2 < d->n) {
-			const struct meta_dirent *de = &d->ents[i - 2];
-
-			name = de->name;
-			st.st_ino = de->id;
-			st.st_mode = de->kind == META_DIR ? S_IFDIR : S_IFREG;
-		} else {
-			size_t k = (size_t)i - 2 - d->n;
-
-			/* a replacement being written shows once, as the name */
-			if (dirlist_has(d, d->extra[k]))
-				continue;
-			name = d->extra[k];
-			st.st_ino = d->extra_ids[k];
-			st.st_mode = S_IFREG;
-		}
-		len = fuse_add_direntry(req, buf + used, size - used, name, &st, i + 1);
-		if (len > size - used)
-			break;
-		used += len;
-	}
-	fuse_reply_buf(req, buf, used);
-	free(buf);
+void fs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	dir_read(req, ino, size, off, fi, true);
 }
 
 void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	dirlist_free((struct dirlist *)(uintptr_t)fi->fh);
+	struct fs *fs = fuse_req_userdata(req);
+	struct dirlist *d = (struct dirlist *)(uintptr_t)fi->fh;
+	struct inode *in;
+	bool stale;
+
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find(fs, ino);
+	stale = d->loaded && in && in->dir_gen != d->gen;
+	inode_put_handle(fs, ino);
+	pthread_mutex_unlock(&fs->lock);
 	fuse_reply_err(req, 0);
+	/* the kernel may have cached what we read before a change */
+	if (stale)
+		fs_notify_dir(fs, ino);
+	dirlist_clear(d);
+	pthread_mutex_destroy(&d->lock);
+	free(d);
 }
 
 void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)

@@ -135,6 +135,9 @@ struct inode {
 	int64_t dir_mtime; /* fs->lock */
 	uint64_t dir_nsub; /* fs->lock */
 	int64_t dir_at;	   /* fs->lock */
+	/* directories: +1 at every change of the listing the kernel may have
+	 * cached that it was told about (fs_notify_dir()); fs->lock */
+	uint64_t dir_gen;
 	UT_hash_handle hh;
 };
 
@@ -204,6 +207,8 @@ struct fs {
 		    invalidations, inval_own;
 		/* opens answered in each enum fs_io; READ requests served */
 		atomic_uint_fast64_t opens_cached, opens_direct, opens_pt, reads;
+		/* directory listings read from Redis (the kernel's cache missed) */
+		atomic_uint_fast64_t listings;
 	} cnt;
 };
 
@@ -232,6 +237,8 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		   struct fuse_file_info *fi);
+void fs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi);
 void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
 void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
@@ -287,8 +294,12 @@ void fs_reap_pending(struct fs *fs);
 
 /* ---- fs_inval.c ---- */
 /* Make the kernel forget its entry for @name (which no longer names what
- * it cached).  Never call with fs->lock held. */
+ * it cached), and its listing of @parent.  Never call with fs->lock held. */
 void fs_notify_gone(struct fs *fs, uint64_t parent, const char *name);
+/* The listing of directory @dir changed: make the kernel drop its cached
+ * listing and attributes of @dir, and tell the handles reading it now
+ * (dir_gen).  Never call with fs->lock held. */
+void fs_notify_dir(struct fs *fs, uint64_t dir);
 /* Make the kernel drop its cached pages of @ino.  Never call with
  * fs->lock held, nor from a thread that serves FUSE requests. */
 void fs_notify_data_gone(struct fs *fs, uint64_t ino);
@@ -350,6 +361,8 @@ void dcache_learn(struct fs *fs, uint64_t parent, const char *name, enum meta_ki
 void fs_fill_attr(struct fs *fs, struct inode *in, struct stat *st);
 /* How long the kernel may cache @in's attributes. */
 double fs_attr_timeout(const struct inode *in);
+/* The entry of @in as a lookup gives it (no reference taken). */
+void fs_fill_entry(struct fs *fs, struct inode *in, struct fuse_entry_param *e);
 /* Take a lookup reference on @in and reply with its entry; drops fs->lock
  * before replying. */
 int fs_reply_entry_unlock(fuse_req_t req, struct fs *fs, struct inode *in);

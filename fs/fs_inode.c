@@ -414,17 +414,22 @@ double fs_attr_timeout(const struct inode *in)
 	return in->pending ? 0.0 : FS_FILE_ATTR_TIMEOUT;
 }
 
+void fs_fill_entry(struct fs *fs, struct inode *in, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = in->ino;
+	e->generation = 1;
+	fs_fill_attr(fs, in, &e->attr);
+	e->attr_timeout = fs_attr_timeout(in);
+	e->entry_timeout = FS_ENTRY_TIMEOUT;
+}
+
 int fs_reply_entry_unlock(fuse_req_t req, struct fs *fs, struct inode *in)
 {
 	struct fuse_entry_param e;
 
-	memset(&e, 0, sizeof(e));
 	in->nlookup++;
-	e.ino = in->ino;
-	e.generation = 1;
-	fs_fill_attr(fs, in, &e.attr);
-	e.attr_timeout = fs_attr_timeout(in);
-	e.entry_timeout = FS_ENTRY_TIMEOUT;
+	fs_fill_entry(fs, in, &e);
 	pthread_mutex_unlock(&fs->lock);
 	return fuse_reply_entry(req, &e);
 }

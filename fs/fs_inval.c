@@ -4,9 +4,13 @@
  *
  * Every namespace change anywhere is published by Redis; the subscriber
  * thread of meta calls fs_on_inval(), which drops the kernel's cached
- * entries for the name (FUSE notify) and, for an object that was deleted,
- * this node's copy (its pages go once no reader has it open).  After a
- * gap in the subscription (Redis was away), every cached name is dropped,
+ * entry for the name and its cached listing of the directory (FUSE
+ * notify; see fs_dir.c for why a listing may need it twice) and, for an
+ * object that was deleted, this node's copy (its pages go once no reader
+ * has it open).  Changes the daemon makes on its own (a write given up, a
+ * replacement published, a name taken meanwhile) drop the listing too.
+ * After a gap in the subscription (Redis was away), every cached name
+ * and listing is dropped,
  * since messages may have been missed, and the store is reconciled with
  * Redis at once (fs_tick()), as it is on "resync": Redis lost writes.
  *
@@ -21,10 +25,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-void fs_notify_gone(struct fs *fs, uint64_t parent, const char *name)
+static void notify_entry(struct fs *fs, uint64_t parent, const char *name)
 {
 	if (fs->se && atomic_load(&fs->mounted))
 		fuse_lowlevel_notify_inval_entry(fs->se, parent, name, strlen(name));
+}
+
+/* The kernel keeps a directory's cached listing in the directory's
+ * pages: dropping them all (offset 0) drops it, with its attributes.
+ * (Dropping the attributes alone would do only if something read them
+ * again before the listing, such as the stat(2) of `ls`.) */
+static void notify_listing(struct fs *fs, uint64_t dir)
+{
+	if (fs->se && atomic_load(&fs->mounted))
+		fuse_lowlevel_notify_inval_inode(fs->se, dir, 0, 0);
+}
+
+void fs_notify_dir(struct fs *fs, uint64_t dir)
+{
+	struct inode *in;
+
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find(fs, dir);
+	if (in)
+		in->dir_gen++;
+	pthread_mutex_unlock(&fs->lock);
+	notify_listing(fs, dir);
+}
+
+void fs_notify_gone(struct fs *fs, uint64_t parent, const char *name)
+{
+	notify_entry(fs, parent, name);
+	fs_notify_dir(fs, parent);
 }
 
 void fs_notify_data_gone(struct fs *fs, uint64_t ino)
@@ -33,7 +65,31 @@ void fs_notify_data_gone(struct fs *fs, uint64_t ino)
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
 }
 
-/* Drop every name the kernel may have cached (messages were lost). */
+/* Drop every listing the kernel may have cached. */
+static void inval_listings(struct fs *fs)
+{
+	struct inode *in, *tmp;
+	uint64_t *dirs;
+	size_t n = 0, cap, i;
+
+	pthread_mutex_lock(&fs->lock);
+	cap = HASH_COUNT(fs->inodes);
+	dirs = calloc(cap ? cap : 1, sizeof(*dirs));
+	HASH_ITER (hh, fs->inodes, in, tmp) {
+		if (in->kind != META_DIR)
+			continue;
+		in->dir_gen++;
+		if (dirs && n < cap)
+			dirs[n++] = in->ino;
+	}
+	pthread_mutex_unlock(&fs->lock);
+	for (i = 0; i < n; i++)
+		notify_listing(fs, dirs[i]);
+	free(dirs);
+}
+
+/* Drop every name and listing the kernel may have cached (messages were
+ * lost). */
 static void inval_all(struct fs *fs)
 {
 	struct dentry *d, *tmp;
@@ -54,11 +110,12 @@ static void inval_all(struct fs *fs)
 
 		if (slash) {
 			*slash = '\0';
-			fs_notify_gone(fs, strtoull(keys[i], NULL, 10), slash + 1);
+			notify_entry(fs, strtoull(keys[i], NULL, 10), slash + 1);
 		}
 		free(keys[i]);
 	}
 	free(keys);
+	inval_listings(fs);
 	log_info("invalidation messages may have been missed; dropped %zu cached names", n);
 }
 
@@ -133,13 +190,11 @@ void fs_on_inval(void *arg, const struct meta_inval *ev)
 	 * right. */
 	if (ev->origin[0] && !strcmp(ev->origin, fs->cfg.node)) {
 		FS_COUNT(fs, inval_own, 1);
-	} else if (fs->se && atomic_load(&fs->mounted)) {
+	} else {
 		/* another node changed the directory: read its attributes
-		 * again */
+		 * again; its listing, mtime and link count changed */
 		dir_touched_unlocked(fs, ev->parent, true);
-		fuse_lowlevel_notify_inval_entry(fs->se, ev->parent, ev->name, strlen(ev->name));
-		/* the directory's mtime and link count changed */
-		fuse_lowlevel_notify_inval_inode(fs->se, ev->parent, -1, 0);
+		fs_notify_gone(fs, ev->parent, ev->name);
 	}
 	if (!strcmp(ev->kind, "unlink"))
 		drop_deleted(fs, ev->id);

@@ -209,6 +209,10 @@ static int publish(struct fs *fs, uint64_t id, uint64_t parent, const char *name
 		dcache_put(fs, parent, name, META_FILE, id);
 	dir_touched(fs, parent, false);
 	pthread_mutex_unlock(&fs->lock);
+	/* listings of @parent cached here showed the name as this file (the
+	 * overlay): it now names something else, or another id */
+	if (!as_named || replaced)
+		fs_notify_dir(fs, parent);
 	if (replaced)
 		(void)store_unlink_id(fs->store, replaced); /* its name is gone */
 	return 0;

@@ -4,6 +4,10 @@
  *   user.objfs.id, .checksum, .locations, .fetch    on files
  *   user.objfs.status, .nodes                        on the root
  *
+ * Only .locations (and the root's .nodes) ask Redis: the id and checksum
+ * come from the inode (a lookup or a listing filled it in), .fetch from
+ * the fetcher and the store.  Names outside "user." are not supported.
+ *
  * The status report (fs_status()) is the "key: value" text that
  * `objfs status` prints: the store, Redis, this node's counters (how
  * opens were served: passthrough, direct I/O, page cache; READ requests
@@ -46,6 +50,7 @@ void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 
 /* ---- xattrs ---- */
 
+#define XATTR_USER "user."
 #define XATTR_ID "user.objfs.id"
 #define XATTR_CSUM "user.objfs.checksum"
 #define XATTR_LOC "user.objfs.locations"
@@ -152,6 +157,14 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 	bool sealed;
 	size_t len;
 
+	/* Objects carry no ACLs, security labels or capabilities: "not
+	 * supported" (rather than "none here") makes `ls -l` stop asking
+	 * for them after the first file of the mount, where it asked twice
+	 * per file.  tar, cp -a and rsync -X take it as "no such xattrs" too. */
+	if (strncmp(name, XATTR_USER, sizeof(XATTR_USER) - 1)) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
 	if (ino == META_ROOT_ID && !strcmp(name, XATTR_NODES)) {
 		xattr_nodes(req, fs, size);
 		return;
@@ -314,6 +327,7 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	CTR("evictions", fst.evictions);
 	CTR("invalidations", FS_LOAD(fs, invalidations));
 	CTR("invalidations_own", FS_LOAD(fs, inval_own));
+	CTR("listings", FS_LOAD(fs, listings));
 #undef CTR
 	if (fs->cfg.transport) {
 		struct transport *t = fs->cfg.transport;

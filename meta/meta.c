@@ -487,6 +487,48 @@ int meta_get_object(struct meta *m, uint64_t id, struct meta_obj *ret)
 	return r;
 }
 
+/*
+ * Child @f -> @v of directory @dir, as a listing gives it.  0; -ENOENT
+ * (silently) for a reserved field ("/mtime", ...); -EBADMSG, logged, for
+ * a name or value that is not one: a bad entry hides itself only, not
+ * the whole directory.
+ */
+static int rep_dirent(uint64_t dir, const redisReply *f, const redisReply *v,
+		      struct meta_dirent *ret)
+{
+	char shown[META_SHOWN_MAX], esc[META_SHOWN_MAX];
+	const char *name;
+
+	if (f->type == REDIS_REPLY_STRING && f->len && f->str[0] == '/')
+		return -ENOENT;
+	name = rep_text(f, OBJFS_NAME_MAX);
+	if (!name || name_validate(name) < 0) {
+		meta_log_corrupt("directory %" PRIu64 ": entry %s is not a valid name; skipping it",
+				 dir, rep_shown(f, shown, sizeof(shown)));
+		return -EBADMSG;
+	}
+	if (rep_entry(v, &ret->kind, &ret->id) < 0) {
+		meta_log_corrupt("directory %" PRIu64 ": entry '%s' is %s; skipping it", dir,
+				 meta_esc(name, f->len, esc, sizeof(esc)),
+				 rep_shown(v, shown, sizeof(shown)));
+		return -EBADMSG;
+	}
+	memcpy(ret->name, name, f->len + 1);
+	return 0;
+}
+
+/* An array for the entries of @list, name and value pairs: -EBADMSG if it
+ * is not that, -EFBIG beyond DIR_MAX entries, -ENOMEM. */
+static int dir_alloc(const redisReply *list, size_t size, void **ret)
+{
+	if (list->type != REDIS_REPLY_ARRAY || list->elements % 2)
+		return -EBADMSG;
+	if (list->elements / 2 > DIR_MAX)
+		return -EFBIG;
+	*ret = calloc(list->elements / 2 + 1, size);
+	return *ret ? 0 : -ENOMEM;
+}
+
 int meta_readdir(struct meta *m, uint64_t dir, struct meta_dirent **ret_ents, size_t *ret_n)
 {
 	struct meta_dirent *ents;
@@ -497,46 +539,82 @@ int meta_readdir(struct meta *m, uint64_t dir, struct meta_dirent **ret_ents, si
 	r = dir ? script(m, MS_READDIR, &rep, "u", dir) : -EINVAL;
 	if (r < 0)
 		return r;
-	r = -EBADMSG;
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 2)
+	r = dir_alloc(rep, sizeof(*ents), (void **)&ents);
+	if (r < 0)
 		goto clean_rep;
-	r = -EFBIG;
-	if (rep->elements / 2 > DIR_MAX)
-		goto clean_rep;
-	r = -ENOMEM;
-	ents = calloc(rep->elements / 2 + 1, sizeof(*ents));
-	if (!ents)
-		goto clean_rep;
-	for (i = 0; i < rep->elements; i += 2) {
-		const redisReply *f = rep->element[i], *v = rep->element[i + 1];
-		char shown[META_SHOWN_MAX], esc[META_SHOWN_MAX];
-		const char *name;
-
-		/* the reserved fields ("/mtime", ...) */
-		if (f->type == REDIS_REPLY_STRING && f->len && f->str[0] == '/')
-			continue;
-		/* a bad entry hides itself only, not the whole directory */
-		name = rep_text(f, OBJFS_NAME_MAX);
-		if (!name || name_validate(name) < 0) {
-			meta_log_corrupt("directory %" PRIu64
-					 ": entry %s is not a valid name; skipping it",
-					 dir, rep_shown(f, shown, sizeof(shown)));
-			continue;
-		}
-		if (rep_entry(v, &ents[n].kind, &ents[n].id) < 0) {
-			meta_log_corrupt("directory %" PRIu64 ": entry '%s' is %s; skipping it",
-					 dir, meta_esc(name, f->len, esc, sizeof(esc)),
-					 rep_shown(v, shown, sizeof(shown)));
-			continue;
-		}
-		memcpy(ents[n].name, name, f->len + 1);
-		n++;
-	}
+	for (i = 0; i < rep->elements; i += 2)
+		if (rep_dirent(dir, rep->element[i], rep->element[i + 1], &ents[n]) == 0)
+			n++;
 	freeReplyObject(rep);
 	*ret_ents = ents;
 	*ret_n = n;
 	return 0;
 
+clean_rep:
+	freeReplyObject(rep);
+	return r;
+}
+
+/* One entry of a listing page: @f, the name, and @a, what lookup returns
+ * for it (see script_readdir_page).  0, -ENOENT (a reserved field),
+ * -EBADMSG (logged: skip it); attributes that do not parse (logged too)
+ * leave the entry without them. */
+static int rep_dirent_plus(uint64_t dir, const redisReply *f, const redisReply *a,
+			   struct meta_dirent_plus *ret)
+{
+	struct meta_dirent d;
+	int r;
+
+	if (a->type != REDIS_REPLY_ARRAY || a->elements < 1)
+		return -EBADMSG;
+	r = rep_dirent(dir, f, a->element[0], &d);
+	if (r < 0)
+		return r;
+	memset(ret, 0, sizeof(*ret));
+	memcpy(ret->name, d.name, strlen(d.name) + 1);
+	ret->attr = rep_lookup(a, &ret->e) == 0 && ret->e.id == d.id;
+	ret->e.kind = d.kind;
+	ret->e.id = d.id;
+	return 0;
+}
+
+int meta_readdir_page(struct meta *m, uint64_t dir, uint64_t *cursor, struct meta_dirent_plus **ret,
+		      size_t *ret_n)
+{
+	struct meta_dirent_plus *ents;
+	const redisReply *list;
+	redisReply *rep;
+	uint64_t next;
+	size_t i, n = 0;
+	int r;
+
+	r = dir && cursor ? script(m, MS_READDIR_PAGE, &rep, "uu", dir, *cursor) : -EINVAL;
+	if (r < 0)
+		return r;
+	r = -EBADMSG;
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+	    rep_u64(rep->element[0], &next) < 0)
+		goto clean_rep;
+	list = rep->element[1];
+	r = dir_alloc(list, sizeof(*ents), (void **)&ents);
+	if (r < 0)
+		goto clean_rep;
+	for (i = 0; i < list->elements; i += 2) {
+		r = rep_dirent_plus(dir, list->element[i], list->element[i + 1], &ents[n]);
+		if (r == 0)
+			n++;
+		else if (list->element[i + 1]->type != REDIS_REPLY_ARRAY)
+			goto clean_ents; /* not the script's reply: Redis is not ours */
+	}
+	freeReplyObject(rep);
+	*cursor = next;
+	*ret = ents;
+	*ret_n = n;
+	return 0;
+
+clean_ents:
+	free(ents);
+	r = -EBADMSG;
 clean_rep:
 	freeReplyObject(rep);
 	return r;

@@ -226,6 +226,26 @@ struct meta_dirent {
 int meta_readdir(struct meta *m, uint64_t dir, struct meta_dirent **ret_ents, size_t *ret_n);
 void meta_dirents_free(struct meta_dirent *ents);
 
+/*
+ * One page of the listing of @dir, with every entry's attributes, in one
+ * round trip that keeps Redis busy for about a thousand entries at most:
+ * start with *@cursor 0; each call sets it to where the next page starts,
+ * 0 after the last page.  *@ret is a heap array of *@ret_n entries that
+ * the caller frees with free().  A name may come twice across the pages
+ * of one listing (Redis moves entries while a directory grows or
+ * shrinks): the caller dedupes.  Bad names and values are left out and
+ * logged, as by meta_readdir(); an entry whose attributes are damaged
+ * (its record missing or corrupt, logged) comes with attr false.
+ * Outputs are written only on success.  -ENOENT, -ENOTDIR, -EBADMSG, -EIO.
+ */
+struct meta_dirent_plus {
+	char name[OBJFS_NAME_MAX + 1];
+	struct meta_entry e; /* kind and id always; the rest if attr */
+	bool attr;
+};
+int meta_readdir_page(struct meta *m, uint64_t dir, uint64_t *cursor, struct meta_dirent_plus **ret,
+		      size_t *ret_n);
+
 /* Create directory @name in @parent.  0 and *ret with the new directory,
  * -EEXIST, -ENOENT (@parent gone), -ENOTDIR. */
 int meta_mkdir(struct meta *m, uint64_t parent, const char *name, int64_t mtime_ns,

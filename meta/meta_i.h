@@ -66,6 +66,7 @@ enum meta_script {
 	MS_MEMBERS,
 	MS_ADD_HOLDER,
 	MS_OBJPATH,
+	MS_READDIR_PAGE,
 	META_NSCRIPTS
 };
 

@@ -234,6 +234,46 @@ static const char script_getattr[] =
 static const char script_readdir[] = LUA_NS "needdir(ARGV[5])\n"
 					    "return call('HGETALL', dkey(ARGV[5]))\n";
 
+/*
+ * ARGV[5] directory id, ARGV[6] HSCAN cursor ("0" to start).  One page of
+ * the listing: HSCAN ... COUNT 1000, so that a huge directory never holds
+ * Redis up for long.  Returns {next cursor ("0": done), entries}, entries
+ * being name, then for each name what lookup returns for it: {"d<id>",
+ * mtime, nsub} or {"f<id>", size, csum, mtime, origin} (from the entry, or
+ * from the record for an entry without them; nil fields where the record
+ * is damaged), or {value} alone when the value is not an entry
+ * (meta.c skips the name and says why) or its record is not a hash (the
+ * name is listed without attributes; a lookup of it says why).  A name may come twice (HSCAN
+ * does that while the hash is resized): the caller dedupes.
+ */
+static const char script_readdir_page[] =
+    LUA_NS "local dir = ARGV[5]\n"
+	   "needdir(dir)\n"
+	   "local page = call('HSCAN', dkey(dir), ARGV[6], 'COUNT', 1000)\n"
+	   "local kv, out = page[2], {}\n"
+	   "for i = 1, #kv, 2 do\n"
+	   "  local name, v = kv[i], kv[i + 1]\n"
+	   "  if string.sub(name, 1, 1) ~= '/' then\n"
+	   "    local ok, k, id = pcall(parse, v, dir, name)\n"
+	   "    local e, a = {v}\n"
+	   "    if ok and k == 'd' then\n"
+	   "      ok, a = pcall(call, 'HMGET', dkey(id), '/mtime', '/nsub')\n"
+	   "      if ok then e = {v, a[1], a[2]} end\n"
+	   "    elseif ok then\n"
+	   "      local sz, mt, cs, og = string.match(string.sub(v, #id + 2), FATTRS)\n"
+	   "      if sz then\n"
+	   "        e = {k .. id, sz, cs, mt, og}\n"
+	   "      else\n"
+	   "        ok, a = pcall(call, 'HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
+	   "        if ok then e = {k .. id, a[1], a[2], a[3], a[4]} end\n"
+	   "      end\n"
+	   "    end\n"
+	   "    out[#out + 1] = name\n"
+	   "    out[#out + 1] = e\n"
+	   "  end\n"
+	   "end\n"
+	   "return {page[1], out}\n";
+
 /* ARGV[5] parent, ARGV[6] name, ARGV[7] mtime, ARGV[8] the new id (EAGAIN
  * if it is in use).  Returns the new id. */
 static const char script_mkdir[] =
@@ -704,7 +744,7 @@ const char *const meta_script_src[META_NSCRIPTS] = {
     [MS_RELEASE] = script_release, [MS_PATH] = script_path,
     [MS_LOCATE] = script_locate,   [MS_RELEASE_REPLICA] = script_release_replica,
     [MS_MEMBERS] = script_members, [MS_ADD_HOLDER] = script_add_holder,
-    [MS_OBJPATH] = script_objpath,
+    [MS_OBJPATH] = script_objpath, [MS_READDIR_PAGE] = script_readdir_page,
 };
 
 const char *const meta_script_name[META_NSCRIPTS] = {
@@ -718,7 +758,7 @@ const char *const meta_script_name[META_NSCRIPTS] = {
     [MS_RELEASE] = "release", [MS_PATH] = "path",
     [MS_LOCATE] = "locate",   [MS_RELEASE_REPLICA] = "release-replica",
     [MS_MEMBERS] = "members", [MS_ADD_HOLDER] = "add_holder",
-    [MS_OBJPATH] = "objpath",
+    [MS_OBJPATH] = "objpath", [MS_READDIR_PAGE] = "readdir_page",
 };
 
 /*
@@ -753,6 +793,7 @@ static const char *const script_keyspec[META_NSCRIPTS] = {
     [MS_MEMBERS] = "S",
     [MS_ADD_HOLDER] = "o5 h5",
     [MS_OBJPATH] = "N o5",
+    [MS_READDIR_PAGE] = "N d5",
 };
 
 /* Append key "{P}:<what><arg>" to @a's keys. */

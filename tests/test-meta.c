@@ -1434,6 +1434,132 @@ TEST(restart)
 	pthread_mutex_destroy(&l.lock);
 }
 
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(((const struct meta_dirent_plus *)a)->name,
+		      ((const struct meta_dirent_plus *)b)->name);
+}
+
+/* Every page of @dir appended into one array (caller frees); the number
+ * of pages into *ret_pages. */
+static struct meta_dirent_plus *all_pages(struct meta *m, uint64_t dir, size_t *ret_n,
+					  unsigned *ret_pages)
+{
+	struct meta_dirent_plus *all = NULL, *page, *grown;
+	uint64_t cursor = 0;
+	size_t n = 0, k;
+	unsigned pages = 0;
+
+	do {
+		CHECK_EQ(meta_readdir_page(m, dir, &cursor, &page, &k), 0);
+		grown = realloc(all, (n + k + 1) * sizeof(*all));
+		CHECK(grown != NULL);
+		all = grown;
+		memcpy(all + n, page, k * sizeof(*page));
+		n += k;
+		free(page);
+		pages++;
+	} while (cursor && pages < 100000);
+	*ret_n = n;
+	*ret_pages = pages;
+	return all;
+}
+
+TEST(readdir_page)
+{
+	struct meta *m = mk_connected("t-page");
+	struct meta_dirent_plus *all, *page;
+	struct meta_entry e;
+	struct meta_obj o, first;
+	uint64_t d, sub, cursor = 0;
+	unsigned pages;
+	size_t n, i, uniq, files = 0;
+	char name[32];
+	const size_t N = 2500;
+
+	CHECK_EQ(meta_mkdir(m, 1, "big", 5, &e), 0);
+	d = e.id;
+	CHECK_EQ(meta_mkdir(m, d, "sub", 7, &e), 0);
+	sub = e.id;
+	for (i = 0; i < N; i++) {
+		mkobj(m, &o, i);
+		if (i == 0)
+			first = o;
+		snprintf(name, sizeof(name), "f%zu", i);
+		CHECK_EQ(meta_publish(m, d, name, &o, false, NULL, NULL), 0);
+	}
+
+	/* a small directory comes in one page */
+	CHECK_EQ(meta_readdir_page(m, 1, &cursor, &page, &n), 0);
+	CHECK_EQ(cursor, 0);
+	CHECK_EQ(n, 1);
+	CHECK_STR(page[0].name, "big");
+	CHECK(page[0].attr);
+	CHECK_EQ(page[0].e.kind, META_DIR);
+	CHECK_EQ(page[0].e.id, d);
+	CHECK_EQ(page[0].e.nsub, 1);
+	free(page);
+
+	/* a big one in several, every name once after dedupe, with the
+	 * attributes lookup gives */
+	all = all_pages(m, d, &n, &pages);
+	CHECK(pages > 1);
+	CHECK(n >= N + 1);
+	qsort(all, n, sizeof(*all), cmp_name);
+	for (i = 0, uniq = 0; i < n; i++) {
+		if (i && !strcmp(all[i].name, all[i - 1].name))
+			continue;
+		uniq++;
+		CHECK(all[i].attr);
+		if (!strcmp(all[i].name, "sub")) {
+			CHECK_EQ(all[i].e.kind, META_DIR);
+			CHECK_EQ(all[i].e.id, sub);
+			CHECK_EQ(all[i].e.obj.mtime_ns, 7);
+			continue;
+		}
+		CHECK_EQ(all[i].e.kind, META_FILE);
+		CHECK_EQ(all[i].e.obj.size, strtoull(all[i].name + 1, NULL, 10));
+		files++;
+		if (!strcmp(all[i].name, "f0")) {
+			CHECK_EQ(all[i].e.id, first.id);
+			CHECK_EQ(all[i].e.obj.mtime_ns, first.mtime_ns);
+			CHECK(!memcmp(all[i].e.obj.csum, first.csum, OBJFS_CSUM_LEN));
+			CHECK_STR(all[i].e.obj.origin, "node-a");
+		}
+	}
+	CHECK_EQ(uniq, N + 1);
+	CHECK_EQ(files, N);
+	free(all);
+
+	/* bad entries: a bad value is left out, a missing record leaves the
+	 * name without attributes */
+	rdo("HSET {t-page}:d:%" PRIu64 " bad garbage", sub);
+	rdo("HSET {t-page}:d:%" PRIu64 " ghost f777777", sub);
+	rdo("HSET {t-page}:d:%" PRIu64 " ghostdir d777777", sub);
+	rdo("SET {t-page}:o:777778 string");
+	rdo("HSET {t-page}:d:%" PRIu64 " wrongtype f777778", sub);
+	all = all_pages(m, sub, &n, &pages);
+	CHECK_EQ(n, 3);
+	qsort(all, n, sizeof(*all), cmp_name);
+	CHECK_STR(all[0].name, "ghost");
+	CHECK(!all[0].attr);
+	CHECK_EQ(all[0].e.kind, META_FILE);
+	CHECK_EQ(all[0].e.id, 777777);
+	CHECK_STR(all[1].name, "ghostdir");
+	CHECK(!all[1].attr);
+	CHECK_EQ(all[1].e.kind, META_DIR);
+	CHECK_STR(all[2].name, "wrongtype");
+	CHECK(!all[2].attr);
+	CHECK_EQ(all[2].e.id, 777778);
+	free(all);
+
+	cursor = 0;
+	CHECK_EQ(meta_readdir_page(m, 987654, &cursor, &page, &n), -ENOENT);
+	CHECK_EQ(meta_readdir_page(m, first.id, &cursor, &page, &n), -ENOTDIR);
+	CHECK_EQ(meta_readdir_page(m, 0, &cursor, &page, &n), -EINVAL);
+	meta_free(m);
+}
+
 int main(void)
 {
 	harness_begin("test-meta");
@@ -1448,6 +1574,7 @@ int main(void)
 	RUN(paths);
 	RUN(wrong_types);
 	RUN(corrupt);
+	RUN(readdir_page);
 	RUN(reregister);
 	RUN(ids_survive_redis_loss);
 	RUN(nodes);
