@@ -279,7 +279,10 @@ static const char script_readdir_page[] =
 static const char script_mkdir[] =
     LUA_NS "local parent, name, id = ARGV[5], ARGV[6], ARGV[8]\n"
 	   "needdir(parent)\n"
-	   "if call('HEXISTS', dkey(parent), name) == 1 then fail('EEXIST') end\n"
+	   /* a repeat of this very call (a retry after a lost reply) */
+	   "local v = call('HGET', dkey(parent), name)\n"
+	   "if v == 'd' .. id then return id end\n"
+	   "if v then fail('EEXIST') end\n"
 	   "if not unused(id) then fail('EAGAIN') end\n"
 	   "newdir(parent, name, id, ARGV[7])\n"
 	   "inval('mkdir', parent, name, id)\n"
