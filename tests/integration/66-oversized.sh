@@ -59,9 +59,10 @@ done
 step "a corrupt record claiming 1000 GiB: refused, nothing evicted"
 mkdata "$T/liar" 4096
 cp "$T/liar" "$A/liar"
-eventually 10 ls_has "$B" liar
 lid=$(xattr "$A/liar" user.objfs.id)
+# before b lists it: a listing hands b the attributes it has then
 rcli HSET "objfs:o:{$lid}" size 1073741824000 >/dev/null
+eventually 10 ls_has "$B" liar
 assert_errno 'EFBIG|EIO' 'open(A[0]).read(1)' "$B/liar"
 assert_eq 0 "$(status_of b evictions)" "evictions on b"
 for i in 1 2; do assert_match '^local ' "$(xattr "$B/r$i" user.objfs.fetch)" "r$i on b"; done
