@@ -59,12 +59,13 @@ done
 step "a corrupt record claiming 1000 GiB: refused, nothing evicted"
 mkdata "$T/liar" 4096
 cp "$T/liar" "$A/liar"
-eventually 10 ls_has "$B" liar
 lid=$(xattr "$A/liar" user.objfs.id)
 rcli HSET "{objfs}:o:$lid" size 1073741824000 >/dev/null
 # the directory entry carries the size too (lookup reads it there)
 entry=$(rcli HGET '{objfs}:d:1' liar)
 rcli HSET '{objfs}:d:1' liar "$(awk '{ $2 = "1073741824000"; print }' <<<"$entry")" >/dev/null
+# before b lists it: a listing hands b the attributes it has then
+eventually 10 ls_has "$B" liar
 assert_errno 'EFBIG|EIO' 'open(A[0]).read(1)' "$B/liar"
 assert_eq 0 "$(status_of b evictions)" "evictions on b"
 for i in 1 2; do assert_match '^local ' "$(xattr "$B/r$i" user.objfs.fetch)" "r$i on b"; done
