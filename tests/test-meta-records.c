@@ -1,0 +1,437 @@
+/*
+ * test-meta-records: unit tests of how the Redis location service reads
+ * what Redis holds: damaged records and entries (each malformed field, a
+ * key of the wrong type, the log line that names it) and directory
+ * listings read page by page.
+ *
+ * main() starts a private redis-server as test-meta does (the harness in
+ * meta-harness.h); each case uses its own key prefix and damages records
+ * behind meta's back through a raw hiredis connection, knowing the key
+ * schema of meta.h.
+ */
+#include "meta-harness.h"
+
+#include "log.h"
+
+TEST(corrupt)
+{
+	struct meta *m = mk_connected("t-bad");
+	char(*nodes)[OBJFS_NODE_MAX];
+	struct meta_dirent *ents = NULL;
+	struct meta_entry e;
+	struct meta_obj o, got;
+	char name[400], epoch[64];
+	size_t n;
+	uint64_t d, id;
+	static const char *const bad_values[] = {
+	    "garbage",
+	    "d",
+	    "f",
+	    "d0",
+	    "f-1",
+	    "x5",
+	    "d05",
+	    "d18446744073709551616",
+	    "d99999999999999999999999",
+	    "d1 ",
+	    "",
+	};
+	size_t i;
+
+	CHECK_EQ(meta_mkdir(m, 1, "d", 1, &e), 0);
+	d = e.id;
+	for (i = 0; i < ARRAY_SIZE(bad_values); i++) {
+		rdo("HSET {t-bad}:d:%" PRIu64 " bad %s", d, bad_values[i]);
+		CHECK_EQ(meta_lookup(m, d, "bad", &e), -EBADMSG);
+		/* a bad entry hides itself only */
+		CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
+		CHECK_EQ(n, 0);
+		meta_dirents_free(ents);
+		CHECK_EQ(meta_unlink(m, d, "bad", NULL), -EBADMSG);
+	}
+	rdo("HDEL {t-bad}:d:%" PRIu64 " bad", d);
+	CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
+	meta_dirents_free(ents);
+
+	/* an entry whose record is missing */
+	rdo("HSET {t-bad}:d:%" PRIu64 " ghost f777777", d);
+	CHECK_EQ(meta_lookup(m, d, "ghost", &e), -EBADMSG);
+	rdo("HSET {t-bad}:d:%" PRIu64 " ghost d777777", d);
+	CHECK_EQ(meta_lookup(m, d, "ghost", &e), -EBADMSG);
+	rdo("HDEL {t-bad}:d:%" PRIu64 " ghost", d);
+
+	/* object records */
+	mkobj(m, &o, 10);
+	CHECK_EQ(meta_publish(m, d, "obj", &o, false, NULL, NULL), 0);
+	id = o.id;
+	{
+		static const struct {
+			const char *field, *value;
+		} bad[] = {
+		    {"csum", "zz"},
+		    {"csum", "0123456789abcdef0123456789abcdefaa"},
+		    {"csum", "0123456789abcdef0123456789abcdeg"},
+		    {"size", "-1"},
+		    {"size", "18446744073709551616"},
+		    {"size", "18446744073709551615"}, /* no off_t holds it */
+		    {"size", "9223372036854775808"},
+		    {"size", "12abc"},
+		    {"size", ""},
+		    {"mtime", "abc"},
+		    {"mtime", "9223372036854775808"},
+		    {"origin", "bad node"},
+		    {"origin", ""},
+		};
+		char csum[OBJFS_CSUM_HEX], val[32];
+
+		csum_to_hex(o.csum, csum);
+		/* an entry with its attributes: lookup reads them there */
+		for (i = 0; i < ARRAY_SIZE(bad); i++) {
+			char v[256];
+			const char *f = bad[i].field;
+
+			if (!strcmp(f, "size") && !strcmp(bad[i].value, "18446744073709551615"))
+				continue; /* checked below, through the record */
+			snprintf(v, sizeof(v), "f%" PRIu64 " %s %s %s %s", id,
+				 !strcmp(f, "size") ? bad[i].value : "10",
+				 !strcmp(f, "mtime") ? bad[i].value : "1",
+				 !strcmp(f, "csum") ? bad[i].value : csum,
+				 !strcmp(f, "origin") ? bad[i].value : "node-a");
+			rdo("HSET {t-bad}:d:%" PRIu64 " obj %s", d, v);
+			CHECK_EQ(meta_lookup(m, d, "obj", &e), -EBADMSG);
+		}
+		snprintf(val, sizeof(val), "f%" PRIu64 " 10 1 %.16s", id, csum);
+		rdo("HSET {t-bad}:d:%" PRIu64 " obj %s", d, val);
+		CHECK_EQ(meta_lookup(m, d, "obj", &e), -EBADMSG); /* a field missing */
+		{
+			char v[256];
+
+			snprintf(v, sizeof(v), "f%" PRIu64 " 10 1 %s node-a", id, csum);
+			rdo("HSET {t-bad}:d:%" PRIu64 " obj %s", d, v);
+		}
+		CHECK_EQ(meta_lookup(m, d, "obj", &e), 0);
+		CHECK_EQ(e.obj.size, 10);
+		CHECK_STR(e.obj.origin, "node-a");
+		/* an entry without them (older versions): the record */
+		rdo("HSET {t-bad}:d:%" PRIu64 " obj f%" PRIu64, d, id);
+		for (i = 0; i < ARRAY_SIZE(bad); i++) {
+			rdo("HSET {t-bad}:o:%" PRIu64 " %s %s", id, bad[i].field, bad[i].value);
+			CHECK_EQ(meta_lookup(m, d, "obj", &e), -EBADMSG);
+			CHECK_EQ(meta_getattr(m, id, &e), -EBADMSG);
+			CHECK_EQ(meta_get_object(m, id, &got), -EBADMSG);
+			rdo("HSET {t-bad}:o:%" PRIu64 " csum %s size 10 mtime %" PRId64
+			    " origin node-a",
+			    id, csum, o.mtime_ns);
+		}
+		rdo("HDEL {t-bad}:o:%" PRIu64 " size", id);
+		CHECK_EQ(meta_get_object(m, id, &got), -EBADMSG);
+		rdo("HSET {t-bad}:o:%" PRIu64 " size 10", id);
+		rdo("HSET {t-bad}:o:%" PRIu64 " mtime -5", id);
+		CHECK_EQ(meta_get_object(m, id, &got), 0);
+		CHECK_EQ(got.mtime_ns, -5);
+		snprintf(val, sizeof(val), "%s", "ok");
+		CHECK_STR(val, "ok");
+	}
+
+	/* directory fields */
+	rdo("HSET {t-bad}:d:%" PRIu64 " /nsub -3", d);
+	CHECK_EQ(meta_getattr(m, d, &e), -EBADMSG);
+	CHECK_EQ(meta_lookup(m, 1, "d", &e), -EBADMSG);
+	rdo("HSET {t-bad}:d:%" PRIu64 " /nsub 0", d);
+	rdo("HSET {t-bad}:d:%" PRIu64 " /mtime x", d);
+	CHECK_EQ(meta_getattr(m, d, &e), -EBADMSG);
+	rdo("HSET {t-bad}:d:%" PRIu64 " /mtime 1", d);
+	CHECK_EQ(meta_getattr(m, d, &e), 0);
+
+	/* names that cannot be names: too long, bad UTF-8, NUL inside */
+	memset(name, 'n', 300);
+	name[300] = '\0';
+	rdo("HSET {t-bad}:d:%" PRIu64 " %s f%" PRIu64, d, name, id);
+	CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
+	CHECK_EQ(n, 1);
+	meta_dirents_free(ents);
+	rdo("HDEL {t-bad}:d:%" PRIu64 " %s", d, name);
+	memset(name, 'n', 255);
+	name[255] = '\0';
+	rdo("HSET {t-bad}:d:%" PRIu64 " %s f%" PRIu64, d, name, id);
+	CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
+	CHECK_EQ(n, 2);
+	meta_dirents_free(ents);
+	rdo("HSET {t-bad}:d:%" PRIu64 " %b f1", d, "\xff\xfe", (size_t)2);
+	CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
+	CHECK_EQ(n, 2);
+	meta_dirents_free(ents);
+	rdo("HDEL {t-bad}:d:%" PRIu64 " %b", d, "\xff\xfe", (size_t)2);
+	rdo("HSET {t-bad}:d:%" PRIu64 " %b f1", d, "a\0b", (size_t)3);
+	CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
+	CHECK_EQ(n, 2);
+	meta_dirents_free(ents);
+	rdo("HDEL {t-bad}:d:%" PRIu64 " %b", d, "a\0b", (size_t)3);
+	CHECK_EQ(meta_readdir(m, d, &ents, &n), 0);
+	meta_dirents_free(ents);
+
+	/* a damaged path makes publish refuse before it writes */
+	rdo("HSET {t-bad}:d:%" PRIu64 " /name %s", d, "");
+	mkobj(m, &o, 1);
+	CHECK_EQ(meta_publish(m, d, "p", &o, false, NULL, NULL), -EBADMSG);
+	CHECK_EQ(meta_object_exists(m, o.id), 0);
+	rdo("HSET {t-bad}:d:%" PRIu64 " /name d", d);
+
+	/* a damaged write sequence: ids do not depend on it, and the next
+	 * publish sets it right */
+	rdo("SET {t-bad}:ctr abc");
+	CHECK_EQ(meta_alloc_id(m, &id), 0);
+	CHECK_EQ(meta_mkdir(m, 1, "z", 1, NULL), 0);
+	mkobj(m, &o, 1);
+	CHECK_EQ(meta_publish(m, 1, "q", &o, false, NULL, NULL), 0);
+	rget(epoch, sizeof(epoch), "GET {t-bad}:ctr");
+	CHECK(epoch[0] >= '1' && epoch[0] <= '9');
+	rdo("SET {t-bad}:ctr 1000");
+	rdo("SET {t-bad}:epoch %s", "not an epoch!");
+	CHECK_EQ(meta_epoch(m, epoch, sizeof(epoch)), -EBADMSG);
+	rdo("SET {t-bad}:epoch abcdef");
+	CHECK_EQ(meta_epoch(m, epoch, 4), -ERANGE);
+	CHECK_EQ(meta_epoch(m, epoch, sizeof(epoch)), 0);
+	CHECK_STR(epoch, "abcdef");
+	rdo("SADD {t-bad}:h:%" PRIu64 " %b", id, "x\0y", (size_t)3);
+	CHECK_EQ(meta_holders(m, id, &nodes, &n), -EBADMSG);
+
+	meta_free(m);
+}
+
+/* Did @f get a line containing the text @fmt makes since it was made? */
+static bool logged(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static bool logged(FILE *f, const char *fmt, ...)
+{
+	char want[256], line[4096];
+	bool found = false;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(want, sizeof(want), fmt, ap);
+	va_end(ap);
+	fflush(f);
+	rewind(f);
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, want) != NULL;
+	fseek(f, 0, SEEK_END);
+	return found;
+}
+
+/*
+ * A key of the wrong type is a corrupt record (-EBADMSG, and a log line
+ * naming the key), not an outage: Redis stays up, and with the epoch
+ * broken, new connections still work.
+ */
+TEST(wrong_types)
+{
+	struct meta *m = mk_connected("t-wt");
+	char(*nodes)[OBJFS_NODE_MAX];
+	struct meta_dirent *ents = NULL;
+	struct meta_holder *hs = NULL;
+	struct meta_entry e;
+	struct meta_obj o, got;
+	FILE *logf = tmpfile();
+	char epoch[64], csum[OBJFS_CSUM_HEX];
+	size_t n;
+	uint64_t d;
+
+	CHECK(logf != NULL);
+	if (!logf)
+		return;
+	log_setup(LOGL_INFO, logf);
+	CHECK_EQ(meta_mkdir(m, 1, "d", 1, &e), 0);
+	d = e.id;
+	mkobj(m, &o, 10);
+	CHECK_EQ(meta_publish(m, d, "obj", &o, false, NULL, NULL), 0);
+	csum_to_hex(o.csum, csum);
+
+	/* the object record (the entry without attributes, as older
+	 * versions wrote it, so that lookup reads the record) */
+	rdo("HSET {t-wt}:d:%" PRIu64 " obj f%" PRIu64, d, o.id);
+	rdo("DEL {t-wt}:o:%" PRIu64 "", o.id);
+	rdo("SET {t-wt}:o:%" PRIu64 " string", o.id);
+	CHECK_EQ(meta_lookup(m, d, "obj", &e), -EBADMSG);
+	CHECK_EQ(meta_get_object(m, o.id, &got), -EBADMSG);
+	CHECK_EQ(meta_locate(m, o.id, &got, &hs, &n, NULL), -EBADMSG);
+	CHECK(logged(logf, "key '{t-wt}:o:%" PRIu64 "' has the wrong type (string)", o.id));
+	CHECK(logged(logf, "key '{t-wt}:o:%" PRIu64 "' has the wrong type for HMGET", o.id));
+	rdo("DEL {t-wt}:o:%" PRIu64 "", o.id);
+
+	/* a size no off_t holds */
+	rdo("HSET {t-wt}:o:%" PRIu64 " size 18446744073709551615 csum %s mtime 1 origin n1", o.id,
+	    csum);
+	CHECK_EQ(meta_lookup(m, d, "obj", &e), -EBADMSG);
+	CHECK(logged(logf, "object %" PRIu64 ": field 'size' is '18446744073709551615'", o.id));
+	rdo("HSET {t-wt}:o:%" PRIu64 " size 10", o.id);
+	CHECK_EQ(meta_lookup(m, d, "obj", &e), 0);
+
+	/* the holder set */
+	rdo("DEL {t-wt}:h:%" PRIu64 "", o.id);
+	rdo("SET {t-wt}:h:%" PRIu64 " string", o.id);
+	CHECK_EQ(meta_holders(m, o.id, &nodes, &n), -EBADMSG);
+	CHECK_EQ(meta_locate(m, o.id, &got, &hs, &n, NULL), -EBADMSG);
+	CHECK(logged(logf, "key '{t-wt}:h:%" PRIu64 "' has the wrong type", o.id));
+	rdo("DEL {t-wt}:h:%" PRIu64 "", o.id);
+
+	/* a directory */
+	rdo("DEL {t-wt}:d:%" PRIu64, d);
+	rdo("SET {t-wt}:d:%" PRIu64 " string", d);
+	CHECK_EQ(meta_lookup(m, d, "x", &e), -EBADMSG);
+	CHECK_EQ(meta_readdir(m, d, &ents, &n), -EBADMSG);
+	CHECK_EQ(meta_getattr(m, d, &e), -EBADMSG);
+	CHECK_EQ(meta_lookup(m, 1, "d", &e), -EBADMSG);
+	CHECK(logged(logf, "key '{t-wt}:d:%" PRIu64 "' has the wrong type (string)", d));
+
+	/* the epoch, then every connection made again */
+	rdo("DEL {t-wt}:epoch");
+	rdo("HSET {t-wt}:epoch not astring");
+	CHECK_EQ(meta_epoch(m, epoch, sizeof(epoch)), -EBADMSG);
+	CHECK(logged(logf, "key '{t-wt}:epoch' has the wrong type (hash)"));
+	rdo("CLIENT KILL TYPE normal SKIPME yes");
+	CHECK_EQ(meta_mkdir(m, 1, "after", 1, NULL), 0);
+	CHECK_EQ(meta_connect(m), 0);
+	CHECK(meta_is_up(m));
+
+	/* nothing of it said "unreachable" */
+	CHECK(!logged(logf, "unreachable"));
+	log_setup(LOGL_INFO, NULL);
+	fclose(logf);
+	meta_free(m);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(((const struct meta_dirent_plus *)a)->name,
+		      ((const struct meta_dirent_plus *)b)->name);
+}
+
+/* Every page of @dir appended into one array (caller frees); the number
+ * of pages into *ret_pages. */
+static struct meta_dirent_plus *all_pages(struct meta *m, uint64_t dir, size_t *ret_n,
+					  unsigned *ret_pages)
+{
+	struct meta_dirent_plus *all = NULL, *page, *grown;
+	uint64_t cursor = 0;
+	size_t n = 0, k;
+	unsigned pages = 0;
+
+	do {
+		CHECK_EQ(meta_readdir_page(m, dir, &cursor, &page, &k), 0);
+		grown = realloc(all, (n + k + 1) * sizeof(*all));
+		CHECK(grown != NULL);
+		all = grown;
+		memcpy(all + n, page, k * sizeof(*page));
+		n += k;
+		free(page);
+		pages++;
+	} while (cursor && pages < 100000);
+	*ret_n = n;
+	*ret_pages = pages;
+	return all;
+}
+
+TEST(readdir_page)
+{
+	struct meta *m = mk_connected("t-page");
+	struct meta_dirent_plus *all, *page;
+	struct meta_entry e;
+	struct meta_obj o, first;
+	uint64_t d, sub, cursor = 0;
+	unsigned pages;
+	size_t n, i, uniq, files = 0;
+	char name[32];
+	const size_t N = 2500;
+
+	CHECK_EQ(meta_mkdir(m, 1, "big", 5, &e), 0);
+	d = e.id;
+	CHECK_EQ(meta_mkdir(m, d, "sub", 7, &e), 0);
+	sub = e.id;
+	for (i = 0; i < N; i++) {
+		mkobj(m, &o, i);
+		if (i == 0)
+			first = o;
+		snprintf(name, sizeof(name), "f%zu", i);
+		CHECK_EQ(meta_publish(m, d, name, &o, false, NULL, NULL), 0);
+	}
+
+	/* a small directory comes in one page */
+	CHECK_EQ(meta_readdir_page(m, 1, &cursor, &page, &n), 0);
+	CHECK_EQ(cursor, 0);
+	CHECK_EQ(n, 1);
+	CHECK_STR(page[0].name, "big");
+	CHECK(page[0].attr);
+	CHECK_EQ(page[0].e.kind, META_DIR);
+	CHECK_EQ(page[0].e.id, d);
+	CHECK_EQ(page[0].e.nsub, 1);
+	free(page);
+
+	/* a big one in several, every name once after dedupe, with the
+	 * attributes lookup gives */
+	all = all_pages(m, d, &n, &pages);
+	CHECK(pages > 1);
+	CHECK(n >= N + 1);
+	qsort(all, n, sizeof(*all), cmp_name);
+	for (i = 0, uniq = 0; i < n; i++) {
+		if (i && !strcmp(all[i].name, all[i - 1].name))
+			continue;
+		uniq++;
+		CHECK(all[i].attr);
+		if (!strcmp(all[i].name, "sub")) {
+			CHECK_EQ(all[i].e.kind, META_DIR);
+			CHECK_EQ(all[i].e.id, sub);
+			CHECK_EQ(all[i].e.obj.mtime_ns, 7);
+			continue;
+		}
+		CHECK_EQ(all[i].e.kind, META_FILE);
+		CHECK_EQ(all[i].e.obj.size, strtoull(all[i].name + 1, NULL, 10));
+		files++;
+		if (!strcmp(all[i].name, "f0")) {
+			CHECK_EQ(all[i].e.id, first.id);
+			CHECK_EQ(all[i].e.obj.mtime_ns, first.mtime_ns);
+			CHECK(!memcmp(all[i].e.obj.csum, first.csum, OBJFS_CSUM_LEN));
+			CHECK_STR(all[i].e.obj.origin, "node-a");
+		}
+	}
+	CHECK_EQ(uniq, N + 1);
+	CHECK_EQ(files, N);
+	free(all);
+
+	/* bad entries: a bad value is left out, a missing record leaves the
+	 * name without attributes */
+	rdo("HSET {t-page}:d:%" PRIu64 " bad garbage", sub);
+	rdo("HSET {t-page}:d:%" PRIu64 " ghost f777777", sub);
+	rdo("HSET {t-page}:d:%" PRIu64 " ghostdir d777777", sub);
+	rdo("SET {t-page}:o:777778 string");
+	rdo("HSET {t-page}:d:%" PRIu64 " wrongtype f777778", sub);
+	all = all_pages(m, sub, &n, &pages);
+	CHECK_EQ(n, 3);
+	qsort(all, n, sizeof(*all), cmp_name);
+	CHECK_STR(all[0].name, "ghost");
+	CHECK(!all[0].attr);
+	CHECK_EQ(all[0].e.kind, META_FILE);
+	CHECK_EQ(all[0].e.id, 777777);
+	CHECK_STR(all[1].name, "ghostdir");
+	CHECK(!all[1].attr);
+	CHECK_EQ(all[1].e.kind, META_DIR);
+	CHECK_STR(all[2].name, "wrongtype");
+	CHECK(!all[2].attr);
+	CHECK_EQ(all[2].e.id, 777778);
+	free(all);
+
+	cursor = 0;
+	CHECK_EQ(meta_readdir_page(m, 987654, &cursor, &page, &n), -ENOENT);
+	CHECK_EQ(meta_readdir_page(m, first.id, &cursor, &page, &n), -ENOTDIR);
+	CHECK_EQ(meta_readdir_page(m, 0, &cursor, &page, &n), -EINVAL);
+	meta_free(m);
+}
+
+int main(void)
+{
+	harness_begin("test-meta-records");
+	RUN(wrong_types);
+	RUN(corrupt);
+	RUN(readdir_page);
+	return harness_end();
+}
