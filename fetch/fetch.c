@@ -173,6 +173,13 @@ static int reserve(struct fetch *f)
 		return -EFBIG;
 	}
 	f->obj = store_create(fr->store, f->id, &err);
+	if (!f->obj && err == -EMFILE) {
+		log_warn("cannot fetch object %" PRIu64 ": this node holds %" PRIu64
+			 " objects, the most its open-files limit leaves room for; raise the limit "
+			 "(LimitNOFILE=, ulimit -n, prlimit --nofile) or remove objects",
+			 f->id, ss.held);
+		return -ENOSPC;
+	}
 	if (!f->obj)
 		return err;
 	r = store_reserve(f->obj, f->rec.size);

@@ -47,7 +47,7 @@ static struct pending *make_replacement(struct fs *fs, uint64_t parent, const ch
 		*ret_err = -ENOMEM;
 		return NULL;
 	}
-	p->obj = store_create(fs->store, id, &r);
+	p->obj = fs_store_create(fs, id, &r);
 	if (!p->obj) {
 		free(p);
 		*ret_err = r;

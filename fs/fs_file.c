@@ -60,15 +60,31 @@
  *   (b) neither that thread's descriptor table nor those of the process's
  *       direct children hold a file with our inode number
  *       (/proc/<pid>/fd and fdinfo: the descriptor being closed has left
- *       the table when FLUSH runs, and at exit the whole table has).
+ *       the table when FLUSH runs, and at exit the whole table has), nor
+ *       map it shared and writable (/proc/<pid>/maps: stores through such
+ *       a mapping reach us as WRITEs at munmap, before the RELEASE that
+ *       comes with the last mapping's end; at exit the mappings go before
+ *       the descriptors).
  * Reading /proc sends nothing to this filesystem (readlink and fdinfo,
- * never stat).  FLUSH cannot tell when FUSE gives pid 0 (another pid
- * namespace), /proc is not readable (a daemon that is not root and a
- * writer of another user), or fdinfo has no "ino:" line (before Linux
- * 5.14): then RELEASE seals, as it does for every other handle.  Past
- * FLUSH_SCAN_MAX fds the scan stops and the seal goes ahead.  The object
+ * never stat).  FLUSH cannot see the writer when FUSE gives pid 0
+ * (another pid namespace), /proc is not readable (a daemon that is not
+ * root and a writer of another user), or fdinfo has no "ino:" line
+ * (before Linux 5.14): then RELEASE seals, as it does for every other
+ * handle.  When it could look but failed to (out of memory or
+ * descriptors), or past FLUSH_SCAN_MAX fds, it seals now, so that the
+ * result reaches close(2).  A seal at FLUSH that fails discards the
+ * object and fails that close(2) (and the writer's other descriptors); a
+ * seal at RELEASE that fails keeps it for fs_seal_retry().  The object
  * is sealed once every writable handle on it is done, so parallel
  * writers of one file seal it at the last one's close.
+ *
+ * A writer killed by a signal.  Every FLUSH of a writable handle reads
+ * the flushing thread's /proc/<tid>/stat: a thread exiting from a signal
+ * (PF_EXITING, and a signal in its exit_code, both set before the kernel
+ * closes a dying process's files) marks the object, and a FLUSH from a
+ * live or normally exiting writer clears the mark.  A marked object is
+ * sealed into /lost+found/NAME.objfs-ID (fs_publish.c), never under its
+ * name: it may be cut short.
  *
  * A write after the seal, through a descriptor the opener's process no
  * longer has (a grandchild that outlived its parent, one passed over a
@@ -225,7 +241,7 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 		r = -ENOMEM;
 		goto fail;
 	}
-	p->obj = store_create(fs->store, id, &r);
+	p->obj = fs_store_create(fs, id, &r);
 	if (!p->obj)
 		goto fail_free;
 	p->id = id;
@@ -698,9 +714,10 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 	pthread_mutex_lock(&fs->lock);
 	failed = p->failed;
 	sealed = p->sealed;
+	r = p->seal_err;
 	pthread_mutex_unlock(&fs->lock);
-	if (failed) {
-		fuse_reply_err(req, ENOSPC);
+	if (failed || r) {
+		fuse_reply_err(req, failed ? ENOSPC : -r);
 		return;
 	}
 	r = sealed ? -EACCES : store_write(h->obj, buf, size, (uint64_t)off);
@@ -845,6 +862,53 @@ static int fds_hold_ino(struct fd_scan *sc, pid_t tid)
 	return r;
 }
 
+/*
+ * Does thread @tid map the file shared and writable (/proc/<tid>/maps:
+ * "start-end rw-s offset MAJ:MIN inode path")?  Such a mapping holds the
+ * file open like a descriptor does: its stores reach the daemon as WRITE
+ * requests when it is unmapped (the kernel writes its dirty pages back
+ * then), before the RELEASE that comes once the last mapping is gone.  1
+ * yes, 0 no, -errno if it cannot tell.
+ */
+static int maps_hold_ino(const struct fd_scan *sc, pid_t tid)
+{
+	unsigned long long ino;
+	char path[64], line[512], perms[8];
+	unsigned maj, min;
+	int r = 0, ok;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return errno == ENOENT || errno == ESRCH ? 0 : -errno;
+	while (r == 0 && fgets(line, sizeof(line), f)) {
+		ok = sscanf(line, "%*x-%*x %7s %*x %x:%x %llu", perms, &maj, &min, &ino) == 4;
+		/* a long path leaves the rest of its line for the next fgets */
+		if (!strchr(line, '\n') && !feof(f)) {
+			int c;
+
+			while ((c = getc(f)) != EOF && c != '\n')
+				;
+		}
+		if (!ok || perms[1] != 'w' || perms[3] != 's' || ino != sc->ino)
+			continue;
+		if (!sc->fs->mnt_id || (maj == sc->fs->mnt_major && min == sc->fs->mnt_minor))
+			r = 1;
+	}
+	fclose(f);
+	return r;
+}
+
+/* Does thread @tid hold the file, by a descriptor or a writable shared
+ * mapping?  As fds_hold_ino(). */
+static int task_holds_ino(struct fd_scan *sc, pid_t tid)
+{
+	int r = fds_hold_ino(sc, tid);
+
+	return r == 0 ? maps_hold_ino(sc, tid) : r;
+}
+
 /* Do the direct children of the thread group of @tid hold the file?  As
  * fds_hold_ino(); a kernel without CONFIG_PROC_CHILDREN shows none. */
 static int children_hold_ino(struct fd_scan *sc, pid_t tid)
@@ -881,16 +945,25 @@ static int children_hold_ino(struct fd_scan *sc, pid_t tid)
 				break;
 			s = end;
 			if (child > 0)
-				r = fds_hold_ino(sc, (pid_t)child);
+				r = task_holds_ino(sc, (pid_t)child);
 		}
 	}
 	closedir(d);
 	return r;
 }
 
+/* What FLUSH learns of a writer's close (see the top of this file). */
+enum flush_verdict {
+	FLUSH_NOT_LAST, /* the opener's process (or a child) still holds the file */
+	FLUSH_LAST,	/* the opener's last close, or the daemon could not look:
+			 * seal now, and close(2) gets the result */
+	FLUSH_BLIND,	/* the daemon cannot see the writer at all (another pid
+			 * namespace, /proc closed to it, no fdinfo "ino:"): RELEASE seals */
+};
+
 /* Is this FLUSH of @h (a writable handle on a pending object) its
- * opener's last close of the file?  False when it cannot tell. */
-static bool flush_is_last_close(fuse_req_t req, const struct handle *h, uint64_t ino)
+ * opener's last close of the file? */
+static enum flush_verdict flush_verdict(fuse_req_t req, const struct handle *h, uint64_t ino)
 {
 	struct fd_scan sc = {fuse_req_userdata(req), ino, FLUSH_SCAN_MAX};
 	pid_t tid = fuse_req_ctx(req)->pid;
@@ -898,24 +971,76 @@ static bool flush_is_last_close(fuse_req_t req, const struct handle *h, uint64_t
 	int r;
 
 	if (tid <= 0 || h->opener <= 0)
-		return false;
+		return FLUSH_BLIND;
 	if (tid != h->opener) {
 		snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)tid, (int)h->opener);
 		if (access(path, F_OK) < 0)
-			return false; /* another process (or the opener thread ended) */
+			return FLUSH_NOT_LAST; /* another process (or the opener thread ended) */
 	}
-	r = fds_hold_ino(&sc, tid);
+	r = task_holds_ino(&sc, tid);
 	if (r == 0)
 		r = children_hold_ino(&sc, tid);
+	if (r == 1)
+		return FLUSH_NOT_LAST;
 	if (r == -E2BIG) {
 		log_debug("flush of object %" PRIu64 ": over %u descriptors to look at; sealing",
 			  ino, FLUSH_SCAN_MAX);
-		return true;
+		return FLUSH_LAST;
+	}
+	if (r == -EACCES || r == -EPERM || r == -ENODATA) {
+		log_debug("flush of object %" PRIu64 ": cannot see the descriptors of %d: %s",
+			  ino, (int)tid, strerror(-r));
+		return FLUSH_BLIND;
 	}
 	if (r < 0)
-		log_debug("flush of object %" PRIu64 ": cannot look at the descriptors of %d: %s",
+		log_debug("flush of object %" PRIu64 ": cannot look at the descriptors of %d: %s; "
+			  "sealing now",
 			  ino, (int)tid, strerror(-r));
-	return r == 0;
+	return FLUSH_LAST;
+}
+
+/*
+ * The signal that is killing thread @tid, if it is exiting from one
+ * (/proc/<tid>/stat: PF_EXITING in flags, field 9; the wait status in
+ * exit_code, field 52, set before the kernel closes a dying process's
+ * descriptors); 0 if it is not, or -errno if it cannot tell.
+ */
+static int task_killed_by(pid_t tid)
+{
+	char path[64], buf[1024], *s;
+	unsigned long long flags = 0;
+	long long code = 0;
+	ssize_t n;
+	int f, field;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)tid);
+	f = open(path, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return -errno;
+	n = read(f, buf, sizeof(buf) - 1);
+	close(f);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	/* "pid (comm) state ...": comm may hold spaces and parentheses */
+	s = strrchr(buf, ')');
+	if (!s)
+		return -EIO;
+	for (field = 3, s++; *s && field <= 52; field++) {
+		while (*s == ' ')
+			s++;
+		if (field == 9)
+			flags = strtoull(s, NULL, 10);
+		else if (field == 52)
+			code = strtoll(s, NULL, 10);
+		while (*s && *s != ' ')
+			s++;
+	}
+	if (field <= 52)
+		return -ENODATA; /* a kernel before 3.5 */
+	if (!(flags & 0x4)) /* PF_EXITING */
+		return 0;
+	return (int)(code & 0x7f);
 }
 
 void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -926,8 +1051,11 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	char name[OBJFS_NAME_MAX + 1];
 	bool failed = false, hide = false, may_seal = false, seal = false;
 	uint64_t parent = 0;
-	int r = 0;
+	int r = 0, killed = -1;
 
+	/* a writer dying from a signal may leave the object cut short */
+	if (p && h->writable && fuse_req_ctx(req)->pid > 0)
+		killed = task_killed_by(fuse_req_ctx(req)->pid);
 	if (p) {
 		pthread_mutex_lock(&fs->lock);
 		if (!h->flushed) {
@@ -935,6 +1063,10 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			p->flushed++;
 		}
 		failed = p->failed;
+		if (killed >= 0 && !p->sealing && !p->sealed)
+			p->killed_sig = killed;
+		if (h->writable && p->seal_err)
+			r = p->seal_err; /* its seal failed: this close fails too */
 		/* a write was lost: the object will never be published, so the
 		 * name goes away now rather than at the seal */
 		if (failed && !p->unlinked && !p->discarded) {
@@ -949,7 +1081,7 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (hide)
 		fs_notify_gone(fs, parent, name);
-	if (may_seal && flush_is_last_close(req, h, ino)) {
+	if (may_seal && flush_verdict(req, h, ino) == FLUSH_LAST) {
 		pthread_mutex_lock(&fs->lock);
 		if (!h->done) {
 			h->done = true;
@@ -959,10 +1091,8 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			seal = p->sealing = true;
 		pthread_mutex_unlock(&fs->lock);
 		/* @h keeps @p alive: its RELEASE has not come */
-		if (seal) {
-			r = fs_seal_pending(fs, p);
-			FS_COUNT(fs, sealed_at_close, 1);
-		}
+		if (seal)
+			r = fs_seal_pending(fs, p, true);
 	}
 	/* close(2) reports a write that was lost to a full store */
 	if (failed && h->writable)
@@ -1002,7 +1132,7 @@ static void handle_release(struct fs *fs, uint64_t ino, struct handle *h)
 	}
 	pthread_mutex_unlock(&fs->lock);
 	if (seal)
-		(void)fs_seal_pending(fs, p); /* frees @p if this was its last handle */
+		(void)fs_seal_pending(fs, p, false); /* frees @p if this was its last handle */
 	if (drop) {
 		store_obj_unref(p->obj);
 		free(p);

@@ -87,6 +87,12 @@ struct pending {
 	bool sealed;		       /* the seal kept it: immutable now; fs->lock */
 	bool discarded;		       /* the seal gave it up; fs->lock */
 	bool late_logged;	       /* a write after the seal was logged; fs->lock */
+	bool seal_retry;	       /* the seal failed at a RELEASE: the tick tries again;
+					* sealing stays true meanwhile; fs->lock */
+	int seal_err;		       /* why it was discarded when its seal failed (-errno);
+					* writes and closes of its writers get it; fs->lock */
+	int killed_sig;		       /* the signal that killed its last flushing writer
+					* (0: none): sealed into /lost+found; fs->lock */
 	int64_t created_ns;	       /* mono_ns(); for reaping replacements nobody opened */
 	struct pending *next;	       /* fs->lock */
 };
@@ -159,6 +165,7 @@ struct unpublished {
 	uint64_t parent;
 	char name[OBJFS_NAME_MAX + 1];
 	bool replace;
+	bool lost; /* its writer was killed: it goes to /lost+found, not @name */
 	struct unpublished *next;
 };
 
@@ -205,6 +212,10 @@ struct fs {
 		 * waited for them) */
 		atomic_uint_fast64_t sealed, sealed_at_close, published_late, reregistered,
 		    invalidations, inval_own;
+		/* seal_failed: seals that failed (reported to close(2), or retried);
+		 * killed_writers: objects kept in /lost+found because their last
+		 * writer was killed by a signal */
+		atomic_uint_fast64_t seal_failed, killed_writers;
 		/* opens answered in each enum fs_io; READ requests served */
 		atomic_uint_fast64_t opens_cached, opens_direct, opens_pt, reads;
 		/* directory listings read from Redis (the kernel's cache missed) */
@@ -276,9 +287,18 @@ bool fs_take_replace_wish(struct fs *fs, uint64_t id);
  * publish it, or discard it.  Frees @p if no handle is open on it any
  * more (else the last release does).  Takes fs->lock.  0; -EIO if it is
  * sealed but not published (Redis unreachable: it is published later) or
- * could not be sealed; -ENOSPC if a write was lost (discarded).
+ * could not be sealed; -ENOSPC if a write was lost (discarded).  @told:
+ * the result reaches the writer (a FLUSH: close(2) returns it), so a seal
+ * that fails discards the object; otherwise (a RELEASE: the writer's
+ * close(2) already returned 0) nothing is discarded: the object stays
+ * pending and fs_seal_retry() tries again.
  */
-int fs_seal_pending(struct fs *fs, struct pending *p);
+int fs_seal_pending(struct fs *fs, struct pending *p, bool told);
+/* Try again the seals that failed at a RELEASE (from the tick). */
+void fs_seal_retry(struct fs *fs);
+/* store_create() for fs: a store that holds as many objects as the
+ * open-files limit allows gives -ENOSPC, logged with the limit. */
+struct store_obj *fs_store_create(struct fs *fs, uint64_t id, int *ret_err);
 /*
  * Sealed object @o is not the object Redis knows by its id (Redis lost
  * writes and the id was used again, or its record was rewritten): copy it

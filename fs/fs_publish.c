@@ -22,11 +22,16 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #define REAP_AFTER_NS (10 * 1000000000LL)
+
+static struct log_ratelimit seal_rl = LOG_RATELIMIT_INIT("failed seals", 60000, 10);
+static struct log_ratelimit limit_rl = LOG_RATELIMIT_INIT("creates over the object limit", 10000, 5);
 
 struct store_obj *fs_rekey(struct fs *fs, struct store_obj *o, int *ret_err)
 {
@@ -38,7 +43,7 @@ struct store_obj *fs_rekey(struct fs *fs, struct store_obj *o, int *ret_err)
 	for (i = 0, r = -EEXIST; i < 4 && r == -EEXIST; i++) {
 		r = meta_alloc_id(fs->meta, &id);
 		if (r == 0)
-			n = store_create(fs->store, id, &r);
+			n = fs_store_create(fs, id, &r);
 	}
 	while (r == 0 && off < size) {
 		struct iovec iov[16];
@@ -90,7 +95,7 @@ static int publish_conflict(struct fs *fs, struct pending *p, const struct meta_
 	return r;
 }
 
-static void remember_unpublished(struct fs *fs, struct pending *p)
+static void remember_unpublished(struct fs *fs, struct pending *p, bool lost)
 {
 	struct unpublished *u = calloc(1, sizeof(*u));
 
@@ -103,11 +108,13 @@ static void remember_unpublished(struct fs *fs, struct pending *p)
 	u->parent = p->parent;
 	memcpy(u->name, p->name, sizeof(u->name));
 	u->replace = p->replace;
+	u->lost = lost;
 	pthread_mutex_lock(&fs->lock);
 	u->next = fs->unpublished;
 	fs->unpublished = u;
 	/* while Redis is away, lookups of the name find it here */
-	dcache_put(fs, p->parent, p->name, META_FILE, p->id);
+	if (!lost)
+		dcache_put(fs, p->parent, p->name, META_FILE, p->id);
 	pthread_mutex_unlock(&fs->lock);
 }
 
@@ -218,28 +225,112 @@ static int publish(struct fs *fs, uint64_t id, uint64_t parent, const char *name
 	return 0;
 }
 
-int fs_seal_pending(struct fs *fs, struct pending *p)
+/* The name a killed writer's object is kept under (see fs_seal_pending()). */
+static void lost_path(char *buf, size_t len, const char *name, uint64_t id)
+{
+	snprintf(buf, len, "/lost+found/%.*s.objfs-%" PRIu64, OBJFS_NAME_MAX - 28, name, id);
+}
+
+/* Register @obj, whose writer was killed, as /lost+found/NAME.objfs-ID
+ * rather than under its name.  0, or -EIO if Redis is away (the caller
+ * keeps it for a later retry). */
+static int publish_lost(struct fs *fs, struct store_obj *obj, const char *name)
+{
+	char want[OBJFS_PATH_MAX], got[OBJFS_PATH_MAX];
+	struct meta_obj mo;
+	int r;
+
+	memset(&mo, 0, sizeof(mo));
+	mo.id = store_obj_id(obj);
+	mo.size = store_obj_size(obj);
+	mo.mtime_ns = store_obj_mtime(obj);
+	store_obj_csum(obj, mo.csum);
+	snprintf(mo.origin, sizeof(mo.origin), "%s", fs->cfg.node);
+	lost_path(want, sizeof(want), name, mo.id);
+	got[0] = '\0';
+	r = meta_reregister(fs->meta, &mo, want, got);
+	if (r == -ENOTUNIQ)
+		return publish_rekeyed(fs, obj, name);
+	if (r < 0)
+		return -EIO;
+	if (got[0])
+		store_set_path(obj, got);
+	return 0;
+}
+
+static const char *sig_name(int sig)
+{
+	static const char *const names[] = {
+	    [SIGHUP] = "SIGHUP",   [SIGINT] = "SIGINT",	  [SIGQUIT] = "SIGQUIT",
+	    [SIGILL] = "SIGILL",   [SIGTRAP] = "SIGTRAP", [SIGABRT] = "SIGABRT",
+	    [SIGBUS] = "SIGBUS",   [SIGFPE] = "SIGFPE",	  [SIGKILL] = "SIGKILL",
+	    [SIGUSR1] = "SIGUSR1", [SIGSEGV] = "SIGSEGV", [SIGUSR2] = "SIGUSR2",
+	    [SIGPIPE] = "SIGPIPE", [SIGALRM] = "SIGALRM", [SIGTERM] = "SIGTERM",
+	    [SIGXCPU] = "SIGXCPU", [SIGXFSZ] = "SIGXFSZ", [SIGSYS] = "SIGSYS",
+	};
+
+	if (sig > 0 && (size_t)sig < ARRAY_SIZE(names) && names[sig])
+		return names[sig];
+	return "a signal";
+}
+
+/* Seal @p's bytes.  0, or a negative errno (logged). */
+static int seal_bytes(struct fs *fs, struct pending *p, bool told)
+{
+	int r = store_seal(p->obj, "", now_ns());
+
+	if (r < 0) {
+		FS_COUNT(fs, seal_failed, 1);
+		if (told)
+			log_error("cannot seal object %" PRIu64 " ('%s'): %s; discarding it, and "
+				  "its close(2) fails",
+				  p->id, p->name, strerror(-r));
+		else
+			log_msg_limited(&seal_rl, LOGL_ERROR,
+					"cannot seal object %" PRIu64 " ('%s'): %s; kept, and "
+					"tried again",
+					p->id, p->name, strerror(-r));
+	}
+	return r;
+}
+
+int fs_seal_pending(struct fs *fs, struct pending *p, bool told)
 {
 	char name[OBJFS_NAME_MAX + 1];
-	bool discard, failed, free_now;
+	bool discard, failed, free_now, lost = false;
 	uint64_t parent;
 	struct inode *in;
-	int r = 0, pr = 0, ret = 0;
+	int r = 0, pr = 0, ret = 0, sig;
 
 	pthread_mutex_lock(&fs->lock);
 	failed = p->failed;
 	discard = p->failed || p->unlinked;
+	sig = p->killed_sig;
+	p->seal_retry = false;
 	pthread_mutex_unlock(&fs->lock);
 	if (!discard) {
-		r = store_seal(p->obj, "", now_ns());
-		if (r < 0) {
-			log_error("cannot seal object %" PRIu64 " ('%s'): %s; discarding it", p->id,
-				  p->name, strerror(-r));
-			ret = -EIO;
+		r = seal_bytes(fs, p, told);
+		if (r < 0 && !told) {
+			/* the writer's close(2) returned 0: keep it, and try again */
+			pthread_mutex_lock(&fs->lock);
+			p->seal_retry = true;
+			pthread_mutex_unlock(&fs->lock);
+			return r;
 		}
+		if (r < 0)
+			ret = r == -ENOSPC ? -ENOSPC : -EIO;
 	}
-	if (!discard && r == 0)
+	if (!discard && r == 0 && sig) {
+		lost = true;
+		FS_COUNT(fs, killed_writers, 1);
+		log_warn("the writer of '%s' (object %" PRIu64 ", %" PRIu64 " bytes) was killed "
+			 "by %s: kept on this node as '/lost+found/%s.objfs-%" PRIu64
+			 "', not published under its name",
+			 p->name, p->id, store_obj_size(p->obj), sig_name(sig), p->name, p->id);
+		pr = publish_lost(fs, p->obj, p->name);
+	} else if (!discard && r == 0) {
 		pr = publish(fs, p->id, p->parent, p->name, p->replace, p->obj);
+	}
 	if (pr == -ENOTUNIQ) {
 		discard = true; /* kept under another id in /lost+found */
 		ret = -EIO;
@@ -247,7 +338,7 @@ int fs_seal_pending(struct fs *fs, struct pending *p)
 		log_warn("Redis unreachable: object %" PRIu64 " ('%s') sealed on this node, "
 			 "published when Redis is back",
 			 p->id, p->name);
-		remember_unpublished(fs, p);
+		remember_unpublished(fs, p, lost);
 		ret = -EIO;
 	}
 	if (failed)
@@ -268,10 +359,13 @@ int fs_seal_pending(struct fs *fs, struct pending *p)
 		}
 	}
 	p->sealing = false;
-	if (!discard && r == 0)
+	if (!discard && r == 0) {
 		p->sealed = true;
-	else
+	} else {
 		p->discarded = true;
+		if (r < 0)
+			p->seal_err = ret;
+	}
 	/* handles still open on it (a FLUSH sealed it) free it at their
 	 * last release; from here on it is theirs */
 	free_now = p->opens == 0;
@@ -279,17 +373,60 @@ int fs_seal_pending(struct fs *fs, struct pending *p)
 	memcpy(name, p->name, sizeof(name));
 	pthread_cond_broadcast(&fs->settle);
 	pthread_mutex_unlock(&fs->lock);
-	FS_COUNT(fs, sealed, 1);
-
-	if (discard || r < 0) {
-		fs_notify_gone(fs, parent, name);
-		store_unlink(p->obj);
+	if (r == 0 && !discard) {
+		FS_COUNT(fs, sealed, 1);
+		if (told)
+			FS_COUNT(fs, sealed_at_close, 1);
 	}
+
+	/* a killed writer's object does not keep the name the kernel knows */
+	if (discard || r < 0 || lost)
+		fs_notify_gone(fs, parent, name);
+	if (discard || r < 0)
+		store_unlink(p->obj);
 	if (free_now) {
 		store_obj_unref(p->obj);
 		free(p);
 	}
 	return ret;
+}
+
+void fs_seal_retry(struct fs *fs)
+{
+	struct pending *p, *todo[16];
+	size_t n = 0, i;
+
+	pthread_mutex_lock(&fs->lock);
+	for (p = fs->pending; p && n < ARRAY_SIZE(todo); p = p->next) {
+		if (p->seal_retry) {
+			p->seal_retry = false;
+			todo[n++] = p;
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	/* p->sealing is still set: nothing else seals or frees them */
+	for (i = 0; i < n; i++)
+		(void)fs_seal_pending(fs, todo[i], false);
+}
+
+struct store_obj *fs_store_create(struct fs *fs, uint64_t id, int *ret_err)
+{
+	struct store_obj *o = store_create(fs->store, id, ret_err);
+	struct rlimit rl;
+	struct store_stats ss;
+
+	if (o || *ret_err != -EMFILE)
+		return o;
+	store_stats(fs->store, &ss);
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		rl.rlim_cur = 0;
+	log_msg_limited(&limit_rl, LOGL_WARN,
+			"cannot create an object: this node holds %" PRIu64
+			" objects, the most its open-files limit (%llu) leaves room for; raise "
+			"the limit (LimitNOFILE=, ulimit -n, prlimit --nofile) or remove objects",
+			ss.held, (unsigned long long)rl.rlim_cur);
+	*ret_err = -ENOSPC;
+	return NULL;
 }
 
 /* ---- later ---- */
@@ -312,7 +449,10 @@ void fs_publish_retry(struct fs *fs)
 			free(u); /* unlinked meanwhile */
 			continue;
 		}
-		r = publish(fs, u->id, u->parent, u->name, u->replace, obj);
+		if (u->lost)
+			r = publish_lost(fs, obj, u->name);
+		else
+			r = publish(fs, u->id, u->parent, u->name, u->replace, obj);
 		if (r == -ENOTUNIQ) {
 			free(u); /* kept under another id in /lost+found */
 		} else if (r == 0) {

@@ -251,6 +251,7 @@ void fs_tick(struct fs *fs)
 	unsigned n = 0;
 
 	fs_reap_pending(fs);
+	fs_seal_retry(fs);
 	resync = atomic_exchange(&fs->resync, false);
 	if (meta_epoch(fs->meta, epoch, sizeof(epoch)) < 0) {
 		if (resync)

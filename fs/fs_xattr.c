@@ -301,10 +301,13 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("files_reused: %" PRIu64 "\n", ss.files_reused);
 	OUT("objects: %" PRIu64 "\n", ss.objects);
 	OUT("pending: %" PRIu64 "\n", ss.pending);
+	OUT("objects_max: %" PRIu64 "\n", ss.objects_max);
 	OUT("unpublished: %zu\n", npub);
 	OUT("bad_records: %" PRIu64 "\n", ss.bad_records);
 	OUT("sealed: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, sealed));
 	OUT("sealed_at_close: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, sealed_at_close));
+	OUT("seal_failed: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, seal_failed));
+	OUT("killed_writers: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, killed_writers));
 	OUT("reregistered: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, reregistered));
 	OUT("overwrite: %s\n", fs->cfg.allow_overwrite ? "allowed" : "refused");
 	fs_pt_describe(fs->pt, pt, sizeof(pt));

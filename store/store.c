@@ -37,6 +37,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -156,6 +157,7 @@ int store_table_add_i(struct store *s, struct store_obj *o)
 	if (s->all)
 		s->all->prev = o;
 	s->all = o;
+	s->nall++;
 	if (obj_sealed_locked(o))
 		s->nobjects++;
 	else
@@ -178,6 +180,7 @@ static void obj_destroy(struct store_obj *o)
 		s->all = o->next;
 	if (o->next)
 		o->next->prev = o->prev;
+	s->nall--;
 	pthread_mutex_unlock(&s->lock);
 	store_obj_free_i(o);
 }
@@ -211,7 +214,12 @@ struct store_obj *store_create(struct store *s, uint64_t id, int *ret_err)
 	atomic_store_explicit(&o->refs, 1, memory_order_relaxed);
 	pthread_mutex_lock(&s->lock);
 	HASH_FIND(hh, s->table, &id, sizeof(id), found);
-	r = found ? -EEXIST : store_table_add_i(s, o);
+	if (found)
+		r = -EEXIST;
+	else if (s->nall >= s->objects_max)
+		r = -EMFILE; /* every descriptor the limit leaves objects is taken */
+	else
+		r = store_table_add_i(s, o);
 	pthread_mutex_unlock(&s->lock);
 	if (r < 0)
 		goto free_obj;
@@ -748,11 +756,28 @@ void store_stats(struct store *s, struct store_stats *ret)
 	ret->page = s->unit;
 	ret->objects = s->nobjects;
 	ret->pending = s->npending;
+	ret->held = s->nall;
+	ret->objects_max = s->objects_max;
 	ret->bad_records = s->bad_records;
 	pthread_mutex_unlock(&s->lock);
 }
 
 /* ---- open and close ---- */
+
+/* How many objects the open-files limit leaves room for (see STORE_FD_SPARE_MIN). */
+static uint64_t objects_max(void)
+{
+	struct rlimit rl;
+	uint64_t n, spare;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return UINT64_MAX;
+	n = rl.rlim_cur;
+	spare = STORE_POOL_MAX + min_u64(STORE_FD_SPARE_MAX, n / 8);
+	if (spare < STORE_POOL_MAX + STORE_FD_SPARE_MIN)
+		spare = STORE_POOL_MAX + STORE_FD_SPARE_MIN;
+	return n > 2 * spare ? n - spare : n / 2;
+}
 
 /* Tear down a store, whole or half built.  Objects go whatever their refs. */
 static void store_free(struct store *s)
@@ -822,6 +847,7 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 	}
 	s->dir_fd = s->objects_fd = s->notes_fd = s->lock_fd = s->data_fd = -1;
 	s->capacity = cap;
+	s->objects_max = objects_max();
 	s->verify = cfg->verify;
 	s->reuse = !cfg->no_reuse;
 	/* default attributes: initialization cannot fail on Linux */

@@ -109,6 +109,10 @@ struct store_stats {
 	uint64_t draining;
 	uint64_t objects;     /* sealed objects in the store */
 	uint64_t pending;     /* objects being written */
+	/* objects held in all (sealed, pending, and unlinked ones still
+	 * referenced), and the most there may be: each may hold a descriptor,
+	 * and the open-files limit at store_open() bounds them */
+	uint64_t held, objects_max;
 	uint64_t bad_records; /* catalog records rejected at open */
 	uint64_t pool; /* bytes of files kept for reuse, or being made by prefault (not in used) */
 	uint64_t files_new;    /* object files made new since open */
@@ -132,7 +136,8 @@ int store_prefault(struct store *s, const atomic_bool *stop);
 
 /*
  * Start a pending object with id @id (unique; -EEXIST if the store
- * already has @id).  Returns it with one reference.
+ * already has @id; -EMFILE if it holds objects_max objects already, see
+ * struct store_stats).  Returns it with one reference.
  */
 struct store_obj *store_create(struct store *s, uint64_t id, int *ret_err);
 

@@ -68,6 +68,11 @@
 #define STORE_TMP_PREFIX ".tmp-"
 #define STORE_BAD_SUFFIX ".bad"
 #define STORE_POOL_MAX 64 /* freed files kept for reuse, at most */
+/* descriptors left to everything but objects (the pool, FUSE, Redis, peers,
+ * /proc reads at FLUSH, catalog writes): STORE_POOL_MAX and an eighth of
+ * the open-files limit, within [STORE_FD_SPARE_MIN, STORE_FD_SPARE_MAX] */
+#define STORE_FD_SPARE_MIN 48
+#define STORE_FD_SPARE_MAX 192
 
 static inline uint64_t min_u64(uint64_t a, uint64_t b)
 {
@@ -184,6 +189,9 @@ struct store {
 	struct store_obj *table; /* linked objects by id (uthash) */
 	struct store_obj *all;	 /* every object not yet freed */
 	uint64_t nobjects, npending;
+	/* objects not yet freed, linked or not: each may hold a descriptor
+	 * and a mapping, so at most objects_max of them (store_create()) */
+	uint64_t nall, objects_max;
 	uint64_t bad_records;		  /* written at open only */
 	uint64_t files_new, files_reused; /* object files made, taken from the pool */
 
