@@ -737,11 +737,19 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		h->flushed = false;
 		p->flushed--;
 	}
-	if (r == -ENOSPC && !p->failed) {
+	if ((r == -EMFILE || r == -ENFILE) && !p->failed) {
+		/* the daemon's own limit, not the writer's: the write is lost */
+		p->failed = true;
+		log_warn("out of descriptors: object %" PRIu64 " being written as '%s' is "
+			 "discarded; raise the open-files limit (LimitNOFILE=, ulimit -n)",
+			 p->id, p->name);
+	} else if (r == -ENOSPC && !p->failed) {
 		p->failed = true;
 		log_warn("store full: object %" PRIu64 " being written as '%s' is discarded", p->id,
 			 p->name);
 	}
+	if (r == -EMFILE || r == -ENFILE)
+		r = -ENOSPC;
 	pthread_mutex_unlock(&fs->lock);
 	if (r < 0)
 		fuse_reply_err(req, -r);
@@ -988,8 +996,8 @@ static enum flush_verdict flush_verdict(fuse_req_t req, const struct handle *h, 
 		return FLUSH_LAST;
 	}
 	if (r == -EACCES || r == -EPERM || r == -ENODATA) {
-		log_debug("flush of object %" PRIu64 ": cannot see the descriptors of %d: %s",
-			  ino, (int)tid, strerror(-r));
+		log_debug("flush of object %" PRIu64 ": cannot see the descriptors of %d: %s", ino,
+			  (int)tid, strerror(-r));
 		return FLUSH_BLIND;
 	}
 	if (r < 0)
@@ -1038,7 +1046,7 @@ static int task_killed_by(pid_t tid)
 	}
 	if (field <= 52)
 		return -ENODATA; /* a kernel before 3.5 */
-	if (!(flags & 0x4)) /* PF_EXITING */
+	if (!(flags & 0x4))	 /* PF_EXITING */
 		return 0;
 	return (int)(code & 0x7f);
 }
@@ -1187,6 +1195,8 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 			return;
 		}
 		r = store_truncate(obj, (uint64_t)attr->st_size);
+		if (r == -EMFILE || r == -ENFILE)
+			r = -ENOSPC; /* the daemon's limit, not the caller's */
 		if (r == -ENOSPC) {
 			pthread_mutex_lock(&fs->lock);
 			in = inode_find(fs, ino);

@@ -31,7 +31,8 @@
 #define REAP_AFTER_NS (10 * 1000000000LL)
 
 static struct log_ratelimit seal_rl = LOG_RATELIMIT_INIT("failed seals", 60000, 10);
-static struct log_ratelimit limit_rl = LOG_RATELIMIT_INIT("creates over the object limit", 10000, 5);
+static struct log_ratelimit limit_rl =
+    LOG_RATELIMIT_INIT("creates over the object limit", 10000, 5);
 
 struct store_obj *fs_rekey(struct fs *fs, struct store_obj *o, int *ret_err)
 {

@@ -107,8 +107,8 @@ struct store_stats {
 	 * until their last reference goes: open here, or being sent to a
 	 * peer that began fetching them before the unlink */
 	uint64_t draining;
-	uint64_t objects;     /* sealed objects in the store */
-	uint64_t pending;     /* objects being written */
+	uint64_t objects; /* sealed objects in the store */
+	uint64_t pending; /* objects being written */
 	/* objects held in all (sealed, pending, and unlinked ones still
 	 * referenced), and the most there may be: each may hold a descriptor,
 	 * and the open-files limit at store_open() bounds them */
