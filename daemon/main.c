@@ -609,6 +609,11 @@ static int run(struct daemon *d)
 		return -EINVAL;
 	}
 
+	d->src = fetch_source_new(d->store, serve_lease_ms(&d->cfg));
+	if (!d->src) {
+		fail("out of memory");
+		return -ENOMEM;
+	}
 	snprintf(fsname, sizeof(fsname), "objfs:%s",
 		 d->cfg.spec_kind == SPEC_LOCAL ? "local" : meta_url(d->meta));
 	fc = (struct fs_config){
@@ -626,6 +631,7 @@ static int run(struct daemon *d)
 	    .debug = d->cfg.debug,
 	    .passthrough = !d->cfg.passthrough_off,
 	    .transport = d->transport,
+	    .source = d->src,
 	    .wake_tick = wake_ticker,
 	    .wake_ctx = d,
 	};
@@ -633,11 +639,6 @@ static int run(struct daemon *d)
 	if (!d->fs) {
 		fail("cannot set up the filesystem: %s", strerror(-r));
 		return r;
-	}
-	d->src = fetch_source_new(d->store, serve_lease_ms(&d->cfg));
-	if (!d->src) {
-		fail("out of memory");
-		return -ENOMEM;
 	}
 	fetch_source_init(&d->source, d->src);
 	r = endpoint_serve(d->transport, &d->cfg, &d->source, d->card.listen,
@@ -700,8 +701,9 @@ static void shutdown_all(struct daemon *d)
 		meta_unsubscribe(d->meta);
 	fs_stop_fetching(d->fs);
 	transport_free(d->transport);
-	fetch_source_free(d->src);
+	/* the fetcher's eviction takes leases back: the source goes after it */
 	fs_free(d->fs);
+	fetch_source_free(d->src);
 	store_close(d->store);
 	meta_free(d->meta);
 	local_redis_stop(d->lr);

@@ -53,6 +53,7 @@ struct fetcher *fetcher_new(const struct fetcher_config *cfg, int *ret_err)
 	fr->store = cfg->store;
 	fr->transport = cfg->transport;
 	fr->hooks = cfg->hooks;
+	fr->source = cfg->source;
 	fr->sync_max = cfg->sync_max ? cfg->sync_max : FETCH_SYNC_MAX_DEFAULT;
 	if (fr->transport)
 		transport_tuning(fr->transport, &tt);

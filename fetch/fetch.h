@@ -22,6 +22,7 @@
  * copies that nobody uses (hooks->busy() says so) and that live on
  * another node too, least recently used first; the last copy in the
  * cluster is never given up (meta_release_replica() decides atomically).
+ * A peer's serving lease does not keep a copy (fetch_source_revoke()).
  *
  * Threading: every function but fetcher_stop() and fetcher_free() is
  * thread-safe; those two belong to the fetcher's owner.  Hooks are called
@@ -79,6 +80,10 @@ struct fetcher_config {
 	struct store *store;
 	struct transport *transport;
 	struct fetcher_hooks hooks; /* any hook may be NULL */
+	/* what this node serves peers from (not owned; may be NULL): eviction
+	 * takes its leases on an evicted copy back, and waits boundedly
+	 * for GETs in flight of a copy it needs to give up */
+	struct fetch_source *source;
 	/* objects up to this size are fetched by the opening thread
 	 * itself, before fetcher_open() returns (0: 1 MiB; never more than
 	 * the backend's range_min) */
@@ -153,9 +158,12 @@ void fetcher_forget(struct fetcher *fr, uint64_t id);
  * Make @need bytes free in the store: give up sealed copies that no one
  * uses and that another live node holds, least recently used first, and
  * only if giving them up makes that much room (otherwise none is given
- * up).  Returns the bytes freed: 0 if there was room already, if nothing
+ * up, and the log says what holds the room).  A copy being sent to a
+ * peer is waited for, FETCH_EVICT_WAIT_MS at most, if it is needed.
+ * Returns the bytes freed: 0 if there was room already, if nothing
  * could go, or if nothing would have helped.
  */
+#define FETCH_EVICT_WAIT_MS 2000
 uint64_t fetcher_evict(struct fetcher *fr, uint64_t need);
 
 struct fetcher_stats {
@@ -177,10 +185,12 @@ void fetcher_stats(struct fetcher *fr, struct fetcher_stats *ret);
  * The source the transport serves this node's sealed objects from.  A
  * store reference pins an object while its pages are on the wire, and a
  * lease per (peer, object) keeps them for lease_ms after that peer's
- * last GET: a peer that began fetching an object before it was unlinked
- * here (deleted, evicted, replaced) gets the rest of it, while nothing
- * and nobody else can find it any more.  Pages of an unlinked object go
- * once its last lease lapses (fetch_source_expire()).
+ * last GET: a peer that began fetching an object before it was deleted
+ * or replaced here gets the rest of it, while nothing and nobody else
+ * can find it any more.  Pages of an unlinked object go once its last
+ * lease lapses (fetch_source_expire()).  A lease does not keep a copy
+ * from eviction: eviction takes it back (fetch_source_revoke()), and the
+ * peer fetches the rest from another holder.
  */
 struct fetch_source;
 
@@ -205,5 +215,20 @@ unsigned fetch_source_expire(struct fetch_source *src);
 
 /* Leases held now. */
 unsigned fetch_source_leases(struct fetch_source *src);
+
+/*
+ * Copy @id was evicted (unlinked): take its leases back.  Idle ones go
+ * now, with the pages they held; one under a GET serves that GET and
+ * goes when it ends.  A peer's next GET of @id then gets -ENOENT, and
+ * its fetch fails over.  NULL is fine.
+ */
+void fetch_source_revoke(struct fetch_source *src, uint64_t id);
+
+/* Is a GET of @id being answered now?  NULL is fine (false). */
+bool fetch_source_sending(struct fetch_source *src, uint64_t id);
+
+/* Wait until no GET of @id is being answered, or until @deadline_ns
+ * (mono_ns()): 0 or -ETIMEDOUT.  NULL is fine. */
+int fetch_source_wait(struct fetch_source *src, uint64_t id, int64_t deadline_ns);
 
 #endif

@@ -115,6 +115,7 @@ struct fetcher {
 	struct store *store;
 	struct transport *transport;
 	struct fetcher_hooks hooks;
+	struct fetch_source *source; /* may be NULL */
 	uint64_t sync_max;
 	uint64_t range_min; /* the backend's tuning */
 	unsigned streams_per_holder;

@@ -8,10 +8,10 @@
  *
  * Leases.  A peer fetches a big object as many GETs (8 MiB ranges, two
  * at a time, over connections that come and go), and the object may be
- * deleted, evicted or replaced here between two of them: the unlink
- * takes it out of the store at once, and the peer's next GET would find
- * nothing.  So every GET also takes a lease, keyed by (peer, id), that
- * holds a store reference of its own: while it lasts, the object's pages
+ * deleted or replaced here between two of them: the unlink takes it
+ * out of the store at once, and the peer's next GET would find nothing.
+ * So every GET also takes a lease, keyed by (peer, id), that holds a
+ * lease reference of its own: while it lasts, the object's pages
  * stay, and that peer's GETs of that id are served from them even once
  * the store no longer knows the id.  Nothing else can find the object
  * through a lease: not the layer above (lookups go to the store), nor
@@ -31,9 +31,23 @@
  * registration on the store object through attach(): the store drops it
  * when the object is freed, whichever lease, GET or reader let go last.
  *
- * A lease on an object the store still holds costs nothing but keeps it
- * from being evicted (store_obj_in_use()) until it lapses: eviction
- * would free nothing meanwhile.
+ * Eviction.  A lease holds a lease reference (store_obj_ref_lease()),
+ * which does not count as use: a copy that a peer fetched from is as
+ * evictable as any other once no GET of it is in flight (fetch_evict.c
+ * gives up one being sent only last).  Eviction unlinks the copy, then
+ * takes its leases back (fetch_source_revoke()): an idle one goes at
+ * once, with the pages, and one under a GET when its last GET ends (the
+ * GET's own reference keeps the pages, and so an RDMA registration of
+ * them, until then).  A revoked lease serves nothing more: the peer's
+ * next GET gets -ENOENT and its fetch fails over to another holder,
+ * which eviction knows exists (meta_release_replica()).  A GET that
+ * began just as its object was unlinked (deleted or evicted) is served,
+ * but gives its peer no lease it did not have before.
+ *
+ *   fetch_source_revoke() ──► idle leases of @id go; busy ones are
+ *           marked, and go with the end of their last GET
+ *   fetch_source_wait() ──► eviction waits, boundedly, for the GETs of
+ *           an object in flight
  *
  * Locking: src->lock guards the lease table.  It is a leaf: no store
  * call that may take a store lock runs under it (references are dropped
@@ -45,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define LEASES_MAX 4096
 
@@ -55,9 +70,10 @@ struct lease_key {
 
 struct lease {
 	struct lease_key key;
-	struct store_obj *o; /* one reference, the lease's own */
+	struct store_obj *o; /* one lease reference, the lease's own */
 	int64_t last_ns;     /* mono_ns() at the start or end of the last GET */
 	unsigned inflight;   /* GETs being answered under it */
+	bool revoked;	     /* taken back: serves no new GET, goes when inflight is 0 */
 	UT_hash_handle hh;
 };
 
@@ -65,6 +81,7 @@ struct fetch_source {
 	struct store *store;
 	int64_t lease_ns;
 	pthread_mutex_t lock;
+	pthread_cond_t ended; /* a GET under a lease ended; lock, CLOCK_MONOTONIC */
 	struct lease *leases; /* lock; uthash by key */
 	uint64_t nleases;     /* lock */
 };
@@ -85,7 +102,7 @@ static void key_init(struct lease_key *k, const char *peer, uint64_t id)
 
 static bool lapsed(const struct fetch_source *src, const struct lease *l, int64_t now)
 {
-	return !l->inflight && now - l->last_ns >= src->lease_ns;
+	return !l->inflight && (l->revoked || now - l->last_ns >= src->lease_ns);
 }
 
 /* Take @l out of the table; the caller drops its reference.  lock held. */
@@ -100,19 +117,21 @@ static struct store_obj *lease_del_locked(struct fetch_source *src, struct lease
 }
 
 /*
- * The lease of (@k), made if missing (with a reference on @o) and
+ * The lease of (@k), made if missing (with a lease reference on @o) and
  * renewed; it holds @o (the object the store has now, if it has one).
- * NULL if the table is full.  *@ret_drop gets a reference the caller
- * must drop once the lock is released (a lease that held another
- * object under the same id), or NULL.  lock held.
+ * NULL if the table is full.  *@ret_drop gets a lease reference the
+ * caller must drop once the lock is released (a lease that held another
+ * object under the same id), or NULL; *@ret_fresh is true if the lease
+ * did not hold @o before.  lock held.
  */
 static struct lease *lease_take_locked(struct fetch_source *src, const struct lease_key *k,
 				       struct store_obj *o, int64_t now,
-				       struct store_obj **ret_drop)
+				       struct store_obj **ret_drop, bool *ret_fresh)
 {
 	struct lease *l, *added;
 
 	*ret_drop = NULL;
+	*ret_fresh = false;
 	HASH_FIND(hh, src->leases, k, sizeof(*k), l);
 	if (!l) {
 		if (src->nleases >= LEASES_MAX)
@@ -131,11 +150,32 @@ static struct lease *lease_take_locked(struct fetch_source *src, const struct le
 	}
 	if (l->o != o) {
 		*ret_drop = l->o;
-		l->o = store_obj_ref(o);
+		l->o = store_obj_ref_lease(o);
+		l->revoked = false;
+		*ret_fresh = true;
 	}
 	l->last_ns = now;
 	l->inflight++;
 	return l;
+}
+
+/*
+ * @l was just given @o, which the store had when this GET began: if the
+ * store no longer has it (unlinked meanwhile, by a delete or an
+ * eviction that may have revoked the leases before @l held it), @l
+ * serves this GET only.
+ */
+static void lease_check_linked(struct fetch_source *src, struct lease *l, struct store_obj *o)
+{
+	struct store_obj *cur = store_lookup(src->store, store_obj_id(o));
+
+	store_obj_unref(cur);
+	if (cur == o)
+		return;
+	pthread_mutex_lock(&src->lock);
+	if (l->o == o)
+		l->revoked = true;
+	pthread_mutex_unlock(&src->lock);
 }
 
 static int src_open(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size, void **ret_token)
@@ -146,6 +186,7 @@ static int src_open(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size
 	struct lease *l;
 	struct pin *pin;
 	int64_t now = mono_ns();
+	bool fresh = false;
 
 	pin = calloc(1, sizeof(*pin));
 	if (!pin)
@@ -158,26 +199,31 @@ static int src_open(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size
 	}
 	pthread_mutex_lock(&src->lock);
 	if (o) {
-		l = lease_take_locked(src, &k, o, now, &drop);
+		l = lease_take_locked(src, &k, o, now, &drop, &fresh);
 	} else {
-		/* unlinked here since this peer's last GET: serve what it began */
+		/* unlinked here since this peer's last GET: serve what it began,
+		 * unless eviction took the lease back (the peer fails over) */
 		HASH_FIND(hh, src->leases, &k, sizeof(k), l);
 		if (l && lapsed(src, l, now)) {
 			drop = lease_del_locked(src, l);
 			l = NULL;
 		}
-		if (l) {
+		if (l && !l->revoked) {
 			o = store_obj_ref(l->o);
 			l->last_ns = now;
 			l->inflight++;
+		} else {
+			l = NULL;
 		}
 	}
 	pthread_mutex_unlock(&src->lock);
-	store_obj_unref(drop);
+	store_obj_unref_lease(drop);
 	if (!o) {
 		free(pin);
 		return -ENOENT;
 	}
+	if (l && fresh)
+		lease_check_linked(src, l, o);
 	pin->src = src;
 	pin->o = o;
 	pin->l = l;
@@ -224,52 +270,126 @@ static void src_close(void *token)
 {
 	struct pin *pin = token;
 	struct fetch_source *src = pin->src;
+	struct store_obj *drop = NULL;
+	struct lease *l = pin->l;
 
-	if (pin->l) {
+	/* first: whoever sees this GET ended sees its reference gone */
+	store_obj_unref(pin->o);
+	if (l) {
 		pthread_mutex_lock(&src->lock);
-		pin->l->inflight--;
-		pin->l->last_ns = mono_ns();
+		l->inflight--;
+		l->last_ns = mono_ns();
+		if (!l->inflight && l->revoked)
+			drop = lease_del_locked(src, l);
+		pthread_cond_broadcast(&src->ended);
 		pthread_mutex_unlock(&src->lock);
 	}
-	store_obj_unref(pin->o);
+	/* the pages of an evicted copy go here if this was its last GET */
+	store_obj_unref_lease(drop);
 	free(pin);
 }
 
 struct fetch_source *fetch_source_new(struct store *s, unsigned lease_ms)
 {
 	struct fetch_source *src = calloc(1, sizeof(*src));
+	pthread_condattr_t ca;
 
 	if (!src)
 		return NULL;
 	src->store = s;
 	src->lease_ns = (int64_t)(lease_ms ? lease_ms : FETCH_LEASE_MS_DEFAULT) * 1000000;
 	pthread_mutex_init(&src->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&src->ended, &ca);
+	pthread_condattr_destroy(&ca);
 	return src;
 }
 
-unsigned fetch_source_expire(struct fetch_source *src)
+/*
+ * Drop the leases that have lapsed, after taking back those of @id if
+ * @revoke (a revoked lease lapses once no GET runs under it; one under
+ * a GET goes with its last GET, src_close()).  Returns how many went.
+ */
+static unsigned sweep(struct fetch_source *src, bool revoke, uint64_t id)
 {
 	struct store_obj **objs;
 	struct lease *l, *tmp;
 	int64_t now = mono_ns();
 	size_t n = 0, i;
 
-	if (!src)
-		return 0;
 	pthread_mutex_lock(&src->lock);
+	/* without it, the next sweep drops what lapsed */
 	objs = malloc((src->nleases ? src->nleases : 1) * sizeof(*objs));
-	if (objs) { /* else the next call tries again */
-		HASH_ITER (hh, src->leases, l, tmp) {
-			if (lapsed(src, l, now))
-				objs[n++] = lease_del_locked(src, l);
-		}
+	HASH_ITER (hh, src->leases, l, tmp) {
+		if (revoke && l->key.id == id)
+			l->revoked = true;
+		if (objs && lapsed(src, l, now))
+			objs[n++] = lease_del_locked(src, l);
 	}
 	pthread_mutex_unlock(&src->lock);
 	/* the last reference of an unlinked object frees its pages */
 	for (i = 0; i < n; i++)
-		store_obj_unref(objs[i]);
+		store_obj_unref_lease(objs[i]);
 	free(objs);
 	return (unsigned)n;
+}
+
+unsigned fetch_source_expire(struct fetch_source *src)
+{
+	return src ? sweep(src, false, 0) : 0;
+}
+
+void fetch_source_revoke(struct fetch_source *src, uint64_t id)
+{
+	if (src)
+		sweep(src, true, id);
+}
+
+/* Is a GET of @id in flight under a lease?  lock held. */
+static bool sending_locked(struct fetch_source *src, uint64_t id)
+{
+	struct lease *l, *tmp;
+
+	HASH_ITER (hh, src->leases, l, tmp) {
+		if (l->key.id == id && l->inflight)
+			return true;
+	}
+	return false;
+}
+
+bool fetch_source_sending(struct fetch_source *src, uint64_t id)
+{
+	bool r;
+
+	if (!src)
+		return false;
+	pthread_mutex_lock(&src->lock);
+	r = sending_locked(src, id);
+	pthread_mutex_unlock(&src->lock);
+	return r;
+}
+
+int fetch_source_wait(struct fetch_source *src, uint64_t id, int64_t deadline_ns)
+{
+	struct timespec until = {
+	    .tv_sec = deadline_ns / 1000000000,
+	    .tv_nsec = deadline_ns % 1000000000,
+	};
+	int r = 0;
+
+	if (!src)
+		return 0;
+	pthread_mutex_lock(&src->lock);
+	while (sending_locked(src, id)) {
+		if (pthread_cond_timedwait(&src->ended, &src->lock, &until) == ETIMEDOUT &&
+		    sending_locked(src, id)) {
+			r = -ETIMEDOUT;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&src->lock);
+	return r;
 }
 
 unsigned fetch_source_leases(struct fetch_source *src)
@@ -292,7 +412,8 @@ void fetch_source_free(struct fetch_source *src)
 		return;
 	/* nothing serves from it any more: no lock needed */
 	HASH_ITER (hh, src->leases, l, tmp)
-		store_obj_unref(lease_del_locked(src, l));
+		store_obj_unref_lease(lease_del_locked(src, l));
+	pthread_cond_destroy(&src->ended);
 	pthread_mutex_destroy(&src->lock);
 	free(src);
 }

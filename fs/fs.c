@@ -192,6 +192,7 @@ struct fs *fs_new(const struct fs_config *cfg, struct meta *m, struct store *s, 
 	    .meta = m,
 	    .store = s,
 	    .transport = cfg->transport,
+	    .source = cfg->source,
 	    .hooks = hooks,
 	};
 	fs->fetcher = fetcher_new(&fc, &r);

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct fetch_source;
 struct fs;
 struct meta;
 struct meta_inval;
@@ -45,6 +46,9 @@ struct fs_config {
 	/* fetches other nodes' objects (not owned; must outlive the fs, or
 	 * at least fs_stop_fetching()); NULL: none are fetched */
 	struct transport *transport;
+	/* what the node serves peers from (not owned; must outlive the fs;
+	 * may be NULL): eviction takes its leases on an evicted copy back */
+	struct fetch_source *source;
 	/* asks the owner to call fs_tick() soon (Redis lost writes: the
 	 * store must be reconciled at once); called from the invalidation
 	 * subscriber with no lock of the fs held; NULL: the next tick */

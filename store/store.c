@@ -140,6 +140,7 @@ struct store_obj *store_obj_new_i(struct store *s, uint64_t id)
 	o->fd = -1;
 	o->recyclable = true;
 	atomic_init(&o->refs, 0);
+	atomic_init(&o->lease_refs, 0);
 	atomic_init(&o->sealed, false);
 	atomic_init(&o->size, 0);
 	return o;
@@ -199,6 +200,24 @@ void store_obj_unref(struct store_obj *o)
 	/* the old count: 1 means this was the last reference */
 	if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1)
 		obj_destroy(o);
+}
+
+/* Counted in refs first and out of it last (see store_obj_in_use()). */
+struct store_obj *store_obj_ref_lease(struct store_obj *o)
+{
+	if (o) {
+		atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&o->lease_refs, 1, memory_order_release);
+	}
+	return o;
+}
+
+void store_obj_unref_lease(struct store_obj *o)
+{
+	if (!o)
+		return;
+	atomic_fetch_sub_explicit(&o->lease_refs, 1, memory_order_release);
+	store_obj_unref(o);
 }
 
 struct store_obj *store_create(struct store *s, uint64_t id, int *ret_err)
@@ -266,10 +285,21 @@ bool store_obj_in_use(const struct store_obj *o)
 	pthread_mutex_t *lock = (pthread_mutex_t *)&o->lock;
 	unsigned own;
 
+	unsigned leases, again, refs;
+
 	pthread_mutex_lock(lock);
 	own = o->linked ? 2 : 1; /* the caller's, and the table's if linked */
 	pthread_mutex_unlock(lock);
-	return atomic_load_explicit(&o->refs, memory_order_relaxed) > own;
+	/* Lease references are counted in refs before lease_refs and out of
+	 * it after: the fewer of the leases seen before and after refs are
+	 * all in refs, so a lease taken or dropped meanwhile errs towards
+	 * "in use". */
+	leases = atomic_load_explicit(&o->lease_refs, memory_order_acquire);
+	refs = atomic_load_explicit(&o->refs, memory_order_acquire);
+	again = atomic_load_explicit(&o->lease_refs, memory_order_acquire);
+	if (again < leases)
+		leases = again;
+	return refs > own + leases;
 }
 
 int store_obj_attach(struct store_obj *o, void *reg, void (*drop)(void *reg), void **ret_cur)

@@ -155,8 +155,18 @@ uint64_t store_obj_size(const struct store_obj *o);
 bool store_obj_sealed(const struct store_obj *o);
 
 /*
- * Does anyone but the store and the caller (who holds one reference)
- * hold @o: a reader, a transfer to a peer, a serving lease?  Then
+ * A lease reference: it keeps @o's pages like any other, but
+ * store_obj_in_use() does not count it.  For a holder that lets go when
+ * asked (a serving lease, which eviction takes back:
+ * fetch/fetch_source.c).  Returns @o (NULL is fine); the caller drops it
+ * with store_obj_unref_lease(), never with store_obj_unref().
+ */
+struct store_obj *store_obj_ref_lease(struct store_obj *o);
+void store_obj_unref_lease(struct store_obj *o);
+
+/*
+ * Does anyone but the store, the caller (who holds one reference) and
+ * lease references hold @o: a reader, a transfer to a peer?  Then
  * unlinking it would free no page until they let go.  A snapshot: a
  * reference may be taken right after.
  */

@@ -38,7 +38,7 @@
  * Fields not named under a lock are set before the store or the object
  * is shared and never change after (store->dir_fd and the other fds,
  * capacity, unit, kind, verify; obj->s, obj->id), or are atomic
- * (obj->refs, obj->size loads, obj->sealed loads).  Once an object is
+ * (obj->refs, obj->lease_refs, obj->size loads, obj->sealed loads).  Once an object is
  * sealed its fd, map and map_len never change until it is freed.
  *
  * References: the id table holds one reference of its own on every
@@ -100,6 +100,9 @@ struct store_obj {
 	struct store *s;  /* immutable */
 	uint64_t id;	  /* immutable */
 	atomic_uint refs; /* relaxed increments, acq_rel decrements */
+	/* of which lease references (store_obj_ref_lease()), not counted as
+	 * use; taken after, and dropped before, their share of refs */
+	atomic_uint lease_refs;
 	/* set once (release) under lock and s->lock; read with acquire
 	 * without a lock, relaxed under either lock */
 	atomic_bool sealed;

@@ -17,9 +17,11 @@
  * Cases: single flight, streaming, failover mid-range, relocation when
  * every holder fails (and the failure when none is left), a checksum
  * mismatch, eviction that never drops the last copy, the hooks, an
- * object deleted mid-fetch, and serving leases (fetch_source.c, driven
+ * object deleted mid-fetch, serving leases (fetch_source.c, driven
  * through its callbacks as the transport's server would, and once over
- * the real TCP transport on loopback).
+ * the real TCP transport on loopback), eviction of copies that peers
+ * hold leases on or are being sent, and a holder that evicts its copy
+ * mid-fetch.
  */
 #include "meta-harness.h"
 
@@ -341,6 +343,7 @@ struct world {
 	struct store *s;
 	char dir[128];
 	struct transport *t;
+	struct fetch_source *src; /* the local node's, for its eviction; lease_ms 200 */
 	struct fetcher *fr;
 };
 
@@ -408,11 +411,14 @@ static void world_init(struct world *w, uint64_t local_capacity)
 	w->s = open_store(w->dir, sizeof(w->dir), "local", local_capacity);
 	w->t = transport_new_ops(&tc, &fake_ops, &err);
 	CHECK(w->t != NULL);
+	w->src = fetch_source_new(w->s, 200);
+	CHECK(w->src != NULL);
 	fc = (struct fetcher_config){
 	    .node = "local",
 	    .meta = w->m,
 	    .store = w->s,
 	    .transport = w->t,
+	    .source = w->src,
 	    .hooks = {.failed = hook_failed,
 		      .sealed = hook_sealed,
 		      .busy = hook_busy,
@@ -432,6 +438,7 @@ static void world_release(struct world *w)
 	int i;
 
 	fetcher_free(w->fr);
+	fetch_source_free(w->src);
 	/* every fetch registered its destination once, fetched into it only,
 	 * and gave it back (before the pages: fake_region_free()) */
 	CHECK_EQ(locked_read(&F.regions_new), locked_read(&F.regions_freed));
@@ -1033,8 +1040,7 @@ static void src_drop(void *reg)
 /*
  * Serving leases (fetch_source.c): a peer that fetched from an object
  * before it was unlinked here is still served it, nobody else is, and
- * the pages go once the lease lapses; a lease keeps a copy from being
- * evicted for nothing.
+ * the pages go once the lease lapses.
  */
 TEST(serving_leases)
 {
@@ -1050,16 +1056,13 @@ TEST(serving_leases)
 	b = put_object(&w, "lease-b", 512 * 1024, 0, 0);
 	CHECK_EQ(fetch_all(&w, &a), 0);
 	CHECK_EQ(fetch_all(&w, &b), 0);
-	src = fetch_source_new(w.s, 200);
-	CHECK(src != NULL);
+	src = w.src;
 	fetch_source_init(&ts, src);
 
 	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, NULL), 0);
 	CHECK_EQ(serve_one(&ts, "peer-1", b.id, b.size, NULL), 0);
 	CHECK_EQ(serve_one(&ts, "peer-1", 999999, 0, NULL), -ENOENT);
 	CHECK_EQ(fetch_source_leases(src), 2);
-	/* leased copies are not given up: that would free nothing now */
-	CHECK_EQ(fetcher_evict(w.fr, 4u << 20), 0);
 	CHECK(local_copy_ok(&w, &a));
 
 	/* a is deleted here: peer-1 goes on, peer-2 never started */
@@ -1107,9 +1110,7 @@ TEST(serving_leases)
 	CHECK_EQ(ss.draining, 0);
 	CHECK_EQ(ss.used, b.size);
 
-	/* b's lease lapsed: it may be evicted again */
 	CHECK_EQ(fetcher_evict(w.fr, 4u << 20), b.size);
-	fetch_source_free(src);
 	fetch_source_free(NULL);
 	world_release(&w);
 }
@@ -1166,6 +1167,12 @@ TEST(serving_leases_tcp)
 	CHECK_EQ(store_unlink_id(s, 42), 0);
 	CHECK_EQ(tcp_get("peer-2", addr, 42, RANGE), -ENOENT);
 	CHECK_EQ(tcp_get("peer-1", addr, 42, RANGE), 0); /* a new connection, too */
+	/* evicted rather than deleted: the lease is taken back, and the peer
+	 * is told that the object is not here (it fails over) */
+	fetch_source_revoke(src, 42);
+	CHECK_EQ(tcp_get("peer-1", addr, 42, RANGE), -ENOENT);
+	/* at once, or when the server is done with the last GET */
+	WAIT_FOR(fetch_source_leases(src) == 0);
 	transport_free(t);
 	fetch_source_free(src);
 	{
@@ -1177,6 +1184,150 @@ TEST(serving_leases_tcp)
 	store_close(s);
 	rm_dir(dir);
 	free(buf);
+}
+
+/* A GET in flight of an object being evicted (evict_leased). */
+struct closer {
+	struct world *w;
+	const struct transport_source *ts;
+	void *tok;
+	uint64_t id;
+	bool bytes_ok;	       /* it still read the object's own bytes once unlinked */
+	unsigned drops_before; /* registrations dropped before it ended */
+};
+
+/* Wait until @cl->id is evicted here, read through the GET in flight,
+ * then end it. */
+static void *close_thread(void *arg)
+{
+	struct closer *cl = arg;
+	struct iovec iov[4];
+	uint8_t want[64];
+	size_t bytes = 0;
+	int n;
+
+	WAIT_FOR(!in_store(cl->w, cl->id));
+	fill(want, sizeof(want), cl->id);
+	n = cl->ts->iov(cl->tok, 0, sizeof(want), iov, 4, &bytes);
+	cl->bytes_ok = n >= 1 && bytes == sizeof(want) && iov[0].iov_len >= sizeof(want) &&
+		       !memcmp(iov[0].iov_base, want, sizeof(want));
+	cl->drops_before = src_drops;
+	cl->ts->close(cl->tok);
+	return NULL;
+}
+
+/*
+ * A peer's serving lease does not keep a copy from eviction (issue 19):
+ * an idle lease is taken back with the copy, whose pages go at once,
+ * and the peer's next GET gets -ENOENT (it fails over: the next case).
+ * A copy being sent goes only after the idle ones; then its pages, and
+ * the registration that reaches them (RDMA), stay until the GET in
+ * flight ends, which eviction waits for.
+ */
+TEST(evict_leased)
+{
+	struct transport_source ts;
+	struct store_stats ss;
+	struct closer cl;
+	struct world w;
+	struct meta_obj a, b, c, mine;
+	void *tok, *cur = NULL;
+	static int reg;
+	pthread_t th;
+
+	world_init(&w, 2u << 20);
+	a = put_object(&w, "el-a", 512 * 1024, 0, 0);
+	b = put_object(&w, "el-b", 512 * 1024, 0, 0);
+	CHECK_EQ(fetch_all(&w, &a), 0);
+	CHECK_EQ(fetch_all(&w, &b), 0);
+	mine = put_local_object(&w, "el-mine", 512 * 1024); /* the last copy */
+	fetch_source_init(&ts, w.src);
+
+	/* idle leases: a, the least recently used copy, goes at once */
+	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, NULL), 0);
+	CHECK_EQ(serve_one(&ts, "peer-1", b.id, b.size, NULL), 0);
+	CHECK_EQ(fetch_source_leases(w.src), 2);
+	CHECK_EQ(fetcher_evict(w.fr, 1024 * 1024), a.size);
+	CHECK(!in_store(&w, a.id));
+	CHECK(!held_here(&w, a.id));
+	store_stats(w.s, &ss);
+	CHECK_EQ(ss.used, b.size + mine.size);
+	CHECK_EQ(ss.draining, 0);
+	CHECK_EQ(fetch_source_leases(w.src), 1);
+	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, NULL), -ENOENT);
+
+	/* b is being sent to peer-2, c is idle: c goes */
+	c = put_object(&w, "el-c", 512 * 1024, 0, 0);
+	CHECK_EQ(fetch_all(&w, &c), 0);
+	CHECK_EQ(serve_one(&ts, "peer-2", b.id, b.size, &tok), 0);
+	CHECK_EQ(ts.attach(tok, &reg, src_drop, &cur), 0);
+	src_drops = 0;
+	CHECK_EQ(fetcher_evict(w.fr, 1024 * 1024), c.size);
+	CHECK(!in_store(&w, c.id));
+	CHECK(local_copy_ok(&w, &b));
+
+	/* only b can make room now: it goes, and eviction waits for its GET */
+	cl = (struct closer){.w = &w, .ts = &ts, .tok = tok, .id = b.id};
+	CHECK_EQ(pthread_create(&th, NULL, close_thread, &cl), 0);
+	CHECK_EQ(fetcher_evict(w.fr, 1536 * 1024), b.size);
+	pthread_join(th, NULL);
+	CHECK(cl.bytes_ok);
+	CHECK_EQ(cl.drops_before, 0);
+	WAIT_FOR(src_drops == 1);
+	store_stats(w.s, &ss);
+	CHECK_EQ(ss.used, mine.size);
+	CHECK_EQ(ss.draining, 0);
+	CHECK_EQ(fetch_source_leases(w.src), 0);
+	CHECK_EQ(serve_one(&ts, "peer-2", b.id, b.size, NULL), -ENOENT);
+	CHECK(in_store(&w, mine.id));
+	CHECK(held_here(&w, mine.id));
+	world_release(&w);
+}
+
+/*
+ * A holder evicts its copy while this node fetches from it: it answers
+ * "not here" (-ENOENT, as its source does once the lease is taken back:
+ * evict_leased, serving_leases_tcp), and the fetch goes on from the
+ * holder that Redis let it evict for, from the byte where it stopped.
+ */
+TEST(holder_evicts_mid_fetch)
+{
+	struct fetcher_stats st;
+	struct opener op;
+	struct world w;
+	struct meta_obj rec;
+	pthread_t th;
+
+	world_init(&w, 16u << 20);
+	rec = put_object(&w, "hemf", 3 * RANGE, 0, 1u << 1);
+	/* holder-a alone at first: it serves the first range */
+	CHECK_EQ(meta_del_holder(F.h[1].m, rec.id), 0);
+	gate(false);
+	F.h[0].gate_off = RANGE;
+	op = (struct opener){.w = &w, .id = rec.id};
+	CHECK_EQ(pthread_create(&th, NULL, open_thread, &op), 0);
+	pthread_join(th, NULL);
+	CHECK_EQ(op.r, 0);
+	wait_gated(1);
+	CHECK_EQ(locked_read(&F.h[0].gets), 2);
+	/* holder-b holds it now, and holder-a evicts its copy */
+	CHECK_EQ(meta_add_holder(F.h[1].m, rec.id), 0);
+	CHECK_EQ(meta_release_replica(F.h[0].m, rec.id), 1);
+	pthread_mutex_lock(&F.lock);
+	F.h[0].missing = true;
+	pthread_mutex_unlock(&F.lock);
+	gate(true);
+	CHECK_EQ(fetch_wait(op.f, 0, rec.size), 0);
+	fetch_opened(op.f);
+	store_obj_unref(op.o);
+	CHECK(local_copy_ok(&w, &rec));
+	CHECK_EQ(F.h[0].served, RANGE);
+	CHECK_EQ(F.h[1].served, rec.size - RANGE);
+	fetcher_stats(w.fr, &st);
+	CHECK(st.failovers >= 1);
+	CHECK_EQ(locked_read(&F.n_failed), 0);
+	WAIT_FOR(held_here(&w, rec.id));
+	world_release(&w);
 }
 
 struct reader {
@@ -1286,6 +1437,8 @@ int main(void)
 	RUN(deleted_while_fetched);
 	RUN(serving_leases);
 	RUN(serving_leases_tcp);
+	RUN(evict_leased);
+	RUN(holder_evicts_mid_fetch);
 	RUN(sync_max_above_range);
 	RUN(no_transport);
 	rm_dir(F.root);

@@ -442,10 +442,26 @@ TEST(draining)
 	store_obj_unref(pin);
 	CHECK(!store_obj_in_use(o));
 	CHECK_EQ(draining_bytes(s), 0);
+	/* a lease reference (a peer's serving lease) is not use */
+	pin = store_obj_ref_lease(o);
+	CHECK(!store_obj_in_use(o));
+	p = store_obj_ref(o);
+	CHECK(store_obj_in_use(o));
+	store_obj_unref(p);
+	store_obj_unref_lease(pin);
+	CHECK(!store_obj_in_use(o));
 
 	/* unlinked, with a second holder (a peer being served) */
 	pin = store_obj_ref(o);
 	store_unlink(o);
+	CHECK(store_obj_in_use(o));
+	/* unlinked, a lease keeps the pages without being use */
+	p = store_obj_ref_lease(o);
+	store_obj_unref(pin);
+	CHECK(!store_obj_in_use(o));
+	CHECK_EQ(draining_bytes(s), 64 * 1024);
+	pin = store_obj_ref(o);
+	store_obj_unref_lease(p);
 	CHECK(store_obj_in_use(o));
 	CHECK_EQ(draining_bytes(s), 64 * 1024);
 	CHECK_EQ(used_bytes(s), 64 * 1024);
