@@ -699,6 +699,35 @@ status_of() {
 	xattr "$(mnt_of "$1")" user.objfs.status | field "$2"
 }
 
+# For eventually: what a node settles on a little after the call that
+# caused it has returned.  A fetch wakes its readers first, and then
+# counts its bytes and its end, registers the node as a holder and
+# leaves the table (user.objfs.fetch says "fetching" until then); a
+# failed one counts its failure and gives its pages back after its
+# readers got EIO.  Checked at once, these race with the daemon.
+
+# status_is NAME KEY VALUE: node NAME's status line KEY is VALUE
+status_is() {
+	local v
+	v=$(status_of "$1" "$2")
+	[ "$v" = "$3" ] || { echo "$1: $2 is '$v', not '$3'"; return 1; }
+}
+
+# holders_are PATH NODES: PATH's holders, sorted and comma-separated, are
+# NODES ("a,b")
+holders_are() {
+	local h
+	h=$(xattr "$1" user.objfs.locations | tr ',' '\n' | sort | paste -sd,)
+	[ "$h" = "$2" ] || { echo "holders of $1: '$h', not '$2'"; return 1; }
+}
+
+# fetch_state_is PATH ERE: PATH's user.objfs.fetch matches ERE ('^local ')
+fetch_state_is() {
+	local st
+	st=$(xattr "$1" user.objfs.fetch)
+	grep -qE -- "$2" <<<"$st" || { echo "fetch state of $1: '$st', not /$2/"; return 1; }
+}
+
 # kill_node NAME [SIGNAL]: kill node NAME's daemon (default SIGKILL), as a
 # crash would; its mount is left to the cleanup (reads give ENOTCONN).
 kill_node() {
