@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "meta.h"
 #include "transport.h"
 
 /* What transport= takes (transport_new()'s backends) */
@@ -98,8 +99,23 @@ static int parse_listen(struct config *c, const char *val, char *err, size_t err
 	return 0;
 }
 
+/* @spec for a message, with what comes before its last '@' (the
+ * password) shown as "***" */
+static const char *spec_shown(const char *spec, char *buf, size_t len)
+{
+	const char *p = strstr(spec, "://"), *at = p ? strrchr(p + 3, '@') : NULL;
+
+	if (!at)
+		return spec;
+	snprintf(buf, len, "%.*s***%s", (int)(p + 3 - spec), spec, at);
+	return buf;
+}
+
 static int parse_spec(struct config *c, const char *spec, char *err, size_t errlen)
 {
+	char why[256], shown[OBJFS_PATH_MAX];
+	int r;
+
 	if (set_str(&c->spec, spec) < 0)
 		return -ENOMEM;
 	if (!strcmp(spec, "local")) {
@@ -108,10 +124,10 @@ static int parse_spec(struct config *c, const char *spec, char *err, size_t errl
 	}
 	if (!strncmp(spec, "redis://", 8) || !strncmp(spec, "redis-sentinel://", 17) ||
 	    !strncmp(spec, "redis-cluster://", 16)) {
-		/* meta_new() checks the rest */
 		c->spec_kind = SPEC_REDIS;
 		if (!spec[strcspn(spec, "/") + 2])
-			return fail(err, errlen, "invalid SPEC '%s': missing host", spec);
+			return fail(err, errlen, "invalid SPEC '%s': missing host",
+				    spec_shown(spec, shown, sizeof(shown)));
 	} else if (!strncmp(spec, "unix:", 5)) {
 		c->spec_kind = SPEC_UNIX;
 		if (spec[5] != '/')
@@ -122,9 +138,52 @@ static int parse_spec(struct config *c, const char *spec, char *err, size_t errl
 			    "invalid SPEC '%s': expected redis://HOST:PORT, "
 			    "redis-sentinel://HOST:PORT[,...]/MASTER, "
 			    "redis-cluster://HOST:PORT[,...], unix:/PATH or local",
-			    spec);
+			    spec_shown(spec, shown, sizeof(shown)));
 	}
+	/* what meta_new() would refuse, refused now, naming the wrong part */
+	r = meta_url_check(spec, why, sizeof(why));
+	if (r == -EINVAL)
+		return fail(err, errlen, "invalid SPEC '%s': %s",
+			    spec_shown(spec, shown, sizeof(shown)), why);
+	if (r < 0)
+		return r;
 	return set_str(&c->redis_url, spec);
+}
+
+/*
+ * An option may come twice (in one -o or in two: mount(8) joins them, and
+ * so does objfsd) only with the same value: were the last one to win, a
+ * wrapper's or an fstab line's -o could silently undo the user's.
+ * Remember @opt (with its value @val, NULL for a flag); -EINVAL if it
+ * came before with another value.
+ */
+static int note_given(struct config *c, const char *opt, const char *val, char *err, size_t errlen)
+{
+	size_t i, olen = strlen(opt);
+	size_t vlen = val ? strlen(val) : 0;
+	char **grown, *entry;
+
+	for (i = 0; i < c->ngiven; i++) {
+		const char *g = c->given[i];
+
+		if (strncmp(g, opt, olen) || (g[olen] != '\0' && g[olen] != '='))
+			continue;
+		if (g[olen] == '\0' ? !val : val && !strcmp(g + olen + 1, val))
+			return 0;
+		return fail(err, errlen,
+			    "option '%s' given twice with different values: '%s' and '%s'", opt,
+			    g[olen] ? g + olen + 1 : "", val ? val : "");
+	}
+	grown = realloc(c->given, (c->ngiven + 1) * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	c->given = grown;
+	entry = malloc(olen + vlen + 2);
+	if (!entry)
+		return -ENOMEM;
+	snprintf(entry, olen + vlen + 2, val ? "%s=%s" : "%s", opt, val);
+	c->given[c->ngiven++] = entry;
+	return 0;
 }
 
 /* Options that mount(8) or fstab may add and that mean nothing to us. */
@@ -151,7 +210,11 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 		for (i = 0; i < ARRAY_SIZE(ignored_opts); i++)
 			if (!val && !strcmp(opt, ignored_opts[i]))
 				ignored = true;
-		if (ignored || !strncmp(opt, "x-", 2) || !strncmp(opt, "comment=", 8))
+		/* x-* and comment= may come more than once (x-systemd.requires=) */
+		if (ignored || !strncmp(opt, "x-", 2) || (val && !strcmp(opt, "comment")))
+			continue;
+		r = note_given(c, opt, val, err, errlen);
+		if (r < 0)
 			continue;
 
 #define FLAG(name, field)                                                          \
@@ -397,6 +460,7 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		c->listen_port = CONFIG_DEFAULT_PORT;
 	}
 	if (!c->store_dir) {
+		c->store_default = true;
 		snprintf(buf, sizeof(buf), "/dev/shm/objfs-%s-%s", c->prefix, c->node);
 		if (set_str(&c->store_dir, buf) < 0)
 			return -ENOMEM;
@@ -411,6 +475,11 @@ int config_finish(struct config *c, char *err, size_t errlen)
 
 void config_release(struct config *c)
 {
+	size_t i;
+
+	for (i = 0; i < c->ngiven; i++)
+		free(c->given[i]);
+	free(c->given);
 	free(c->spec);
 	free(c->redis_url);
 	free(c->mountpoint);

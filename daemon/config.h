@@ -3,6 +3,9 @@
  *
  *   objfsd SPEC MOUNTPOINT [-o OPT[,OPT...]]... [-f] [-d]
  *
+ * Every -o counts, as with mount(8); an option given twice (in one -o or
+ * two) must have the same value both times.
+ *
  * SPEC is redis://[:password@]host:port[/db],
  * redis-sentinel://[:password@]host:port[,host:port...]/master[/db],
  * redis-cluster://[:password@]host:port[,host:port...] (meta.h has the
@@ -42,6 +45,7 @@ struct config {
 	const char *transport;	   /* transport=auto|tcp|rdma (a constant; default "auto") */
 	uint32_t rdma_eager_max;   /* rdma_eager_max=SIZE (0: the transport's default) */
 	char *store_dir;	   /* store=, default /dev/shm/objfs-<prefix>-<node> */
+	bool store_default;	   /* store_dir is that default (config_finish()) */
 	uint64_t capacity;	   /* capacity=, default CONFIG_DEFAULT_CAPACITY */
 	char *prefix;		   /* prefix=, default "objfs" */
 	char *secret_file;	   /* secret_file= */
@@ -59,6 +63,11 @@ struct config {
 	bool check_only;      /* --check: validate the command line, do nothing */
 	bool passthrough_off; /* passthrough=off (default: auto) */
 	bool nosuid, nodev, noexec, noatime;
+
+	/* the options given so far, "NAME=VALUE" or "NAME": one may come
+	 * again only with the same value */
+	char **given;
+	size_t ngiven;
 };
 
 /*
@@ -68,7 +77,9 @@ struct config {
  */
 int config_parse_argv(struct config *c, int argc, char **argv, char *err, size_t errlen);
 
-/* Parse one comma-separated -o list into @c.  Same errors. */
+/* Parse one comma-separated -o list into @c, on top of the lists parsed
+ * before.  Same errors; an option given before with another value is
+ * -EINVAL too. */
 int config_parse_options(struct config *c, const char *opts, char *err, size_t errlen);
 
 /* Fill defaults for everything not given (node from the hostname, store

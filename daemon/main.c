@@ -67,7 +67,8 @@ static const char usage[] =
     "  unix:/path/to/redis.sock\n"
     "  local            start a private redis-server for this node alone\n"
     "\n"
-    "Options (-o, comma-separated):\n"
+    "Options (-o, comma-separated; every -o counts, and an option given twice\n"
+    "must have the same value):\n"
     "  node=NAME        node name (default: the hostname)\n"
     "  listen=HOST:PORT transport listener (default 0.0.0.0:7419; port 0: any)\n"
     "  advertise=HOST   address other nodes reach this one at (default: the\n"
@@ -81,6 +82,7 @@ static const char usage[] =
     "  rdma_eager_max=SIZE  ranges up to this size go over RDMA SEND/RECV, larger\n"
     "                   ones by RDMA READ (default 32K, at most 1M)\n"
     "  store=DIR        shared-memory store (default /dev/shm/objfs-PREFIX-NODE);\n"
+    "                   DIR is created if missing, but not its parent;\n"
     "                   objects live in a tmpfs objfsd mounts on DIR/data (unless\n"
     "                   DIR is a tmpfs mount, or DIR/data a hugetlbfs mount); the\n"
     "                   tmpfs outlives the daemon: 'umount DIR/data' removes it\n"
@@ -179,6 +181,37 @@ static int mkdir_p(const char *path, mode_t mode)
 	if (mkdir(buf, mode) < 0 && errno != EEXIST)
 		return -errno;
 	return 0;
+}
+
+/*
+ * The store directory.  The default one (/dev/shm/objfs-PREFIX-NODE) is
+ * made with its parents; the one store= names, without: a typo in the
+ * path of an existing store must fail, not start an empty store elsewhere.
+ */
+static int make_store_dir(struct daemon *d)
+{
+	const char *dir = d->cfg.store_dir;
+	char parent[PATH_MAX], *slash;
+	int r = 0;
+
+	if (d->cfg.store_default)
+		r = mkdir_p(dir, 0700);
+	else if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		r = -errno;
+	if (r == -ENOENT && !d->cfg.store_default) {
+		snprintf(parent, sizeof(parent), "%s", dir);
+		for (slash = parent + strlen(parent) - 1; slash > parent && *slash == '/'; slash--)
+			*slash = '\0';
+		slash = strrchr(parent, '/');
+		if (slash)
+			slash[slash == parent] = '\0';
+		fail("cannot create store directory %s: its parent %s does not exist "
+		     "(store= creates the last component only: check the path, or create %s first)",
+		     dir, parent, parent);
+	} else if (r < 0) {
+		fail("cannot create store directory %s: %s", dir, strerror(-r));
+	}
+	return r;
 }
 
 static void random_hex(char *out, size_t nbytes)
@@ -456,6 +489,31 @@ static int open_meta(struct daemon *d)
 	return r;
 }
 
+/* The store keeps a descriptor open per object, and hit the open-files
+ * limit: say which limit, where it stands, and how to raise it. */
+static void fail_nofile(const char *dir)
+{
+	char soft[24] = "?", hard[24] = "?";
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		if (rl.rlim_cur == RLIM_INFINITY)
+			snprintf(soft, sizeof(soft), "unlimited");
+		else
+			snprintf(soft, sizeof(soft), "%llu", (unsigned long long)rl.rlim_cur);
+		if (rl.rlim_max == RLIM_INFINITY)
+			snprintf(hard, sizeof(hard), "unlimited");
+		else
+			snprintf(hard, sizeof(hard), "%llu", (unsigned long long)rl.rlim_max);
+	}
+	fail("cannot open store %s: too many open files: the store keeps one open file per "
+	     "object, more than the open-files limit allows (RLIMIT_NOFILE: soft %s, hard %s; "
+	     "objfsd raises the soft limit to the hard one); raise the hard limit: "
+	     "LimitNOFILE= in a systemd unit, 'ulimit -n' in the shell that mounts, or "
+	     "'prlimit --nofile'",
+	     dir, soft, hard);
+}
+
 static int open_store(struct daemon *d)
 {
 	struct store_config sc = {
@@ -482,6 +540,12 @@ static int open_store(struct daemon *d)
 	}
 	if (r == -EBUSY)
 		fail("store %s is in use by another objfsd", d->cfg.store_dir);
+	else if (r == -EMFILE)
+		fail_nofile(d->cfg.store_dir);
+	else if (r == -ENFILE)
+		fail("cannot open store %s: the system's table of open files is full "
+		     "(sysctl fs.file-max)",
+		     d->cfg.store_dir);
 	else if (r == -EFBIG)
 		fail("store %s holds %" PRIu64 " bytes of objects; "
 		     "mount with capacity=%" PRIu64 " or more",
@@ -577,11 +641,9 @@ static int run(struct daemon *d)
 	if (detached)
 		log_info("detached the dead objfs mount on %s: its daemon is gone", d->mountpoint);
 
-	r = mkdir_p(d->cfg.store_dir, 0700);
-	if (r < 0) {
-		fail("cannot create store directory %s: %s", d->cfg.store_dir, strerror(-r));
+	r = make_store_dir(d);
+	if (r < 0)
 		return r;
-	}
 	/* first: its tmpfs may be mounted inside the store directory */
 	r = open_store(d);
 	if (r < 0)

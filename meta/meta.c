@@ -342,7 +342,7 @@ struct meta *meta_new(const struct meta_config *cfg, int *ret_err)
 	pthread_condattr_destroy(&ca);
 	m->pool_size = cfg->pool_size ? cfg->pool_size : POOL_DEFAULT;
 	m->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : TIMEOUT_DEFAULT_MS;
-	r = pool_parse_url(m, cfg->url);
+	r = pool_parse_url(m, cfg->url, NULL, 0);
 	if (r < 0)
 		goto clean_m;
 	r = -ENOMEM;
@@ -359,6 +359,24 @@ fail:
 	if (ret_err)
 		*ret_err = r;
 	return NULL;
+}
+
+int meta_url_check(const char *url, char *why, size_t wlen)
+{
+	struct meta *m;
+	int r;
+
+	if (why && wlen)
+		why[0] = '\0';
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	pthread_mutex_init(&m->lock, NULL);
+	r = pool_parse_url(m, url, why, wlen);
+	pool_release(m);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+	return r;
 }
 
 void meta_free(struct meta *m)

@@ -132,8 +132,7 @@ struct meta_config {
 	 *       1..16 seed nodes (port 6379) of a Redis Cluster; no /db (a
 	 *       cluster has only db 0)
 	 *
-	 * A malformed URL is -EINVAL, with the reason logged (never the
-	 * password).
+	 * A malformed URL is -EINVAL; meta_url_check() says why.
 	 */
 	const char *url;
 	/* key prefix, [A-Za-z0-9._-]{1,64}; default "objfs" when NULL */
@@ -152,6 +151,12 @@ struct meta_config {
  * Strings are copied.  Free with meta_free().
  */
 struct meta *meta_new(const struct meta_config *cfg, int *ret_err);
+/*
+ * Check @url as meta_new() does, without connecting: 0, -ENOMEM, or
+ * -EINVAL with the part that is wrong and why in @why (e.g. "bad port
+ * '99999' in 'h:99999': must be 1-65535"; never the password).
+ */
+int meta_url_check(const char *url, char *why, size_t wlen);
 void meta_free(struct meta *m);
 
 /*

@@ -282,9 +282,9 @@ void pool_target_set(struct meta *m, const struct addr *a, const char *why);
 void pool_target_stale(struct meta *m, uint64_t gen);
 
 /* Fill the url, host, port, sock, password, db, engine, seeds and master
- * of @m from @url (see meta.h).  0, -EINVAL (logged) or -ENOMEM;
- * pool_release() frees what it filled. */
-int pool_parse_url(struct meta *m, const char *url);
+ * of @m from @url (see meta.h).  0, -EINVAL (what is wrong in @why, which
+ * may be NULL) or -ENOMEM; pool_release() frees what it filled. */
+int pool_parse_url(struct meta *m, const char *url, char *why, size_t wlen);
 /* host:port, [v6]:port, or host alone (@def_port) as the @len bytes at @s
  * hold it.  0 or -EINVAL. */
 int addr_parse(const char *s, size_t len, int def_port, struct addr *ret);

@@ -1120,9 +1120,10 @@ void pool_release(struct meta *m)
 
 /* ---- URL ---- */
 
-/* Log why a URL is refused (never the URL itself: it may hold the
- * password) and return -EINVAL. */
-static int __attribute__((format(printf, 1, 2))) bad_url(const char *fmt, ...)
+/* Say in @why (may be NULL) what part of a URL is wrong, never the URL
+ * itself (it may hold the password), and return -EINVAL. */
+static int __attribute__((format(printf, 3, 4)))
+bad_url(char *why, size_t wlen, const char *fmt, ...)
 {
 	char what[256];
 	va_list ap;
@@ -1130,7 +1131,9 @@ static int __attribute__((format(printf, 1, 2))) bad_url(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	log_error("meta: bad Redis URL: %s", what);
+	log_debug("meta: bad Redis URL: %s", what);
+	if (why && wlen)
+		snprintf(why, wlen, "%s", what);
 	return -EINVAL;
 }
 
@@ -1150,7 +1153,12 @@ static int parse_range(const char *s, size_t len, uint64_t min, uint64_t max, ui
 	return 0;
 }
 
-int addr_parse(const char *s, size_t len, int def_port, struct addr *ret)
+/* At most this much of a bad part goes into a message. */
+#define SHOWN(len) ((int)((len) > 100 ? 100 : (len)))
+
+/* addr_parse(), saying in @why (may be NULL) which part is wrong. */
+static int addr_parse_why(const char *s, size_t len, int def_port, struct addr *ret, char *why,
+			  size_t wlen)
 {
 	const char *end = s + len, *host, *hend, *q;
 	const char *set = ALNUM ".-_";
@@ -1162,7 +1170,8 @@ int addr_parse(const char *s, size_t len, int def_port, struct addr *ret)
 		host = s + 1;
 		hend = memchr(host, ']', len - 1);
 		if (!hend)
-			return -EINVAL;
+			return bad_url(why, wlen, "bad address '%.*s': '[' without ']'", SHOWN(len),
+				       s);
 		q = hend + 1;
 		set = "0123456789abcdefABCDEF:.";
 	} else {
@@ -1177,11 +1186,20 @@ int addr_parse(const char *s, size_t len, int def_port, struct addr *ret)
 		hend = q;
 	}
 	hlen = (size_t)(hend - host);
+	if (!hlen)
+		return bad_url(why, wlen, "bad address '%.*s': expected host:port", SHOWN(len), s);
 	if (!chars_in(host, hlen, HOST_MAX - 3, set))
-		return -EINVAL;
+		return bad_url(why, wlen,
+			       "bad host '%.*s' in '%.*s': a name, an IPv4 address or [IPv6] "
+			       "of at most %d characters",
+			       SHOWN(hlen), host, SHOWN(len), s, HOST_MAX - 3);
 	if (q < end) {
-		if (*q != ':' || parse_range(q + 1, (size_t)(end - q - 1), 1, 65535, &v) < 0)
-			return -EINVAL;
+		if (*q != ':')
+			return bad_url(why, wlen, "bad address '%.*s': expected host:port",
+				       SHOWN(len), s);
+		if (parse_range(q + 1, (size_t)(end - q - 1), 1, 65535, &v) < 0)
+			return bad_url(why, wlen, "bad port '%.*s' in '%.*s': must be 1-65535",
+				       SHOWN(end - q - 1), q + 1, SHOWN(len), s);
 		a.port = (int)v;
 	}
 	memcpy(a.host, host, hlen);
@@ -1189,20 +1207,28 @@ int addr_parse(const char *s, size_t len, int def_port, struct addr *ret)
 	return 0;
 }
 
+int addr_parse(const char *s, size_t len, int def_port, struct addr *ret)
+{
+	return addr_parse_why(s, len, def_port, ret, NULL, 0);
+}
+
 /* The list "host:port[,host:port...]" of @len bytes at @s into m->seeds. */
-static int parse_seeds(struct meta *m, const char *s, size_t len, int def_port, const char *what)
+static int parse_seeds(struct meta *m, const char *s, size_t len, int def_port, const char *what,
+		       char *why, size_t wlen)
 {
 	const char *end = s + len, *comma;
+	int r;
 
 	while (s <= end) {
 		comma = memchr(s, ',', (size_t)(end - s));
 		if (!comma)
 			comma = end;
 		if (m->nseeds == SEEDS_MAX)
-			return bad_url("more than %d %ss", SEEDS_MAX, what);
-		if (addr_parse(s, (size_t)(comma - s), def_port, &m->seeds[m->nseeds]) < 0)
-			return bad_url("%s address '%.*s' is not host:port (port 1..65535)", what,
-				       (int)(comma - s > 300 ? 300 : comma - s), s);
+			return bad_url(why, wlen, "more than %d %ss", SEEDS_MAX, what);
+		r = addr_parse_why(s, (size_t)(comma - s), def_port, &m->seeds[m->nseeds], why,
+				   wlen);
+		if (r < 0)
+			return r;
 		m->nseeds++;
 		s = comma + 1;
 	}
@@ -1210,14 +1236,15 @@ static int parse_seeds(struct meta *m, const char *s, size_t len, int def_port, 
 }
 
 /* "/db" at @s (or ""). */
-static int parse_db(struct meta *m, const char *s)
+static int parse_db(struct meta *m, const char *s, char *why, size_t wlen)
 {
 	uint64_t v;
 
 	if (!*s)
 		return 0;
 	if (*s != '/' || parse_range(s + 1, strlen(s + 1), 0, INT_MAX, &v) < 0)
-		return bad_url("'%.40s' after the address is not a database number /N", s);
+		return bad_url(why, wlen, "bad database '%.40s': must be a number 0-%d after '/'",
+			       *s == '/' ? s + 1 : s, INT_MAX);
 	m->db = (unsigned)v;
 	return 0;
 }
@@ -1226,9 +1253,10 @@ static int parse_db(struct meta *m, const char *s)
  * unix:/abs/path.sock, redis://[:password@]host[:port][/db],
  * redis-sentinel://[:password@]host[:port][,host[:port]...]/master[/db]
  * or redis-cluster://[:password@]host[:port][,host[:port]...], with host
- * a name, an IPv4 address or [IPv6].  0, -EINVAL (logged) or -ENOMEM.
+ * a name, an IPv4 address or [IPv6].  0, -EINVAL (@why says why) or
+ * -ENOMEM.
  */
-int pool_parse_url(struct meta *m, const char *url)
+int pool_parse_url(struct meta *m, const char *url, char *why, size_t wlen)
 {
 	static const struct {
 		const char *scheme;
@@ -1246,7 +1274,8 @@ int pool_parse_url(struct meta *m, const char *url)
 	if (!strncmp(url, "unix:", 5)) {
 		p = url + 5;
 		if (p[0] != '/' || strlen(p) >= sizeof(((struct sockaddr_un *)0)->sun_path))
-			return bad_url("unix: needs an absolute socket path of at most %zu bytes",
+			return bad_url(why, wlen,
+				       "unix: needs an absolute socket path of at most %zu bytes",
 				       sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
 		m->sock = strdup(p);
 		m->url = strdup(url);
@@ -1256,14 +1285,15 @@ int pool_parse_url(struct meta *m, const char *url)
 		if (!strncmp(url, schemes[i].scheme, strlen(schemes[i].scheme)))
 			break;
 	if (i == ARRAY_SIZE(schemes))
-		return bad_url("not unix:, redis://, redis-sentinel:// or redis-cluster://");
+		return bad_url(why, wlen,
+			       "not unix:, redis://, redis-sentinel:// or redis-cluster://");
 	m->engine = schemes[i].engine;
 	p = url + strlen(schemes[i].scheme);
 	at = strrchr(p, '@');
 	if (at) {
 		/* only ":password@"; no ACL user names */
 		if (p[0] != ':' || at == p + 1)
-			return bad_url("only ':password@' may come before the address");
+			return bad_url(why, wlen, "only ':password@' may come before the address");
 		m->password = strndup(p + 1, (size_t)(at - p - 1));
 		if (!m->password)
 			return -ENOMEM;
@@ -1271,15 +1301,16 @@ int pool_parse_url(struct meta *m, const char *url)
 	}
 	slash = p + strcspn(p, "/");
 	r = parse_seeds(m, p, (size_t)(slash - p), schemes[i].port,
-			m->engine == ENGINE_SENTINEL ? "sentinel" : "node");
+			m->engine == ENGINE_SENTINEL ? "sentinel" : "node", why, wlen);
 	if (r < 0)
 		return r;
 	switch (m->engine) {
 	case ENGINE_REDIS:
 		if (m->nseeds != 1)
 			return bad_url(
+			    why, wlen,
 			    "redis:// takes one address (redis-cluster:// takes several)");
-		r = parse_db(m, slash);
+		r = parse_db(m, slash, why, wlen);
 		m->tgt = m->seeds[0];
 		m->host = strdup(m->tgt.host);
 		m->port = m->tgt.port;
@@ -1289,17 +1320,23 @@ int pool_parse_url(struct meta *m, const char *url)
 	case ENGINE_SENTINEL:
 		name = *slash ? slash + 1 : slash;
 		nlen = strcspn(name, "/");
+		if (!nlen)
+			return bad_url(why, wlen,
+				       "no master name: redis-sentinel:// needs /MASTER after the "
+				       "sentinels");
 		if (!chars_in(name, nlen, 64, ALNUM "._-"))
-			return bad_url("redis-sentinel:// needs /MASTERNAME after the sentinels "
-				       "([A-Za-z0-9._-], at most 64)");
+			return bad_url(why, wlen,
+				       "bad master name '%.*s': use 1-64 of [A-Za-z0-9._-]",
+				       SHOWN(nlen), name);
 		m->master = strndup(name, nlen);
 		if (!m->master)
 			return -ENOMEM;
-		r = parse_db(m, name + nlen);
+		r = parse_db(m, name + nlen, why, wlen);
 		break;
 	case ENGINE_CLUSTER:
 		if (*slash)
-			return bad_url("redis-cluster:// takes no /db: a cluster has only db 0");
+			return bad_url(why, wlen,
+				       "redis-cluster:// takes no /db: a cluster has only db 0");
 		break;
 	}
 	if (r < 0)

@@ -541,6 +541,24 @@ default_opts() {
 	echo "node=$1,store=$(store_of "$1"),rundir=$(rundir_of "$1"),log=$(log_of "$1"),listen=127.0.0.1:$(free_port)${OBJFS_TEST_PASSTHROUGH:+,passthrough=$OBJFS_TEST_PASSTHROUGH}"
 }
 
+# with_opts BASE EXTRA: the comma-separated options of BASE and then of
+# EXTRA, without those of BASE that EXTRA gives again (objfsd refuses an
+# option given twice with different values): with_opts "$(default_opts
+# n1)" store=/elsewhere
+with_opts() {
+	local o out='' keys=,
+	local -a bs xs
+	IFS=, read -ra xs <<<"$2"
+	for o in "${xs[@]}"; do keys+="${o%%=*},"; done
+	IFS=, read -ra bs <<<"$1"
+	for o in "${bs[@]}"; do
+		case $keys in *",${o%%=*},"*) continue ;; esac
+		out+="${out:+,}$o"
+	done
+	[ -z "$2" ] || out+="${out:+,}$2"
+	echo "$out"
+}
+
 # _remember_mount NAME: note the mount and its processes for cleanup
 _remember_mount() {
 	local name=$1 mnt p pids
@@ -565,15 +583,15 @@ wait_mounted() {
 }
 
 # try_mount NAME SPEC [OPTS]: run objfsd (bounded to 60 s) with the
-# default options plus OPTS.  Returns its status; its output is in
-# $MOUNT_OUT.  Remembers a successful mount for cleanup.
+# default options plus OPTS (which take the place of a default they give
+# again).  Returns its status; its output is in $MOUNT_OUT.  Remembers a
+# successful mount for cleanup.
 try_mount() {
 	local name=$1 spec=$2 extra=${3:-} mnt opts rc=0
 	need_built "$OBJFSD"
 	mnt=$(mnt_of "$name")
 	mkdir -p "$mnt"
-	opts=$(default_opts "$name")
-	[ -z "$extra" ] || opts="$opts,$extra"
+	opts=$(with_opts "$(default_opts "$name")" "$extra")
 	# shellcheck disable=SC2086 # MOUNT_PREFIX is a command prefix, split on purpose
 	capture 60 ${MOUNT_PREFIX:-} "$OBJFSD" "$spec" "$mnt" -o "$opts" || rc=$?
 	MOUNT_OUT=$CAPTURED
@@ -679,6 +697,35 @@ field() {
 # status_of NAME KEY: one field of node NAME's status report
 status_of() {
 	xattr "$(mnt_of "$1")" user.objfs.status | field "$2"
+}
+
+# For eventually: what a node settles on a little after the call that
+# caused it has returned.  A fetch wakes its readers first, and then
+# counts its bytes and its end, registers the node as a holder and
+# leaves the table (user.objfs.fetch says "fetching" until then); a
+# failed one counts its failure and gives its pages back after its
+# readers got EIO.  Checked at once, these race with the daemon.
+
+# status_is NAME KEY VALUE: node NAME's status line KEY is VALUE
+status_is() {
+	local v
+	v=$(status_of "$1" "$2")
+	[ "$v" = "$3" ] || { echo "$1: $2 is '$v', not '$3'"; return 1; }
+}
+
+# holders_are PATH NODES: PATH's holders, sorted and comma-separated, are
+# NODES ("a,b")
+holders_are() {
+	local h
+	h=$(xattr "$1" user.objfs.locations | tr ',' '\n' | sort | paste -sd,)
+	[ "$h" = "$2" ] || { echo "holders of $1: '$h', not '$2'"; return 1; }
+}
+
+# fetch_state_is PATH ERE: PATH's user.objfs.fetch matches ERE ('^local ')
+fetch_state_is() {
+	local st
+	st=$(xattr "$1" user.objfs.fetch)
+	grep -qE -- "$2" <<<"$st" || { echo "fetch state of $1: '$st', not /$2/"; return 1; }
 }
 
 # kill_node NAME [SIGNAL]: kill node NAME's daemon (default SIGKILL), as a

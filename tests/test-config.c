@@ -52,6 +52,45 @@ TEST(specs)
 	config_release(&c);
 }
 
+/* A bad SPEC is refused by the parser, naming the part that is wrong. */
+TEST(bad_specs)
+{
+	static const struct {
+		const char *spec;
+		const char *must_name[2];
+	} cases[] = {
+	    {"redis://127.0.0.1:99999", {"port '99999'", "1-65535"}},
+	    {"redis://127.0.0.1:0", {"port '0'", "1-65535"}},
+	    {"redis://h:1/abc", {"database 'abc'", "0-"}},
+	    {"redis://h:1/", {"database ''", "0-"}},
+	    {"redis-sentinel://h:1", {"master name", "/MASTER"}},
+	    {"redis-sentinel://h:1/", {"master name", "/MASTER"}},
+	    {"redis-sentinel://h:1/a:b", {"master name 'a:b'", "[A-Za-z0-9._-]"}},
+	    {"redis-cluster://a:1,b c:2", {"host 'b c'", "b c:2"}},
+	    {"redis-cluster://a:1,", {"address ''", "host:port"}},
+	    {"redis://[::1:6379", {"'[::1:6379'", "]"}},
+	    {"redis-cluster://a:1/2", {"redis-cluster://", "db"}},
+	};
+	struct config c;
+	char err[256];
+	size_t i, j;
+
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		CHECK_EQ(parse(&c, err, cases[i].spec, NULL), -EINVAL);
+		for (j = 0; j < 2 && cases[i].must_name[j]; j++) {
+			if (!strstr(err, cases[i].must_name[j]))
+				fprintf(stderr, "  message for '%s' was: %s\n", cases[i].spec, err);
+			CHECK(strstr(err, cases[i].must_name[j]) != NULL);
+		}
+		config_release(&c);
+	}
+	/* the password is never shown */
+	CHECK_EQ(parse(&c, err, "redis://:hunter2@h:99999", NULL), -EINVAL);
+	CHECK(strstr(err, "port '99999'") != NULL);
+	CHECK(strstr(err, "hunter2") == NULL);
+	config_release(&c);
+}
+
 TEST(options)
 {
 	struct config c;
@@ -100,16 +139,16 @@ TEST(options)
 	CHECK(!c.restart);
 	config_release(&c);
 
-	/* passthrough: auto by default, and as given; the last one wins */
+	/* passthrough: auto by default, and as given */
 	CHECK_EQ(parse(&c, err, "local", "passthrough=off"), 0);
 	CHECK(c.passthrough_off);
 	config_release(&c);
-	CHECK_EQ(parse(&c, err, "local", "passthrough=off,passthrough=auto"), 0);
+	CHECK_EQ(parse(&c, err, "local", "passthrough=auto"), 0);
 	CHECK(!c.passthrough_off);
 	config_release(&c);
 
-	/* transport: as given, the last one wins; the eager limit */
-	CHECK_EQ(parse(&c, err, "local", "transport=rdma,transport=tcp,rdma_eager_max=4K"), 0);
+	/* transport: as given; the eager limit */
+	CHECK_EQ(parse(&c, err, "local", "transport=tcp,rdma_eager_max=4K"), 0);
 	CHECK_STR(c.transport, "tcp");
 	CHECK_EQ(c.rdma_eager_max, 4096);
 	config_release(&c);
@@ -162,7 +201,7 @@ TEST(bad_options)
 	    {"transport=TCP", "transport=TCP"},
 	    {"transport=", "transport"},
 	    {"transport", "transport"},
-	    {"transport=rdma,transport=x", "transport=x"},
+	    {"transport=rdma,transport=x", "'x'"},
 	    {"rdma_eager_max=0", "rdma_eager_max=0"},
 	    {"rdma_eager_max=2M", "rdma_eager_max=2M"},
 	    {"rdma_eager_max=1025K", "rdma_eager_max=1025K"},
@@ -187,6 +226,56 @@ TEST(bad_options)
 		CHECK(strstr(err, cases[i].must_name) != NULL);
 		config_release(&c);
 	}
+}
+
+/* Every -o counts; an option may come twice only with the same value. */
+TEST(twice)
+{
+	struct config c;
+	char err[256];
+	char *two[] = {(char *)"objfsd",
+		       (char *)"local",
+		       (char *)"/a",
+		       (char *)"-o",
+		       (char *)"capacity=64M,allow_overwrite",
+		       (char *)"-onode=n1,capacity=64M",
+		       NULL};
+	char *clash[] = {(char *)"objfsd",
+			 (char *)"local",
+			 (char *)"/a",
+			 (char *)"-o",
+			 (char *)"store=/dev/shm/a",
+			 (char *)"-o",
+			 (char *)"node=n1,store=/dev/shm/b",
+			 NULL};
+
+	memset(&c, 0, sizeof(c));
+	CHECK_EQ(config_parse_argv(&c, 6, two, err, sizeof(err)), 0);
+	CHECK_EQ(c.capacity, 64ULL << 20);
+	CHECK(c.allow_overwrite);
+	CHECK_STR(c.node, "n1");
+	config_release(&c);
+	CHECK_EQ(config_parse_argv(&c, 7, clash, err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "'store'") && strstr(err, "'/dev/shm/a'") && strstr(err, "'/dev/shm/b'"));
+	config_release(&c);
+
+	CHECK_EQ(parse(&c, err, "local", "capacity=64M,capacity=128M"), -EINVAL);
+	CHECK(strstr(err, "'capacity'") && strstr(err, "'64M'") && strstr(err, "'128M'"));
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "passthrough=off,passthrough=auto"), -EINVAL);
+	CHECK(strstr(err, "'passthrough'") != NULL);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "transport=rdma,transport=tcp"), -EINVAL);
+	CHECK(strstr(err, "'transport'") != NULL);
+	config_release(&c);
+	/* the same value twice, flags twice, and what mount(8) may repeat */
+	CHECK_EQ(parse(&c, err, "local",
+		       "allow_overwrite,ro,ro,allow_overwrite,prefix=p,prefix=p,rw,rw,"
+		       "x-systemd.requires=a,x-systemd.requires=b,comment=x,comment=y"),
+		 0);
+	CHECK(c.allow_overwrite && c.read_only);
+	CHECK_STR(c.prefix, "p");
+	config_release(&c);
 }
 
 TEST(argv)
@@ -246,8 +335,10 @@ TEST(defaults)
 int main(void)
 {
 	RUN(specs);
+	RUN(bad_specs);
 	RUN(options);
 	RUN(bad_options);
+	RUN(twice);
 	RUN(argv);
 	RUN(defaults);
 	return tap_done();

@@ -15,6 +15,9 @@ A=$(mnt_of a)
 B=$(mnt_of b)
 n=0
 
+# in_redis NAME: the root's entry NAME is in Redis (for eventually)
+in_redis() { [ -n "$(rcli HGET '{objfs}:d:1' "$1")" ] || { echo "no entry $1 in Redis"; return 1; }; }
+
 # put NODE NAME: write fresh bytes to NAME on NODE and remember them; wait
 # until the object is published (close-to-open is part 2 of the issue)
 put() {
@@ -23,7 +26,7 @@ put() {
 	n=$((n + 1))
 	mkdata "$T/data.$2" $((20000 + n * 1013))
 	cp "$T/data.$2" "$m/$2"
-	eventually 10 test -n "$(rcli HGET '{objfs}:d:1' "$2")"
+	eventually 10 in_redis "$2"
 }
 
 # same_everywhere NAME...: every name reads back byte-exact on both nodes
@@ -63,6 +66,9 @@ step "redis restarts empty while a is away; b writes; a comes back"
 umount_objfs a || fail "unmount of a did not stop its processes"
 stop_redis nosave
 restart_redis
+# b may have seen Redis gone and wait out its reconnect backoff (up to
+# 5 s) before a change goes through again
+eventually 20 mkdir "$B/after-restart"
 put b k1
 put b k2
 mount_objfs a "$REDIS_URL" "capacity=64M"

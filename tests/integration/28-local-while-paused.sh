@@ -32,7 +32,13 @@ for i in $(seq 1 20); do
 	cp "$T/data.f$i" "$A/f$i"
 	names+=("f$i")
 done
-eventually 10 test "$(rcli HLEN '{objfs}:d:1')" -ge 24
+# root_entries_at_least N: the root's hash in Redis has N fields or more
+root_entries_at_least() {
+	local n
+	n=$(rcli HLEN '{objfs}:d:1')
+	[ "$n" -ge "$1" ] || { echo "the root has $n fields in Redis"; return 1; }
+}
+eventually 10 root_entries_at_least 24
 sleep 1 # the publish invalidations reach a
 
 step "Redis hangs: a's own objects stay readable"
@@ -57,7 +63,8 @@ except OSError as e:
 EOF
 read_all late "${names[@]}"
 resume_redis
-eventually 30 test -n "$(rcli HGET '{objfs}:d:1' late)"
+late_in_redis() { [ -n "$(rcli HGET '{objfs}:d:1' late)" ] || { echo "late is not in Redis"; return 1; }; }
+eventually 30 late_in_redis
 sleep 1
 kill -STOP "$REDIS_PID"
 read_all late "${names[@]}"

@@ -261,13 +261,16 @@ mkdir -p "$T/old-redis"
 redis-server --port 0 --unixsocket "$(rundir_of l)/redis.sock" --unixsocketperm 700 \
 	--save "" --appendonly no --dir "$T/old-redis" --logfile "$T/old-redis/log" \
 	--daemonize no &
-BG_PIDS+=("$!")
+old_redis=$!
+BG_PIDS+=("$old_redis")
 eventually 10 redis-cli -s "$(rundir_of l)/redis.sock" PING
 (sleep 1 && timeout 10 redis-cli -s "$(rundir_of l)/redis.sock" SHUTDOWN NOSAVE) >/dev/null 2>&1 &
 BG_PIDS+=("$!")
 assert_ok "$MOUNT_HELPER" local "$L" -o "$opts_l"
 _remember_mount l
-sleep 1
+# the old server is gone (and its exit has unlinked whatever it was
+# going to) before the new one is asked, not a guessed second later
+wait_gone 20 "$old_redis" || fail "the old redis-server $old_redis did not exit"
 assert_eq PONG "$(timeout 10 redis-cli -s "$(rundir_of l)/redis.sock" PING 2>&1)" \
 	"the new local redis-server on its socket"
 check_back l

@@ -60,3 +60,23 @@ assert_ok mount -a -T "$T/fstab2"
 mounted_ok h4
 [ -n "$(rcli HGET '{objfs}:d:1' f)" ] || fail "the fstab mount did not use the redis from its fstab line"
 umount_objfs h4 umount || fail "umount left processes behind"
+
+step "mount.objfs SPEC MNT -o A -o B takes both lists, as mount(8) does (issue 19)"
+mkdir -p "$(mnt_of h5)"
+assert_ok "$MOUNT_HELPER" local "$(mnt_of h5)" -o capacity=64M,allow_overwrite \
+	-o "$(default_opts h5)"
+wait_mounted "$(mnt_of h5)" 10 || fail "$(mnt_of h5) is not mounted"
+_remember_mount h5
+st=$(objfs_cli status "$(mnt_of h5)") || fail "objfs status failed: $st"
+assert_eq $((64 << 20)) "$(field capacity <<<"$st")" "capacity: of a mount with capacity=64M in the first -o"
+echo v1 >"$(mnt_of h5)/g"
+echo v2 >"$(mnt_of h5)/g" || fail "overwrite refused on a mount with allow_overwrite in the first -o"
+assert_eq v2 "$(cat "$(mnt_of h5)/g")" "content after an overwrite"
+umount_objfs h5 umount || fail "umount left processes behind"
+
+step "mount.objfs refuses an option given twice with different values"
+rc=0
+capture 60 "$MOUNT_HELPER" local "$(mnt_of h5)" -o capacity=64M -o "capacity=128M,$(default_opts h5)" || rc=$?
+assert_eq 1 "$rc" "exit status of mount.objfs with capacity=64M and capacity=128M ($CAPTURED)"
+assert_match "capacity.*'64M'.*'128M'" "$CAPTURED" "mount.objfs's error message"
+if is_mounted "$(mnt_of h5)"; then fail "mounted with capacity given twice"; fi

@@ -23,6 +23,8 @@ for i in 1 2; do
 	cp "$T/r$i" "$A/r$i"
 	eventually 10 ls_has "$B" "r$i"
 	assert_same "$T/r$i" "$B/r$i"
+	# a replica once its fetch is over (after its reader got the bytes)
+	eventually 10 fetch_state_is "$B/r$i" '^local '
 done
 for i in 1 2 3; do
 	mkdata "$T/own$i" $((4 << 20))
