@@ -99,9 +99,7 @@ static int parse_listen(struct config *c, const char *val, char *err, size_t err
 	return 0;
 }
 
-/* @spec for a message, with what comes before its last '@' (the
- * password) shown as "***" */
-static const char *spec_shown(const char *spec, char *buf, size_t len)
+const char *config_spec_shown(const char *spec, char *buf, size_t len)
 {
 	const char *p = strstr(spec, "://"), *at = p ? strrchr(p + 3, '@') : NULL;
 
@@ -127,7 +125,7 @@ static int parse_spec(struct config *c, const char *spec, char *err, size_t errl
 		c->spec_kind = SPEC_REDIS;
 		if (!spec[strcspn(spec, "/") + 2])
 			return fail(err, errlen, "invalid SPEC '%s': missing host",
-				    spec_shown(spec, shown, sizeof(shown)));
+				    config_spec_shown(spec, shown, sizeof(shown)));
 	} else if (!strncmp(spec, "unix:", 5)) {
 		c->spec_kind = SPEC_UNIX;
 		if (spec[5] != '/')
@@ -138,13 +136,13 @@ static int parse_spec(struct config *c, const char *spec, char *err, size_t errl
 			    "invalid SPEC '%s': expected redis://HOST:PORT, "
 			    "redis-sentinel://HOST:PORT[,...]/MASTER, "
 			    "redis-cluster://HOST:PORT[,...], unix:/PATH or local",
-			    spec_shown(spec, shown, sizeof(shown)));
+			    config_spec_shown(spec, shown, sizeof(shown)));
 	}
 	/* what meta_new() would refuse, refused now, naming the wrong part */
 	r = meta_url_check(spec, why, sizeof(why));
 	if (r == -EINVAL)
 		return fail(err, errlen, "invalid SPEC '%s': %s",
-			    spec_shown(spec, shown, sizeof(shown)), why);
+			    config_spec_shown(spec, shown, sizeof(shown)), why);
 	if (r < 0)
 		return r;
 	return set_str(&c->redis_url, spec);

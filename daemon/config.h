@@ -88,4 +88,8 @@ int config_finish(struct config *c, char *err, size_t errlen);
 
 void config_release(struct config *c);
 
+/* @spec for a message or the log, with what comes before its last '@'
+ * (the password) shown as "***"; @buf, or @spec itself if it has none */
+const char *config_spec_shown(const char *spec, char *buf, size_t len);
+
 #endif

@@ -472,12 +472,13 @@ static int open_meta(struct daemon *d)
 	     * file waits for its publish (0: meta's default, 2 s) */
 	    .timeout_ms = d->cfg.io_timeout_ms,
 	};
-	char err[256];
+	char err[256], shown[OBJFS_PATH_MAX];
 	int r;
 
 	d->meta = meta_new(&mc, &r);
 	if (!d->meta) {
-		fail("invalid Redis SPEC '%s': %s", d->cfg.spec, strerror(-r));
+		fail("invalid Redis SPEC '%s': %s",
+		     config_spec_shown(d->cfg.spec, shown, sizeof(shown)), strerror(-r));
 		return r;
 	}
 	r = meta_connect(d->meta);
@@ -536,6 +537,9 @@ static int open_store(struct daemon *d)
 		store_stats(d->store, &ss);
 		log_info("store %s: objects in %s/data, on %s", d->cfg.store_dir, d->cfg.store_dir,
 			 store_fs_name(ss.fs));
+		log_info("store %s: holds at most %" PRIu64 " objects (%" PRIu64
+			 " now): the open-files limit and vm.max_map_count allow that many",
+			 d->cfg.store_dir, ss.objects_max, ss.held);
 		return 0;
 	}
 	if (r == -EBUSY)
@@ -614,7 +618,7 @@ static int open_log(struct daemon *d)
 
 static int run(struct daemon *d)
 {
-	char url[OBJFS_PATH_MAX + 8], err[1024], fsname[512];
+	char url[OBJFS_PATH_MAX + 8], err[1024], fsname[512], shown[OBJFS_PATH_MAX];
 	struct fs_config fc;
 	unsigned n = 0, detached = 0;
 	int r;
@@ -631,7 +635,8 @@ static int run(struct daemon *d)
 	if (r < 0)
 		return r;
 	log_info("starting node '%s' on %s (SPEC %s, store %s, capacity %" PRIu64 ")", d->cfg.node,
-		 d->mountpoint, d->cfg.spec, d->cfg.store_dir, d->cfg.capacity);
+		 d->mountpoint, config_spec_shown(d->cfg.spec, shown, sizeof(shown)),
+		 d->cfg.store_dir, d->cfg.capacity);
 	r = mountpoint_prepare(d->mountpoint, true, d->mountpoint, sizeof(d->mountpoint), &detached,
 			       err, sizeof(err));
 	if (r < 0) {

@@ -35,6 +35,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -794,19 +795,37 @@ void store_stats(struct store *s, struct store_stats *ret)
 
 /* ---- open and close ---- */
 
-/* How many objects the open-files limit leaves room for (see STORE_FD_SPARE_MIN). */
+/* What a limit of @n leaves for objects once @spare (within [@lo, @hi])
+ * is kept for everything else. */
+static uint64_t limit_left(uint64_t n, uint64_t spare, uint64_t lo, uint64_t hi)
+{
+	spare = spare < lo ? lo : spare > hi ? hi : spare;
+	return n > 2 * spare ? n - spare : n / 2;
+}
+
+/*
+ * How many objects this process may hold: each keeps a descriptor and a
+ * mapping, so the open-files limit (less STORE_POOL_MAX and
+ * STORE_FD_SPARE_*) and vm.max_map_count (less an eighth, 1024 to 8192,
+ * for libraries, thread stacks and the allocator) bound them.
+ */
 static uint64_t objects_max(void)
 {
+	uint64_t max = UINT64_MAX, n;
 	struct rlimit rl;
-	uint64_t n, spare;
+	FILE *f;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
-		return UINT64_MAX;
-	n = rl.rlim_cur;
-	spare = STORE_POOL_MAX + min_u64(STORE_FD_SPARE_MAX, n / 8);
-	if (spare < STORE_POOL_MAX + STORE_FD_SPARE_MIN)
-		spare = STORE_POOL_MAX + STORE_FD_SPARE_MIN;
-	return n > 2 * spare ? n - spare : n / 2;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		max = limit_left(rl.rlim_cur, STORE_POOL_MAX + rl.rlim_cur / 8,
+				 STORE_POOL_MAX + STORE_FD_SPARE_MIN,
+				 STORE_POOL_MAX + STORE_FD_SPARE_MAX);
+	f = fopen("/proc/sys/vm/max_map_count", "re");
+	if (f) {
+		if (fscanf(f, "%" SCNu64, &n) == 1 && n > 0)
+			max = min_u64(max, limit_left(n, n / 8, 1024, 8192));
+		fclose(f);
+	}
+	return max;
 }
 
 /* Tear down a store, whole or half built.  Objects go whatever their refs. */

@@ -68,9 +68,10 @@
 #define STORE_TMP_PREFIX ".tmp-"
 #define STORE_BAD_SUFFIX ".bad"
 #define STORE_POOL_MAX 64 /* freed files kept for reuse, at most */
-/* descriptors left to everything but objects (the pool, FUSE, Redis, peers,
- * /proc reads at FLUSH, catalog writes): STORE_POOL_MAX and an eighth of
- * the open-files limit, within [STORE_FD_SPARE_MIN, STORE_FD_SPARE_MAX] */
+/* descriptors left to everything but objects (FUSE, Redis, peers, /proc
+ * reads at FLUSH, catalog writes): STORE_POOL_MAX for the pool, and an
+ * eighth of the open-files limit within [STORE_FD_SPARE_MIN,
+ * STORE_FD_SPARE_MAX] */
 #define STORE_FD_SPARE_MIN 48
 #define STORE_FD_SPARE_MAX 192
 
