@@ -35,6 +35,7 @@ struct fetcher *fetcher_new(const struct fetcher_config *cfg, int *ret_err)
 	struct transport_tuning tt = {
 	    .streams_per_peer = FETCH_STREAMS_DEFAULT,
 	    .range_min = FETCH_RANGE_MIN_DEFAULT,
+	    .io_timeout_ms = TRANSPORT_DEFAULT_TIMEOUT_MS,
 	};
 	struct fetcher *fr;
 	int r;
@@ -59,6 +60,7 @@ struct fetcher *fetcher_new(const struct fetcher_config *cfg, int *ret_err)
 		transport_tuning(fr->transport, &tt);
 	fr->streams_per_holder = tt.streams_per_peer ? tt.streams_per_peer : 1;
 	fr->range_min = tt.range_min ? tt.range_min : FETCH_RANGE_MIN_DEFAULT;
+	fr->io_timeout_ms = tt.io_timeout_ms ? tt.io_timeout_ms : TRANSPORT_DEFAULT_TIMEOUT_MS;
 	/* the opening thread runs one range: an object it fetches must fit
 	 * in one */
 	if (fr->sync_max > fr->range_min)

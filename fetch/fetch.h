@@ -138,7 +138,8 @@ void fetch_opened(struct fetch *f);
  * whole fetch and its checksum, so that a reader of the whole object gets
  * an error rather than the end of a bad copy.  0, or -EIO if the fetch
  * failed.  Never waits without a bound: every transfer step is bounded
- * by the transport's timeout.
+ * by the transport's timeout, and a stalled holder is retried a bounded
+ * number of times (FETCH_STALL_RETRIES).
  */
 int fetch_wait(struct fetch *f, uint64_t off, uint64_t len);
 

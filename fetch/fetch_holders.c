@@ -10,10 +10,13 @@
  * holders located in Redis.
  *
  * Ranges are spread over the good holders round robin.  A holder that
- * fails is marked bad for this fetch; when every holder is bad, a worker
- * locates the holders again (someone may have fetched the object
- * meanwhile), keeping those already found bad marked bad unless their
- * address changed (a node that restarted).
+ * fails is marked bad for this fetch, or stalled if it moved no byte for
+ * io_timeout; when no holder is good, a worker locates the holders again
+ * (someone may have fetched the object meanwhile), keeping those already
+ * found bad marked bad unless their address changed (a node that
+ * restarted).  A stalled holder is asked again if it is still in the
+ * fresh list, which has live cards only, when the worker retries the
+ * stalled ones (fetch_worker.c); else it stays marked.
  *
  * Whether a holder can be asked at all is the transport's call
  * (transport_reaches(): its card names a backend we speak).
@@ -129,7 +132,7 @@ int fetch_holder_pick_locked(struct fetch *f)
 
 	for (i = 0; i < f->nholders; i++) {
 		k = (f->rr + i) % f->nholders;
-		if (!f->bad[k]) {
+		if (f->mark[k] == HOLDER_GOOD) {
 			f->rr = (unsigned)(k + 1);
 			return (int)k;
 		}
@@ -137,10 +140,21 @@ int fetch_holder_pick_locked(struct fetch *f)
 	return -1;
 }
 
-void fetch_holder_mark_bad_locked(struct fetch *f, int k, const struct meta_holder *h)
+void fetch_holder_mark_locked(struct fetch *f, int k, const struct meta_holder *h,
+			      enum holder_mark m)
 {
-	if (k >= 0 && (size_t)k < f->nholders && holder_same(&f->holders[k], h))
-		f->bad[k] = true;
+	if (k >= 0 && (size_t)k < f->nholders && holder_same(&f->holders[k], h) && f->mark[k] < m)
+		f->mark[k] = m;
+}
+
+int fetch_holder_stalled_locked(const struct fetch *f)
+{
+	size_t i;
+
+	for (i = 0; i < f->nholders; i++)
+		if (f->mark[i] == HOLDER_STALLED)
+			return (int)i;
+	return -1;
 }
 
 static void count_stale(struct fetcher *fr, uint64_t id, unsigned stale)
@@ -177,12 +191,12 @@ int fetch_holder_locate(struct fetch *f, const struct meta_obj *rec)
 			return r;
 		peer_put(fr, f->holders, f->nholders);
 	}
-	f->bad = calloc(f->nholders ? f->nholders : 1, sizeof(*f->bad));
-	if (!f->bad)
+	f->mark = calloc(f->nholders ? f->nholders : 1, sizeof(*f->mark));
+	if (!f->mark)
 		return -ENOMEM;
 	for (i = 0; i < f->nholders; i++) {
-		f->bad[i] = !fetch_holder_usable(fr, &f->holders[i]);
-		good += !f->bad[i];
+		f->mark[i] = fetch_holder_usable(fr, &f->holders[i]) ? HOLDER_GOOD : HOLDER_BAD;
+		good += f->mark[i] == HOLDER_GOOD;
 	}
 	if (!good) {
 		log_error("object %" PRIu64 " has no live holder to fetch it from", f->id);
@@ -192,14 +206,16 @@ int fetch_holder_locate(struct fetch *f, const struct meta_obj *rec)
 	return 0;
 }
 
-int fetch_holder_relocate(struct fetch *f)
+int fetch_holder_relocate(struct fetch *f, bool unstall)
 {
 	struct fetcher *fr = f->fr;
 	struct meta_holder *hs = NULL, *old;
 	struct meta_obj rec;
+	char gone[OBJFS_NODE_MAX] = "";
 	unsigned stale = 0;
 	size_t n = 0, i, j, good = 0;
-	bool *bad;
+	enum holder_mark *mark;
+	bool found;
 	int r;
 
 	r = meta_locate(fr->meta, f->id, &rec, &hs, &n, &stale);
@@ -207,27 +223,42 @@ int fetch_holder_relocate(struct fetch *f)
 	if (r < 0)
 		return r;
 	peer_put(fr, hs, n);
-	bad = calloc(n ? n : 1, sizeof(*bad));
-	if (!bad) {
+	mark = calloc(n ? n : 1, sizeof(*mark));
+	if (!mark) {
 		free(hs);
 		return -ENOMEM;
 	}
 	pthread_mutex_lock(&fr->lock);
 	for (i = 0; i < n; i++) {
 		for (j = 0; j < f->nholders; j++)
-			if (f->bad[j] && holder_same(&f->holders[j], &hs[i]))
-				bad[i] = true;
+			if (f->mark[j] > mark[i] && holder_same(&f->holders[j], &hs[i]))
+				mark[i] = f->mark[j];
+		if (unstall && mark[i] == HOLDER_STALLED)
+			mark[i] = HOLDER_GOOD;
 		if (!fetch_holder_usable(fr, &hs[i]))
-			bad[i] = true;
-		if (!bad[i])
+			mark[i] = HOLDER_BAD;
+		if (mark[i] == HOLDER_GOOD)
 			good++;
 	}
+	/* a stalled holder missing from the list: its card is gone */
+	for (j = 0; j < f->nholders && !gone[0]; j++) {
+		if (f->mark[j] != HOLDER_STALLED)
+			continue;
+		for (i = 0, found = false; i < n && !found; i++)
+			found = !strcmp(f->holders[j].node, hs[i].node);
+		if (!found)
+			snprintf(gone, sizeof(gone), "%s", f->holders[j].node);
+	}
 	old = f->holders;
-	free(f->bad);
+	free(f->mark);
 	f->holders = hs;
-	f->bad = bad;
+	f->mark = mark;
 	f->nholders = n;
 	pthread_mutex_unlock(&fr->lock);
 	free(old);
+	if (gone[0])
+		log_warn("object %" PRIu64 ": holder '%s' stalled, and its node card is gone "
+			 "(or it holds the object no more): giving up on it",
+			 f->id, gone);
 	return good ? 0 : -EHOSTUNREACH;
 }

@@ -16,9 +16,10 @@
  *
  * Locking: fr->lock guards the fetch table, the queue, every fetch's
  * state, ranges, holders and refcount, the peer address cache and the
- * use times.  Readers, openers and workers waiting for another worker's
- * relocation wait on their fetch's own condition, idle workers on
- * fr->queue_cond, all with fr->lock.  Functions named *_locked are called
+ * use times.  Readers, openers, workers waiting for another worker's
+ * relocation and a worker backing off before it retries a stalled holder
+ * wait on their fetch's own condition, idle workers on fr->queue_cond,
+ * all with fr->lock.  Functions named *_locked are called
  * with fr->lock held.  fr->lock is taken
  * after any lock of the layer above (fs->lock) and is never held across
  * a transfer, a Redis call, a store call that may block (reserving,
@@ -48,6 +49,14 @@
 /* used when there is no transport to ask */
 #define FETCH_RANGE_MIN_DEFAULT (8u << 20)
 #define FETCH_STREAMS_DEFAULT 2
+/*
+ * A holder that stalls (moves no byte for io_timeout) when no other
+ * holder is left is retried on a fresh connection, while its node card
+ * is live, this many times in a row without a byte arriving, after a
+ * backoff of io_timeout / 4, doubling, at most io_timeout; then the
+ * fetch fails.  README, "Fetching", states the bound.
+ */
+#define FETCH_STALL_RETRIES 3
 
 enum chunk_state {
 	CHUNK_QUEUED,
@@ -67,6 +76,13 @@ enum fetch_state {
 	FETCH_RUNNING,
 	FETCH_DONE,
 	FETCH_FAILED,
+};
+
+/* What a fetch knows of one of its holders; worst last. */
+enum holder_mark {
+	HOLDER_GOOD,
+	HOLDER_STALLED, /* moved no byte for io_timeout: may be retried */
+	HOLDER_BAD,	/* failed otherwise, or cannot be asked */
 };
 
 struct fetch {
@@ -90,10 +106,11 @@ struct fetch {
 	unsigned ndone;		     /* fr->lock */
 	unsigned front;		     /* chunks before it are all in place; fr->lock */
 	struct meta_holder *holders; /* fr->lock */
-	bool *bad;		     /* per holder; fr->lock */
+	enum holder_mark *mark;	     /* per holder; fr->lock */
 	size_t nholders;	     /* fr->lock */
 	unsigned rr;		     /* next holder, round robin; fr->lock */
 	unsigned relocations;	     /* fr->lock */
+	unsigned stall_retries;	     /* in a row, with no byte arriving; fr->lock */
 	bool guessed;		     /* holders from the address cache, not Redis */
 	bool relocating;	     /* a worker is locating holders again; fr->lock */
 	unsigned gen;		     /* holder list replacements; fr->lock */
@@ -119,6 +136,7 @@ struct fetcher {
 	uint64_t sync_max;
 	uint64_t range_min; /* the backend's tuning */
 	unsigned streams_per_holder;
+	unsigned io_timeout_ms; /* the transport's: how long a stall takes */
 
 	pthread_mutex_t lock;
 	struct fetch *fetches;	   /* lock; uthash by id */
@@ -188,21 +206,26 @@ void fetch_drop_all(struct fetcher *fr);
 
 /* May @h be asked (it has an address our transport reaches)? */
 bool fetch_holder_usable(struct fetcher *fr, const struct meta_holder *h);
-/* The next good holder of @f, round robin; -1 if every one is bad.
+/* The next good holder of @f, round robin; -1 if none is good.
  * fr->lock held. */
 int fetch_holder_pick_locked(struct fetch *f);
-/* Mark holder @k of @f bad, if it is still @h (the list may have been
- * replaced meanwhile).  fr->lock held. */
-void fetch_holder_mark_bad_locked(struct fetch *f, int k, const struct meta_holder *h);
+/* Mark holder @k of @f @m (never better than it is), if it is still @h
+ * (the list may have been replaced meanwhile).  fr->lock held. */
+void fetch_holder_mark_locked(struct fetch *f, int k, const struct meta_holder *h,
+			      enum holder_mark m);
+/* The first holder of @f marked stalled, or -1.  fr->lock held. */
+int fetch_holder_stalled_locked(const struct fetch *f);
 /*
  * Fill in @f's record and holders: from the address cache for a small
  * object whose origin is known (no Redis round trip), else from Redis.
  * -ENOENT, -EIO (no live holder, or Redis unreachable), -ENOMEM.
  */
 int fetch_holder_locate(struct fetch *f, const struct meta_obj *rec);
-/* Replace @f's holders with a fresh list from Redis, keeping those found
- * bad marked bad.  0 if at least one good holder. */
-int fetch_holder_relocate(struct fetch *f);
+/* Replace @f's holders with a fresh list from Redis (live cards only),
+ * keeping those found bad marked bad, and those found stalled marked
+ * stalled unless @unstall (they are asked again).  0 if at least one
+ * good holder, -EHOSTUNREACH if none, or meta_locate()'s error. */
+int fetch_holder_relocate(struct fetch *f, bool unstall);
 /* Forget the cached address of @node (it failed). */
 void fetch_peer_del(struct fetcher *fr, const char *node);
 void fetch_peer_free_all(struct fetcher *fr);

@@ -16,6 +16,13 @@
  *             continues where it stopped with another holder; with no
  *             good holder left the holders are located once more, then
  *             the fetch fails: readers get EIO, the pages are freed
+ *   stall ──► a holder that moved no byte for io_timeout is alive as
+ *             far as anyone knows: with no good holder left it is
+ *             asked again on a fresh connection (its connections were
+ *             dropped) after a backoff, if its node card is still live
+ *             (located afresh), up to FETCH_STALL_RETRIES times in a
+ *             row without a byte arriving; a holder refused, reset or
+ *             gone from Redis is not retried
  *   last range ──► seal; the checksum is compared with the record (a
  *             mismatch fails the fetch); readers are woken; then, off
  *             their path, this node is registered as a holder and the
@@ -49,7 +56,7 @@ void fetch_free(struct fetch *f)
 	pthread_cond_destroy(&f->cond);
 	free(f->chunks);
 	free(f->holders);
-	free(f->bad);
+	free(f->mark);
 	free(f);
 }
 
@@ -122,13 +129,21 @@ static void dequeue_locked(struct fetch *f)
 	f->queued = false;
 }
 
-/* How many ranges of @f may run at once.  fr->lock held. */
-static unsigned stream_limit_locked(const struct fetch *f)
+/* How many holders of @f are good.  fr->lock held. */
+static size_t good_locked(const struct fetch *f)
 {
 	size_t i, good = 0;
 
 	for (i = 0; i < f->nholders; i++)
-		good += !f->bad[i];
+		good += f->mark[i] == HOLDER_GOOD;
+	return good;
+}
+
+/* How many ranges of @f may run at once.  fr->lock held. */
+static unsigned stream_limit_locked(const struct fetch *f)
+{
+	size_t good = good_locked(f);
+
 	return f->fr->streams_per_holder * (unsigned)(good ? good : 1);
 }
 
@@ -195,8 +210,10 @@ static void on_progress(void *arg, uint64_t done)
 	uint64_t front;
 
 	pthread_mutex_lock(&fr->lock);
-	if (p->base + done > p->c->done)
+	if (p->base + done > p->c->done) {
 		p->c->done = p->base + done;
+		p->f->stall_retries = 0; /* the holders move again */
+	}
 	if (p->f->waiters)
 		pthread_cond_broadcast(&p->f->cond);
 	front = in_place_locked(p->f);
@@ -385,27 +402,78 @@ bool fetch_finish(struct fetch *f)
 	return true;
 }
 
+/* The backoff before retry @n (from 1) of a stalled holder. */
+static unsigned stall_backoff_ms(const struct fetcher *fr, unsigned n)
+{
+	unsigned ms = fr->io_timeout_ms / 4;
+
+	while (--n && ms < fr->io_timeout_ms)
+		ms *= 2;
+	return ms < fr->io_timeout_ms ? ms : fr->io_timeout_ms;
+}
+
+/* Wait @ms, or less if @f stops running or the fetcher stops.  True if
+ * @f is still to run. */
+static bool backoff(struct fetch *f, unsigned ms)
+{
+	struct fetcher *fr = f->fr;
+	int64_t end = mono_ns() + (int64_t)ms * 1000000, left;
+	struct timespec until;
+	bool run;
+
+	pthread_mutex_lock(&fr->lock);
+	while ((run = f->state == FETCH_RUNNING && !fr->stopping) && (left = end - mono_ns()) > 0) {
+		/* the deadline is monotonic; the condition's clock is not */
+		clock_gettime(CLOCK_REALTIME, &until);
+		left += until.tv_nsec;
+		until.tv_sec += left / 1000000000;
+		until.tv_nsec = left % 1000000000;
+		pthread_cond_timedwait(&f->cond, &fr->lock, &until);
+	}
+	pthread_mutex_unlock(&fr->lock);
+	return run;
+}
+
 /*
- * Every holder of @f is bad: locate them once more, unless that was done
- * often enough already, or another worker is doing it.  0 to look again,
- * or -EHOSTUNREACH/-EIO (the fetch is then failed here).
+ * No holder of @f is good: if one of them stalled, ask it again (see
+ * FETCH_STALL_RETRIES); else locate them once more, unless that was done
+ * often enough already.  Nothing if another worker is at it.  0 to look
+ * again, or -errno (the fetch is then failed here).
  */
 static int relocate_or_fail(struct fetch *f, unsigned gen)
 {
 	struct fetcher *fr = f->fr;
-	char why[160];
+	char why[192], stalled[OBJFS_NODE_MAX] = "";
+	unsigned retry = 0, ms;
 	bool again;
-	int r;
+	int k, r;
 
 	pthread_mutex_lock(&fr->lock);
 	if (f->relocating || f->gen != gen) {
 		pthread_mutex_unlock(&fr->lock);
 		return 0; /* the list changed: look again */
 	}
-	again = f->relocations++ < RELOCATE_MAX + (f->guessed ? 1 : 0);
+	k = fetch_holder_stalled_locked(f);
+	if (k >= 0)
+		snprintf(stalled, sizeof(stalled), "%s", f->holders[k].node);
+	if (k >= 0 && f->stall_retries < FETCH_STALL_RETRIES) {
+		retry = ++f->stall_retries;
+		again = true;
+	} else {
+		again = f->relocations++ < RELOCATE_MAX + (f->guessed ? 1 : 0);
+	}
 	f->relocating = again;
 	pthread_mutex_unlock(&fr->lock);
-	r = again ? fetch_holder_relocate(f) : -EHOSTUNREACH;
+	if (retry) {
+		ms = stall_backoff_ms(fr, retry);
+		log_warn("object %" PRIu64 ": no holder left but '%s', which stalled; asking it "
+			 "again on a fresh connection in %u ms if its node card is live "
+			 "(retry %u of %u)",
+			 f->id, stalled, ms, retry, FETCH_STALL_RETRIES);
+		r = backoff(f, ms) ? fetch_holder_relocate(f, true) : -ECANCELED;
+	} else {
+		r = again ? fetch_holder_relocate(f, false) : -EHOSTUNREACH;
+	}
 	if (again) {
 		pthread_mutex_lock(&fr->lock);
 		f->relocating = false;
@@ -415,8 +483,18 @@ static int relocate_or_fail(struct fetch *f, unsigned gen)
 	}
 	if (r == 0)
 		return 0;
-	snprintf(why, sizeof(why), "no holder of it is reachable%s",
-		 r == -EIO ? " (and Redis is unreachable)" : "");
+	if (r == -ECANCELED)
+		snprintf(why, sizeof(why), "the node is stopping");
+	else if (r == -EIO)
+		snprintf(why, sizeof(why),
+			 "no holder of it is reachable (and Redis is unreachable)");
+	else if (stalled[0] && !retry)
+		snprintf(why, sizeof(why),
+			 "no holder of it is reachable (holder '%s' stalled %u more times on "
+			 "fresh connections)",
+			 stalled, FETCH_STALL_RETRIES);
+	else
+		snprintf(why, sizeof(why), "no holder of it is reachable");
 	fetch_fail(f, why);
 	return r;
 }
@@ -427,6 +505,7 @@ bool fetch_run_chunk(struct fetch *f, unsigned ci)
 	struct chunk *c = &f->chunks[ci];
 	struct meta_holder h;
 	unsigned gen;
+	size_t left;
 	int k, r;
 
 	for (;;) {
@@ -462,17 +541,18 @@ bool fetch_run_chunk(struct fetch *f, unsigned ci)
 			pthread_mutex_unlock(&fr->lock);
 			return false;
 		}
-		fetch_holder_mark_bad_locked(f, k, &h);
+		/* a stall may be retried (relocate_or_fail()) */
+		fetch_holder_mark_locked(f, k, &h, r == -ETIMEDOUT ? HOLDER_STALLED : HOLDER_BAD);
+		left = good_locked(f);
 		pthread_mutex_unlock(&fr->lock);
 		if (r != -ENOENT && r != -ERANGE) {
 			transport_forget_peer(fr->transport, h.node);
 			fetch_peer_del(fr, h.node);
 		}
 		FETCH_COUNT(fr, failovers, 1);
-		log_warn("object %" PRIu64 ": holder '%s' (%s) %s at offset %" PRIu64
-			 "; trying another holder",
-			 f->id, h.node, h.addr[0] ? h.addr : h.rdma, holder_errname(r),
-			 c->off + c->done);
+		log_warn("object %" PRIu64 ": holder '%s' (%s) %s at offset %" PRIu64 "; %s", f->id,
+			 h.node, h.addr[0] ? h.addr : h.rdma, holder_errname(r), c->off + c->done,
+			 left ? "trying another holder" : "no other holder is left");
 	}
 }
 
@@ -521,11 +601,15 @@ int fetch_start_workers(struct fetcher *fr, unsigned n)
 
 void fetch_stop_workers(struct fetcher *fr)
 {
+	struct fetch *f, *tmp;
 	unsigned i;
 
 	pthread_mutex_lock(&fr->lock);
 	fr->stopping = true;
 	pthread_cond_broadcast(&fr->queue_cond);
+	/* workers backing off before a retry */
+	HASH_ITER (hh, fr->fetches, f, tmp)
+		pthread_cond_broadcast(&f->cond);
 	pthread_mutex_unlock(&fr->lock);
 	for (i = 0; i < fr->nworkers; i++)
 		pthread_join(fr->workers[i], NULL);

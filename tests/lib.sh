@@ -265,6 +265,16 @@ free_port() {
 
 now() { date +%s.%N; }
 
+# timed_cat SRC DST [SECONDS]: copy SRC to DST (its stderr to DST.err),
+# bounded to SECONDS (default 60); print "STATUS SECONDS-TAKEN"
+timed_cat() {
+	local rc=0 t0 t1
+	t0=$(now)
+	timeout -k 5 "${3:-60}" cat "$1" >"$2" 2>"$2.err" || rc=$?
+	t1=$(now)
+	echo "$rc $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')"
+}
+
 # ---- work directories ----
 
 _tmpbase=${OBJFS_TEST_TMPDIR:-/tmp}

@@ -15,7 +15,8 @@
  * object's pages were still there.
  *
  * Cases: single flight, streaming, failover mid-range, relocation when
- * every holder fails (and the failure when none is left), a checksum
+ * every holder fails (and the failure when none is left), retries of a
+ * stalled holder (and their bound), a checksum
  * mismatch, eviction that never drops the last copy, the hooks, an
  * object deleted mid-fetch, serving leases (fetch_source.c, driven
  * through its callbacks as the transport's server would, and once over
@@ -28,6 +29,7 @@
 #include <sys/uio.h>
 
 #include "fetch.h"
+#include "fetch_i.h"
 #include "store.h"
 #include "transport_i.h"
 
@@ -46,6 +48,10 @@ struct holder {
 	bool missing;	    /* answer ENOENT */
 	bool corrupt;	    /* flip the first byte it serves */
 	uint64_t gate_off;  /* ranges at or past this offset wait for the gate */
+	unsigned stalls;    /* stall (-ETIMEDOUT) on this many GETs at once */
+	uint64_t stall_at;  /* stall on each GET once it served this many bytes; 0 never */
+	bool gone_on_stall; /* its card goes at its first stall (node released) */
+	char instance[64];  /* its card's */
 	/* what it did; F.lock */
 	uint64_t served; /* bytes copied to the fetcher */
 	unsigned gets;
@@ -69,6 +75,7 @@ static struct {
 	unsigned regions_new, regions_freed, unregistered;
 	char root[64];
 	unsigned seq;
+	unsigned io_timeout_ms; /* the next world's transport's (0: 2000) */
 } F = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
 static struct holder *holder_by_addr(const char *addr)
@@ -199,7 +206,7 @@ static int fake_fetch(struct tconn *tc, const struct transport_req *req)
 	struct holder *h = ((struct fake_conn *)tc)->h;
 	struct store_obj *o;
 	uint64_t done = 0, step, allowed;
-	bool corrupt;
+	bool corrupt, stall;
 	int err = 0;
 
 	tc->answered = true;
@@ -217,6 +224,17 @@ static int fake_fetch(struct tconn *tc, const struct transport_req *req)
 	if (h->missing) {
 		pthread_mutex_unlock(&F.lock);
 		return -ENOENT;
+	}
+	if (h->stalls) {
+		bool gone = h->gone_on_stall;
+
+		h->stalls--;
+		h->gone_on_stall = false;
+		pthread_mutex_unlock(&F.lock);
+		if (gone)
+			CHECK_EQ(meta_node_release(h->m, h->instance), 0);
+		tc->broken = true;
+		return -ETIMEDOUT;
 	}
 	corrupt = h->corrupt;
 	pthread_mutex_unlock(&F.lock);
@@ -238,10 +256,13 @@ static int fake_fetch(struct tconn *tc, const struct transport_req *req)
 			      : (uint64_t)h->fail_after - h->served;
 		if (allowed < step)
 			step = allowed;
+		stall = h->stall_at && done + step > h->stall_at;
+		if (stall)
+			step = h->stall_at - done;
 		h->served += step;
 		pthread_mutex_unlock(&F.lock);
 		if (!step) {
-			err = -ECONNRESET;
+			err = stall ? -ETIMEDOUT : -ECONNRESET;
 			tc->broken = true;
 			break;
 		}
@@ -363,7 +384,9 @@ static struct store *open_store(char *dir, size_t len, const char *name, uint64_
 	return s;
 }
 
-static void claim(struct meta *m, const char *listen)
+/* Claim node @listen's name (also its address); its instance token goes
+ * to @ret_instance (@len bytes) unless NULL. */
+static void claim(struct meta *m, const char *listen, char *ret_instance, size_t len)
 {
 	struct meta_card c, other;
 
@@ -374,12 +397,15 @@ static void claim(struct meta *m, const char *listen)
 	snprintf(c.instance, sizeof(c.instance), "i-%s-%u", listen, F.seq);
 	c.pid = getpid();
 	CHECK_EQ(meta_node_claim(m, &c, 60, &other), 0);
+	if (ret_instance)
+		snprintf(ret_instance, len, "%s", c.instance);
 }
 
 static void world_init(struct world *w, uint64_t local_capacity)
 {
 	static const char *names[NHOLDERS] = {"holder-a", "holder-b", "holder-c"};
-	struct transport_config tc = {.node = "local", .io_timeout_ms = 2000};
+	struct transport_config tc = {.node = "local",
+				      .io_timeout_ms = F.io_timeout_ms ? F.io_timeout_ms : 2000};
 	struct fetcher_config fc;
 	int i, err = 0;
 
@@ -402,12 +428,12 @@ static void world_init(struct world *w, uint64_t local_capacity)
 		h->gate_off = UINT64_MAX;
 		h->m = mk(w->prefix, h->node, 0, 0);
 		CHECK_EQ(meta_connect(h->m), 0);
-		claim(h->m, h->node);
+		claim(h->m, h->node, h->instance, sizeof(h->instance));
 		h->s = open_store(h->dir, sizeof(h->dir), h->node, 16u << 20);
 	}
 	w->m = mk(w->prefix, "local", 0, 0);
 	CHECK_EQ(meta_connect(w->m), 0);
-	claim(w->m, "local");
+	claim(w->m, "local", NULL, 0);
 	w->s = open_store(w->dir, sizeof(w->dir), "local", local_capacity);
 	w->t = transport_new_ops(&tc, &fake_ops, &err);
 	CHECK(w->t != NULL);
@@ -798,6 +824,74 @@ TEST(relocation)
 	F.h[1].missing = false;
 	CHECK_EQ(fetch_all(&w, &rec), 0);
 	CHECK(local_copy_ok(&w, &rec));
+	world_release(&w);
+}
+
+/* The only holder left stalls (moves no byte for io_timeout) while its
+ * card is live: it is asked again on a fresh connection, after a
+ * backoff, up to FETCH_STALL_RETRIES times in a row without a byte
+ * arriving; bytes arriving start the count again; with another holder
+ * left, that one takes over; a holder whose card is gone is not asked
+ * again. */
+TEST(stalled_holder)
+{
+	struct holder *h0 = &F.h[0], *h1 = &F.h[1];
+	struct world w;
+	struct meta_obj rec;
+	unsigned gets;
+
+	F.io_timeout_ms = 40; /* backoffs of 10, 20, 40 ms */
+	world_init(&w, 16u << 20);
+	F.io_timeout_ms = 0;
+
+	/* stalls as often as it is retried, then serves */
+	rec = put_object(&w, "st-retried", RANGE, 0, 0);
+	h0->stalls = FETCH_STALL_RETRIES;
+	CHECK_EQ(fetch_all(&w, &rec), 0);
+	CHECK(local_copy_ok(&w, &rec));
+	CHECK_EQ(h0->gets, FETCH_STALL_RETRIES + 1);
+
+	/* one stall more: the fetch fails, and it was asked no more */
+	rec = put_object(&w, "st-spent", RANGE, 0, 0);
+	gets = h0->gets;
+	h0->stalls = FETCH_STALL_RETRIES + 1;
+	CHECK_EQ(fetch_all(&w, &rec), -EIO);
+	CHECK_EQ(h0->gets - gets, FETCH_STALL_RETRIES + 1);
+	WAIT_FOR(locked_read(&F.n_failed) == 1);
+	CHECK(store_lookup(w.s, rec.id) == NULL);
+	CHECK_EQ(h0->stalls, 0);
+
+	/* a stall after each eighth of the range: bytes arrive in between,
+	 * so the retries never run out; each byte comes once */
+	rec = put_object(&w, "st-slow", RANGE, 0, 0);
+	gets = h0->gets;
+	h0->served = 0;
+	h0->stall_at = RANGE / 8;
+	CHECK_EQ(fetch_all(&w, &rec), 0);
+	CHECK(local_copy_ok(&w, &rec));
+	CHECK_EQ(h0->gets - gets, 8);
+	CHECK_EQ(h0->served, RANGE);
+	h0->stall_at = 0;
+
+	/* another holder is left: it takes over, nobody waits for a retry */
+	rec = put_object(&w, "st-other", RANGE, 0, 1u << 1);
+	gets = h0->gets;
+	h0->stalls = 1;
+	h1->served = 0;
+	CHECK_EQ(fetch_all(&w, &rec), 0);
+	CHECK(local_copy_ok(&w, &rec));
+	CHECK(h0->gets - gets <= 1);
+	CHECK_EQ(h1->served, RANGE);
+	h0->stalls = 0;
+
+	/* its card goes at its first stall: given up at once */
+	rec = put_object(&w, "st-gone", RANGE, 0, 0);
+	gets = h0->gets;
+	h0->stalls = FETCH_STALL_RETRIES + 1;
+	h0->gone_on_stall = true;
+	CHECK_EQ(fetch_all(&w, &rec), -EIO);
+	CHECK_EQ(h0->gets - gets, 1);
+	WAIT_FOR(locked_read(&F.n_failed) == 2);
 	world_release(&w);
 }
 
@@ -1431,6 +1525,7 @@ int main(void)
 	RUN(streaming);
 	RUN(failover);
 	RUN(relocation);
+	RUN(stalled_holder);
 	RUN(checksum_mismatch);
 	RUN(eviction);
 	RUN(evict_only_if_it_helps);

@@ -303,6 +303,7 @@ void transport_tuning(const struct transport *t, struct transport_tuning *ret)
 {
 	ret->streams_per_peer = t->ops->streams_per_peer;
 	ret->range_min = t->ops->range_min;
+	ret->io_timeout_ms = t->io_timeout_ms;
 }
 
 /* Is @tok one of the comma-separated tokens of @list? */

@@ -209,6 +209,7 @@ int transport_fetch(struct transport *t, const struct transport_req *req);
 struct transport_tuning {
 	unsigned streams_per_peer; /* ranges of one object fetched from one peer at once (tcp: 2) */
 	uint64_t range_min;	   /* smallest range worth a stream of its own (tcp: 8 MiB) */
+	unsigned io_timeout_ms;	   /* how long a stalled peer takes to fail a fetch */
 };
 
 /* Fill *@ret with the tuning of @t's backend. */

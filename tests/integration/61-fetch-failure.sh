@@ -17,15 +17,6 @@ mount_objfs b "$REDIS_URL" "capacity=512M,io_timeout=1000"
 A=$(mnt_of a)
 B=$(mnt_of b)
 
-# timed_cat SRC DST: copy, print "STATUS SECONDS" (bounded to 60 s)
-timed_cat() {
-	local rc=0 t0 t1
-	t0=$(now)
-	timeout -k 5 60 cat "$1" >"$2" 2>"$2.err" || rc=$?
-	t1=$(now)
-	echo "$rc $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')"
-}
-
 step "the only holder dies mid-transfer: EIO within 5 s"
 mkdata "$T/x" $((64 << 20))
 cp "$T/x" "$A/x"
