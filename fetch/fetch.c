@@ -161,6 +161,7 @@ static int reserve(struct fetch *f)
 {
 	struct fetcher *fr = f->fr;
 	struct store_stats ss;
+	char use[160];
 	int r, err;
 
 	/* never evict for an object that cannot fit at all (a huge object,
@@ -178,6 +179,11 @@ static int reserve(struct fetch *f)
 	r = store_reserve(f->obj, f->rec.size);
 	if (r == -ENOSPC && fetcher_evict(fr, f->rec.size) > 0)
 		r = store_reserve(f->obj, f->rec.size);
+	if (r == -ENOSPC) {
+		store_describe_use(fr->store, use, sizeof(use));
+		log_warn("no room in the store for object %" PRIu64 " (%" PRIu64 " bytes): %s",
+			 f->id, f->rec.size, use);
+	}
 	if (r < 0) {
 		store_unlink(f->obj);
 		store_obj_unref(f->obj);

@@ -153,8 +153,10 @@ void fetcher_forget(struct fetcher *fr, uint64_t id);
  * Make @need bytes free in the store: give up sealed copies that no one
  * uses and that another live node holds, least recently used first, and
  * only if giving them up makes that much room (otherwise none is given
- * up).  Returns the bytes freed: 0 if there was room already, if nothing
- * could go, or if nothing would have helped.
+ * up).  A copy that a process still maps keeps its pages when given up
+ * (passthrough: nothing here sees the mapping): then more go, in a few
+ * rounds at most.  Returns the bytes of the copies given up: 0 if there
+ * was room already, if nothing could go, or if nothing would have helped.
  */
 uint64_t fetcher_evict(struct fetcher *fr, uint64_t need);
 
