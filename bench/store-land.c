@@ -69,6 +69,7 @@ int main(int argc, char **argv)
 	double gap = 0, t0, t;
 	int rounds = 5, i, r = 0;
 	bool prefault = false;
+	struct store_prefault_report rep;
 	struct store *s;
 	uint8_t *buf;
 
@@ -112,8 +113,10 @@ int main(int argc, char **argv)
 	memset(buf, 0x5a, 1 << 20);
 	if (prefault) {
 		t0 = now();
-		r = store_prefault(s, NULL);
-		printf("prefault %.3f s%s\n", now() - t0, r ? " (failed)" : "");
+		r = store_prefault(s, NULL, NULL, &rep);
+		if (r == 0 && rep.end != STORE_PREFAULT_DONE)
+			r = -ENOSPC;
+		printf("prefault %.3f s%s\n", now() - t0, r ? " (failed, or stopped short)" : "");
 	}
 	for (i = 0; i < rounds; i++) {
 		if (i && gap > 0)

@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,25 @@ int parse_size(const char *s, uint64_t *ret_size)
 		return -ERANGE;
 	*ret_size = v * mult;
 	return 0;
+}
+
+void format_size(uint64_t bytes, char *buf, size_t len)
+{
+	static const char units[] = "KMGTP";
+	uint64_t unit = 1;
+	int u = -1;
+
+	while (u < (int)sizeof(units) - 2 && bytes >= unit << 10) {
+		unit <<= 10;
+		u++;
+	}
+	if (u < 0)
+		snprintf(buf, len, "%" PRIu64, bytes);
+	else if (bytes % unit == 0)
+		snprintf(buf, len, "%" PRIu64 "%c", bytes / unit, units[u]);
+	else
+		snprintf(buf, len, "%" PRIu64 ".%" PRIu64 "%c", bytes / unit,
+			 bytes % unit * 10 / unit, units[u]);
 }
 
 bool utf8_valid(const char *str, size_t len)

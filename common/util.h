@@ -22,6 +22,13 @@
  */
 int parse_size(const char *s, uint64_t *ret_size);
 
+/*
+ * A size for messages, the way parse_size() reads them: in the largest
+ * binary unit it reaches (K, M, G, T, P), whole if exact, else with one
+ * decimal, cut (not rounded): "1T", "23.5G", "300M", "512".
+ */
+void format_size(uint64_t bytes, char *buf, size_t len);
+
 /* Parse a whole decimal uint64 (no sign, no junk).  0 or -EINVAL/-ERANGE. */
 int parse_u64(const char *s, uint64_t *ret);
 

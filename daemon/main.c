@@ -42,6 +42,7 @@
 #include "fs.h"
 #include "local_redis.h"
 #include "log.h"
+#include "memlimit.h"
 #include "meta.h"
 #include "mountpoint.h"
 #include "store.h"
@@ -54,6 +55,12 @@
  * let go: its card lives CARD_TTL_S after its last heartbeat. */
 #define RESTART_WAIT_S (CARD_TTL_S + 2)
 #define RESTART_POLL_US 250000
+/* What prefault leaves free of the memory it may take: of the host's
+ * MemAvailable, a 32nd of MemTotal and at least PREFAULT_MARGIN_HOST;
+ * of a cgroup's limit, an 8th and at least PREFAULT_MARGIN_CG (the
+ * daemon itself, and what the kernel charges it besides the store) */
+#define PREFAULT_MARGIN_HOST (256ULL << 20)
+#define PREFAULT_MARGIN_CG (32ULL << 20)
 
 static const char usage[] =
     "usage: objfsd SPEC MOUNTPOINT [-o OPTION[,OPTION...]] [-f] [-d]\n"
@@ -86,7 +93,9 @@ static const char usage[] =
     "                   objects live in a tmpfs objfsd mounts on DIR/data (unless\n"
     "                   DIR is a tmpfs mount, or DIR/data a hugetlbfs mount); the\n"
     "                   tmpfs outlives the daemon: 'umount DIR/data' removes it\n"
-    "  capacity=SIZE    store capacity, e.g. 512M, 4G (default 1G)\n"
+    "  capacity=SIZE    store capacity, e.g. 512M, 4G (default 1G, or half of the\n"
+    "                   memory this host or the daemon's cgroup has if less); a\n"
+    "                   capacity above that memory is refused\n"
     "  prefix=NAME      Redis key prefix / cluster name (default objfs)\n"
     "  allow_overwrite  an O_TRUNC open of an existing name writes a new object\n"
     "  allow_other      let other users access the mount\n"
@@ -101,7 +110,8 @@ static const char usage[] =
     "  noprefault       do not fault the store in at mount; by default the free\n"
     "                   capacity is allocated in the background (files kept for\n"
     "                   reuse), so the first objects written or fetched do not\n"
-    "                   pay for first-touch page faults\n"
+    "                   pay for first-touch page faults, as far as the memory\n"
+    "                   available (MemAvailable, the cgroup's limit) allows\n"
     "  restart          for service managers (Restart=): wait up to 17 s for a\n"
     "                   previous instance of this node to let go of its store\n"
     "                   and name instead of failing at once\n"
@@ -119,6 +129,7 @@ static const char usage[] =
 
 struct daemon {
 	struct config cfg;
+	bool capacity_default; /* no capacity= given */
 	char mountpoint[PATH_MAX];
 	struct local_redis *lr;
 	struct meta *meta;
@@ -414,18 +425,104 @@ static void *ticker_main(void *arg)
 	return NULL;
 }
 
+static uint64_t sub_or_0(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
+/* What prefault may take now (store_prefault_limit), and why so little. */
+struct prefault_room {
+	struct memlimit mem; /* the last reading */
+	bool read;	     /* it could be read */
+	bool by_cgroup;	     /* mem.tightest left less than the host */
+	uint64_t margin;     /* what is left free of the one that limits */
+};
+
+static uint64_t prefault_room(void *ctx)
+{
+	struct prefault_room *p = ctx;
+	const struct memlimit_cg *cg = &p->mem.tightest;
+	uint64_t host, in_cg = UINT64_MAX, mhost, mcg = 0;
+
+	p->read = memlimit_read(&p->mem) == 0;
+	if (!p->read)
+		return 0; /* in doubt, no more */
+	mhost = p->mem.total / 32 > PREFAULT_MARGIN_HOST ? p->mem.total / 32 : PREFAULT_MARGIN_HOST;
+	host = sub_or_0(p->mem.available, mhost);
+	if (cg->limit != MEMLIMIT_NONE) {
+		mcg = cg->limit / 8 > PREFAULT_MARGIN_CG ? cg->limit / 8 : PREFAULT_MARGIN_CG;
+		in_cg = sub_or_0(sub_or_0(cg->limit, cg->usage), mcg);
+	}
+	p->by_cgroup = in_cg < host;
+	p->margin = p->by_cgroup ? mcg : mhost;
+	return p->by_cgroup ? in_cg : host;
+}
+
+/* Why a prefault stopped short, into @buf. */
+static void prefault_why(const struct prefault_room *p, const struct store_prefault_report *rep,
+			 char *buf, size_t len)
+{
+	const struct memlimit_cg *cg = &p->mem.tightest;
+	char a[32], b[32], m[32];
+
+	switch (rep->end) {
+	case STORE_PREFAULT_MEMORY:
+		if (!p->read) {
+			snprintf(buf, len, "stopped: /proc/meminfo cannot be read");
+			break;
+		}
+		format_size(p->margin, m, sizeof(m));
+		if (p->by_cgroup) {
+			format_size(sub_or_0(cg->limit, cg->usage), a, sizeof(a));
+			format_size(cg->limit, b, sizeof(b));
+			snprintf(buf, len,
+				 "stopped: memory cgroup %s has %s left of its %s (%s), and %s of "
+				 "it stays free",
+				 cg->dir, a, b, cg->file, m);
+		} else {
+			format_size(p->mem.available, a, sizeof(a));
+			snprintf(
+			    buf, len,
+			    "stopped: this host has %s of memory available (MemAvailable), and "
+			    "%s of it stays free",
+			    a, m);
+		}
+		break;
+	case STORE_PREFAULT_TAKEN:
+		snprintf(buf, len,
+			 "stopped: writes, fetches or deleted objects still mapped took the room");
+		break;
+	case STORE_PREFAULT_FS_FULL:
+		snprintf(buf, len, "stopped: the store's filesystem is full");
+		break;
+	case STORE_PREFAULT_DONE:
+		snprintf(buf, len, "done");
+		break;
+	}
+}
+
 static void *prefault_main(void *arg)
 {
 	struct daemon *d = arg;
+	struct prefault_room room = {0};
+	struct store_prefault_limit limit = {prefault_room, &room};
+	struct store_prefault_report rep;
 	int64_t t0 = mono_ns();
+	char got[32], why[1024];
 	int r;
 
-	r = store_prefault(d->store, &d->prefault_stop);
-	if (r == 0)
-		log_info("store faulted in: free capacity held in reusable files (%.1f s)",
-			 (double)(mono_ns() - t0) / 1e9);
-	else if (r != -ECANCELED)
+	r = store_prefault(d->store, &d->prefault_stop, &limit, &rep);
+	if (r == -ECANCELED)
+		return NULL;
+	if (r < 0) {
 		log_warn("cannot fault the store in: %s", strerror(-r));
+		return NULL;
+	}
+	format_size(rep.bytes, got, sizeof(got));
+	prefault_why(&room, &rep, why, sizeof(why));
+	log_info("store faulted in: %s of free capacity held in reusable files (%.1f s)%s%s", got,
+		 (double)(mono_ns() - t0) / 1e9, rep.end == STORE_PREFAULT_DONE ? "" : "; ",
+		 rep.end == STORE_PREFAULT_DONE ? "" : why);
 	return NULL;
 }
 
@@ -515,6 +612,51 @@ static void fail_nofile(const char *dir)
 	     dir, soft, hard);
 }
 
+/*
+ * The store's capacity must fit in the memory this daemon may have: the
+ * host's (MemTotal; swap is not counted) and its memory cgroup's.  A
+ * larger one was once accepted, and prefault then allocated it all until
+ * the daemon was OOM-killed.  An explicit capacity= that does not fit is
+ * refused; the default is cut to half of what fits.
+ */
+static int check_capacity(struct daemon *d)
+{
+	const struct memlimit_cg *cg;
+	struct memlimit m;
+	char cap[32], lim[32], what[1024];
+	uint64_t limit;
+	int r;
+
+	r = memlimit_read(&m);
+	if (r < 0) {
+		log_warn("cannot read /proc/meminfo (%s): capacity %" PRIu64
+			 " is not checked against this host's memory",
+			 strerror(-r), d->cfg.capacity);
+		return 0;
+	}
+	cg = &m.lowest;
+	limit = cg->limit < m.total ? cg->limit : m.total;
+	if (d->cfg.capacity <= limit)
+		return 0;
+	format_size(d->cfg.capacity, cap, sizeof(cap));
+	format_size(limit, lim, sizeof(lim));
+	if (cg->limit < m.total)
+		snprintf(what, sizeof(what), "the memory of this daemon's cgroup (%s, %s of %s)",
+			 lim, cg->file, cg->dir);
+	else
+		snprintf(what, sizeof(what), "this host's memory (%s, MemTotal)", lim);
+	if (d->capacity_default && limit / 2 >= (1ULL << 20)) {
+		d->cfg.capacity = limit / 2 >> 20 << 20;
+		format_size(d->cfg.capacity, lim, sizeof(lim));
+		log_info("the default capacity %s is more than %s: capacity %s", cap, what, lim);
+		return 0;
+	}
+	fail("capacity %s is more than %s: the store could not hold it; give capacity=%" PRIu64
+	     "M or less",
+	     cap, what, limit >> 20);
+	return -EINVAL;
+}
+
 static int open_store(struct daemon *d)
 {
 	struct store_config sc = {
@@ -539,7 +681,7 @@ static int open_store(struct daemon *d)
 			 store_fs_name(ss.fs));
 		log_info("store %s: holds at most %" PRIu64 " objects (%" PRIu64
 			 " now): the open-files limit and vm.max_map_count allow that many",
-			 d->cfg.store_dir, ss.objects_max, ss.held);
+			 d->cfg.store_dir, ss.objects_max, ss.objects_all);
 		return 0;
 	}
 	if (r == -EBUSY)
@@ -645,6 +787,9 @@ static int run(struct daemon *d)
 	}
 	if (detached)
 		log_info("detached the dead objfs mount on %s: its daemon is gone", d->mountpoint);
+	r = check_capacity(d);
+	if (r < 0)
+		return r;
 
 	r = make_store_dir(d);
 	if (r < 0)
@@ -816,6 +961,7 @@ int main(int argc, char **argv)
 		config_release(&d.cfg);
 		return 0;
 	}
+	d.capacity_default = !d.cfg.capacity;
 	if (r == 0)
 		r = config_finish(&d.cfg, err, sizeof(err));
 	if (r < 0) {

@@ -164,6 +164,7 @@ static int reserve(struct fetch *f)
 {
 	struct fetcher *fr = f->fr;
 	struct store_stats ss;
+	char use[160];
 	int r, err;
 
 	/* never evict for an object that cannot fit at all (a huge object,
@@ -177,10 +178,12 @@ static int reserve(struct fetch *f)
 	}
 	f->obj = store_create(fr->store, f->id, &err);
 	if (!f->obj && err == -EMFILE) {
-		log_warn("cannot fetch object %" PRIu64 ": this node holds %" PRIu64
-			 " objects, the most its open-files limit leaves room for; raise the limit "
-			 "(LimitNOFILE=, ulimit -n, prlimit --nofile) or remove objects",
-			 f->id, ss.held);
+		log_warn(
+		    "cannot fetch object %" PRIu64 ": this node holds %" PRIu64
+		    " objects, objects_max, the most its open-files limit and vm.max_map_count "
+		    "leave room for; raise the limit (LimitNOFILE=, ulimit -n, prlimit --nofile) "
+		    "or remove objects",
+		    f->id, ss.objects_all);
 		return -ENOSPC;
 	}
 	if (!f->obj)
@@ -188,6 +191,11 @@ static int reserve(struct fetch *f)
 	r = store_reserve(f->obj, f->rec.size);
 	if (r == -ENOSPC && fetcher_evict(fr, f->rec.size) > 0)
 		r = store_reserve(f->obj, f->rec.size);
+	if (r == -ENOSPC) {
+		store_describe_use(fr->store, use, sizeof(use));
+		log_warn("no room in the store for object %" PRIu64 " (%" PRIu64 " bytes): %s",
+			 f->id, f->rec.size, use);
+	}
 	if (r < 0) {
 		store_unlink(f->obj);
 		store_obj_unref(f->obj);

@@ -160,9 +160,11 @@ void fetcher_forget(struct fetcher *fr, uint64_t id);
  * uses and that another live node holds, least recently used first, and
  * only if giving them up makes that much room (otherwise none is given
  * up, and the log says what holds the room).  A copy being sent to a
- * peer is waited for, FETCH_EVICT_WAIT_MS at most, if it is needed.
- * Returns the bytes freed: 0 if there was room already, if nothing
- * could go, or if nothing would have helped.
+ * peer is waited for, FETCH_EVICT_WAIT_MS at most, if it is needed.  A
+ * copy that a process still maps keeps its pages when given up
+ * (passthrough: nothing here sees the mapping): then more go, in a few
+ * rounds at most.  Returns the bytes of the copies given up: 0 if there
+ * was room already, if nothing could go, or if nothing would have helped.
  */
 #define FETCH_EVICT_WAIT_MS 2000
 uint64_t fetcher_evict(struct fetcher *fr, uint64_t need);

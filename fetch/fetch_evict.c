@@ -46,6 +46,7 @@
 #include "log.h"
 
 #define LRU_MAX (1u << 20)
+#define EVICT_ROUNDS 4 /* see fetcher_evict() */
 
 struct lru {
 	uint64_t id;
@@ -236,13 +237,14 @@ static uint64_t pages(uint64_t bytes)
 	return bytes / STORE_PAGE + (bytes % STORE_PAGE != 0);
 }
 
-/* Free pages in the store now. */
+/* Free pages in the store now (used counts deleted objects still mapped,
+ * and may pass the capacity). */
 static uint64_t free_pages(struct fetcher *fr)
 {
 	struct store_stats ss;
 
 	store_stats(fr->store, &ss);
-	return pages(ss.capacity) - pages(ss.used);
+	return pages(ss.capacity) > pages(ss.used) ? pages(ss.capacity) - pages(ss.used) : 0;
 }
 
 /*
@@ -367,7 +369,7 @@ static void evict_one(struct fetcher *fr, const struct cand *c, int64_t deadline
  * no copy is dropped.  Then the released copies are dropped, unless one
  * was opened meanwhile (kept, and this node put back as its holder).
  */
-uint64_t fetcher_evict(struct fetcher *fr, uint64_t need)
+static uint64_t evict_round(struct fetcher *fr, uint64_t need)
 {
 	struct kept k[KEEP_N] = {{0}};
 	struct cands c = {0};
@@ -439,5 +441,23 @@ uint64_t fetcher_evict(struct fetcher *fr, uint64_t need)
 		freed += c.v[i].size;
 	}
 	free(c.v);
+	return freed;
+}
+
+uint64_t fetcher_evict(struct fetcher *fr, uint64_t need)
+{
+	uint64_t freed = 0, got;
+	int round;
+
+	/* a copy that a process still maps (passthrough maps the store's
+	 * file, and nobody here sees it) keeps its pages when it is given
+	 * up (the store counts them as held): then the room is not there
+	 * yet, and more copies must go */
+	for (round = 0; round < EVICT_ROUNDS; round++) {
+		got = evict_round(fr, need);
+		freed += got;
+		if (!got || free_pages(fr) >= pages(need))
+			break;
+	}
 	return freed;
 }

@@ -700,7 +700,8 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 	struct fs *fs = fuse_req_userdata(req);
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
 	struct pending *p = h->pending;
-	bool failed, sealed;
+	bool failed, sealed, log_full;
+	char use[160], name[OBJFS_NAME_MAX + 1];
 	int r;
 
 	if (!p || !h->writable) {
@@ -743,14 +744,21 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		log_warn("out of descriptors: object %" PRIu64 " being written as '%s' is "
 			 "discarded; raise the open-files limit (LimitNOFILE=, ulimit -n)",
 			 p->id, p->name);
-	} else if (r == -ENOSPC && !p->failed) {
+	}
+	log_full = r == -ENOSPC && !p->failed;
+	if (log_full) {
 		p->failed = true;
-		log_warn("store full: object %" PRIu64 " being written as '%s' is discarded", p->id,
-			 p->name);
+		memcpy(name, p->name, sizeof(name));
 	}
 	if (r == -EMFILE || r == -ENFILE)
 		r = -ENOSPC;
 	pthread_mutex_unlock(&fs->lock);
+	if (log_full) {
+		/* without fs->lock: it asks the store's filesystem */
+		store_describe_use(fs->store, use, sizeof(use));
+		log_warn("store full (%s): object %" PRIu64 " being written as '%s' is discarded",
+			 use, p->id, name);
+	}
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else

@@ -421,11 +421,13 @@ struct store_obj *fs_store_create(struct fs *fs, uint64_t id, int *ret_err)
 	store_stats(fs->store, &ss);
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		rl.rlim_cur = 0;
-	log_msg_limited(&limit_rl, LOGL_WARN,
-			"cannot create an object: this node holds %" PRIu64
-			" objects, the most its open-files limit (%llu) leaves room for; raise "
-			"the limit (LimitNOFILE=, ulimit -n, prlimit --nofile) or remove objects",
-			ss.held, (unsigned long long)rl.rlim_cur);
+	log_msg_limited(
+	    &limit_rl, LOGL_WARN,
+	    "cannot create an object: this node holds %" PRIu64
+	    " objects, objects_max, the most its open-files limit (%llu) and "
+	    "vm.max_map_count leave room for; raise the limit (LimitNOFILE=, ulimit -n, "
+	    "prlimit --nofile) or remove objects",
+	    ss.objects_all, (unsigned long long)rl.rlim_cur);
 	*ret_err = -ENOSPC;
 	return NULL;
 }

@@ -39,7 +39,9 @@ void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_bsize = STORE_PAGE;
 	sv.f_frsize = STORE_PAGE;
 	sv.f_blocks = ss.capacity / STORE_PAGE;
-	sv.f_bfree = (ss.capacity - ss.used) / STORE_PAGE;
+	/* used counts pages of deleted objects still mapped: it may pass
+	 * the capacity */
+	sv.f_bfree = ss.capacity > ss.used ? (ss.capacity - ss.used) / STORE_PAGE : 0;
 	sv.f_bavail = sv.f_bfree;
 	sv.f_files = ss.objects + ss.pending + sv.f_bfree;
 	sv.f_ffree = sv.f_bfree;
@@ -296,6 +298,7 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("capacity: %" PRIu64 "\n", ss.capacity);
 	OUT("used: %" PRIu64 "\n", ss.used);
 	OUT("draining: %" PRIu64 "\n", ss.draining);
+	OUT("draining_mapped: %" PRIu64 "\n", ss.held);
 	OUT("pool: %" PRIu64 "\n", ss.pool);
 	OUT("files_new: %" PRIu64 "\n", ss.files_new);
 	OUT("files_reused: %" PRIu64 "\n", ss.files_reused);

@@ -776,10 +776,14 @@ int store_foreach(struct store *s, int (*cb)(struct store_obj *o, void *arg), vo
 
 void store_stats(struct store *s, struct store_stats *ret)
 {
+	/* first: it takes s->lock itself */
+	uint64_t held = store_files_held_i(s);
+
 	pthread_mutex_lock(&s->lock);
 	ret->capacity = s->capacity;
-	ret->used = s->used;
-	ret->draining = s->draining;
+	ret->used = s->used + held;
+	ret->draining = s->draining + held;
+	ret->held = held;
 	ret->pool = s->pool_bytes + s->prefault_hold;
 	ret->files_new = s->files_new;
 	ret->files_reused = s->files_reused;
@@ -787,10 +791,29 @@ void store_stats(struct store *s, struct store_stats *ret)
 	ret->page = s->unit;
 	ret->objects = s->nobjects;
 	ret->pending = s->npending;
-	ret->held = s->nall;
+	ret->objects_all = s->nall;
 	ret->objects_max = s->objects_max;
 	ret->bad_records = s->bad_records;
 	pthread_mutex_unlock(&s->lock);
+}
+
+static uint64_t mib_up(uint64_t bytes)
+{
+	return (bytes + (1ULL << 20) - 1) >> 20;
+}
+
+void store_describe_use(struct store *s, char *buf, size_t len)
+{
+	struct store_stats st;
+	int n;
+
+	store_stats(s, &st);
+	n = snprintf(buf, len, "%" PRIu64 " of %" PRIu64 " MiB used", mib_up(st.used),
+		     mib_up(st.capacity));
+	if (st.draining && n >= 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n,
+			 "; %" PRIu64 " MiB held by deleted objects still mapped or open",
+			 mib_up(st.draining));
 }
 
 /* ---- open and close ---- */
@@ -921,6 +944,8 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 	pool_fit(s);
 	store_files_sweep_i(s);
 	store_notes_cleanup_i(s);
+	/* files an earlier run left may still be mapped by its readers */
+	(void)store_files_held_i(s);
 	log_debug("store: opened %s, %" PRIu64 " bytes, %" PRIu64 " objects adopted, %" PRIu64
 		  " bad records",
 		  cfg->dir, s->capacity, s->nobjects, s->bad_records);

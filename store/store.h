@@ -25,10 +25,11 @@
  * hugetlbfs: -EMEDIUMTYPE, as records cannot be written there).  The mount outlives the daemon, so
  * that a restart adopts the objects; `umount DIR/data` removes it.  Capacity is counted by the
  * store: every object is charged its size rounded up to the filesystem's page, a growing one what
- * its file holds; a write that does not fit gets -ENOSPC and changes nothing else.  Freed files of
- * 1 MiB and more go to a pool (bounded by the free capacity) and are handed to the next large
- * object, so that fetches land on memory that is already faulted in; store_prefault() fills the
- * pool at mount.
+ * its file holds; on its own tmpfs, pages of deleted objects that someone else still maps count
+ * too (store_stats()); a write that does not fit gets -ENOSPC and changes nothing else.  Freed
+ * files of 1 MiB and more go to a pool (bounded by the free capacity) and are handed to the next
+ * large object, so that fetches land on memory that is already faulted in; store_prefault() fills
+ * the pool at mount.
  *
  * Objects.  A pending object (being written) grows its file as writes
  * come; sealing computes the xxh3-128 checksum, cuts the file to the
@@ -102,17 +103,24 @@ void store_close(struct store *s);
 
 struct store_stats {
 	uint64_t capacity; /* bytes */
-	uint64_t used;	   /* bytes charged to objects (see the top) */
+	/* bytes charged to objects (see the top), and held (below): may
+	 * pass the capacity */
+	uint64_t used;
 	/* of which held by unlinked objects (deleted, discarded or evicted)
 	 * until their last reference goes: open here, or being sent to a
-	 * peer that began fetching them before the unlink */
+	 * peer that began fetching them before the unlink; and held */
 	uint64_t draining;
+	/* of which held by deleted objects the store let go of, but that a
+	 * process still maps or holds open (a passthrough mmap maps the
+	 * object's file itself, and outlives the FUSE handle): found on the
+	 * store's own tmpfs only (store_files.c) */
+	uint64_t held;
 	uint64_t objects; /* sealed objects in the store */
 	uint64_t pending; /* objects being written */
-	/* objects held in all (sealed, pending, and unlinked ones still
-	 * referenced), and the most there may be: each may hold a descriptor,
-	 * and the open-files limit at store_open() bounds them */
-	uint64_t held, objects_max;
+	/* objects in the store (sealed, pending, and unlinked ones still
+	 * referenced), and the most there may be: each may hold a descriptor
+	 * and a mapping, and the limits at store_open() bound them */
+	uint64_t objects_all, objects_max;
 	uint64_t bad_records; /* catalog records rejected at open */
 	uint64_t pool; /* bytes of files kept for reuse, or being made by prefault (not in used) */
 	uint64_t files_new;    /* object files made new since open */
@@ -123,14 +131,45 @@ struct store_stats {
 void store_stats(struct store *s, struct store_stats *ret);
 
 /*
+ * For a message about a full store: "X of Y MiB used", and what holds
+ * the room if unlinked objects do ("; N MiB held by deleted objects
+ * still mapped or open").
+ */
+void store_describe_use(struct store *s, char *buf, size_t len);
+
+/* What a prefault may take of memory (store_prefault()). */
+struct store_prefault_limit {
+	/* bytes it may still allocate now; asked before every file and
+	 * every 64 MiB step (no lock held) */
+	uint64_t (*room)(void *ctx);
+	void *ctx;
+};
+
+/* Why a prefault ended. */
+enum store_prefault_end {
+	STORE_PREFAULT_DONE,	/* the free capacity is held */
+	STORE_PREFAULT_MEMORY,	/* the limit's room ran out */
+	STORE_PREFAULT_TAKEN,	/* the room was taken meanwhile (writers, held pages) */
+	STORE_PREFAULT_FS_FULL, /* the filesystem is full (or cannot allocate ahead) */
+};
+
+struct store_prefault_report {
+	uint64_t bytes; /* put into the pool */
+	enum store_prefault_end end;
+};
+
+/*
  * Fill the pool with files that hold the free capacity, their pages
  * allocated now (first touch of memory is slow on virtual machines: ~12
  * us a page here), so that the first large objects written or fetched
  * land on resident memory: files of a power of two, 64 MiB and more,
- * each the largest that fits in half of what is still free.  Returns early with -ECANCELED once
- * *@stop (may be NULL) becomes true; -ENOSPC if the filesystem refuses.
+ * each the largest that fits in half of what is still free and in what
+ * @limit (may be NULL) leaves.  0 and *@ret once it stopped; -ECANCELED
+ * once *@stop (may be NULL) becomes true, or the errno of a failed
+ * syscall.
  */
-int store_prefault(struct store *s, const atomic_bool *stop);
+int store_prefault(struct store *s, const atomic_bool *stop,
+		   const struct store_prefault_limit *limit, struct store_prefault_report *ret);
 
 /* ---- objects ---- */
 

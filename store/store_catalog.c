@@ -438,8 +438,10 @@ static int adopt_one(struct store *s, const char *name, uint64_t id, const struc
 			if (memcmp(csum, rec.csum, OBJFS_CSUM_LEN))
 				r = -EBADMSG;
 		}
-		if (r == 0)
+		if (r == 0) {
 			s->used += o->alloc;
+			s->extra += o->extra;
+		}
 	}
 	if (r < 0)
 		goto free_obj;
@@ -447,6 +449,7 @@ static int adopt_one(struct store *s, const char *name, uint64_t id, const struc
 	r = store_table_add_i(s, o);
 	if (r < 0) {
 		s->used -= o->alloc;
+		s->extra -= o->extra;
 		goto free_obj;
 	}
 	free(buf);

@@ -11,7 +11,9 @@
  * not mount (not root), data/ is a plain directory.  The capacity itself
  * is counted here, not by the filesystem: an object is charged its alloc
  * (store_i.h), the pool its files' lengths, and the sum never passes the
- * capacity.
+ * capacity.  On its own tmpfs the store also measures the pages of
+ * deleted objects that someone else still maps (store_files_held_i()),
+ * and takes them from the free capacity as well.
  *
  * An object's file.  Pending, it is data/<id>, as long as o->alloc and
  * mapped read-write; growth charges the capacity first, then lengthens
@@ -343,10 +345,72 @@ void store_files_sweep_i(struct store *s)
 
 /* ---- capacity and the pool (s->lock held) ---- */
 
-/* Capacity nobody holds: not objects, not the pool, not a prefault. */
+/* Capacity taken: by objects, the pool, a prefault, and pages of deleted
+ * objects still mapped (as last measured).  May pass the capacity. */
+static uint64_t taken_locked(const struct store *s)
+{
+	return s->used + s->pool_bytes + s->prefault_hold + s->held;
+}
+
+/* Capacity nobody holds. */
 static uint64_t free_locked(const struct store *s)
 {
-	return s->capacity - s->used - s->pool_bytes - s->prefault_hold;
+	uint64_t taken = taken_locked(s);
+
+	return s->capacity > taken ? s->capacity - taken : 0;
+}
+
+/*
+ * What the filesystem holds for the store's own files, as far as the
+ * store knows: objects' charges, the pool, a running prefault's file,
+ * files being deleted (limbo), and pages sealed objects hold beyond
+ * their charge.  Every change that allocates pages counts them here
+ * first, and every one that frees pages uncounts them only after they
+ * are gone, so this is never less than what those files hold.
+ */
+static uint64_t known_locked(const struct store *s)
+{
+	return s->used + s->pool_bytes + max_u64(s->prefault_hold, s->prefault_alloc) + s->limbo +
+	       s->extra;
+}
+
+/*
+ * Pages of deleted objects that someone else still maps or holds open
+ * (a passthrough mmap maps an object's file itself, and outlives the FUSE
+ * handle and even the daemon): the store let go of them, the tmpfs still
+ * holds them.  The store's own tmpfs holds only data/ (catalog records
+ * and notes live in DIR), so
+ *
+ *	held = tmpfs used - known_locked()
+ *
+ * where tmpfs used is statfs's (f_blocks - f_bfree) pages, which counts
+ * huge pages as the pages they span.  Pooled and prefaulted files are in
+ * known_locked() (the pool), and so are huge page tails a seal could not
+ * split (extra).  known_locked() is read before and after the statfs and
+ * the larger taken, so that a file allocated or freed meanwhile is not
+ * taken for held pages.  Elsewhere (a user's tmpfs, shared with the
+ * catalog and anything else; hugetlbfs; a plain directory) 0: the
+ * filesystem's use says nothing about the store's files alone.
+ */
+uint64_t store_files_held_i(struct store *s)
+{
+	uint64_t before, after, fs_used, held;
+	struct statfs sf;
+
+	if (s->kind != STORE_FS_OWN_TMPFS)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	before = known_locked(s);
+	pthread_mutex_unlock(&s->lock);
+	if (fstatfs(s->data_fd, &sf) < 0 || sf.f_blocks < sf.f_bfree)
+		return 0;
+	fs_used = (uint64_t)(sf.f_blocks - sf.f_bfree) * (uint64_t)sf.f_bsize;
+	pthread_mutex_lock(&s->lock);
+	after = max_u64(before, known_locked(s));
+	s->held = fs_used > after ? fs_used - after : 0;
+	held = s->held;
+	pthread_mutex_unlock(&s->lock);
+	return held;
 }
 
 /* Take pool entry @i out of the pool into *@ret. */
@@ -355,6 +419,14 @@ static void pool_take_locked(struct store *s, size_t i, struct store_pooled *ret
 	*ret = s->pool[i];
 	s->pool_bytes -= s->pool[i].len;
 	s->pool[i] = s->pool[--s->npool];
+}
+
+/* Take pool entry @i out of the pool into @drop[*@ndrop], to be deleted
+ * by drop_files(); its pages are in limbo until then. */
+static void pool_drop_locked(struct store *s, size_t i, struct store_pooled *drop, size_t *ndrop)
+{
+	pool_take_locked(s, i, &drop[*ndrop]);
+	s->limbo += drop[(*ndrop)++].len;
 }
 
 /*
@@ -371,7 +443,7 @@ static int charge_locked(struct store *s, struct store_obj *o, uint64_t n,
 		for (i = 1; i < s->npool; i++)
 			if (s->pool[i].len > s->pool[big].len)
 				big = i;
-		pool_take_locked(s, big, &drop[(*ndrop)++]);
+		pool_drop_locked(s, big, drop, ndrop);
 	}
 	if (free_locked(s) < n && s->prefault_hold) {
 		/* objects first: the prefault gives up the file it makes */
@@ -393,9 +465,11 @@ static void uncharge_locked(struct store *s, struct store_obj *o, uint64_t n)
 		s->draining -= n;
 }
 
-/* Delete pooled files given up under s->lock.  No lock held. */
+/* Delete pooled files given up under s->lock, and take them out of
+ * limbo once their pages are gone.  No lock held. */
 static void drop_files(struct store *s, struct store_pooled *drop, size_t n)
 {
+	uint64_t bytes = 0;
 	char name[32];
 	size_t i;
 
@@ -403,7 +477,36 @@ static void drop_files(struct store *s, struct store_pooled *drop, size_t n)
 		seq_name(FREE_PREFIX, drop[i].seq, name, sizeof(name));
 		unlinkat(s->data_fd, name, 0);
 		close(drop[i].fd);
+		bytes += drop[i].len;
 	}
+	if (!bytes)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->limbo -= bytes;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Allocate the pages of [@from, @to) of @fd.  0 or -errno. */
+static int file_allocate(int fd, uint64_t from, uint64_t to)
+{
+	if (fallocate(fd, 0, (off_t)from, (off_t)(to - from)) < 0 && errno != EOPNOTSUPP)
+		return -errno;
+	return 0;
+}
+
+/*
+ * Measure the pages of deleted objects still mapped again (they come
+ * when such an object is freed, and go when its last mapping does,
+ * which nobody tells the store): true if that changed them.
+ */
+static bool held_changed(struct store *s)
+{
+	uint64_t before;
+
+	pthread_mutex_lock(&s->lock);
+	before = s->held;
+	pthread_mutex_unlock(&s->lock);
+	return store_files_held_i(s) != before;
 }
 
 /* The pooled file for an object of @need bytes (see the top), or -1. */
@@ -513,11 +616,56 @@ static int remap(struct store_obj *o, uint64_t len, uint64_t from)
 	return 0;
 }
 
-int store_file_grow_i(struct store_obj *o, uint64_t want, bool exact)
+/*
+ * Charge and allocate [@len, *@goal) of pending @o's file, whose charge
+ * is @old_alloc: all of it, or only up to @need if that is what fits.  A
+ * refused charge, or a full filesystem, may come from pages of deleted
+ * objects still mapped that were measured a while ago: they are measured
+ * again and, if that changed them, it is tried once more.  Sets *@goal
+ * and *@charged.  0 or -errno (then nothing is charged, and the file is
+ * @len bytes long).
+ */
+static int grow_charged(struct store_obj *o, uint64_t len, uint64_t old_alloc, uint64_t need,
+			uint64_t *goal, uint64_t *charged)
 {
 	struct store *s = o->s;
 	struct store_pooled drop[STORE_POOL_MAX];
-	size_t ndrop = 0;
+	uint64_t got;
+	size_t ndrop;
+	int r, tries;
+
+	for (tries = 0;; tries++) {
+		got = *goal;
+		ndrop = 0;
+		pthread_mutex_lock(&s->lock);
+		r = charge_locked(s, o, got - old_alloc, drop, &ndrop);
+		if (r == -ENOSPC && got > need && need > old_alloc) {
+			got = need;
+			r = charge_locked(s, o, got - old_alloc, drop, &ndrop);
+		}
+		pthread_mutex_unlock(&s->lock);
+		drop_files(s, drop, ndrop);
+		if (r == 0) {
+			r = ftruncate(o->fd, (off_t)got) < 0 ? -errno
+							     : file_allocate(o->fd, len, got);
+			if (r == 0) {
+				*goal = got;
+				*charged = got - old_alloc;
+				return 0;
+			}
+			(void)ftruncate(o->fd, (off_t)len);
+			pthread_mutex_lock(&s->lock);
+			uncharge_locked(s, o, got - old_alloc);
+			pthread_mutex_unlock(&s->lock);
+		}
+		if (r != -ENOSPC || tries || !held_changed(s))
+			return r;
+	}
+}
+
+int store_file_grow_i(struct store_obj *o, uint64_t want, bool exact)
+{
+	struct store *s = o->s;
 	uint64_t need, goal, len = o->alloc, old_alloc = o->alloc, charged = 0;
 	bool fresh = o->fd < 0;
 	int r;
@@ -545,24 +693,9 @@ int store_file_grow_i(struct store_obj *o, uint64_t want, bool exact)
 		goal = max_u64(goal, len);
 	}
 	if (goal > old_alloc) {
-		pthread_mutex_lock(&s->lock);
-		r = charge_locked(s, o, goal - old_alloc, drop, &ndrop);
-		if (r == -ENOSPC && goal > need && need > old_alloc) {
-			goal = need;
-			r = charge_locked(s, o, goal - old_alloc, drop, &ndrop);
-		}
-		pthread_mutex_unlock(&s->lock);
-		drop_files(s, drop, ndrop);
+		r = grow_charged(o, len, old_alloc, need, &goal, &charged);
 		if (r < 0)
-			goto fail;
-		charged = goal - old_alloc;
-		if (ftruncate(o->fd, (off_t)goal) < 0 ||
-		    (fallocate(o->fd, 0, (off_t)len, (off_t)(goal - len)) < 0 &&
-		     errno != EOPNOTSUPP)) {
-			r = -errno;
-			(void)ftruncate(o->fd, (off_t)len);
-			goto fail;
-		}
+			return r;
 	}
 	if (goal > o->map_len || !o->map) {
 		r = goal ? remap(o, goal, fresh ? 0 : o->map_len) : 0;
@@ -583,6 +716,18 @@ fail:
 	return r;
 }
 
+/* What file @fd holds beyond @charge bytes (0 if it cannot tell). */
+static uint64_t file_extra(int fd, uint64_t charge)
+{
+	struct stat st;
+	uint64_t held;
+
+	if (fstat(fd, &st) < 0)
+		return 0;
+	held = (uint64_t)st.st_blocks * 512;
+	return held > charge ? held - charge : 0;
+}
+
 static void unmap_old(struct store_obj *o)
 {
 	struct store_old_map *m, *next;
@@ -599,7 +744,7 @@ int store_file_seal_i(struct store_obj *o)
 {
 	struct store *s = o->s;
 	uint64_t size = atomic_load_explicit(&o->size, memory_order_relaxed);
-	uint64_t keep, charge;
+	uint64_t keep, charge, extra;
 	int r;
 
 	if (o->fd < 0) {
@@ -614,10 +759,16 @@ int store_file_seal_i(struct store_obj *o)
 		memset(o->map + size, 0, keep - size);
 	if (keep != o->alloc && ftruncate(o->fd, (off_t)keep) < 0)
 		return -errno;
+	/* a huge page the cut could not split keeps its tail: what the
+	 * filesystem holds beyond the charge (store_files_held_i()) */
+	extra = s->kind == STORE_FS_OWN_TMPFS ? file_extra(o->fd, charge) : 0;
 	/* the mapping past the new end is never touched: writes grow the
 	 * file again first (store_file_grow_i()) if the seal fails */
 	pthread_mutex_lock(&s->lock);
 	uncharge_locked(s, o, o->alloc - charge);
+	s->extra -= o->extra;
+	s->extra += extra;
+	o->extra = extra;
 	pthread_mutex_unlock(&s->lock);
 	o->alloc = charge;
 	return 0;
@@ -691,26 +842,31 @@ static bool file_alone(int fd)
 	return true;
 }
 
+/* @o's file and pages are no longer the object's.  s->lock held. */
+static void uncharge_file_locked(struct store *s, struct store_obj *o)
+{
+	s->used -= o->alloc;
+	s->draining -= o->alloc;
+	s->extra -= o->extra;
+	o->alloc = o->extra = 0;
+}
+
 void store_file_free_i(struct store_obj *o)
 {
 	struct store *s = o->s;
 	char gone[32], name[32];
 	struct stat st;
-	bool pooled = false;
+	bool pooled = false, kept = false, had_file;
 	uint64_t len = 0;
 
 	unmap_old(o);
 	if (o->map)
 		munmap(o->map, o->map_len);
 	o->map = NULL;
-	pthread_mutex_lock(&s->lock);
-	s->used -= o->alloc;
-	s->draining -= o->alloc;
-	pthread_mutex_unlock(&s->lock);
-	if (o->fd < 0)
-		return;
 	seq_name(GONE_PREFIX, o->gone_seq, gone, sizeof(gone));
-	if (s->reuse && o->recyclable && fstat(o->fd, &st) == 0 && file_alone(o->fd)) {
+	/* a file with extra pages would hold more than the pool counts */
+	if (o->fd >= 0 && s->reuse && o->recyclable && !o->extra && fstat(o->fd, &st) == 0 &&
+	    file_alone(o->fd)) {
 		len = round_up((uint64_t)st.st_size, s->unit);
 		/* a pooled file's length is whole pages: what was charged */
 		if (len >= STORE_POOL_MIN &&
@@ -720,20 +876,33 @@ void store_file_free_i(struct store_obj *o)
 				 renameat(s->data_fd, gone, s->data_fd, name) == 0;
 		}
 	}
-	if (pooled) {
-		pthread_mutex_lock(&s->lock);
-		if (s->npool < STORE_POOL_MAX && free_locked(s) >= len) {
-			s->pool[s->npool++] = (struct store_pooled){o->fd, len, o->gone_seq};
-			s->pool_bytes += len;
-			o->fd = -1;
-		}
-		pthread_mutex_unlock(&s->lock);
+	/* the pool takes the file and its pages over at once; otherwise the
+	 * pages go before their charge does, so that store_files_held_i()
+	 * never finds pages that nothing counts */
+	pthread_mutex_lock(&s->lock);
+	if (pooled && s->npool < STORE_POOL_MAX &&
+	    taken_locked(s) - o->alloc + len <= s->capacity) {
+		s->pool[s->npool++] = (struct store_pooled){o->fd, len, o->gone_seq};
+		s->pool_bytes += len;
+		uncharge_file_locked(s, o);
+		o->fd = -1;
+		kept = true;
 	}
-	if (o->fd >= 0) {
+	pthread_mutex_unlock(&s->lock);
+	if (kept)
+		return;
+	had_file = o->fd >= 0;
+	if (had_file) {
 		unlinkat(s->data_fd, pooled ? name : gone, 0);
 		close(o->fd);
 		o->fd = -1;
 	}
+	pthread_mutex_lock(&s->lock);
+	uncharge_file_locked(s, o);
+	pthread_mutex_unlock(&s->lock);
+	/* if someone else holds the file, its pages stay: held from now */
+	if (had_file)
+		(void)store_files_held_i(s);
 }
 
 int store_file_adopt_i(struct store_obj *o)
@@ -765,6 +934,7 @@ int store_file_adopt_i(struct store_obj *o)
 	o->map = p;
 	o->map_len = round_up(want, STORE_PAGE);
 	o->alloc = round_up(size, s->unit);
+	o->extra = s->kind == STORE_FS_OWN_TMPFS ? file_extra(fd, o->alloc) : 0;
 	return 0;
 }
 
@@ -798,20 +968,32 @@ int store_obj_open_fd(struct store_obj *o)
 	return fd < 0 ? -errno : fd;
 }
 
+/* May a prefault take @step more bytes of memory now? */
+static bool prefault_may(const struct store_prefault_limit *limit, uint64_t step)
+{
+	return !limit || !limit->room || limit->room(limit->ctx) >= step;
+}
+
 /*
  * One pooled file of @len bytes with its pages allocated, a step at a
  * time; each step is held (s->prefault_hold) before it is allocated, and
  * a writer short of room takes the whole hold back (charge_locked()): the
- * file is then deleted.  0, -ENOSPC (no room left, given up, or the
- * filesystem says so), -ECANCELED (*@stop).
+ * file is then deleted.  If @limit says no more memory part way, the part
+ * allocated is kept (if it is worth pooling).  *@ret_bytes gets the bytes
+ * pooled.  0, -ENOMEM (@limit said no), -EAGAIN (a writer took the room
+ * back, or none is left), -ENOBUFS (the pool has no slot left), -ENOSPC
+ * (the filesystem is full, or cannot allocate ahead), -ECANCELED
+ * (*@stop), or the errno of open(2).
  */
-static int prefault_one(struct store *s, uint64_t len, const atomic_bool *stop)
+static int prefault_one(struct store *s, uint64_t len, const atomic_bool *stop,
+			const struct store_prefault_limit *limit, uint64_t *ret_bytes)
 {
 	char name[32];
 	uint64_t seq, off, step;
 	bool kept = false;
 	int fd, r = 0;
 
+	*ret_bytes = 0;
 	pthread_mutex_lock(&s->lock);
 	seq = s->seq++;
 	pthread_mutex_unlock(&s->lock);
@@ -825,54 +1007,100 @@ static int prefault_one(struct store *s, uint64_t len, const atomic_bool *stop)
 			r = -ECANCELED;
 			break;
 		}
+		if (!prefault_may(limit, step)) {
+			r = -ENOMEM;
+			break;
+		}
 		pthread_mutex_lock(&s->lock);
 		if (s->prefault_cancel || free_locked(s) < step)
-			r = -ENOSPC;
+			r = -EAGAIN;
 		else
 			s->prefault_hold += step;
 		pthread_mutex_unlock(&s->lock);
 		if (r == 0 && fallocate(fd, 0, (off_t)off, (off_t)step) < 0)
 			r = errno == EOPNOTSUPP ? -ENOSPC : -errno;
+		if (r == 0) {
+			pthread_mutex_lock(&s->lock);
+			s->prefault_alloc += step;
+			pthread_mutex_unlock(&s->lock);
+		}
+	}
+	if (r == -ENOMEM) {
+		/* keep what was allocated: whole units, if worth pooling */
+		len = off / s->unit * s->unit;
+		if (len < STORE_POOL_MIN || ftruncate(fd, (off_t)len) < 0)
+			len = 0;
 	}
 	pthread_mutex_lock(&s->lock);
-	if (r == 0 && !s->prefault_cancel && s->npool < STORE_POOL_MAX) {
+	if ((r == 0 || (r == -ENOMEM && len)) && !s->prefault_cancel && s->npool < STORE_POOL_MAX) {
 		s->pool[s->npool++] = (struct store_pooled){fd, len, seq};
 		s->pool_bytes += len;
-		s->prefault_hold -= len;
+		s->prefault_alloc = 0;
+		*ret_bytes = len;
 		kept = true;
-	} else {
-		s->prefault_hold = 0;
+	} else if (r == 0) {
+		r = s->prefault_cancel ? -EAGAIN : -ENOBUFS;
 	}
+	s->prefault_hold = 0;
 	pthread_mutex_unlock(&s->lock);
 	if (!kept) {
 		unlinkat(s->data_fd, name, 0);
 		close(fd);
-		if (r == 0)
-			r = -ENOSPC;
+		/* its pages are gone: nothing to count any more */
+		pthread_mutex_lock(&s->lock);
+		s->prefault_alloc = 0;
+		pthread_mutex_unlock(&s->lock);
 	}
 	return r;
 }
 
-int store_prefault(struct store *s, const atomic_bool *stop)
+int store_prefault(struct store *s, const atomic_bool *stop,
+		   const struct store_prefault_limit *limit, struct store_prefault_report *ret)
 {
-	uint64_t free_bytes, len;
+	uint64_t free_bytes, len, room, done = 0, bytes;
+	enum store_prefault_end end = STORE_PREFAULT_DONE;
+	bool taken;
 	int r = 0;
 
 	for (;;) {
 		pthread_mutex_lock(&s->lock);
-		free_bytes = s->prefault_cancel ? 0 : free_locked(s);
+		taken = s->prefault_cancel;
+		free_bytes = taken ? 0 : free_locked(s);
 		pthread_mutex_unlock(&s->lock);
-		if (free_bytes < PREFAULT_MIN)
+		if (free_bytes < PREFAULT_MIN) {
+			end = taken ? STORE_PREFAULT_TAKEN : STORE_PREFAULT_DONE;
 			break;
+		}
 		/* the largest power of two in half of what is free (a 1 GiB
 		 * fetch into a 4 GiB store then finds a 1 GiB file, rather
-		 * than cutting 3 GiB off one of 4), or in all of it at the end */
+		 * than cutting 3 GiB off one of 4), or in all of it at the end;
+		 * and in the memory the limit leaves */
 		len = free_bytes / 2 >= PREFAULT_MIN ? free_bytes / 2 : free_bytes;
+		room = limit && limit->room ? limit->room(limit->ctx) : UINT64_MAX;
+		if (room < len)
+			len = room;
+		if (len < PREFAULT_MIN) {
+			end = STORE_PREFAULT_MEMORY;
+			break;
+		}
 		len = 1ULL << (63 - __builtin_clzll(len));
 		len = len / s->unit * s->unit;
-		r = prefault_one(s, len, stop);
+		r = prefault_one(s, len, stop, limit, &bytes);
+		done += bytes;
+		if (r == -ENOBUFS)
+			end = STORE_PREFAULT_DONE;
+		else if (r == -ENOMEM)
+			end = STORE_PREFAULT_MEMORY;
+		else if (r == -EAGAIN)
+			end = STORE_PREFAULT_TAKEN;
+		else if (r == -ENOSPC)
+			end = STORE_PREFAULT_FS_FULL;
+		else if (r < 0)
+			return r;
 		if (r < 0)
 			break;
 	}
-	return r == -ENOSPC ? 0 : r;
+	ret->bytes = done;
+	ret->end = end;
+	return 0;
 }

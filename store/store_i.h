@@ -24,8 +24,10 @@
  *                   seal's trim, record write and remove, the rename at
  *                   unlink) happens under it.
  *   store->lock     one per store, the global lock; the capacity
- *                   (used, draining, the pool and its bytes: bytes change
- *                   hands, and obj->linked changes, only under it), the
+ *                   (used, draining, the pool and its bytes, and what the
+ *                   filesystem holds besides: limbo, prefault_alloc,
+ *                   extra and obj->extra; bytes change hands, and
+ *                   obj->linked changes, only under it), the
  *                   id table and the list of all objects (table, all,
  *                   obj->hh, obj->prev/next), obj->linked (with obj->lock)
  *                   and the counters.  Held only for work in memory, never
@@ -132,6 +134,9 @@ struct store_obj {
 	uint64_t alloc;
 	struct store_old_map *old_maps;
 	uint64_t gone_seq; /* lock: its name is data/.gone-<gone_seq> once unlinked */
+	/* s->lock: what the filesystem holds for the sealed object beyond
+	 * alloc (a huge page its seal could not split), in s->extra */
+	uint64_t extra;
 	/* the file may go to the pool when the object is freed (if nobody
 	 * else holds it open then): false once it lost its name; lock, or the
 	 * last reference */
@@ -190,6 +195,20 @@ struct store {
 	 * makes, and whether a writer took them back (it then stops) */
 	uint64_t prefault_hold;
 	bool prefault_cancel;
+	/*
+	 * What the filesystem holds beyond used and the pool (see
+	 * store_files_held_i()): bytes allocated in the file a running
+	 * prefault makes, until it is pooled or deleted (a writer may take
+	 * its hold back before); bytes of files the store is deleting
+	 * (pooled files given up, until they are unlinked and closed); and
+	 * the sum of sealed objects' extra.
+	 */
+	uint64_t prefault_alloc;
+	uint64_t limbo;
+	uint64_t extra;
+	/* pages of deleted objects still mapped, as last measured
+	 * (store_files_held_i()): taken from the free capacity */
+	uint64_t held;
 	struct store_obj *table; /* linked objects by id (uthash) */
 	struct store_obj *all;	 /* every object not yet freed */
 	uint64_t nobjects, npending;
@@ -242,6 +261,13 @@ void store_file_unlink_i(struct store_obj *o);
 /* The last reference went: unmap, uncharge, and put the file in the pool
  * or delete it.  No lock held; @o is nobody's any more. */
 void store_file_free_i(struct store_obj *o);
+/*
+ * Bytes of data/'s filesystem that no file of the store accounts for:
+ * pages of deleted object files that someone else still maps or holds
+ * open.  Measured now, on the store's own tmpfs only (0 elsewhere), and
+ * kept in s->held.  Takes s->lock.
+ */
+uint64_t store_files_held_i(struct store *s);
 /* Unmap and close, leaving the file as it is (store_close()). */
 void store_file_close_i(struct store_obj *o);
 /*

@@ -7,6 +7,9 @@
  */
 #include "store-harness.h"
 
+#include <sys/mman.h>
+#include <sys/mount.h>
+
 TEST(config)
 {
 	struct tdir t;
@@ -874,6 +877,7 @@ TEST(full)
  * stands in the way of an object. */
 TEST(prefault_pool)
 {
+	struct store_prefault_report rep;
 	struct store_obj *o, *big;
 	struct store_stats st;
 	struct tdir t;
@@ -881,7 +885,9 @@ TEST(prefault_pool)
 
 	tdir_init(&t);
 	s = must_open(&t, 256 * MiB, false);
-	CHECK_EQ(store_prefault(s, NULL), 0);
+	CHECK_EQ(store_prefault(s, NULL, NULL, &rep), 0);
+	CHECK_EQ(rep.end, STORE_PREFAULT_DONE);
+	CHECK_EQ(rep.bytes, 256 * MiB);
 	store_stats(s, &st);
 	CHECK_EQ(st.pool, 256 * MiB);
 	CHECK_EQ(st.used, 0);
@@ -924,6 +930,7 @@ TEST(prefault_pool)
 struct prefaulter {
 	pthread_t tid;
 	struct store *s;
+	struct store_prefault_report rep;
 	int r;
 };
 
@@ -931,7 +938,7 @@ static void *prefault_main(void *arg)
 {
 	struct prefaulter *p = arg;
 
-	p->r = store_prefault(p->s, NULL);
+	p->r = store_prefault(p->s, NULL, NULL, &p->rep);
 	return NULL;
 }
 
@@ -958,7 +965,8 @@ TEST(prefault_yields)
 		o = store_create(p.s, (uint64_t)i + 1, NULL);
 		CHECK_EQ(store_reserve(o, 500 * MiB), 0);
 		pthread_join(p.tid, NULL);
-		CHECK(p.r == 0 || p.r == -ENOSPC);
+		CHECK_EQ(p.r, 0);
+		CHECK(p.rep.end == STORE_PREFAULT_DONE || p.rep.end == STORE_PREFAULT_TAKEN);
 		store_stats(p.s, &st);
 		CHECK(st.used + st.pool <= 512 * MiB);
 		store_unlink(o);
@@ -966,6 +974,241 @@ TEST(prefault_yields)
 	}
 	store_close(p.s);
 	tdir_release(&t);
+}
+
+/* A fake memory limit: @budget bytes, less what the pool holds, and
+ * nothing from the @cut-th question on (0: never). */
+struct fake_mem {
+	struct store *s;
+	uint64_t budget;
+	unsigned asked, cut;
+};
+
+static uint64_t fake_room(void *ctx)
+{
+	struct fake_mem *m = ctx;
+	struct store_stats st;
+
+	if (m->cut && ++m->asked >= m->cut)
+		return 0;
+	store_stats(m->s, &st);
+	return m->budget > st.pool ? m->budget - st.pool : 0;
+}
+
+/* Prefault takes no more than the memory its limit leaves, and says so;
+ * a file it was making when the limit ran out keeps what it got. */
+TEST(prefault_limit)
+{
+	struct fake_mem m = {0};
+	struct store_prefault_limit lim = {fake_room, &m};
+	struct store_prefault_report rep;
+	struct store_stats st;
+	struct tdir t;
+
+	tdir_init(&t);
+	m.s = must_open(&t, 512 * MiB, false);
+	m.budget = 200 * MiB;
+	/* files of 128 and 64 MiB; then 8 MiB are left, less than a file */
+	CHECK_EQ(store_prefault(m.s, NULL, &lim, &rep), 0);
+	CHECK_EQ(rep.end, STORE_PREFAULT_MEMORY);
+	CHECK_EQ(rep.bytes, 192 * MiB);
+	store_stats(m.s, &st);
+	CHECK_EQ(st.pool, 192 * MiB);
+	store_close(m.s);
+	tdir_release(&t);
+
+	/* asked before the file of 128 MiB, then before each of its two
+	 * steps of 64 MiB: the second gets nothing */
+	tdir_init(&t);
+	m = (struct fake_mem){.budget = UINT64_MAX, .cut = 3};
+	m.s = must_open(&t, 256 * MiB, false);
+	CHECK_EQ(store_prefault(m.s, NULL, &lim, &rep), 0);
+	CHECK_EQ(rep.end, STORE_PREFAULT_MEMORY);
+	CHECK_EQ(rep.bytes, 64 * MiB);
+	store_stats(m.s, &st);
+	CHECK_EQ(st.pool, 64 * MiB);
+	CHECK_EQ(st.used, 0);
+	store_close(m.s);
+	tdir_release(&t);
+}
+
+/* A store in a new @t on a tmpfs of its own; where there can be none
+ * (not root), NULL, @t released, and case @name skipped. */
+static struct store *open_own_tmpfs(struct tdir *t, uint64_t cap, const char *name)
+{
+	struct store_config cfg = {.capacity = cap, .own_tmpfs = true};
+	struct store_stats st;
+	struct store *s;
+	int err = 0;
+
+	tdir_init(t);
+	cfg.dir = t->dir;
+	s = store_open(&cfg, &err, NULL);
+	if (s) {
+		store_stats(s, &st);
+		if (st.fs == STORE_FS_OWN_TMPFS)
+			return s;
+		store_close(s);
+	}
+	printf("skip %s: the store cannot mount a tmpfs of its own here (not root?)\n", name);
+	tdir_release(t);
+	return NULL;
+}
+
+static void close_own_tmpfs(struct store *s, struct tdir *t)
+{
+	char data[160];
+
+	store_close(s);
+	snprintf(data, sizeof(data), "%s/data", t->dir);
+	umount2(data, MNT_DETACH);
+	tdir_release(t);
+}
+
+/* Sealed object @id of @size bytes, unlinked, its only holder a mapping
+ * of its file (as a passthrough mmap holds it): returns the mapping. */
+static void *deleted_but_mapped(struct store *s, uint64_t id, uint64_t size)
+{
+	struct store_obj *o = store_create(s, id, NULL);
+	volatile uint8_t sum = 0;
+	uint8_t *p;
+	uint64_t off;
+	int fd;
+
+	CHECK(o != NULL);
+	if (!o)
+		return NULL;
+	CHECK_EQ(store_reserve(o, size), 0);
+	CHECK_EQ(store_seal(o, "/m", 1), 0);
+	fd = store_obj_open_fd(o);
+	CHECK(fd >= 0);
+	p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	CHECK(p != MAP_FAILED);
+	close(fd);
+	for (off = 0; p != MAP_FAILED && off < size; off += PG)
+		sum += p[off];
+	(void)sum;
+	store_unlink(o);
+	store_obj_unref(o);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* Pages of a deleted object that only a mapping holds are counted as
+ * draining and used (held), named in store_describe_use(), and gone
+ * with the mapping. */
+TEST(held_mapped)
+{
+	struct store_stats st;
+	char use[160];
+	struct tdir t;
+	struct store *s;
+	void *p;
+
+	s = open_own_tmpfs(&t, 64 * MiB, "held_mapped");
+	if (!s)
+		return;
+	store_stats(s, &st);
+	CHECK_EQ(st.held, 0);
+	CHECK_EQ(st.used, 0);
+	p = deleted_but_mapped(s, 1, 8 * MiB);
+	store_stats(s, &st);
+	CHECK_EQ(st.held, 8 * MiB);
+	CHECK_EQ(st.draining, 8 * MiB);
+	CHECK_EQ(st.used, 8 * MiB);
+	store_describe_use(s, use, sizeof(use));
+	CHECK_STR(use, "8 of 64 MiB used; 8 MiB held by deleted objects still mapped or open");
+	if (p)
+		munmap(p, 8 * MiB);
+	store_stats(s, &st);
+	CHECK_EQ(st.held, 0);
+	CHECK_EQ(st.draining, 0);
+	CHECK_EQ(st.used, 0);
+	store_describe_use(s, use, sizeof(use));
+	CHECK_STR(use, "0 of 64 MiB used");
+	close_own_tmpfs(s, &t);
+}
+
+/*
+ * Pages held by deleted objects still mapped take room from the capacity:
+ * prefault leaves it, writers get ENOSPC for it, and get it back once
+ * the mapping goes (measured again when a charge fails).
+ */
+TEST(held_full)
+{
+	struct store_prefault_report rep;
+	struct store_stats st;
+	struct store_obj *o;
+	struct tdir t;
+	struct store *s;
+	void *p;
+
+	s = open_own_tmpfs(&t, 128 * MiB, "held_full");
+	if (!s)
+		return;
+	p = deleted_but_mapped(s, 1, 100 * MiB);
+	CHECK_EQ(store_prefault(s, NULL, NULL, &rep), 0);
+	CHECK_EQ(rep.end, STORE_PREFAULT_DONE);
+	CHECK_EQ(rep.bytes, 0); /* 28 MiB are free, too little for a file */
+	o = store_create(s, 2, NULL);
+	CHECK_EQ(store_write(o, "x", 1, 0), 0);
+	CHECK_EQ(store_truncate(o, 28 * MiB), 0);
+	CHECK_EQ(store_truncate(o, 28 * MiB + 1), -ENOSPC);
+	store_stats(s, &st);
+	CHECK_EQ(st.used, 128 * MiB);
+	CHECK_EQ(st.held, 100 * MiB);
+	/* nobody measures after the munmap: the refused charge does */
+	if (p)
+		munmap(p, 100 * MiB);
+	CHECK_EQ(store_truncate(o, 100 * MiB), 0);
+	store_unlink(o);
+	store_obj_unref(o);
+	store_stats(s, &st);
+	CHECK_EQ(st.held, 0);
+	CHECK_EQ(st.used, 0);
+	close_own_tmpfs(s, &t);
+}
+
+/*
+ * Pages the store has not measured yet (a file it does not know, made in
+ * data/ behind its back) fill the tmpfs: a writer whose charge fitted
+ * gets ENOSPC from the filesystem; measured then, they are taken from the
+ * capacity, and pooled files are given up for the writer.
+ */
+TEST(held_unmeasured)
+{
+	struct fake_mem m = {.budget = 64 * MiB};
+	struct store_prefault_limit lim = {fake_room, &m};
+	struct store_prefault_report rep;
+	struct store_stats st;
+	struct store_obj *o;
+	char path[160];
+	struct tdir t;
+	int fd;
+
+	m.s = open_own_tmpfs(&t, 128 * MiB, "held_unmeasured");
+	if (!m.s)
+		return;
+	CHECK_EQ(store_prefault(m.s, NULL, &lim, &rep), 0);
+	CHECK_EQ(rep.bytes, 64 * MiB);
+	/* the tmpfs: 128 MiB and 80 of slack; 64 pooled, 120 foreign */
+	snprintf(path, sizeof(path), "%s/data/foreign", t.dir);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	CHECK(fd >= 0);
+	CHECK_EQ(fallocate(fd, 0, 0, 120 * MiB), 0);
+	o = store_create(m.s, 1, NULL);
+	CHECK_EQ(store_write(o, "x", 1, 0), 0);
+	/* 64 MiB of capacity seem free, 24 of the tmpfs are */
+	CHECK_EQ(store_truncate(o, 60 * MiB), -ENOSPC);
+	store_stats(m.s, &st);
+	CHECK_EQ(st.held, 120 * MiB);
+	CHECK_EQ(st.pool, 0); /* given up for the retry, which still could not fit */
+	CHECK_EQ(store_truncate(o, 8 * MiB), 0);
+	close(fd);
+	unlink(path);
+	CHECK_EQ(store_truncate(o, 100 * MiB), 0);
+	store_unlink(o);
+	store_obj_unref(o);
+	close_own_tmpfs(m.s, &t);
 }
 
 /* ---- threads ---- */
@@ -1166,6 +1409,10 @@ int main(void)
 	RUN(full);
 	RUN(prefault_pool);
 	RUN(prefault_yields);
+	RUN(prefault_limit);
+	RUN(held_mapped);
+	RUN(held_full);
+	RUN(held_unmeasured);
 	RUN(threads);
 	RUN(throughput);
 	return tap_done();

@@ -160,9 +160,42 @@ TEST(proc_liveness)
 	CHECK(proc_gone(child, now));
 }
 
+TEST(format_sizes)
+{
+	static const struct {
+		uint64_t in;
+		const char *want;
+	} cases[] = {
+	    {0, "0"},
+	    {1023, "1023"},
+	    {1024, "1K"},
+	    {1536, "1.5K"},
+	    {300ULL << 20, "300M"},
+	    {(300ULL << 20) + 1, "300.0M"},
+	    {24684096ULL << 10, "23.5G"},
+	    {1ULL << 40, "1T"},
+	    {1ULL << 50, "1P"},
+	    {1ULL << 60, "1024P"},
+	    {UINT64_MAX, "16383.9P"},
+	};
+	uint64_t back;
+	char buf[32];
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		format_size(cases[i].in, buf, sizeof(buf));
+		CHECK_STR(buf, cases[i].want);
+	}
+	/* whole ones read back */
+	format_size(512ULL << 30, buf, sizeof(buf));
+	CHECK_EQ(parse_size(buf, &back), 0);
+	CHECK_EQ(back, 512ULL << 30);
+}
+
 int main(void)
 {
 	RUN(sizes);
+	RUN(format_sizes);
 	RUN(names);
 	RUN(node_names);
 	RUN(checksums);
