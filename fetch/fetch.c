@@ -177,6 +177,8 @@ static int reserve(struct fetch *f)
 		return -EFBIG;
 	}
 	f->obj = store_create(fr->store, f->id, &err);
+	if (!f->obj && err == -EMFILE && fetcher_evict_slot(fr))
+		f->obj = store_create(fr->store, f->id, &err);
 	if (!f->obj && err == -EMFILE) {
 		log_warn(
 		    "cannot fetch object %" PRIu64 ": this node holds %" PRIu64

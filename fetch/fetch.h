@@ -168,6 +168,10 @@ void fetcher_forget(struct fetcher *fr, uint64_t id);
  */
 #define FETCH_EVICT_WAIT_MS 2000
 uint64_t fetcher_evict(struct fetcher *fr, uint64_t need);
+/* The store holds as many objects as it may (store_create() gave
+ * -EMFILE): give up one copy as fetcher_evict() would.  True if the store
+ * may take an object now. */
+bool fetcher_evict_slot(struct fetcher *fr);
 
 struct fetcher_stats {
 	uint64_t fetches; /* started */

@@ -247,19 +247,32 @@ static uint64_t free_pages(struct fetcher *fr)
 	return pages(ss.capacity) > pages(ss.used) ? pages(ss.capacity) - pages(ss.used) : 0;
 }
 
+/* Objects the store may still take (store_stats' objects_max). */
+static uint64_t free_slots(struct fetcher *fr)
+{
+	struct store_stats ss;
+
+	store_stats(fr->store, &ss);
+	return ss.objects_max > ss.objects_all ? ss.objects_max - ss.objects_all : 0;
+}
+
 /*
- * Could giving up every candidate make room for @want pages?  A cheap
+ * Could giving up every candidate make room for @want pages (and
+ * @want_slots objects)?  A cheap
  * upper bound, before asking Redis anything (some candidates may turn
  * out to be last copies).
  */
-static bool may_help(struct fetcher *fr, const struct cand *v, size_t n, uint64_t want)
+static bool may_help(struct fetcher *fr, const struct cand *v, size_t n, uint64_t want,
+		     uint64_t want_slots)
 {
-	uint64_t room = free_pages(fr);
+	uint64_t room = free_pages(fr), slots = free_slots(fr);
 	size_t i;
 
-	for (i = 0; i < n && room < want; i++)
+	for (i = 0; i < n && (room < want || slots < want_slots); i++) {
 		room += pages(v[i].size);
-	return room >= want;
+		slots++;
+	}
+	return room >= want && slots >= want_slots;
 }
 
 /* Append to @buf (@len bytes, NUL-terminated, truncated if need be). */
@@ -369,11 +382,11 @@ static void evict_one(struct fetcher *fr, const struct cand *c, int64_t deadline
  * no copy is dropped.  Then the released copies are dropped, unless one
  * was opened meanwhile (kept, and this node put back as its holder).
  */
-static uint64_t evict_round(struct fetcher *fr, uint64_t need)
+static uint64_t evict_round(struct fetcher *fr, uint64_t need, uint64_t want_slots)
 {
 	struct kept k[KEEP_N] = {{0}};
 	struct cands c = {0};
-	uint64_t room, freed = 0, spare = 0, want = pages(need);
+	uint64_t room, slots, freed = 0, spare = 0, want = pages(need);
 	size_t i, n = 0, nrel = 0;
 	char also[128] = "";
 	int64_t at, deadline;
@@ -390,7 +403,7 @@ static uint64_t evict_round(struct fetcher *fr, uint64_t need)
 		else
 			kept_add(&k[c.v[i].why], &c.v[i]);
 	}
-	if (!may_help(fr, c.v, n, want)) {
+	if (!may_help(fr, c.v, n, want, want_slots)) {
 		for (i = 0; i < n; i++)
 			spare += c.v[i].size;
 		say_no_room(fr, need, k, spare, NULL);
@@ -400,7 +413,8 @@ static uint64_t evict_round(struct fetcher *fr, uint64_t need)
 	if (n)
 		qsort(c.v, n, sizeof(*c.v), cmp_cand);
 	room = free_pages(fr);
-	for (i = 0; i < n && room < want; i++) {
+	slots = free_slots(fr);
+	for (i = 0; i < n && (room < want || slots < want_slots); i++) {
 		r = meta_release_replica(fr->meta, c.v[i].id);
 		if (r == -ENOENT) {
 			/* deleted meanwhile: its copy is garbage anyway */
@@ -408,6 +422,7 @@ static uint64_t evict_round(struct fetcher *fr, uint64_t need)
 			fetcher_forget(fr, c.v[i].id);
 			freed += c.v[i].size;
 			room += pages(c.v[i].size);
+			slots++;
 			continue;
 		}
 		if (r < 0) {
@@ -420,8 +435,9 @@ static uint64_t evict_round(struct fetcher *fr, uint64_t need)
 		}
 		c.v[nrel++] = c.v[i]; /* released (nrel <= i) */
 		room += pages(c.v[i].size);
+		slots++;
 	}
-	if (room < want) {
+	if (room < want || slots < want_slots) {
 		for (i = 0; i < nrel; i++) {
 			meta_add_holder(fr->meta, c.v[i].id);
 			spare += c.v[i].size;
@@ -454,10 +470,17 @@ uint64_t fetcher_evict(struct fetcher *fr, uint64_t need)
 	 * up (the store counts them as held): then the room is not there
 	 * yet, and more copies must go */
 	for (round = 0; round < EVICT_ROUNDS; round++) {
-		got = evict_round(fr, need);
+		got = evict_round(fr, need, 0);
 		freed += got;
 		if (!got || free_pages(fr) >= pages(need))
 			break;
 	}
 	return freed;
+}
+
+bool fetcher_evict_slot(struct fetcher *fr)
+{
+	/* the room in bytes is there: only the count of objects is short */
+	evict_round(fr, 0, 1);
+	return free_slots(fr) > 0;
 }

@@ -214,9 +214,18 @@ void fs_stop_fetching(struct fs *fs)
 void fs_free(struct fs *fs)
 {
 	struct unpublished *u;
+	struct pending *p;
 
 	if (!fs)
 		return;
+	/* seals that failed at a RELEASE: a last try; what still fails has
+	 * no catalog record, and the store's next open drops its bytes */
+	fs_seal_retry(fs);
+	for (p = fs->pending; p; p = p->next)
+		if (p->seal_retry)
+			log_error("object %" PRIu64 " ('%s') is lost: its seal failed until the "
+				  "unmount (see above), though its writer's close(2) returned 0",
+				  p->id, p->name);
 	fetcher_free(fs->fetcher);
 	if (fs->se) {
 		if (atomic_load(&fs->mounted))
@@ -225,8 +234,7 @@ void fs_free(struct fs *fs)
 	}
 	fs_pt_free(fs->pt);
 	while (fs->pending) {
-		struct pending *p = fs->pending;
-
+		p = fs->pending;
 		fs->pending = p->next;
 		store_obj_unref(p->obj);
 		free(p);

@@ -708,6 +708,9 @@ void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 static struct pending *pending_drop(struct fs *fs, struct pending *p)
 {
 	p->unlinked = true;
+	/* a seal waiting for its retry stays listed: the retry discards it */
+	if (p->seal_retry)
+		return NULL;
 	pending_remove(fs, p);
 	if (p->opens == 0 && !p->sealing) {
 		struct inode *in = inode_find(fs, p->id);
@@ -732,7 +735,7 @@ static struct pending *pending_find_settled(struct fs *fs, uint64_t parent, cons
 
 	for (tries = 0; tries < 4; tries++) {
 		p = pending_find(fs, parent, name);
-		if (!p || !p->sealing)
+		if (!p || !p->sealing || p->seal_retry)
 			return p;
 		pending_settle_locked(fs, p); /* may free p */
 	}

@@ -145,6 +145,29 @@ bool fs_take_replace_wish(struct fs *fs, uint64_t id)
 	return found;
 }
 
+/* The process (thread group) of thread @tid, from /proc/<tid>/status; 0
+ * if it cannot tell (gone, or FUSE gave no pid). */
+pid_t fs_task_tgid(pid_t tid)
+{
+	char path[64], buf[512], *at;
+	ssize_t n;
+	int f;
+
+	if (tid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	f = open(path, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return 0;
+	n = read(f, buf, sizeof(buf) - 1);
+	close(f);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	at = strstr(buf, "\nTgid:");
+	return at ? (pid_t)strtol(at + 6, NULL, 10) : 0;
+}
+
 static struct handle *handle_new(fuse_req_t req, struct store_obj *obj, struct pending *p,
 				 bool writable)
 {
@@ -156,10 +179,14 @@ static struct handle *handle_new(fuse_req_t req, struct store_obj *obj, struct p
 	h->pending = p;
 	h->writable = writable;
 	h->opener = fuse_req_ctx(req)->pid;
+	/* a thread that opens a file may end before another closes it */
+	if (writable && p)
+		h->opener_tgid = fs_task_tgid(h->opener);
 	return h;
 }
 
 static void handle_release(struct fs *fs, uint64_t ino, struct handle *h);
+static int task_killed_by(pid_t tid);
 static void io_count_locked(struct inode *in, enum fs_io io);
 
 /*
@@ -528,10 +555,16 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOENT); /* a discarded write */
 		return;
 	}
-	if (p && p->sealing) {
+	if (p && p->sealing && !p->seal_retry) {
 		pthread_mutex_unlock(&fs->lock);
 		log_warn("object %" PRIu64 " is still being sealed after 60 s", (uint64_t)ino);
 		fuse_reply_err(req, EBUSY);
+		return;
+	}
+	if (p && p->seal_retry && (fi->flags & O_ACCMODE) != O_RDONLY) {
+		/* its writers are done; only its seal is left */
+		pthread_mutex_unlock(&fs->lock);
+		fuse_reply_err(req, EACCES);
 		return;
 	}
 	if (p && !p->unlinked) {
@@ -702,7 +735,8 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 	struct pending *p = h->pending;
 	bool failed, sealed, log_full;
 	char use[160], name[OBJFS_NAME_MAX + 1];
-	int r;
+	pid_t tid = fuse_req_ctx(req)->pid, wtid, wtgid = 0, mapper;
+	int r, mk = -1;
 
 	if (!p || !h->writable) {
 		fuse_reply_err(req, p ? EBADF : EACCES);
@@ -716,7 +750,17 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 	failed = p->failed;
 	sealed = p->sealed;
 	r = p->seal_err;
+	wtid = p->writer_tid;
+	mapper = p->mapper_tid;
 	pthread_mutex_unlock(&fs->lock);
+	if (tid > 0 && tid != wtid)
+		wtgid = fs_task_tgid(tid); /* once per thread that writes */
+	/* a mapping's pages written back as its process dies (at exit the
+	 * kernel writes them back before it lets go of the mapping, and
+	 * waits for these WRITEs): the one moment that death is sure to be
+	 * seen, since no FLUSH comes for a mapping */
+	if (mapper > 0)
+		mk = task_killed_by(mapper);
 	if (failed || r) {
 		fuse_reply_err(req, failed ? ENOSPC : -r);
 		return;
@@ -738,6 +782,14 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		h->flushed = false;
 		p->flushed--;
 	}
+	if (r == 0 && tid > 0 && tid != p->writer_tid) {
+		p->writer_tid = tid;
+		p->writer_tgid = wtgid;
+	}
+	if (r == 0 && mk > 0)
+		p->killed_sig = mk;
+	else if (r == 0 && (tid > 0 || mk == 0))
+		p->killed_sig = 0; /* whoever writes now is alive */
 	if ((r == -EMFILE || r == -ENFILE) && !p->failed) {
 		/* the daemon's own limit, not the writer's: the write is lost */
 		p->failed = true;
@@ -772,6 +824,7 @@ struct fd_scan {
 	const struct fs *fs;
 	uint64_t ino;	 /* the file's inode number */
 	unsigned budget; /* descriptors still to look at */
+	pid_t mapper;	 /* found: a thread that maps the file shared and writable */
 };
 
 /* The mount id and inode number in /proc/<tid>/fdinfo/<fd> (@dfd: that
@@ -886,7 +939,7 @@ static int fds_hold_ino(struct fd_scan *sc, pid_t tid)
  * then), before the RELEASE that comes once the last mapping is gone.  1
  * yes, 0 no, -errno if it cannot tell.
  */
-static int maps_hold_ino(const struct fd_scan *sc, pid_t tid)
+static int maps_hold_ino(struct fd_scan *sc, pid_t tid)
 {
 	unsigned long long ino;
 	char path[64], line[512], perms[8];
@@ -909,8 +962,10 @@ static int maps_hold_ino(const struct fd_scan *sc, pid_t tid)
 		}
 		if (!ok || perms[1] != 'w' || perms[3] != 's' || ino != sc->ino)
 			continue;
-		if (!sc->fs->mnt_id || (maj == sc->fs->mnt_major && min == sc->fs->mnt_minor))
+		if (!sc->fs->mnt_id || (maj == sc->fs->mnt_major && min == sc->fs->mnt_minor)) {
+			sc->mapper = tid;
 			r = 1;
+		}
 	}
 	fclose(f);
 	return r;
@@ -979,9 +1034,10 @@ enum flush_verdict {
 
 /* Is this FLUSH of @h (a writable handle on a pending object) its
  * opener's last close of the file? */
-static enum flush_verdict flush_verdict(fuse_req_t req, const struct handle *h, uint64_t ino)
+static enum flush_verdict flush_verdict(fuse_req_t req, const struct handle *h, uint64_t ino,
+					pid_t *ret_mapper)
 {
-	struct fd_scan sc = {fuse_req_userdata(req), ino, FLUSH_SCAN_MAX};
+	struct fd_scan sc = {fuse_req_userdata(req), ino, FLUSH_SCAN_MAX, 0};
 	pid_t tid = fuse_req_ctx(req)->pid;
 	char path[64];
 	int r;
@@ -990,14 +1046,19 @@ static enum flush_verdict flush_verdict(fuse_req_t req, const struct handle *h, 
 		return FLUSH_BLIND;
 	if (tid != h->opener) {
 		snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)tid, (int)h->opener);
-		if (access(path, F_OK) < 0)
-			return FLUSH_NOT_LAST; /* another process (or the opener thread ended) */
+		/* another process, unless the opener thread ended and this is
+		 * another thread of its process */
+		if (access(path, F_OK) < 0 &&
+		    (!h->opener_tgid || fs_task_tgid(tid) != h->opener_tgid))
+			return FLUSH_NOT_LAST;
 	}
 	r = task_holds_ino(&sc, tid);
 	if (r == 0)
 		r = children_hold_ino(&sc, tid);
-	if (r == 1)
+	if (r == 1) {
+		*ret_mapper = sc.mapper;
 		return FLUSH_NOT_LAST;
+	}
 	if (r == -E2BIG) {
 		log_debug("flush of object %" PRIu64 ": over %u descriptors to look at; sealing",
 			  ino, FLUSH_SCAN_MAX);
@@ -1067,11 +1128,20 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	char name[OBJFS_NAME_MAX + 1];
 	bool failed = false, hide = false, may_seal = false, seal = false;
 	uint64_t parent = 0;
+	pid_t tid = fuse_req_ctx(req)->pid, wtid = 0, wtgid = 0, mapper = 0;
 	int r = 0, killed = -1;
 
-	/* a writer dying from a signal may leave the object cut short */
-	if (p && h->writable && fuse_req_ctx(req)->pid > 0)
-		killed = task_killed_by(fuse_req_ctx(req)->pid);
+	if (p && h->writable && tid > 0) {
+		pthread_mutex_lock(&fs->lock);
+		wtid = p->writer_tid;
+		wtgid = p->writer_tgid;
+		pthread_mutex_unlock(&fs->lock);
+		/* the process that wrote last dying from a signal may leave the
+		 * object cut short; another one's death (a child that only held
+		 * the descriptor) says nothing of it */
+		if (!wtid || tid == wtid || (wtgid && fs_task_tgid(tid) == wtgid))
+			killed = task_killed_by(tid);
+	}
 	if (p) {
 		pthread_mutex_lock(&fs->lock);
 		if (!h->flushed) {
@@ -1097,7 +1167,13 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (hide)
 		fs_notify_gone(fs, parent, name);
-	if (may_seal && flush_verdict(req, h, ino) == FLUSH_LAST) {
+	if (may_seal && flush_verdict(req, h, ino, &mapper) != FLUSH_LAST) {
+		if (mapper) {
+			pthread_mutex_lock(&fs->lock);
+			p->mapper_tid = mapper;
+			pthread_mutex_unlock(&fs->lock);
+		}
+	} else if (may_seal) {
 		pthread_mutex_lock(&fs->lock);
 		if (!h->done) {
 			h->done = true;
@@ -1133,6 +1209,7 @@ static void handle_release(struct fs *fs, uint64_t ino, struct handle *h)
 	struct inode *in;
 	uint32_t id = 0;
 	enum fs_io io;
+	pid_t mapper = 0;
 
 	pthread_mutex_lock(&fs->lock);
 	if (p) {
@@ -1145,8 +1222,21 @@ static void handle_release(struct fs *fs, uint64_t ino, struct handle *h)
 			drop = p->opens == 0; /* the seal is over: the last handle frees it */
 		else if (!p->sealing && p->writers == 0)
 			seal = p->sealing = true;
+		if (seal)
+			mapper = p->mapper_tid;
 	}
 	pthread_mutex_unlock(&fs->lock);
+	if (seal && mapper > 0) {
+		/* the last mapping went: at the exit of its process, if that
+		 * is why, and then the process is still dying now */
+		int k = task_killed_by(mapper);
+
+		if (k > 0) {
+			pthread_mutex_lock(&fs->lock);
+			p->killed_sig = k;
+			pthread_mutex_unlock(&fs->lock);
+		}
+	}
 	if (seal)
 		(void)fs_seal_pending(fs, p, false); /* frees @p if this was its last handle */
 	if (drop) {

@@ -91,8 +91,11 @@ struct pending {
 					* sealing stays true meanwhile; fs->lock */
 	int seal_err;		       /* why it was discarded when its seal failed (-errno);
 					* writes and closes of its writers get it; fs->lock */
-	int killed_sig;		       /* the signal that killed its last flushing writer
+	int killed_sig;		       /* the signal that killed the process that wrote last
 					* (0: none): sealed into /lost+found; fs->lock */
+	pid_t writer_tid, writer_tgid; /* the thread that wrote last, its process; fs->lock */
+	pid_t mapper_tid;	       /* a FLUSH found it mapped shared and writable by this
+					* thread: the seal at RELEASE asks how it ended; fs->lock */
 	int64_t created_ns;	       /* mono_ns(); for reaping replacements nobody opened */
 	struct pending *next;	       /* fs->lock */
 };
@@ -237,8 +240,13 @@ struct handle {
 	/* the opener's last descriptor of the file is closed: no longer one
 	 * of pending->writers; fs->lock */
 	bool done;
-	pid_t opener; /* thread that opened it (as FUSE gives it; 0: unknown) */
+	pid_t opener;	   /* thread that opened it (as FUSE gives it; 0: unknown) */
+	pid_t opener_tgid; /* its process, for a writable handle (0: unknown) */
 };
+
+/* The process (thread group) of thread @tid (/proc/<tid>/status); 0 if
+ * it cannot tell. */
+pid_t fs_task_tgid(pid_t tid);
 
 /* ---- fs_dir.c ---- */
 void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);

@@ -301,10 +301,12 @@ void pending_free(struct pending *p)
 	free(p);
 }
 
+/* A seal that failed at RELEASE and waits for its retry (seal_retry)
+ * is not running: nothing waits for it. */
 static bool unsettled(struct pending *p, bool *ret_sealing)
 {
-	*ret_sealing = p->sealing;
-	return p->sealing || (p->opens && p->flushed >= p->opens);
+	*ret_sealing = p->sealing && !p->seal_retry;
+	return *ret_sealing || (p->opens && p->flushed >= p->opens);
 }
 
 /*

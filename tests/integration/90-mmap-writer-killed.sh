@@ -1,12 +1,12 @@
 #!/bin/bash
-# Adversarial (rules 2 and 3 of "seal integrity"): a writer that stores
-# through a writable shared mapping after close(2) and is killed by
-# SIGKILL before it unmaps.  The mapping held the object open (rule 2),
-# so its last writer is the killed process: the object may be cut short
-# and must go to /lost+found/NAME.objfs-ID, not under its name (rule 3).
-# The daemon only looks for a killed writer at FLUSH; a mapping's end
-# brings no FLUSH (the descriptor was closed long before), so the half
-# written object (its second half zeros) is published under its name.
+# Issue 19, items 2 and 3 together: a writer that stores through a
+# writable shared mapping after close(2) and is killed by SIGKILL before
+# it unmaps.  The mapping held the object open, so its last writer is the
+# killed process: the object may be cut short and goes to
+# /lost+found/NAME.objfs-ID, not under its name.  No FLUSH comes for a
+# mapping; the daemon sees the death in the WRITEs of the mapped pages
+# that the kernel sends as the process exits (a C writer: Python's mmap
+# keeps a dup() of the descriptor, whose close at exit would show it).
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
 

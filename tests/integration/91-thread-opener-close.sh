@@ -1,14 +1,10 @@
 #!/bin/bash
-# Adversarial (rule 1 of "seal integrity"): close(2) returns 0 only once
-# the object is sealed, and EIO when Redis does not answer within
-# io_timeout.  Here a worker thread opens and writes the file and exits;
-# the main thread closes it later (a thread pool, an executor).  FLUSH
-# asks whether /proc/<tid>/task/<opener> exists, the opener being the
-# thread id FUSE gave at CREATE; that thread is gone, so FLUSH takes the
-# close for "another process" and leaves the seal to RELEASE, after
-# close(2) has returned 0.  With Redis stopped, close(2) of a one-thread
-# writer returns EIO after io_timeout (control); the thread's returns 0
-# at once, for an object that was neither sealed nor published then.
+# Issue 19, item 1: close(2) returns 0 only once the object is sealed,
+# and EIO when Redis does not answer within io_timeout, also when the
+# thread that opened the file has ended and another thread of its
+# process closes it (a thread pool, an executor): FLUSH compares the
+# processes (Tgid), not only the opener's thread id.  A one-thread writer
+# is the control.
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
 

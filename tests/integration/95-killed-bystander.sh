@@ -1,15 +1,13 @@
 #!/bin/bash
-# Adversarial (rule 3 of "seal integrity"): the mark "killed writer" is
-# taken from whichever process closes the last descriptor, not from the
-# one that wrote.
+# Issue 19, item 3: the "killed writer" mark comes from the process that
+# wrote last, not from whichever one closes the last descriptor.
 #   1. A writer writes 1 MiB, forks a helper that inherits the descriptor
-#      and never writes (a shell's background job, a subprocess that
-#      inherits stdout), closes it (close(2) returns 0) and exits 0.  The
-#      helper is later stopped with SIGTERM: the complete object goes to
-#      /lost+found, not under its name.
+#      and never writes (a background job, a subprocess that inherits
+#      stdout), closes it and exits 0; the helper is later stopped with
+#      SIGTERM: the complete object is published under its name.
 #   2. The other way round: a writer that forked such a helper is killed
-#      by SIGKILL halfway; the helper exits normally later and clears the
-#      mark: the cut-short object is published under its name.
+#      by SIGKILL halfway; the helper exits normally later: the cut-short
+#      object goes to /lost+found.
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
 

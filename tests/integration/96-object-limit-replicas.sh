@@ -1,13 +1,9 @@
 #!/bin/bash
-# Adversarial (rule 4 of "seal integrity" with eviction): node a runs with
-# --nofile=300 (objects_max 188) and reads objects written on node b.
-# Each read leaves a fetched copy; once 188 copies are held, further
-# fetches and every create get ENOSPC, although every copy also lives on
-# b and nobody has it open here: eviction frees room for bytes only,
-# never for the object count (evictions: 0).  A node that has only read
-# is unable to write anything again until someone removes files.  (Each
-# refused fetch also logs a warning of its own, not rate-limited as the
-# refused creates are.)
+# Issue 19, item 1 (the object limit) with eviction: node a runs with
+# --nofile=300 (objects_max 188) and reads more objects written on node
+# b than that.  Each read leaves a fetched copy; at objects_max, a fetch
+# or a create gives up the least recently used copy that b also holds,
+# so every read succeeds and a create on a still works.
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
 
