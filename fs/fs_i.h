@@ -302,6 +302,8 @@ bool fs_take_replace_wish(struct fs *fs, uint64_t id);
  * pending and fs_seal_retry() tries again.
  */
 int fs_seal_pending(struct fs *fs, struct pending *p, bool told);
+/* The record of sealed object @o, as this node publishes it. */
+void fs_record_of(struct fs *fs, struct store_obj *o, struct meta_obj *ret);
 /* Try again the seals that failed at a RELEASE (from the tick). */
 void fs_seal_retry(struct fs *fs);
 /* store_create() for fs: a store that holds as many objects as the

@@ -34,6 +34,23 @@ static struct log_ratelimit seal_rl = LOG_RATELIMIT_INIT("failed seals", 60000, 
 static struct log_ratelimit limit_rl =
     LOG_RATELIMIT_INIT("creates over the object limit", 10000, 5);
 
+/* The name an object is kept under in /lost+found (a killed writer's, or one whose id was another
+ * object's). */
+static void lost_path(char *buf, size_t len, const char *name, uint64_t id)
+{
+	snprintf(buf, len, "/lost+found/%.*s.objfs-%" PRIu64, OBJFS_NAME_MAX - 28, name, id);
+}
+
+void fs_record_of(struct fs *fs, struct store_obj *o, struct meta_obj *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->id = store_obj_id(o);
+	ret->size = store_obj_size(o);
+	ret->mtime_ns = store_obj_mtime(o);
+	store_obj_csum(o, ret->csum);
+	snprintf(ret->origin, sizeof(ret->origin), "%s", fs->cfg.node);
+}
+
 struct store_obj *fs_rekey(struct fs *fs, struct store_obj *o, int *ret_err)
 {
 	uint64_t size = store_obj_size(o), off = 0, id = 0;
@@ -133,14 +150,8 @@ static int publish_rekeyed(struct fs *fs, struct store_obj *obj, const char *nam
 	n = fs_rekey(fs, obj, &r);
 	if (!n)
 		return -EIO;
-	memset(&mo, 0, sizeof(mo));
-	mo.id = store_obj_id(n);
-	mo.size = store_obj_size(n);
-	mo.mtime_ns = store_obj_mtime(n);
-	store_obj_csum(n, mo.csum);
-	snprintf(mo.origin, sizeof(mo.origin), "%s", fs->cfg.node);
-	snprintf(path, sizeof(path), "/lost+found/%.*s.objfs-%" PRIu64, OBJFS_NAME_MAX - 28, name,
-		 mo.id);
+	fs_record_of(fs, n, &mo);
+	lost_path(path, sizeof(path), name, mo.id);
 	r = meta_reregister(fs->meta, &mo, path, got);
 	if (r >= 0) {
 		store_set_path(n, got);
@@ -171,12 +182,7 @@ static int publish(struct fs *fs, uint64_t id, uint64_t parent, const char *name
 	struct meta_obj mo;
 	int r;
 
-	memset(&mo, 0, sizeof(mo));
-	mo.id = id;
-	mo.size = store_obj_size(obj);
-	mo.mtime_ns = store_obj_mtime(obj);
-	store_obj_csum(obj, mo.csum);
-	snprintf(mo.origin, sizeof(mo.origin), "%s", fs->cfg.node);
+	fs_record_of(fs, obj, &mo); /* mo.id is @id */
 	snprintf(tmp.name, sizeof(tmp.name), "%s", name);
 
 	path[0] = '\0';
@@ -226,12 +232,6 @@ static int publish(struct fs *fs, uint64_t id, uint64_t parent, const char *name
 	return 0;
 }
 
-/* The name a killed writer's object is kept under (see fs_seal_pending()). */
-static void lost_path(char *buf, size_t len, const char *name, uint64_t id)
-{
-	snprintf(buf, len, "/lost+found/%.*s.objfs-%" PRIu64, OBJFS_NAME_MAX - 28, name, id);
-}
-
 /* Register @obj, whose writer was killed, as /lost+found/NAME.objfs-ID
  * rather than under its name.  0, or -EIO if Redis is away (the caller
  * keeps it for a later retry). */
@@ -241,12 +241,7 @@ static int publish_lost(struct fs *fs, struct store_obj *obj, const char *name)
 	struct meta_obj mo;
 	int r;
 
-	memset(&mo, 0, sizeof(mo));
-	mo.id = store_obj_id(obj);
-	mo.size = store_obj_size(obj);
-	mo.mtime_ns = store_obj_mtime(obj);
-	store_obj_csum(obj, mo.csum);
-	snprintf(mo.origin, sizeof(mo.origin), "%s", fs->cfg.node);
+	fs_record_of(fs, obj, &mo);
 	lost_path(want, sizeof(want), name, mo.id);
 	got[0] = '\0';
 	r = meta_reregister(fs->meta, &mo, want, got);

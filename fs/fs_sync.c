@@ -51,16 +51,6 @@ static int collect_id(struct store_obj *o, void *arg)
 	return 0;
 }
 
-static void meta_obj_of(struct fs *fs, struct store_obj *o, struct meta_obj *ret)
-{
-	memset(ret, 0, sizeof(*ret));
-	ret->id = store_obj_id(o);
-	ret->size = store_obj_size(o);
-	ret->mtime_ns = store_obj_mtime(o);
-	store_obj_csum(o, ret->csum);
-	snprintf(ret->origin, sizeof(ret->origin), "%s", fs->cfg.node);
-}
-
 /* Register @o again under @path ("" if it never had one: /lost+found).
  * If its id turns out to be another object's, it is copied to a fresh id
  * first (fs_rekey()). */
@@ -75,13 +65,13 @@ static int reregister(struct fs *fs, struct store_obj *o, const char *path)
 		snprintf(lost, sizeof(lost), "/lost+found/objfs-%" PRIu64, store_obj_id(o));
 		path = lost;
 	}
-	meta_obj_of(fs, o, &mo);
+	fs_record_of(fs, o, &mo);
 	r = meta_reregister(fs->meta, &mo, path, got);
 	if (r == -ENOTUNIQ) {
 		n = fs_rekey(fs, o, &r);
 		if (!n)
 			return r;
-		meta_obj_of(fs, n, &mo);
+		fs_record_of(fs, n, &mo);
 		r = meta_reregister(fs->meta, &mo, path, got);
 		o = n;
 	}
@@ -158,7 +148,7 @@ static int reconcile_one(struct fs *fs, uint64_t id, bool same_epoch)
 		char now[OBJFS_PATH_MAX];
 		struct meta_obj mo;
 
-		meta_obj_of(fs, o, &mo);
+		fs_record_of(fs, o, &mo);
 		r = meta_add_holder_of(fs->meta, &mo);
 		/* the catalog learns where the object lives now: renames
 		 * made on other nodes, or a crash between publishing and
