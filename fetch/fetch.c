@@ -160,6 +160,9 @@ static void region_new(struct fetch *f)
 
 /* Reserve the object's pages, making room by evicting replicas if the
  * store is full. */
+static struct log_ratelimit slots_rl =
+    LOG_RATELIMIT_INIT("fetches over the object limit", 10000, 5);
+
 static int reserve(struct fetch *f)
 {
 	struct fetcher *fr = f->fr;
@@ -180,7 +183,8 @@ static int reserve(struct fetch *f)
 	if (!f->obj && err == -EMFILE && fetcher_evict_slot(fr))
 		f->obj = store_create(fr->store, f->id, &err);
 	if (!f->obj && err == -EMFILE) {
-		log_warn(
+		log_msg_limited(
+		    &slots_rl, LOGL_WARN,
 		    "cannot fetch object %" PRIu64 ": this node holds %" PRIu64
 		    " objects, objects_max, the most its open-files limit and vm.max_map_count "
 		    "leave room for; raise the limit (LimitNOFILE=, ulimit -n, prlimit --nofile) "

@@ -107,6 +107,8 @@
 #define READ_IOV_MAX 256
 /* descriptors FLUSH looks at, at most, before it seals anyway */
 #define FLUSH_SCAN_MAX 1024
+/* bytes of /proc/<pid>/maps read at once (see maps_hold_ino()) */
+#define MAPS_READ (64 * 1024)
 
 /* ---- overwrite wishes (see the top of this file) ---- */
 
@@ -277,6 +279,7 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 	p->opens = 1;
 	p->writers = 1;
 	p->created_ns = mono_ns();
+	p->mappable = (fi->flags & O_ACCMODE) == O_RDWR;
 	h = handle_new(req, store_obj_ref(p->obj), p, true);
 	if (!h) {
 		r = -ENOMEM;
@@ -570,6 +573,8 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (p && !p->unlinked) {
 		obj = store_obj_ref(p->obj);
 		h = handle_new(req, obj, p, (fi->flags & O_ACCMODE) != O_RDONLY);
+		if ((fi->flags & O_ACCMODE) == O_RDWR)
+			p->mappable = true;
 		if (!h) {
 			pthread_mutex_unlock(&fs->lock);
 			store_obj_unref(obj);
@@ -753,8 +758,8 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 	wtid = p->writer_tid;
 	mapper = p->mapper_tid;
 	pthread_mutex_unlock(&fs->lock);
-	if (tid > 0 && tid != wtid)
-		wtgid = fs_task_tgid(tid); /* once per thread that writes */
+	if (tid > 0 && tid != wtid) /* once per thread that writes */
+		wtgid = tid == h->opener ? h->opener_tgid : fs_task_tgid(tid);
 	/* a mapping's pages written back as its process dies (at exit the
 	 * kernel writes them back before it lets go of the mapping, and
 	 * waits for these WRITEs): the one moment that death is sure to be
@@ -825,6 +830,7 @@ struct fd_scan {
 	uint64_t ino;	 /* the file's inode number */
 	unsigned budget; /* descriptors still to look at */
 	pid_t mapper;	 /* found: a thread that maps the file shared and writable */
+	bool maps;	 /* look for such mappings too (see struct pending's mappable) */
 };
 
 /* The mount id and inode number in /proc/<tid>/fdinfo/<fd> (@dfd: that
@@ -942,7 +948,7 @@ static int fds_hold_ino(struct fd_scan *sc, pid_t tid)
 static int maps_hold_ino(struct fd_scan *sc, pid_t tid)
 {
 	unsigned long long ino;
-	char path[64], line[512], perms[8];
+	char path[64], line[512], perms[8], *big;
 	unsigned maj, min;
 	int r = 0, ok;
 	FILE *f;
@@ -951,6 +957,12 @@ static int maps_hold_ino(struct fd_scan *sc, pid_t tid)
 	f = fopen(path, "re");
 	if (!f)
 		return errno == ENOENT || errno == ESRCH ? 0 : -errno;
+	/* each read() of /proc makes the kernel walk the mappings again:
+	 * few and large ones (a Python process has 20 KiB of lines; 1 KiB
+	 * reads cost ~300 us a close) */
+	big = malloc(MAPS_READ);
+	if (big)
+		(void)setvbuf(f, big, _IOFBF, MAPS_READ);
 	while (r == 0 && fgets(line, sizeof(line), f)) {
 		ok = sscanf(line, "%*x-%*x %7s %*x %x:%x %llu", perms, &maj, &min, &ino) == 4;
 		/* a long path leaves the rest of its line for the next fgets */
@@ -968,6 +980,7 @@ static int maps_hold_ino(struct fd_scan *sc, pid_t tid)
 		}
 	}
 	fclose(f);
+	free(big);
 	return r;
 }
 
@@ -977,7 +990,7 @@ static int task_holds_ino(struct fd_scan *sc, pid_t tid)
 {
 	int r = fds_hold_ino(sc, tid);
 
-	return r == 0 ? maps_hold_ino(sc, tid) : r;
+	return r == 0 && sc->maps ? maps_hold_ino(sc, tid) : r;
 }
 
 /* Do the direct children of the thread group of @tid hold the file?  As
@@ -1035,9 +1048,9 @@ enum flush_verdict {
 /* Is this FLUSH of @h (a writable handle on a pending object) its
  * opener's last close of the file? */
 static enum flush_verdict flush_verdict(fuse_req_t req, const struct handle *h, uint64_t ino,
-					pid_t *ret_mapper)
+					bool maps, pid_t *ret_mapper)
 {
-	struct fd_scan sc = {fuse_req_userdata(req), ino, FLUSH_SCAN_MAX, 0};
+	struct fd_scan sc = {fuse_req_userdata(req), ino, FLUSH_SCAN_MAX, 0, maps};
 	pid_t tid = fuse_req_ctx(req)->pid;
 	char path[64];
 	int r;
@@ -1126,7 +1139,7 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
 	struct pending *p = h->pending;
 	char name[OBJFS_NAME_MAX + 1];
-	bool failed = false, hide = false, may_seal = false, seal = false;
+	bool failed = false, hide = false, may_seal = false, seal = false, mappable = false;
 	uint64_t parent = 0;
 	pid_t tid = fuse_req_ctx(req)->pid, wtid = 0, wtgid = 0, mapper = 0;
 	int r = 0, killed = -1;
@@ -1163,11 +1176,12 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			hide = true;
 		}
 		may_seal = h->writable && !h->done && !p->sealing && !p->sealed && !p->discarded;
+		mappable = p->mappable;
 		pthread_mutex_unlock(&fs->lock);
 	}
 	if (hide)
 		fs_notify_gone(fs, parent, name);
-	if (may_seal && flush_verdict(req, h, ino, &mapper) != FLUSH_LAST) {
+	if (may_seal && flush_verdict(req, h, ino, mappable, &mapper) != FLUSH_LAST) {
 		if (mapper) {
 			pthread_mutex_lock(&fs->lock);
 			p->mapper_tid = mapper;

@@ -94,10 +94,13 @@ struct pending {
 	int killed_sig;		       /* the signal that killed the process that wrote last
 					* (0: none): sealed into /lost+found; fs->lock */
 	pid_t writer_tid, writer_tgid; /* the thread that wrote last, its process; fs->lock */
-	pid_t mapper_tid;	       /* a FLUSH found it mapped shared and writable by this
-					* thread: the seal at RELEASE asks how it ended; fs->lock */
-	int64_t created_ns;	       /* mono_ns(); for reaping replacements nobody opened */
-	struct pending *next;	       /* fs->lock */
+	/* a handle on it was opened O_RDWR, which a writable shared mapping
+	 * needs: only then does FLUSH read /proc/<pid>/maps; fs->lock */
+	bool mappable;
+	pid_t mapper_tid;     /* a FLUSH found it mapped shared and writable by this
+			       * thread: the seal at RELEASE asks how it ended; fs->lock */
+	int64_t created_ns;   /* mono_ns(); for reaping replacements nobody opened */
+	struct pending *next; /* fs->lock */
 };
 
 /*
