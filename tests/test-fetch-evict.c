@@ -1,0 +1,526 @@
+/*
+ * test-fetch-evict: unit tests of eviction and serving (fetch/fetch_evict.c,
+ * fetch/fetch_source.c), with the harness of test-fetch.c
+ * (fetch-harness.h): eviction that never drops the last copy and gives
+ * nothing up for nothing, an object deleted mid-fetch, serving leases
+ * (driven through the source's callbacks as the transport's server would,
+ * and once over the real TCP transport on loopback), eviction of copies
+ * that peers hold leases on or are being sent, and a holder that evicts
+ * its copy mid-fetch.
+ */
+#include "fetch-harness.h"
+
+TEST(eviction)
+{
+	struct fetcher_stats st;
+	struct world w;
+	struct meta_obj a, b, mine;
+	struct store_obj *o;
+
+	world_init(&w, 2u << 20);
+	a = put_object(&w, "ev-a", 512 * 1024, 0, 0);
+	b = put_object(&w, "ev-b", 512 * 1024, 0, 0);
+	CHECK_EQ(fetch_all(&w, &a), 0);
+	CHECK_EQ(fetch_all(&w, &b), 0);
+	CHECK(held_here(&w, a.id) && held_here(&w, b.id));
+	mine = put_local_object(&w, "mine", 512 * 1024); /* only this node has it */
+	fetcher_touch(w.fr, mine.id);
+	fetcher_touch(w.fr, a.id); /* b is now the least recently used */
+
+	/* b is in use above: a goes first */
+	pthread_mutex_lock(&F.lock);
+	F.busy_id = b.id;
+	pthread_mutex_unlock(&F.lock);
+	CHECK_EQ(fetcher_evict(w.fr, 512 * 1024), 0); /* free already */
+	CHECK_EQ(fetcher_evict(w.fr, 1024 * 1024), 512 * 1024);
+	CHECK(store_lookup(w.s, a.id) == NULL);
+	CHECK(!held_here(&w, a.id));
+	CHECK(local_copy_ok(&w, &b));
+	/* whatever is asked, the last copy stays */
+	pthread_mutex_lock(&F.lock);
+	F.busy_id = 0;
+	pthread_mutex_unlock(&F.lock);
+	CHECK_EQ(fetcher_evict(w.fr, 1536 * 1024), 512 * 1024);
+	CHECK(store_lookup(w.s, b.id) == NULL);
+	o = store_lookup(w.s, mine.id);
+	CHECK(o != NULL);
+	store_obj_unref(o);
+	CHECK(held_here(&w, mine.id));
+	CHECK_EQ(fetcher_evict(w.fr, 2u << 20), 0);
+	fetcher_stats(w.fr, &st);
+	CHECK_EQ(st.evictions, 2);
+
+	/* a copy sealed but not yet registered is not evicted (the hook
+	 * runs in that window, and nobody has the object open) */
+	{
+		struct meta_obj d = put_object(&w, "ev-d", 512 * 1024, 0, 0);
+
+		pthread_mutex_lock(&F.lock);
+		F.evict_on_seal = true;
+		pthread_mutex_unlock(&F.lock);
+		CHECK_EQ(fetch_all(&w, &d), 0);
+		WAIT_FOR(locked_read(&F.n_sealed) >= 3);
+		pthread_mutex_lock(&F.lock);
+		F.evict_on_seal = false;
+		CHECK_EQ(F.evicted_on_seal, 0);
+		pthread_mutex_unlock(&F.lock);
+		CHECK(local_copy_ok(&w, &d));
+		CHECK_EQ(fetcher_evict(w.fr, 1536 * 1024), 512 * 1024); /* registered: may go */
+		CHECK(store_lookup(w.s, d.id) == NULL);
+	}
+
+	/* a fetch that needs room makes it */
+	{
+		struct meta_obj big = put_object(&w, "ev-big", 1536 * 1024, 1, 0);
+		struct meta_obj c = put_object(&w, "ev-c", 512 * 1024, 0, 0);
+
+		CHECK_EQ(fetch_all(&w, &c), 0);
+		CHECK_EQ(fetch_all(&w, &big), 0);
+		CHECK(local_copy_ok(&w, &big));
+		CHECK(store_lookup(w.s, c.id) == NULL);
+		CHECK(held_here(&w, mine.id));
+	}
+	world_release(&w);
+}
+
+/* Eviction happens only when it can make the object fit: an object
+ * bigger than the store, or than what eviction could free, fails at once
+ * and every replica stays. */
+TEST(evict_only_if_it_helps)
+{
+	struct fetcher_stats st;
+	struct world w;
+	struct meta_obj a, b, mine, huge, big, fits;
+
+	world_init(&w, 2u << 20);
+	a = put_object(&w, "h-a", 512 * 1024, 0, 0);
+	b = put_object(&w, "h-b", 512 * 1024, 0, 0);
+	CHECK_EQ(fetch_all(&w, &a), 0);
+	CHECK_EQ(fetch_all(&w, &b), 0);
+	mine = put_local_object(&w, "h-mine", 512 * 1024); /* never evicted */
+
+	/* bigger than the whole store */
+	huge = put_object(&w, "h-huge", 3u << 20, 1, 0);
+	CHECK_EQ(fetch_all(&w, &huge), -EFBIG);
+	/* fits the store, but not even with every replica gone: 512 KiB
+	 * free + 1 MiB of replicas < 1.75 MiB */
+	big = put_object(&w, "h-big", 1792 * 1024, 1, 0);
+	CHECK_EQ(fetch_all(&w, &big), -ENOSPC);
+	CHECK(store_lookup(w.s, big.id) == NULL);
+	CHECK_EQ(fetcher_evict(w.fr, 1792 * 1024), 0);
+	fetcher_stats(w.fr, &st);
+	CHECK_EQ(st.evictions, 0);
+	CHECK(local_copy_ok(&w, &a));
+	CHECK(local_copy_ok(&w, &b));
+	CHECK(held_here(&w, a.id) && held_here(&w, b.id));
+	/* one that eviction can make room for */
+	fits = put_object(&w, "h-fits", 1280 * 1024, 1, 0);
+	CHECK_EQ(fetch_all(&w, &fits), 0);
+	CHECK(local_copy_ok(&w, &fits));
+	fetcher_stats(w.fr, &st);
+	CHECK_EQ(st.evictions, 2);
+	CHECK(held_here(&w, mine.id));
+	world_release(&w);
+}
+
+/* Does the local store have @id (linked)? */
+static bool in_store(struct world *w, uint64_t id)
+{
+	struct store_obj *o = store_lookup(w->s, id);
+
+	store_obj_unref(o);
+	return o != NULL;
+}
+
+/* An object deleted while it is fetched here: the reader gets every
+ * byte, and the copy goes with the reader (no holder entry, no record,
+ * nothing a later lookup finds). */
+TEST(deleted_while_fetched)
+{
+	struct world w;
+	struct meta_obj rec;
+	struct store_obj *o;
+	struct fetch *f;
+	uint64_t id = 0;
+	uint8_t *want, *got;
+
+	world_init(&w, 16u << 20);
+	rec = put_object(&w, "del", 8 * RANGE, 0, 0);
+	gate(false);
+	F.h[0].gate_off = 2 * RANGE;
+	CHECK_EQ(fetcher_open(w.fr, rec.id, NULL, &f, &o), 0);
+	fetch_opened(fetch_ref(f));
+	wait_gated(1);
+	CHECK_EQ(meta_unlink(F.h[0].m, META_ROOT_ID, "del", &id), 0);
+	CHECK_EQ(id, rec.id);
+	gate(true); /* the holder still serves what was asked before */
+	CHECK_EQ(fetch_wait(f, 0, rec.size), 0);
+	WAIT_FOR(!in_store(&w, rec.id));
+	CHECK(!held_here(&w, rec.id));
+	CHECK_EQ(locked_read(&F.n_sealed), 0);
+	want = malloc(rec.size);
+	got = malloc(rec.size);
+	fill(want, rec.size, rec.id);
+	CHECK_EQ(store_read(o, got, rec.size, 0), (long long)rec.size);
+	CHECK(!memcmp(want, got, rec.size));
+	{
+		struct store_stats ss;
+
+		store_stats(w.s, &ss);
+		CHECK_EQ(ss.draining, rec.size);
+		fetch_put(f);
+		store_obj_unref(o);
+		store_stats(w.s, &ss);
+		CHECK_EQ(ss.draining, 0);
+		CHECK_EQ(ss.used, 0);
+	}
+	free(want);
+	free(got);
+	world_release(&w);
+}
+
+/* Open (and read through) object @id for @peer on @ts, then close it
+ * unless @ret_token is given.  The result of open(). */
+static int serve_one(const struct transport_source *ts, const char *peer, uint64_t id,
+		     uint64_t size, void **ret_token)
+{
+	struct iovec iov[4];
+	uint64_t got_size = 0;
+	size_t bytes = 0;
+	uint8_t want[64];
+	void *tok;
+	int r, n;
+
+	r = ts->open(ts->ctx, peer, id, &got_size, &tok);
+	if (r < 0)
+		return r;
+	CHECK_EQ(got_size, size);
+	n = ts->iov(tok, 0, sizeof(want), iov, 4, &bytes);
+	CHECK(n >= 1 && bytes == sizeof(want));
+	fill(want, sizeof(want), id);
+	CHECK(n >= 1 && iov[0].iov_len >= sizeof(want) && !memcmp(iov[0].iov_base, want, 64));
+	if (ret_token)
+		*ret_token = tok;
+	else
+		ts->close(tok);
+	return 0;
+}
+
+static unsigned src_drops;
+
+static void src_drop(void *reg)
+{
+	src_drops++;
+}
+
+/*
+ * Serving leases (fetch_source.c): a peer that fetched from an object
+ * before it was unlinked here is still served it, nobody else is, and
+ * the pages go once the lease lapses.
+ */
+TEST(serving_leases)
+{
+	struct transport_source ts;
+	struct fetch_source *src;
+	struct store_stats ss;
+	struct world w;
+	struct meta_obj a, b;
+	void *tok;
+
+	world_init(&w, 4u << 20);
+	a = put_object(&w, "lease-a", 512 * 1024, 0, 0);
+	b = put_object(&w, "lease-b", 512 * 1024, 0, 0);
+	CHECK_EQ(fetch_all(&w, &a), 0);
+	CHECK_EQ(fetch_all(&w, &b), 0);
+	src = w.src;
+	fetch_source_init(&ts, src);
+
+	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, NULL), 0);
+	CHECK_EQ(serve_one(&ts, "peer-1", b.id, b.size, NULL), 0);
+	CHECK_EQ(serve_one(&ts, "peer-1", 999999, 0, NULL), -ENOENT);
+	CHECK_EQ(fetch_source_leases(src), 2);
+	CHECK(local_copy_ok(&w, &a));
+
+	/* a is deleted here: peer-1 goes on, peer-2 never started */
+	CHECK_EQ(store_unlink_id(w.s, a.id), 0);
+	store_stats(w.s, &ss);
+	CHECK_EQ(ss.draining, a.size);
+	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, &tok), 0);
+	CHECK_EQ(serve_one(&ts, "peer-2", a.id, a.size, NULL), -ENOENT);
+	CHECK_EQ(fetch_source_leases(src), 2);
+	/* what a backend that registers objects once (RDMA) sees of it: the
+	 * whole object, and a slot dropped when its last holder lets go */
+	{
+		void *addr = NULL, *cur = &cur;
+		uint64_t len = 0;
+		int mfd = -1;
+		static int reg1, reg2;
+
+		CHECK_EQ(ts.map(tok, &addr, &len, &mfd), 0);
+		CHECK(mfd >= 0);
+		CHECK(addr != NULL);
+		CHECK_EQ(len, a.size);
+		CHECK_EQ(ts.attach(tok, NULL, NULL, &cur), 0);
+		CHECK(cur == NULL);
+		CHECK_EQ(ts.attach(tok, &reg1, src_drop, &cur), 0);
+		CHECK_EQ(ts.attach(tok, &reg2, src_drop, &cur), -EEXIST);
+		CHECK(cur == &reg1);
+		src_drops = 0;
+	}
+
+	/* a lease does not lapse during a GET, only lease_ms after it */
+	usleep(300 * 1000);
+	CHECK_EQ(fetch_source_expire(src), 1); /* b's */
+	ts.close(tok);
+	CHECK_EQ(fetch_source_expire(src), 0);
+	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, NULL), 0);
+	store_stats(w.s, &ss);
+	CHECK_EQ(ss.draining, a.size);
+	usleep(300 * 1000);
+	/* lapsed: no GET finds it any more, even before the sweep */
+	CHECK_EQ(src_drops, 0);
+	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, NULL), -ENOENT);
+	CHECK_EQ(fetch_source_leases(src), 0);
+	CHECK_EQ(src_drops, 1); /* with the object */
+	store_stats(w.s, &ss);
+	CHECK_EQ(ss.draining, 0);
+	CHECK_EQ(ss.used, b.size);
+
+	CHECK_EQ(fetcher_evict(w.fr, 4u << 20), b.size);
+	fetch_source_free(NULL);
+	world_release(&w);
+}
+
+/* GET @id (@size bytes) from @addr as node @node over TCP.  Its result. */
+static int tcp_get(const char *node, const char *addr, uint64_t id, uint64_t size)
+{
+	struct transport_config cfg = {.node = node, .io_timeout_ms = 2000};
+	struct transport *c = transport_new(&cfg, NULL);
+	uint8_t *buf = malloc(size), *want = malloc(size);
+	struct iovec iov = {.iov_base = buf, .iov_len = size};
+	struct transport_req req = {
+	    .peer = "srv", .addr = addr, .id = id, .len = size, .iov = &iov, .iovcnt = 1};
+	int r;
+
+	CHECK(c && buf && want);
+	r = transport_fetch(c, &req);
+	fill(want, size, id);
+	if (r == 0)
+		CHECK(!memcmp(buf, want, size));
+	transport_free(c);
+	free(buf);
+	free(want);
+	return r;
+}
+
+/* The same over the TCP transport: the lease is the peer's, by the name it
+ * gave in the handshake. */
+TEST(serving_leases_tcp)
+{
+	struct transport_config cfg = {
+	    .node = "srv", .listen_host = "127.0.0.1", .io_timeout_ms = 2000};
+	struct transport_source ts;
+	struct fetch_source *src;
+	struct transport *t;
+	struct store_obj *o;
+	struct store *s;
+	char dir[128], addr[64];
+	uint8_t *buf = malloc(RANGE);
+
+	F.seq++;
+	s = open_store(dir, sizeof(dir), "srv", 4u << 20);
+	o = store_create(s, 42, NULL);
+	fill(buf, RANGE, 42);
+	CHECK(o && store_write(o, buf, RANGE, 0) == 0 && store_seal(o, "/x", 1) == 0);
+	store_obj_unref(o);
+	src = fetch_source_new(s, 60000);
+	fetch_source_init(&ts, src);
+	t = transport_new(&cfg, NULL);
+	CHECK(t && transport_serve(t, &ts) == 0 && transport_addr(t, addr, sizeof(addr)) == 0);
+
+	CHECK_EQ(tcp_get("peer-1", addr, 42, RANGE), 0);
+	CHECK_EQ(fetch_source_leases(src), 1);
+	CHECK_EQ(store_unlink_id(s, 42), 0);
+	CHECK_EQ(tcp_get("peer-2", addr, 42, RANGE), -ENOENT);
+	CHECK_EQ(tcp_get("peer-1", addr, 42, RANGE), 0); /* a new connection, too */
+	/* evicted rather than deleted: the lease is taken back, and the peer
+	 * is told that the object is not here (it fails over) */
+	fetch_source_revoke(src, 42);
+	CHECK_EQ(tcp_get("peer-1", addr, 42, RANGE), -ENOENT);
+	/* at once, or when the server is done with the last GET */
+	WAIT_FOR(fetch_source_leases(src) == 0);
+	transport_free(t);
+	fetch_source_free(src);
+	{
+		struct store_stats ss;
+
+		store_stats(s, &ss);
+		CHECK_EQ(ss.used, 0);
+	}
+	store_close(s);
+	rm_dir(dir);
+	free(buf);
+}
+
+/* A GET in flight of an object being evicted (evict_leased). */
+struct closer {
+	struct world *w;
+	const struct transport_source *ts;
+	void *tok;
+	uint64_t id;
+	bool bytes_ok;	       /* it still read the object's own bytes once unlinked */
+	unsigned drops_before; /* registrations dropped before it ended */
+};
+
+/* Wait until @cl->id is evicted here, read through the GET in flight,
+ * then end it. */
+static void *close_thread(void *arg)
+{
+	struct closer *cl = arg;
+	struct iovec iov[4];
+	uint8_t want[64];
+	size_t bytes = 0;
+	int n;
+
+	WAIT_FOR(!in_store(cl->w, cl->id));
+	fill(want, sizeof(want), cl->id);
+	n = cl->ts->iov(cl->tok, 0, sizeof(want), iov, 4, &bytes);
+	cl->bytes_ok = n >= 1 && bytes == sizeof(want) && iov[0].iov_len >= sizeof(want) &&
+		       !memcmp(iov[0].iov_base, want, sizeof(want));
+	cl->drops_before = src_drops;
+	cl->ts->close(cl->tok);
+	return NULL;
+}
+
+/*
+ * A peer's serving lease does not keep a copy from eviction (issue 19):
+ * an idle lease is taken back with the copy, whose pages go at once,
+ * and the peer's next GET gets -ENOENT (it fails over: the next case).
+ * A copy being sent goes only after the idle ones; then its pages, and
+ * the registration that reaches them (RDMA), stay until the GET in
+ * flight ends, which eviction waits for.
+ */
+TEST(evict_leased)
+{
+	struct transport_source ts;
+	struct store_stats ss;
+	struct closer cl;
+	struct world w;
+	struct meta_obj a, b, c, mine;
+	void *tok, *cur = NULL;
+	static int reg;
+	pthread_t th;
+
+	world_init(&w, 2u << 20);
+	a = put_object(&w, "el-a", 512 * 1024, 0, 0);
+	b = put_object(&w, "el-b", 512 * 1024, 0, 0);
+	CHECK_EQ(fetch_all(&w, &a), 0);
+	CHECK_EQ(fetch_all(&w, &b), 0);
+	mine = put_local_object(&w, "el-mine", 512 * 1024); /* the last copy */
+	fetch_source_init(&ts, w.src);
+
+	/* idle leases: a, the least recently used copy, goes at once */
+	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, NULL), 0);
+	CHECK_EQ(serve_one(&ts, "peer-1", b.id, b.size, NULL), 0);
+	CHECK_EQ(fetch_source_leases(w.src), 2);
+	CHECK_EQ(fetcher_evict(w.fr, 1024 * 1024), a.size);
+	CHECK(!in_store(&w, a.id));
+	CHECK(!held_here(&w, a.id));
+	store_stats(w.s, &ss);
+	CHECK_EQ(ss.used, b.size + mine.size);
+	CHECK_EQ(ss.draining, 0);
+	CHECK_EQ(fetch_source_leases(w.src), 1);
+	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, NULL), -ENOENT);
+
+	/* b is being sent to peer-2, c is idle: c goes */
+	c = put_object(&w, "el-c", 512 * 1024, 0, 0);
+	CHECK_EQ(fetch_all(&w, &c), 0);
+	CHECK_EQ(serve_one(&ts, "peer-2", b.id, b.size, &tok), 0);
+	CHECK_EQ(ts.attach(tok, &reg, src_drop, &cur), 0);
+	src_drops = 0;
+	CHECK_EQ(fetcher_evict(w.fr, 1024 * 1024), c.size);
+	CHECK(!in_store(&w, c.id));
+	CHECK(local_copy_ok(&w, &b));
+
+	/* only b can make room now: it goes, and eviction waits for its GET */
+	cl = (struct closer){.w = &w, .ts = &ts, .tok = tok, .id = b.id};
+	CHECK_EQ(pthread_create(&th, NULL, close_thread, &cl), 0);
+	CHECK_EQ(fetcher_evict(w.fr, 1536 * 1024), b.size);
+	pthread_join(th, NULL);
+	CHECK(cl.bytes_ok);
+	CHECK_EQ(cl.drops_before, 0);
+	WAIT_FOR(src_drops == 1);
+	store_stats(w.s, &ss);
+	CHECK_EQ(ss.used, mine.size);
+	CHECK_EQ(ss.draining, 0);
+	CHECK_EQ(fetch_source_leases(w.src), 0);
+	CHECK_EQ(serve_one(&ts, "peer-2", b.id, b.size, NULL), -ENOENT);
+	CHECK(in_store(&w, mine.id));
+	CHECK(held_here(&w, mine.id));
+	world_release(&w);
+}
+
+/*
+ * A holder evicts its copy while this node fetches from it: it answers
+ * "not here" (-ENOENT, as its source does once the lease is taken back:
+ * evict_leased, serving_leases_tcp), and the fetch goes on from the
+ * holder that Redis let it evict for, from the byte where it stopped.
+ */
+TEST(holder_evicts_mid_fetch)
+{
+	struct fetcher_stats st;
+	struct opener op;
+	struct world w;
+	struct meta_obj rec;
+	pthread_t th;
+
+	world_init(&w, 16u << 20);
+	rec = put_object(&w, "hemf", 3 * RANGE, 0, 1u << 1);
+	/* holder-a alone at first: it serves the first range */
+	CHECK_EQ(meta_del_holder(F.h[1].m, rec.id), 0);
+	gate(false);
+	F.h[0].gate_off = RANGE;
+	op = (struct opener){.w = &w, .id = rec.id};
+	CHECK_EQ(pthread_create(&th, NULL, open_thread, &op), 0);
+	pthread_join(th, NULL);
+	CHECK_EQ(op.r, 0);
+	wait_gated(1);
+	CHECK_EQ(locked_read(&F.h[0].gets), 2);
+	/* holder-b holds it now, and holder-a evicts its copy */
+	CHECK_EQ(meta_add_holder(F.h[1].m, rec.id), 0);
+	CHECK_EQ(meta_release_replica(F.h[0].m, rec.id), 1);
+	pthread_mutex_lock(&F.lock);
+	F.h[0].missing = true;
+	pthread_mutex_unlock(&F.lock);
+	gate(true);
+	CHECK_EQ(fetch_wait(op.f, 0, rec.size), 0);
+	fetch_opened(op.f);
+	store_obj_unref(op.o);
+	CHECK(local_copy_ok(&w, &rec));
+	CHECK_EQ(F.h[0].served, RANGE);
+	CHECK_EQ(F.h[1].served, rec.size - RANGE);
+	fetcher_stats(w.fr, &st);
+	CHECK(st.failovers >= 1);
+	CHECK_EQ(locked_read(&F.n_failed), 0);
+	WAIT_FOR(held_here(&w, rec.id));
+	world_release(&w);
+}
+
+int main(void)
+{
+	harness_begin("fetch-evict");
+	snprintf(F.root, sizeof(F.root), "/dev/shm/objfs-test-fetch-evict-XXXXXX");
+	if (!mkdtemp(F.root)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	RUN(eviction);
+	RUN(evict_only_if_it_helps);
+	RUN(deleted_while_fetched);
+	RUN(serving_leases);
+	RUN(serving_leases_tcp);
+	RUN(evict_leased);
+	RUN(holder_evicts_mid_fetch);
+	rm_dir(F.root);
+	return harness_end();
+}
