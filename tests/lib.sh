@@ -230,6 +230,21 @@ listing_is() { [ "$(ls_of "$1")" = "$2" ] || { echo "ls $1: $(ls_of "$1")"; retu
 
 # ---- data ----
 
+# fill_inodes DIR: take every free inode of the filesystem DIR is on with
+# empty files in DIR/fill (at most 1000; fails if it has no inode limit)
+fill_inodes() {
+	local i=0
+	mkdir -p "$1/fill"
+	while { : >"$1/fill/$i"; } 2>/dev/null; do
+		i=$((i + 1))
+		[ "$i" -lt 1000 ] || fail "$1 has no inode limit"
+	done
+	step "$1 is out of inodes ($i taken by the test)"
+}
+
+# free_inodes DIR N: give back N of the inodes fill_inodes DIR took
+free_inodes() { ls "$1/fill" | head -n "$2" | while read -r f; do rm "$1/fill/$f"; done; }
+
 # mkdata FILE SIZE: SIZE bytes from /dev/urandom.
 mkdata() {
 	head -c "$2" /dev/urandom >"$1"

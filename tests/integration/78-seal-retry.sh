@@ -27,22 +27,9 @@ A=$(mnt_of a)
 B=$(mnt_of b)
 echo first >"$A/first"
 
-# fill: take every free inode of the store's tmpfs with files of ours
-fill() {
-	local i=0
-	mkdir -p "$st/fill"
-	while { : >"$st/fill/$i"; } 2>/dev/null; do
-		i=$((i + 1))
-		[ "$i" -lt 1000 ] || fail "the store's tmpfs has no inode limit"
-	done
-	step "the store's tmpfs is out of inodes ($i taken by the test)"
-}
-# free N: give N inodes back
-free() { ls "$st/fill" | head -n "$1" | while read -r f; do rm "$st/fill/$f"; done; }
-
 step "a plain writer whose seal cannot write its record: close(2) fails"
-fill
-free 1
+fill_inodes "$st"
+free_inodes "$st" 1
 rc=0
 python3 - "$A/plain" <<'PY' >"$T/plain.out" 2>&1 || rc=$?
 import errno, os, sys
@@ -60,12 +47,12 @@ assert_match 'close: (ENOSPC|EIO)' "$(cat "$T/plain.out")" "what close(2) return
 assert_absent "$A/plain"
 
 step "a writer through a mapping, sealed at RELEASE, whose seal fails: kept and retried"
-fill
-free 1
+fill_inodes "$st"
+free_inodes "$st" 1
 capture 60 "$MAPWRITE" "$A/mapped" 65536 z || fail "objfs-mapwrite: $CAPTURED"
 eventually 30 grep -q "cannot seal object .*'mapped'.*tried again" "$(log_of a)"
 assert_absent "$B/mapped"
-free 5
+free_inodes "$st" 5
 eventually 30 test -e "$B/mapped"
 head -c 65536 /dev/zero | tr '\0' z >"$T/want"
 cmp "$T/want" "$B/mapped" || fail "node b reads other bytes than were written"

@@ -17,13 +17,8 @@ on_exit "umount -l '$st'"
 mount_objfs a "$REDIS_URL" "capacity=32M,noprefault,store=$st"
 A=$(mnt_of a)
 
-mkdir -p "$st/fill"
-i=0
-while { : >"$st/fill/$i"; } 2>/dev/null; do
-	i=$((i + 1))
-	[ "$i" -lt 1000 ] || fail "the store's tmpfs has no inode limit"
-done
-rm "$st/fill/0"
+fill_inodes "$st"
+free_inodes "$st" 1
 
 step "a writer through a mapping whose seal at RELEASE fails"
 capture 60 "$MAPWRITE" "$A/mapped" 65536 z || fail "objfs-mapwrite: $CAPTURED"
