@@ -38,7 +38,7 @@
 
 #include "config.h"
 #include "endpoint.h"
-#include "fetch.h"
+#include "node.h"
 #include "fs.h"
 #include "local_redis.h"
 #include "log.h"

@@ -44,7 +44,7 @@
 #define HASH_NONFATAL_OOM 1
 #include <uthash.h>
 
-#include "fetch.h"
+#include "node.h"
 #include "fs.h"
 #include "fs_pt.h"
 #include "log.h"

@@ -31,7 +31,7 @@
  * Small objects (up to sync_max) are run by the opening thread itself
  * through fetch_run_chunk(), with no worker involved.
  */
-#include "fetch_i.h"
+#include "node_i.h"
 
 #include <errno.h>
 #include <inttypes.h>

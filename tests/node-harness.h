@@ -15,8 +15,8 @@
 
 #include <sys/uio.h>
 
-#include "fetch.h"
-#include "fetch_i.h"
+#include "node.h"
+#include "node_i.h"
 #include "store.h"
 #include "transport_i.h"
 

@@ -34,7 +34,7 @@
  * here, the only copy in the cluster, deleted objects still read, each
  * with one object named.
  */
-#include "fetch_i.h"
+#include "node_i.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -20,7 +20,7 @@
  * the range, and no transport.  Eviction and serving are in
  * test-fetch-evict.c.
  */
-#include "fetch-harness.h"
+#include "node-harness.h"
 
 TEST(single_flight)
 {

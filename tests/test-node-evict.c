@@ -8,7 +8,7 @@
  * that peers hold leases on or are being sent, and a holder that evicts
  * its copy mid-fetch.
  */
-#include "fetch-harness.h"
+#include "node-harness.h"
 
 TEST(eviction)
 {

@@ -21,7 +21,7 @@
  * Whether a holder can be asked at all is the transport's call
  * (transport_reaches(): its card names a backend we speak).
  */
-#include "fetch_i.h"
+#include "node_i.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -53,7 +53,7 @@
  * call that may take a store lock runs under it (references are dropped
  * after it is released).
  */
-#include "fetch_i.h"
+#include "node_i.h"
 
 #include <errno.h>
 #include <stdio.h>

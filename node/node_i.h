@@ -36,7 +36,7 @@
 #define HASH_NONFATAL_OOM 1
 #include <uthash.h>
 
-#include "fetch.h"
+#include "node.h"
 #include "meta.h"
 #include "store.h"
 #include "transport.h"

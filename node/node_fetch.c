@@ -18,7 +18,7 @@
  * afterwards the next open sees the sealed object, or starts afresh
  * after a failure.
  */
-#include "fetch_i.h"
+#include "node_i.h"
 
 #include <errno.h>
 #include <inttypes.h>
