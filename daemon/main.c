@@ -38,13 +38,13 @@
 
 #include "config.h"
 #include "endpoint.h"
-#include "node.h"
 #include "fs.h"
 #include "local_redis.h"
 #include "log.h"
 #include "memlimit.h"
 #include "meta.h"
 #include "mountpoint.h"
+#include "node.h"
 #include "store.h"
 #include "transport.h"
 #include "util.h"
@@ -136,7 +136,7 @@ struct daemon {
 	struct store *store;
 	struct fs *fs;
 	struct transport *transport;
-	struct fetch_source *src; /* what the transport serves from */
+	struct node_source *src; /* what the transport serves from */
 	struct transport_source source;
 	struct meta_card card;
 	int ready_fd; /* pipe to the waiting parent, or -1 */
@@ -343,7 +343,7 @@ static void report_ready(struct daemon *d)
 
 /*
  * How long a peer's fetch may pause between two GETs of an object that
- * was unlinked here and still get the rest (fetch_source.c): ranges
+ * was unlinked here and still get the rest (node_source.c): ranges
  * follow each other at once unless the peer's workers are busy with other
  * fetches, and a peer silent for io_timeout is dead anyway.
  */
@@ -351,7 +351,7 @@ static unsigned serve_lease_ms(const struct config *c)
 {
 	unsigned io = c->io_timeout_ms ? c->io_timeout_ms : TRANSPORT_DEFAULT_TIMEOUT_MS;
 
-	return io > FETCH_LEASE_MS_DEFAULT / 4 ? 4 * io : FETCH_LEASE_MS_DEFAULT;
+	return io > NODE_LEASE_MS_DEFAULT / 4 ? 4 * io : NODE_LEASE_MS_DEFAULT;
 }
 
 static void fill_card(struct daemon *d)
@@ -396,7 +396,7 @@ static void *ticker_main(void *arg)
 		local_redis_check(d->lr);
 		/* serving leases lapse: a peer that died mid-fetch keeps an
 		 * unlinked object's pages here lease_ms and a heartbeat at most */
-		fetch_source_expire(d->src);
+		node_source_expire(d->src);
 		fill_card(d);
 		if (meta_node_heartbeat(d->meta, &d->card, CARD_TTL_S) == 0) {
 			if (!was_up) {
@@ -821,7 +821,7 @@ static int run(struct daemon *d)
 		return -EINVAL;
 	}
 
-	d->src = fetch_source_new(d->store, serve_lease_ms(&d->cfg));
+	d->src = node_source_new(d->store, serve_lease_ms(&d->cfg));
 	if (!d->src) {
 		fail("out of memory");
 		return -ENOMEM;
@@ -852,7 +852,7 @@ static int run(struct daemon *d)
 		fail("cannot set up the filesystem: %s", strerror(-r));
 		return r;
 	}
-	fetch_source_init(&d->source, d->src);
+	node_source_init(&d->source, d->src);
 	r = endpoint_serve(d->transport, &d->cfg, &d->source, d->card.listen,
 			   sizeof(d->card.listen), d->card.rdma, sizeof(d->card.rdma), err,
 			   sizeof(err));
@@ -913,9 +913,9 @@ static void shutdown_all(struct daemon *d)
 		meta_unsubscribe(d->meta);
 	fs_stop_fetching(d->fs);
 	transport_free(d->transport);
-	/* the fetcher's eviction takes leases back: the source goes after it */
+	/* the node's eviction takes leases back: the source goes after it */
 	fs_free(d->fs);
-	fetch_source_free(d->src);
+	node_source_free(d->src);
 	store_close(d->store);
 	meta_free(d->meta);
 	local_redis_stop(d->lr);

@@ -1,6 +1,6 @@
 /*
  * fs: the FUSE session, the ops table and connection tuning, and the
- * fetcher's hooks.  The operations themselves live in fs_dir.c,
+ * node's hooks.  The operations themselves live in fs_dir.c,
  * fs_file.c and fs_xattr.c; see fs_i.h for the map of this directory.
  */
 #include "fs_i.h"
@@ -101,7 +101,7 @@ static ssize_t pt_writev(int fd, struct iovec *iov, int count, void *userdata)
 	return fs_pt_writev(fs->pt, fd, iov, count);
 }
 
-/* ---- the fetcher's hooks ---- */
+/* ---- the node's hooks ---- */
 
 /* Pages of a failed fetch that readers got may sit in the kernel's
  * cache, and may be bad: drop them, so that the next open reads what the
@@ -155,8 +155,8 @@ static bool hook_busy(void *ctx, uint64_t id)
 struct fs *fs_new(const struct fs_config *cfg, struct meta *m, struct store *s, int *ret_err)
 {
 	struct fs *fs = calloc(1, sizeof(*fs));
-	struct fetcher_hooks hooks;
-	struct fetcher_config fc;
+	struct node_hooks hooks;
+	struct node_config fc;
 	int r;
 
 	if (!fs) {
@@ -187,7 +187,7 @@ struct fs *fs_new(const struct fs_config *cfg, struct meta *m, struct store *s, 
 	hooks.sealed = hook_sealed;
 	hooks.busy = hook_busy;
 	hooks.ctx = fs;
-	fc = (struct fetcher_config){
+	fc = (struct node_config){
 	    .node = fs->cfg.node,
 	    .meta = m,
 	    .store = s,
@@ -195,8 +195,8 @@ struct fs *fs_new(const struct fs_config *cfg, struct meta *m, struct store *s, 
 	    .source = cfg->source,
 	    .hooks = hooks,
 	};
-	fs->fetcher = fetcher_new(&fc, &r);
-	if (!fs->fetcher) {
+	fs->nd = node_new(&fc, &r);
+	if (!fs->nd) {
 		fs_free(fs);
 		*ret_err = r;
 		return NULL;
@@ -208,7 +208,7 @@ void fs_stop_fetching(struct fs *fs)
 {
 	if (!fs)
 		return;
-	fetcher_stop(fs->fetcher);
+	node_stop(fs->nd);
 }
 
 void fs_free(struct fs *fs)
@@ -226,7 +226,7 @@ void fs_free(struct fs *fs)
 			log_error("object %" PRIu64 " ('%s') is lost: its seal failed until the "
 				  "unmount (see above), though its writer's close(2) returned 0",
 				  p->id, p->name);
-	fetcher_free(fs->fetcher);
+	node_free(fs->nd);
 	if (fs->se) {
 		if (atomic_load(&fs->mounted))
 			fuse_session_unmount(fs->se);

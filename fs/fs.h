@@ -1,12 +1,12 @@
 /*
  * fs: the node's object layer seen through FUSE.
  *
- * It joins the store (bytes), meta (names, records) and the fetcher
+ * It joins the store (bytes), meta (names, records) and the node
  * (other nodes' objects) into a low-level FUSE filesystem: inode numbers
  * are the cluster-wide ids from meta, reads are answered from the store's
  * shared memory, and a file written through the mount becomes an object
  * at its writer's last close (close(2) returns once it is sealed and
- * published; see fs_file.c).  fs_new() creates the fetcher, with
+ * published; see fs_file.c).  fs_new() creates the node, with
  * hooks into this layer, over the transport given in the config.
  *
  * The daemon creates the store and the meta client, hands them to
@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct fetch_source;
+struct node_source;
 struct fs;
 struct meta;
 struct meta_inval;
@@ -48,7 +48,7 @@ struct fs_config {
 	struct transport *transport;
 	/* what the node serves peers from (not owned; must outlive the fs;
 	 * may be NULL): eviction takes its leases on an evicted copy back */
-	struct fetch_source *source;
+	struct node_source *source;
 	/* asks the owner to call fs_tick() soon (Redis lost writes: the
 	 * store must be reconciled at once); called from the invalidation
 	 * subscriber with no lock of the fs held; NULL: the next tick */

@@ -4,7 +4,7 @@
  *   create ──► pending (overlay, this node only) ──writes──► last writer
  *          done ──► fs_seal_pending() (fs_publish.c)
  *   open of a sealed object ──► local: a store reference; remote:
- *          fetcher_open(), and reads wait for their range (fetch_wait())
+ *          node_fetch_open(), and reads wait for their range (node_fetch_wait())
  *
  * Reads of a sealed object are answered with an iovec that points straight
  * into the store's shared memory (fuse_reply_iov): no copy in the daemon,
@@ -380,7 +380,7 @@ static int set_stranger_aside(struct fs *fs, struct store_obj *o)
  * cat, cp and stdio or python buffers read 1 MiB at a time.  The daemon cannot
  * know the reader's read size at open; the object's size stands in for
  * it: a smaller object fits in one read-ahead window of the mount (4 MiB)
- * and caching it costs little, and objects up to the fetcher's sync_max
+ * and caching it costs little, and objects up to the node's sync_max
  * (1 MiB) are complete, and sealed, when the open is answered anyway.
  */
 #define FS_DIRECT_IO_MIN (1ull << 20)
@@ -534,7 +534,7 @@ static void reply_open(struct fs *fs, fuse_req_t req, uint64_t ino, struct handl
 void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fuse_req_userdata(req);
-	struct fetch *f = NULL;
+	struct node_fetch *f = NULL;
 	struct meta_obj rec;
 	bool have_rec = false;
 	struct store_obj *obj;
@@ -637,7 +637,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 	}
 	if (!obj) {
-		r = fetcher_open(fs->fetcher, ino, have_rec ? &rec : NULL, &f, &obj);
+		r = node_fetch_open(fs->nd, ino, have_rec ? &rec : NULL, &f, &obj);
 		if (r < 0) {
 			r = -r;
 			if (r != ENOENT && r != ENOSPC && r != EFBIG && r != ENOMEM)
@@ -645,21 +645,21 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			goto fail;
 		}
 	} else {
-		fetcher_touch(fs->fetcher, ino);
+		node_touch(fs->nd, ino);
 	}
 	h = handle_new(req, obj, NULL, false);
 	if (!h) {
 		store_obj_unref(obj);
-		fetch_opened(f); /* what is left of a small fetch, and its reference */
+		node_fetch_opened(f); /* what is left of a small fetch, and its reference */
 		r = ENOMEM;
 		goto fail;
 	}
 	h->fetch = f;
 	fi->fh = (uintptr_t)h;
 	/* the handle may be released as soon as the open is answered */
-	fetch_ref(f);
+	node_fetch_ref(f);
 	reply_open(fs, req, ino, h, fi, have_rec ? rec.size : store_obj_size(obj));
-	fetch_opened(f);
+	node_fetch_opened(f);
 	return;
 
 fail:
@@ -684,7 +684,7 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct f
 		return;
 	}
 	if (h->fetch) {
-		int r = fetch_wait(h->fetch, (uint64_t)off, size);
+		int r = node_fetch_wait(h->fetch, (uint64_t)off, size);
 
 		if (r < 0) {
 			fuse_reply_err(req, -r);
@@ -771,7 +771,7 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		return;
 	}
 	r = sealed ? -EACCES : store_write(h->obj, buf, size, (uint64_t)off);
-	if (r == -ENOSPC && fetcher_evict(fs->fetcher, size) > 0)
+	if (r == -ENOSPC && node_evict(fs->nd, size) > 0)
 		r = store_write(h->obj, buf, size, (uint64_t)off);
 	if (r == -EACCES) {
 		/* sealed meanwhile, if not before */
@@ -1258,7 +1258,7 @@ static void handle_release(struct fs *fs, uint64_t ino, struct handle *h)
 		free(p);
 	}
 	io = h->io;
-	fetch_put(h->fetch);
+	node_fetch_put(h->fetch);
 	store_obj_unref(h->obj);
 	free(h);
 	pthread_mutex_lock(&fs->lock);

@@ -2,7 +2,7 @@
  * fs_i.h: state shared by the files of the FUSE layer.
  *
  *   fs.c          the session, the ops table, connection tuning, the
- *                 fetcher's hooks; creates and frees everything below
+ *                 node's hooks; creates and frees everything below
  *   fs_dir.c      namespace operations: lookup, getattr, readdir, mkdir,
  *                 rmdir, unlink, rename
  *   fs_xattr.c    xattrs, the status report, statfs
@@ -23,10 +23,10 @@
  * Locking: fs->lock guards the inode table, the overlay of pending files,
  * the name cache, the unpublished list, the overwrite wishes, and every
  * field marked "fs->lock" below.  It is never held across a Redis call, a
- * fetcher call, a transfer or a fuse_reply_*() (the reply may be the
+ * node call, a transfer or a fuse_reply_*() (the reply may be the
  * kernel's last reference), except by functions named *_unlock, which
  * drop it before replying.  Objects (struct store_obj) and fetches have
- * their own refcounts.  Lock order: fs->lock, then the fetcher's lock,
+ * their own refcounts.  Lock order: fs->lock, then the node's lock,
  * then the store's locks.
  */
 #ifndef OBJFS_FS_I_H
@@ -44,11 +44,11 @@
 #define HASH_NONFATAL_OOM 1
 #include <uthash.h>
 
-#include "node.h"
 #include "fs.h"
 #include "fs_pt.h"
 #include "log.h"
 #include "meta.h"
+#include "node.h"
 #include "store.h"
 #include "util.h"
 
@@ -183,10 +183,10 @@ struct replace_wish {
 };
 
 struct fs {
-	struct fs_config cfg;	 /* strings owned; fixed */
-	struct meta *meta;	 /* not owned */
-	struct store *store;	 /* not owned */
-	struct fetcher *fetcher; /* owned */
+	struct fs_config cfg; /* strings owned; fixed */
+	struct meta *meta;    /* not owned */
+	struct store *store;  /* not owned */
+	struct node *nd;      /* owned */
 	struct fuse_session *se;
 	struct fs_pt *pt;    /* owned; thread-safe */
 	atomic_bool mounted; /* read by threads that notify the kernel */
@@ -234,10 +234,10 @@ struct fs {
 
 /* An open file: one per open(2) of a file through the mount. */
 struct handle {
-	struct store_obj *obj;	 /* reference, owned */
-	struct pending *pending; /* set if this handle is on a pending object */
-	struct fetch *fetch;	 /* reference, set while the object is fetched here */
-	enum fs_io io;		 /* counted in its inode's n_*; fs->lock */
+	struct store_obj *obj;	  /* reference, owned */
+	struct pending *pending;  /* set if this handle is on a pending object */
+	struct node_fetch *fetch; /* reference, set while the object is fetched here */
+	enum fs_io io;		  /* counted in its inode's n_*; fs->lock */
 	bool writable;
 	bool flushed; /* fs->lock */
 	/* the opener's last descriptor of the file is closed: no longer one

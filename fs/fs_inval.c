@@ -133,7 +133,7 @@ static void drop_deleted(struct fs *fs, uint64_t id)
 	pthread_mutex_unlock(&fs->lock);
 	if (mine)
 		return;
-	fetcher_forget(fs->fetcher, id);
+	node_forget(fs->nd, id);
 	o = store_lookup(fs->store, id);
 	if (!o)
 		return;

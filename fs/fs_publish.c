@@ -411,7 +411,7 @@ struct store_obj *fs_store_create(struct fs *fs, uint64_t id, int *ret_err)
 	struct rlimit rl;
 	struct store_stats ss;
 
-	if (!o && *ret_err == -EMFILE && fetcher_evict_slot(fs->fetcher))
+	if (!o && *ret_err == -EMFILE && node_evict_slot(fs->nd))
 		o = store_create(fs->store, id, ret_err);
 	if (o || *ret_err != -EMFILE)
 		return o;

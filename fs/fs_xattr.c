@@ -6,12 +6,12 @@
  *
  * Only .locations (and the root's .nodes) ask Redis: the id and checksum
  * come from the inode (a lookup or a listing filled it in), .fetch from
- * the fetcher and the store.  Names outside "user." are not supported.
+ * the node and the store.  Names outside "user." are not supported.
  *
  * The status report (fs_status()) is the "key: value" text that
  * `objfs status` prints: the store, Redis, this node's counters (how
  * opens were served: passthrough, direct I/O, page cache; READ requests
- * the daemon answered), the fetcher's and the transport's (its mode, what
+ * the daemon answered), the node's and the transport's (its mode, what
  * became of RDMA, its addresses, and ranges and bytes fetched by path:
  * TCP, RDMA eager, RDMA rendezvous).
  */
@@ -203,7 +203,7 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 		const char *state = "fetching";
 
 		pthread_mutex_unlock(&fs->lock);
-		if (fetcher_progress(fs->fetcher, ino, &done, &total) == 0) {
+		if (node_fetch_progress(fs->nd, ino, &done, &total) == 0) {
 			if (!total) /* still being set up */
 				total = in_size(fs, ino);
 		} else {
@@ -269,7 +269,7 @@ void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 size_t fs_status(struct fs *fs, char *buf, size_t len)
 {
-	struct fetcher_stats fst;
+	struct node_stats fst;
 	struct store_stats ss;
 	char err[256], pt[96];
 	size_t n = 0, npub = 0;
@@ -315,7 +315,7 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("overwrite: %s\n", fs->cfg.allow_overwrite ? "allowed" : "refused");
 	fs_pt_describe(fs->pt, pt, sizeof(pt));
 	OUT("passthrough: %s\n", pt);
-	fetcher_stats(fs->fetcher, &fst);
+	node_stats(fs->nd, &fst);
 #define CTR(name, value) OUT(name ": %" PRIu64 "\n", (uint64_t)(value))
 	CTR("passthrough_opens", FS_LOAD(fs, opens_pt));
 	CTR("direct_io_opens", FS_LOAD(fs, opens_direct));

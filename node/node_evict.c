@@ -2,8 +2,8 @@
  * fetch_evict: use times of local objects, and eviction.
  *
  * Every open of a local object and every fetch that ends records a use
- * time (fetcher_touch()).  When the store has no room (a fetch reserving
- * pages, a write growing a file), fetcher_evict() gives up sealed objects
+ * time (node_touch()).  When the store has no room (a fetch reserving
+ * pages, a write growing a file), node_evict() gives up sealed objects
  * that nobody uses here, least recently used first, but only those that
  * live on another node too: meta_release_replica() removes this node from
  * the holders in one atomic step only if another live holder remains, so
@@ -21,11 +21,11 @@
  * agreed, since an open may have come meanwhile; then the holder entry
  * is put back and the object kept.
  *
- * Peers.  A serving lease (fetch_source.c) does not keep a copy: an
+ * Peers.  A serving lease (node_source.c) does not keep a copy: an
  * evicted copy's leases are taken back, and a peer that comes back for
  * more of it gets "not here" and fails over to another holder, which
  * Redis vouched for.  A copy whose GETs are being answered is given up
- * only after the idle ones, and then waited for (FETCH_EVICT_WAIT_MS at
+ * only after the idle ones, and then waited for (NODE_EVICT_WAIT_MS at
  * most): its pages, and any RDMA registration of them, stay until its
  * last GET in flight ends.
  *
@@ -46,7 +46,7 @@
 #include "log.h"
 
 #define LRU_MAX (1u << 20)
-#define EVICT_ROUNDS 4 /* see fetcher_evict() */
+#define EVICT_ROUNDS 4 /* see node_evict() */
 
 struct lru {
 	uint64_t id;
@@ -54,38 +54,38 @@ struct lru {
 	UT_hash_handle hh;
 };
 
-static struct lru *lru_find_locked(struct fetcher *fr, uint64_t id)
+static struct lru *lru_find_locked(struct node *nd, uint64_t id)
 {
 	struct lru *e = NULL;
 
-	HASH_FIND(hh, fr->lru, &id, sizeof(id), e);
+	HASH_FIND(hh, nd->lru, &id, sizeof(id), e);
 	return e;
 }
 
-void fetch_lru_free_all_locked(struct fetcher *fr)
+void fetch_lru_free_all_locked(struct node *nd)
 {
 	struct lru *e, *tmp;
 
-	HASH_ITER (hh, fr->lru, e, tmp) {
-		HASH_DELETE(hh, fr->lru, e);
+	HASH_ITER (hh, nd->lru, e, tmp) {
+		HASH_DELETE(hh, nd->lru, e);
 		free(e);
 	}
 }
 
-void fetcher_touch(struct fetcher *fr, uint64_t id)
+void node_touch(struct node *nd, uint64_t id)
 {
 	struct lru *e;
 
-	pthread_mutex_lock(&fr->lock);
-	e = lru_find_locked(fr, id);
+	pthread_mutex_lock(&nd->lock);
+	e = lru_find_locked(nd, id);
 	if (!e) {
-		if (HASH_COUNT(fr->lru) >= LRU_MAX)
-			fetch_lru_free_all_locked(fr);
+		if (HASH_COUNT(nd->lru) >= LRU_MAX)
+			fetch_lru_free_all_locked(nd);
 		e = calloc(1, sizeof(*e));
 		if (e) {
 			e->id = id;
-			HASH_ADD(hh, fr->lru, id, sizeof(e->id), e);
-			if (!lru_find_locked(fr, id)) { /* the table could not grow */
+			HASH_ADD(hh, nd->lru, id, sizeof(e->id), e);
+			if (!lru_find_locked(nd, id)) { /* the table could not grow */
 				free(e);
 				e = NULL;
 			}
@@ -93,24 +93,24 @@ void fetcher_touch(struct fetcher *fr, uint64_t id)
 	}
 	if (e)
 		e->at = mono_ns();
-	pthread_mutex_unlock(&fr->lock);
+	pthread_mutex_unlock(&nd->lock);
 }
 
-static void lru_del_locked(struct fetcher *fr, uint64_t id)
+static void lru_del_locked(struct node *nd, uint64_t id)
 {
-	struct lru *e = lru_find_locked(fr, id);
+	struct lru *e = lru_find_locked(nd, id);
 
 	if (e) {
-		HASH_DELETE(hh, fr->lru, e);
+		HASH_DELETE(hh, nd->lru, e);
 		free(e);
 	}
 }
 
-void fetcher_forget(struct fetcher *fr, uint64_t id)
+void node_forget(struct node *nd, uint64_t id)
 {
-	pthread_mutex_lock(&fr->lock);
-	lru_del_locked(fr, id);
-	pthread_mutex_unlock(&fr->lock);
+	pthread_mutex_lock(&nd->lock);
+	lru_del_locked(nd, id);
+	pthread_mutex_unlock(&nd->lock);
 }
 
 /* ---- eviction ---- */
@@ -182,9 +182,9 @@ static int cmp_cand(const void *a, const void *b)
 	return x->at < y->at ? -1 : x->at > y->at ? 1 : 0;
 }
 
-static bool busy_above(struct fetcher *fr, uint64_t id)
+static bool busy_above(struct node *nd, uint64_t id)
 {
-	return fr->hooks.busy && fr->hooks.busy(fr->hooks.ctx, id);
+	return nd->hooks.busy && nd->hooks.busy(nd->hooks.ctx, id);
 }
 
 /*
@@ -193,30 +193,30 @@ static bool busy_above(struct fetcher *fr, uint64_t id)
  * last use.  Unlinking a copy frees its pages only if nobody but the
  * store holds it: a peer's serving lease does not count (eviction takes
  * it back), a GET being answered or a reader the busy hook has not heard
- * of yet does.  Takes fr->lock; calls the busy hook, the store and the
+ * of yet does.  Takes nd->lock; calls the busy hook, the store and the
  * source without it.
  */
-static enum keep keep_why(struct fetcher *fr, uint64_t id, int64_t *ret_at)
+static enum keep keep_why(struct node *nd, uint64_t id, int64_t *ret_at)
 {
 	struct store_obj *o;
 	struct lru *e;
 	bool fetching, held;
 
-	pthread_mutex_lock(&fr->lock);
-	fetching = fetch_running_locked(fr, id);
-	e = lru_find_locked(fr, id);
+	pthread_mutex_lock(&nd->lock);
+	fetching = fetch_running_locked(nd, id);
+	e = lru_find_locked(nd, id);
 	*ret_at = e ? e->at : 0;
-	pthread_mutex_unlock(&fr->lock);
-	if (busy_above(fr, id))
+	pthread_mutex_unlock(&nd->lock);
+	if (busy_above(nd, id))
 		return KEEP_OPEN;
 	if (fetching)
 		return KEEP_FETCHING;
-	o = store_lookup(fr->store, id);
+	o = store_lookup(nd->store, id);
 	held = o && store_obj_in_use(o);
 	store_obj_unref(o);
 	if (!held)
 		return KEEP_NOT;
-	return fetch_source_sending(fr->source, id) ? KEEP_SENDING : KEEP_HELD;
+	return node_source_sending(nd->source, id) ? KEEP_SENDING : KEEP_HELD;
 }
 
 static bool may_go(enum keep why)
@@ -239,20 +239,20 @@ static uint64_t pages(uint64_t bytes)
 
 /* Free pages in the store now (used counts deleted objects still mapped,
  * and may pass the capacity). */
-static uint64_t free_pages(struct fetcher *fr)
+static uint64_t free_pages(struct node *nd)
 {
 	struct store_stats ss;
 
-	store_stats(fr->store, &ss);
+	store_stats(nd->store, &ss);
 	return pages(ss.capacity) > pages(ss.used) ? pages(ss.capacity) - pages(ss.used) : 0;
 }
 
 /* Objects the store may still take (store_stats' objects_max). */
-static uint64_t free_slots(struct fetcher *fr)
+static uint64_t free_slots(struct node *nd)
 {
 	struct store_stats ss;
 
-	store_stats(fr->store, &ss);
+	store_stats(nd->store, &ss);
 	return ss.objects_max > ss.objects_all ? ss.objects_max - ss.objects_all : 0;
 }
 
@@ -262,10 +262,10 @@ static uint64_t free_slots(struct fetcher *fr)
  * upper bound, before asking Redis anything (some candidates may turn
  * out to be last copies).
  */
-static bool may_help(struct fetcher *fr, const struct cand *v, size_t n, uint64_t want,
+static bool may_help(struct node *nd, const struct cand *v, size_t n, uint64_t want,
 		     uint64_t want_slots)
 {
-	uint64_t room = free_pages(fr), slots = free_slots(fr);
+	uint64_t room = free_pages(nd), slots = free_slots(nd);
 	size_t i;
 
 	for (i = 0; i < n && (room < want || slots < want_slots); i++) {
@@ -289,9 +289,9 @@ static void __attribute__((format(printf, 3, 4))) addf(char *buf, size_t len, co
 }
 
 /* "object ID '/path' (N bytes)", the path if the catalog has one. */
-static void add_obj(struct fetcher *fr, char *buf, size_t len, uint64_t id, bool size)
+static void add_obj(struct node *nd, char *buf, size_t len, uint64_t id, bool size)
 {
-	struct store_obj *o = store_lookup(fr->store, id);
+	struct store_obj *o = store_lookup(nd->store, id);
 	char path[OBJFS_PATH_MAX] = "";
 
 	if (o)
@@ -309,7 +309,7 @@ static void add_obj(struct fetcher *fr, char *buf, size_t len, uint64_t id, bool
  * @spare bytes of copies that could go but would not make room, what
  * deleted objects still hold, and @also (may be NULL).
  */
-static void say_no_room(struct fetcher *fr, uint64_t need, const struct kept *k, uint64_t spare,
+static void say_no_room(struct node *nd, uint64_t need, const struct kept *k, uint64_t spare,
 			const char *also)
 {
 	static struct log_ratelimit rl = LOG_RATELIMIT_INIT("eviction: no room", 10000, 10);
@@ -317,19 +317,19 @@ static void say_no_room(struct fetcher *fr, uint64_t need, const struct kept *k,
 	struct store_stats ss;
 	int why;
 
-	store_stats(fr->store, &ss);
+	store_stats(nd->store, &ss);
 	for (why = KEEP_SENDING; why < KEEP_N; why++) {
 		if (!k[why].n)
 			continue;
 		addf(msg, sizeof(msg), "%s", msg[0] ? "; " : ": ");
 		if (k[why].n == 1) {
-			add_obj(fr, msg, sizeof(msg), k[why].id, true);
+			add_obj(nd, msg, sizeof(msg), k[why].id, true);
 			addf(msg, sizeof(msg), " %s", keep_what[why][0]);
 		} else {
 			addf(msg, sizeof(msg),
 			     "%" PRIu64 " objects (%" PRIu64 " bytes) %s, among them ", k[why].n,
 			     k[why].bytes, keep_what[why][1]);
-			add_obj(fr, msg, sizeof(msg), k[why].id, false);
+			add_obj(nd, msg, sizeof(msg), k[why].id, false);
 		}
 	}
 	if (spare)
@@ -355,22 +355,22 @@ static void say_no_room(struct fetcher *fr, uint64_t need, const struct kept *k,
  * If GETs of it are being answered, wait for them until @deadline_ns:
  * its pages come free with the last one.
  */
-static void evict_one(struct fetcher *fr, const struct cand *c, int64_t deadline_ns)
+static void evict_one(struct node *nd, const struct cand *c, int64_t deadline_ns)
 {
 	static struct log_ratelimit rl = LOG_RATELIMIT_INIT("eviction: still sent", 10000, 5);
 
-	fetcher_forget(fr, c->id);
-	(void)store_unlink_id(fr->store, c->id);
-	fetch_source_revoke(fr->source, c->id);
-	FETCH_COUNT(fr, evictions, 1);
+	node_forget(nd, c->id);
+	(void)store_unlink_id(nd->store, c->id);
+	node_source_revoke(nd->source, c->id);
+	NODE_COUNT(nd, evictions, 1);
 	log_info("evicted object %" PRIu64 " (%" PRIu64 " bytes; other nodes hold it)", c->id,
 		 c->size);
-	if (fetch_source_wait(fr->source, c->id, deadline_ns) < 0)
+	if (node_source_wait(nd->source, c->id, deadline_ns) < 0)
 		log_msg_limited(&rl, LOGL_WARN,
 				"evicted object %" PRIu64
 				" is still being sent to a peer after %d ms:"
 				" its pages come free when that GET ends",
-				c->id, FETCH_EVICT_WAIT_MS);
+				c->id, NODE_EVICT_WAIT_MS);
 }
 
 /*
@@ -382,7 +382,7 @@ static void evict_one(struct fetcher *fr, const struct cand *c, int64_t deadline
  * no copy is dropped.  Then the released copies are dropped, unless one
  * was opened meanwhile (kept, and this node put back as its holder).
  */
-static uint64_t evict_round(struct fetcher *fr, uint64_t need, uint64_t want_slots)
+static uint64_t evict_round(struct node *nd, uint64_t need, uint64_t want_slots)
 {
 	struct kept k[KEEP_N] = {{0}};
 	struct cands c = {0};
@@ -392,34 +392,34 @@ static uint64_t evict_round(struct fetcher *fr, uint64_t need, uint64_t want_slo
 	int64_t at, deadline;
 	int r;
 
-	if (store_foreach(fr->store, collect, &c) < 0) {
+	if (store_foreach(nd->store, collect, &c) < 0) {
 		free(c.v);
 		return 0;
 	}
 	for (i = 0; i < c.n; i++) {
-		c.v[i].why = keep_why(fr, c.v[i].id, &c.v[i].at);
+		c.v[i].why = keep_why(nd, c.v[i].id, &c.v[i].at);
 		if (may_go(c.v[i].why))
 			c.v[n++] = c.v[i];
 		else
 			kept_add(&k[c.v[i].why], &c.v[i]);
 	}
-	if (!may_help(fr, c.v, n, want, want_slots)) {
+	if (!may_help(nd, c.v, n, want, want_slots)) {
 		for (i = 0; i < n; i++)
 			spare += c.v[i].size;
-		say_no_room(fr, need, k, spare, NULL);
+		say_no_room(nd, need, k, spare, NULL);
 		free(c.v);
 		return 0;
 	}
 	if (n)
 		qsort(c.v, n, sizeof(*c.v), cmp_cand);
-	room = free_pages(fr);
-	slots = free_slots(fr);
+	room = free_pages(nd);
+	slots = free_slots(nd);
 	for (i = 0; i < n && (room < want || slots < want_slots); i++) {
-		r = meta_release_replica(fr->meta, c.v[i].id);
+		r = meta_release_replica(nd->meta, c.v[i].id);
 		if (r == -ENOENT) {
 			/* deleted meanwhile: its copy is garbage anyway */
-			(void)store_unlink_id(fr->store, c.v[i].id);
-			fetcher_forget(fr, c.v[i].id);
+			(void)store_unlink_id(nd->store, c.v[i].id);
+			node_forget(nd, c.v[i].id);
 			freed += c.v[i].size;
 			room += pages(c.v[i].size);
 			slots++;
@@ -439,28 +439,28 @@ static uint64_t evict_round(struct fetcher *fr, uint64_t need, uint64_t want_slo
 	}
 	if (room < want || slots < want_slots) {
 		for (i = 0; i < nrel; i++) {
-			meta_add_holder(fr->meta, c.v[i].id);
+			meta_add_holder(nd->meta, c.v[i].id);
 			spare += c.v[i].size;
 		}
-		say_no_room(fr, need, k, spare, also[0] ? also : NULL);
+		say_no_room(nd, need, k, spare, also[0] ? also : NULL);
 		free(c.v);
 		return freed;
 	}
-	deadline = mono_ns() + (int64_t)FETCH_EVICT_WAIT_MS * 1000000;
+	deadline = mono_ns() + (int64_t)NODE_EVICT_WAIT_MS * 1000000;
 	for (i = 0; i < nrel; i++) {
-		if (!may_go(keep_why(fr, c.v[i].id, &at))) {
+		if (!may_go(keep_why(nd, c.v[i].id, &at))) {
 			/* opened meanwhile: keep it, and say so */
-			meta_add_holder(fr->meta, c.v[i].id);
+			meta_add_holder(nd->meta, c.v[i].id);
 			continue;
 		}
-		evict_one(fr, &c.v[i], deadline);
+		evict_one(nd, &c.v[i], deadline);
 		freed += c.v[i].size;
 	}
 	free(c.v);
 	return freed;
 }
 
-uint64_t fetcher_evict(struct fetcher *fr, uint64_t need)
+uint64_t node_evict(struct node *nd, uint64_t need)
 {
 	uint64_t freed = 0, got;
 	int round;
@@ -470,17 +470,17 @@ uint64_t fetcher_evict(struct fetcher *fr, uint64_t need)
 	 * up (the store counts them as held): then the room is not there
 	 * yet, and more copies must go */
 	for (round = 0; round < EVICT_ROUNDS; round++) {
-		got = evict_round(fr, need, 0);
+		got = evict_round(nd, need, 0);
 		freed += got;
-		if (!got || free_pages(fr) >= pages(need))
+		if (!got || free_pages(nd) >= pages(need))
 			break;
 	}
 	return freed;
 }
 
-bool fetcher_evict_slot(struct fetcher *fr)
+bool node_evict_slot(struct node *nd)
 {
 	/* the room in bytes is there: only the count of objects is short */
-	evict_round(fr, 0, 1);
-	return free_slots(fr) > 0;
+	evict_round(nd, 0, 1);
+	return free_slots(nd) > 0;
 }

@@ -1,17 +1,17 @@
 /*
- * fetch: single flight.  The table fr->fetches holds one fetch per object
+ * fetch: single flight.  The table nd->fetches holds one fetch per object
  * id being brought here.  The first open of an object puts a fetch in it
  * before doing anything slow (state STARTING), so later opens find it and
  * wait for that first one to set it up: locate the holders
- * (fetch_holders.c), cut the object into ranges, reserve its pages in the
+ * (node_holders.c), cut the object into ranges, reserve its pages in the
  * store (evicting replicas if the store is full) and register them once
  * with the transport (f->region: RDMA reads straight into them).  Then
  * small objects are pulled by the opening thread itself, bigger ones
- * queued for the workers (fetch_worker.c); readers wait on the fetch's
+ * queued for the workers (node_worker.c); readers wait on the fetch's
  * condition until the ranges they need are in place.
  *
- * References: the table holds one, each handle above one (fetcher_open()
- * and fetch_ref()), each worker running one of its ranges one, and the
+ * References: the table holds one, each handle above one (node_fetch_open()
+ * and node_fetch_ref()), each worker running one of its ranges one, and the
  * opening thread while it runs a small fetch.  The queue holds none.  A
  * fetch leaves the table when it fails, or once its copy is registered
  * (fetch_after_seal()): until then eviction leaves the copy alone, and
@@ -28,79 +28,79 @@
 
 #include "log.h"
 
-/* ---- the fetcher ---- */
+/* ---- the node ---- */
 
-struct fetcher *fetcher_new(const struct fetcher_config *cfg, int *ret_err)
+struct node *node_new(const struct node_config *cfg, int *ret_err)
 {
 	struct transport_tuning tt = {
 	    .streams_per_peer = FETCH_STREAMS_DEFAULT,
 	    .range_min = FETCH_RANGE_MIN_DEFAULT,
 	    .io_timeout_ms = TRANSPORT_DEFAULT_TIMEOUT_MS,
 	};
-	struct fetcher *fr;
+	struct node *nd;
 	int r;
 
 	if (!cfg->node || !cfg->meta || !cfg->store) {
 		*ret_err = -EINVAL;
 		return NULL;
 	}
-	fr = calloc(1, sizeof(*fr));
-	if (!fr) {
+	nd = calloc(1, sizeof(*nd));
+	if (!nd) {
 		*ret_err = -ENOMEM;
 		return NULL;
 	}
-	snprintf(fr->node, sizeof(fr->node), "%s", cfg->node);
-	fr->meta = cfg->meta;
-	fr->store = cfg->store;
-	fr->transport = cfg->transport;
-	fr->hooks = cfg->hooks;
-	fr->source = cfg->source;
-	fr->sync_max = cfg->sync_max ? cfg->sync_max : FETCH_SYNC_MAX_DEFAULT;
-	if (fr->transport)
-		transport_tuning(fr->transport, &tt);
-	fr->streams_per_holder = tt.streams_per_peer ? tt.streams_per_peer : 1;
-	fr->range_min = tt.range_min ? tt.range_min : FETCH_RANGE_MIN_DEFAULT;
-	fr->io_timeout_ms = tt.io_timeout_ms ? tt.io_timeout_ms : TRANSPORT_DEFAULT_TIMEOUT_MS;
+	snprintf(nd->node, sizeof(nd->node), "%s", cfg->node);
+	nd->meta = cfg->meta;
+	nd->store = cfg->store;
+	nd->transport = cfg->transport;
+	nd->hooks = cfg->hooks;
+	nd->source = cfg->source;
+	nd->sync_max = cfg->sync_max ? cfg->sync_max : FETCH_SYNC_MAX_DEFAULT;
+	if (nd->transport)
+		transport_tuning(nd->transport, &tt);
+	nd->streams_per_holder = tt.streams_per_peer ? tt.streams_per_peer : 1;
+	nd->range_min = tt.range_min ? tt.range_min : FETCH_RANGE_MIN_DEFAULT;
+	nd->io_timeout_ms = tt.io_timeout_ms ? tt.io_timeout_ms : TRANSPORT_DEFAULT_TIMEOUT_MS;
 	/* the opening thread runs one range: an object it fetches must fit
 	 * in one */
-	if (fr->sync_max > fr->range_min)
-		fr->sync_max = fr->range_min;
-	pthread_mutex_init(&fr->lock, NULL);
-	pthread_cond_init(&fr->queue_cond, NULL);
-	if (fr->transport) {
-		r = fetch_start_workers(fr, cfg->workers ? cfg->workers : FETCH_WORKERS_DEFAULT);
+	if (nd->sync_max > nd->range_min)
+		nd->sync_max = nd->range_min;
+	pthread_mutex_init(&nd->lock, NULL);
+	pthread_cond_init(&nd->queue_cond, NULL);
+	if (nd->transport) {
+		r = fetch_start_workers(nd, cfg->workers ? cfg->workers : FETCH_WORKERS_DEFAULT);
 		if (r < 0) {
-			fetcher_free(fr);
+			node_free(nd);
 			*ret_err = r;
 			return NULL;
 		}
 	}
-	return fr;
+	return nd;
 }
 
-void fetcher_stop(struct fetcher *fr)
+void node_stop(struct node *nd)
 {
-	if (!fr)
+	if (!nd)
 		return;
-	fetch_stop_workers(fr);
-	fetch_drop_all(fr);
+	fetch_stop_workers(nd);
+	fetch_drop_all(nd);
 }
 
-void fetcher_free(struct fetcher *fr)
+void node_free(struct node *nd)
 {
-	if (!fr)
+	if (!nd)
 		return;
-	fetcher_stop(fr);
-	fetch_lru_free_all_locked(fr);
-	fetch_peer_free_all(fr);
-	pthread_mutex_destroy(&fr->lock);
-	pthread_cond_destroy(&fr->queue_cond);
-	free(fr);
+	node_stop(nd);
+	fetch_lru_free_all_locked(nd);
+	fetch_peer_free_all(nd);
+	pthread_mutex_destroy(&nd->lock);
+	pthread_cond_destroy(&nd->queue_cond);
+	free(nd);
 }
 
-void fetcher_stats(struct fetcher *fr, struct fetcher_stats *ret)
+void node_stats(struct node *nd, struct node_stats *ret)
 {
-#define LOAD(field) atomic_load_explicit(&fr->cnt.field, memory_order_relaxed)
+#define LOAD(field) atomic_load_explicit(&nd->cnt.field, memory_order_relaxed)
 	ret->fetches = LOAD(fetches);
 	ret->direct = LOAD(direct);
 	ret->done = LOAD(done);
@@ -115,9 +115,9 @@ void fetcher_stats(struct fetcher *fr, struct fetcher_stats *ret)
 
 /* ---- setting a fetch up ---- */
 
-static int split(struct fetch *f)
+static int split(struct node_fetch *f)
 {
-	uint64_t size = f->rec.size, csize = f->fr->range_min, off;
+	uint64_t size = f->rec.size, csize = f->nd->range_min, off;
 	unsigned i, n;
 
 	while (size / csize >= FETCH_CHUNKS_MAX)
@@ -141,7 +141,7 @@ static int split(struct fetch *f)
  * each transfer needs, or does without: so an error is only worth a
  * debug line.
  */
-static void region_new(struct fetch *f)
+static void region_new(struct node_fetch *f)
 {
 	struct iovec iov;
 	size_t bytes = 0;
@@ -149,7 +149,7 @@ static void region_new(struct fetch *f)
 
 	if (store_obj_iov(f->obj, 0, f->rec.size, &iov, 1, &bytes) != 1 || bytes != f->rec.size)
 		return;
-	r = transport_region_new(f->fr->transport, iov.iov_base, bytes, &f->region);
+	r = transport_region_new(f->nd->transport, iov.iov_base, bytes, &f->region);
 	if (r < 0) {
 		log_debug("object %" PRIu64 ": cannot register its %zu bytes with the transport: "
 			  "%s; fetching without",
@@ -163,25 +163,25 @@ static void region_new(struct fetch *f)
 static struct log_ratelimit slots_rl =
     LOG_RATELIMIT_INIT("fetches over the object limit", 10000, 5);
 
-static int reserve(struct fetch *f)
+static int reserve(struct node_fetch *f)
 {
-	struct fetcher *fr = f->fr;
+	struct node *nd = f->nd;
 	struct store_stats ss;
 	char use[160];
 	int r, err;
 
 	/* never evict for an object that cannot fit at all (a huge object,
 	 * or a corrupt size in its record) */
-	store_stats(fr->store, &ss);
+	store_stats(nd->store, &ss);
 	if (f->rec.size > ss.capacity) {
 		log_error("object %" PRIu64 " is %" PRIu64 " bytes, more than this node's whole "
 			  "store (%" PRIu64 " bytes): it cannot be fetched here",
 			  f->id, f->rec.size, ss.capacity);
 		return -EFBIG;
 	}
-	f->obj = store_create(fr->store, f->id, &err);
-	if (!f->obj && err == -EMFILE && fetcher_evict_slot(fr))
-		f->obj = store_create(fr->store, f->id, &err);
+	f->obj = store_create(nd->store, f->id, &err);
+	if (!f->obj && err == -EMFILE && node_evict_slot(nd))
+		f->obj = store_create(nd->store, f->id, &err);
 	if (!f->obj && err == -EMFILE) {
 		log_msg_limited(
 		    &slots_rl, LOGL_WARN,
@@ -195,10 +195,10 @@ static int reserve(struct fetch *f)
 	if (!f->obj)
 		return err;
 	r = store_reserve(f->obj, f->rec.size);
-	if (r == -ENOSPC && fetcher_evict(fr, f->rec.size) > 0)
+	if (r == -ENOSPC && node_evict(nd, f->rec.size) > 0)
 		r = store_reserve(f->obj, f->rec.size);
 	if (r == -ENOSPC) {
-		store_describe_use(fr->store, use, sizeof(use));
+		store_describe_use(nd->store, use, sizeof(use));
 		log_warn("no room in the store for object %" PRIu64 " (%" PRIu64 " bytes): %s",
 			 f->id, f->rec.size, use);
 	}
@@ -214,11 +214,11 @@ static int reserve(struct fetch *f)
 
 /* Find the object and its holders, and reserve its pages.  Called by the
  * open that created @f (state STARTING), without locks. */
-static int setup(struct fetch *f, const struct meta_obj *rec)
+static int setup(struct node_fetch *f, const struct meta_obj *rec)
 {
 	int r;
 
-	if (!f->fr->transport) {
+	if (!f->nd->transport) {
 		log_error("object %" PRIu64 " is not on this node, and this node has no "
 			  "transport to fetch it with",
 			  f->id);
@@ -234,15 +234,15 @@ static int setup(struct fetch *f, const struct meta_obj *rec)
 
 /* Start the transfer of a set-up fetch: small objects right here, in the
  * opening thread; others by the workers. */
-static void go(struct fetch *f)
+static void go(struct node_fetch *f)
 {
-	struct fetcher *fr = f->fr;
-	bool sync = f->rec.size <= fr->sync_max;
+	struct node *nd = f->nd;
+	bool sync = f->rec.size <= nd->sync_max;
 
-	pthread_mutex_lock(&fr->lock);
-	if (fr->stopping) {
+	pthread_mutex_lock(&nd->lock);
+	if (nd->stopping) {
 		/* no worker will take it: fail it rather than queue it */
-		pthread_mutex_unlock(&fr->lock);
+		pthread_mutex_unlock(&nd->lock);
 		fetch_fail(f, "the node is shutting down");
 		return;
 	}
@@ -252,19 +252,19 @@ static void go(struct fetch *f)
 	} else if (f->nchunks) {
 		fetch_enqueue_locked(f);
 	}
-	pthread_mutex_unlock(&fr->lock);
+	pthread_mutex_unlock(&nd->lock);
 	if (!f->nchunks) {
 		if (fetch_finish(f))
 			fetch_after_seal(f);
 	} else if (sync) {
 		/* the rest of the work (Redis, the catalog path) is done by
-		 * fetch_opened() once the open has been answered */
+		 * node_fetch_opened() once the open has been answered */
 		if (fetch_run_chunk(f, 0) && fetch_finish(f)) {
-			pthread_mutex_lock(&fr->lock);
+			pthread_mutex_lock(&nd->lock);
 			f->post_seal = true;
-			pthread_mutex_unlock(&fr->lock);
+			pthread_mutex_unlock(&nd->lock);
 		}
-		fetch_put(f);
+		node_fetch_put(f);
 	}
 }
 
@@ -272,84 +272,84 @@ static void go(struct fetch *f)
 
 /* The fetch of @id from the table with a reference, or a new one (also
  * in the table) if none; *@ret_creator says which.  -EIO once the
- * fetcher is stopping, -ENOMEM. */
-static int find_or_add(struct fetcher *fr, uint64_t id, struct fetch **ret_f, bool *ret_creator)
+ * node is stopping, -ENOMEM. */
+static int find_or_add(struct node *nd, uint64_t id, struct node_fetch **ret_f, bool *ret_creator)
 {
-	struct fetch *f;
+	struct node_fetch *f;
 
-	pthread_mutex_lock(&fr->lock);
-	if (fr->stopping) {
-		pthread_mutex_unlock(&fr->lock);
+	pthread_mutex_lock(&nd->lock);
+	if (nd->stopping) {
+		pthread_mutex_unlock(&nd->lock);
 		return -EIO;
 	}
-	HASH_FIND(hh, fr->fetches, &id, sizeof(id), f);
+	HASH_FIND(hh, nd->fetches, &id, sizeof(id), f);
 	if (f) {
 		f->refs++;
-		pthread_mutex_unlock(&fr->lock);
+		pthread_mutex_unlock(&nd->lock);
 		*ret_f = f;
 		*ret_creator = false;
 		return 0;
 	}
 	f = calloc(1, sizeof(*f));
 	if (!f) {
-		pthread_mutex_unlock(&fr->lock);
+		pthread_mutex_unlock(&nd->lock);
 		return -ENOMEM;
 	}
 	f->id = id;
-	f->fr = fr;
+	f->nd = nd;
 	f->started_ns = mono_ns();
 	f->state = FETCH_STARTING;
 	f->refs = 2; /* the table, the caller */
 	pthread_cond_init(&f->cond, NULL);
-	HASH_ADD(hh, fr->fetches, id, sizeof(f->id), f);
-	if (!fetch_running_locked(fr, id)) { /* the table could not grow */
-		pthread_mutex_unlock(&fr->lock);
+	HASH_ADD(hh, nd->fetches, id, sizeof(f->id), f);
+	if (!fetch_running_locked(nd, id)) { /* the table could not grow */
+		pthread_mutex_unlock(&nd->lock);
 		fetch_free(f);
 		return -ENOMEM;
 	}
 	f->in_table = true;
-	pthread_mutex_unlock(&fr->lock);
+	pthread_mutex_unlock(&nd->lock);
 	*ret_f = f;
 	*ret_creator = true;
 	return 0;
 }
 
-int fetcher_open(struct fetcher *fr, uint64_t id, const struct meta_obj *rec, struct fetch **ret_f,
-		 struct store_obj **ret_obj)
+int node_fetch_open(struct node *nd, uint64_t id, const struct meta_obj *rec,
+		    struct node_fetch **ret_f, struct store_obj **ret_obj)
 {
-	struct fetch *f;
+	struct node_fetch *f;
 	bool creator;
 	int r;
 
-	r = find_or_add(fr, id, &f, &creator);
+	r = find_or_add(nd, id, &f, &creator);
 	if (r < 0)
 		return r;
 	if (creator) {
-		FETCH_COUNT(fr, fetches, 1);
+		NODE_COUNT(nd, fetches, 1);
 		r = setup(f, rec);
-		pthread_mutex_lock(&fr->lock);
+		pthread_mutex_lock(&nd->lock);
 		f->state = r < 0 ? FETCH_FAILED : FETCH_RUNNING;
 		f->err = r;
 		pthread_cond_broadcast(&f->cond);
-		pthread_mutex_unlock(&fr->lock);
+		pthread_mutex_unlock(&nd->lock);
 		if (r < 0) {
-			FETCH_COUNT(fr, failed, 1);
+			NODE_COUNT(nd, failed, 1);
 			fetch_untable(f);
 		} else {
 			go(f);
 		}
 	}
 
-	pthread_mutex_lock(&fr->lock);
+	pthread_mutex_lock(&nd->lock);
 	while (f->state == FETCH_STARTING) {
 		f->waiters++;
-		pthread_cond_wait(&f->cond, &fr->lock);
+		pthread_cond_wait(&f->cond, &nd->lock);
 		f->waiters--;
 	}
 	r = f->state == FETCH_FAILED ? (f->err < 0 ? f->err : -EIO) : 0;
-	pthread_mutex_unlock(&fr->lock);
+	pthread_mutex_unlock(&nd->lock);
 	if (r < 0) {
-		fetch_put(f);
+		node_fetch_put(f);
 		return r;
 	}
 	*ret_f = f;
@@ -357,25 +357,25 @@ int fetcher_open(struct fetcher *fr, uint64_t id, const struct meta_obj *rec, st
 	return 0;
 }
 
-void fetch_opened(struct fetch *f)
+void node_fetch_opened(struct node_fetch *f)
 {
 	bool post;
 
 	if (!f)
 		return;
-	pthread_mutex_lock(&f->fr->lock);
+	pthread_mutex_lock(&f->nd->lock);
 	post = f->post_seal;
 	f->post_seal = false;
-	pthread_mutex_unlock(&f->fr->lock);
+	pthread_mutex_unlock(&f->nd->lock);
 	if (post)
 		fetch_after_seal(f);
-	fetch_put(f);
+	node_fetch_put(f);
 }
 
 /* ---- reading ---- */
 
-/* Is [off, end) of @f in place?  fr->lock held. */
-static bool covered_locked(struct fetch *f, uint64_t off, uint64_t end)
+/* Is [off, end) of @f in place?  nd->lock held. */
+static bool covered_locked(struct node_fetch *f, uint64_t off, uint64_t end)
 {
 	unsigned i;
 
@@ -391,9 +391,9 @@ static bool covered_locked(struct fetch *f, uint64_t off, uint64_t end)
 	return true;
 }
 
-int fetch_wait(struct fetch *f, uint64_t off, uint64_t len)
+int node_fetch_wait(struct node_fetch *f, uint64_t off, uint64_t len)
 {
-	struct fetcher *fr = f->fr;
+	struct node *nd = f->nd;
 	uint64_t end = off + len;
 	bool last;
 	int r;
@@ -401,27 +401,27 @@ int fetch_wait(struct fetch *f, uint64_t off, uint64_t len)
 	if (end > f->rec.size || end < off)
 		end = f->rec.size;
 	last = end == f->rec.size;
-	pthread_mutex_lock(&fr->lock);
+	pthread_mutex_lock(&nd->lock);
 	while (f->state == FETCH_RUNNING && (last || !covered_locked(f, off, end))) {
 		f->waiters++;
-		pthread_cond_wait(&f->cond, &fr->lock);
+		pthread_cond_wait(&f->cond, &nd->lock);
 		f->waiters--;
 	}
 	r = f->state == FETCH_FAILED ? -EIO : 0;
-	pthread_mutex_unlock(&fr->lock);
+	pthread_mutex_unlock(&nd->lock);
 	return r;
 }
 
-int fetcher_progress(struct fetcher *fr, uint64_t id, uint64_t *ret_done, uint64_t *ret_size)
+int node_fetch_progress(struct node *nd, uint64_t id, uint64_t *ret_done, uint64_t *ret_size)
 {
-	struct fetch *f;
+	struct node_fetch *f;
 	uint64_t done = 0;
 	unsigned i;
 
-	pthread_mutex_lock(&fr->lock);
-	HASH_FIND(hh, fr->fetches, &id, sizeof(id), f);
+	pthread_mutex_lock(&nd->lock);
+	HASH_FIND(hh, nd->fetches, &id, sizeof(id), f);
 	if (!f || f->state == FETCH_DONE || f->state == FETCH_FAILED) {
-		pthread_mutex_unlock(&fr->lock);
+		pthread_mutex_unlock(&nd->lock);
 		return -ENOENT;
 	}
 	/* a fetch still being set up has no record or ranges yet */
@@ -429,7 +429,7 @@ int fetcher_progress(struct fetcher *fr, uint64_t id, uint64_t *ret_done, uint64
 		for (i = 0; i < f->nchunks; i++)
 			done += f->chunks[i].done;
 	*ret_size = f->state != FETCH_STARTING ? f->rec.size : 0;
-	pthread_mutex_unlock(&fr->lock);
+	pthread_mutex_unlock(&nd->lock);
 	*ret_done = done;
 	return 0;
 }

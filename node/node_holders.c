@@ -16,7 +16,7 @@
  * found bad marked bad unless their address changed (a node that
  * restarted).  A stalled holder is asked again if it is still in the
  * fresh list, which has live cards only, when the worker retries the
- * stalled ones (fetch_worker.c); else it stays marked.
+ * stalled ones (node_worker.c); else it stays marked.
  *
  * Whether a holder can be asked at all is the transport's call
  * (transport_reaches(): its card names a backend we speak).
@@ -45,23 +45,23 @@ struct peer_addr {
 
 /* ---- the address cache ---- */
 
-static void peer_put(struct fetcher *fr, const struct meta_holder *hs, size_t n)
+static void peer_put(struct node *nd, const struct meta_holder *hs, size_t n)
 {
 	struct peer_addr *p, *added;
 	size_t i;
 
-	pthread_mutex_lock(&fr->lock);
+	pthread_mutex_lock(&nd->lock);
 	for (i = 0; i < n; i++) {
-		HASH_FIND_STR(fr->peers, hs[i].node, p);
+		HASH_FIND_STR(nd->peers, hs[i].node, p);
 		if (!p) {
-			if (HASH_COUNT(fr->peers) >= PEER_CACHE_MAX)
+			if (HASH_COUNT(nd->peers) >= PEER_CACHE_MAX)
 				break;
 			p = calloc(1, sizeof(*p));
 			if (!p)
 				break;
 			snprintf(p->node, sizeof(p->node), "%s", hs[i].node);
-			HASH_ADD_STR(fr->peers, node, p);
-			HASH_FIND_STR(fr->peers, hs[i].node, added);
+			HASH_ADD_STR(nd->peers, node, p);
+			HASH_FIND_STR(nd->peers, hs[i].node, added);
 			if (!added) { /* the table could not grow */
 				free(p);
 				break;
@@ -70,53 +70,53 @@ static void peer_put(struct fetcher *fr, const struct meta_holder *hs, size_t n)
 		p->h = hs[i];
 		p->at = mono_ns();
 	}
-	pthread_mutex_unlock(&fr->lock);
+	pthread_mutex_unlock(&nd->lock);
 }
 
-static bool peer_get(struct fetcher *fr, const char *node, struct meta_holder *ret)
+static bool peer_get(struct node *nd, const char *node, struct meta_holder *ret)
 {
 	struct peer_addr *p;
 	bool found = false;
 
-	pthread_mutex_lock(&fr->lock);
-	HASH_FIND_STR(fr->peers, node, p);
+	pthread_mutex_lock(&nd->lock);
+	HASH_FIND_STR(nd->peers, node, p);
 	if (p && mono_ns() - p->at < PEER_CACHE_NS) {
 		*ret = p->h;
 		found = true;
 	}
-	pthread_mutex_unlock(&fr->lock);
+	pthread_mutex_unlock(&nd->lock);
 	return found;
 }
 
-void fetch_peer_del(struct fetcher *fr, const char *node)
+void fetch_peer_del(struct node *nd, const char *node)
 {
 	struct peer_addr *p;
 
-	pthread_mutex_lock(&fr->lock);
-	HASH_FIND_STR(fr->peers, node, p);
+	pthread_mutex_lock(&nd->lock);
+	HASH_FIND_STR(nd->peers, node, p);
 	if (p) {
-		HASH_DELETE(hh, fr->peers, p);
+		HASH_DELETE(hh, nd->peers, p);
 		free(p);
 	}
-	pthread_mutex_unlock(&fr->lock);
+	pthread_mutex_unlock(&nd->lock);
 }
 
-void fetch_peer_free_all(struct fetcher *fr)
+void fetch_peer_free_all(struct node *nd)
 {
 	struct peer_addr *p, *tmp;
 
-	HASH_ITER (hh, fr->peers, p, tmp) {
-		HASH_DELETE(hh, fr->peers, p);
+	HASH_ITER (hh, nd->peers, p, tmp) {
+		HASH_DELETE(hh, nd->peers, p);
 		free(p);
 	}
 }
 
 /* ---- choosing ---- */
 
-bool fetch_holder_usable(struct fetcher *fr, const struct meta_holder *h)
+bool fetch_holder_usable(struct node *nd, const struct meta_holder *h)
 {
-	return fr->transport && (h->addr[0] || h->rdma[0]) &&
-	       transport_reaches(fr->transport, h->caps, h->addr, h->rdma);
+	return nd->transport && (h->addr[0] || h->rdma[0]) &&
+	       transport_reaches(nd->transport, h->caps, h->addr, h->rdma);
 }
 
 /* Is @a the holder @b, at the same addresses (not a node that restarted
@@ -126,7 +126,7 @@ static bool holder_same(const struct meta_holder *a, const struct meta_holder *b
 	return !strcmp(a->node, b->node) && !strcmp(a->addr, b->addr) && !strcmp(a->rdma, b->rdma);
 }
 
-int fetch_holder_pick_locked(struct fetch *f)
+int fetch_holder_pick_locked(struct node_fetch *f)
 {
 	size_t i, k;
 
@@ -140,14 +140,14 @@ int fetch_holder_pick_locked(struct fetch *f)
 	return -1;
 }
 
-void fetch_holder_mark_locked(struct fetch *f, int k, const struct meta_holder *h,
+void fetch_holder_mark_locked(struct node_fetch *f, int k, const struct meta_holder *h,
 			      enum holder_mark m)
 {
 	if (k >= 0 && (size_t)k < f->nholders && holder_same(&f->holders[k], h) && f->mark[k] < m)
 		f->mark[k] = m;
 }
 
-int fetch_holder_stalled_locked(const struct fetch *f)
+int fetch_holder_stalled_locked(const struct node_fetch *f)
 {
 	size_t i;
 
@@ -157,17 +157,17 @@ int fetch_holder_stalled_locked(const struct fetch *f)
 	return -1;
 }
 
-static void count_stale(struct fetcher *fr, uint64_t id, unsigned stale)
+static void count_stale(struct node *nd, uint64_t id, unsigned stale)
 {
 	if (!stale)
 		return;
-	FETCH_COUNT(fr, stale_holders, stale);
+	NODE_COUNT(nd, stale_holders, stale);
 	log_info("object %" PRIu64 ": dropped %u holder entries of nodes that are gone", id, stale);
 }
 
-int fetch_holder_locate(struct fetch *f, const struct meta_obj *rec)
+int fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec)
 {
-	struct fetcher *fr = f->fr;
+	struct node *nd = f->nd;
 	struct meta_holder origin;
 	unsigned stale = 0;
 	size_t i, good = 0;
@@ -175,27 +175,27 @@ int fetch_holder_locate(struct fetch *f, const struct meta_obj *rec)
 
 	/* small objects only: for big ones a Redis round trip is nothing,
 	 * and knowing every holder lets ranges come from several */
-	if (rec && rec->id == f->id && rec->size <= fr->sync_max && rec->origin[0] &&
-	    strcmp(rec->origin, fr->node) && peer_get(fr, rec->origin, &origin) &&
-	    fetch_holder_usable(fr, &origin) && (f->holders = malloc(sizeof(*f->holders)))) {
+	if (rec && rec->id == f->id && rec->size <= nd->sync_max && rec->origin[0] &&
+	    strcmp(rec->origin, nd->node) && peer_get(nd, rec->origin, &origin) &&
+	    fetch_holder_usable(nd, &origin) && (f->holders = malloc(sizeof(*f->holders)))) {
 		/* the node that wrote it, at the address we know: no Redis */
 		f->rec = *rec;
 		f->holders[0] = origin;
 		f->nholders = 1;
 		f->guessed = true;
-		FETCH_COUNT(fr, direct, 1);
+		NODE_COUNT(nd, direct, 1);
 	} else {
-		r = meta_locate(fr->meta, f->id, &f->rec, &f->holders, &f->nholders, &stale);
-		count_stale(fr, f->id, stale);
+		r = meta_locate(nd->meta, f->id, &f->rec, &f->holders, &f->nholders, &stale);
+		count_stale(nd, f->id, stale);
 		if (r < 0)
 			return r;
-		peer_put(fr, f->holders, f->nholders);
+		peer_put(nd, f->holders, f->nholders);
 	}
 	f->mark = calloc(f->nholders ? f->nholders : 1, sizeof(*f->mark));
 	if (!f->mark)
 		return -ENOMEM;
 	for (i = 0; i < f->nholders; i++) {
-		f->mark[i] = fetch_holder_usable(fr, &f->holders[i]) ? HOLDER_GOOD : HOLDER_BAD;
+		f->mark[i] = fetch_holder_usable(nd, &f->holders[i]) ? HOLDER_GOOD : HOLDER_BAD;
 		good += f->mark[i] == HOLDER_GOOD;
 	}
 	if (!good) {
@@ -206,9 +206,9 @@ int fetch_holder_locate(struct fetch *f, const struct meta_obj *rec)
 	return 0;
 }
 
-int fetch_holder_relocate(struct fetch *f, bool unstall)
+int fetch_holder_relocate(struct node_fetch *f, bool unstall)
 {
-	struct fetcher *fr = f->fr;
+	struct node *nd = f->nd;
 	struct meta_holder *hs = NULL, *old;
 	struct meta_obj rec;
 	char gone[OBJFS_NODE_MAX] = "";
@@ -218,24 +218,24 @@ int fetch_holder_relocate(struct fetch *f, bool unstall)
 	bool found;
 	int r;
 
-	r = meta_locate(fr->meta, f->id, &rec, &hs, &n, &stale);
-	count_stale(fr, f->id, stale);
+	r = meta_locate(nd->meta, f->id, &rec, &hs, &n, &stale);
+	count_stale(nd, f->id, stale);
 	if (r < 0)
 		return r;
-	peer_put(fr, hs, n);
+	peer_put(nd, hs, n);
 	mark = calloc(n ? n : 1, sizeof(*mark));
 	if (!mark) {
 		free(hs);
 		return -ENOMEM;
 	}
-	pthread_mutex_lock(&fr->lock);
+	pthread_mutex_lock(&nd->lock);
 	for (i = 0; i < n; i++) {
 		for (j = 0; j < f->nholders; j++)
 			if (f->mark[j] > mark[i] && holder_same(&f->holders[j], &hs[i]))
 				mark[i] = f->mark[j];
 		if (unstall && mark[i] == HOLDER_STALLED)
 			mark[i] = HOLDER_GOOD;
-		if (!fetch_holder_usable(fr, &hs[i]))
+		if (!fetch_holder_usable(nd, &hs[i]))
 			mark[i] = HOLDER_BAD;
 		if (mark[i] == HOLDER_GOOD)
 			good++;
@@ -254,7 +254,7 @@ int fetch_holder_relocate(struct fetch *f, bool unstall)
 	f->holders = hs;
 	f->mark = mark;
 	f->nholders = n;
-	pthread_mutex_unlock(&fr->lock);
+	pthread_mutex_unlock(&nd->lock);
 	free(old);
 	if (gone[0])
 		log_warn("object %" PRIu64 ": holder '%s' stalled, and its node card is gone "

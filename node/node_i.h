@@ -1,26 +1,26 @@
 /*
- * fetch_i.h: what the files of the fetch engine share.
+ * node_i.h: what the files of the node room share.
  *
- *   fetch.c          single flight: the table of fetches, open, wait,
+ *   node_fetch.c     single flight: the table of fetches, open, wait,
  *                    progress, setting a fetch up
- *   fetch_worker.c   references, the queue of ranges, the workers, moving
+ *   node_worker.c   references, the queue of ranges, the workers, moving
  *                    bytes, and the end of a fetch (seal, verify,
  *                    register, or fail)
- *   fetch_holders.c  which holder to ask, relocating holders, the cache of
+ *   node_holders.c  which holder to ask, relocating holders, the cache of
  *                    peer addresses
- *   fetch_evict.c    use times and eviction
- *   fetch_source.c   the store as the transport's source, and the
+ *   node_evict.c    use times and eviction
+ *   node_source.c    the store as the transport's source, and the
  *                    serving leases of peers (its own leaf lock)
  *
- * Calls go down that list only (fetch.c → fetch_worker.c → the others).
+ * Calls go down that list only (node_fetch.c → node_worker.c → the others).
  *
- * Locking: fr->lock guards the fetch table, the queue, every fetch's
+ * Locking: nd->lock guards the fetch table, the queue, every fetch's
  * state, ranges, holders and refcount, the peer address cache and the
  * use times.  Readers, openers, workers waiting for another worker's
  * relocation and a worker backing off before it retries a stalled holder
- * wait on their fetch's own condition, idle workers on fr->queue_cond,
- * all with fr->lock.  Functions named *_locked are called
- * with fr->lock held.  fr->lock is taken
+ * wait on their fetch's own condition, idle workers on nd->queue_cond,
+ * all with nd->lock.  Functions named *_locked are called
+ * with nd->lock held.  nd->lock is taken
  * after any lock of the layer above (fs->lock) and is never held across
  * a transfer, a Redis call, a store call that may block (reserving,
  * sealing, hashing) or a hook.
@@ -36,8 +36,8 @@
 #define HASH_NONFATAL_OOM 1
 #include <uthash.h>
 
-#include "node.h"
 #include "meta.h"
+#include "node.h"
 #include "store.h"
 #include "transport.h"
 #include "util.h"
@@ -67,8 +67,8 @@ enum chunk_state {
 /* One range of an object, fetched by one worker at a time. */
 struct chunk {
 	uint64_t off, len;
-	uint64_t done;		/* bytes from off in place; fr->lock */
-	enum chunk_state state; /* fr->lock */
+	uint64_t done;		/* bytes from off in place; nd->lock */
+	enum chunk_state state; /* nd->lock */
 };
 
 enum fetch_state {
@@ -85,9 +85,9 @@ enum holder_mark {
 	HOLDER_BAD,	/* failed otherwise, or cannot be asked */
 };
 
-struct fetch {
+struct node_fetch {
 	uint64_t id;
-	struct fetcher *fr;
+	struct node *nd;
 	struct meta_obj rec;   /* the object record; fixed once RUNNING */
 	struct store_obj *obj; /* reserved, pending until sealed; owned */
 	/* obj's memory registered with the backends that need it (RDMA) for
@@ -96,57 +96,57 @@ struct fetch {
 	 * worker uses it, before obj's reference goes */
 	struct transport_region *region;
 	unsigned refs;		/* table, handles, running workers, a small fetch's
-				 * opening thread; fr->lock */
-	enum fetch_state state; /* fr->lock */
-	int err;		/* why it failed (-errno); fr->lock */
+				 * opening thread; nd->lock */
+	enum fetch_state state; /* nd->lock */
+	int err;		/* why it failed (-errno); nd->lock */
 	pthread_cond_t cond;	/* readers and openers wait here */
-	unsigned waiters;	/* fr->lock */
+	unsigned waiters;	/* nd->lock */
 	struct chunk *chunks;	/* array fixed once RUNNING */
 	unsigned nchunks;
-	unsigned ndone;		     /* fr->lock */
-	unsigned front;		     /* chunks before it are all in place; fr->lock */
-	struct meta_holder *holders; /* fr->lock */
-	enum holder_mark *mark;	     /* per holder; fr->lock */
-	size_t nholders;	     /* fr->lock */
-	unsigned rr;		     /* next holder, round robin; fr->lock */
-	unsigned relocations;	     /* fr->lock */
-	unsigned stall_retries;	     /* in a row, with no byte arriving; fr->lock */
+	unsigned ndone;		     /* nd->lock */
+	unsigned front;		     /* chunks before it are all in place; nd->lock */
+	struct meta_holder *holders; /* nd->lock */
+	enum holder_mark *mark;	     /* per holder; nd->lock */
+	size_t nholders;	     /* nd->lock */
+	unsigned rr;		     /* next holder, round robin; nd->lock */
+	unsigned relocations;	     /* nd->lock */
+	unsigned stall_retries;	     /* in a row, with no byte arriving; nd->lock */
 	bool guessed;		     /* holders from the address cache, not Redis */
-	bool relocating;	     /* a worker is locating holders again; fr->lock */
-	unsigned gen;		     /* holder list replacements; fr->lock */
-	bool queued;		     /* on fr->queue, which holds no reference; fr->lock */
-	bool post_seal;		     /* sealed in open(): after_seal() still to run; fr->lock */
-	bool in_table;		     /* in fr->fetches; fr->lock */
+	bool relocating;	     /* a worker is locating holders again; nd->lock */
+	unsigned gen;		     /* holder list replacements; nd->lock */
+	bool queued;		     /* on nd->queue, which holds no reference; nd->lock */
+	bool post_seal;		     /* sealed in open(): after_seal() still to run; nd->lock */
+	bool in_table;		     /* in nd->fetches; nd->lock */
 	int64_t started_ns;
-	struct fetch *qnext; /* fr->lock */
-	UT_hash_handle hh;   /* fr->fetches, by id; fr->lock */
+	struct node_fetch *qnext; /* nd->lock */
+	UT_hash_handle hh;	  /* nd->fetches, by id; nd->lock */
 };
 
 struct peer_addr;
 struct lru;
 
-struct fetcher {
-	/* fixed after fetcher_new() */
+struct node {
+	/* fixed after node_new() */
 	char node[OBJFS_NODE_MAX];
 	struct meta *meta;
 	struct store *store;
 	struct transport *transport;
-	struct fetcher_hooks hooks;
-	struct fetch_source *source; /* may be NULL */
+	struct node_hooks hooks;
+	struct node_source *source; /* may be NULL */
 	uint64_t sync_max;
 	uint64_t range_min; /* the backend's tuning */
 	unsigned streams_per_holder;
 	unsigned io_timeout_ms; /* the transport's: how long a stall takes */
 
 	pthread_mutex_t lock;
-	struct fetch *fetches;	   /* lock; uthash by id */
-	pthread_cond_t queue_cond; /* workers wait here; lock */
+	struct node_fetch *fetches; /* lock; uthash by id */
+	pthread_cond_t queue_cond;  /* workers wait here; lock */
 	/* fetches with ranges to hand out; a fetch leaves it when its last
 	 * range is handed out, or it ends; lock */
-	struct fetch *queue;
+	struct node_fetch *queue;
 	bool stopping; /* lock */
 	pthread_t workers[FETCH_WORKERS_MAX];
-	unsigned nworkers;	 /* owner: fetcher_new() and fetcher_stop() */
+	unsigned nworkers;	 /* owner: node_new() and node_stop() */
 	struct peer_addr *peers; /* lock; uthash by node */
 	struct lru *lru;	 /* lock; uthash by id */
 
@@ -156,82 +156,82 @@ struct fetcher {
 	} cnt;
 };
 
-#define FETCH_COUNT(fr, field, n) \
-	atomic_fetch_add_explicit(&(fr)->cnt.field, (n), memory_order_relaxed)
+#define NODE_COUNT(nd, field, n) \
+	atomic_fetch_add_explicit(&(nd)->cnt.field, (n), memory_order_relaxed)
 
-/* Is a fetch of @id in the table?  fr->lock held. */
-static inline bool fetch_running_locked(struct fetcher *fr, uint64_t id)
+/* Is a fetch of @id in the table?  nd->lock held. */
+static inline bool fetch_running_locked(struct node *nd, uint64_t id)
 {
-	struct fetch *f;
+	struct node_fetch *f;
 
-	HASH_FIND(hh, fr->fetches, &id, sizeof(id), f);
+	HASH_FIND(hh, nd->fetches, &id, sizeof(id), f);
 	return f != NULL;
 }
 
-/* ---- fetch_worker.c ---- */
+/* ---- node_worker.c ---- */
 
 /* Free @f (no references left). */
-void fetch_free(struct fetch *f);
+void fetch_free(struct node_fetch *f);
 /* Remove @f from the table (new opens then see the sealed object, or
  * start afresh after a failure), dropping the table's reference: @f may
- * be freed unless the caller holds one.  Takes fr->lock. */
-void fetch_untable(struct fetch *f);
-/* Put @f on the queue for the workers.  fr->lock held. */
-void fetch_enqueue_locked(struct fetch *f);
+ * be freed unless the caller holds one.  Takes nd->lock. */
+void fetch_untable(struct node_fetch *f);
+/* Put @f on the queue for the workers.  nd->lock held. */
+void fetch_enqueue_locked(struct node_fetch *f);
 /* Fail @f if it is running (else nothing): wake its readers, free its
  * pages, take it out of the table, call the failed hook if readers may
  * have had bytes.  The caller holds a reference. */
-void fetch_fail(struct fetch *f, const char *why);
+void fetch_fail(struct node_fetch *f, const char *why);
 /*
  * Run range @ci of @f to its end, failing over between holders.  True if
  * the fetch is complete (the caller then calls fetch_finish()).  The
  * caller holds a reference on @f.
  */
-bool fetch_run_chunk(struct fetch *f, unsigned ci);
+bool fetch_run_chunk(struct node_fetch *f, unsigned ci);
 /* Seal and verify a complete fetch.  True if the copy is good
  * (fetch_after_seal() is then still to run); false if discarded. */
-bool fetch_finish(struct fetch *f);
+bool fetch_finish(struct node_fetch *f);
 /* Register this node as a holder, write the catalog record (asking the
  * sealed hook for the path), record a use, take @f out of the table.  If
  * the object was deleted meanwhile, unlink the copy instead (its readers
  * keep it until they close it). */
-void fetch_after_seal(struct fetch *f);
+void fetch_after_seal(struct node_fetch *f);
 /* Start @n workers (at most FETCH_WORKERS_MAX). */
-int fetch_start_workers(struct fetcher *fr, unsigned n);
-void fetch_stop_workers(struct fetcher *fr);
+int fetch_start_workers(struct node *nd, unsigned n);
+void fetch_stop_workers(struct node *nd);
 /* Fail the fetches still in the table (at stop; no reader is left). */
-void fetch_drop_all(struct fetcher *fr);
+void fetch_drop_all(struct node *nd);
 
-/* ---- fetch_holders.c ---- */
+/* ---- node_holders.c ---- */
 
 /* May @h be asked (it has an address our transport reaches)? */
-bool fetch_holder_usable(struct fetcher *fr, const struct meta_holder *h);
+bool fetch_holder_usable(struct node *nd, const struct meta_holder *h);
 /* The next good holder of @f, round robin; -1 if none is good.
- * fr->lock held. */
-int fetch_holder_pick_locked(struct fetch *f);
+ * nd->lock held. */
+int fetch_holder_pick_locked(struct node_fetch *f);
 /* Mark holder @k of @f @m (never better than it is), if it is still @h
- * (the list may have been replaced meanwhile).  fr->lock held. */
-void fetch_holder_mark_locked(struct fetch *f, int k, const struct meta_holder *h,
+ * (the list may have been replaced meanwhile).  nd->lock held. */
+void fetch_holder_mark_locked(struct node_fetch *f, int k, const struct meta_holder *h,
 			      enum holder_mark m);
-/* The first holder of @f marked stalled, or -1.  fr->lock held. */
-int fetch_holder_stalled_locked(const struct fetch *f);
+/* The first holder of @f marked stalled, or -1.  nd->lock held. */
+int fetch_holder_stalled_locked(const struct node_fetch *f);
 /*
  * Fill in @f's record and holders: from the address cache for a small
  * object whose origin is known (no Redis round trip), else from Redis.
  * -ENOENT, -EIO (no live holder, or Redis unreachable), -ENOMEM.
  */
-int fetch_holder_locate(struct fetch *f, const struct meta_obj *rec);
+int fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec);
 /* Replace @f's holders with a fresh list from Redis (live cards only),
  * keeping those found bad marked bad, and those found stalled marked
  * stalled unless @unstall (they are asked again).  0 if at least one
  * good holder, -EHOSTUNREACH if none, or meta_locate()'s error. */
-int fetch_holder_relocate(struct fetch *f, bool unstall);
+int fetch_holder_relocate(struct node_fetch *f, bool unstall);
 /* Forget the cached address of @node (it failed). */
-void fetch_peer_del(struct fetcher *fr, const char *node);
-void fetch_peer_free_all(struct fetcher *fr);
+void fetch_peer_del(struct node *nd, const char *node);
+void fetch_peer_free_all(struct node *nd);
 
-/* ---- fetch_evict.c ---- */
+/* ---- node_evict.c ---- */
 
-void fetch_lru_free_all_locked(struct fetcher *fr);
+void fetch_lru_free_all_locked(struct node *nd);
 
 #endif

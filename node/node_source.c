@@ -1,5 +1,5 @@
 /*
- * fetch_source: this node's store as the source the transport serves
+ * node_source: this node's store as the source the transport serves
  * other nodes from.
  *
  * A GET pins a sealed object with a store reference for as long as its
@@ -23,7 +23,7 @@
  *           and is renewed; else -ENOENT
  *   end of a GET ──► the lease is renewed again (it runs from the end
  *           of the peer's last GET, and never lapses during one)
- *   fetch_source_expire() ──► drops leases idle for lease_ms: the pages
+ *   node_source_expire() ──► drops leases idle for lease_ms: the pages
  *           of an unlinked object go with its last lease (and reader)
  *
  * Registrations.  A backend that registers an object's memory once for
@@ -33,9 +33,9 @@
  *
  * Eviction.  A lease holds a lease reference (store_obj_ref_lease()),
  * which does not count as use: a copy that a peer fetched from is as
- * evictable as any other once no GET of it is in flight (fetch_evict.c
+ * evictable as any other once no GET of it is in flight (node_evict.c
  * gives up one being sent only last).  Eviction unlinks the copy, then
- * takes its leases back (fetch_source_revoke()): an idle one goes at
+ * takes its leases back (node_source_revoke()): an idle one goes at
  * once, with the pages, and one under a GET when its last GET ends (the
  * GET's own reference keeps the pages, and so an RDMA registration of
  * them, until then).  A revoked lease serves nothing more: the peer's
@@ -44,9 +44,9 @@
  * began just as its object was unlinked (deleted or evicted) is served,
  * but gives its peer no lease it did not have before.
  *
- *   fetch_source_revoke() ──► idle leases of @id go; busy ones are
+ *   node_source_revoke() ──► idle leases of @id go; busy ones are
  *           marked, and go with the end of their last GET
- *   fetch_source_wait() ──► eviction waits, boundedly, for the GETs of
+ *   node_source_wait() ──► eviction waits, boundedly, for the GETs of
  *           an object in flight
  *
  * Locking: src->lock guards the lease table.  It is a leaf: no store
@@ -77,7 +77,7 @@ struct lease {
 	UT_hash_handle hh;
 };
 
-struct fetch_source {
+struct node_source {
 	struct store *store;
 	int64_t lease_ns;
 	pthread_mutex_t lock;
@@ -88,7 +88,7 @@ struct fetch_source {
 
 /* What a GET holds from open() to close(). */
 struct pin {
-	struct fetch_source *src;
+	struct node_source *src;
 	struct store_obj *o; /* one reference, the GET's own */
 	struct lease *l;     /* NULL if the table was full; lives while inflight */
 };
@@ -100,13 +100,13 @@ static void key_init(struct lease_key *k, const char *peer, uint64_t id)
 	snprintf(k->peer, sizeof(k->peer), "%s", peer ? peer : "");
 }
 
-static bool lapsed(const struct fetch_source *src, const struct lease *l, int64_t now)
+static bool lapsed(const struct node_source *src, const struct lease *l, int64_t now)
 {
 	return !l->inflight && (l->revoked || now - l->last_ns >= src->lease_ns);
 }
 
 /* Take @l out of the table; the caller drops its reference.  lock held. */
-static struct store_obj *lease_del_locked(struct fetch_source *src, struct lease *l)
+static struct store_obj *lease_del_locked(struct node_source *src, struct lease *l)
 {
 	struct store_obj *o = l->o;
 
@@ -124,7 +124,7 @@ static struct store_obj *lease_del_locked(struct fetch_source *src, struct lease
  * object under the same id), or NULL; *@ret_fresh is true if the lease
  * did not hold @o before.  lock held.
  */
-static struct lease *lease_take_locked(struct fetch_source *src, const struct lease_key *k,
+static struct lease *lease_take_locked(struct node_source *src, const struct lease_key *k,
 				       struct store_obj *o, int64_t now,
 				       struct store_obj **ret_drop, bool *ret_fresh)
 {
@@ -165,7 +165,7 @@ static struct lease *lease_take_locked(struct fetch_source *src, const struct le
  * eviction that may have revoked the leases before @l held it), @l
  * serves this GET only.
  */
-static void lease_check_linked(struct fetch_source *src, struct lease *l, struct store_obj *o)
+static void lease_check_linked(struct node_source *src, struct lease *l, struct store_obj *o)
 {
 	struct store_obj *cur = store_lookup(src->store, store_obj_id(o));
 
@@ -180,7 +180,7 @@ static void lease_check_linked(struct fetch_source *src, struct lease *l, struct
 
 static int src_open(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size, void **ret_token)
 {
-	struct fetch_source *src = ctx;
+	struct node_source *src = ctx;
 	struct store_obj *o, *drop = NULL;
 	struct lease_key k;
 	struct lease *l;
@@ -269,7 +269,7 @@ static int src_attach(void *token, void *reg, void (*drop)(void *reg), void **re
 static void src_close(void *token)
 {
 	struct pin *pin = token;
-	struct fetch_source *src = pin->src;
+	struct node_source *src = pin->src;
 	struct store_obj *drop = NULL;
 	struct lease *l = pin->l;
 
@@ -289,15 +289,15 @@ static void src_close(void *token)
 	free(pin);
 }
 
-struct fetch_source *fetch_source_new(struct store *s, unsigned lease_ms)
+struct node_source *node_source_new(struct store *s, unsigned lease_ms)
 {
-	struct fetch_source *src = calloc(1, sizeof(*src));
+	struct node_source *src = calloc(1, sizeof(*src));
 	pthread_condattr_t ca;
 
 	if (!src)
 		return NULL;
 	src->store = s;
-	src->lease_ns = (int64_t)(lease_ms ? lease_ms : FETCH_LEASE_MS_DEFAULT) * 1000000;
+	src->lease_ns = (int64_t)(lease_ms ? lease_ms : NODE_LEASE_MS_DEFAULT) * 1000000;
 	pthread_mutex_init(&src->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -311,7 +311,7 @@ struct fetch_source *fetch_source_new(struct store *s, unsigned lease_ms)
  * @revoke (a revoked lease lapses once no GET runs under it; one under
  * a GET goes with its last GET, src_close()).  Returns how many went.
  */
-static unsigned sweep(struct fetch_source *src, bool revoke, uint64_t id)
+static unsigned sweep(struct node_source *src, bool revoke, uint64_t id)
 {
 	struct store_obj **objs;
 	struct lease *l, *tmp;
@@ -335,19 +335,19 @@ static unsigned sweep(struct fetch_source *src, bool revoke, uint64_t id)
 	return (unsigned)n;
 }
 
-unsigned fetch_source_expire(struct fetch_source *src)
+unsigned node_source_expire(struct node_source *src)
 {
 	return src ? sweep(src, false, 0) : 0;
 }
 
-void fetch_source_revoke(struct fetch_source *src, uint64_t id)
+void node_source_revoke(struct node_source *src, uint64_t id)
 {
 	if (src)
 		sweep(src, true, id);
 }
 
 /* Is a GET of @id in flight under a lease?  lock held. */
-static bool sending_locked(struct fetch_source *src, uint64_t id)
+static bool sending_locked(struct node_source *src, uint64_t id)
 {
 	struct lease *l, *tmp;
 
@@ -358,7 +358,7 @@ static bool sending_locked(struct fetch_source *src, uint64_t id)
 	return false;
 }
 
-bool fetch_source_sending(struct fetch_source *src, uint64_t id)
+bool node_source_sending(struct node_source *src, uint64_t id)
 {
 	bool r;
 
@@ -370,7 +370,7 @@ bool fetch_source_sending(struct fetch_source *src, uint64_t id)
 	return r;
 }
 
-int fetch_source_wait(struct fetch_source *src, uint64_t id, int64_t deadline_ns)
+int node_source_wait(struct node_source *src, uint64_t id, int64_t deadline_ns)
 {
 	struct timespec until = {
 	    .tv_sec = deadline_ns / 1000000000,
@@ -392,7 +392,7 @@ int fetch_source_wait(struct fetch_source *src, uint64_t id, int64_t deadline_ns
 	return r;
 }
 
-unsigned fetch_source_leases(struct fetch_source *src)
+unsigned node_source_leases(struct node_source *src)
 {
 	unsigned n;
 
@@ -404,7 +404,7 @@ unsigned fetch_source_leases(struct fetch_source *src)
 	return n;
 }
 
-void fetch_source_free(struct fetch_source *src)
+void node_source_free(struct node_source *src)
 {
 	struct lease *l, *tmp;
 
@@ -418,7 +418,7 @@ void fetch_source_free(struct fetch_source *src)
 	free(src);
 }
 
-void fetch_source_init(struct transport_source *ret, struct fetch_source *src)
+void node_source_init(struct transport_source *ret, struct node_source *src)
 {
 	ret->open = src_open;
 	ret->iov = src_iov;

@@ -7,7 +7,7 @@
  *             that is below its stream limit (the backend's streams per
  *             holder, times the good holders), so that a reader at the
  *             head of an object is served first
- *   range ──► from the next good holder (fetch_holders.c), received by
+ *   range ──► from the next good holder (node_holders.c), received by
  *             the transport straight into the object's reserved store
  *             pages; each arrival moves the range's "done" mark, wakes
  *             readers waiting for it, and folds the bytes now in place
@@ -47,7 +47,7 @@
 
 /* ---- references ---- */
 
-void fetch_free(struct fetch *f)
+void fetch_free(struct node_fetch *f)
 {
 	/* no worker is left (each held a reference); the memory it covers
 	 * is still mapped: f's own reference on the object goes next */
@@ -60,77 +60,77 @@ void fetch_free(struct fetch *f)
 	free(f);
 }
 
-struct fetch *fetch_ref(struct fetch *f)
+struct node_fetch *node_fetch_ref(struct node_fetch *f)
 {
 	if (f) {
-		pthread_mutex_lock(&f->fr->lock);
+		pthread_mutex_lock(&f->nd->lock);
 		f->refs++;
-		pthread_mutex_unlock(&f->fr->lock);
+		pthread_mutex_unlock(&f->nd->lock);
 	}
 	return f;
 }
 
-void fetch_put(struct fetch *f)
+void node_fetch_put(struct node_fetch *f)
 {
 	bool last;
 
 	if (!f)
 		return;
-	pthread_mutex_lock(&f->fr->lock);
+	pthread_mutex_lock(&f->nd->lock);
 	last = --f->refs == 0;
-	pthread_mutex_unlock(&f->fr->lock);
+	pthread_mutex_unlock(&f->nd->lock);
 	if (last)
 		fetch_free(f);
 }
 
-void fetch_untable(struct fetch *f)
+void fetch_untable(struct node_fetch *f)
 {
-	struct fetcher *fr = f->fr;
+	struct node *nd = f->nd;
 	bool drop = false;
 
-	pthread_mutex_lock(&fr->lock);
+	pthread_mutex_lock(&nd->lock);
 	if (f->in_table) {
-		HASH_DELETE(hh, fr->fetches, f);
+		HASH_DELETE(hh, nd->fetches, f);
 		f->in_table = false;
 		drop = true;
 	}
-	pthread_mutex_unlock(&fr->lock);
+	pthread_mutex_unlock(&nd->lock);
 	if (drop)
-		fetch_put(f);
+		node_fetch_put(f);
 }
 
 /* ---- the queue ---- */
 
-void fetch_enqueue_locked(struct fetch *f)
+void fetch_enqueue_locked(struct node_fetch *f)
 {
-	struct fetcher *fr = f->fr;
-	struct fetch **pp;
+	struct node *nd = f->nd;
+	struct node_fetch **pp;
 
 	if (f->queued)
 		return;
-	for (pp = &fr->queue; *pp; pp = &(*pp)->qnext)
+	for (pp = &nd->queue; *pp; pp = &(*pp)->qnext)
 		;
 	f->qnext = NULL;
 	*pp = f;
 	f->queued = true;
-	pthread_cond_broadcast(&fr->queue_cond);
+	pthread_cond_broadcast(&nd->queue_cond);
 }
 
-static void dequeue_locked(struct fetch *f)
+static void dequeue_locked(struct node_fetch *f)
 {
-	struct fetch **pp;
+	struct node_fetch **pp;
 
 	if (!f->queued)
 		return;
-	for (pp = &f->fr->queue; *pp && *pp != f; pp = &(*pp)->qnext)
+	for (pp = &f->nd->queue; *pp && *pp != f; pp = &(*pp)->qnext)
 		;
 	if (*pp)
 		*pp = f->qnext;
 	f->queued = false;
 }
 
-/* How many holders of @f are good.  fr->lock held. */
-static size_t good_locked(const struct fetch *f)
+/* How many holders of @f are good.  nd->lock held. */
+static size_t good_locked(const struct node_fetch *f)
 {
 	size_t i, good = 0;
 
@@ -139,21 +139,21 @@ static size_t good_locked(const struct fetch *f)
 	return good;
 }
 
-/* How many ranges of @f may run at once.  fr->lock held. */
-static unsigned stream_limit_locked(const struct fetch *f)
+/* How many ranges of @f may run at once.  nd->lock held. */
+static unsigned stream_limit_locked(const struct node_fetch *f)
 {
 	size_t good = good_locked(f);
 
-	return f->fr->streams_per_holder * (unsigned)(good ? good : 1);
+	return f->nd->streams_per_holder * (unsigned)(good ? good : 1);
 }
 
-/* The next range to run, with a reference on its fetch.  fr->lock held. */
-static bool take_task_locked(struct fetcher *fr, struct fetch **ret_f, unsigned *ret_ci)
+/* The next range to run, with a reference on its fetch.  nd->lock held. */
+static bool take_task_locked(struct node *nd, struct node_fetch **ret_f, unsigned *ret_ci)
 {
-	struct fetch *f, *next;
+	struct node_fetch *f, *next;
 	unsigned i, queued, running;
 
-	for (f = fr->queue; f; f = next) {
+	for (f = nd->queue; f; f = next) {
 		next = f->qnext;
 		queued = f->nchunks;
 		running = 0;
@@ -188,13 +188,13 @@ static bool take_task_locked(struct fetcher *fr, struct fetch **ret_f, unsigned 
 /* ---- moving bytes ---- */
 
 struct progress {
-	struct fetch *f;
+	struct node_fetch *f;
 	struct chunk *c;
 	uint64_t base; /* c->done when this transfer started */
 };
 
-/* How many bytes from the start of @f are in place.  fr->lock held. */
-static uint64_t in_place_locked(struct fetch *f)
+/* How many bytes from the start of @f are in place.  nd->lock held. */
+static uint64_t in_place_locked(struct node_fetch *f)
 {
 	while (f->front < f->nchunks && f->chunks[f->front].done >= f->chunks[f->front].len)
 		f->front++;
@@ -206,10 +206,10 @@ static uint64_t in_place_locked(struct fetch *f)
 static void on_progress(void *arg, uint64_t done)
 {
 	struct progress *p = arg;
-	struct fetcher *fr = p->f->fr;
+	struct node *nd = p->f->nd;
 	uint64_t front;
 
-	pthread_mutex_lock(&fr->lock);
+	pthread_mutex_lock(&nd->lock);
 	if (p->base + done > p->c->done) {
 		p->c->done = p->base + done;
 		p->f->stall_retries = 0; /* the holders move again */
@@ -217,7 +217,7 @@ static void on_progress(void *arg, uint64_t done)
 	if (p->f->waiters)
 		pthread_cond_broadcast(&p->f->cond);
 	front = in_place_locked(p->f);
-	pthread_mutex_unlock(&fr->lock);
+	pthread_mutex_unlock(&nd->lock);
 	/* checksum the bytes at the front as they come, while they are in
 	 * the cache, so that sealing has little left to do; bytes in place
 	 * are final (a resumed range starts where the last one stopped) */
@@ -226,9 +226,9 @@ static void on_progress(void *arg, uint64_t done)
 
 /* Receive what is missing of range @c from holder @h, straight into the
  * store pages of the object. */
-static int pull_chunk(struct fetch *f, struct chunk *c, const struct meta_holder *h)
+static int pull_chunk(struct node_fetch *f, struct chunk *c, const struct meta_holder *h)
 {
-	struct fetcher *fr = f->fr;
+	struct node *nd = f->nd;
 	struct iovec iov[FETCH_IOV_MAX];
 	struct progress p = {.f = f, .c = c};
 	struct transport_req req = {
@@ -246,9 +246,9 @@ static int pull_chunk(struct fetch *f, struct chunk *c, const struct meta_holder
 	int cnt, r;
 
 	for (;;) {
-		pthread_mutex_lock(&fr->lock);
+		pthread_mutex_lock(&nd->lock);
 		p.base = c->done;
-		pthread_mutex_unlock(&fr->lock);
+		pthread_mutex_unlock(&nd->lock);
 		pos = c->off + p.base;
 		if (pos >= end)
 			return 0;
@@ -260,10 +260,10 @@ static int pull_chunk(struct fetch *f, struct chunk *c, const struct meta_holder
 		req.off = pos;
 		req.len = bytes;
 		req.iovcnt = cnt;
-		r = transport_fetch(fr->transport, &req);
+		r = transport_fetch(nd->transport, &req);
 		if (r < 0)
 			return r;
-		FETCH_COUNT(fr, bytes, bytes);
+		NODE_COUNT(nd, bytes, bytes);
 	}
 }
 
@@ -289,12 +289,12 @@ static const char *holder_errname(int err)
 
 /* ---- the end of a fetch ---- */
 
-void fetch_fail(struct fetch *f, const char *why)
+void fetch_fail(struct node_fetch *f, const char *why)
 {
-	struct fetcher *fr = f->fr;
+	struct node *nd = f->nd;
 	bool was_running;
 
-	pthread_mutex_lock(&fr->lock);
+	pthread_mutex_lock(&nd->lock);
 	was_running = f->state == FETCH_RUNNING;
 	if (was_running) {
 		f->state = FETCH_FAILED;
@@ -302,32 +302,32 @@ void fetch_fail(struct fetch *f, const char *why)
 		dequeue_locked(f);
 		pthread_cond_broadcast(&f->cond);
 	}
-	pthread_mutex_unlock(&fr->lock);
+	pthread_mutex_unlock(&nd->lock);
 	if (!was_running)
 		return;
 	log_error("fetch of object %" PRIu64 " (%" PRIu64 " bytes) failed: %s; reads get EIO",
 		  f->id, f->rec.size, why);
-	FETCH_COUNT(fr, failed, 1);
+	NODE_COUNT(nd, failed, 1);
 	store_unlink(f->obj);
 	fetch_untable(f);
 	/* Bytes that readers got before the failure may be cached above,
 	 * and may be bad.  Only fetches run by the workers can have given
 	 * any out (a small one ends before its open is answered), and only
 	 * a worker may wait for the layer above here. */
-	if (f->rec.size > fr->sync_max && fr->hooks.failed)
-		fr->hooks.failed(fr->hooks.ctx, f->id);
+	if (f->rec.size > nd->sync_max && nd->hooks.failed)
+		nd->hooks.failed(nd->hooks.ctx, f->id);
 }
 
-void fetch_after_seal(struct fetch *f)
+void fetch_after_seal(struct node_fetch *f)
 {
-	struct fetcher *fr = f->fr;
+	struct node *nd = f->nd;
 	char path[OBJFS_PATH_MAX];
 	unsigned stale = 0;
 	int r;
 
-	r = meta_add_holder_prune(fr->meta, &f->rec, &stale);
+	r = meta_add_holder_prune(nd->meta, &f->rec, &stale);
 	if (stale) {
-		FETCH_COUNT(fr, stale_holders, stale);
+		NODE_COUNT(nd, stale_holders, stale);
 		log_info("object %" PRIu64 ": dropped %u holder entries of nodes that are gone",
 			 f->id, stale);
 	}
@@ -346,7 +346,7 @@ void fetch_after_seal(struct fetch *f)
 	}
 	if (r == -ENOENT || r == -ENOTUNIQ) {
 		store_unlink(f->obj);
-		fetcher_forget(fr, f->id);
+		node_forget(nd, f->id);
 		fetch_untable(f);
 		return;
 	}
@@ -355,20 +355,20 @@ void fetch_after_seal(struct fetch *f)
 			 "here: %s",
 			 f->id, strerror(-r));
 	path[0] = '\0';
-	if (fr->hooks.sealed)
-		fr->hooks.sealed(fr->hooks.ctx, f->id, path, sizeof(path));
+	if (nd->hooks.sealed)
+		nd->hooks.sealed(nd->hooks.ctx, f->id, path, sizeof(path));
 	/* the catalog record: from now on the copy survives a restart */
 	r = store_set_path(f->obj, path);
 	if (r < 0 && r != -ENOENT)
 		log_warn("object %" PRIu64 ": cannot write its catalog record: %s", f->id,
 			 strerror(-r));
-	fetcher_touch(fr, f->id);
+	node_touch(nd, f->id);
 	fetch_untable(f);
 }
 
-bool fetch_finish(struct fetch *f)
+bool fetch_finish(struct node_fetch *f)
 {
-	struct fetcher *fr = f->fr;
+	struct node *nd = f->nd;
 	char want[OBJFS_CSUM_HEX], got[OBJFS_CSUM_HEX];
 	uint8_t csum[OBJFS_CSUM_LEN];
 	int r;
@@ -382,19 +382,19 @@ bool fetch_finish(struct fetch *f)
 	if (memcmp(csum, f->rec.csum, OBJFS_CSUM_LEN)) {
 		csum_to_hex(f->rec.csum, want);
 		csum_to_hex(csum, got);
-		FETCH_COUNT(fr, csum_failures, 1);
+		NODE_COUNT(nd, csum_failures, 1);
 		log_error("object %" PRIu64 ": the fetched bytes have checksum %s, the record "
 			  "says %s; discarding the copy",
 			  f->id, got, want);
 		fetch_fail(f, "checksum mismatch");
 		return false;
 	}
-	pthread_mutex_lock(&fr->lock);
+	pthread_mutex_lock(&nd->lock);
 	f->state = FETCH_DONE;
 	dequeue_locked(f);
 	pthread_cond_broadcast(&f->cond);
-	pthread_mutex_unlock(&fr->lock);
-	FETCH_COUNT(fr, done, 1);
+	pthread_mutex_unlock(&nd->lock);
+	NODE_COUNT(nd, done, 1);
 	log_debug("fetched object %" PRIu64 " (%" PRIu64 " bytes) in %.1f ms", f->id, f->rec.size,
 		  (double)(mono_ns() - f->started_ns) / 1e6);
 	/* it stays in the table until fetch_after_seal() has registered
@@ -403,34 +403,34 @@ bool fetch_finish(struct fetch *f)
 }
 
 /* The backoff before retry @n (from 1) of a stalled holder. */
-static unsigned stall_backoff_ms(const struct fetcher *fr, unsigned n)
+static unsigned stall_backoff_ms(const struct node *nd, unsigned n)
 {
-	unsigned ms = fr->io_timeout_ms / 4;
+	unsigned ms = nd->io_timeout_ms / 4;
 
-	while (--n && ms < fr->io_timeout_ms)
+	while (--n && ms < nd->io_timeout_ms)
 		ms *= 2;
-	return ms < fr->io_timeout_ms ? ms : fr->io_timeout_ms;
+	return ms < nd->io_timeout_ms ? ms : nd->io_timeout_ms;
 }
 
-/* Wait @ms, or less if @f stops running or the fetcher stops.  True if
+/* Wait @ms, or less if @f stops running or the node stops.  True if
  * @f is still to run. */
-static bool backoff(struct fetch *f, unsigned ms)
+static bool backoff(struct node_fetch *f, unsigned ms)
 {
-	struct fetcher *fr = f->fr;
+	struct node *nd = f->nd;
 	int64_t end = mono_ns() + (int64_t)ms * 1000000, left;
 	struct timespec until;
 	bool run;
 
-	pthread_mutex_lock(&fr->lock);
-	while ((run = f->state == FETCH_RUNNING && !fr->stopping) && (left = end - mono_ns()) > 0) {
+	pthread_mutex_lock(&nd->lock);
+	while ((run = f->state == FETCH_RUNNING && !nd->stopping) && (left = end - mono_ns()) > 0) {
 		/* the deadline is monotonic; the condition's clock is not */
 		clock_gettime(CLOCK_REALTIME, &until);
 		left += until.tv_nsec;
 		until.tv_sec += left / 1000000000;
 		until.tv_nsec = left % 1000000000;
-		pthread_cond_timedwait(&f->cond, &fr->lock, &until);
+		pthread_cond_timedwait(&f->cond, &nd->lock, &until);
 	}
-	pthread_mutex_unlock(&fr->lock);
+	pthread_mutex_unlock(&nd->lock);
 	return run;
 }
 
@@ -440,17 +440,17 @@ static bool backoff(struct fetch *f, unsigned ms)
  * often enough already.  Nothing if another worker is at it.  0 to look
  * again, or -errno (the fetch is then failed here).
  */
-static int relocate_or_fail(struct fetch *f, unsigned gen)
+static int relocate_or_fail(struct node_fetch *f, unsigned gen)
 {
-	struct fetcher *fr = f->fr;
+	struct node *nd = f->nd;
 	char why[192], stalled[OBJFS_NODE_MAX] = "";
 	unsigned retry = 0, ms;
 	bool again;
 	int k, r;
 
-	pthread_mutex_lock(&fr->lock);
+	pthread_mutex_lock(&nd->lock);
 	if (f->relocating || f->gen != gen) {
-		pthread_mutex_unlock(&fr->lock);
+		pthread_mutex_unlock(&nd->lock);
 		return 0; /* the list changed: look again */
 	}
 	k = fetch_holder_stalled_locked(f);
@@ -463,9 +463,9 @@ static int relocate_or_fail(struct fetch *f, unsigned gen)
 		again = f->relocations++ < RELOCATE_MAX + (f->guessed ? 1 : 0);
 	}
 	f->relocating = again;
-	pthread_mutex_unlock(&fr->lock);
+	pthread_mutex_unlock(&nd->lock);
 	if (retry) {
-		ms = stall_backoff_ms(fr, retry);
+		ms = stall_backoff_ms(nd, retry);
 		log_warn("object %" PRIu64 ": no holder left but '%s', which stalled; asking it "
 			 "again on a fresh connection in %u ms if its node card is live "
 			 "(retry %u of %u)",
@@ -475,11 +475,11 @@ static int relocate_or_fail(struct fetch *f, unsigned gen)
 		r = again ? fetch_holder_relocate(f, false) : -EHOSTUNREACH;
 	}
 	if (again) {
-		pthread_mutex_lock(&fr->lock);
+		pthread_mutex_lock(&nd->lock);
 		f->relocating = false;
 		f->gen++;
 		pthread_cond_broadcast(&f->cond);
-		pthread_mutex_unlock(&fr->lock);
+		pthread_mutex_unlock(&nd->lock);
 	}
 	if (r == 0)
 		return 0;
@@ -499,9 +499,9 @@ static int relocate_or_fail(struct fetch *f, unsigned gen)
 	return r;
 }
 
-bool fetch_run_chunk(struct fetch *f, unsigned ci)
+bool fetch_run_chunk(struct node_fetch *f, unsigned ci)
 {
-	struct fetcher *fr = f->fr;
+	struct node *nd = f->nd;
 	struct chunk *c = &f->chunks[ci];
 	struct meta_holder h;
 	unsigned gen;
@@ -509,47 +509,47 @@ bool fetch_run_chunk(struct fetch *f, unsigned ci)
 	int k, r;
 
 	for (;;) {
-		pthread_mutex_lock(&fr->lock);
+		pthread_mutex_lock(&nd->lock);
 		/* another worker is asking Redis for holders: use its answer */
 		while (f->relocating && f->state == FETCH_RUNNING)
-			pthread_cond_wait(&f->cond, &fr->lock);
+			pthread_cond_wait(&f->cond, &nd->lock);
 		if (f->state != FETCH_RUNNING) {
-			pthread_mutex_unlock(&fr->lock);
+			pthread_mutex_unlock(&nd->lock);
 			return false;
 		}
 		k = fetch_holder_pick_locked(f);
 		if (k >= 0)
 			h = f->holders[k];
 		gen = f->gen;
-		pthread_mutex_unlock(&fr->lock);
+		pthread_mutex_unlock(&nd->lock);
 		if (k < 0) {
 			if (relocate_or_fail(f, gen) < 0)
 				return false;
 			continue;
 		}
 		r = pull_chunk(f, c, &h);
-		pthread_mutex_lock(&fr->lock);
+		pthread_mutex_lock(&nd->lock);
 		if (r == 0) {
 			c->state = CHUNK_DONE;
 			f->ndone++;
 			pthread_cond_broadcast(&f->cond);
 			r = f->ndone == f->nchunks && f->state == FETCH_RUNNING;
-			pthread_mutex_unlock(&fr->lock);
+			pthread_mutex_unlock(&nd->lock);
 			return r;
 		}
 		if (f->state != FETCH_RUNNING) {
-			pthread_mutex_unlock(&fr->lock);
+			pthread_mutex_unlock(&nd->lock);
 			return false;
 		}
 		/* a stall may be retried (relocate_or_fail()) */
 		fetch_holder_mark_locked(f, k, &h, r == -ETIMEDOUT ? HOLDER_STALLED : HOLDER_BAD);
 		left = good_locked(f);
-		pthread_mutex_unlock(&fr->lock);
+		pthread_mutex_unlock(&nd->lock);
 		if (r != -ENOENT && r != -ERANGE) {
-			transport_forget_peer(fr->transport, h.node);
-			fetch_peer_del(fr, h.node);
+			transport_forget_peer(nd->transport, h.node);
+			fetch_peer_del(nd, h.node);
 		}
-		FETCH_COUNT(fr, failovers, 1);
+		NODE_COUNT(nd, failovers, 1);
 		log_warn("object %" PRIu64 ": holder '%s' (%s) %s at offset %" PRIu64 "; %s", f->id,
 			 h.node, h.addr[0] ? h.addr : h.rdma, holder_errname(r), c->off + c->done,
 			 left ? "trying another holder" : "no other holder is left");
@@ -560,27 +560,27 @@ bool fetch_run_chunk(struct fetch *f, unsigned ci)
 
 static void *worker_main(void *arg)
 {
-	struct fetcher *fr = arg;
-	struct fetch *f;
+	struct node *nd = arg;
+	struct node_fetch *f;
 	unsigned ci;
 
-	pthread_mutex_lock(&fr->lock);
-	while (!fr->stopping) {
-		if (!take_task_locked(fr, &f, &ci)) {
-			pthread_cond_wait(&fr->queue_cond, &fr->lock);
+	pthread_mutex_lock(&nd->lock);
+	while (!nd->stopping) {
+		if (!take_task_locked(nd, &f, &ci)) {
+			pthread_cond_wait(&nd->queue_cond, &nd->lock);
 			continue;
 		}
-		pthread_mutex_unlock(&fr->lock);
+		pthread_mutex_unlock(&nd->lock);
 		if (fetch_run_chunk(f, ci) && fetch_finish(f))
 			fetch_after_seal(f);
-		fetch_put(f);
-		pthread_mutex_lock(&fr->lock);
+		node_fetch_put(f);
+		pthread_mutex_lock(&nd->lock);
 	}
-	pthread_mutex_unlock(&fr->lock);
+	pthread_mutex_unlock(&nd->lock);
 	return NULL;
 }
 
-int fetch_start_workers(struct fetcher *fr, unsigned n)
+int fetch_start_workers(struct node *nd, unsigned n)
 {
 	sigset_t all, old;
 	unsigned i;
@@ -590,51 +590,51 @@ int fetch_start_workers(struct fetcher *fr, unsigned n)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	for (i = 0; i < n && i < FETCH_WORKERS_MAX; i++) {
-		r = -pthread_create(&fr->workers[i], NULL, worker_main, fr);
+		r = -pthread_create(&nd->workers[i], NULL, worker_main, nd);
 		if (r)
 			break;
-		fr->nworkers++;
+		nd->nworkers++;
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return r;
 }
 
-void fetch_stop_workers(struct fetcher *fr)
+void fetch_stop_workers(struct node *nd)
 {
-	struct fetch *f, *tmp;
+	struct node_fetch *f, *tmp;
 	unsigned i;
 
-	pthread_mutex_lock(&fr->lock);
-	fr->stopping = true;
-	pthread_cond_broadcast(&fr->queue_cond);
+	pthread_mutex_lock(&nd->lock);
+	nd->stopping = true;
+	pthread_cond_broadcast(&nd->queue_cond);
 	/* workers backing off before a retry */
-	HASH_ITER (hh, fr->fetches, f, tmp)
+	HASH_ITER (hh, nd->fetches, f, tmp)
 		pthread_cond_broadcast(&f->cond);
-	pthread_mutex_unlock(&fr->lock);
-	for (i = 0; i < fr->nworkers; i++)
-		pthread_join(fr->workers[i], NULL);
-	fr->nworkers = 0;
+	pthread_mutex_unlock(&nd->lock);
+	for (i = 0; i < nd->nworkers; i++)
+		pthread_join(nd->workers[i], NULL);
+	nd->nworkers = 0;
 }
 
-void fetch_drop_all(struct fetcher *fr)
+void fetch_drop_all(struct node *nd)
 {
-	struct fetch *f;
+	struct node_fetch *f;
 	bool failed;
 
-	pthread_mutex_lock(&fr->lock);
-	while ((f = fr->fetches)) {
-		HASH_DELETE(hh, fr->fetches, f);
+	pthread_mutex_lock(&nd->lock);
+	while ((f = nd->fetches)) {
+		HASH_DELETE(hh, nd->fetches, f);
 		f->in_table = false;
 		if (f->state == FETCH_RUNNING)
 			f->state = FETCH_FAILED;
 		failed = f->state == FETCH_FAILED;
 		dequeue_locked(f);
 		pthread_cond_broadcast(&f->cond);
-		pthread_mutex_unlock(&fr->lock);
+		pthread_mutex_unlock(&nd->lock);
 		if (failed)
 			store_unlink(f->obj);
-		fetch_put(f);
-		pthread_mutex_lock(&fr->lock);
+		node_fetch_put(f);
+		pthread_mutex_lock(&nd->lock);
 	}
-	pthread_mutex_unlock(&fr->lock);
+	pthread_mutex_unlock(&nd->lock);
 }

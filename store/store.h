@@ -197,7 +197,7 @@ bool store_obj_sealed(const struct store_obj *o);
  * A lease reference: it keeps @o's pages like any other, but
  * store_obj_in_use() does not count it.  For a holder that lets go when
  * asked (a serving lease, which eviction takes back:
- * fetch/fetch_source.c).  Returns @o (NULL is fine); the caller drops it
+ * node/node_source.c).  Returns @o (NULL is fine); the caller drops it
  * with store_obj_unref_lease(), never with store_obj_unref().
  */
 struct store_obj *store_obj_ref_lease(struct store_obj *o);

@@ -1,8 +1,8 @@
 /*
- * fetch-harness.h: what test-fetch.c and test-fetch-evict.c share: a real
+ * node-harness.h: what test-node.c and test-node-evict.c share: a real
  * store, a private redis-server (meta-harness.h) and a fake transport
  * backend whose holders are nodes with a card in Redis and a store of
- * their own (see test-fetch.c for what the fake can be asked to do).
+ * their own (see test-node.c for what the fake can be asked to do).
  * Include it once, from the test program.
  */
 #ifndef OBJFS_FETCH_HARNESS_H
@@ -40,7 +40,7 @@ struct holder {
 	bool gone_on_stall; /* its card goes at its first stall (node released) */
 	char instance[64];  /* its card's */
 	/* what it did; F.lock */
-	uint64_t served; /* bytes copied to the fetcher */
+	uint64_t served; /* bytes copied to the node */
 	unsigned gets;
 };
 
@@ -301,8 +301,8 @@ static void hook_sealed(void *ctx, uint64_t id, char *ret_path, size_t len)
 	pthread_mutex_lock(&F.lock);
 	evict = F.evict_on_seal;
 	pthread_mutex_unlock(&F.lock);
-	/* ctx: the world's fetcher, wherever it is now */
-	freed = evict ? fetcher_evict(*(struct fetcher **)ctx, UINT64_MAX) : 0;
+	/* ctx: the world's node, wherever it is now */
+	freed = evict ? node_evict(*(struct node **)ctx, UINT64_MAX) : 0;
 	pthread_mutex_lock(&F.lock);
 	F.evicted_on_seal += freed;
 	F.n_sealed++; /* last: a test that sees it sees the rest */
@@ -343,7 +343,7 @@ static unsigned locked_read(const unsigned *v)
 	return x;
 }
 
-/* ---- one world per case: holders, the local node, its fetcher ---- */
+/* ---- one world per case: holders, the local node, its node ---- */
 
 struct world {
 	char prefix[32];
@@ -351,8 +351,8 @@ struct world {
 	struct store *s;
 	char dir[128];
 	struct transport *t;
-	struct fetch_source *src; /* the local node's, for its eviction; lease_ms 200 */
-	struct fetcher *fr;
+	struct node_source *src; /* the local node's, for its eviction; lease_ms 200 */
+	struct node *nd;
 };
 
 static struct store *open_store(char *dir, size_t len, const char *name, uint64_t capacity)
@@ -393,7 +393,7 @@ static void world_init(struct world *w, uint64_t local_capacity)
 	static const char *names[NHOLDERS] = {"holder-a", "holder-b", "holder-c"};
 	struct transport_config tc = {.node = "local",
 				      .io_timeout_ms = F.io_timeout_ms ? F.io_timeout_ms : 2000};
-	struct fetcher_config fc;
+	struct node_config fc;
 	int i, err = 0;
 
 	F.seq++;
@@ -424,9 +424,9 @@ static void world_init(struct world *w, uint64_t local_capacity)
 	w->s = open_store(w->dir, sizeof(w->dir), "local", local_capacity);
 	w->t = transport_new_ops(&tc, &fake_ops, &err);
 	CHECK(w->t != NULL);
-	w->src = fetch_source_new(w->s, 200);
+	w->src = node_source_new(w->s, 200);
 	CHECK(w->src != NULL);
-	fc = (struct fetcher_config){
+	fc = (struct node_config){
 	    .node = "local",
 	    .meta = w->m,
 	    .store = w->s,
@@ -435,13 +435,13 @@ static void world_init(struct world *w, uint64_t local_capacity)
 	    .hooks = {.failed = hook_failed,
 		      .sealed = hook_sealed,
 		      .busy = hook_busy,
-		      .ctx = &w->fr},
+		      .ctx = &w->nd},
 	    .sync_max = 4096,
 	    .workers = 4,
 	};
-	w->fr = fetcher_new(&fc, &err);
-	if (!w->fr) {
-		fprintf(stderr, "fetcher_new: %s\n", strerror(-err));
+	w->nd = node_new(&fc, &err);
+	if (!w->nd) {
+		fprintf(stderr, "node_new: %s\n", strerror(-err));
 		exit(1);
 	}
 }
@@ -450,8 +450,8 @@ static void world_release(struct world *w)
 {
 	int i;
 
-	fetcher_free(w->fr);
-	fetch_source_free(w->src);
+	node_free(w->nd);
+	node_source_free(w->src);
 	/* every fetch registered its destination once, fetched into it only,
 	 * and gave it back (before the pages: fake_region_free()) */
 	CHECK_EQ(locked_read(&F.regions_new), locked_read(&F.regions_freed));
@@ -591,15 +591,15 @@ static bool copy_let_go(struct world *w, uint64_t id)
 static int fetch_all(struct world *w, const struct meta_obj *rec)
 {
 	struct store_obj *o = NULL;
-	struct fetch *f = NULL;
+	struct node_fetch *f = NULL;
 	int r;
 
-	r = fetcher_open(w->fr, rec->id, NULL, &f, &o);
+	r = node_fetch_open(w->nd, rec->id, NULL, &f, &o);
 	if (r < 0)
 		return r;
-	fetch_opened(fetch_ref(f));
-	r = fetch_wait(f, 0, rec->size);
-	fetch_put(f);
+	node_fetch_opened(node_fetch_ref(f));
+	r = node_fetch_wait(f, 0, rec->size);
+	node_fetch_put(f);
 	store_obj_unref(o);
 	if (r == 0) {
 		WAIT_FOR(held_here(w, rec->id));
@@ -635,7 +635,7 @@ static void gate(bool open)
 struct opener {
 	struct world *w;
 	uint64_t id;
-	struct fetch *f;
+	struct node_fetch *f;
 	struct store_obj *o;
 	int r;
 };
@@ -644,7 +644,7 @@ static void *open_thread(void *arg)
 {
 	struct opener *op = arg;
 
-	op->r = fetcher_open(op->w->fr, op->id, NULL, &op->f, &op->o);
+	op->r = node_fetch_open(op->w->nd, op->id, NULL, &op->f, &op->o);
 	return NULL;
 }
 

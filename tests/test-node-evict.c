@@ -1,7 +1,7 @@
 /*
- * test-fetch-evict: unit tests of eviction and serving (fetch/fetch_evict.c,
- * fetch/fetch_source.c), with the harness of test-fetch.c
- * (fetch-harness.h): eviction that never drops the last copy and gives
+ * test-node-evict: unit tests of eviction and serving (node/node_evict.c,
+ * node/node_source.c), with the harness of test-node.c
+ * (node-harness.h): eviction that never drops the last copy and gives
  * nothing up for nothing, an object deleted mid-fetch, serving leases
  * (driven through the source's callbacks as the transport's server would,
  * and once over the real TCP transport on loopback), eviction of copies
@@ -12,7 +12,7 @@
 
 TEST(eviction)
 {
-	struct fetcher_stats st;
+	struct node_stats st;
 	struct world w;
 	struct meta_obj a, b, mine;
 	struct store_obj *o;
@@ -24,15 +24,15 @@ TEST(eviction)
 	CHECK_EQ(fetch_all(&w, &b), 0);
 	CHECK(held_here(&w, a.id) && held_here(&w, b.id));
 	mine = put_local_object(&w, "mine", 512 * 1024); /* only this node has it */
-	fetcher_touch(w.fr, mine.id);
-	fetcher_touch(w.fr, a.id); /* b is now the least recently used */
+	node_touch(w.nd, mine.id);
+	node_touch(w.nd, a.id); /* b is now the least recently used */
 
 	/* b is in use above: a goes first */
 	pthread_mutex_lock(&F.lock);
 	F.busy_id = b.id;
 	pthread_mutex_unlock(&F.lock);
-	CHECK_EQ(fetcher_evict(w.fr, 512 * 1024), 0); /* free already */
-	CHECK_EQ(fetcher_evict(w.fr, 1024 * 1024), 512 * 1024);
+	CHECK_EQ(node_evict(w.nd, 512 * 1024), 0); /* free already */
+	CHECK_EQ(node_evict(w.nd, 1024 * 1024), 512 * 1024);
 	CHECK(store_lookup(w.s, a.id) == NULL);
 	CHECK(!held_here(&w, a.id));
 	CHECK(local_copy_ok(&w, &b));
@@ -40,14 +40,14 @@ TEST(eviction)
 	pthread_mutex_lock(&F.lock);
 	F.busy_id = 0;
 	pthread_mutex_unlock(&F.lock);
-	CHECK_EQ(fetcher_evict(w.fr, 1536 * 1024), 512 * 1024);
+	CHECK_EQ(node_evict(w.nd, 1536 * 1024), 512 * 1024);
 	CHECK(store_lookup(w.s, b.id) == NULL);
 	o = store_lookup(w.s, mine.id);
 	CHECK(o != NULL);
 	store_obj_unref(o);
 	CHECK(held_here(&w, mine.id));
-	CHECK_EQ(fetcher_evict(w.fr, 2u << 20), 0);
-	fetcher_stats(w.fr, &st);
+	CHECK_EQ(node_evict(w.nd, 2u << 20), 0);
+	node_stats(w.nd, &st);
 	CHECK_EQ(st.evictions, 2);
 
 	/* a copy sealed but not yet registered is not evicted (the hook
@@ -65,7 +65,7 @@ TEST(eviction)
 		CHECK_EQ(F.evicted_on_seal, 0);
 		pthread_mutex_unlock(&F.lock);
 		CHECK(local_copy_ok(&w, &d));
-		CHECK_EQ(fetcher_evict(w.fr, 1536 * 1024), 512 * 1024); /* registered: may go */
+		CHECK_EQ(node_evict(w.nd, 1536 * 1024), 512 * 1024); /* registered: may go */
 		CHECK(store_lookup(w.s, d.id) == NULL);
 	}
 
@@ -88,7 +88,7 @@ TEST(eviction)
  * and every replica stays. */
 TEST(evict_only_if_it_helps)
 {
-	struct fetcher_stats st;
+	struct node_stats st;
 	struct world w;
 	struct meta_obj a, b, mine, huge, big, fits;
 
@@ -107,8 +107,8 @@ TEST(evict_only_if_it_helps)
 	big = put_object(&w, "h-big", 1792 * 1024, 1, 0);
 	CHECK_EQ(fetch_all(&w, &big), -ENOSPC);
 	CHECK(store_lookup(w.s, big.id) == NULL);
-	CHECK_EQ(fetcher_evict(w.fr, 1792 * 1024), 0);
-	fetcher_stats(w.fr, &st);
+	CHECK_EQ(node_evict(w.nd, 1792 * 1024), 0);
+	node_stats(w.nd, &st);
 	CHECK_EQ(st.evictions, 0);
 	CHECK(local_copy_ok(&w, &a));
 	CHECK(local_copy_ok(&w, &b));
@@ -117,7 +117,7 @@ TEST(evict_only_if_it_helps)
 	fits = put_object(&w, "h-fits", 1280 * 1024, 1, 0);
 	CHECK_EQ(fetch_all(&w, &fits), 0);
 	CHECK(local_copy_ok(&w, &fits));
-	fetcher_stats(w.fr, &st);
+	node_stats(w.nd, &st);
 	CHECK_EQ(st.evictions, 2);
 	CHECK(held_here(&w, mine.id));
 	world_release(&w);
@@ -140,7 +140,7 @@ TEST(deleted_while_fetched)
 	struct world w;
 	struct meta_obj rec;
 	struct store_obj *o;
-	struct fetch *f;
+	struct node_fetch *f;
 	uint64_t id = 0;
 	uint8_t *want, *got;
 
@@ -148,13 +148,13 @@ TEST(deleted_while_fetched)
 	rec = put_object(&w, "del", 8 * RANGE, 0, 0);
 	gate(false);
 	F.h[0].gate_off = 2 * RANGE;
-	CHECK_EQ(fetcher_open(w.fr, rec.id, NULL, &f, &o), 0);
-	fetch_opened(fetch_ref(f));
+	CHECK_EQ(node_fetch_open(w.nd, rec.id, NULL, &f, &o), 0);
+	node_fetch_opened(node_fetch_ref(f));
 	wait_gated(1);
 	CHECK_EQ(meta_unlink(F.h[0].m, META_ROOT_ID, "del", &id), 0);
 	CHECK_EQ(id, rec.id);
 	gate(true); /* the holder still serves what was asked before */
-	CHECK_EQ(fetch_wait(f, 0, rec.size), 0);
+	CHECK_EQ(node_fetch_wait(f, 0, rec.size), 0);
 	WAIT_FOR(!in_store(&w, rec.id));
 	CHECK(!held_here(&w, rec.id));
 	CHECK_EQ(locked_read(&F.n_sealed), 0);
@@ -168,7 +168,7 @@ TEST(deleted_while_fetched)
 
 		store_stats(w.s, &ss);
 		CHECK_EQ(ss.draining, rec.size);
-		fetch_put(f);
+		node_fetch_put(f);
 		store_obj_unref(o);
 		store_stats(w.s, &ss);
 		CHECK_EQ(ss.draining, 0);
@@ -214,14 +214,14 @@ static void src_drop(void *reg)
 }
 
 /*
- * Serving leases (fetch_source.c): a peer that fetched from an object
+ * Serving leases (node_source.c): a peer that fetched from an object
  * before it was unlinked here is still served it, nobody else is, and
  * the pages go once the lease lapses.
  */
 TEST(serving_leases)
 {
 	struct transport_source ts;
-	struct fetch_source *src;
+	struct node_source *src;
 	struct store_stats ss;
 	struct world w;
 	struct meta_obj a, b;
@@ -233,12 +233,12 @@ TEST(serving_leases)
 	CHECK_EQ(fetch_all(&w, &a), 0);
 	CHECK_EQ(fetch_all(&w, &b), 0);
 	src = w.src;
-	fetch_source_init(&ts, src);
+	node_source_init(&ts, src);
 
 	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, NULL), 0);
 	CHECK_EQ(serve_one(&ts, "peer-1", b.id, b.size, NULL), 0);
 	CHECK_EQ(serve_one(&ts, "peer-1", 999999, 0, NULL), -ENOENT);
-	CHECK_EQ(fetch_source_leases(src), 2);
+	CHECK_EQ(node_source_leases(src), 2);
 	CHECK(local_copy_ok(&w, &a));
 
 	/* a is deleted here: peer-1 goes on, peer-2 never started */
@@ -247,7 +247,7 @@ TEST(serving_leases)
 	CHECK_EQ(ss.draining, a.size);
 	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, &tok), 0);
 	CHECK_EQ(serve_one(&ts, "peer-2", a.id, a.size, NULL), -ENOENT);
-	CHECK_EQ(fetch_source_leases(src), 2);
+	CHECK_EQ(node_source_leases(src), 2);
 	/* what a backend that registers objects once (RDMA) sees of it: the
 	 * whole object, and a slot dropped when its last holder lets go */
 	{
@@ -270,9 +270,9 @@ TEST(serving_leases)
 
 	/* a lease does not lapse during a GET, only lease_ms after it */
 	usleep(300 * 1000);
-	CHECK_EQ(fetch_source_expire(src), 1); /* b's */
+	CHECK_EQ(node_source_expire(src), 1); /* b's */
 	ts.close(tok);
-	CHECK_EQ(fetch_source_expire(src), 0);
+	CHECK_EQ(node_source_expire(src), 0);
 	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, NULL), 0);
 	store_stats(w.s, &ss);
 	CHECK_EQ(ss.draining, a.size);
@@ -280,14 +280,14 @@ TEST(serving_leases)
 	/* lapsed: no GET finds it any more, even before the sweep */
 	CHECK_EQ(src_drops, 0);
 	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, NULL), -ENOENT);
-	CHECK_EQ(fetch_source_leases(src), 0);
+	CHECK_EQ(node_source_leases(src), 0);
 	CHECK_EQ(src_drops, 1); /* with the object */
 	store_stats(w.s, &ss);
 	CHECK_EQ(ss.draining, 0);
 	CHECK_EQ(ss.used, b.size);
 
-	CHECK_EQ(fetcher_evict(w.fr, 4u << 20), b.size);
-	fetch_source_free(NULL);
+	CHECK_EQ(node_evict(w.nd, 4u << 20), b.size);
+	node_source_free(NULL);
 	world_release(&w);
 }
 
@@ -320,7 +320,7 @@ TEST(serving_leases_tcp)
 	struct transport_config cfg = {
 	    .node = "srv", .listen_host = "127.0.0.1", .io_timeout_ms = 2000};
 	struct transport_source ts;
-	struct fetch_source *src;
+	struct node_source *src;
 	struct transport *t;
 	struct store_obj *o;
 	struct store *s;
@@ -333,24 +333,24 @@ TEST(serving_leases_tcp)
 	fill(buf, RANGE, 42);
 	CHECK(o && store_write(o, buf, RANGE, 0) == 0 && store_seal(o, "/x", 1) == 0);
 	store_obj_unref(o);
-	src = fetch_source_new(s, 60000);
-	fetch_source_init(&ts, src);
+	src = node_source_new(s, 60000);
+	node_source_init(&ts, src);
 	t = transport_new(&cfg, NULL);
 	CHECK(t && transport_serve(t, &ts) == 0 && transport_addr(t, addr, sizeof(addr)) == 0);
 
 	CHECK_EQ(tcp_get("peer-1", addr, 42, RANGE), 0);
-	CHECK_EQ(fetch_source_leases(src), 1);
+	CHECK_EQ(node_source_leases(src), 1);
 	CHECK_EQ(store_unlink_id(s, 42), 0);
 	CHECK_EQ(tcp_get("peer-2", addr, 42, RANGE), -ENOENT);
 	CHECK_EQ(tcp_get("peer-1", addr, 42, RANGE), 0); /* a new connection, too */
 	/* evicted rather than deleted: the lease is taken back, and the peer
 	 * is told that the object is not here (it fails over) */
-	fetch_source_revoke(src, 42);
+	node_source_revoke(src, 42);
 	CHECK_EQ(tcp_get("peer-1", addr, 42, RANGE), -ENOENT);
 	/* at once, or when the server is done with the last GET */
-	WAIT_FOR(fetch_source_leases(src) == 0);
+	WAIT_FOR(node_source_leases(src) == 0);
 	transport_free(t);
-	fetch_source_free(src);
+	node_source_free(src);
 	{
 		struct store_stats ss;
 
@@ -417,19 +417,19 @@ TEST(evict_leased)
 	CHECK_EQ(fetch_all(&w, &a), 0);
 	CHECK_EQ(fetch_all(&w, &b), 0);
 	mine = put_local_object(&w, "el-mine", 512 * 1024); /* the last copy */
-	fetch_source_init(&ts, w.src);
+	node_source_init(&ts, w.src);
 
 	/* idle leases: a, the least recently used copy, goes at once */
 	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, NULL), 0);
 	CHECK_EQ(serve_one(&ts, "peer-1", b.id, b.size, NULL), 0);
-	CHECK_EQ(fetch_source_leases(w.src), 2);
-	CHECK_EQ(fetcher_evict(w.fr, 1024 * 1024), a.size);
+	CHECK_EQ(node_source_leases(w.src), 2);
+	CHECK_EQ(node_evict(w.nd, 1024 * 1024), a.size);
 	CHECK(!in_store(&w, a.id));
 	CHECK(!held_here(&w, a.id));
 	store_stats(w.s, &ss);
 	CHECK_EQ(ss.used, b.size + mine.size);
 	CHECK_EQ(ss.draining, 0);
-	CHECK_EQ(fetch_source_leases(w.src), 1);
+	CHECK_EQ(node_source_leases(w.src), 1);
 	CHECK_EQ(serve_one(&ts, "peer-1", a.id, a.size, NULL), -ENOENT);
 
 	/* b is being sent to peer-2, c is idle: c goes */
@@ -438,14 +438,14 @@ TEST(evict_leased)
 	CHECK_EQ(serve_one(&ts, "peer-2", b.id, b.size, &tok), 0);
 	CHECK_EQ(ts.attach(tok, &reg, src_drop, &cur), 0);
 	src_drops = 0;
-	CHECK_EQ(fetcher_evict(w.fr, 1024 * 1024), c.size);
+	CHECK_EQ(node_evict(w.nd, 1024 * 1024), c.size);
 	CHECK(!in_store(&w, c.id));
 	CHECK(local_copy_ok(&w, &b));
 
 	/* only b can make room now: it goes, and eviction waits for its GET */
 	cl = (struct closer){.w = &w, .ts = &ts, .tok = tok, .id = b.id};
 	CHECK_EQ(pthread_create(&th, NULL, close_thread, &cl), 0);
-	CHECK_EQ(fetcher_evict(w.fr, 1536 * 1024), b.size);
+	CHECK_EQ(node_evict(w.nd, 1536 * 1024), b.size);
 	pthread_join(th, NULL);
 	CHECK(cl.bytes_ok);
 	CHECK_EQ(cl.drops_before, 0);
@@ -453,7 +453,7 @@ TEST(evict_leased)
 	store_stats(w.s, &ss);
 	CHECK_EQ(ss.used, mine.size);
 	CHECK_EQ(ss.draining, 0);
-	CHECK_EQ(fetch_source_leases(w.src), 0);
+	CHECK_EQ(node_source_leases(w.src), 0);
 	CHECK_EQ(serve_one(&ts, "peer-2", b.id, b.size, NULL), -ENOENT);
 	CHECK(in_store(&w, mine.id));
 	CHECK(held_here(&w, mine.id));
@@ -468,7 +468,7 @@ TEST(evict_leased)
  */
 TEST(holder_evicts_mid_fetch)
 {
-	struct fetcher_stats st;
+	struct node_stats st;
 	struct opener op;
 	struct world w;
 	struct meta_obj rec;
@@ -493,13 +493,13 @@ TEST(holder_evicts_mid_fetch)
 	F.h[0].missing = true;
 	pthread_mutex_unlock(&F.lock);
 	gate(true);
-	CHECK_EQ(fetch_wait(op.f, 0, rec.size), 0);
-	fetch_opened(op.f);
+	CHECK_EQ(node_fetch_wait(op.f, 0, rec.size), 0);
+	node_fetch_opened(op.f);
 	store_obj_unref(op.o);
 	CHECK(local_copy_ok(&w, &rec));
 	CHECK_EQ(F.h[0].served, RANGE);
 	CHECK_EQ(F.h[1].served, rec.size - RANGE);
-	fetcher_stats(w.fr, &st);
+	node_stats(w.nd, &st);
 	CHECK(st.failovers >= 1);
 	CHECK_EQ(locked_read(&F.n_failed), 0);
 	WAIT_FOR(held_here(&w, rec.id));
@@ -509,7 +509,7 @@ TEST(holder_evicts_mid_fetch)
 int main(void)
 {
 	harness_begin("fetch-evict");
-	snprintf(F.root, sizeof(F.root), "/dev/shm/objfs-test-fetch-evict-XXXXXX");
+	snprintf(F.root, sizeof(F.root), "/dev/shm/objfs-test-node-evict-XXXXXX");
 	if (!mkdtemp(F.root)) {
 		perror("mkdtemp");
 		return 1;

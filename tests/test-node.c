@@ -1,11 +1,11 @@
 /*
- * test-fetch: unit tests of the fetch engine (fetch/), run against a real
+ * test-node: unit tests of the node room (node/), run against a real
  * store, a private redis-server (meta-harness.h) and a fake transport
  * backend: no FUSE, no root, and sockets only on loopback (one case).
  *
  * The fake backend plays the holders.  Each holder is a node with a card
  * in Redis and a store of its own; a GET is answered by copying from the
- * holder's store into the fetcher's iovecs, with the failures a test
+ * holder's store into the node's iovecs, with the failures a test
  * asks for: a holder that goes away after so many bytes, one that no
  * longer has the object, one whose bytes are corrupt, and a gate that
  * holds a range back until the test opens it (to see a reader served
@@ -18,7 +18,7 @@
  * every holder fails (and the failure when none is left), retries of a
  * stalled holder (and their bound), a checksum mismatch, a sync_max above
  * the range, and no transport.  Eviction and serving are in
- * test-fetch-evict.c.
+ * test-node-evict.c.
  */
 #include "node-harness.h"
 
@@ -46,20 +46,20 @@ TEST(single_flight)
 		CHECK_EQ(op[i].r, 0);
 		CHECK(op[i].f == op[0].f);
 		CHECK(op[i].o == op[0].o);
-		CHECK_EQ(fetch_wait(op[i].f, 0, rec.size), 0);
+		CHECK_EQ(node_fetch_wait(op[i].f, 0, rec.size), 0);
 	}
 	CHECK(local_copy_ok(&w, &rec));
 	CHECK_EQ(F.h[0].served, rec.size);
 	CHECK_EQ(F.h[0].gets, 5); /* one GET per range */
 	for (i = 0; i < 4; i++) {
-		fetch_opened(op[i].f);
+		node_fetch_opened(op[i].f);
 		store_obj_unref(op[i].o);
 	}
 	WAIT_FOR(held_here(&w, rec.id));
 	{
-		struct fetcher_stats st;
+		struct node_stats st;
 
-		fetcher_stats(w.fr, &st);
+		node_stats(w.nd, &st);
 		CHECK_EQ(st.fetches, 1);
 		CHECK_EQ(st.done, 1);
 		CHECK_EQ(st.bytes, rec.size);
@@ -68,14 +68,14 @@ TEST(single_flight)
 	{
 		struct meta_obj small = put_object(&w, "small", 1000, 1, 0);
 		struct store_obj *o;
-		struct fetch *f;
+		struct node_fetch *f;
 
-		CHECK_EQ(fetcher_open(w.fr, small.id, &small, &f, &o), 0);
+		CHECK_EQ(node_fetch_open(w.nd, small.id, &small, &f, &o), 0);
 		CHECK(store_obj_sealed(o));
-		fetch_opened(f);
+		node_fetch_opened(f);
 		store_obj_unref(o);
 		CHECK(local_copy_ok(&w, &small));
-		CHECK(held_here(&w, small.id)); /* fetch_opened() did it */
+		CHECK(held_here(&w, small.id)); /* node_fetch_opened() did it */
 	}
 	WAIT_FOR(locked_read(&F.n_sealed) == 2);
 	world_release(&w);
@@ -88,7 +88,7 @@ TEST(streaming)
 	struct world w;
 	struct meta_obj rec;
 	struct store_obj *o;
-	struct fetch *f;
+	struct node_fetch *f;
 	uint64_t done = 0, size = 0;
 	uint8_t head[100], want[100];
 
@@ -96,24 +96,24 @@ TEST(streaming)
 	rec = put_object(&w, "stream", 8 * RANGE, 0, 0);
 	gate(false);
 	F.h[0].gate_off = 2 * RANGE;
-	CHECK_EQ(fetcher_open(w.fr, rec.id, NULL, &f, &o), 0);
-	CHECK_EQ(fetch_wait(f, 0, sizeof(head)), 0);
-	CHECK_EQ(fetch_wait(f, RANGE, RANGE), 0);
+	CHECK_EQ(node_fetch_open(w.nd, rec.id, NULL, &f, &o), 0);
+	CHECK_EQ(node_fetch_wait(f, 0, sizeof(head)), 0);
+	CHECK_EQ(node_fetch_wait(f, RANGE, RANGE), 0);
 	wait_gated(1);
 	CHECK_EQ(store_read(o, head, sizeof(head), 0), (long long)sizeof(head));
 	fill(want, sizeof(want), rec.id);
 	CHECK(!memcmp(head, want, sizeof(head)));
-	CHECK_EQ(fetcher_progress(w.fr, rec.id, &done, &size), 0);
+	CHECK_EQ(node_fetch_progress(w.nd, rec.id, &done, &size), 0);
 	CHECK_EQ(size, rec.size);
 	CHECK(done >= 2 * RANGE && done < rec.size);
 	CHECK(!store_obj_sealed(o));
 	gate(true);
-	CHECK_EQ(fetch_wait(f, 0, rec.size), 0);
+	CHECK_EQ(node_fetch_wait(f, 0, rec.size), 0);
 	CHECK(store_obj_sealed(o));
-	fetch_opened(f);
+	node_fetch_opened(f);
 	store_obj_unref(o);
 	CHECK(local_copy_ok(&w, &rec));
-	WAIT_FOR(fetcher_progress(w.fr, rec.id, &done, &size) == -ENOENT);
+	WAIT_FOR(node_fetch_progress(w.nd, rec.id, &done, &size) == -ENOENT);
 	world_release(&w);
 }
 
@@ -121,7 +121,7 @@ TEST(streaming)
  * where it stopped. */
 TEST(failover)
 {
-	struct fetcher_stats st;
+	struct node_stats st;
 	struct world w;
 	struct meta_obj rec;
 
@@ -133,7 +133,7 @@ TEST(failover)
 	/* each byte came once: ranges resumed, never restarted */
 	CHECK_EQ(F.h[0].served + F.h[1].served, rec.size);
 	CHECK_EQ(F.h[0].served, RANGE / 2);
-	fetcher_stats(w.fr, &st);
+	node_stats(w.nd, &st);
 	CHECK(st.failovers >= 1);
 	CHECK_EQ(st.done, 1);
 	world_release(&w);
@@ -165,8 +165,8 @@ TEST(relocation)
 		wait_gated(1);
 		CHECK_EQ(meta_add_holder(F.h[2].m, rec.id), 0);
 		gate(true);
-		CHECK_EQ(fetch_wait(op.f, 0, rec.size), 0);
-		fetch_opened(op.f);
+		CHECK_EQ(node_fetch_wait(op.f, 0, rec.size), 0);
+		node_fetch_opened(op.f);
 		store_obj_unref(op.o);
 	}
 	CHECK(local_copy_ok(&w, &rec));
@@ -258,7 +258,7 @@ TEST(stalled_holder)
  * node never says it holds them. */
 TEST(checksum_mismatch)
 {
-	struct fetcher_stats st;
+	struct node_stats st;
 	struct world w;
 	struct meta_obj rec, small;
 
@@ -273,12 +273,12 @@ TEST(checksum_mismatch)
 	/* small: the open itself fails */
 	{
 		struct store_obj *o = NULL;
-		struct fetch *f = NULL;
+		struct node_fetch *f = NULL;
 
-		CHECK_EQ(fetcher_open(w.fr, small.id, NULL, &f, &o), -EIO);
+		CHECK_EQ(node_fetch_open(w.nd, small.id, NULL, &f, &o), -EIO);
 		CHECK(store_lookup(w.s, small.id) == NULL);
 	}
-	fetcher_stats(w.fr, &st);
+	node_stats(w.nd, &st);
 	CHECK_EQ(st.csum_failures, 2);
 	CHECK_EQ(st.done, 0);
 	CHECK_EQ(F.n_sealed, 0);
@@ -318,11 +318,11 @@ static bool reader_done(struct reader *rd)
 
 /* An object small enough for the opening thread but bigger than the
  * backend's range is still fetched whole (sync_max is capped at the
- * range size), and a fetcher refuses new fetches once stopped. */
+ * range size), and a node refuses new fetches once stopped. */
 TEST(sync_max_above_range)
 {
-	struct fetcher_config fc;
-	struct fetcher *small_range;
+	struct node_config fc;
+	struct node *small_range;
 	struct world w;
 	struct meta_obj rec;
 	struct reader rd;
@@ -331,16 +331,16 @@ TEST(sync_max_above_range)
 
 	world_init(&w, 16u << 20);
 	rec = put_object(&w, "sync-big", 3 * RANGE + 10, 0, 0);
-	fc = (struct fetcher_config){
+	fc = (struct node_config){
 	    .node = "local", .meta = w.m, .store = w.s, .transport = w.t, .sync_max = 1u << 20};
-	small_range = fetcher_new(&fc, &err);
+	small_range = node_new(&fc, &err);
 	CHECK(small_range != NULL);
-	fetcher_free(w.fr);
-	w.fr = small_range;
+	node_free(w.nd);
+	w.nd = small_range;
 	rd = (struct reader){.w = &w, .rec = &rec};
 	CHECK_EQ(pthread_create(&th, NULL, read_thread, &rd), 0);
 	WAIT_FOR(reader_done(&rd));
-	fetcher_stop(w.fr); /* a stuck fetch fails, and its reader returns */
+	node_stop(w.nd); /* a stuck fetch fails, and its reader returns */
 	pthread_join(th, NULL);
 	CHECK_EQ(rd.r, 0);
 	CHECK(local_copy_ok(&w, &rec));
@@ -351,27 +351,27 @@ TEST(sync_max_above_range)
 	world_release(&w);
 }
 
-/* A fetcher without a transport fails fetches at once, cleanly. */
+/* A node without a transport fails fetches at once, cleanly. */
 TEST(no_transport)
 {
-	struct fetcher_config fc;
+	struct node_config fc;
 	struct store_obj *o = NULL;
-	struct fetcher *fr;
-	struct fetch *f = NULL;
+	struct node *nd;
+	struct node_fetch *f = NULL;
 	struct world w;
 	struct meta_obj rec;
 	int err = 0;
 
 	world_init(&w, 16u << 20);
 	rec = put_object(&w, "nt", 1000, 0, 0);
-	fc = (struct fetcher_config){.node = "local", .meta = w.m, .store = w.s};
-	fr = fetcher_new(&fc, &err);
-	CHECK(fr != NULL);
-	CHECK_EQ(fetcher_open(fr, rec.id, NULL, &f, &o), -EIO);
+	fc = (struct node_config){.node = "local", .meta = w.m, .store = w.s};
+	nd = node_new(&fc, &err);
+	CHECK(nd != NULL);
+	CHECK_EQ(node_fetch_open(nd, rec.id, NULL, &f, &o), -EIO);
 	CHECK(store_lookup(w.s, rec.id) == NULL);
-	fetcher_free(fr);
+	node_free(nd);
 	fc.meta = NULL;
-	CHECK(fetcher_new(&fc, &err) == NULL);
+	CHECK(node_new(&fc, &err) == NULL);
 	CHECK_EQ(err, -EINVAL);
 	world_release(&w);
 }
@@ -379,7 +379,7 @@ TEST(no_transport)
 int main(void)
 {
 	harness_begin("fetch");
-	snprintf(F.root, sizeof(F.root), "/dev/shm/objfs-test-fetch-XXXXXX");
+	snprintf(F.root, sizeof(F.root), "/dev/shm/objfs-test-node-XXXXXX");
 	if (!mkdtemp(F.root)) {
 		perror("mkdtemp");
 		return 1;
