@@ -8,7 +8,7 @@
  * SPEC "local", connects to Redis, opens the store, claims the node name,
  * reconciles, mounts, tells a service manager it is ready (NOTIFY_SOCKET),
  * and serves until unmounted.  A maintenance thread refreshes the node
- * card and runs fs_tick().
+ * card and runs fs_tick() and node_tick().
  *
  * After a crash the next mount needs no manual step: the dead mount is
  * detached (mountpoint.c), the dead daemon's node card is taken over at
@@ -135,6 +135,7 @@ struct daemon {
 	struct meta *meta;
 	struct store *store;
 	struct fs *fs;
+	struct node *nd; /* an object's life on this node, fetches, eviction */
 	struct transport *transport;
 	struct node_source *src; /* what the transport serves from */
 	struct transport_source source;
@@ -363,7 +364,7 @@ static void fill_card(struct daemon *d)
 	d->card.used = ss.used;
 }
 
-/* fs's wake_tick hook: a heartbeat and fs_tick() now (the card first:
+/* the node's wake_tick hook: a heartbeat and node_tick() now (the card first:
  * after Redis lost its data, other nodes need it to fetch from us) */
 static void wake_ticker(void *arg)
 {
@@ -404,12 +405,13 @@ static void *ticker_main(void *arg)
 				/* our card may have expired meanwhile, and other
 				 * nodes then dropped us as a holder: say again
 				 * what we hold */
-				if (fs_reconcile(d->fs, NULL) < 0)
+				if (node_reconcile(d->nd, NULL) < 0)
 					log_warn("re-registering this node's objects failed; "
 						 "retrying on the next heartbeat");
 			}
 			was_up = true;
 			fs_tick(d->fs);
+			node_tick(d->nd);
 		} else if (was_up) {
 			char err[256];
 
@@ -762,6 +764,7 @@ static int run(struct daemon *d)
 {
 	char url[OBJFS_PATH_MAX + 8], err[1024], fsname[512], shown[OBJFS_PATH_MAX];
 	struct fs_config fc;
+	struct node_config nc;
 	unsigned n = 0, detached = 0;
 	int r;
 
@@ -843,11 +846,22 @@ static int run(struct daemon *d)
 	    .debug = d->cfg.debug,
 	    .passthrough = !d->cfg.passthrough_off,
 	    .transport = d->transport,
+	};
+	nc = (struct node_config){
+	    .node = d->cfg.node,
+	    .meta = d->meta,
+	    .store = d->store,
+	    .transport = d->transport,
 	    .source = d->src,
 	    .wake_tick = wake_ticker,
 	    .wake_ctx = d,
 	};
-	d->fs = fs_new(&fc, d->meta, d->store, &r);
+	d->nd = node_new(&nc, &r);
+	if (!d->nd) {
+		fail("cannot set up the node: %s", strerror(-r));
+		return r;
+	}
+	d->fs = fs_new(&fc, d->meta, d->store, d->nd, &r);
 	if (!d->fs) {
 		fail("cannot set up the filesystem: %s", strerror(-r));
 		return r;
@@ -863,7 +877,7 @@ static int run(struct daemon *d)
 	r = claim_node(d);
 	if (r < 0)
 		return r;
-	r = fs_reconcile(d->fs, &n);
+	r = node_reconcile(d->nd, &n);
 	if (r < 0) {
 		fail("cannot reconcile the store with Redis at %s: %s", meta_url(d->meta),
 		     strerror(-r));
@@ -911,10 +925,11 @@ static void shutdown_all(struct daemon *d)
 	}
 	if (d->meta)
 		meta_unsubscribe(d->meta);
-	fs_stop_fetching(d->fs);
+	node_stop(d->nd);
 	transport_free(d->transport);
-	/* the node's eviction takes leases back: the source goes after it */
 	fs_free(d->fs);
+	/* the node's eviction takes leases back: the source goes after it */
+	node_free(d->nd);
 	node_source_free(d->src);
 	store_close(d->store);
 	meta_free(d->meta);

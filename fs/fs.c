@@ -1,6 +1,6 @@
 /*
  * fs: the FUSE session, the ops table and connection tuning, and the
- * node's hooks.  The operations themselves live in fs_dir.c,
+ * node's hooks (what only FUSE knows).  The operations themselves live in fs_dir.c,
  * fs_file.c and fs_xattr.c; see fs_i.h for the map of this directory.
  */
 #include "fs_i.h"
@@ -111,53 +111,43 @@ static void hook_failed(void *ctx, uint64_t id)
 	fs_notify_data_gone(ctx, id);
 }
 
-/* The path a fetched copy is known by, for its catalog record: the name
- * its inode was last looked up by, resolved to a full path in Redis. */
-static void hook_sealed(void *ctx, uint64_t id, char *ret_path, size_t len)
-{
-	struct fs *fs = ctx;
-	char path[OBJFS_PATH_MAX];
-	enum meta_kind kind;
-	uint64_t parent = 0, found = 0;
-	char *name = NULL;
-	struct inode *in;
-
-	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, id);
-	if (in && in->name) {
-		parent = in->parent;
-		name = strdup(in->name);
-	}
-	pthread_mutex_unlock(&fs->lock);
-	if (name && meta_path(fs->meta, parent, name, &kind, &found, path) == 0 && found == id)
-		snprintf(ret_path, len, "%s", path);
-	free(name);
-}
-
-/* Open here, being written here, or sealed while Redis was away (Redis
- * does not know it yet): not to be evicted. */
+/* Open here, or being written here: not to be evicted. */
 static bool hook_busy(void *ctx, uint64_t id)
 {
 	struct fs *fs = ctx;
-	struct unpublished *u;
 	struct inode *in;
 	bool busy;
 
 	pthread_mutex_lock(&fs->lock);
 	in = inode_find(fs, id);
 	busy = in && (in->handles || in->pending);
-	for (u = fs->unpublished; u && !busy; u = u->next)
-		busy = u->id == id;
 	pthread_mutex_unlock(&fs->lock);
 	return busy;
 }
 
-struct fs *fs_new(const struct fs_config *cfg, struct meta *m, struct store *s, int *ret_err)
+/* An object written here was published (or is waiting for Redis): the
+ * name cache learns the name, and listings of @parent cached here showed
+ * the name as this file (the overlay): it may name something else now,
+ * or another id. */
+static void hook_published(void *ctx, uint64_t parent, const char *name, uint64_t id, unsigned how)
+{
+	struct fs *fs = ctx;
+
+	pthread_mutex_lock(&fs->lock);
+	if (how & (NODE_PUB_NAMED | NODE_PUB_LATER))
+		dcache_put(fs, parent, name, META_FILE, id);
+	if (!(how & NODE_PUB_LATER))
+		dir_touched(fs, parent, false);
+	pthread_mutex_unlock(&fs->lock);
+	if (!(how & NODE_PUB_LATER) && (!(how & NODE_PUB_NAMED) || (how & NODE_PUB_REPLACED)))
+		fs_notify_dir(fs, parent);
+}
+
+struct fs *fs_new(const struct fs_config *cfg, struct meta *m, struct store *s, struct node *nd,
+		  int *ret_err)
 {
 	struct fs *fs = calloc(1, sizeof(*fs));
 	struct node_hooks hooks;
-	struct node_config fc;
-	int r;
 
 	if (!fs) {
 		*ret_err = -ENOMEM;
@@ -183,37 +173,19 @@ struct fs *fs_new(const struct fs_config *cfg, struct meta *m, struct store *s, 
 	}
 	pthread_mutex_init(&fs->lock, NULL);
 	pthread_cond_init(&fs->settle, NULL);
-	hooks.failed = hook_failed;
-	hooks.sealed = hook_sealed;
-	hooks.busy = hook_busy;
-	hooks.ctx = fs;
-	fc = (struct node_config){
-	    .node = fs->cfg.node,
-	    .meta = m,
-	    .store = s,
-	    .transport = cfg->transport,
-	    .source = cfg->source,
-	    .hooks = hooks,
+	fs->nd = nd;
+	hooks = (struct node_hooks){
+	    .failed = hook_failed,
+	    .busy = hook_busy,
+	    .published = hook_published,
+	    .ctx = fs,
 	};
-	fs->nd = node_new(&fc, &r);
-	if (!fs->nd) {
-		fs_free(fs);
-		*ret_err = r;
-		return NULL;
-	}
+	node_set_hooks(nd, &hooks);
 	return fs;
-}
-
-void fs_stop_fetching(struct fs *fs)
-{
-	if (!fs)
-		return;
-	node_stop(fs->nd);
 }
 
 void fs_free(struct fs *fs)
 {
-	struct unpublished *u;
 	struct pending *p;
 
 	if (!fs)
@@ -226,7 +198,6 @@ void fs_free(struct fs *fs)
 			log_error("object %" PRIu64 " ('%s') is lost: its seal failed until the "
 				  "unmount (see above), though its writer's close(2) returned 0",
 				  p->id, p->name);
-	node_free(fs->nd);
 	if (fs->se) {
 		if (atomic_load(&fs->mounted))
 			fuse_session_unmount(fs->se);
@@ -238,10 +209,6 @@ void fs_free(struct fs *fs)
 		fs->pending = p->next;
 		store_obj_unref(p->obj);
 		free(p);
-	}
-	while ((u = fs->unpublished)) {
-		fs->unpublished = u->next;
-		free(u);
 	}
 	inode_free_all(fs);
 	dcache_free_all(fs);

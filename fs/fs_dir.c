@@ -37,18 +37,13 @@ static struct pending *make_replacement(struct fs *fs, uint64_t parent, const ch
 	uint64_t id;
 	int r;
 
-	r = meta_alloc_id(fs->meta, &id);
-	if (r < 0) {
-		*ret_err = r;
-		return NULL;
-	}
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		*ret_err = -ENOMEM;
 		return NULL;
 	}
-	p->obj = fs_store_create(fs, id, &r);
-	if (!p->obj) {
+	r = node_create(fs->nd, &id, &p->obj);
+	if (r < 0) {
 		free(p);
 		*ret_err = r;
 		return NULL;
@@ -80,11 +75,9 @@ static bool lookup_offline(fuse_req_t req, struct fs *fs, uint64_t parent, const
 	if (!known)
 		return false;
 	if (kind == META_FILE) {
-		o = store_lookup(fs->store, id);
-		if (!o || !store_obj_sealed(o)) {
-			store_obj_unref(o);
+		o = node_local(fs->nd, id);
+		if (!o)
 			return false;
-		}
 	}
 	pthread_mutex_lock(&fs->lock);
 	in = inode_get(fs, id, kind);
@@ -754,14 +747,14 @@ void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (p && !p->replace) {
 		dead = pending_drop(fs, p);
 		pthread_mutex_unlock(&fs->lock);
-		pending_free(dead);
+		pending_free(fs, dead);
 		fuse_reply_err(req, 0);
 		return;
 	}
 	if (p)
 		dead = pending_drop(fs, p); /* unlinking drops the replacement too */
 	pthread_mutex_unlock(&fs->lock);
-	pending_free(dead);
+	pending_free(fs, dead);
 
 	r = meta_unlink(fs->meta, parent, name, &id);
 	if (r < 0) {
@@ -770,7 +763,7 @@ void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	dcache_forget(fs, parent, name);
 	dir_touched_unlocked(fs, parent, false);
-	(void)store_unlink_id(fs->store, id); /* its name is gone */
+	node_unlinked(fs->nd, id); /* its name is gone */
 	fuse_reply_err(req, 0);
 }
 
@@ -821,29 +814,8 @@ static int rename_pending(struct fs *fs, uint64_t parent, const char *name, uint
 	snprintf(p->name, sizeof(p->name), "%s", nname);
 	p->replace = replace;
 	pthread_mutex_unlock(&fs->lock);
-	pending_free(dead);
+	pending_free(fs, dead);
 	return 0;
-}
-
-/*
- * Keep the catalog path of a local object current after a rename here, so
- * that a re-registration after Redis lost its data uses the new name.
- * (Objects below a renamed directory keep their old recorded paths.)
- */
-static void record_path(struct fs *fs, uint64_t parent, const char *name)
-{
-	char path[OBJFS_PATH_MAX];
-	enum meta_kind kind;
-	struct store_obj *o;
-	uint64_t id;
-
-	if (meta_path(fs->meta, parent, name, &kind, &id, path) < 0 || kind != META_FILE ||
-	    !path[0])
-		return;
-	o = store_lookup(fs->store, id);
-	if (o && store_obj_sealed(o))
-		store_set_path(o, path);
-	store_obj_unref(o);
 }
 
 void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
@@ -896,9 +868,10 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_
 	dir_touched(fs, newparent, true);
 	pthread_mutex_unlock(&fs->lock);
 	if (replaced)
-		(void)store_unlink_id(fs->store, replaced); /* its name is gone */
+		node_unlinked(fs->nd, replaced); /* its name is gone */
 	fuse_reply_err(req, 0);
-	record_path(fs, newparent, newname);
+	/* the catalog path follows the name */
+	node_renamed(fs->nd, newparent, newname);
 	if (flags & RENAME_EXCHANGE)
-		record_path(fs, parent, name);
+		node_renamed(fs->nd, parent, name);
 }

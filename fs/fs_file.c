@@ -1,10 +1,10 @@
 /*
  * fs_file: file handles and data.
  *
- *   create ──► pending (overlay, this node only) ──writes──► last writer
- *          done ──► fs_seal_pending() (fs_publish.c)
- *   open of a sealed object ──► local: a store reference; remote:
- *          node_fetch_open(), and reads wait for their range (node_fetch_wait())
+ *   create ──► node_create(), pending (overlay, this node only)
+ *          ──writes──► last writer done ──► fs_seal_pending() (fs_seal.c)
+ *   open of a sealed object ──► node_open(): the local copy, or a fetch,
+ *          whose reads wait for their range (node_fetch_wait())
  *
  * Reads of a sealed object are answered with an iovec that points straight
  * into the store's shared memory (fuse_reply_iov): no copy in the daemon,
@@ -261,17 +261,13 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 	}
 	if (r != -ENOENT)
 		goto fail;
-	r = meta_alloc_id(fs->meta, &id);
-	if (r < 0)
-		goto fail;
-
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		r = -ENOMEM;
 		goto fail;
 	}
-	p->obj = fs_store_create(fs, id, &r);
-	if (!p->obj)
+	r = node_create(fs->nd, &id, &p->obj);
+	if (r < 0)
 		goto fail_free;
 	p->id = id;
 	p->parent = parent;
@@ -323,7 +319,7 @@ fail_handle:
 	store_obj_unref(h->obj);
 	free(h);
 fail_obj:
-	store_unlink(p->obj);
+	node_discard(fs->nd, p->obj);
 	store_obj_unref(p->obj);
 fail_free:
 	free(p);
@@ -334,35 +330,6 @@ fail:
 static bool wants_write(int flags)
 {
 	return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
-}
-
-/* Is sealed @o the object @rec describes? */
-static bool local_copy_is(struct store_obj *o, const struct meta_obj *rec)
-{
-	uint8_t csum[OBJFS_CSUM_LEN];
-
-	store_obj_csum(o, csum);
-	return store_obj_size(o) == rec->size && !memcmp(csum, rec->csum, sizeof(csum));
-}
-
-/* This node's copy of an id is other bytes than the id's record says
- * (Redis lost writes and the id was used again): it is never served as
- * that object.  Its bytes move to a fresh id, and the store is reconciled
- * with Redis to register them.  Drops the reference on @o.  0, or a
- * negative errno if they could not move (the copy stays as it is, and
- * this open fails). */
-static int set_stranger_aside(struct fs *fs, struct store_obj *o)
-{
-	struct store_obj *n;
-	int r = 0;
-
-	n = fs_rekey(fs, o, &r);
-	store_obj_unref(n);
-	store_obj_unref(o);
-	atomic_store(&fs->resync, true);
-	if (fs->cfg.wake_tick)
-		fs->cfg.wake_tick(fs->cfg.wake_ctx);
-	return n ? 0 : r;
 }
 
 /* ---- how the kernel serves a handle (see the top of this file) ---- */
@@ -535,8 +502,10 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fuse_req_userdata(req);
 	struct node_fetch *f = NULL;
+	char name[OBJFS_NAME_MAX + 1];
 	struct meta_obj rec;
 	bool have_rec = false;
+	uint64_t parent = 0;
 	struct store_obj *obj;
 	struct handle *h;
 	struct inode *in;
@@ -620,32 +589,20 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	have_rec = in->sealed;
 	if (have_rec)
 		rec = in->obj;
+	/* the name a fetched copy is catalogued by */
+	name[0] = '\0';
+	if (in->name) {
+		parent = in->parent;
+		snprintf(name, sizeof(name), "%s", in->name);
+	}
 	pthread_mutex_unlock(&fs->lock);
 
-	obj = store_lookup(fs->store, ino);
-	if (obj && !store_obj_sealed(obj)) {
-		/* a fetch in flight (or one that just ended): go through it */
-		store_obj_unref(obj);
-		obj = NULL;
-	}
-	if (obj && have_rec && !local_copy_is(obj, &rec)) {
-		r = set_stranger_aside(fs, obj);
-		obj = NULL;
-		if (r < 0) {
+	r = node_open(fs->nd, ino, have_rec ? &rec : NULL, parent, name[0] ? name : NULL, &obj, &f);
+	if (r < 0) {
+		r = -r;
+		if (r != ENOENT && r != ENOSPC && r != EFBIG && r != ENOMEM)
 			r = EIO;
-			goto fail;
-		}
-	}
-	if (!obj) {
-		r = node_fetch_open(fs->nd, ino, have_rec ? &rec : NULL, &f, &obj);
-		if (r < 0) {
-			r = -r;
-			if (r != ENOENT && r != ENOSPC && r != EFBIG && r != ENOMEM)
-				r = EIO;
-			goto fail;
-		}
-	} else {
-		node_touch(fs->nd, ino);
+		goto fail;
 	}
 	h = handle_new(req, obj, NULL, false);
 	if (!h) {

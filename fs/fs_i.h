@@ -8,21 +8,24 @@
  *   fs_xattr.c    xattrs, the status report, statfs
  *   fs_file.c     file handles: create, open, read, write, flush,
  *                 release, setattr; overwrite wishes
- *   fs_sync.c     reconciling the store with Redis, the periodic tick
- *   fs_publish.c  sealing and publishing written files, publish retries,
- *                 reaping abandoned replacements
+ *   fs_seal.c     the end of a pending file: node_seal_publish() and the
+ *                 overlay, seal retries, reaping abandoned replacements;
+ *                 the tick
+ *   fs_lastclose.c  what FLUSH reads of /proc: is this the writer's last
+ *                 close, was it killed by a signal
  *   fs_inval.c    invalidation: from other nodes, and of this node's
  *                 kernel cache
  *   fs_inode.c    inodes, the write overlay, the name cache, replies
  *   fs_pt.c       FUSE passthrough on libfuse 3.14 (fs_pt.h): a custom
  *                 I/O layer, backing ids; knows no inode
  *
- * Calls go down that list only, never up (fs_xattr.c and fs_sync.c call
- * only files below them too).
+ * Calls go down that list only, never up (fs_xattr.c calls only files
+ * below it too).  What happens to an object on this node (create, open or
+ * fetch, seal and publish, eviction, reconciling) is node/'s.
  *
  * Locking: fs->lock guards the inode table, the overlay of pending files,
- * the name cache, the unpublished list, the overwrite wishes, and every
- * field marked "fs->lock" below.  It is never held across a Redis call, a
+ * the name cache, the overwrite wishes, and every field marked
+ * "fs->lock" below.  It is never held across a Redis call, a
  * node call, a transfer or a fuse_reply_*() (the reply may be the
  * kernel's last reference), except by functions named *_unlock, which
  * drop it before replying.  Objects (struct store_obj) and fetches have
@@ -64,7 +67,7 @@
 /*
  * A file being written on this node.  It is visible on this node only (an
  * overlay on the Redis namespace) until its last writer is done with it
- * and it is sealed and published (fs_publish.c).  A writer is done when
+ * and it is sealed and published (fs_seal.c).  A writer is done when
  * the process that opened its handle closes its last descriptor of the
  * file (a FLUSH, see fs_file.c), or at the handle's RELEASE.
  *
@@ -165,16 +168,6 @@ struct dentry {
 	UT_hash_handle hh;
 };
 
-/* A published-later object: sealed while Redis was unreachable. */
-struct unpublished {
-	uint64_t id;
-	uint64_t parent;
-	char name[OBJFS_NAME_MAX + 1];
-	bool replace;
-	bool lost; /* its writer was killed: it goes to /lost+found, not @name */
-	struct unpublished *next;
-};
-
 /* An O_TRUNC open of sealed object @id asked for a replacement (see
  * fs_file.c); the lookup that follows within a moment creates it. */
 struct replace_wish {
@@ -186,11 +179,10 @@ struct fs {
 	struct fs_config cfg; /* strings owned; fixed */
 	struct meta *meta;    /* not owned */
 	struct store *store;  /* not owned */
-	struct node *nd;      /* owned */
+	struct node *nd;      /* not owned */
 	struct fuse_session *se;
 	struct fs_pt *pt;    /* owned; thread-safe */
 	atomic_bool mounted; /* read by threads that notify the kernel */
-	atomic_bool resync;  /* Redis lost writes: fs_tick() reconciles */
 	/* the mount as /proc/self/mountinfo shows it, for FLUSH's look at
 	 * other processes' descriptors (fs_file.c); set in fs_mount(), 0 if
 	 * not found */
@@ -198,14 +190,12 @@ struct fs {
 	unsigned mnt_major, mnt_minor;
 
 	pthread_mutex_t lock;
-	pthread_cond_t settle;		 /* signalled when a pending object is released */
-	struct inode *inodes;		 /* fs->lock; uthash by ino */
-	struct pending *pending;	 /* fs->lock */
-	struct unpublished *unpublished; /* fs->lock */
-	char epoch[64];			 /* last Redis epoch reconciled against; fs->lock */
-	struct replace_wish wishes[16];	 /* fs->lock */
-	struct dentry *dcache;		 /* fs->lock; uthash by key */
-	size_t n_dcache;		 /* fs->lock */
+	pthread_cond_t settle;		/* signalled when a pending object is released */
+	struct inode *inodes;		/* fs->lock; uthash by ino */
+	struct pending *pending;	/* fs->lock */
+	struct replace_wish wishes[16]; /* fs->lock */
+	struct dentry *dcache;		/* fs->lock; uthash by key */
+	size_t n_dcache;		/* fs->lock */
 	/* names Redis just said are free (neg_note()); fs->lock */
 	struct negative {
 		uint64_t parent;
@@ -216,12 +206,7 @@ struct fs {
 	struct {
 		/* sealed_at_close: of sealed, those a FLUSH sealed (close(2)
 		 * waited for them) */
-		atomic_uint_fast64_t sealed, sealed_at_close, published_late, reregistered,
-		    invalidations, inval_own;
-		/* seal_failed: seals that failed (reported to close(2), or retried);
-		 * killed_writers: objects kept in /lost+found because their last
-		 * writer was killed by a signal */
-		atomic_uint_fast64_t seal_failed, killed_writers;
+		atomic_uint_fast64_t sealed, sealed_at_close, invalidations, inval_own;
 		/* opens answered in each enum fs_io; READ requests served */
 		atomic_uint_fast64_t opens_cached, opens_direct, opens_pt, reads;
 		/* directory listings read from Redis (the kernel's cache missed) */
@@ -292,36 +277,21 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
  * the wish.  Takes fs->lock. */
 bool fs_take_replace_wish(struct fs *fs, uint64_t id);
 
-/* ---- fs_publish.c ---- */
+/* ---- fs_seal.c ---- */
 /*
  * The last writer of @p is done (the caller set p->sealing): seal and
- * publish it, or discard it.  Frees @p if no handle is open on it any
- * more (else the last release does).  Takes fs->lock.  0; -EIO if it is
- * sealed but not published (Redis unreachable: it is published later) or
- * could not be sealed; -ENOSPC if a write was lost (discarded).  @told:
- * the result reaches the writer (a FLUSH: close(2) returns it), so a seal
- * that fails discards the object; otherwise (a RELEASE: the writer's
- * close(2) already returned 0) nothing is discarded: the object stays
- * pending and fs_seal_retry() tries again.
+ * publish it (node_seal_publish()), or discard it.  Frees @p if no handle
+ * is open on it any more (else the last release does).  Takes fs->lock.
+ * 0; -EIO if it is sealed but not published (Redis unreachable: it is
+ * published later) or could not be sealed; -ENOSPC if a write was lost
+ * (discarded).  @told: the result reaches the writer (a FLUSH: close(2)
+ * returns it), so a seal that fails discards the object; otherwise (a
+ * RELEASE: the writer's close(2) already returned 0) nothing is
+ * discarded: the object stays pending and fs_seal_retry() tries again.
  */
 int fs_seal_pending(struct fs *fs, struct pending *p, bool told);
-/* The record of sealed object @o, as this node publishes it. */
-void fs_record_of(struct fs *fs, struct store_obj *o, struct meta_obj *ret);
 /* Try again the seals that failed at a RELEASE (from the tick). */
 void fs_seal_retry(struct fs *fs);
-/* store_create() for fs: a store that holds as many objects as the
- * open-files limit allows gives -ENOSPC, logged with the limit. */
-struct store_obj *fs_store_create(struct fs *fs, uint64_t id, int *ret_err);
-/*
- * Sealed object @o is not the object Redis knows by its id (Redis lost
- * writes and the id was used again, or its record was rewritten): copy it
- * to a fresh id, keeping its bytes, mtime and catalog path, and drop @o
- * from the store.  Returns the copy (a reference; not registered in
- * Redis), or NULL with *ret_err (@o is then left as it is).
- */
-struct store_obj *fs_rekey(struct fs *fs, struct store_obj *o, int *ret_err);
-/* Publish the objects that were sealed while Redis was unreachable. */
-void fs_publish_retry(struct fs *fs);
 /* Discard replacement objects whose writer never opened them. */
 void fs_reap_pending(struct fs *fs);
 
@@ -361,7 +331,7 @@ void pending_remove(struct fs *fs, struct pending *p);
  */
 void pending_settle_locked(struct fs *fs, struct pending *p);
 /* Discard @p and free it (no lock needed: @p is the caller's). */
-void pending_free(struct pending *p);
+void pending_free(struct fs *fs, struct pending *p);
 
 void dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind, uint64_t id);
 void dcache_del(struct fs *fs, uint64_t parent, const char *name);

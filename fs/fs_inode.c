@@ -292,11 +292,11 @@ void inode_update(struct inode *in, const struct meta_entry *e)
 
 /* ---- pending objects ---- */
 
-void pending_free(struct pending *p)
+void pending_free(struct fs *fs, struct pending *p)
 {
 	if (!p)
 		return;
-	store_unlink(p->obj);
+	node_discard(fs->nd, p->obj);
 	store_obj_unref(p->obj);
 	free(p);
 }

@@ -12,7 +12,7 @@
  * After a gap in the subscription (Redis was away), every cached name
  * and listing is dropped,
  * since messages may have been missed, and the store is reconciled with
- * Redis at once (fs_tick()), as it is on "resync": Redis lost writes.
+ * Redis at once (node_resync()), as it is on "resync": Redis lost writes.
  *
  * The notify calls may wait for the kernel, which may be waiting for a
  * FUSE request of ours: they are never made with fs->lock held.
@@ -123,7 +123,6 @@ static void inval_all(struct fs *fs)
  * here (an object with the same id cannot be, but be safe). */
 static void drop_deleted(struct fs *fs, uint64_t id)
 {
-	struct store_obj *o;
 	struct inode *in;
 	bool mine;
 
@@ -131,25 +130,8 @@ static void drop_deleted(struct fs *fs, uint64_t id)
 	in = inode_find(fs, id);
 	mine = in && in->pending;
 	pthread_mutex_unlock(&fs->lock);
-	if (mine)
-		return;
-	node_forget(fs->nd, id);
-	o = store_lookup(fs->store, id);
-	if (!o)
-		return;
-	if (store_obj_sealed(o)) {
-		log_debug("object %" PRIu64 " was deleted; dropping this node's copy", id);
-		store_unlink(o);
-	}
-	store_obj_unref(o);
-}
-
-/* Redis may have lost writes: reconcile the store at once. */
-static void want_resync(struct fs *fs)
-{
-	atomic_store(&fs->resync, true);
-	if (fs->cfg.wake_tick)
-		fs->cfg.wake_tick(fs->cfg.wake_ctx);
+	if (!mine)
+		node_gone(fs->nd, id);
 }
 
 void fs_on_inval(void *arg, const struct meta_inval *ev)
@@ -159,14 +141,14 @@ void fs_on_inval(void *arg, const struct meta_inval *ev)
 	if (!ev) {
 		/* Redis may have restarted, with less than it had */
 		inval_all(fs);
-		want_resync(fs);
+		node_resync(fs->nd);
 		return;
 	}
 	if (!strcmp(ev->kind, "resync")) {
 		log_warn("Redis lost writes (its namespace was made again, or its write "
 			 "sequence went back); reconciling this node's objects now");
 		inval_all(fs);
-		want_resync(fs);
+		node_resync(fs->nd);
 		return;
 	}
 	FS_COUNT(fs, invalidations, 1);

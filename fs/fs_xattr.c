@@ -207,11 +207,11 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 			if (!total) /* still being set up */
 				total = in_size(fs, ino);
 		} else {
-			struct store_obj *o = store_lookup(fs->store, ino);
+			struct store_obj *o = node_local(fs->nd, ino);
 
-			state = o && store_obj_sealed(o) ? "local" : "remote";
+			state = o ? "local" : "remote";
 			total = in_size(fs, ino);
-			done = o && store_obj_sealed(o) ? total : 0;
+			done = o ? total : 0;
 			store_obj_unref(o);
 		}
 		len = (size_t)snprintf(val, sizeof(val), "%s %" PRIu64 " %" PRIu64, state, done,
@@ -272,15 +272,11 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	struct node_stats fst;
 	struct store_stats ss;
 	char err[256], pt[96];
-	size_t n = 0, npub = 0;
-	struct unpublished *u;
+	size_t n = 0;
 	bool up = meta_is_up(fs->meta);
 
 	store_stats(fs->store, &ss);
-	pthread_mutex_lock(&fs->lock);
-	for (u = fs->unpublished; u; u = u->next)
-		npub++;
-	pthread_mutex_unlock(&fs->lock);
+	node_stats(fs->nd, &fst);
 	err[0] = '\0';
 	if (!up)
 		meta_last_error(fs->meta, err, sizeof(err));
@@ -305,17 +301,16 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("objects: %" PRIu64 "\n", ss.objects);
 	OUT("pending: %" PRIu64 "\n", ss.pending);
 	OUT("objects_max: %" PRIu64 "\n", ss.objects_max);
-	OUT("unpublished: %zu\n", npub);
+	OUT("unpublished: %" PRIu64 "\n", fst.unpublished);
 	OUT("bad_records: %" PRIu64 "\n", ss.bad_records);
 	OUT("sealed: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, sealed));
 	OUT("sealed_at_close: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, sealed_at_close));
-	OUT("seal_failed: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, seal_failed));
-	OUT("killed_writers: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, killed_writers));
-	OUT("reregistered: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, reregistered));
+	OUT("seal_failed: %" PRIu64 "\n", fst.seal_failed);
+	OUT("killed_writers: %" PRIu64 "\n", fst.killed_writers);
+	OUT("reregistered: %" PRIu64 "\n", fst.reregistered);
 	OUT("overwrite: %s\n", fs->cfg.allow_overwrite ? "allowed" : "refused");
 	fs_pt_describe(fs->pt, pt, sizeof(pt));
 	OUT("passthrough: %s\n", pt);
-	node_stats(fs->nd, &fst);
 #define CTR(name, value) OUT(name ": %" PRIu64 "\n", (uint64_t)(value))
 	CTR("passthrough_opens", FS_LOAD(fs, opens_pt));
 	CTR("direct_io_opens", FS_LOAD(fs, opens_direct));

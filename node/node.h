@@ -1,6 +1,17 @@
 /*
- * fetch: bringing other nodes' objects into this node's store, and giving
- * up copies when the store needs room.
+ * node: the life of objects on this node, below FUSE and above the store,
+ * meta (Redis) and the transport.
+ *
+ *   create ──► node_create(): a fresh id and its pending store object
+ *   close ──► node_seal_publish(): seal the bytes, publish the name
+ *            (or keep it for node_tick() while Redis is away)
+ *   open ──► node_open(): this node's copy, checked against the record,
+ *            or a fetch from the nodes that hold it
+ *   unlink, rename, another node's "gone" ──► node_unlinked(),
+ *            node_renamed(), node_gone()
+ *   start, Redis back or lost data ──► node_reconcile(), node_tick()
+ *
+ * Fetching other nodes' objects:
  *
  *   open ──► node_fetch_open(): join the fetch of this id if one runs (single
  *            flight), else locate the object (record and live holders),
@@ -12,11 +23,13 @@
  *            have arrived (streaming)
  *   last range ──► seal: the checksum is compared with the record (a
  *            mismatch discards the copy and fails the fetch), then this
- *            node is added to the holders
+ *            node is added to the holders, and the copy's catalog path
+ *            is resolved from the name it was opened by
  *
  * The node knows the store, meta (Redis) and the transport.  It knows
- * nothing of FUSE: what it must tell the layer above, or ask it, goes
- * through struct node_hooks.
+ * nothing of FUSE: what only the layer above knows (is an object open
+ * there; dropping what the kernel cached) goes through struct
+ * node_hooks.
  *
  * Eviction.  When the store has no room, node_evict() gives up sealed
  * copies that nobody uses (hooks->busy() says so) and that live on
@@ -47,7 +60,8 @@ struct store_obj;
 struct transport;
 struct transport_source;
 
-/* What the node tells the layer above, and asks it. */
+/* What the node tells the layer above, and asks it: only what that
+ * layer alone knows. */
 struct node_hooks {
 	/*
 	 * The fetch of @id failed after readers may have been given some
@@ -56,21 +70,25 @@ struct node_hooks {
 	 * may wait for a reader's request to finish.
 	 */
 	void (*failed)(void *ctx, uint64_t id);
-	/*
-	 * A copy of @id fetched here is sealed and verified, and this node
-	 * was registered as a holder (or that failed: Redis is away; an
-	 * object deleted meanwhile is dropped instead, once its readers
-	 * close it, and not told of): write the path it is known
-	 * by into @ret_path (@len bytes) for its catalog record, or leave
-	 * it "" if unknown.  Called from a worker, from node_fetch_opened(), or,
-	 * for an empty object, from node_fetch_open() itself.
-	 */
-	void (*sealed)(void *ctx, uint64_t id, char *ret_path, size_t len);
-	/* Is @id in use above (open, being written, not yet published)?
-	 * Then it is not evicted. */
+	/* Is @id in use above (open, or being written)?  Then it is not
+	 * evicted. */
 	bool (*busy)(void *ctx, uint64_t id);
+	/*
+	 * Object @id, written here as @name in directory @parent, was
+	 * published (@how: NODE_PUB_*): what is cached above of @parent's
+	 * listing, and of the name, may be stale.  Called from
+	 * node_seal_publish() and from node_tick() (published later).
+	 */
+	void (*published)(void *ctx, uint64_t parent, const char *name, uint64_t id, unsigned how);
 	void *ctx;
 };
+
+/* node_hooks.published(): how */
+#define NODE_PUB_NAMED 1u    /* under @name (else beside it, or in /lost+found) */
+#define NODE_PUB_REPLACED 2u /* @name named another object, which it replaced */
+#define NODE_PUB_LATER                                              \
+	4u /* not yet: Redis is away, and node_tick() publishes it; \
+	    * @name should find it here meanwhile */
 
 struct node_config {
 	const char *node; /* this node's name (copied) */
@@ -79,7 +97,7 @@ struct node_config {
 	struct meta *meta;
 	struct store *store;
 	struct transport *transport;
-	struct node_hooks hooks; /* any hook may be NULL */
+	struct node_hooks hooks; /* any hook may be NULL; see node_set_hooks() */
 	/* what this node serves peers from (not owned; may be NULL): eviction
 	 * takes its leases on an evicted copy back, and waits boundedly
 	 * for GETs in flight of a copy it needs to give up */
@@ -89,10 +107,19 @@ struct node_config {
 	 * the backend's range_min) */
 	uint64_t sync_max;
 	unsigned workers; /* 0: 8 */
+	/* asks the owner to call node_tick() soon (a copy here turned out
+	 * to be other bytes than its id names: Redis lost writes); called
+	 * with no lock of the node held; NULL: the next tick */
+	void (*wake_tick)(void *ctx);
+	void *wake_ctx;
 };
 
 /* Start the node and its workers.  NULL and *ret_err on failure. */
 struct node *node_new(const struct node_config *cfg, int *ret_err);
+
+/* Set the hooks, for a layer above made after the node: before the node
+ * is used (no fetch, seal or tick yet). */
+void node_set_hooks(struct node *nd, const struct node_hooks *hooks);
 
 /* Stop the workers and fail the fetches in flight (their readers get
  * EIO).  Call before freeing the transport.  Idempotent. */
@@ -101,11 +128,115 @@ void node_stop(struct node *nd);
 /* node_stop(), then free.  NULL is fine. */
 void node_free(struct node *nd);
 
+/* ---- an object's life here (node.c, node_publish.c) ---- */
+
+/*
+ * Open sealed object @id for reading.  @rec (may be NULL) is its record
+ * if the caller has it; @parent and @name (NULL: unknown) the name it is
+ * opened by, which becomes a fetched copy's catalog path.  This node's
+ * copy if it has one, and if it is the object @rec describes: a copy of
+ * other bytes (Redis lost writes and the id was used again) is never
+ * served as it; it moves to a fresh id, and a reconcile is asked for
+ * (cfg.wake_tick).  Otherwise as node_fetch_open().  *@ret_obj gets a
+ * reference, *@ret_f the fetch (a reference, for node_fetch_opened()) or
+ * NULL for a local copy.  Errors as node_fetch_open(), and -EIO if a
+ * stranger copy could not be moved.
+ */
+int node_open(struct node *nd, uint64_t id, const struct meta_obj *rec, uint64_t parent,
+	      const char *name, struct store_obj **ret_obj, struct node_fetch **ret_f);
+
+/*
+ * A new object for a writer: a fresh id from Redis and its pending store
+ * object (*@ret_obj, a reference).  A store that holds as many objects as
+ * it may gives up one copy first (node_evict_slot()); past that, -ENOSPC,
+ * logged with the limit.  -EIO Redis unreachable, -ENOSPC, -ENOMEM.
+ */
+int node_create(struct node *nd, uint64_t *ret_id, struct store_obj **ret_obj);
+
+/* Give up pending object @o (its write was discarded): its bytes go once
+ * the last reference does. */
+void node_discard(struct node *nd, struct store_obj *o);
+
+/* How node_seal_publish() left an object. */
+enum node_sealed {
+	NODE_SEAL_FAILED,    /* not sealed: the store could not */
+	NODE_SEAL_PUBLISHED, /* sealed and published (maybe beside @name, or in
+			      * /lost+found if its directory vanished) */
+	NODE_SEAL_LATER,     /* sealed; Redis is away: node_tick() publishes it */
+	NODE_SEAL_LOST,	     /* sealed into /lost+found/NAME.objfs-ID (a killed
+			      * writer's), or kept for node_tick() to put there */
+	NODE_SEAL_MOVED,     /* sealed, but its id was another object's: kept under
+			      * a fresh id in /lost+found, and gone from this id */
+};
+
+/* node_seal_publish() flags */
+#define NODE_SEAL_REPLACE 1u /* @name may replace the object it names (allow_overwrite) */
+#define NODE_SEAL_TOLD 2u    /* the result reaches the writer (its close(2)) */
+
+/*
+ * The last writer of pending object @o is done: seal its bytes, then
+ * publish it as @name in directory @parent, or, if @killed_sig (the
+ * signal that killed its last writer), as /lost+found/NAME.objfs-ID.
+ * Publishing never loses the object: a name taken meanwhile gives it
+ * "NAME.objfs-ID", a vanished directory /lost+found, and Redis being
+ * away keeps it for node_tick().  *@ret says how it ended.  0 published
+ * (or, for a killed writer, kept in /lost+found); -EIO sealed but not
+ * published (LATER, MOVED, or LOST kept for node_tick()) or not sealed;
+ * -ENOSPC not sealed for want of room.  A failed seal is logged: as
+ * final with NODE_SEAL_TOLD (the caller discards @o), else as to be
+ * tried again.
+ */
+int node_seal_publish(struct node *nd, struct store_obj *o, uint64_t parent, const char *name,
+		      unsigned flags, int killed_sig, enum node_sealed *ret);
+
+/* Object @id lost its name here (unlinked, or replaced by another): its
+ * copy goes once its readers close it. */
+void node_unlinked(struct node *nd, uint64_t id);
+
+/* Another node deleted object @id: this node's sealed copy goes once its
+ * readers close it (a fetch of it in flight ends on its own). */
+void node_gone(struct node *nd, uint64_t id);
+
+/* @name in @parent was renamed to here: keep the catalog path of this
+ * node's copy current (a re-registration after Redis lost its data uses
+ * it).  Objects below a renamed directory keep their old paths. */
+void node_renamed(struct node *nd, uint64_t parent, const char *name);
+
+/* This node's sealed copy of @id (a reference), or NULL. */
+struct store_obj *node_local(struct node *nd, uint64_t id);
+
+/* ---- reconciling (node_sync.c) ---- */
+
+/*
+ * Bring the store and Redis into agreement.  If the Redis epoch is the one
+ * the store saw last, local objects that Redis no longer has were deleted
+ * while this node was away and are dropped; the others get this node as a
+ * holder.  If the epoch changed (Redis lost its data), every local object
+ * is registered again under its last known path.  Then objects whose
+ * publish failed while Redis was down are published.
+ * Returns 0 or -errno; *ret_n (may be NULL) gets objects re-registered.
+ */
+int node_reconcile(struct node *nd, unsigned *ret_n);
+
+/*
+ * Periodic work (every few seconds, and at once after cfg.wake_tick()):
+ * publish objects sealed while Redis was down, and reconcile the store
+ * with Redis if the Redis epoch changed or node_resync() was called.
+ */
+void node_tick(struct node *nd);
+
+/* Redis may have lost writes: reconcile at the next node_tick(), which
+ * cfg.wake_tick asks for now. */
+void node_resync(struct node *nd);
+
+/* ---- fetching (node_fetch.c, node_worker.c, node_holders.c) ---- */
+
 /*
  * Open object @id for reading when it is not sealed here.  Joins the
  * fetch of @id if one runs, or starts one; @rec (may be NULL) is the
  * object record if the caller has it, which lets a small object go
- * straight to its origin node without asking Redis.  Returns the fetch
+ * straight to its origin node without asking Redis; @parent and @name
+ * (NULL: unknown) as for node_open().  Returns the fetch
  * with a reference for the caller, which it must hand to node_fetch_opened()
  * once the open is answered (or given up) and, in
  * *@ret_obj, a reference on the object's store object, which is pending
@@ -115,8 +246,8 @@ void node_free(struct node *nd);
  * store (nothing is evicted); -ENOSPC no room even after eviction;
  * -ENOMEM.
  */
-int node_fetch_open(struct node *nd, uint64_t id, const struct meta_obj *rec,
-		    struct node_fetch **ret_f, struct store_obj **ret_obj);
+int node_fetch_open(struct node *nd, uint64_t id, const struct meta_obj *rec, uint64_t parent,
+		    const char *name, struct node_fetch **ret_f, struct store_obj **ret_obj);
 
 /* Take another reference on @f (NULL is fine, and returned). */
 struct node_fetch *node_fetch_ref(struct node_fetch *f);
@@ -183,6 +314,12 @@ struct node_stats {
 	uint64_t csum_failures;
 	uint64_t stale_holders; /* holder entries of dead nodes dropped */
 	uint64_t evictions;
+	/* sealing and publishing objects written here */
+	uint64_t seal_failed;	 /* seals that failed (reported to close(2), or retried) */
+	uint64_t killed_writers; /* kept in /lost+found: their last writer was killed */
+	uint64_t published_late; /* published once Redis was back */
+	uint64_t reregistered;	 /* registered again by reconciling */
+	uint64_t unpublished;	 /* sealed, waiting for Redis (now) */
 };
 void node_stats(struct node *nd, struct node_stats *ret);
 

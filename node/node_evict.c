@@ -1,5 +1,5 @@
 /*
- * fetch_evict: use times of local objects, and eviction.
+ * node_evict: use times of local objects, and eviction.
  *
  * Every open of a local object and every fetch that ends records a use
  * time (node_touch()).  When the store has no room (a fetch reserving
@@ -13,7 +13,7 @@
  * that cannot fit anyway costs this node none of its replicas.
  *
  * "Nobody uses it" is asked of the layer above (hooks->busy(): open,
- * being written, not yet published), of the fetch table (a copy being
+ * being written), of the unpublished list, of the fetch table (a copy being
  * fetched, or just sealed and not yet registered) and of the store
  * (store_obj_in_use(): held by anyone but the store and the peers'
  * serving leases; its pages would not come free until they let go, so
@@ -182,9 +182,16 @@ static int cmp_cand(const void *a, const void *b)
 	return x->at < y->at ? -1 : x->at > y->at ? 1 : 0;
 }
 
+/* In use above (the busy hook: open, being written), or sealed here and
+ * not yet published (Redis does not know it yet)? */
 static bool busy_above(struct node *nd, uint64_t id)
 {
-	return nd->hooks.busy && nd->hooks.busy(nd->hooks.ctx, id);
+	bool publishing;
+
+	pthread_mutex_lock(&nd->pub_lock);
+	publishing = node_publishing_locked(nd, id);
+	pthread_mutex_unlock(&nd->pub_lock);
+	return publishing || (nd->hooks.busy && nd->hooks.busy(nd->hooks.ctx, id));
 }
 
 /*

@@ -1,5 +1,5 @@
 /*
- * fetch: single flight.  The table nd->fetches holds one fetch per object
+ * node_fetch: single flight.  The table nd->fetches holds one fetch per object
  * id being brought here.  The first open of an object puts a fetch in it
  * before doing anything slow (state STARTING), so later opens find it and
  * wait for that first one to set it up: locate the holders
@@ -27,91 +27,6 @@
 #include <string.h>
 
 #include "log.h"
-
-/* ---- the node ---- */
-
-struct node *node_new(const struct node_config *cfg, int *ret_err)
-{
-	struct transport_tuning tt = {
-	    .streams_per_peer = FETCH_STREAMS_DEFAULT,
-	    .range_min = FETCH_RANGE_MIN_DEFAULT,
-	    .io_timeout_ms = TRANSPORT_DEFAULT_TIMEOUT_MS,
-	};
-	struct node *nd;
-	int r;
-
-	if (!cfg->node || !cfg->meta || !cfg->store) {
-		*ret_err = -EINVAL;
-		return NULL;
-	}
-	nd = calloc(1, sizeof(*nd));
-	if (!nd) {
-		*ret_err = -ENOMEM;
-		return NULL;
-	}
-	snprintf(nd->node, sizeof(nd->node), "%s", cfg->node);
-	nd->meta = cfg->meta;
-	nd->store = cfg->store;
-	nd->transport = cfg->transport;
-	nd->hooks = cfg->hooks;
-	nd->source = cfg->source;
-	nd->sync_max = cfg->sync_max ? cfg->sync_max : FETCH_SYNC_MAX_DEFAULT;
-	if (nd->transport)
-		transport_tuning(nd->transport, &tt);
-	nd->streams_per_holder = tt.streams_per_peer ? tt.streams_per_peer : 1;
-	nd->range_min = tt.range_min ? tt.range_min : FETCH_RANGE_MIN_DEFAULT;
-	nd->io_timeout_ms = tt.io_timeout_ms ? tt.io_timeout_ms : TRANSPORT_DEFAULT_TIMEOUT_MS;
-	/* the opening thread runs one range: an object it fetches must fit
-	 * in one */
-	if (nd->sync_max > nd->range_min)
-		nd->sync_max = nd->range_min;
-	pthread_mutex_init(&nd->lock, NULL);
-	pthread_cond_init(&nd->queue_cond, NULL);
-	if (nd->transport) {
-		r = fetch_start_workers(nd, cfg->workers ? cfg->workers : FETCH_WORKERS_DEFAULT);
-		if (r < 0) {
-			node_free(nd);
-			*ret_err = r;
-			return NULL;
-		}
-	}
-	return nd;
-}
-
-void node_stop(struct node *nd)
-{
-	if (!nd)
-		return;
-	fetch_stop_workers(nd);
-	fetch_drop_all(nd);
-}
-
-void node_free(struct node *nd)
-{
-	if (!nd)
-		return;
-	node_stop(nd);
-	fetch_lru_free_all_locked(nd);
-	fetch_peer_free_all(nd);
-	pthread_mutex_destroy(&nd->lock);
-	pthread_cond_destroy(&nd->queue_cond);
-	free(nd);
-}
-
-void node_stats(struct node *nd, struct node_stats *ret)
-{
-#define LOAD(field) atomic_load_explicit(&nd->cnt.field, memory_order_relaxed)
-	ret->fetches = LOAD(fetches);
-	ret->direct = LOAD(direct);
-	ret->done = LOAD(done);
-	ret->failed = LOAD(failed);
-	ret->bytes = LOAD(bytes);
-	ret->failovers = LOAD(failovers);
-	ret->csum_failures = LOAD(csum_failures);
-	ret->stale_holders = LOAD(stale_holders);
-	ret->evictions = LOAD(evictions);
-#undef LOAD
-}
 
 /* ---- setting a fetch up ---- */
 
@@ -273,7 +188,8 @@ static void go(struct node_fetch *f)
 /* The fetch of @id from the table with a reference, or a new one (also
  * in the table) if none; *@ret_creator says which.  -EIO once the
  * node is stopping, -ENOMEM. */
-static int find_or_add(struct node *nd, uint64_t id, struct node_fetch **ret_f, bool *ret_creator)
+static int find_or_add(struct node *nd, uint64_t id, uint64_t parent, const char *name,
+		       struct node_fetch **ret_f, bool *ret_creator)
 {
 	struct node_fetch *f;
 
@@ -298,6 +214,10 @@ static int find_or_add(struct node *nd, uint64_t id, struct node_fetch **ret_f, 
 	f->id = id;
 	f->nd = nd;
 	f->started_ns = mono_ns();
+	if (name) {
+		f->parent = parent;
+		snprintf(f->name, sizeof(f->name), "%s", name);
+	}
 	f->state = FETCH_STARTING;
 	f->refs = 2; /* the table, the caller */
 	pthread_cond_init(&f->cond, NULL);
@@ -314,14 +234,14 @@ static int find_or_add(struct node *nd, uint64_t id, struct node_fetch **ret_f, 
 	return 0;
 }
 
-int node_fetch_open(struct node *nd, uint64_t id, const struct meta_obj *rec,
-		    struct node_fetch **ret_f, struct store_obj **ret_obj)
+int node_fetch_open(struct node *nd, uint64_t id, const struct meta_obj *rec, uint64_t parent,
+		    const char *name, struct node_fetch **ret_f, struct store_obj **ret_obj)
 {
 	struct node_fetch *f;
 	bool creator;
 	int r;
 
-	r = find_or_add(nd, id, &f, &creator);
+	r = find_or_add(nd, id, parent, name, &f, &creator);
 	if (r < 0)
 		return r;
 	if (creator) {

@@ -1,5 +1,5 @@
 /*
- * fetch_holders: which node to fetch an object from.
+ * node_holders: which node to fetch an object from.
  *
  * A fetch starts with the object record and the list of its live holders,
  * from Redis in one round trip (meta_locate()), with their transport

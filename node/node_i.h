@@ -1,20 +1,30 @@
 /*
  * node_i.h: what the files of the node room share.
  *
+ *   node.c           the node: making and stopping it, its counters; an
+ *                    object's life here: open (local copy or fetch),
+ *                    create, discard, unlink, gone, rename
+ *   node_sync.c      reconciling the store with Redis, the tick
+ *   node_publish.c   sealing and publishing objects written here, the
+ *                    unpublished list, moving a copy to a fresh id
+ *                    (rekey), store_create() at the object limit
  *   node_fetch.c     single flight: the table of fetches, open, wait,
  *                    progress, setting a fetch up
- *   node_worker.c   references, the queue of ranges, the workers, moving
+ *   node_worker.c    references, the queue of ranges, the workers, moving
  *                    bytes, and the end of a fetch (seal, verify,
  *                    register, or fail)
- *   node_holders.c  which holder to ask, relocating holders, the cache of
+ *   node_holders.c   which holder to ask, relocating holders, the cache of
  *                    peer addresses
- *   node_evict.c    use times and eviction
+ *   node_evict.c     use times and eviction
  *   node_source.c    the store as the transport's source, and the
  *                    serving leases of peers (its own leaf lock)
  *
- * Calls go down that list only (node_fetch.c → node_worker.c → the others).
+ * Calls go down that list only (node.c → node_sync.c → node_publish.c →
+ * node_fetch.c → node_worker.c → the others).
  *
- * Locking: nd->lock guards the fetch table, the queue, every fetch's
+ * Locking: nd->pub_lock guards the unpublished list, the seals in
+ * progress and the epoch last reconciled against; it is a leaf, never
+ * held across a call out of the node.  nd->lock guards the fetch table, the queue, every fetch's
  * state, ranges, holders and refcount, the peer address cache and the
  * use times.  Readers, openers, workers waiting for another worker's
  * relocation and a worker backing off before it retries a stalled holder
@@ -118,12 +128,32 @@ struct node_fetch {
 	bool post_seal;		     /* sealed in open(): after_seal() still to run; nd->lock */
 	bool in_table;		     /* in nd->fetches; nd->lock */
 	int64_t started_ns;
+	/* the name the first open came by (name[0] == 0: none), from which
+	 * fetch_after_seal() resolves the copy's catalog path; fixed */
+	uint64_t parent;
+	char name[OBJFS_NAME_MAX + 1];
 	struct node_fetch *qnext; /* nd->lock */
 	UT_hash_handle hh;	  /* nd->fetches, by id; nd->lock */
 };
 
 struct peer_addr;
 struct lru;
+
+/* A published-later object: sealed while Redis was unreachable. */
+struct unpublished {
+	uint64_t id;
+	uint64_t parent;
+	char name[OBJFS_NAME_MAX + 1];
+	bool replace;
+	bool lost; /* its writer was killed: it goes to /lost+found, not @name */
+	struct unpublished *next;
+};
+
+/* A seal in progress (node_seal_publish()): reconciling leaves it alone. */
+struct sealing {
+	uint64_t id;
+	struct sealing *next;
+};
 
 struct node {
 	/* fixed after node_new() */
@@ -150,11 +180,37 @@ struct node {
 	struct peer_addr *peers; /* lock; uthash by node */
 	struct lru *lru;	 /* lock; uthash by id */
 
+	/* objects written here, and reconciling */
+	void (*wake_tick)(void *ctx); /* fixed; may be NULL */
+	void *wake_ctx;
+	atomic_bool resync; /* Redis lost writes: node_tick() reconciles */
+	pthread_mutex_t pub_lock;
+	struct unpublished *unpublished; /* pub_lock */
+	struct sealing *sealing;	 /* pub_lock */
+	char epoch[64];			 /* last Redis epoch reconciled against; pub_lock */
+
 	struct {
 		atomic_uint_fast64_t fetches, direct, done, failed, bytes, failovers;
 		atomic_uint_fast64_t csum_failures, stale_holders, evictions;
+		atomic_uint_fast64_t seal_failed, killed_writers, published_late, reregistered;
 	} cnt;
 };
+
+/* Is @id sealed here and waiting to be published, or being sealed now?
+ * nd->pub_lock held. */
+static inline bool node_publishing_locked(struct node *nd, uint64_t id)
+{
+	struct unpublished *u;
+	struct sealing *g;
+
+	for (u = nd->unpublished; u; u = u->next)
+		if (u->id == id)
+			return true;
+	for (g = nd->sealing; g; g = g->next)
+		if (g->id == id)
+			return true;
+	return false;
+}
 
 #define NODE_COUNT(nd, field, n) \
 	atomic_fetch_add_explicit(&(nd)->cnt.field, (n), memory_order_relaxed)
@@ -167,6 +223,26 @@ static inline bool fetch_running_locked(struct node *nd, uint64_t id)
 	HASH_FIND(hh, nd->fetches, &id, sizeof(id), f);
 	return f != NULL;
 }
+
+/* ---- node_publish.c ---- */
+
+/* The record of sealed object @o, as this node publishes it. */
+void node_record_of(struct node *nd, struct store_obj *o, struct meta_obj *ret);
+/* store_create() at the object limit: gives up one copy to make room,
+ * and past that -ENOSPC (logged, rate-limited). */
+struct store_obj *node_store_create(struct node *nd, uint64_t id, int *ret_err);
+/*
+ * Sealed object @o is not the object Redis knows by its id (Redis lost
+ * writes and the id was used again, or its record was rewritten): copy it
+ * to a fresh id, keeping its bytes, mtime and catalog path, and drop @o
+ * from the store.  Returns the copy (a reference; not registered in
+ * Redis), or NULL with *ret_err (@o is then left as it is).
+ */
+struct store_obj *node_rekey(struct node *nd, struct store_obj *o, int *ret_err);
+/* Publish the objects that were sealed while Redis was unreachable. */
+void node_publish_retry(struct node *nd);
+/* Free the unpublished list (at node_free()). */
+void node_unpublished_free_all(struct node *nd);
 
 /* ---- node_worker.c ---- */
 

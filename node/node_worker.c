@@ -1,5 +1,5 @@
 /*
- * fetch_worker: the queue of ranges, the worker threads that move them,
+ * node_worker: the queue of ranges, the worker threads that move them,
  * and the end of a fetch.
  *
  *   queue ──► fetches with ranges not yet handed out, oldest first; a
@@ -318,6 +318,21 @@ void fetch_fail(struct node_fetch *f, const char *why)
 		nd->hooks.failed(nd->hooks.ctx, f->id);
 }
 
+/* The catalog path of @f's copy: the full path of the name its first
+ * open came by, if that name still names it ("" if not, or unknown:
+ * reconciling fixes it later). */
+static void copy_path(struct node_fetch *f, char path[OBJFS_PATH_MAX])
+{
+	char found_path[OBJFS_PATH_MAX];
+	enum meta_kind kind;
+	uint64_t found = 0;
+
+	if (f->name[0] &&
+	    meta_path(f->nd->meta, f->parent, f->name, &kind, &found, found_path) == 0 &&
+	    found == f->id)
+		snprintf(path, OBJFS_PATH_MAX, "%s", found_path);
+}
+
 void fetch_after_seal(struct node_fetch *f)
 {
 	struct node *nd = f->nd;
@@ -355,8 +370,7 @@ void fetch_after_seal(struct node_fetch *f)
 			 "here: %s",
 			 f->id, strerror(-r));
 	path[0] = '\0';
-	if (nd->hooks.sealed)
-		nd->hooks.sealed(nd->hooks.ctx, f->id, path, sizeof(path));
+	copy_path(f, path);
 	/* the catalog record: from now on the copy survives a restart */
 	r = store_set_path(f->obj, path);
 	if (r < 0 && r != -ENOENT)

@@ -51,12 +51,10 @@ static struct {
 	unsigned gated; /* GETs waiting at the gate; lock */
 	struct holder h[NHOLDERS];
 	/* hooks */
-	unsigned n_failed, n_sealed; /* lock */
-	uint64_t busy_id;	     /* lock */
+	unsigned n_failed; /* lock */
+	uint64_t busy_id;  /* lock */
 	/* the sealed hook tries to evict everything (while the copy is
 	 * sealed but not yet out of the fetch table), and counts bytes freed */
-	bool evict_on_seal;	  /* lock */
-	uint64_t evicted_on_seal; /* lock */
 	/* destinations registered (transport_region_new()) and freed, and
 	 * GETs of bytes whose destination no region covered; lock */
 	unsigned regions_new, regions_freed, unregistered;
@@ -293,23 +291,6 @@ static void hook_failed(void *ctx, uint64_t id)
 	pthread_mutex_unlock(&F.lock);
 }
 
-static void hook_sealed(void *ctx, uint64_t id, char *ret_path, size_t len)
-{
-	uint64_t freed;
-	bool evict;
-
-	pthread_mutex_lock(&F.lock);
-	evict = F.evict_on_seal;
-	pthread_mutex_unlock(&F.lock);
-	/* ctx: the world's node, wherever it is now */
-	freed = evict ? node_evict(*(struct node **)ctx, UINT64_MAX) : 0;
-	pthread_mutex_lock(&F.lock);
-	F.evicted_on_seal += freed;
-	F.n_sealed++; /* last: a test that sees it sees the rest */
-	pthread_mutex_unlock(&F.lock);
-	snprintf(ret_path, len, "/fetched-%" PRIu64, id);
-}
-
 static bool hook_busy(void *ctx, uint64_t id)
 {
 	bool busy;
@@ -400,10 +381,8 @@ static void world_init(struct world *w, uint64_t local_capacity)
 	snprintf(w->prefix, sizeof(w->prefix), "t-fetch-%u", F.seq);
 	pthread_mutex_lock(&F.lock);
 	F.gate_open = true;
-	F.n_failed = F.n_sealed = 0;
+	F.n_failed = 0;
 	F.busy_id = 0;
-	F.evict_on_seal = false;
-	F.evicted_on_seal = 0;
 	F.regions_new = F.regions_freed = F.unregistered = 0;
 	pthread_mutex_unlock(&F.lock);
 	for (i = 0; i < NHOLDERS; i++) {
@@ -432,10 +411,7 @@ static void world_init(struct world *w, uint64_t local_capacity)
 	    .store = w->s,
 	    .transport = w->t,
 	    .source = w->src,
-	    .hooks = {.failed = hook_failed,
-		      .sealed = hook_sealed,
-		      .busy = hook_busy,
-		      .ctx = &w->nd},
+	    .hooks = {.failed = hook_failed, .busy = hook_busy, .ctx = &w->nd},
 	    .sync_max = 4096,
 	    .workers = 4,
 	};
@@ -575,6 +551,23 @@ static bool held_here(struct world *w, uint64_t id)
 	return found;
 }
 
+/* Does the local store have @id (linked)? */
+static bool in_store(struct world *w, uint64_t id)
+{
+	struct store_obj *o = store_lookup(w->s, id);
+
+	store_obj_unref(o);
+	return o != NULL;
+}
+
+/* Is no fetch of @id running (its copy registered, or the fetch failed)? */
+static bool fetch_ended(struct world *w, uint64_t id)
+{
+	uint64_t done, size;
+
+	return node_fetch_progress(w->nd, id, &done, &size) == -ENOENT;
+}
+
 /* Has everyone but the store let go of the local copy of @id (the fetch
  * too: it holds the copy until its worker is done with it)? */
 static bool copy_let_go(struct world *w, uint64_t id)
@@ -594,7 +587,7 @@ static int fetch_all(struct world *w, const struct meta_obj *rec)
 	struct node_fetch *f = NULL;
 	int r;
 
-	r = node_fetch_open(w->nd, rec->id, NULL, &f, &o);
+	r = node_fetch_open(w->nd, rec->id, NULL, 0, NULL, &f, &o);
 	if (r < 0)
 		return r;
 	node_fetch_opened(node_fetch_ref(f));
@@ -644,7 +637,7 @@ static void *open_thread(void *arg)
 {
 	struct opener *op = arg;
 
-	op->r = node_fetch_open(op->w->nd, op->id, NULL, &op->f, &op->o);
+	op->r = node_fetch_open(op->w->nd, op->id, NULL, 0, NULL, &op->f, &op->o);
 	return NULL;
 }
 

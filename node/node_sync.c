@@ -1,5 +1,5 @@
 /*
- * fs_sync: keeping the store and Redis in agreement.
+ * node_sync: keeping the store and Redis in agreement.
  *
  * The Redis epoch is a token written once when a namespace is created.
  * The store remembers the epoch it last agreed with (note "epoch").
@@ -18,16 +18,18 @@
  * published (Redis was down and the daemon stopped before it came back);
  * it is never dropped, and is registered under /lost+found.
  *
- * fs_tick() runs this again when the epoch changes, retries publishing,
- * and reaps abandoned replacements (fs_publish.c).
+ * node_tick() runs this again when the epoch changes or node_resync()
+ * asks for it, and retries publishing (node_publish.c).
  */
-#include "fs_i.h"
+#include "node_i.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "log.h"
 
 struct idlist {
 	uint64_t *ids;
@@ -53,8 +55,8 @@ static int collect_id(struct store_obj *o, void *arg)
 
 /* Register @o again under @path ("" if it never had one: /lost+found).
  * If its id turns out to be another object's, it is copied to a fresh id
- * first (fs_rekey()). */
-static int reregister(struct fs *fs, struct store_obj *o, const char *path)
+ * first (node_rekey()). */
+static int reregister(struct node *nd, struct store_obj *o, const char *path)
 {
 	char lost[OBJFS_PATH_MAX], got[OBJFS_PATH_MAX];
 	struct store_obj *n = NULL;
@@ -65,14 +67,14 @@ static int reregister(struct fs *fs, struct store_obj *o, const char *path)
 		snprintf(lost, sizeof(lost), "/lost+found/objfs-%" PRIu64, store_obj_id(o));
 		path = lost;
 	}
-	fs_record_of(fs, o, &mo);
-	r = meta_reregister(fs->meta, &mo, path, got);
+	node_record_of(nd, o, &mo);
+	r = meta_reregister(nd->meta, &mo, path, got);
 	if (r == -ENOTUNIQ) {
-		n = fs_rekey(fs, o, &r);
+		n = node_rekey(nd, o, &r);
 		if (!n)
 			return r;
-		fs_record_of(fs, n, &mo);
-		r = meta_reregister(fs->meta, &mo, path, got);
+		node_record_of(nd, n, &mo);
+		r = meta_reregister(nd->meta, &mo, path, got);
 		o = n;
 	}
 	if (r == 1)
@@ -96,33 +98,28 @@ enum obj_state {
 };
 
 /* What Redis says of object @id: an enum obj_state or a negative errno. */
-static int object_state(struct fs *fs, uint64_t id)
+static int object_state(struct node *nd, uint64_t id)
 {
-	int r = meta_object_exists(fs->meta, id);
+	int r = meta_object_exists(nd->meta, id);
 
 	if (r != 0)
 		return r < 0 ? r : OBJ_LIVE;
-	r = meta_object_deleted(fs->meta, id);
+	r = meta_object_deleted(nd->meta, id);
 	if (r != 0)
 		return r < 0 ? r : OBJ_DELETED;
 	return OBJ_UNKNOWN;
 }
 
 /* Is @id waiting to be published (sealed while Redis was away, or being
- * sealed right now)?  Then reconciling must leave it alone. */
-static bool publish_pending(struct fs *fs, uint64_t id)
+ * sealed right now)?  Then reconciling must leave it alone.  (An object
+ * still being written is not sealed: store_foreach() skips it.) */
+static bool publish_pending(struct node *nd, uint64_t id)
 {
-	struct unpublished *u;
-	struct inode *in;
-	bool found = false;
+	bool found;
 
-	pthread_mutex_lock(&fs->lock);
-	for (u = fs->unpublished; u && !found; u = u->next)
-		found = u->id == id;
-	in = found ? NULL : inode_find(fs, id);
-	if (in && in->pending)
-		found = true;
-	pthread_mutex_unlock(&fs->lock);
+	pthread_mutex_lock(&nd->pub_lock);
+	found = node_publishing_locked(nd, id);
+	pthread_mutex_unlock(&nd->pub_lock);
 	return found;
 }
 
@@ -130,30 +127,30 @@ static bool publish_pending(struct fs *fs, uint64_t id)
  * Reconcile one object.  Returns 1 if it was registered again, 0 if it
  * was checked (or dropped), or a negative errno.
  */
-static int reconcile_one(struct fs *fs, uint64_t id, bool same_epoch)
+static int reconcile_one(struct node *nd, uint64_t id, bool same_epoch)
 {
 	char path[OBJFS_PATH_MAX];
 	struct store_obj *o;
 	int r;
 
-	if (publish_pending(fs, id))
-		return 0; /* fs_publish_retry() or a running seal publishes it */
-	o = store_lookup(fs->store, id);
+	if (publish_pending(nd, id))
+		return 0; /* node_publish_retry() or a running seal publishes it */
+	o = store_lookup(nd->store, id);
 	if (!o)
 		return 0; /* unlinked meanwhile */
 	store_obj_path(o, path, sizeof(path));
-	r = same_epoch ? object_state(fs, id) : OBJ_UNKNOWN;
+	r = same_epoch ? object_state(nd, id) : OBJ_UNKNOWN;
 	switch (r) {
 	case OBJ_LIVE: {
 		char now[OBJFS_PATH_MAX];
 		struct meta_obj mo;
 
-		fs_record_of(fs, o, &mo);
-		r = meta_add_holder_of(fs->meta, &mo);
+		node_record_of(nd, o, &mo);
+		r = meta_add_holder_of(nd->meta, &mo);
 		/* the catalog learns where the object lives now: renames
 		 * made on other nodes, or a crash between publishing and
 		 * recording the path */
-		if (r == 0 && meta_object_path(fs->meta, id, now) == 0 && now[0] &&
+		if (r == 0 && meta_object_path(nd->meta, id, now) == 0 && now[0] &&
 		    strcmp(now, path) && store_set_path(o, now) == 0)
 			log_info("object %" PRIu64 " is '%s' now (the catalog said '%s')", id, now,
 				 path);
@@ -161,7 +158,7 @@ static int reconcile_one(struct fs *fs, uint64_t id, bool same_epoch)
 			break;
 		/* Redis lost this object, and its id was used again for
 		 * other bytes: this copy is not that object */
-		r = reregister(fs, o, path);
+		r = reregister(nd, o, path);
 		if (r == 0)
 			r = 1;
 		break;
@@ -178,7 +175,7 @@ static int reconcile_one(struct fs *fs, uint64_t id, bool same_epoch)
 				 "epoch is unchanged (restored from an older snapshot?); "
 				 "registering it again",
 				 id, path);
-		r = reregister(fs, o, path);
+		r = reregister(nd, o, path);
 		if (r == 0)
 			r = 1;
 		break;
@@ -187,7 +184,7 @@ static int reconcile_one(struct fs *fs, uint64_t id, bool same_epoch)
 	return r;
 }
 
-int fs_reconcile(struct fs *fs, unsigned *ret_n)
+int node_reconcile(struct node *nd, unsigned *ret_n)
 {
 	struct idlist l = {0};
 	char epoch[64], seen[64];
@@ -196,19 +193,19 @@ int fs_reconcile(struct fs *fs, unsigned *ret_n)
 	size_t i;
 	int r, err = 0;
 
-	r = meta_epoch(fs->meta, epoch, sizeof(epoch));
+	r = meta_epoch(nd->meta, epoch, sizeof(epoch));
 	if (r < 0)
 		return r;
-	same = store_note_get(fs->store, "epoch", seen, sizeof(seen)) == 0 && !strcmp(seen, epoch);
+	same = store_note_get(nd->store, "epoch", seen, sizeof(seen)) == 0 && !strcmp(seen, epoch);
 	/* objects sealed while Redis was away get their real names first */
-	fs_publish_retry(fs);
-	r = store_foreach(fs->store, collect_id, &l);
+	node_publish_retry(nd);
+	r = store_foreach(nd->store, collect_id, &l);
 	if (r < 0) {
 		free(l.ids);
 		return r;
 	}
 	for (i = 0; i < l.n; i++) {
-		r = reconcile_one(fs, l.ids[i], same);
+		r = reconcile_one(nd, l.ids[i], same);
 		if (r == 1)
 			n++;
 		else if (r < 0)
@@ -221,46 +218,51 @@ int fs_reconcile(struct fs *fs, unsigned *ret_n)
 		return err;
 	if (err)
 		log_warn("reconciling with Redis: %s", strerror(-err));
-	r = store_note_set(fs->store, "epoch", epoch);
+	r = store_note_set(nd->store, "epoch", epoch);
 	if (r < 0)
 		return r;
-	pthread_mutex_lock(&fs->lock);
-	snprintf(fs->epoch, sizeof(fs->epoch), "%s", epoch);
-	pthread_mutex_unlock(&fs->lock);
-	FS_COUNT(fs, reregistered, n);
-	fs_publish_retry(fs);
+	pthread_mutex_lock(&nd->pub_lock);
+	snprintf(nd->epoch, sizeof(nd->epoch), "%s", epoch);
+	pthread_mutex_unlock(&nd->pub_lock);
+	NODE_COUNT(nd, reregistered, n);
+	node_publish_retry(nd);
 	if (ret_n)
 		*ret_n = n;
 	return 0;
 }
 
-void fs_tick(struct fs *fs)
+void node_tick(struct node *nd)
 {
 	char epoch[64];
 	bool changed, retry, resync;
 	unsigned n = 0;
 
-	fs_reap_pending(fs);
-	fs_seal_retry(fs);
-	resync = atomic_exchange(&fs->resync, false);
-	if (meta_epoch(fs->meta, epoch, sizeof(epoch)) < 0) {
+	resync = atomic_exchange(&nd->resync, false);
+	if (meta_epoch(nd->meta, epoch, sizeof(epoch)) < 0) {
 		if (resync)
-			atomic_store(&fs->resync, true);
+			atomic_store(&nd->resync, true);
 		return;
 	}
-	pthread_mutex_lock(&fs->lock);
-	changed = strcmp(epoch, fs->epoch) != 0;
-	retry = fs->unpublished != NULL;
-	pthread_mutex_unlock(&fs->lock);
+	pthread_mutex_lock(&nd->pub_lock);
+	changed = strcmp(epoch, nd->epoch) != 0;
+	retry = nd->unpublished != NULL;
+	pthread_mutex_unlock(&nd->pub_lock);
 	if (changed || resync) {
 		if (changed)
 			log_warn("Redis at %s lost its data; registering this node's objects again",
-				 meta_url(fs->meta));
-		if (fs_reconcile(fs, &n) == 0)
+				 meta_url(nd->meta));
+		if (node_reconcile(nd, &n) == 0)
 			log_info("reconciled with Redis: %u objects registered again", n);
 		else
-			atomic_store(&fs->resync, true); /* the next tick tries again */
+			atomic_store(&nd->resync, true); /* the next tick tries again */
 	} else if (retry) {
-		fs_publish_retry(fs);
+		node_publish_retry(nd);
 	}
+}
+
+void node_resync(struct node *nd)
+{
+	atomic_store(&nd->resync, true);
+	if (nd->wake_tick)
+		nd->wake_tick(nd->wake_ctx);
 }
