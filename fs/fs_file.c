@@ -93,7 +93,6 @@
  */
 #include "fs_i.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -105,10 +104,6 @@
 
 #define REPLACE_WISH_NS (2 * 1000000000LL)
 #define READ_IOV_MAX 256
-/* descriptors FLUSH looks at, at most, before it seals anyway */
-#define FLUSH_SCAN_MAX 1024
-/* bytes of /proc/<pid>/maps read at once (see maps_hold_ino()) */
-#define MAPS_READ (64 * 1024)
 
 /* ---- overwrite wishes (see the top of this file) ---- */
 
@@ -147,29 +142,6 @@ bool fs_take_replace_wish(struct fs *fs, uint64_t id)
 	return found;
 }
 
-/* The process (thread group) of thread @tid, from /proc/<tid>/status; 0
- * if it cannot tell (gone, or FUSE gave no pid). */
-pid_t fs_task_tgid(pid_t tid)
-{
-	char path[64], buf[512], *at;
-	ssize_t n;
-	int f;
-
-	if (tid <= 0)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-	f = open(path, O_RDONLY | O_CLOEXEC);
-	if (f < 0)
-		return 0;
-	n = read(f, buf, sizeof(buf) - 1);
-	close(f);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	at = strstr(buf, "\nTgid:");
-	return at ? (pid_t)strtol(at + 6, NULL, 10) : 0;
-}
-
 static struct handle *handle_new(fuse_req_t req, struct store_obj *obj, struct pending *p,
 				 bool writable)
 {
@@ -188,7 +160,6 @@ static struct handle *handle_new(fuse_req_t req, struct store_obj *obj, struct p
 }
 
 static void handle_release(struct fs *fs, uint64_t ino, struct handle *h);
-static int task_killed_by(pid_t tid);
 static void io_count_locked(struct inode *in, enum fs_io io);
 
 /*
@@ -722,7 +693,7 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 	 * waits for these WRITEs): the one moment that death is sure to be
 	 * seen, since no FLUSH comes for a mapping */
 	if (mapper > 0)
-		mk = task_killed_by(mapper);
+		mk = fs_task_killed_by(mapper);
 	if (failed || r) {
 		fuse_reply_err(req, failed ? ENOSPC : -r);
 		return;
@@ -779,317 +750,6 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		fuse_reply_write(req, size);
 }
 
-/* ---- is this FLUSH the opener's last close? (see the top of this file) ---- */
-
-/* What FLUSH looks for in other descriptor tables. */
-struct fd_scan {
-	const struct fs *fs;
-	uint64_t ino;	 /* the file's inode number */
-	unsigned budget; /* descriptors still to look at */
-	pid_t mapper;	 /* found: a thread that maps the file shared and writable */
-	bool maps;	 /* look for such mappings too (see struct pending's mappable) */
-};
-
-/* The mount id and inode number in /proc/<tid>/fdinfo/<fd> (@dfd: that
- * fdinfo directory).  0, -ENOENT (closed meanwhile), -ENODATA (no "ino:"
- * line: before Linux 5.14). */
-static int fdinfo_read(int dfd, const char *fd, int *ret_mnt, uint64_t *ret_ino)
-{
-	char buf[512], *at;
-	ssize_t n;
-	int f;
-
-	f = openat(dfd, fd, O_RDONLY | O_CLOEXEC);
-	if (f < 0)
-		return -errno;
-	n = read(f, buf, sizeof(buf) - 1);
-	close(f);
-	if (n < 0)
-		return -ENOENT;
-	buf[n] = '\0';
-	at = strstr(buf, "\nino:");
-	if (!at)
-		return -ENODATA;
-	*ret_ino = strtoull(at + 5, NULL, 10);
-	at = strstr(buf, "\nmnt_id:");
-	*ret_mnt = at ? (int)strtol(at + 8, NULL, 10) : 0;
-	return 0;
-}
-
-/* Is mount @mnt_id, as thread @tid sees the mounts (another mount
- * namespace has other ids), our filesystem?  When it cannot tell, yes. */
-static bool mnt_is_ours(const struct fs *fs, pid_t tid, int mnt_id)
-{
-	char path[64], line[4096];
-	unsigned maj, min;
-	bool ours = true;
-	FILE *f;
-	int id;
-
-	if (!fs->mnt_id)
-		return true;
-	if (mnt_id == fs->mnt_id)
-		return true;
-	snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)tid);
-	f = fopen(path, "re");
-	if (!f)
-		return true;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%d %*u %u:%u", &id, &maj, &min) == 3 && id == mnt_id) {
-			ours = maj == fs->mnt_major && min == fs->mnt_minor;
-			break;
-		}
-	}
-	fclose(f);
-	return ours;
-}
-
-/*
- * Does the descriptor table of thread @tid hold a file of ours with the
- * inode number sc->ino?  1 yes, 0 no, -errno if it cannot tell; -E2BIG
- * when sc->budget runs out.
- */
-static int fds_hold_ino(struct fd_scan *sc, pid_t tid)
-{
-	char path[64], link[8];
-	struct dirent *de;
-	int dfd, ifd, r = 0, mnt = 0;
-	uint64_t found = 0;
-	DIR *d;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)tid);
-	dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return errno == ENOENT ? 0 : -errno; /* gone: holds nothing */
-	snprintf(path, sizeof(path), "/proc/%d/fdinfo", (int)tid);
-	ifd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (ifd < 0)
-		r = errno == ENOENT ? 0 : -errno;
-	d = ifd < 0 ? NULL : fdopendir(dfd);
-	if (!d) {
-		close(dfd);
-		if (ifd >= 0)
-			close(ifd);
-		return ifd < 0 ? r : -ENOMEM;
-	}
-	while (r == 0 && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		if (sc->budget == 0) {
-			r = -E2BIG;
-			break;
-		}
-		sc->budget--;
-		/* pipe:[N], socket:[N], anon_inode:...: never a file of ours */
-		if (readlinkat(dfd, de->d_name, link, sizeof(link)) > 0 && link[0] != '/')
-			continue;
-		r = fdinfo_read(ifd, de->d_name, &mnt, &found);
-		if (r == -ENOENT)
-			r = 0;
-		else if (r == 0 && found == sc->ino && mnt_is_ours(sc->fs, tid, mnt))
-			r = 1;
-	}
-	closedir(d);
-	close(ifd);
-	return r;
-}
-
-/*
- * Does thread @tid map the file shared and writable (/proc/<tid>/maps:
- * "start-end rw-s offset MAJ:MIN inode path")?  Such a mapping holds the
- * file open like a descriptor does: its stores reach the daemon as WRITE
- * requests when it is unmapped (the kernel writes its dirty pages back
- * then), before the RELEASE that comes once the last mapping is gone.  1
- * yes, 0 no, -errno if it cannot tell.
- */
-static int maps_hold_ino(struct fd_scan *sc, pid_t tid)
-{
-	unsigned long long ino;
-	char path[64], line[512], perms[8], *big;
-	unsigned maj, min;
-	int r = 0, ok;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)tid);
-	f = fopen(path, "re");
-	if (!f)
-		return errno == ENOENT || errno == ESRCH ? 0 : -errno;
-	/* each read() of /proc makes the kernel walk the mappings again:
-	 * few and large ones (a Python process has 20 KiB of lines; 1 KiB
-	 * reads cost ~300 us a close) */
-	big = malloc(MAPS_READ);
-	if (big)
-		(void)setvbuf(f, big, _IOFBF, MAPS_READ);
-	while (r == 0 && fgets(line, sizeof(line), f)) {
-		ok = sscanf(line, "%*x-%*x %7s %*x %x:%x %llu", perms, &maj, &min, &ino) == 4;
-		/* a long path leaves the rest of its line for the next fgets */
-		if (!strchr(line, '\n') && !feof(f)) {
-			int c;
-
-			while ((c = getc(f)) != EOF && c != '\n')
-				;
-		}
-		if (!ok || perms[1] != 'w' || perms[3] != 's' || ino != sc->ino)
-			continue;
-		if (!sc->fs->mnt_id || (maj == sc->fs->mnt_major && min == sc->fs->mnt_minor)) {
-			sc->mapper = tid;
-			r = 1;
-		}
-	}
-	fclose(f);
-	free(big);
-	return r;
-}
-
-/* Does thread @tid hold the file, by a descriptor or a writable shared
- * mapping?  As fds_hold_ino(). */
-static int task_holds_ino(struct fd_scan *sc, pid_t tid)
-{
-	int r = fds_hold_ino(sc, tid);
-
-	return r == 0 && sc->maps ? maps_hold_ino(sc, tid) : r;
-}
-
-/* Do the direct children of the thread group of @tid hold the file?  As
- * fds_hold_ino(); a kernel without CONFIG_PROC_CHILDREN shows none. */
-static int children_hold_ino(struct fd_scan *sc, pid_t tid)
-{
-	char path[96], buf[4096], *s, *end;
-	struct dirent *de;
-	int r = 0, f;
-	ssize_t n;
-	DIR *d;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)tid);
-	d = opendir(path);
-	if (!d)
-		return 0;
-	while (r == 0 && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/children", (int)tid, de->d_name);
-		f = open(path, O_RDONLY | O_CLOEXEC);
-		if (f < 0)
-			continue;
-		n = read(f, buf, sizeof(buf) - 1);
-		close(f);
-		if (n <= 0)
-			continue;
-		buf[n] = '\0';
-		/* a full buffer may end in half a pid: drop it */
-		if ((size_t)n == sizeof(buf) - 1 && (s = strrchr(buf, ' ')))
-			*s = '\0';
-		for (s = buf; r == 0 && *s;) {
-			long child = strtol(s, &end, 10);
-
-			if (end == s)
-				break;
-			s = end;
-			if (child > 0)
-				r = task_holds_ino(sc, (pid_t)child);
-		}
-	}
-	closedir(d);
-	return r;
-}
-
-/* What FLUSH learns of a writer's close (see the top of this file). */
-enum flush_verdict {
-	FLUSH_NOT_LAST, /* the opener's process (or a child) still holds the file */
-	FLUSH_LAST,	/* the opener's last close, or the daemon could not look:
-			 * seal now, and close(2) gets the result */
-	FLUSH_BLIND,	/* the daemon cannot see the writer at all (another pid
-			 * namespace, /proc closed to it, no fdinfo "ino:"): RELEASE seals */
-};
-
-/* Is this FLUSH of @h (a writable handle on a pending object) its
- * opener's last close of the file? */
-static enum flush_verdict flush_verdict(fuse_req_t req, const struct handle *h, uint64_t ino,
-					bool maps, pid_t *ret_mapper)
-{
-	struct fd_scan sc = {fuse_req_userdata(req), ino, FLUSH_SCAN_MAX, 0, maps};
-	pid_t tid = fuse_req_ctx(req)->pid;
-	char path[64];
-	int r;
-
-	if (tid <= 0 || h->opener <= 0)
-		return FLUSH_BLIND;
-	if (tid != h->opener) {
-		snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)tid, (int)h->opener);
-		/* another process, unless the opener thread ended and this is
-		 * another thread of its process */
-		if (access(path, F_OK) < 0 &&
-		    (!h->opener_tgid || fs_task_tgid(tid) != h->opener_tgid))
-			return FLUSH_NOT_LAST;
-	}
-	r = task_holds_ino(&sc, tid);
-	if (r == 0)
-		r = children_hold_ino(&sc, tid);
-	if (r == 1) {
-		*ret_mapper = sc.mapper;
-		return FLUSH_NOT_LAST;
-	}
-	if (r == -E2BIG) {
-		log_debug("flush of object %" PRIu64 ": over %u descriptors to look at; sealing",
-			  ino, FLUSH_SCAN_MAX);
-		return FLUSH_LAST;
-	}
-	if (r == -EACCES || r == -EPERM || r == -ENODATA) {
-		log_debug("flush of object %" PRIu64 ": cannot see the descriptors of %d: %s", ino,
-			  (int)tid, strerror(-r));
-		return FLUSH_BLIND;
-	}
-	if (r < 0)
-		log_debug("flush of object %" PRIu64 ": cannot look at the descriptors of %d: %s; "
-			  "sealing now",
-			  ino, (int)tid, strerror(-r));
-	return FLUSH_LAST;
-}
-
-/*
- * The signal that is killing thread @tid, if it is exiting from one
- * (/proc/<tid>/stat: PF_EXITING in flags, field 9; the wait status in
- * exit_code, field 52, set before the kernel closes a dying process's
- * descriptors); 0 if it is not, or -errno if it cannot tell.
- */
-static int task_killed_by(pid_t tid)
-{
-	char path[64], buf[1024], *s;
-	unsigned long long flags = 0;
-	long long code = 0;
-	ssize_t n;
-	int f, field;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)tid);
-	f = open(path, O_RDONLY | O_CLOEXEC);
-	if (f < 0)
-		return -errno;
-	n = read(f, buf, sizeof(buf) - 1);
-	close(f);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
-	/* "pid (comm) state ...": comm may hold spaces and parentheses */
-	s = strrchr(buf, ')');
-	if (!s)
-		return -EIO;
-	for (field = 3, s++; *s && field <= 52; field++) {
-		while (*s == ' ')
-			s++;
-		if (field == 9)
-			flags = strtoull(s, NULL, 10);
-		else if (field == 52)
-			code = strtoll(s, NULL, 10);
-		while (*s && *s != ' ')
-			s++;
-	}
-	if (field <= 52)
-		return -ENODATA; /* a kernel before 3.5 */
-	if (!(flags & 0x4))	 /* PF_EXITING */
-		return 0;
-	return (int)(code & 0x7f);
-}
-
 void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fuse_req_userdata(req);
@@ -1110,7 +770,7 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		 * object cut short; another one's death (a child that only held
 		 * the descriptor) says nothing of it */
 		if (!wtid || tid == wtid || (wtgid && fs_task_tgid(tid) == wtgid))
-			killed = task_killed_by(tid);
+			killed = fs_task_killed_by(tid);
 	}
 	if (p) {
 		pthread_mutex_lock(&fs->lock);
@@ -1138,7 +798,7 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (hide)
 		fs_notify_gone(fs, parent, name);
-	if (may_seal && flush_verdict(req, h, ino, mappable, &mapper) != FLUSH_LAST) {
+	if (may_seal && fs_flush_verdict(req, h, ino, mappable, &mapper) != FLUSH_LAST) {
 		if (mapper) {
 			pthread_mutex_lock(&fs->lock);
 			p->mapper_tid = mapper;
@@ -1200,7 +860,7 @@ static void handle_release(struct fs *fs, uint64_t ino, struct handle *h)
 	if (seal && mapper > 0) {
 		/* the last mapping went: at the exit of its process, if that
 		 * is why, and then the process is still dying now */
-		int k = task_killed_by(mapper);
+		int k = fs_task_killed_by(mapper);
 
 		if (k > 0) {
 			pthread_mutex_lock(&fs->lock);

@@ -232,10 +232,6 @@ struct handle {
 	pid_t opener_tgid; /* its process, for a writable handle (0: unknown) */
 };
 
-/* The process (thread group) of thread @tid (/proc/<tid>/status); 0 if
- * it cannot tell. */
-pid_t fs_task_tgid(pid_t tid);
-
 /* ---- fs_dir.c ---- */
 void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
 void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
@@ -294,6 +290,33 @@ int fs_seal_pending(struct fs *fs, struct pending *p, bool told);
 void fs_seal_retry(struct fs *fs);
 /* Discard replacement objects whose writer never opened them. */
 void fs_reap_pending(struct fs *fs);
+
+/* ---- fs_lastclose.c ---- */
+/* What FLUSH learns of a writer's close (see the top of this file). */
+enum flush_verdict {
+	FLUSH_NOT_LAST, /* the opener's process (or a child) still holds the file */
+	FLUSH_LAST,	/* the opener's last close, or the daemon could not look:
+			 * seal now, and close(2) gets the result */
+	FLUSH_BLIND,	/* the daemon cannot see the writer at all (another pid
+			 * namespace, /proc closed to it, no fdinfo "ino:"): RELEASE seals */
+};
+
+/* Is this FLUSH of @h (a writable handle on a pending object, inode
+ * number @ino) its opener's last close of the file?  @maps: look for
+ * writable shared mappings too; *@ret_mapper gets the thread found mapping
+ * it. */
+enum flush_verdict fs_flush_verdict(fuse_req_t req, const struct handle *h, uint64_t ino, bool maps,
+				    pid_t *ret_mapper);
+/*
+ * The signal that is killing thread @tid, if it is exiting from one
+ * (/proc/<tid>/stat: PF_EXITING in flags, field 9; the wait status in
+ * exit_code, field 52, set before the kernel closes a dying process's
+ * descriptors); 0 if it is not, or -errno if it cannot tell.
+ */
+int fs_task_killed_by(pid_t tid);
+/* The process (thread group) of thread @tid, from /proc/<tid>/status; 0
+ * if it cannot tell (gone, or FUSE gave no pid). */
+pid_t fs_task_tgid(pid_t tid);
 
 /* ---- fs_inval.c ---- */
 /* Make the kernel forget its entry for @name (which no longer names what
