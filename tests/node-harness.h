@@ -3,6 +3,9 @@
  * store, a private redis-server (meta-harness.h) and a fake transport
  * backend whose holders are nodes with a card in Redis and a store of
  * their own (see test-node.c for what the fake can be asked to do).
+ * The local node reaches Redis through a link to its socket, so that
+ * Redis can go away for it alone (redis_away(), redis_back()).  Hooks
+ * and node_config.wake_tick count their calls (F).
  * Include it once, from the test program.
  */
 #ifndef OBJFS_FETCH_HARNESS_H
@@ -53,8 +56,12 @@ static struct {
 	/* hooks */
 	unsigned n_failed; /* lock */
 	uint64_t busy_id;  /* lock */
-	/* the sealed hook tries to evict everything (while the copy is
-	 * sealed but not yet out of the fetch table), and counts bytes freed */
+	/* the published hook: its calls, and the last one's arguments; lock */
+	unsigned n_published;
+	uint64_t pub_parent, pub_id;
+	unsigned pub_how;
+	char pub_name[OBJFS_NAME_MAX + 1];
+	unsigned n_wake; /* node_config.wake_tick calls; lock */
 	/* destinations registered (transport_region_new()) and freed, and
 	 * GETs of bytes whose destination no region covered; lock */
 	unsigned regions_new, regions_freed, unregistered;
@@ -291,6 +298,24 @@ static void hook_failed(void *ctx, uint64_t id)
 	pthread_mutex_unlock(&F.lock);
 }
 
+static void hook_published(void *ctx, uint64_t parent, const char *name, uint64_t id, unsigned how)
+{
+	pthread_mutex_lock(&F.lock);
+	F.n_published++;
+	F.pub_parent = parent;
+	F.pub_id = id;
+	F.pub_how = how;
+	snprintf(F.pub_name, sizeof(F.pub_name), "%s", name);
+	pthread_mutex_unlock(&F.lock);
+}
+
+static void hook_wake_tick(void *ctx)
+{
+	pthread_mutex_lock(&F.lock);
+	F.n_wake++;
+	pthread_mutex_unlock(&F.lock);
+}
+
 static bool hook_busy(void *ctx, uint64_t id)
 {
 	bool busy;
@@ -328,7 +353,10 @@ static unsigned locked_read(const unsigned *v)
 
 struct world {
 	char prefix[32];
-	struct meta *m; /* the local node's */
+	struct meta *m; /* the local node's, through @link */
+	/* the local node reaches Redis through this symbolic link to its
+	 * socket: redis_away() removes it */
+	char link[160];
 	struct store *s;
 	char dir[128];
 	struct transport *t;
@@ -369,6 +397,23 @@ static void claim(struct meta *m, const char *listen, char *ret_instance, size_t
 		snprintf(ret_instance, len, "%s", c.instance);
 }
 
+/* A meta client like mk()'s that reaches Redis through @sock. */
+static struct meta *mk_url(const char *sock, const char *prefix, const char *node)
+{
+	char url[200];
+	struct meta_config cfg = {.url = url, .prefix = prefix, .node = node};
+	struct meta *m;
+	int err = 0;
+
+	snprintf(url, sizeof(url), "unix:%s", sock);
+	m = meta_new(&cfg, &err);
+	if (!m) {
+		fprintf(stderr, "meta_new: %s\n", strerror(-err));
+		exit(1);
+	}
+	return m;
+}
+
 static void world_init(struct world *w, uint64_t local_capacity)
 {
 	static const char *names[NHOLDERS] = {"holder-a", "holder-b", "holder-c"};
@@ -383,6 +428,9 @@ static void world_init(struct world *w, uint64_t local_capacity)
 	F.gate_open = true;
 	F.n_failed = 0;
 	F.busy_id = 0;
+	F.n_published = F.pub_how = F.n_wake = 0;
+	F.pub_parent = F.pub_id = 0;
+	F.pub_name[0] = '\0';
 	F.regions_new = F.regions_freed = F.unregistered = 0;
 	pthread_mutex_unlock(&F.lock);
 	for (i = 0; i < NHOLDERS; i++) {
@@ -397,7 +445,12 @@ static void world_init(struct world *w, uint64_t local_capacity)
 		claim(h->m, h->node, h->instance, sizeof(h->instance));
 		h->s = open_store(h->dir, sizeof(h->dir), h->node, 16u << 20);
 	}
-	w->m = mk(w->prefix, "local", 0, 0);
+	snprintf(w->link, sizeof(w->link), "%s/local-%u.sock", R.dir, F.seq);
+	if (symlink(R.sock, w->link) < 0) {
+		perror("symlink");
+		exit(1);
+	}
+	w->m = mk_url(w->link, w->prefix, "local");
 	CHECK_EQ(meta_connect(w->m), 0);
 	claim(w->m, "local", NULL, 0);
 	w->s = open_store(w->dir, sizeof(w->dir), "local", local_capacity);
@@ -411,9 +464,13 @@ static void world_init(struct world *w, uint64_t local_capacity)
 	    .store = w->s,
 	    .transport = w->t,
 	    .source = w->src,
-	    .hooks = {.failed = hook_failed, .busy = hook_busy, .ctx = &w->nd},
+	    .hooks = {.failed = hook_failed,
+		      .busy = hook_busy,
+		      .published = hook_published,
+		      .ctx = &w->nd},
 	    .sync_max = 4096,
 	    .workers = 4,
+	    .wake_tick = hook_wake_tick,
 	};
 	w->nd = node_new(&fc, &err);
 	if (!w->nd) {
@@ -435,12 +492,41 @@ static void world_release(struct world *w)
 	transport_free(w->t);
 	store_close(w->s);
 	meta_free(w->m);
+	unlink(w->link);
 	rm_dir(w->dir);
 	for (i = 0; i < NHOLDERS; i++) {
 		store_close(F.h[i].s);
 		meta_free(F.h[i].m);
 		rm_dir(F.h[i].dir);
 	}
+}
+
+/*
+ * Redis goes away for the local node only: its socket link goes (a
+ * connect fails at once) and every connection but the raw one is closed
+ * (the holders' reconnect when next used: meta sees an idle connection
+ * closed).  No call waits for a timeout.
+ */
+static void redis_away(struct world *w)
+{
+	CHECK_EQ(unlink(w->link), 0);
+	rdo("CLIENT KILL TYPE normal SKIPME yes");
+}
+
+/* Redis is back for the local node: true once its meta client answers
+ * again (after meta's reconnect backoff, 5 s at most; bounded). */
+static bool redis_back(struct world *w)
+{
+	char epoch[64];
+	int i;
+
+	CHECK_EQ(symlink(R.sock, w->link), 0);
+	for (i = 0; i < 1000; i++) {
+		if (meta_epoch(w->m, epoch, sizeof(epoch)) == 0)
+			return true;
+		usleep(10000);
+	}
+	return false;
 }
 
 static void fill(uint8_t *buf, size_t size, uint64_t seed)
@@ -560,7 +646,9 @@ static bool in_store(struct world *w, uint64_t id)
 	return o != NULL;
 }
 
-/* Is no fetch of @id running (its copy registered, or the fetch failed)? */
+/* Is no fetch of @id running (every byte in and checked, or the fetch
+ * failed)?  A fetch that is done may still be registering its copy:
+ * held_here() and copy_let_go() say when that is over. */
 static bool fetch_ended(struct world *w, uint64_t id)
 {
 	uint64_t done, size;

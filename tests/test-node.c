@@ -17,7 +17,13 @@
  * Cases here: single flight, streaming, failover mid-range, relocation when
  * every holder fails (and the failure when none is left), retries of a
  * stalled holder (and their bound), a checksum mismatch, a sync_max above
- * the range, and no transport.  Eviction and serving are in
+ * the range, and no transport.  Then an object's life here, as fs/ drives
+ * it: node_create() and node_seal_publish() (published under its name,
+ * beside a name taken meanwhile, replacing, in /lost+found when its
+ * directory vanished or its writer was killed, kept for node_tick() while
+ * Redis is away, a seal the store cannot make), and node_open() (the
+ * local copy, a fetch whose copy gets the catalog path of the name it was
+ * opened by, a stranger copy moved aside).  Eviction and serving are in
  * test-node-evict.c.
  */
 #include "node-harness.h"
@@ -375,6 +381,515 @@ TEST(no_transport)
 	world_release(&w);
 }
 
+/* ---- an object's life here: node_create, node_seal_publish, node_open ---- */
+
+/* A new object written here (node_create()), @size bytes of fill(id). */
+static struct store_obj *write_object(struct world *w, size_t size, uint64_t *ret_id)
+{
+	uint8_t *buf = malloc(size ? size : 1);
+	struct store_obj *o = NULL;
+
+	*ret_id = 0;
+	CHECK_EQ(node_create(w->nd, ret_id, &o), 0);
+	CHECK(o != NULL && *ret_id != 0);
+	if (o) {
+		CHECK_EQ(store_obj_id(o), *ret_id);
+		fill(buf, size, *ret_id);
+		CHECK_EQ(store_write(o, buf, size, 0), 0);
+	}
+	free(buf);
+	return o;
+}
+
+/* The catalog path of the local copy of @id ("(none)" if there is none). */
+static const char *local_path(struct world *w, uint64_t id, char buf[OBJFS_PATH_MAX])
+{
+	struct store_obj *o = store_lookup(w->s, id);
+
+	snprintf(buf, OBJFS_PATH_MAX, "(none)");
+	if (o)
+		store_obj_path(o, buf, OBJFS_PATH_MAX);
+	store_obj_unref(o);
+	return buf;
+}
+
+static struct node_stats stats_of(struct world *w)
+{
+	struct node_stats st;
+
+	node_stats(w->nd, &st);
+	return st;
+}
+
+/* The last call of the published hook was for @id as @name in @parent. */
+static bool published_as(uint64_t parent, const char *name, uint64_t id, unsigned how)
+{
+	bool r;
+
+	pthread_mutex_lock(&F.lock);
+	r = F.pub_parent == parent && !strcmp(F.pub_name, name) && F.pub_id == id &&
+	    F.pub_how == how;
+	if (!r)
+		fprintf(stderr, "published hook: %" PRIu64 " '%s' %" PRIu64 " how %u\n",
+			F.pub_parent, F.pub_name, F.pub_id, F.pub_how);
+	pthread_mutex_unlock(&F.lock);
+	return r;
+}
+
+/* A file written here is sealed and published under its name (which
+ * every node sees, with its size and checksum), this node holds it, its
+ * copy's catalog path is the name's, and the layer above is told. */
+TEST(seal_publish)
+{
+	char path[OBJFS_PATH_MAX];
+	enum node_sealed how = NODE_SEAL_FAILED;
+	uint8_t csum[OBJFS_CSUM_LEN];
+	struct meta_entry e, d;
+	struct store_obj *o, *l;
+	struct node_stats st;
+	struct world w;
+	uint64_t id, id2;
+
+	world_init(&w, 16u << 20);
+	o = write_object(&w, 3 * RANGE + 7, &id);
+	CHECK(!store_obj_sealed(o));
+	CHECK(node_local(w.nd, id) == NULL); /* pending: nobody reads it yet */
+	CHECK_EQ(node_seal_publish(w.nd, o, META_ROOT_ID, "written", NODE_SEAL_TOLD, 0, &how), 0);
+	CHECK_EQ(how, NODE_SEAL_PUBLISHED);
+	CHECK(store_obj_sealed(o));
+	store_obj_csum(o, csum);
+	CHECK_EQ(meta_lookup(F.h[1].m, META_ROOT_ID, "written", &e), 0);
+	CHECK_EQ(e.kind, META_FILE);
+	CHECK_EQ(e.id, id);
+	CHECK_EQ(e.obj.size, 3 * RANGE + 7);
+	CHECK(!memcmp(e.obj.csum, csum, sizeof(csum)));
+	CHECK_STR(e.obj.origin, "local");
+	CHECK(held_here(&w, id));
+	store_obj_path(o, path, sizeof(path));
+	CHECK_STR(path, "/written");
+	CHECK_EQ(locked_read(&F.n_published), 1);
+	CHECK(published_as(META_ROOT_ID, "written", id, NODE_PUB_NAMED));
+	l = node_local(w.nd, id);
+	CHECK(l == o);
+	store_obj_unref(l);
+	store_obj_unref(o);
+
+	/* in a directory: the catalog path is the full one */
+	CHECK_EQ(meta_mkdir(F.h[0].m, META_ROOT_ID, "dir", 1, &d), 0);
+	o = write_object(&w, 100, &id2);
+	CHECK_EQ(node_seal_publish(w.nd, o, d.id, "inner", NODE_SEAL_TOLD, 0, &how), 0);
+	CHECK_EQ(how, NODE_SEAL_PUBLISHED);
+	CHECK_EQ(lookup_id(F.h[2].m, d.id, "inner"), id2);
+	CHECK_STR(local_path(&w, id2, path), "/dir/inner");
+	CHECK_EQ(locked_read(&F.n_published), 2);
+	CHECK(published_as(d.id, "inner", id2, NODE_PUB_NAMED));
+	store_obj_unref(o);
+
+	st = stats_of(&w);
+	CHECK_EQ(st.unpublished, 0);
+	CHECK_EQ(st.killed_writers, 0);
+	CHECK_EQ(st.seal_failed, 0);
+	CHECK_EQ(st.published_late, 0);
+	world_release(&w);
+}
+
+/* A name taken meanwhile on another node (by a file, or a directory)
+ * gives "NAME.objfs-ID"; with NODE_SEAL_REPLACE the name is taken over
+ * and the object it named is gone; a directory that vanished gives
+ * /lost+found/NAME. */
+TEST(seal_name_taken)
+{
+	char alt[OBJFS_NAME_MAX + 1], path[OBJFS_PATH_MAX], want[OBJFS_PATH_MAX];
+	enum node_sealed how = NODE_SEAL_FAILED;
+	struct meta_entry d;
+	struct meta_obj other, mo;
+	struct store_obj *o;
+	struct world w;
+	uint64_t id, lf;
+
+	world_init(&w, 16u << 20);
+	other = put_object(&w, "taken", 1000, 0, 0);
+	o = write_object(&w, 2000, &id);
+	CHECK_EQ(node_seal_publish(w.nd, o, META_ROOT_ID, "taken", NODE_SEAL_TOLD, 0, &how), 0);
+	CHECK_EQ(how, NODE_SEAL_PUBLISHED);
+	CHECK_EQ(lookup_id(F.h[0].m, META_ROOT_ID, "taken"), other.id);
+	snprintf(alt, sizeof(alt), "taken.objfs-%" PRIu64, id);
+	CHECK_EQ(lookup_id(F.h[0].m, META_ROOT_ID, alt), id);
+	snprintf(want, sizeof(want), "/%s", alt);
+	CHECK_STR(local_path(&w, id, path), want);
+	CHECK(held_here(&w, id));
+	CHECK_EQ(locked_read(&F.n_published), 1);
+	CHECK(published_as(META_ROOT_ID, "taken", id, 0)); /* beside the name */
+	store_obj_unref(o);
+
+	/* allowed to replace: the name is this object's now */
+	o = write_object(&w, 3000, &id);
+	CHECK_EQ(node_seal_publish(w.nd, o, META_ROOT_ID, "taken",
+				   NODE_SEAL_TOLD | NODE_SEAL_REPLACE, 0, &how),
+		 0);
+	CHECK_EQ(how, NODE_SEAL_PUBLISHED);
+	CHECK_EQ(lookup_id(F.h[0].m, META_ROOT_ID, "taken"), id);
+	CHECK_EQ(meta_get_object(F.h[0].m, other.id, &mo), -ENOENT);
+	CHECK_STR(local_path(&w, id, path), "/taken");
+	CHECK_EQ(locked_read(&F.n_published), 2);
+	CHECK(published_as(META_ROOT_ID, "taken", id, NODE_PUB_NAMED | NODE_PUB_REPLACED));
+	store_obj_unref(o);
+
+	/* a directory has the name */
+	CHECK_EQ(meta_mkdir(F.h[1].m, META_ROOT_ID, "a-dir", 1, &d), 0);
+	o = write_object(&w, 10, &id);
+	CHECK_EQ(node_seal_publish(w.nd, o, META_ROOT_ID, "a-dir",
+				   NODE_SEAL_TOLD | NODE_SEAL_REPLACE, 0, &how),
+		 0);
+	CHECK_EQ(how, NODE_SEAL_PUBLISHED);
+	CHECK_EQ(lookup_id(F.h[0].m, META_ROOT_ID, "a-dir"), d.id);
+	snprintf(alt, sizeof(alt), "a-dir.objfs-%" PRIu64, id);
+	CHECK_EQ(lookup_id(F.h[0].m, META_ROOT_ID, alt), id);
+	CHECK(published_as(META_ROOT_ID, "a-dir", id, 0));
+	store_obj_unref(o);
+
+	/* its directory was removed while it was written */
+	CHECK_EQ(meta_mkdir(F.h[1].m, META_ROOT_ID, "gone", 1, &d), 0);
+	CHECK_EQ(meta_rmdir(F.h[1].m, META_ROOT_ID, "gone", NULL), 0);
+	o = write_object(&w, 10, &id);
+	CHECK_EQ(node_seal_publish(w.nd, o, d.id, "orphan", NODE_SEAL_TOLD, 0, &how), 0);
+	CHECK_EQ(how, NODE_SEAL_PUBLISHED);
+	lf = lookup_id(F.h[0].m, META_ROOT_ID, "lost+found");
+	CHECK(lf != 0);
+	CHECK_EQ(lookup_id(F.h[0].m, lf, "orphan"), id);
+	CHECK_STR(local_path(&w, id, path), "/lost+found/orphan");
+	CHECK(held_here(&w, id));
+	CHECK_EQ(locked_read(&F.n_published), 4);
+	CHECK(published_as(d.id, "orphan", id, 0));
+	store_obj_unref(o);
+	CHECK_EQ(stats_of(&w).unpublished, 0);
+	world_release(&w);
+}
+
+/* The object of a writer killed by a signal may be cut short: it is kept
+ * as /lost+found/NAME.objfs-ID, never under its name. */
+TEST(seal_killed_writer)
+{
+	char alt[OBJFS_NAME_MAX + 1], path[OBJFS_PATH_MAX], want[OBJFS_PATH_MAX];
+	enum node_sealed how = NODE_SEAL_FAILED;
+	struct meta_entry e;
+	enum meta_kind kind;
+	struct store_obj *o;
+	struct node_stats st;
+	struct world w;
+	uint64_t id, found = 0;
+
+	world_init(&w, 16u << 20);
+	o = write_object(&w, RANGE, &id);
+	CHECK_EQ(node_seal_publish(w.nd, o, META_ROOT_ID, "cut", NODE_SEAL_TOLD, SIGKILL, &how), 0);
+	CHECK_EQ(how, NODE_SEAL_LOST);
+	CHECK(store_obj_sealed(o));
+	CHECK_EQ(meta_lookup(F.h[0].m, META_ROOT_ID, "cut", &e), -ENOENT);
+	CHECK_EQ(meta_lookup(F.h[0].m, META_ROOT_ID, "lost+found", &e), 0);
+	CHECK_EQ(e.kind, META_DIR);
+	snprintf(alt, sizeof(alt), "cut.objfs-%" PRIu64, id);
+	snprintf(want, sizeof(want), "/lost+found/%s", alt);
+	CHECK_EQ(meta_path(F.h[0].m, e.id, alt, &kind, &found, path), 0);
+	CHECK_EQ(kind, META_FILE);
+	CHECK_EQ(found, id);
+	CHECK_STR(path, want);
+	CHECK_STR(local_path(&w, id, path), want);
+	CHECK(held_here(&w, id));
+	/* no name above changed to this object: the layer above drops the
+	 * name the kernel knows itself */
+	CHECK_EQ(locked_read(&F.n_published), 0);
+	st = stats_of(&w);
+	CHECK_EQ(st.killed_writers, 1);
+	CHECK_EQ(st.unpublished, 0);
+	store_obj_unref(o);
+	world_release(&w);
+}
+
+/* Redis away at the seal: the object is sealed and kept here (the layer
+ * above is told to show it under its name meanwhile), never evicted (no
+ * record of it in Redis: it would be taken for deleted), and the tick
+ * publishes it once Redis is back; a killed writer's object goes to
+ * /lost+found then. */
+TEST(seal_redis_away)
+{
+	char alt[OBJFS_NAME_MAX + 1], path[OBJFS_PATH_MAX], want[OBJFS_PATH_MAX];
+	enum node_sealed how = NODE_SEAL_FAILED;
+	struct store_obj *o, *k;
+	struct node_stats st;
+	struct world w;
+	uint64_t id, kid, lf;
+	unsigned n = 1;
+
+	world_init(&w, 1u << 20);
+	/* the epoch is known: a tick then only publishes what waits */
+	CHECK_EQ(node_reconcile(w.nd, &n), 0);
+	CHECK_EQ(n, 0);
+	o = write_object(&w, RANGE, &id);
+	k = write_object(&w, 1000, &kid);
+	redis_away(&w);
+
+	CHECK_EQ(node_seal_publish(w.nd, o, META_ROOT_ID, "later", NODE_SEAL_TOLD, 0, &how), -EIO);
+	CHECK_EQ(how, NODE_SEAL_LATER);
+	CHECK(!meta_is_up(w.m));
+	CHECK(store_obj_sealed(o));
+	CHECK_EQ(locked_read(&F.n_published), 1);
+	CHECK(published_as(META_ROOT_ID, "later", id, NODE_PUB_LATER));
+	CHECK_EQ(node_seal_publish(w.nd, k, META_ROOT_ID, "cut", NODE_SEAL_TOLD, SIGKILL, &how),
+		 -EIO);
+	CHECK_EQ(how, NODE_SEAL_LOST);
+	CHECK_EQ(locked_read(&F.n_published), 1);
+	/* their writers are gone: only the store holds them */
+	store_obj_unref(o);
+	store_obj_unref(k);
+	st = stats_of(&w);
+	CHECK_EQ(st.unpublished, 2);
+	CHECK_EQ(st.killed_writers, 1);
+	CHECK_EQ(st.published_late, 0);
+	/* a tick while Redis is away changes nothing */
+	node_tick(w.nd);
+	CHECK_EQ(stats_of(&w).unpublished, 2);
+	CHECK_EQ(node_evict(w.nd, 1u << 20), 0);
+	CHECK(in_store(&w, id));
+	CHECK(in_store(&w, kid));
+
+	CHECK(redis_back(&w));
+	/* back, not yet published: Redis has no record of them, and
+	 * eviction must not take that for a deletion */
+	CHECK_EQ(lookup_id(F.h[0].m, META_ROOT_ID, "later"), 0);
+	CHECK_EQ(node_evict(w.nd, 1u << 20), 0);
+	CHECK(in_store(&w, id));
+	CHECK(in_store(&w, kid));
+	CHECK_EQ(stats_of(&w).evictions, 0);
+
+	node_tick(w.nd);
+	st = stats_of(&w);
+	CHECK_EQ(st.unpublished, 0);
+	CHECK_EQ(st.published_late, 2);
+	CHECK_EQ(lookup_id(F.h[0].m, META_ROOT_ID, "later"), id);
+	CHECK(held_here(&w, id));
+	CHECK_STR(local_path(&w, id, path), "/later");
+	CHECK_EQ(locked_read(&F.n_published), 2);
+	CHECK(published_as(META_ROOT_ID, "later", id, NODE_PUB_NAMED));
+	CHECK_EQ(lookup_id(F.h[0].m, META_ROOT_ID, "cut"), 0);
+	lf = lookup_id(F.h[0].m, META_ROOT_ID, "lost+found");
+	snprintf(alt, sizeof(alt), "cut.objfs-%" PRIu64, kid);
+	CHECK(lf != 0);
+	CHECK_EQ(lookup_id(F.h[0].m, lf, alt), kid);
+	snprintf(want, sizeof(want), "/lost+found/%s", alt);
+	CHECK_STR(local_path(&w, kid, path), want);
+	CHECK(held_here(&w, kid));
+	world_release(&w);
+}
+
+/* A seal the store cannot make (the object was unlinked meanwhile):
+ * nothing is published, and nothing is kept for later. */
+TEST(seal_fails)
+{
+	enum node_sealed how = NODE_SEAL_PUBLISHED;
+	struct meta_obj mo;
+	struct store_obj *o;
+	struct node_stats st;
+	struct world w;
+	uint64_t id;
+
+	world_init(&w, 16u << 20);
+	o = write_object(&w, 1000, &id);
+	store_unlink(o);
+	CHECK_EQ(node_seal_publish(w.nd, o, META_ROOT_ID, "never", NODE_SEAL_TOLD, 0, &how), -EIO);
+	CHECK_EQ(how, NODE_SEAL_FAILED);
+	CHECK(!store_obj_sealed(o));
+	CHECK_EQ(lookup_id(F.h[0].m, META_ROOT_ID, "never"), 0);
+	CHECK_EQ(meta_get_object(F.h[0].m, id, &mo), -ENOENT);
+	CHECK_EQ(locked_read(&F.n_published), 0);
+	st = stats_of(&w);
+	CHECK_EQ(st.seal_failed, 1);
+	CHECK_EQ(st.unpublished, 0);
+	store_obj_unref(o);
+	world_release(&w);
+}
+
+/* Wait until the fetch of @id has registered its copy: held here, and
+ * the fetch gone (it holds the copy until its worker is done with it,
+ * which is after the catalog path is written). */
+static void wait_registered(struct world *w, uint64_t id)
+{
+	WAIT_FOR(held_here(w, id));
+	WAIT_FOR(copy_let_go(w, id));
+}
+
+/* Open, wait for every byte, answer the open, drop: the copy is
+ * registered. */
+static void open_fetched(struct world *w, const struct meta_obj *rec, uint64_t parent,
+			 const char *name)
+{
+	struct store_obj *o = NULL;
+	struct node_fetch *f = NULL;
+
+	CHECK_EQ(node_open(w->nd, rec->id, rec, parent, name, &o, &f), 0);
+	CHECK(f != NULL);
+	CHECK(o != NULL && store_obj_id(o) == rec->id);
+	if (f) {
+		CHECK_EQ(node_fetch_wait(f, 0, rec->size), 0);
+		node_fetch_opened(f);
+	}
+	store_obj_unref(o);
+	wait_registered(w, rec->id);
+	CHECK(local_copy_ok(w, rec));
+}
+
+/* A local copy that is the record's object is opened as it is; an
+ * object held elsewhere is fetched, and its copy's catalog path is the
+ * full path of the name it was opened by (none if it was opened by no
+ * name, or by a name that does not name it). */
+TEST(open_local_or_fetch)
+{
+	char path[OBJFS_PATH_MAX];
+	struct meta_obj mine, far, near, anon, stale;
+	struct store_obj *o, *l;
+	struct node_fetch *f;
+	struct meta_entry d;
+	struct world w;
+
+	world_init(&w, 16u << 20);
+	mine = put_local_object(&w, "mine", 5000);
+	CHECK_EQ(node_open(w.nd, mine.id, &mine, META_ROOT_ID, "mine", &o, &f), 0);
+	CHECK(f == NULL);
+	l = store_lookup(w.s, mine.id);
+	CHECK(o != NULL && o == l);
+	store_obj_unref(l);
+	store_obj_unref(o);
+	CHECK_EQ(node_open(w.nd, mine.id, NULL, 0, NULL, &o, &f), 0);
+	CHECK(f == NULL);
+	CHECK(o != NULL && store_obj_id(o) == mine.id);
+	store_obj_unref(o);
+	CHECK_EQ(stats_of(&w).fetches, 0);
+
+	/* held by a holder only, in a directory: fetched by the workers */
+	CHECK_EQ(meta_mkdir(F.h[0].m, META_ROOT_ID, "sub", 1, &d), 0);
+	far = put_object(&w, "far", 3 * RANGE + 5, 0, 0);
+	CHECK_EQ(meta_rename(F.h[0].m, META_ROOT_ID, "far", d.id, "far", 0, false, NULL), 0);
+	open_fetched(&w, &far, d.id, "far");
+	CHECK_STR(local_path(&w, far.id, path), "/sub/far");
+	/* opened again: the copy here */
+	CHECK_EQ(node_open(w.nd, far.id, &far, d.id, "far", &o, &f), 0);
+	CHECK(f == NULL);
+	CHECK(o != NULL && store_obj_sealed(o));
+	store_obj_unref(o);
+
+	/* small: fetched by the opening thread, registered once the open
+	 * is answered */
+	near = put_object(&w, "near", 1000, 1, 0);
+	CHECK_EQ(node_open(w.nd, near.id, &near, META_ROOT_ID, "near", &o, &f), 0);
+	CHECK(f != NULL);
+	CHECK(o != NULL && store_obj_sealed(o));
+	node_fetch_opened(f);
+	store_obj_unref(o);
+	CHECK(held_here(&w, near.id));
+	CHECK_STR(local_path(&w, near.id, path), "/near");
+
+	/* opened by no name: no path (reconciling learns it) */
+	anon = put_object(&w, "anon", 2 * RANGE, 2, 0);
+	open_fetched(&w, &anon, 0, NULL);
+	CHECK_STR(local_path(&w, anon.id, path), "");
+	/* by a name that names another object */
+	stale = put_object(&w, "stale", 2 * RANGE, 0, 0);
+	open_fetched(&w, &stale, META_ROOT_ID, "near");
+	CHECK_STR(local_path(&w, stale.id, path), "");
+	CHECK_EQ(stats_of(&w).done, 4);
+	CHECK_EQ(locked_read(&F.n_wake), 0);
+	world_release(&w);
+}
+
+static int collect_ids(struct store_obj *o, void *arg)
+{
+	uint64_t *ids = arg;
+	int i;
+
+	for (i = 0; i < 7 && ids[i]; i++)
+		;
+	ids[i] = store_obj_id(o);
+	return 0;
+}
+
+/* A copy here of other bytes than its id's record (Redis lost writes and
+ * the id was used again) is never served as that object: it moves to a
+ * fresh id, keeping its bytes and catalog path, the real object is
+ * fetched, a tick is asked for, and it registers the moved copy. */
+TEST(open_stranger_copy)
+{
+	char path[OBJFS_PATH_MAX];
+	uint8_t csum[OBJFS_CSUM_LEN], got[OBJFS_CSUM_LEN];
+	uint64_t ids[8] = {0}, moved = 0;
+	struct store_obj *so, *o, *l;
+	struct node_fetch *f;
+	struct meta_obj rec;
+	struct world w;
+	uint8_t *buf;
+	unsigned n = 1;
+	int i, err = 0;
+
+	world_init(&w, 16u << 20);
+	CHECK_EQ(node_reconcile(w.nd, &n), 0);
+	CHECK_EQ(n, 0);
+	rec = put_object(&w, "real", 2 * RANGE, 0, 0);
+	buf = malloc(rec.size);
+	fill(buf, rec.size, rec.id + 1);
+	so = store_create(w.s, rec.id, &err);
+	CHECK(so != NULL);
+	CHECK_EQ(store_write(so, buf, rec.size, 0), 0);
+	CHECK_EQ(store_seal(so, "/stranger", 1700000000000000000LL), 0);
+	store_obj_csum(so, csum);
+	CHECK(memcmp(csum, rec.csum, sizeof(csum)) != 0);
+
+	CHECK_EQ(node_open(w.nd, rec.id, &rec, META_ROOT_ID, "real", &o, &f), 0);
+	CHECK(f != NULL); /* not the stranger */
+	CHECK(o != NULL && o != so);
+	l = store_lookup(w.s, rec.id);
+	CHECK(l == o);
+	store_obj_unref(l);
+	store_obj_unref(so);
+	CHECK_EQ(locked_read(&F.n_wake), 1);
+	if (f) {
+		CHECK_EQ(node_fetch_wait(f, 0, rec.size), 0);
+		node_fetch_opened(f);
+	}
+	store_obj_unref(o);
+	wait_registered(&w, rec.id);
+	CHECK(local_copy_ok(&w, &rec));
+	CHECK_STR(local_path(&w, rec.id, path), "/real");
+
+	/* the stranger's bytes: under a fresh id, with its path */
+	CHECK_EQ(store_foreach(w.s, collect_ids, ids), 0);
+	for (i = 0; i < 8 && ids[i]; i++)
+		if (ids[i] != rec.id)
+			moved = ids[i];
+	CHECK_EQ(i, 2);
+	CHECK(moved != 0);
+	l = store_lookup(w.s, moved);
+	CHECK(l != NULL && store_obj_sealed(l) && store_obj_size(l) == rec.size);
+	if (l) {
+		uint8_t *back = malloc(rec.size);
+
+		store_obj_csum(l, got);
+		CHECK(!memcmp(got, csum, sizeof(csum)));
+		CHECK_EQ(store_read(l, back, rec.size, 0), (long long)rec.size);
+		CHECK(!memcmp(back, buf, rec.size));
+		free(back);
+	}
+	store_obj_unref(l);
+	CHECK_STR(local_path(&w, moved, path), "/stranger");
+	CHECK_EQ(lookup_id(F.h[0].m, META_ROOT_ID, "stranger"), 0);
+
+	/* the tick it asked for registers the moved copy under its path */
+	node_tick(w.nd);
+	CHECK_EQ(lookup_id(F.h[0].m, META_ROOT_ID, "stranger"), moved);
+	CHECK(held_here(&w, moved));
+	CHECK_EQ(lookup_id(F.h[0].m, META_ROOT_ID, "real"), rec.id);
+	CHECK_EQ(stats_of(&w).reregistered, 1);
+	free(buf);
+	world_release(&w);
+}
+
 int main(void)
 {
 	harness_begin("fetch");
@@ -391,6 +906,13 @@ int main(void)
 	RUN(checksum_mismatch);
 	RUN(sync_max_above_range);
 	RUN(no_transport);
+	RUN(seal_publish);
+	RUN(seal_name_taken);
+	RUN(seal_killed_writer);
+	RUN(seal_redis_away);
+	RUN(seal_fails);
+	RUN(open_local_or_fetch);
+	RUN(open_stranger_copy);
 	rm_dir(F.root);
 	return harness_end();
 }
