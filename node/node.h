@@ -77,18 +77,23 @@ struct node_hooks {
 	 * Object @id, written here as @name in directory @parent, was
 	 * published (@how: NODE_PUB_*): what is cached above of @parent's
 	 * listing, and of the name, may be stale.  Called from
-	 * node_seal_publish() and from node_tick() (published later).
+	 * node_seal_publish() and from node_tick() (published later); not
+	 * for a killed writer's object, which never takes @name.
 	 */
 	void (*published)(void *ctx, uint64_t parent, const char *name, uint64_t id, unsigned how);
 	void *ctx;
 };
 
-/* node_hooks.published(): how */
-#define NODE_PUB_NAMED 1u    /* under @name (else beside it, or in /lost+found) */
-#define NODE_PUB_REPLACED 2u /* @name named another object, which it replaced */
-#define NODE_PUB_LATER                                              \
-	4u /* not yet: Redis is away, and node_tick() publishes it; \
-	    * @name should find it here meanwhile */
+/*
+ * node_hooks.published(): how.  NODE_PUB_NAMED: under @name itself (else
+ * beside it, or in /lost+found because its directory vanished);
+ * NODE_PUB_REPLACED: @name named another object, which it replaced;
+ * NODE_PUB_LATER: not yet, Redis is away and node_tick() publishes it:
+ * @name should find it here meanwhile.
+ */
+#define NODE_PUB_NAMED 1u
+#define NODE_PUB_REPLACED 2u
+#define NODE_PUB_LATER 4u
 
 struct node_config {
 	const char *node; /* this node's name (copied) */
@@ -182,7 +187,8 @@ enum node_sealed {
  * away keeps it for node_tick().  *@ret says how it ended.  0 published
  * (or, for a killed writer, kept in /lost+found); -EIO sealed but not
  * published (LATER, MOVED, or LOST kept for node_tick()) or not sealed;
- * -ENOSPC not sealed for want of room.  A failed seal is logged: as
+ * -ENOSPC not sealed for want of room; without NODE_SEAL_TOLD, a seal
+ * that fails gives the store's own error.  A failed seal is logged: as
  * final with NODE_SEAL_TOLD (the caller discards @o), else as to be
  * tried again.
  */

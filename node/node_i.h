@@ -267,10 +267,11 @@ bool fetch_run_chunk(struct node_fetch *f, unsigned ci);
 /* Seal and verify a complete fetch.  True if the copy is good
  * (fetch_after_seal() is then still to run); false if discarded. */
 bool fetch_finish(struct node_fetch *f);
-/* Register this node as a holder, write the catalog record (asking the
- * sealed hook for the path), record a use, take @f out of the table.  If
- * the object was deleted meanwhile, unlink the copy instead (its readers
- * keep it until they close it). */
+/* Register this node as a holder, write the catalog record (the path
+ * of the name the fetch was opened by, if it still names the object),
+ * record a use, take @f out of the table.  If the object was deleted
+ * meanwhile, unlink the copy instead (its readers keep it until they
+ * close it). */
 void fetch_after_seal(struct node_fetch *f);
 /* Start @n workers (at most FETCH_WORKERS_MAX). */
 int fetch_start_workers(struct node *nd, unsigned n);
