@@ -83,8 +83,8 @@
  * (PF_EXITING, and a signal in its exit_code, both set before the kernel
  * closes a dying process's files) marks the object, and a FLUSH from a
  * live or normally exiting writer clears the mark.  A marked object is
- * sealed into /lost+found/NAME.objfs-ID (fs_publish.c), never under its
- * name: it may be cut short.
+ * sealed into /lost+found/NAME.objfs-ID (node_seal_publish()), never
+ * under its name: it may be cut short.
  *
  * A write after the seal, through a descriptor the opener's process no
  * longer has (a grandchild that outlived its parent, one passed over a
