@@ -364,8 +364,9 @@ static void fill_card(struct daemon *d)
 	d->card.used = ss.used;
 }
 
-/* the node's wake_tick hook: a heartbeat and node_tick() now (the card first:
- * after Redis lost its data, other nodes need it to fetch from us) */
+/* the node's wake_tick hook: a heartbeat, fs_tick() and node_tick() now
+ * (the card first: after Redis lost its data, other nodes need it to
+ * fetch from us) */
 static void wake_ticker(void *arg)
 {
 	struct daemon *d = arg;
@@ -858,7 +859,7 @@ static int run(struct daemon *d)
 	};
 	d->nd = node_new(&nc, &r);
 	if (!d->nd) {
-		fail("cannot set up the node: %s", strerror(-r));
+		fail("cannot set up the filesystem: %s", strerror(-r));
 		return r;
 	}
 	d->fs = fs_new(&fc, d->meta, d->store, d->nd, &r);

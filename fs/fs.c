@@ -193,6 +193,10 @@ void fs_free(struct fs *fs)
 	/* seals that failed at a RELEASE: a last try; what still fails has
 	 * no catalog record, and the store's next open drops its bytes */
 	fs_seal_retry(fs);
+	/* the node's workers are stopped (node_stop()), and the node
+	 * outlives the fs: it must not call it any more */
+	if (fs->nd)
+		node_set_hooks(fs->nd, &(struct node_hooks){0});
 	for (p = fs->pending; p; p = p->next)
 		if (p->seal_retry)
 			log_error("object %" PRIu64 " ('%s') is lost: its seal failed until the "

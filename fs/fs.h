@@ -54,7 +54,8 @@ struct fs_config {
 struct fs *fs_new(const struct fs_config *cfg, struct meta *m, struct store *s, struct node *nd,
 		  int *ret_err);
 /* Seals that failed at a RELEASE get a last try; then unmount and free.
- * Before the node is freed. */
+ * After node_stop() and before node_free(): it takes the node's hooks
+ * back. */
 void fs_free(struct fs *fs);
 
 /* Create the FUSE session and mount.  -errno on failure. */

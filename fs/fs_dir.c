@@ -88,11 +88,7 @@ static bool lookup_offline(fuse_req_t req, struct fs *fs, uint64_t parent, const
 	}
 	if (o && !in->pending && !in->sealed) {
 		in->sealed = true;
-		in->obj.id = id;
-		in->obj.size = store_obj_size(o);
-		in->obj.mtime_ns = store_obj_mtime(o);
-		store_obj_csum(o, in->obj.csum);
-		snprintf(in->obj.origin, sizeof(in->obj.origin), "%s", fs->cfg.node);
+		node_record_of(fs->nd, o, &in->obj);
 	}
 	store_obj_unref(o);
 	log_debug("Redis unreachable: '%s' in directory %" PRIu64 " resolved from the name cache",

@@ -292,7 +292,8 @@ void fs_seal_retry(struct fs *fs);
 void fs_reap_pending(struct fs *fs);
 
 /* ---- fs_lastclose.c ---- */
-/* What FLUSH learns of a writer's close (see the top of this file). */
+/* What FLUSH learns of a writer's close (fs_file.c, "When a writer is
+ * done"). */
 enum flush_verdict {
 	FLUSH_NOT_LAST, /* the opener's process (or a child) still holds the file */
 	FLUSH_LAST,	/* the opener's last close, or the daemon could not look:

@@ -71,11 +71,7 @@ int fs_seal_pending(struct fs *fs, struct pending *p, bool told)
 		in->pending = NULL;
 		if (!discard && !unsealed) {
 			in->sealed = true;
-			in->obj.id = p->id;
-			in->obj.size = store_obj_size(p->obj);
-			in->obj.mtime_ns = store_obj_mtime(p->obj);
-			store_obj_csum(p->obj, in->obj.csum);
-			snprintf(in->obj.origin, sizeof(in->obj.origin), "%s", fs->cfg.node);
+			node_record_of(fs->nd, p->obj, &in->obj);
 		}
 	}
 	p->sealing = false;

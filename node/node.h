@@ -32,7 +32,8 @@
  * node_hooks.
  *
  * Eviction.  When the store has no room, node_evict() gives up sealed
- * copies that nobody uses (hooks->busy() says so) and that live on
+ * copies that nobody uses (hooks->busy() says so, and that are not
+ * waiting to be published or being sealed) and that live on
  * another node too, least recently used first; the last copy in the
  * cluster is never given up (meta_release_replica() decides atomically).
  * A peer's serving lease does not keep a copy (node_source_revoke()).
@@ -44,8 +45,8 @@
  *
  * Errors: 0 or a negative errno.
  */
-#ifndef OBJFS_FETCH_H
-#define OBJFS_FETCH_H
+#ifndef OBJFS_NODE_H
+#define OBJFS_NODE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -123,7 +124,9 @@ struct node_config {
 struct node *node_new(const struct node_config *cfg, int *ret_err);
 
 /* Set the hooks, for a layer above made after the node: before the node
- * is used (no fetch, seal or tick yet). */
+ * is used (no fetch, seal or tick yet).  The layer above that goes before
+ * the node sets them to none, after node_stop() (no worker calls them
+ * any more) and once nothing else calls into the node. */
 void node_set_hooks(struct node *nd, const struct node_hooks *hooks);
 
 /* Stop the workers and fail the fetches in flight (their readers get
@@ -210,6 +213,10 @@ void node_renamed(struct node *nd, uint64_t parent, const char *name);
 
 /* This node's sealed copy of @id (a reference), or NULL. */
 struct store_obj *node_local(struct node *nd, uint64_t id);
+
+/* The record of sealed object @o, as this node publishes it (origin:
+ * this node). */
+void node_record_of(struct node *nd, struct store_obj *o, struct meta_obj *ret);
 
 /* ---- reconciling (node_sync.c) ---- */
 

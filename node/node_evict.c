@@ -13,7 +13,8 @@
  * that cannot fit anyway costs this node none of its replicas.
  *
  * "Nobody uses it" is asked of the layer above (hooks->busy(): open,
- * being written), of the unpublished list, of the fetch table (a copy being
+ * being written), of the unpublished list and the seals in progress
+ * (objects with no record yet), of the fetch table (a copy being
  * fetched, or just sealed and not yet registered) and of the store
  * (store_obj_in_use(): held by anyone but the store and the peers'
  * serving leases; its pages would not come free until they let go, so

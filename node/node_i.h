@@ -35,8 +35,8 @@
  * a transfer, a Redis call, a store call that may block (reserving,
  * sealing, hashing) or a hook.
  */
-#ifndef OBJFS_FETCH_I_H
-#define OBJFS_FETCH_I_H
+#ifndef OBJFS_NODE_I_H
+#define OBJFS_NODE_I_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -45,6 +45,7 @@
 /* uthash: report allocation failure instead of calling exit() */
 #define HASH_NONFATAL_OOM 1
 #include <uthash.h>
+#include <utlist.h>
 
 #include "meta.h"
 #include "node.h"
@@ -146,7 +147,10 @@ struct unpublished {
 	char name[OBJFS_NAME_MAX + 1];
 	bool replace;
 	bool lost; /* its writer was killed: it goes to /lost+found, not @name */
-	struct unpublished *next;
+	/* on nd->unpublished (utlist DL_*) until it is published, also
+	 * while node_publish_retry() publishes it: eviction and reconciling
+	 * must see it all along (it has no record yet); pub_lock */
+	struct unpublished *prev, *next;
 };
 
 /* A seal in progress (node_seal_publish()): reconciling leaves it alone. */
@@ -184,6 +188,10 @@ struct node {
 	void (*wake_tick)(void *ctx); /* fixed; may be NULL */
 	void *wake_ctx;
 	atomic_bool resync; /* Redis lost writes: node_tick() reconciles */
+	/* one node_publish_retry() at a time: only it frees list entries;
+	 * held across Redis calls and the published hook, taken with no
+	 * other lock held */
+	pthread_mutex_t retry_lock;
 	pthread_mutex_t pub_lock;
 	struct unpublished *unpublished; /* pub_lock */
 	struct sealing *sealing;	 /* pub_lock */
@@ -226,8 +234,6 @@ static inline bool fetch_running_locked(struct node *nd, uint64_t id)
 
 /* ---- node_publish.c ---- */
 
-/* The record of sealed object @o, as this node publishes it. */
-void node_record_of(struct node *nd, struct store_obj *o, struct meta_obj *ret);
 /* store_create() at the object limit: gives up one copy to make room,
  * and past that -ENOSPC (logged, rate-limited). */
 struct store_obj *node_store_create(struct node *nd, uint64_t id, int *ret_err);

@@ -127,8 +127,7 @@ static void remember_unpublished(struct node *nd, uint64_t id, uint64_t parent, 
 	u->replace = replace;
 	u->lost = lost;
 	pthread_mutex_lock(&nd->pub_lock);
-	u->next = nd->unpublished;
-	nd->unpublished = u;
+	DL_PREPEND(nd->unpublished, u);
 	pthread_mutex_unlock(&nd->pub_lock);
 	/* while Redis is away, lookups of the name find it here */
 	if (!lost && nd->hooks.published)
@@ -370,56 +369,44 @@ struct store_obj *node_store_create(struct node *nd, uint64_t id, int *ret_err)
 
 void node_publish_retry(struct node *nd)
 {
-	struct unpublished *list, *u;
+	struct unpublished *u, *next;
 	int r;
 
+	/* entries stay on the list until they are published, so that
+	 * eviction and reconciling see them meanwhile; only this function
+	 * takes them off, one call at a time, and new ones go in front */
+	pthread_mutex_lock(&nd->retry_lock);
 	pthread_mutex_lock(&nd->pub_lock);
-	list = nd->unpublished;
-	nd->unpublished = NULL;
+	u = nd->unpublished;
 	pthread_mutex_unlock(&nd->pub_lock);
-
-	while ((u = list)) {
+	for (; u; u = next) {
 		struct store_obj *obj = store_lookup(nd->store, u->id);
-		struct sealing me = {.id = u->id}, **pp;
-		bool again;
+		bool done = true; /* no copy: unlinked meanwhile */
 
-		list = u->next;
-		if (!obj) {
-			free(u); /* unlinked meanwhile */
-			continue;
+		if (obj) {
+			if (u->lost)
+				r = publish_lost(nd, obj, u->name);
+			else
+				r = publish(nd, u->id, u->parent, u->name, u->replace, obj);
+			if (r == 0) {
+				log_info("published object %" PRIu64
+					 " as '%s' now that Redis is back",
+					 u->id, u->name);
+				NODE_COUNT(nd, published_late, 1);
+			}
+			/* -ENOTUNIQ: kept under another id in /lost+found */
+			done = r == 0 || r == -ENOTUNIQ;
+			store_obj_unref(obj);
 		}
-		/* off the list meanwhile, but eviction and reconciling must
-		 * still see it: it has no record, and would be taken for
-		 * deleted */
 		pthread_mutex_lock(&nd->pub_lock);
-		me.next = nd->sealing;
-		nd->sealing = &me;
+		next = u->next;
+		if (done)
+			DL_DELETE(nd->unpublished, u);
 		pthread_mutex_unlock(&nd->pub_lock);
-		if (u->lost)
-			r = publish_lost(nd, obj, u->name);
-		else
-			r = publish(nd, u->id, u->parent, u->name, u->replace, obj);
-		if (r == 0) {
-			log_info("published object %" PRIu64 " as '%s' now that Redis is back",
-				 u->id, u->name);
-			NODE_COUNT(nd, published_late, 1);
-		}
-		/* -ENOTUNIQ: kept under another id in /lost+found */
-		again = r < 0 && r != -ENOTUNIQ;
-		pthread_mutex_lock(&nd->pub_lock);
-		if (again) {
-			/* back on the list before it leaves the seals in progress */
-			u->next = nd->unpublished;
-			nd->unpublished = u;
-		}
-		for (pp = &nd->sealing; *pp != &me; pp = &(*pp)->next)
-			;
-		*pp = me.next;
-		pthread_mutex_unlock(&nd->pub_lock);
-		if (!again)
+		if (done)
 			free(u);
-		store_obj_unref(obj);
 	}
+	pthread_mutex_unlock(&nd->retry_lock);
 }
 
 void node_unpublished_free_all(struct node *nd)

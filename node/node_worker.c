@@ -319,8 +319,9 @@ void fetch_fail(struct node_fetch *f, const char *why)
 }
 
 /* The catalog path of @f's copy: the full path of the name its first
- * open came by, if that name still names it ("" if not, or unknown:
- * reconciling fixes it later). */
+ * open came by, if that name still names it; else where its record says
+ * it was published or renamed to (the name was unknown, or renamed
+ * meanwhile); else "" (reconciling fixes it later). */
 static void copy_path(struct node_fetch *f, char path[OBJFS_PATH_MAX])
 {
 	char found_path[OBJFS_PATH_MAX];
@@ -329,7 +330,11 @@ static void copy_path(struct node_fetch *f, char path[OBJFS_PATH_MAX])
 
 	if (f->name[0] &&
 	    meta_path(f->nd->meta, f->parent, f->name, &kind, &found, found_path) == 0 &&
-	    found == f->id)
+	    found == f->id) {
+		snprintf(path, OBJFS_PATH_MAX, "%s", found_path);
+		return;
+	}
+	if (meta_object_path(f->nd->meta, f->id, found_path) == 0)
 		snprintf(path, OBJFS_PATH_MAX, "%s", found_path);
 }
 

@@ -8,8 +8,8 @@
  * and node_config.wake_tick count their calls (F).
  * Include it once, from the test program.
  */
-#ifndef OBJFS_FETCH_HARNESS_H
-#define OBJFS_FETCH_HARNESS_H
+#ifndef OBJFS_NODE_HARNESS_H
+#define OBJFS_NODE_HARNESS_H
 
 /* each program uses some of these helpers */
 #pragma GCC diagnostic ignored "-Wunused-function"

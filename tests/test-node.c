@@ -787,14 +787,15 @@ TEST(open_local_or_fetch)
 	CHECK(held_here(&w, near.id));
 	CHECK_STR(local_path(&w, near.id, path), "/near");
 
-	/* opened by no name: no path (reconciling learns it) */
+	/* opened by no name: where its record says it was published */
 	anon = put_object(&w, "anon", 2 * RANGE, 2, 0);
 	open_fetched(&w, &anon, 0, NULL);
-	CHECK_STR(local_path(&w, anon.id, path), "");
-	/* by a name that names another object */
+	CHECK_STR(local_path(&w, anon.id, path), "/anon");
+	/* by a name that names another object now (renamed meanwhile): the
+	 * record's path again */
 	stale = put_object(&w, "stale", 2 * RANGE, 0, 0);
 	open_fetched(&w, &stale, META_ROOT_ID, "near");
-	CHECK_STR(local_path(&w, stale.id, path), "");
+	CHECK_STR(local_path(&w, stale.id, path), "/stale");
 	CHECK_EQ(stats_of(&w).done, 4);
 	CHECK_EQ(locked_read(&F.n_wake), 0);
 	world_release(&w);
