@@ -62,6 +62,10 @@ static struct {
 	unsigned pub_how;
 	char pub_name[OBJFS_NAME_MAX + 1];
 	unsigned n_wake; /* node_config.wake_tick calls; lock */
+	/* the published hook evicts (up to this many bytes made free) when
+	 * an object is published under its name (0: it does not), and adds
+	 * what that gave up; lock */
+	uint64_t evict_on_publish, evicted_on_publish;
 	/* destinations registered (transport_region_new()) and freed, and
 	 * GETs of bytes whose destination no region covered; lock */
 	unsigned regions_new, regions_freed, unregistered;
@@ -300,12 +304,22 @@ static void hook_failed(void *ctx, uint64_t id)
 
 static void hook_published(void *ctx, uint64_t parent, const char *name, uint64_t id, unsigned how)
 {
+	uint64_t need, freed = 0;
+
 	pthread_mutex_lock(&F.lock);
 	F.n_published++;
 	F.pub_parent = parent;
 	F.pub_id = id;
 	F.pub_how = how;
 	snprintf(F.pub_name, sizeof(F.pub_name), "%s", name);
+	need = (how & NODE_PUB_NAMED) ? F.evict_on_publish : 0;
+	pthread_mutex_unlock(&F.lock);
+	/* ctx: the world's node, wherever it is now; no lock of the node is
+	 * held here */
+	if (need)
+		freed = node_evict(*(struct node **)ctx, need);
+	pthread_mutex_lock(&F.lock);
+	F.evicted_on_publish += freed;
 	pthread_mutex_unlock(&F.lock);
 }
 
@@ -429,6 +443,7 @@ static void world_init(struct world *w, uint64_t local_capacity)
 	F.n_failed = 0;
 	F.busy_id = 0;
 	F.n_published = F.pub_how = F.n_wake = 0;
+	F.evict_on_publish = F.evicted_on_publish = 0;
 	F.pub_parent = F.pub_id = 0;
 	F.pub_name[0] = '\0';
 	F.regions_new = F.regions_freed = F.unregistered = 0;

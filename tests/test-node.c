@@ -681,6 +681,56 @@ TEST(seal_redis_away)
 	world_release(&w);
 }
 
+/*
+ * Objects sealed while Redis was away, published by a tick once it is
+ * back: while the first is published, the others are still waiting, with
+ * no record in Redis, and eviction (here from the published hook, as a
+ * write on another thread could) must not take them for deleted ones.
+ */
+TEST(publish_retry_keeps_the_rest)
+{
+	enum node_sealed how = NODE_SEAL_FAILED;
+	struct store_obj *o[3];
+	char name[16];
+	struct world w;
+	uint64_t id[3];
+	unsigned n = 1;
+	int i;
+
+	world_init(&w, 1u << 20);
+	CHECK_EQ(node_reconcile(w.nd, &n), 0);
+	for (i = 0; i < 3; i++)
+		o[i] = write_object(&w, 4 * RANGE, &id[i]);
+	redis_away(&w);
+	for (i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "wait-%d", i);
+		CHECK_EQ(node_seal_publish(w.nd, o[i], META_ROOT_ID, name, NODE_SEAL_TOLD, 0, &how),
+			 -EIO);
+		CHECK_EQ(how, NODE_SEAL_LATER);
+		node_touch(w.nd, id[i]);
+		store_obj_unref(o[i]);
+	}
+	CHECK(redis_back(&w));
+	/* all but one object's room: giving up the two still waiting would
+	 * make it (the one just published is the last copy, and stays) */
+	pthread_mutex_lock(&F.lock);
+	F.evict_on_publish = (1u << 20) - 4 * RANGE;
+	pthread_mutex_unlock(&F.lock);
+	node_tick(w.nd);
+	pthread_mutex_lock(&F.lock);
+	F.evict_on_publish = 0;
+	CHECK_EQ(F.evicted_on_publish, 0);
+	pthread_mutex_unlock(&F.lock);
+	CHECK_EQ(stats_of(&w).unpublished, 0);
+	CHECK_EQ(stats_of(&w).published_late, 3);
+	for (i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "wait-%d", i);
+		CHECK(in_store(&w, id[i]));
+		CHECK_EQ(lookup_id(F.h[0].m, META_ROOT_ID, name), id[i]);
+	}
+	world_release(&w);
+}
+
 /* A seal the store cannot make (the object was unlinked meanwhile):
  * nothing is published, and nothing is kept for later. */
 TEST(seal_fails)
@@ -911,6 +961,7 @@ int main(void)
 	RUN(seal_name_taken);
 	RUN(seal_killed_writer);
 	RUN(seal_redis_away);
+	RUN(publish_retry_keeps_the_rest);
 	RUN(seal_fails);
 	RUN(open_local_or_fetch);
 	RUN(open_stranger_copy);
