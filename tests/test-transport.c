@@ -953,6 +953,51 @@ TEST(bwlimit)
 	transport_free(s);
 }
 
+/* The RDMA half of a transport (transport_new() makes it a transport of
+ * its own, with the same config) serves within the node's one bandwidth
+ * limit: what it sends is taken from the bucket of the transport it
+ * belongs to, so TCP and RDMA together never serve more than
+ * serve_bwlimit. */
+TEST(bwlimit_shared)
+{
+	struct transport_config cfg = {.node = "bw-halves", .serve_bwlimit = 8 * MiB};
+	struct msrc ms = {0};
+	struct wire_msg get = {
+	    .type = WIRE_GET, .reqid = 1, .id = 0xb0, .off = 0, .len = 256 * KiB};
+	struct wire_msg reply;
+	struct transport *node, *half;
+	struct serve_ctx ctx;
+	struct iovec iov[16];
+	double node_before, half_before;
+	size_t bytes, sent = 0;
+	int err = 0;
+
+	msrc_add(&ms, 0xb0, 256 * KiB, 64 * KiB);
+	node = transport_new_ops(&cfg, &fake_ops, &err);
+	half = transport_new_ops(&cfg, &fake_ops, &err);
+	CHECK(node && half);
+	if (!node || !half)
+		return;
+	half->parent = node; /* as transport_new() links its RDMA half */
+	half->src = (struct transport_source){
+	    .open = msrc_open, .iov = msrc_iov, .close = msrc_close, .ctx = &ms};
+	node_before = node->bucket.tokens;
+	half_before = half->bucket.tokens;
+	CHECK_EQ(serve_begin(half, &get, "peer", "peer", &ctx, &reply), 0);
+	while (serve_more(&ctx) && serve_next(&ctx, MiB, iov, 16, &bytes, NULL) > 0)
+		sent += bytes;
+	serve_end(&ctx);
+	CHECK_EQ(sent, 256 * KiB);
+	/* taken from the node's bucket (less what refilled meanwhile: 8 MiB/s
+	 * for well under the 1/32 s it takes to be off by that much) */
+	CHECK(node->bucket.tokens < node_before - 256.0 * KiB + 256.0 * KiB / 2);
+	CHECK(half->bucket.tokens == half_before);
+	half->parent = NULL;
+	transport_free(half);
+	transport_free(node);
+	free(ms.objs[0].data);
+}
+
 /* transport_free() of a busy server is prompt */
 TEST(free_prompt)
 {
@@ -1097,6 +1142,7 @@ int main(void)
 	RUN(refused);
 	RUN(stale);
 	RUN(bwlimit);
+	RUN(bwlimit_shared);
 	RUN(free_prompt);
 	RUN(ipv6);
 	RUN(read_secret);

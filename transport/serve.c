@@ -145,11 +145,13 @@ int serve_next(struct serve_ctx *ctx, size_t max, struct iovec *iov, int max_iov
 	       const atomic_bool *stop)
 {
 	struct transport *t = ctx->t;
+	/* the node's one limit: an RDMA half takes from its parent's bucket */
+	struct tbucket *b = t->parent ? &t->parent->bucket : &t->bucket;
 	size_t want, bytes = 0;
 	int n = 0, err;
 
-	if (t->bucket.rate && max > t->bucket.burst)
-		max = (size_t)t->bucket.burst;
+	if (b->rate && max > b->burst)
+		max = (size_t)b->burst;
 	want = ctx->left < max ? (size_t)ctx->left : max;
 	if (want) {
 		n = t->src.iov(ctx->token, ctx->off, want, iov, max_iov, &bytes);
@@ -162,7 +164,7 @@ int serve_next(struct serve_ctx *ctx, size_t max, struct iovec *iov, int max_iov
 			ctx->more = false;
 			return err;
 		}
-		tbucket_take(&t->bucket, bytes, stop);
+		tbucket_take(b, bytes, stop);
 	}
 	COUNT_ADD(t, bytes_sent, bytes);
 	if (bytes == ctx->left) {

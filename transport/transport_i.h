@@ -203,7 +203,9 @@ struct transport_counters {
 #define COUNT_ADD(t, field, n) atomic_fetch_add_explicit(&(t)->cnt.field, (n), memory_order_relaxed)
 #define COUNT_SUB(t, field, n) atomic_fetch_sub_explicit(&(t)->cnt.field, (n), memory_order_relaxed)
 
-/* Token bucket for serve_bwlimit, shared by all server connections. */
+/* Token bucket for serve_bwlimit, shared by all server connections: of
+ * both halves of a transport (an RDMA half serves from its parent's, so
+ * the limit is the node's). */
 struct tbucket {
 	pthread_mutex_t lock;
 	uint64_t rate;	 /* bytes per second; 0: no limit (fixed) */
@@ -248,8 +250,8 @@ struct transport {
 	 * ops->serve(), fixed while serving */
 	struct transport_source src;
 	bool serving;
-	void *srv; /* the backend's server state */
-	struct tbucket bucket;
+	void *srv;	       /* the backend's server state */
+	struct tbucket bucket; /* an RDMA half serves from its parent's */
 
 	/* client side: the connection cache */
 	pthread_mutex_t lock;
