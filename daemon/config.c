@@ -248,7 +248,8 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 			    !strcmp(opt, "rundir") || !strcmp(opt, "log") ||
 			    !strcmp(opt, "advertise") || !strcmp(opt, "io_timeout") ||
 			    !strcmp(opt, "serve_bwlimit") || !strcmp(opt, "passthrough") ||
-			    !strcmp(opt, "transport") || !strcmp(opt, "rdma_eager_max"))
+			    !strcmp(opt, "transport") || !strcmp(opt, "rdma_eager_max") ||
+			    !strcmp(opt, "map_cache"))
 				r = fail(err, errlen, "option '%s' needs a value (%s=...)", opt,
 					 opt);
 			else
@@ -351,6 +352,16 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 					 val, TRANSPORT_RDMA_EAGER_MAX >> 10);
 			else
 				c->rdma_eager_max = (uint32_t)size;
+		} else if (!strcmp(opt, "map_cache")) {
+			uint64_t n;
+
+			if (parse_u64(val, &n) < 0 || !n || n > CONFIG_MAP_CACHE_MAX)
+				r = fail(err, errlen,
+					 "invalid option 'map_cache=%s': idle mappings of objects "
+					 "kept, from 1 to %u",
+					 val, CONFIG_MAP_CACHE_MAX);
+			else
+				c->map_cache = (unsigned)n;
 		} else if (!strcmp(opt, "passthrough")) {
 			if (!strcmp(val, "auto") || !strcmp(val, "off"))
 				c->passthrough_off = !strcmp(val, "off");

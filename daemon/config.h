@@ -29,6 +29,7 @@ enum spec_kind {
 
 #define CONFIG_DEFAULT_CAPACITY (1ULL << 30)
 #define CONFIG_DEFAULT_PORT 7419
+#define CONFIG_MAP_CACHE_MAX 1048576 /* map_cache=N, at most */
 
 struct config {
 	enum spec_kind spec_kind;
@@ -44,6 +45,7 @@ struct config {
 	uint64_t serve_bwlimit;	   /* serve_bwlimit=SIZE: bytes/s served (0: no limit) */
 	const char *transport;	   /* transport=auto|tcp|rdma (a constant; default "auto") */
 	uint32_t rdma_eager_max;   /* rdma_eager_max=SIZE (0: the transport's default) */
+	unsigned map_cache;	   /* map_cache=N: idle object mappings kept (0: default) */
 	char *store_dir;	   /* store=, default /dev/shm/objfs-<prefix>-<node> */
 	bool store_default;	   /* store_dir is that default (config_finish()) */
 	uint64_t capacity;	   /* capacity=, default CONFIG_DEFAULT_CAPACITY */

@@ -96,6 +96,9 @@ static const char usage[] =
     "  capacity=SIZE    store capacity, e.g. 512M, 4G (default 1G, or half of the\n"
     "                   memory this host or the daemon's cgroup has if less); a\n"
     "                   capacity above that memory is refused\n"
+    "  map_cache=N      sealed objects kept mapped by the daemon when nobody uses\n"
+    "                   them (default 256, less if vm.max_map_count is low); an\n"
+    "                   object at rest holds no descriptor and no mapping\n"
     "  prefix=NAME      Redis key prefix / cluster name (default objfs)\n"
     "  allow_overwrite  an O_TRUNC open of an existing name writes a new object\n"
     "  allow_other      let other users access the mount\n"
@@ -590,8 +593,9 @@ static int open_meta(struct daemon *d)
 	return r;
 }
 
-/* The store keeps a descriptor open per object, and hit the open-files
- * limit: say which limit, where it stands, and how to raise it. */
+/* Opening the store hit the open-files limit (which must then be tiny:
+ * it opens a few files, and one at a time per object): say which limit,
+ * where it stands, and how to raise it. */
 static void fail_nofile(const char *dir)
 {
 	char soft[24] = "?", hard[24] = "?";
@@ -607,8 +611,7 @@ static void fail_nofile(const char *dir)
 		else
 			snprintf(hard, sizeof(hard), "%llu", (unsigned long long)rl.rlim_max);
 	}
-	fail("cannot open store %s: too many open files: the store keeps one open file per "
-	     "object, more than the open-files limit allows (RLIMIT_NOFILE: soft %s, hard %s; "
+	fail("cannot open store %s: too many open files (RLIMIT_NOFILE: soft %s, hard %s; "
 	     "objfsd raises the soft limit to the hard one); raise the hard limit: "
 	     "LimitNOFILE= in a systemd unit, 'ulimit -n' in the shell that mounts, or "
 	     "'prlimit --nofile'",
@@ -667,6 +670,7 @@ static int open_store(struct daemon *d)
 	    .capacity = d->cfg.capacity,
 	    .verify = true,
 	    .own_tmpfs = true,
+	    .map_cache = d->cfg.map_cache,
 	};
 	struct store_stats ss;
 	char why[PATH_MAX + 64];
@@ -682,9 +686,10 @@ static int open_store(struct daemon *d)
 		store_stats(d->store, &ss);
 		log_info("store %s: objects in %s/data, on %s", d->cfg.store_dir, d->cfg.store_dir,
 			 store_fs_name(ss.fs));
-		log_info("store %s: holds at most %" PRIu64 " objects (%" PRIu64
-			 " now): the open-files limit and vm.max_map_count allow that many",
-			 d->cfg.store_dir, ss.objects_max, ss.objects_all);
+		log_info("store %s: %" PRIu64 " objects; at most %" PRIu64
+			 " being written or fetched at once (the open-files limit and "
+			 "vm.max_map_count allow that many), %" PRIu64 " idle mappings kept",
+			 d->cfg.store_dir, ss.objects_all, ss.open_max, ss.map_cache);
 		return 0;
 	}
 	if (r == -EBUSY)
@@ -945,10 +950,10 @@ static void shutdown_all(struct daemon *d)
 }
 
 /*
- * The store keeps a descriptor open for every object it holds, so the
- * soft limit on open files (1024 under systemd) would cap a node at about
- * a thousand objects, and a create past it would fail at the seal.  Take
- * the hard limit, as servers that hold many files do.
+ * Every object being written or fetched holds a descriptor until it is
+ * sealed, and so do peers' connections, so the soft limit on open files
+ * (1024 under systemd) would cap how many of them the node takes at
+ * once.  Take the hard limit, as servers that hold many files do.
  */
 static void raise_nofile(void)
 {

@@ -300,7 +300,12 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("files_reused: %" PRIu64 "\n", ss.files_reused);
 	OUT("objects: %" PRIu64 "\n", ss.objects);
 	OUT("pending: %" PRIu64 "\n", ss.pending);
-	OUT("objects_max: %" PRIu64 "\n", ss.objects_max);
+	OUT("open: %" PRIu64 "\n", ss.open);
+	OUT("open_max: %" PRIu64 "\n", ss.open_max);
+	OUT("mapped: %" PRIu64 "\n", ss.mapped);
+	OUT("map_cache: %" PRIu64 "\n", ss.map_cache);
+	OUT("maps_made: %" PRIu64 "\n", ss.maps_made);
+	OUT("maps_dropped: %" PRIu64 "\n", ss.maps_dropped);
 	OUT("unpublished: %" PRIu64 "\n", fst.unpublished);
 	OUT("bad_records: %" PRIu64 "\n", ss.bad_records);
 	OUT("sealed: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, sealed));

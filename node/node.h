@@ -155,9 +155,10 @@ int node_open(struct node *nd, uint64_t id, const struct meta_obj *rec, uint64_t
 
 /*
  * A new object for a writer: a fresh id from Redis and its pending store
- * object (*@ret_obj, a reference).  A store that holds as many objects as
- * it may gives up one copy first (node_evict_slot()); past that, -ENOSPC,
- * logged with the limit.  -EIO Redis unreachable, -ENOSPC, -ENOMEM.
+ * object (*@ret_obj, a reference).  With as many objects being written or
+ * fetched at once as the open-files limit allows (store_stats'
+ * open_max), -ENOSPC, logged with the limit.  -EIO Redis unreachable,
+ * -ENOSPC, -ENOMEM.
  */
 int node_create(struct node *nd, uint64_t *ret_id, struct store_obj **ret_obj);
 
@@ -312,10 +313,6 @@ void node_forget(struct node *nd, uint64_t id);
  */
 #define NODE_EVICT_WAIT_MS 2000
 uint64_t node_evict(struct node *nd, uint64_t need);
-/* The store holds as many objects as it may (store_create() gave
- * -EMFILE): give up one copy as node_evict() would.  True if the store
- * may take an object now. */
-bool node_evict_slot(struct node *nd);
 
 struct node_stats {
 	uint64_t fetches; /* started */

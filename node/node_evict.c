@@ -255,32 +255,19 @@ static uint64_t free_pages(struct node *nd)
 	return pages(ss.capacity) > pages(ss.used) ? pages(ss.capacity) - pages(ss.used) : 0;
 }
 
-/* Objects the store may still take (store_stats' objects_max). */
-static uint64_t free_slots(struct node *nd)
-{
-	struct store_stats ss;
-
-	store_stats(nd->store, &ss);
-	return ss.objects_max > ss.objects_all ? ss.objects_max - ss.objects_all : 0;
-}
-
 /*
- * Could giving up every candidate make room for @want pages (and
- * @want_slots objects)?  A cheap
+ * Could giving up every candidate make room for @want pages?  A cheap
  * upper bound, before asking Redis anything (some candidates may turn
  * out to be last copies).
  */
-static bool may_help(struct node *nd, const struct cand *v, size_t n, uint64_t want,
-		     uint64_t want_slots)
+static bool may_help(struct node *nd, const struct cand *v, size_t n, uint64_t want)
 {
-	uint64_t room = free_pages(nd), slots = free_slots(nd);
+	uint64_t room = free_pages(nd);
 	size_t i;
 
-	for (i = 0; i < n && (room < want || slots < want_slots); i++) {
+	for (i = 0; i < n && room < want; i++)
 		room += pages(v[i].size);
-		slots++;
-	}
-	return room >= want && slots >= want_slots;
+	return room >= want;
 }
 
 /* Append to @buf (@len bytes, NUL-terminated, truncated if need be). */
@@ -390,11 +377,11 @@ static void evict_one(struct node *nd, const struct cand *c, int64_t deadline_ns
  * no copy is dropped.  Then the released copies are dropped, unless one
  * was opened meanwhile (kept, and this node put back as its holder).
  */
-static uint64_t evict_round(struct node *nd, uint64_t need, uint64_t want_slots)
+static uint64_t evict_round(struct node *nd, uint64_t need)
 {
 	struct kept k[KEEP_N] = {{0}};
 	struct cands c = {0};
-	uint64_t room, slots, freed = 0, spare = 0, want = pages(need);
+	uint64_t room, freed = 0, spare = 0, want = pages(need);
 	size_t i, n = 0, nrel = 0;
 	char also[128] = "";
 	int64_t at, deadline;
@@ -411,7 +398,7 @@ static uint64_t evict_round(struct node *nd, uint64_t need, uint64_t want_slots)
 		else
 			kept_add(&k[c.v[i].why], &c.v[i]);
 	}
-	if (!may_help(nd, c.v, n, want, want_slots)) {
+	if (!may_help(nd, c.v, n, want)) {
 		for (i = 0; i < n; i++)
 			spare += c.v[i].size;
 		say_no_room(nd, need, k, spare, NULL);
@@ -421,8 +408,7 @@ static uint64_t evict_round(struct node *nd, uint64_t need, uint64_t want_slots)
 	if (n)
 		qsort(c.v, n, sizeof(*c.v), cmp_cand);
 	room = free_pages(nd);
-	slots = free_slots(nd);
-	for (i = 0; i < n && (room < want || slots < want_slots); i++) {
+	for (i = 0; i < n && room < want; i++) {
 		r = meta_release_replica(nd->meta, c.v[i].id);
 		if (r == -ENOENT) {
 			/* deleted meanwhile: its copy is garbage anyway */
@@ -430,7 +416,6 @@ static uint64_t evict_round(struct node *nd, uint64_t need, uint64_t want_slots)
 			node_forget(nd, c.v[i].id);
 			freed += c.v[i].size;
 			room += pages(c.v[i].size);
-			slots++;
 			continue;
 		}
 		if (r < 0) {
@@ -443,9 +428,8 @@ static uint64_t evict_round(struct node *nd, uint64_t need, uint64_t want_slots)
 		}
 		c.v[nrel++] = c.v[i]; /* released (nrel <= i) */
 		room += pages(c.v[i].size);
-		slots++;
 	}
-	if (room < want || slots < want_slots) {
+	if (room < want) {
 		for (i = 0; i < nrel; i++) {
 			meta_add_holder(nd->meta, c.v[i].id);
 			spare += c.v[i].size;
@@ -478,17 +462,10 @@ uint64_t node_evict(struct node *nd, uint64_t need)
 	 * up (the store counts them as held): then the room is not there
 	 * yet, and more copies must go */
 	for (round = 0; round < EVICT_ROUNDS; round++) {
-		got = evict_round(nd, need, 0);
+		got = evict_round(nd, need);
 		freed += got;
 		if (!got || free_pages(nd) >= pages(need))
 			break;
 	}
 	return freed;
-}
-
-bool node_evict_slot(struct node *nd)
-{
-	/* the room in bytes is there: only the count of objects is short */
-	evict_round(nd, 0, 1);
-	return free_slots(nd) > 0;
 }

@@ -95,16 +95,14 @@ static int reserve(struct node_fetch *f)
 		return -EFBIG;
 	}
 	f->obj = store_create(nd->store, f->id, &err);
-	if (!f->obj && err == -EMFILE && node_evict_slot(nd))
-		f->obj = store_create(nd->store, f->id, &err);
 	if (!f->obj && err == -EMFILE) {
-		log_msg_limited(
-		    &slots_rl, LOGL_WARN,
-		    "cannot fetch object %" PRIu64 ": this node holds %" PRIu64
-		    " objects, objects_max, the most its open-files limit and vm.max_map_count "
-		    "leave room for; raise the limit (LimitNOFILE=, ulimit -n, prlimit --nofile) "
-		    "or remove objects",
-		    f->id, ss.objects_all);
+		store_stats(nd->store, &ss);
+		log_msg_limited(&slots_rl, LOGL_WARN,
+				"cannot fetch object %" PRIu64 ": %" PRIu64
+				" objects are being written or fetched on this node, the most its "
+				"open-files limit and vm.max_map_count leave room for (open_max); "
+				"raise the limit (LimitNOFILE=, ulimit -n, prlimit --nofile)",
+				f->id, ss.open);
 		return -ENOSPC;
 	}
 	if (!f->obj)

@@ -347,20 +347,17 @@ struct store_obj *node_store_create(struct node *nd, uint64_t id, int *ret_err)
 	struct rlimit rl;
 	struct store_stats ss;
 
-	if (!o && *ret_err == -EMFILE && node_evict_slot(nd))
-		o = store_create(nd->store, id, ret_err);
 	if (o || *ret_err != -EMFILE)
 		return o;
 	store_stats(nd->store, &ss);
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		rl.rlim_cur = 0;
-	log_msg_limited(
-	    &limit_rl, LOGL_WARN,
-	    "cannot create an object: this node holds %" PRIu64
-	    " objects, objects_max, the most its open-files limit (%llu) and "
-	    "vm.max_map_count leave room for; raise the limit (LimitNOFILE=, ulimit -n, "
-	    "prlimit --nofile) or remove objects",
-	    ss.objects_all, (unsigned long long)rl.rlim_cur);
+	log_msg_limited(&limit_rl, LOGL_WARN,
+			"cannot create an object: %" PRIu64
+			" objects are being written or fetched on this node, the most its "
+			"open-files limit (%llu) and vm.max_map_count leave room for (open_max); "
+			"raise the limit (LimitNOFILE=, ulimit -n, prlimit --nofile)",
+			ss.open, (unsigned long long)rl.rlim_cur);
 	*ret_err = -ENOSPC;
 	return NULL;
 }

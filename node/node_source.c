@@ -253,7 +253,7 @@ static int src_map(void *token, void **ret_addr, uint64_t *ret_len, int *ret_fd)
 		return r;
 	*ret_addr = m.addr;
 	*ret_len = m.len;
-	*ret_fd = m.fd; /* the store's own: the backend only maps it */
+	*ret_fd = m.fd; /* the backend closes it, and only maps it */
 	return 0;
 }
 

@@ -160,10 +160,13 @@ int store_table_add_i(struct store *s, struct store_obj *o)
 		s->all->prev = o;
 	s->all = o;
 	s->nall++;
-	if (obj_sealed_locked(o))
+	if (obj_sealed_locked(o)) {
 		s->nobjects++;
-	else
+	} else {
 		s->npending++;
+		o->counted_open = true;
+		s->nopen++;
+	}
 	return 0;
 }
 
@@ -176,6 +179,11 @@ static void obj_destroy(struct store_obj *o)
 	obj_drop_reg(o);
 	store_file_free_i(o);
 	pthread_mutex_lock(&s->lock);
+	store_file_mapped_del_i(s, o);
+	if (o->counted_open) {
+		o->counted_open = false;
+		s->nopen--;
+	}
 	if (o->prev)
 		o->prev->next = o->next;
 	else
@@ -236,8 +244,8 @@ struct store_obj *store_create(struct store *s, uint64_t id, int *ret_err)
 	HASH_FIND(hh, s->table, &id, sizeof(id), found);
 	if (found)
 		r = -EEXIST;
-	else if (s->nall >= s->objects_max)
-		r = -EMFILE; /* every descriptor the limit leaves objects is taken */
+	else if (s->nopen >= s->open_max)
+		r = -EMFILE; /* every descriptor the limit leaves writers is taken */
 	else
 		r = store_table_add_i(s, o);
 	pthread_mutex_unlock(&s->lock);
@@ -316,6 +324,10 @@ int store_obj_attach(struct store_obj *o, void *reg, void (*drop)(void *reg), vo
 	if (reg && !o->reg) {
 		o->reg = reg;
 		o->reg_drop = drop;
+		/* it reaches the mapping: never taken away while it hangs */
+		pthread_mutex_lock(&o->s->lock);
+		o->pinned = true;
+		pthread_mutex_unlock(&o->s->lock);
 	} else {
 		r = reg ? -EEXIST : 0;
 		if (ret_cur)
@@ -461,26 +473,35 @@ ssize_t store_read(struct store_obj *o, void *buf, size_t len, uint64_t off)
 {
 	bool sealed;
 	uint64_t size, n = 0;
+	uint8_t *map = NULL;
+	int r;
 
 	if (!o || (!buf && len))
 		return -EINVAL;
 	sealed = obj_is_sealed(o);
-	if (!sealed)
+	if (sealed) {
+		r = store_file_mapping_i(o, &map);
+		if (r < 0)
+			return r;
+	} else {
 		pthread_mutex_lock(&o->lock);
+		map = o->map;
+	}
 	size = obj_size(o);
 	if (off < size) {
 		n = min_u64(min_u64(len, size - off), SSIZE_MAX);
-		memcpy(buf, o->map + off, n);
+		memcpy(buf, map + off, n);
 	}
 	if (!sealed)
 		pthread_mutex_unlock(&o->lock);
 	return (ssize_t)n;
 }
 
-/* Point @iov at [off, off+len) of @o (clipped to its size).  o->lock held,
- * or @o sealed.  The number of entries used; *@ret_bytes their total. */
-static int obj_iov(const struct store_obj *o, uint64_t off, size_t len, struct iovec *iov,
-		   int max_iov, size_t *ret_bytes)
+/* Point @iov at [off, off+len) of @o (clipped to its size), whose bytes
+ * are at @map.  o->lock held, or @o sealed.  The number of entries used;
+ * *@ret_bytes their total. */
+static int obj_iov(const struct store_obj *o, uint8_t *map, uint64_t off, size_t len,
+		   struct iovec *iov, int max_iov, size_t *ret_bytes)
 {
 	uint64_t size = obj_size(o);
 	size_t n = off < size ? (size_t)min_u64(len, size - off) : 0;
@@ -488,7 +509,7 @@ static int obj_iov(const struct store_obj *o, uint64_t off, size_t len, struct i
 	*ret_bytes = 0;
 	if (!n || !max_iov)
 		return 0;
-	iov[0].iov_base = o->map + off;
+	iov[0].iov_base = map + off;
 	iov[0].iov_len = n;
 	*ret_bytes = n;
 	return 1;
@@ -499,14 +520,21 @@ int store_obj_iov(struct store_obj *o, uint64_t off, size_t len, struct iovec *i
 {
 	bool sealed;
 	size_t bytes;
+	uint8_t *map;
 	int used;
 
 	if (!o || max_iov < 0 || (!iov && max_iov))
 		return -EINVAL;
 	sealed = obj_is_sealed(o);
-	if (!sealed)
+	if (sealed) {
+		used = store_file_mapping_i(o, &map);
+		if (used < 0)
+			return used;
+	} else {
 		pthread_mutex_lock(&o->lock);
-	used = obj_iov(o, off, len, iov, max_iov, &bytes);
+		map = o->map;
+	}
+	used = obj_iov(o, map, off, len, iov, max_iov, &bytes);
 	if (!sealed)
 		pthread_mutex_unlock(&o->lock);
 	if (ret_bytes)
@@ -559,8 +587,9 @@ static int hash_ahead(struct store_obj *o, uint64_t end, bool follow, uint64_t f
 		/* a writer past the end of what is folded left a gap that
 		 * another write may still fill */
 		if (o->hashed < end && !(follow && o->hashed < from))
-			n = obj_iov(o, o->hashed, (size_t)min_u64(end - o->hashed, SIZE_MAX), iov,
-				    HASH_AHEAD_IOV, &bytes);
+			n = obj_iov(o, o->map, o->hashed,
+				    (size_t)min_u64(end - o->hashed, SIZE_MAX), iov, HASH_AHEAD_IOV,
+				    &bytes);
 		if (n > 0)
 			o->hash_claim = o->hashed + bytes;
 		pthread_mutex_unlock(&o->lock);
@@ -665,9 +694,15 @@ int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 	pthread_mutex_lock(&s->lock);
 	s->npending--;
 	s->nobjects++;
+	if (o->counted_open) {
+		o->counted_open = false; /* its descriptor is closed */
+		s->nopen--;
+	}
 	/* publish the final mapping to lock-free readers */
 	atomic_store_explicit(&o->sealed, true, memory_order_release);
 	pthread_mutex_unlock(&s->lock);
+	/* the writer's mapping joins the cache of idle ones */
+	store_file_mapped_add_i(o);
 out:
 	pthread_mutex_unlock(&o->lock);
 	pthread_mutex_unlock(&o->hash_lock);
@@ -726,6 +761,8 @@ void store_unlink(struct store_obj *o)
 	pthread_mutex_lock(&s->lock);
 	HASH_DEL(s->table, o);
 	o->linked = false;
+	/* its mapping stays until the last reference goes */
+	store_file_mapped_del_i(s, o);
 	/* until the last reference goes: a reader here, a peer being served */
 	s->draining += o->alloc;
 	if (obj_sealed_locked(o))
@@ -792,7 +829,12 @@ void store_stats(struct store *s, struct store_stats *ret)
 	ret->objects = s->nobjects;
 	ret->pending = s->npending;
 	ret->objects_all = s->nall;
-	ret->objects_max = s->objects_max;
+	ret->open = s->nopen;
+	ret->open_max = s->open_max;
+	ret->mapped = s->nmapped;
+	ret->map_cache = s->map_cache;
+	ret->maps_made = s->maps_made;
+	ret->maps_dropped = s->maps_dropped;
 	ret->bad_records = s->bad_records;
 	pthread_mutex_unlock(&s->lock);
 }
@@ -826,29 +868,47 @@ static uint64_t limit_left(uint64_t n, uint64_t spare, uint64_t lo, uint64_t hi)
 	return n > 2 * spare ? n - spare : n / 2;
 }
 
-/*
- * How many objects this process may hold: each keeps a descriptor and a
- * mapping, so the open-files limit (less STORE_POOL_MAX and
- * STORE_FD_SPARE_*) and vm.max_map_count (less an eighth, 1024 to 8192,
- * for libraries, thread stacks and the allocator) bound them.
- */
-static uint64_t objects_max(void)
+/* vm.max_map_count, or 0 if unknown. */
+static uint64_t max_map_count(void)
 {
-	uint64_t max = UINT64_MAX, n;
-	struct rlimit rl;
-	FILE *f;
+	uint64_t n = 0;
+	FILE *f = fopen("/proc/sys/vm/max_map_count", "re");
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-		max = limit_left(rl.rlim_cur, STORE_POOL_MAX + rl.rlim_cur / 8,
-				 STORE_POOL_MAX + STORE_FD_SPARE_MIN,
-				 STORE_POOL_MAX + STORE_FD_SPARE_MAX);
-	f = fopen("/proc/sys/vm/max_map_count", "re");
 	if (f) {
-		if (fscanf(f, "%" SCNu64, &n) == 1 && n > 0)
-			max = min_u64(max, limit_left(n, n / 8, 1024, 8192));
+		if (fscanf(f, "%" SCNu64, &n) != 1)
+			n = 0;
 		fclose(f);
 	}
+	return n;
+}
+
+/*
+ * How many objects may be written or fetched at once: each holds a
+ * descriptor and a mapping until it is sealed (a sealed object holds
+ * neither at rest), so the open-files limit (less STORE_FD_SPARE_*) and
+ * vm.max_map_count (less an eighth, 1024 to 8192, for libraries, thread
+ * stacks, the allocator and the cache of mapped objects) bound them.
+ */
+static uint64_t open_max(uint64_t map_cache)
+{
+	uint64_t max = UINT64_MAX, n = max_map_count();
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		max = limit_left(rl.rlim_cur, rl.rlim_cur / 4, STORE_FD_SPARE_MIN,
+				 STORE_FD_SPARE_MAX);
+	if (n > map_cache)
+		max = min_u64(max, limit_left(n - map_cache, n / 8, 1024, 8192));
 	return max;
+}
+
+/* The default of store_config.map_cache: 256, and at most 1/64 of
+ * vm.max_map_count. */
+static uint64_t map_cache_default(void)
+{
+	uint64_t n = max_map_count();
+
+	return n ? min_u64(STORE_MAP_CACHE_DEFAULT, max_u64(n / 64, 1)) : STORE_MAP_CACHE_DEFAULT;
 }
 
 /* Tear down a store, whole or half built.  Objects go whatever their refs. */
@@ -892,7 +952,6 @@ static void pool_fit(struct store *s)
 
 		snprintf(name, sizeof(name), ".free-%016" PRIx64, p->seq);
 		unlinkat(s->data_fd, name, 0);
-		close(p->fd);
 		s->pool_bytes -= p->len;
 	}
 }
@@ -919,7 +978,8 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 	}
 	s->dir_fd = s->objects_fd = s->notes_fd = s->lock_fd = s->data_fd = -1;
 	s->capacity = cap;
-	s->objects_max = objects_max();
+	s->map_cache = cfg->map_cache ? cfg->map_cache : map_cache_default();
+	s->open_max = open_max(s->map_cache);
 	s->verify = cfg->verify;
 	s->reuse = !cfg->no_reuse;
 	/* default attributes: initialization cannot fail on Linux */

@@ -49,8 +49,18 @@
  * served.  Files nobody claims are deleted.  A store written by the
  * arena layout of earlier versions is converted.
  *
+ * Descriptors and mappings.  An object being written or fetched holds a
+ * descriptor and a mapping of its file; a sealed object holds neither at
+ * rest.  It is mapped (read-only) the first time its bytes are read,
+ * and the mapping is kept while anyone holds a reference; idle mappings
+ * are kept up to store_config.map_cache, and the oldest go beyond that.
+ * A descriptor is opened by name when someone needs one
+ * (store_obj_open_fd()).  So the open-files limit bounds only the objects
+ * being written or fetched at once (store_stats' open_max), not the
+ * objects the store holds.
+ *
  * Threading: all functions are thread-safe.  Reading a sealed object
- * through store_obj_iov() takes no lock.
+ * that is mapped takes no lock.
  *
  * Errors: 0 or a negative errno.
  */
@@ -76,6 +86,9 @@ struct store_config {
 	bool verify;	   /* check adopted objects' checksums at open */
 	bool own_tmpfs;	   /* mount a tmpfs on DIR/data (unless DIR is one) */
 	bool no_reuse;	   /* delete freed files instead of pooling them */
+	/* idle mappings of sealed objects kept (0: 256, or less if
+	 * vm.max_map_count is low) */
+	uint64_t map_cache;
 };
 
 /* Where the objects' files live (store_stats()). */
@@ -118,9 +131,17 @@ struct store_stats {
 	uint64_t objects; /* sealed objects in the store */
 	uint64_t pending; /* objects being written */
 	/* objects in the store (sealed, pending, and unlinked ones still
-	 * referenced), and the most there may be: each may hold a descriptor
-	 * and a mapping, and the limits at store_open() bound them */
-	uint64_t objects_all, objects_max;
+	 * referenced) */
+	uint64_t objects_all;
+	/* objects being written or fetched, which hold a descriptor and a
+	 * mapping each until sealed, and the most there may be at once (the
+	 * open-files limit and vm.max_map_count at store_open() bound them;
+	 * a sealed object holds neither at rest) */
+	uint64_t open, open_max;
+	/* sealed objects mapped now, and how many idle ones are kept
+	 * mapped; sealed objects mapped since open, and idle mappings taken
+	 * away to keep to map_cache */
+	uint64_t mapped, map_cache, maps_made, maps_dropped;
 	uint64_t bad_records; /* catalog records rejected at open */
 	uint64_t pool; /* bytes of files kept for reuse, or being made by prefault (not in used) */
 	uint64_t files_new;    /* object files made new since open */
@@ -175,8 +196,9 @@ int store_prefault(struct store *s, const atomic_bool *stop,
 
 /*
  * Start a pending object with id @id (unique; -EEXIST if the store
- * already has @id; -EMFILE if it holds objects_max objects already, see
- * struct store_stats).  Returns it with one reference.
+ * already has @id; -EMFILE if open_max objects are being written or
+ * fetched already, see struct store_stats).  Returns it with one
+ * reference.
  */
 struct store_obj *store_create(struct store *s, uint64_t id, int *ret_err);
 
@@ -237,7 +259,8 @@ int store_reserve(struct store_obj *o, uint64_t size);
 
 /*
  * Copy bytes out of any object (pending objects are read under their
- * lock).  Returns bytes copied (short at end of object) or negative errno.
+ * lock; a sealed one is mapped first if it is not).  Returns bytes
+ * copied (short at end of object) or negative errno.
  */
 ssize_t store_read(struct store_obj *o, void *buf, size_t len, uint64_t off);
 
@@ -246,21 +269,26 @@ ssize_t store_read(struct store_obj *o, void *buf, size_t len, uint64_t off);
  * object, clipped to its size.  Uses at most @max_iov entries and stops
  * early if it runs out.  Returns the number of entries used and sets
  * *ret_bytes to the bytes covered.  For a sealed object the memory stays
- * valid while the caller holds a reference.  For a pending object the
- * caller must not race with writers (the fetch path owns its object).
+ * valid while the caller holds a reference; it is mapped now if it was
+ * not (then -ENOMEM, -EMFILE or another errno of open(2) or mmap(2) may
+ * come back).  For a pending object the caller must not race with
+ * writers (the fetch path owns its object).
  */
 int store_obj_iov(struct store_obj *o, uint64_t off, size_t len, struct iovec *iov, int max_iov,
 		  size_t *ret_bytes);
 
 /*
  * The memory and the file of sealed object @o, for transports that
- * register memory once per object (RDMA) and for the kernel's
- * passthrough: @addr maps the whole object MAP_SHARED (NULL for an empty
- * one), @len is its size, and @fd is the store's own descriptor of the
- * object's file, which holds the object at offset 0 and is exactly @len
- * bytes long (on hugetlbfs: rounded up to whole huge pages).  All three
- * stay valid while a reference on @o is held; @fd must not be closed or
- * written.  The mapping is read-only.  -EINVAL if @o is pending.
+ * register memory once per object (RDMA): @addr maps the whole object
+ * MAP_SHARED (NULL for an empty one; mapped now if it was not), @len is
+ * its size, and @fd is a new read-write descriptor of the object's file
+ * (-1 if it cannot be opened so), which holds the object at offset 0 and
+ * is exactly @len bytes long (on hugetlbfs: rounded up to whole huge
+ * pages).  The caller closes @fd, and must never write through it.
+ * @addr stays valid while a reference on @o is held, and for the
+ * object's life once a registration hangs on it (store_obj_attach()).
+ * The mapping is read-only.  -EINVAL if @o is pending, or the errno of
+ * open(2) or mmap(2).
  */
 struct store_map {
 	void *addr;

@@ -375,8 +375,10 @@ static int upgrade_one(struct store_obj *o, const struct rec *rec, const struct 
 	r = store_file_seal_i(o);
 	if (r == 0)
 		r = store_catalog_write_i(o, o->path ? o->path : "");
-	if (r == 0)
+	if (r == 0) {
 		store_file_freeze_i(o);
+		store_file_rest_i(o); /* at rest: no mapping */
+	}
 	return r;
 }
 
@@ -388,7 +390,6 @@ static int upgrade_one(struct store_obj *o, const struct rec *rec, const struct 
 static int adopt_one(struct store *s, const char *name, uint64_t id, const struct arena *a)
 {
 	struct store_obj *o;
-	uint8_t csum[OBJFS_CSUM_LEN];
 	struct rec rec;
 	uint8_t *buf = NULL;
 	size_t len = 0;
@@ -432,12 +433,7 @@ static int adopt_one(struct store *s, const char *name, uint64_t id, const struc
 	} else {
 		/* a file adopted as it was may still be mapped by a process
 		 * of an earlier mount: never handed to another object */
-		r = store_file_adopt_i(o);
-		if (r == 0 && s->verify) {
-			store_hash_i(o->map, rec.size, csum);
-			if (memcmp(csum, rec.csum, OBJFS_CSUM_LEN))
-				r = -EBADMSG;
-		}
+		r = store_file_adopt_i(o, s->verify ? rec.csum : NULL);
 		if (r == 0) {
 			s->used += o->alloc;
 			s->extra += o->extra;
@@ -456,7 +452,7 @@ static int adopt_one(struct store *s, const char *name, uint64_t id, const struc
 	return 0;
 
 free_obj:
-	if (rec.version == REC_VERSION_ARENA && o->fd >= 0) {
+	if (rec.version == REC_VERSION_ARENA && o->has_file) {
 		/* the half-made copy; the arena still has the bytes */
 		char fname[STORE_ID_HEX + 1];
 

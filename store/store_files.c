@@ -73,6 +73,9 @@
 #define GONE_PREFIX ".gone-"
 #define FREE_PREFIX ".free-"
 
+static struct log_ratelimit map_rl =
+    LOG_RATELIMIT_INIT("objects that could not be mapped", 10000, 5);
+
 static uint64_t round_up(uint64_t n, uint64_t unit)
 {
 	return (n + unit - 1) / unit * unit;
@@ -215,7 +218,6 @@ static void pool_adopt(struct store *s)
 	uint64_t seq;
 	char *end;
 	DIR *d;
-	int fd;
 
 	d = data_list(s);
 	if (!d)
@@ -226,18 +228,15 @@ static void pool_adopt(struct store *s)
 		seq = strtoull(de->d_name + strlen(FREE_PREFIX), &end, 16);
 		if (*end)
 			continue;
-		fd = openat(s->data_fd, de->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-		    (uint64_t)st.st_size >= STORE_POOL_MIN && st.st_size % (off_t)s->unit == 0 &&
-		    s->npool < STORE_POOL_MAX) {
-			s->pool[s->npool++] = (struct store_pooled){fd, (uint64_t)st.st_size, seq};
+		if (fstatat(s->data_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(st.st_mode) && (uint64_t)st.st_size >= STORE_POOL_MIN &&
+		    st.st_size % (off_t)s->unit == 0 && s->npool < STORE_POOL_MAX) {
+			s->pool[s->npool++] = (struct store_pooled){(uint64_t)st.st_size, seq};
 			s->pool_bytes += (uint64_t)st.st_size;
 			if (seq >= s->seq)
 				s->seq = seq + 1;
 			continue;
 		}
-		if (fd >= 0)
-			close(fd);
 		unlinkat(s->data_fd, de->d_name, 0);
 	}
 	closedir(d);
@@ -285,10 +284,6 @@ int store_files_open_i(struct store *s, const char *dir, bool own_tmpfs)
 
 void store_files_close_i(struct store *s)
 {
-	size_t i;
-
-	for (i = 0; i < s->npool; i++)
-		close(s->pool[i].fd);
 	s->npool = 0;
 	if (s->data_fd >= 0)
 		close(s->data_fd);
@@ -476,7 +471,6 @@ static void drop_files(struct store *s, struct store_pooled *drop, size_t n)
 	for (i = 0; i < n; i++) {
 		seq_name(FREE_PREFIX, drop[i].seq, name, sizeof(name));
 		unlinkat(s->data_fd, name, 0);
-		close(drop[i].fd);
 		bytes += drop[i].len;
 	}
 	if (!bytes)
@@ -535,7 +529,7 @@ static ssize_t pool_pick_locked(struct store *s, uint64_t need)
 static int file_get(struct store_obj *o, uint64_t goal, uint64_t *ret_len)
 {
 	struct store *s = o->s;
-	struct store_pooled got = {-1, 0, 0};
+	struct store_pooled got = {0, 0};
 	char name[STORE_ID_HEX + 1], from[32];
 	ssize_t i;
 	int fd;
@@ -554,17 +548,22 @@ static int file_get(struct store_obj *o, uint64_t goal, uint64_t *ret_len)
 		s->files_new++;
 	}
 	pthread_mutex_unlock(&s->lock);
-	if (got.fd >= 0) {
+	if (got.len) {
 		seq_name(FREE_PREFIX, got.seq, from, sizeof(from));
+		fd = -1;
 		if (renameat(s->data_fd, from, s->data_fd, name) == 0) {
-			o->fd = got.fd;
-			o->alloc = got.len;
-			*ret_len = got.len;
-			return 0;
+			fd = openat(s->data_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+			if (fd >= 0) {
+				o->fd = fd;
+				o->has_file = true;
+				o->alloc = got.len;
+				*ret_len = got.len;
+				return 0;
+			}
+			memcpy(from, name, sizeof(name)); /* the name to delete */
 		}
 		log_debug("store: cannot reuse data/%s: %s", from, strerror(errno));
 		unlinkat(s->data_fd, from, 0);
-		close(got.fd);
 		pthread_mutex_lock(&s->lock);
 		uncharge_locked(s, o, got.len);
 		pthread_mutex_unlock(&s->lock);
@@ -574,6 +573,7 @@ static int file_get(struct store_obj *o, uint64_t goal, uint64_t *ret_len)
 			    0600);
 		if (fd >= 0) {
 			o->fd = fd;
+			o->has_file = true;
 			o->alloc = 0;
 			*ret_len = 0;
 			return 0;
@@ -793,6 +793,10 @@ void store_file_freeze_i(struct store_obj *o)
 			  strerror(errno));
 	}
 	o->map_len = maplen;
+	/* at rest a sealed object holds no descriptor: opened by name */
+	if (o->fd >= 0)
+		close(o->fd);
+	o->fd = -1;
 }
 
 void store_file_unlink_i(struct store_obj *o)
@@ -800,18 +804,25 @@ void store_file_unlink_i(struct store_obj *o)
 	struct store *s = o->s;
 	char name[STORE_ID_HEX + 1], gone[32];
 
-	if (o->fd < 0)
+	if (!o->has_file || o->renamed)
 		return;
 	pthread_mutex_lock(&s->lock);
 	o->gone_seq = s->seq++;
 	pthread_mutex_unlock(&s->lock);
 	store_file_name_i(o->id, name);
 	seq_name(GONE_PREFIX, o->gone_seq, gone, sizeof(gone));
-	if (renameat(s->data_fd, name, s->data_fd, gone) < 0) {
-		log_debug("store: cannot rename data/%s: %s", name, strerror(errno));
-		unlinkat(s->data_fd, name, 0);
-		o->recyclable = false;
+	if (renameat(s->data_fd, name, s->data_fd, gone) == 0) {
+		o->renamed = true;
+		return;
 	}
+	log_debug("store: cannot rename data/%s: %s", name, strerror(errno));
+	/* the name must go (a new object may take the id): the file lives
+	 * on through a descriptor until the last reference */
+	if (o->fd < 0)
+		o->fd = openat(s->data_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	unlinkat(s->data_fd, name, 0);
+	o->has_file = o->fd >= 0;
+	o->recyclable = false;
 }
 
 void store_file_close_i(struct store_obj *o)
@@ -851,52 +862,80 @@ static void uncharge_file_locked(struct store *s, struct store_obj *o)
 	o->alloc = o->extra = 0;
 }
 
+/*
+ * Make @o's file (named @gone, or held by o->fd) a pooled file named
+ * @name, @len bytes long, if nobody else holds it open.  True if it now
+ * is; the caller pools it or deletes it.
+ */
+static bool pool_prepare(struct store_obj *o, const char *gone, const char *name, uint64_t len)
+{
+	struct store *s = o->s;
+	bool ok = false;
+	char path[64];
+	struct stat st;
+	int fd = o->fd, wfd = -1;
+
+	/* read-only will do: a write lease needs no writable descriptor */
+	if (fd < 0)
+		fd = openat(s->data_fd, gone, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || fstat(fd, &st) < 0 || !file_alone(fd))
+		goto out;
+	/* a pooled file's length is whole pages: what was charged */
+	if ((uint64_t)st.st_size != len) {
+		if (fchmod(fd, 0600) < 0)
+			goto out;
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		wfd = open(path, O_WRONLY | O_CLOEXEC);
+		if (wfd < 0 || ftruncate(wfd, (off_t)len) < 0)
+			goto out;
+	}
+	ok = fchmod(fd, 0600) == 0 && renameat(s->data_fd, gone, s->data_fd, name) == 0;
+out:
+	if (wfd >= 0)
+		close(wfd);
+	if (fd >= 0 && fd != o->fd)
+		close(fd);
+	return ok;
+}
+
 void store_file_free_i(struct store_obj *o)
 {
 	struct store *s = o->s;
 	char gone[32], name[32];
-	struct stat st;
-	bool pooled = false, kept = false, had_file;
-	uint64_t len = 0;
+	bool pooled = false, kept = false, had_file = o->has_file;
+	/* the file's length rounded up to whole units: what was charged */
+	uint64_t len = o->alloc;
 
 	unmap_old(o);
 	if (o->map)
 		munmap(o->map, o->map_len);
 	o->map = NULL;
 	seq_name(GONE_PREFIX, o->gone_seq, gone, sizeof(gone));
-	/* a file with extra pages would hold more than the pool counts */
-	if (o->fd >= 0 && s->reuse && o->recyclable && !o->extra && fstat(o->fd, &st) == 0 &&
-	    file_alone(o->fd)) {
-		len = round_up((uint64_t)st.st_size, s->unit);
-		/* a pooled file's length is whole pages: what was charged */
-		if (len >= STORE_POOL_MIN &&
-		    ((uint64_t)st.st_size == len || ftruncate(o->fd, (off_t)len) == 0)) {
-			seq_name(FREE_PREFIX, o->gone_seq, name, sizeof(name));
-			pooled = fchmod(o->fd, 0600) == 0 &&
-				 renameat(s->data_fd, gone, s->data_fd, name) == 0;
-		}
-	}
+	seq_name(FREE_PREFIX, o->gone_seq, name, sizeof(name));
+	/* a file with extra pages would hold more than the pool counts; a
+	 * file that lost its name (not renamed) cannot be pooled */
+	if (had_file && o->renamed && s->reuse && o->recyclable && !o->extra &&
+	    len >= STORE_POOL_MIN)
+		pooled = pool_prepare(o, gone, name, len);
 	/* the pool takes the file and its pages over at once; otherwise the
 	 * pages go before their charge does, so that store_files_held_i()
 	 * never finds pages that nothing counts */
 	pthread_mutex_lock(&s->lock);
 	if (pooled && s->npool < STORE_POOL_MAX &&
 	    taken_locked(s) - o->alloc + len <= s->capacity) {
-		s->pool[s->npool++] = (struct store_pooled){o->fd, len, o->gone_seq};
+		s->pool[s->npool++] = (struct store_pooled){len, o->gone_seq};
 		s->pool_bytes += len;
 		uncharge_file_locked(s, o);
-		o->fd = -1;
 		kept = true;
 	}
 	pthread_mutex_unlock(&s->lock);
+	if (o->fd >= 0)
+		close(o->fd);
+	o->fd = -1;
 	if (kept)
 		return;
-	had_file = o->fd >= 0;
-	if (had_file) {
+	if (had_file && o->renamed)
 		unlinkat(s->data_fd, pooled ? name : gone, 0);
-		close(o->fd);
-		o->fd = -1;
-	}
 	pthread_mutex_lock(&s->lock);
 	uncharge_file_locked(s, o);
 	pthread_mutex_unlock(&s->lock);
@@ -905,67 +944,280 @@ void store_file_free_i(struct store_obj *o)
 		(void)store_files_held_i(s);
 }
 
-int store_file_adopt_i(struct store_obj *o)
+/* The hash of @fd's first @size bytes, read with pread(2). */
+static int file_hash(int fd, uint64_t size, uint8_t ret_csum[OBJFS_CSUM_LEN])
+{
+	enum { CHUNK = 1 << 20 };
+	XXH3_state_t *st = XXH3_createState();
+	uint8_t *buf = malloc(CHUNK);
+	XXH128_canonical_t c;
+	uint64_t off = 0;
+	ssize_t n;
+	int r = 0;
+
+	if (!st || !buf) {
+		r = -ENOMEM;
+		goto out;
+	}
+	XXH3_128bits_reset(st);
+	while (off < size) {
+		n = pread(fd, buf, (size_t)min_u64(CHUNK, size - off), (off_t)off);
+		if (n <= 0) {
+			r = n < 0 ? -errno : -EBADMSG;
+			goto out;
+		}
+		XXH3_128bits_update(st, buf, (size_t)n);
+		off += (uint64_t)n;
+	}
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st));
+	memcpy(ret_csum, c.digest, OBJFS_CSUM_LEN);
+out:
+	free(buf);
+	XXH3_freeState(st);
+	return r;
+}
+
+int store_file_adopt_i(struct store_obj *o, const uint8_t *csum)
 {
 	struct store *s = o->s;
 	uint64_t size = atomic_load_explicit(&o->size, memory_order_relaxed);
 	uint64_t want = s->kind == STORE_FS_HUGETLBFS ? round_up(size, s->unit) : size;
+	uint8_t got[OBJFS_CSUM_LEN];
 	char name[STORE_ID_HEX + 1];
 	struct stat st;
-	void *p = NULL;
-	int fd;
+	uint64_t held;
+	int fd, r;
 
 	store_file_name_i(o->id, name);
-	fd = openat(s->data_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return errno == ENOENT || errno == ELOOP ? -EBADMSG : -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != want) {
-		close(fd);
+	if (fstatat(s->data_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? -EBADMSG : -errno;
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != want)
 		return -EBADMSG;
-	}
-	if (want) {
-		p = mmap(NULL, round_up(want, STORE_PAGE), PROT_READ, MAP_SHARED, fd, 0);
-		if (p == MAP_FAILED) {
-			close(fd);
+	if (csum) {
+		fd = openat(s->data_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
 			return -errno;
-		}
+		r = file_hash(fd, size, got);
+		close(fd);
+		if (r < 0)
+			return r;
+		if (memcmp(got, csum, OBJFS_CSUM_LEN))
+			return -EBADMSG;
 	}
-	o->fd = fd;
-	o->map = p;
+	o->has_file = true;
 	o->map_len = round_up(want, STORE_PAGE);
 	o->alloc = round_up(size, s->unit);
-	o->extra = s->kind == STORE_FS_OWN_TMPFS ? file_extra(fd, o->alloc) : 0;
+	held = (uint64_t)st.st_blocks * 512;
+	o->extra = s->kind == STORE_FS_OWN_TMPFS && held > o->alloc ? held - o->alloc : 0;
 	return 0;
+}
+
+void store_file_rest_i(struct store_obj *o)
+{
+	if (o->map)
+		munmap(o->map, o->map_len);
+	o->map = NULL;
+}
+
+int store_file_open_i(struct store_obj *o, int flags)
+{
+	char name[32];
+	int fd;
+
+	if (o->fd >= 0) {
+		/* the file lost its name: only this descriptor reaches it */
+		snprintf(name, sizeof(name), "/proc/self/fd/%d", o->fd);
+		fd = open(name, flags | O_CLOEXEC);
+	} else if (!o->has_file) {
+		return -ENOENT;
+	} else {
+		if (o->renamed)
+			seq_name(GONE_PREFIX, o->gone_seq, name, sizeof(name));
+		else
+			store_file_name_i(o->id, name);
+		fd = openat(o->s->data_fd, name, flags | O_CLOEXEC | O_NOFOLLOW);
+	}
+	return fd < 0 ? -errno : fd;
+}
+
+/* ---- the mappings of sealed objects ---- */
+
+#define UNMAP_BATCH 16 /* idle mappings taken away per new one, at most */
+
+struct unmap {
+	void *addr;
+	size_t len;
+};
+
+void store_file_mapped_del_i(struct store *s, struct store_obj *o)
+{
+	if (!o->on_mapped)
+		return;
+	if (o->mprev)
+		o->mprev->mnext = o->mnext;
+	else
+		s->mapped = o->mnext;
+	if (o->mnext)
+		o->mnext->mprev = o->mprev;
+	else
+		s->mapped_tail = o->mprev;
+	o->mprev = o->mnext = NULL;
+	o->on_mapped = false;
+	s->nmapped--;
+}
+
+static void mapped_push_locked(struct store *s, struct store_obj *o)
+{
+	o->mprev = NULL;
+	o->mnext = s->mapped;
+	if (s->mapped)
+		s->mapped->mprev = o;
+	else
+		s->mapped_tail = o;
+	s->mapped = o;
+	o->on_mapped = true;
+	s->nmapped++;
+}
+
+/*
+ * While more than s->map_cache objects are mapped, take mappings away
+ * from the cold end: from objects only the table holds (refs 1, see
+ * store_i.h) and no transport registered.  One in use goes to the hot
+ * end.  Looks at UNMAP_BATCH objects at most; the mappings to unmap go
+ * in @ret (*@n of them), for after s->lock.
+ */
+static void mapped_trim_locked(struct store *s, struct unmap *ret, size_t *n)
+{
+	struct store_obj *o;
+	size_t looked;
+
+	*n = 0;
+	for (looked = 0; looked < UNMAP_BATCH && s->nmapped > s->map_cache; looked++) {
+		o = s->mapped_tail;
+		if (!o)
+			break;
+		store_file_mapped_del_i(s, o);
+		if (o->pinned || !o->linked ||
+		    atomic_load_explicit(&o->refs, memory_order_acquire) != 1) {
+			mapped_push_locked(s, o);
+			continue;
+		}
+		ret[(*n)++] = (struct unmap){o->map, o->map_len};
+		atomic_store_explicit(&o->map, NULL, memory_order_relaxed);
+		s->maps_dropped++;
+	}
+}
+
+static void unmap_all(struct unmap *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		munmap(v[i].addr, v[i].len);
+}
+
+void store_file_mapped_add_i(struct store_obj *o)
+{
+	struct store *s = o->s;
+	struct unmap v[UNMAP_BATCH];
+	size_t n = 0;
+
+	if (!o->map)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (o->linked && !o->on_mapped)
+		mapped_push_locked(s, o);
+	mapped_trim_locked(s, v, &n);
+	pthread_mutex_unlock(&s->lock);
+	unmap_all(v, n);
+}
+
+int store_file_map_i(struct store_obj *o)
+{
+	struct store *s = o->s;
+	struct unmap v[UNMAP_BATCH];
+	size_t n = 0;
+	void *p;
+	int fd;
+
+	fd = store_file_open_i(o, O_RDONLY);
+	if (fd < 0)
+		return fd;
+	p = mmap(NULL, o->map_len, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return -errno;
+	pthread_mutex_lock(&s->lock);
+	atomic_store_explicit(&o->map, p, memory_order_release);
+	s->maps_made++;
+	/* an unlinked object keeps its mapping until it is freed */
+	if (o->linked)
+		mapped_push_locked(s, o);
+	mapped_trim_locked(s, v, &n);
+	pthread_mutex_unlock(&s->lock);
+	unmap_all(v, n);
+	return 0;
+}
+
+int store_file_mapping_i(struct store_obj *o, uint8_t **ret)
+{
+	uint8_t *p = atomic_load_explicit(&o->map, memory_order_acquire);
+	int r = 0;
+
+	if (p || !o->map_len) {
+		*ret = p;
+		return 0;
+	}
+	pthread_mutex_lock(&o->lock);
+	if (!atomic_load_explicit(&o->map, memory_order_relaxed))
+		r = store_file_map_i(o);
+	p = atomic_load_explicit(&o->map, memory_order_relaxed);
+	pthread_mutex_unlock(&o->lock);
+	if (r < 0)
+		log_msg_limited(&map_rl, LOGL_WARN, "store: cannot map object %016" PRIx64 ": %s",
+				o->id, strerror(-r));
+	*ret = p;
+	return r;
 }
 
 /* ---- what the rest of objfs sees ---- */
 
 int store_obj_map(struct store_obj *o, struct store_map *ret)
 {
+	uint8_t *p;
+	int r;
+
 	if (!o || !ret || !store_obj_sealed(o))
 		return -EINVAL;
-	ret->addr = o->map;
+	r = store_file_mapping_i(o, &p);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&o->lock);
+	/* may fail (EACCES on a 0400 file when not root): then -1 */
+	ret->fd = store_file_open_i(o, O_RDWR);
+	if (ret->fd < 0)
+		ret->fd = -1;
+	pthread_mutex_unlock(&o->lock);
+	ret->addr = p;
 	ret->len = store_obj_size(o);
-	ret->fd = o->fd;
 	return 0;
 }
 
 int store_obj_open_fd(struct store_obj *o)
 {
-	char path[64];
 	int fd;
 
 	if (!o || !store_obj_sealed(o))
 		return -EINVAL;
 	if (o->s->kind == STORE_FS_HUGETLBFS)
 		return -EOPNOTSUPP;
-	/* by descriptor: the name changes at unlink */
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", o->fd);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	pthread_mutex_lock(&o->lock);
+	fd = store_file_open_i(o, O_RDONLY);
+	pthread_mutex_unlock(&o->lock);
 	/* the file may now be mapped by processes the store never hears of
 	 * (a passthrough mmap maps this file itself, and its handle is
 	 * released at close(2), before munmap): file_alone() sees them */
-	return fd < 0 ? -errno : fd;
+	return fd;
 }
 
 /* May a prefault take @step more bytes of memory now? */
@@ -1033,7 +1285,7 @@ static int prefault_one(struct store *s, uint64_t len, const atomic_bool *stop,
 	}
 	pthread_mutex_lock(&s->lock);
 	if ((r == 0 || (r == -ENOMEM && len)) && !s->prefault_cancel && s->npool < STORE_POOL_MAX) {
-		s->pool[s->npool++] = (struct store_pooled){fd, len, seq};
+		s->pool[s->npool++] = (struct store_pooled){len, seq};
 		s->pool_bytes += len;
 		s->prefault_alloc = 0;
 		*ret_bytes = len;
@@ -1043,9 +1295,9 @@ static int prefault_one(struct store *s, uint64_t len, const atomic_bool *stop,
 	}
 	s->prefault_hold = 0;
 	pthread_mutex_unlock(&s->lock);
+	close(fd); /* pooled by name */
 	if (!kept) {
 		unlinkat(s->data_fd, name, 0);
-		close(fd);
 		/* its pages are gone: nothing to count any more */
 		pthread_mutex_lock(&s->lock);
 		s->prefault_alloc = 0;

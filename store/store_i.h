@@ -19,18 +19,23 @@
  *   obj->lock       one per object; its pending state: size (stores),
  *                   its file while pending (fd appears, alloc, map,
  *                   map_len, old_maps), path, gen, the one write of
- *                   sealed, and the registration slot (reg,
- *                   reg_drop).  File I/O for the object (growth, the
- *                   seal's trim, record write and remove, the rename at
- *                   unlink) happens under it.
+ *                   sealed, the registration slot (reg, reg_drop), and
+ *                   a sealed object's mapping being made (map goes from
+ *                   NULL to set only under it).  File I/O for the object
+ *                   (growth, the seal's trim, record write and remove,
+ *                   the rename at unlink, mapping a sealed object)
+ *                   happens under it.
  *   store->lock     one per store, the global lock; the capacity
  *                   (used, draining, the pool and its bytes, and what the
  *                   filesystem holds besides: limbo, prefault_alloc,
  *                   extra and obj->extra; bytes change hands, and
  *                   obj->linked changes, only under it), the
  *                   id table and the list of all objects (table, all,
- *                   obj->hh, obj->prev/next), obj->linked (with obj->lock)
- *                   and the counters.  Held only for work in memory, never
+ *                   obj->hh, obj->prev/next), obj->linked (with obj->lock),
+ *                   the mapped objects (mapped, obj->mprev/mnext,
+ *                   obj->on_mapped, obj->pinned; a sealed object's map
+ *                   goes from set to NULL only under it) and the
+ *                   counters.  Held only for work in memory, never
  *                   across file I/O or a caller's callback.
  *
  * So: obj->hash_lock, then obj->lock, then store->lock.  No thread holds
@@ -41,7 +46,20 @@
  * is shared and never change after (store->dir_fd and the other fds,
  * capacity, unit, kind, verify; obj->s, obj->id), or are atomic
  * (obj->refs, obj->lease_refs, obj->size loads, obj->sealed loads).  Once an object is
- * sealed its fd, map and map_len never change until it is freed.
+ * sealed its map_len never changes.
+ *
+ * At rest, a sealed object holds no descriptor and, once the mapping
+ * cache lets it go, no mapping: its file is opened by name when someone
+ * needs a descriptor, and mapped on first use (store_file_map_i()).  A
+ * mapping is taken away (store_file_unmap_idle_i()) only under
+ * store->lock, only from a linked object whose refs is 1 (the table's
+ * own), and never from one a transport registered (pinned).  That is
+ * safe without a reader's lock because every increment of refs from 1
+ * happens under store->lock (store_lookup(), store_foreach()); anyone
+ * else who takes a reference already holds one, so refs is 2 or more
+ * while anyone but the table holds the object, and a reader that loaded
+ * the map while holding its reference used it before its release
+ * decrement.
  *
  * References: the id table holds one reference of its own on every
  * linked object (pending or sealed), dropped by store_unlink().  So a
@@ -70,12 +88,13 @@
 #define STORE_TMP_PREFIX ".tmp-"
 #define STORE_BAD_SUFFIX ".bad"
 #define STORE_POOL_MAX 64 /* freed files kept for reuse, at most */
-/* descriptors left to everything but objects (FUSE, Redis, peers, /proc
- * reads at FLUSH, catalog writes): STORE_POOL_MAX for the pool, and an
- * eighth of the open-files limit within [STORE_FD_SPARE_MIN,
- * STORE_FD_SPARE_MAX] */
-#define STORE_FD_SPARE_MIN 48
-#define STORE_FD_SPARE_MAX 192
+/* descriptors left to everything but objects being written or fetched
+ * (FUSE, Redis, peers, /proc reads at FLUSH, passthrough and mapping
+ * opens, catalog writes): a quarter of the open-files limit within
+ * [STORE_FD_SPARE_MIN, STORE_FD_SPARE_MAX] */
+#define STORE_FD_SPARE_MIN 64
+#define STORE_FD_SPARE_MAX 1024
+#define STORE_MAP_CACHE_DEFAULT 256 /* idle mappings of sealed objects kept */
 
 static inline uint64_t min_u64(uint64_t a, uint64_t b)
 {
@@ -109,7 +128,16 @@ struct store_obj {
 	/* set once (release) under lock and s->lock; read with acquire
 	 * without a lock, relaxed under either lock */
 	atomic_bool sealed;
-	bool linked; /* written under lock and s->lock; read under either */
+	bool linked;   /* written under lock and s->lock; read under either */
+	bool has_file; /* lock: data/<id> (or its gone name) exists */
+	bool renamed;  /* lock: the file is data/.gone-<gone_seq> now */
+	/* s->lock: counted in s->nopen (may hold a descriptor: pending, or
+	 * unlinked with a file that lost its name) */
+	bool counted_open;
+	/* s->lock: on s->mapped (sealed and mapped), and a transport's
+	 * registration hangs on the mapping (never taken away then) */
+	bool on_mapped, pinned;
+	struct store_obj *mprev, *mnext; /* s->mapped; s->lock */
 
 	UT_hash_handle hh;	       /* s->table, while linked; s->lock */
 	struct store_obj *prev, *next; /* s->all, until freed; s->lock */
@@ -120,7 +148,10 @@ struct store_obj {
 	 * The object's file (data/<id>, renamed data/.gone-<n> at unlink) and
 	 * its mapping, MAP_SHARED over [0, map_len): read-write while
 	 * pending, read-only once sealed.  fd is -1 until the first byte
-	 * needs a home.  alloc is what the object is charged against the
+	 * needs a home, and again once sealed (the file is opened by name
+	 * when needed), unless the file lost its name at unlink.  A sealed
+	 * object's map is NULL until first used and whenever the mapping
+	 * cache took it away (see the top).  alloc is what the object is charged against the
 	 * capacity (s->used): while pending, the file's length; once
 	 * sealed, its size rounded up to s->unit.  A pending object that
 	 * grows maps its file again, longer, and keeps the old mappings on
@@ -129,7 +160,7 @@ struct store_obj {
 	 * Sealed: immutable, read without a lock.
 	 */
 	int fd;
-	uint8_t *map;
+	_Atomic(uint8_t *) map; /* sealed: acquire loads, release stores */
 	size_t map_len;
 	uint64_t alloc;
 	struct store_old_map *old_maps;
@@ -166,9 +197,9 @@ struct store_obj {
 	uint64_t hash_gen; /* hash_lock: o->gen when hst was started */
 };
 
-/* A freed file kept for reuse: data/.free-<seq>, its pages still there. */
+/* A freed file kept for reuse: data/.free-<seq>, its pages still there
+ * (no descriptor held: it is opened by name when taken). */
 struct store_pooled {
-	int fd;
 	uint64_t len; /* the file's length, a multiple of s->unit */
 	uint64_t seq;
 };
@@ -212,9 +243,15 @@ struct store {
 	struct store_obj *table; /* linked objects by id (uthash) */
 	struct store_obj *all;	 /* every object not yet freed */
 	uint64_t nobjects, npending;
-	/* objects not yet freed, linked or not: each may hold a descriptor
-	 * and a mapping, so at most objects_max of them (store_create()) */
-	uint64_t nall, objects_max;
+	uint64_t nall; /* objects not yet freed, linked or not */
+	/* objects that may hold a descriptor (pending ones): at most
+	 * open_max of them (store_create()), from the open-files limit */
+	uint64_t nopen, open_max;
+	/* sealed linked objects with a mapping, most recently mapped or
+	 * used first; at most map_cache of them unless in use */
+	struct store_obj *mapped, *mapped_tail;
+	uint64_t nmapped, map_cache;
+	uint64_t maps_made, maps_dropped; /* sealed objects mapped, unmapped idle */
 	uint64_t bad_records;		  /* written at open only */
 	uint64_t files_new, files_reused; /* object files made, taken from the pool */
 
@@ -271,10 +308,32 @@ uint64_t store_files_held_i(struct store *s);
 /* Unmap and close, leaving the file as it is (store_close()). */
 void store_file_close_i(struct store_obj *o);
 /*
- * Adopt data/<id> for sealed @o of size o->size (at open): open and map
- * it.  -EBADMSG if it is missing or its length is not the size's.
+ * Adopt data/<id> for sealed @o of size o->size (at open): check that it
+ * is a file of the size's length (no descriptor, no mapping kept), and
+ * with @csum, that its bytes hash to @csum.  -EBADMSG if not.
  */
-int store_file_adopt_i(struct store_obj *o);
+int store_file_adopt_i(struct store_obj *o, const uint8_t *csum);
+/* Unmap sealed @o, which is on nobody's list (adoption).  Single threaded. */
+void store_file_rest_i(struct store_obj *o);
+/*
+ * Sealed @o's mapping, made now if it has none (no lock held; the caller
+ * holds a reference).  0 and *@ret (NULL for an empty object), or -errno.
+ */
+int store_file_mapping_i(struct store_obj *o, uint8_t **ret);
+/* Sealed @o was just sealed with its writer's mapping: put it on
+ * s->mapped (o->lock held), taking idle mappings away if too many. */
+void store_file_mapped_add_i(struct store_obj *o);
+/*
+ * Map sealed @o's file read-only (o->lock held, o->map NULL, size > 0),
+ * put it on s->mapped and take idle mappings away from the cold end
+ * while more than s->map_cache are mapped.  0, or the errno of open(2)
+ * or mmap(2).
+ */
+int store_file_map_i(struct store_obj *o);
+/* Take @o off s->mapped (unlink, free).  s->lock held. */
+void store_file_mapped_del_i(struct store *s, struct store_obj *o);
+/* Open @o's file (by name; o->lock held) with @flags.  -errno. */
+int store_file_open_i(struct store_obj *o, int flags);
 /* The name of @id's file: data/<16 hex digits>. */
 void store_file_name_i(uint64_t id, char buf[STORE_ID_HEX + 1]);
 
@@ -285,7 +344,7 @@ struct store_obj *store_obj_new_i(struct store *s, uint64_t id);
 /* Free the memory of @o; its file and list membership are the caller's. */
 void store_obj_free_i(struct store_obj *o);
 /* Add @o to the id table (linked, +1 ref) and s->all.  -ENOMEM.  s->lock held or
- * the store not yet shared. */
+ * the store not yet shared.  A pending @o is counted in s->nopen. */
 int store_table_add_i(struct store *s, struct store_obj *o);
 /* xxh3-128 of @len bytes at @p. */
 void store_hash_i(const void *p, uint64_t len, uint8_t ret_csum[OBJFS_CSUM_LEN]);

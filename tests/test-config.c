@@ -161,6 +161,13 @@ TEST(options)
 	CHECK_EQ(c.rdma_eager_max, 1);
 	config_release(&c);
 
+	CHECK_EQ(parse(&c, err, "local", "map_cache=64"), 0);
+	CHECK_EQ(c.map_cache, 64);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "capacity=1G"), 0);
+	CHECK_EQ(c.map_cache, 0); /* the store's default */
+	config_release(&c);
+
 	CHECK_EQ(parse(&c, err, "local", "listen=[::1]:7000"), 0);
 	CHECK_STR(c.listen_host, "::1");
 	config_release(&c);
@@ -208,6 +215,10 @@ TEST(bad_options)
 	    {"rdma_eager_max=32Q", "rdma_eager_max=32Q"},
 	    {"rdma_eager_max=-1", "rdma_eager_max=-1"},
 	    {"rdma_eager_max=", "rdma_eager_max"},
+	    {"map_cache=0", "map_cache=0"},
+	    {"map_cache=lots", "map_cache=lots"},
+	    {"map_cache=1048577", "map_cache=1048577"},
+	    {"map_cache=", "map_cache"},
 	    {"listen=h:65536", "listen=h:65536"},
 	    {"store=relative", "store=relative"},
 	    {"prefix=a:b", "prefix=a:b"},

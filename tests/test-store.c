@@ -646,6 +646,8 @@ TEST(attach)
 	CHECK_EQ(store_obj_attach(o, NULL, NULL, &cur), 0);
 	CHECK(cur == &a);
 	CHECK_EQ(store_obj_map(o, &map), 0);
+	CHECK(map.fd >= 0);
+	close(map.fd); /* the caller's */
 	a.addr = map.addr;
 	a.want = data;
 	a.len = len;

@@ -92,9 +92,15 @@ static int obj_reg(struct rsrv_conn *c, struct serve_ctx *ctx, struct rreg **ret
 		err = src->map(ctx->token, &addr, &len, &fd);
 		if (err)
 			return err;
-		if (!len)
+		if (!len) {
+			if (fd >= 0)
+				close(fd);
 			return -ENODATA; /* nothing to register: callers send no bytes */
+		}
 		err = rreg_object(c->rc.t, c->rc.dev, addr, len, fd, &r);
+		/* a fallback mapping made from it keeps the file */
+		if (fd >= 0)
+			close(fd);
 		if (err)
 			return err;
 		err = src->attach(ctx->token, r, reg_drop, &cur);

@@ -90,9 +90,10 @@ struct transport_config {
  * For backends that register memory once per object (RDMA), two more,
  * which may be NULL (RDMA then serves nothing):
  * map() gives the whole pinned object's memory (*ret_addr NULL for an
- * empty one) and a read-write descriptor of a file that holds the object
- * at offset 0 (-1 if none): both stay valid while the object lives (past
- * close()), and the descriptor is only ever mapped, never written (a
+ * empty one), valid while the object lives (past close()) once a
+ * registration hangs on it (attach()), and a new read-write descriptor
+ * of a file that holds the object at offset 0 (-1 if none), which the
+ * caller closes; the descriptor is only ever mapped, never written (a
  * kernel before 6.2 pins the pages of a registration for writing, which
  * a read-only mapping refuses: the backend then maps the file anew, still
  * granting peers read access only).

@@ -1,9 +1,9 @@
 #!/bin/bash
-# Issue 19, item 1 (the object limit) with eviction: node a runs with
-# --nofile=300 (objects_max 188) and reads more objects written on node
-# b than that.  Each read leaves a fetched copy; at objects_max, a fetch
-# or a create gives up the least recently used copy that b also holds,
-# so every read succeeds and a create on a still works.
+# Issue 21 (it replaces issue 19's object limit): node a runs with a hard
+# limit of 300 open files and reads 600 objects written on node b.  Each
+# read leaves a fetched copy, and a sealed copy holds no descriptor at
+# rest, so every read succeeds, a keeps all 600 copies without evicting
+# any, its descriptors stay flat, and a create on a still works.
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
 
@@ -13,24 +13,33 @@ MOUNT_PREFIX="prlimit --nofile=300:300" mount_objfs a "$REDIS_URL" "capacity=256
 mount_objfs b "$REDIS_URL" "capacity=256M"
 A=$(mnt_of a)
 B=$(mnt_of b)
-max=$(status_of a objects_max)
-step "objects_max of a: $max"
+for p in ${MOUNT_PIDS[a]}; do
+	[ "$(cat "/proc/$p/comm" 2>/dev/null)" = objfsd ] && PA=$p
+done
+[ -n "${PA:-}" ] || fail "no objfsd found for a"
 mkdir "$B/d"
-for i in $(seq 1 $((max + 20))); do echo "obj $i" >"$B/d/f$i"; done
+for i in $(seq 1 600); do echo "obj $i" >"$B/d/f$i"; done
+echo warm >"$A/warm"
+fds0=$(ls "/proc/$PA/fd" | wc -l)
 
 step "a reads every object of b once (open, read, close)"
-python3 - "$A/d" $((max + 20)) >"$T/reads" <<'PY'
+python3 - "$A/d" 600 >"$T/reads" <<'PY'
 import collections, errno, os, sys
 c = collections.Counter()
 for i in range(1, int(sys.argv[2]) + 1):
     try:
         with open(os.path.join(sys.argv[1], "f%d" % i)) as f:
-            f.read()
-        c["ok"] += 1
+            c["ok" if f.read() == "obj %d\n" % i else "wrong bytes"] += 1
     except OSError as e:
         c[errno.errorcode[e.errno]] += 1
 print(dict(c))
 PY
-step "reads: $(cat "$T/reads")"
-step "evictions: $(status_of a evictions), objects: $(status_of a objects)"
-echo new >"$A/new" || fail "a create on a, which holds only copies of b's objects that nobody has open, failed"
+step "reads: $(cat "$T/reads"); a holds $(status_of a objects) objects"
+assert_eq "{'ok': 600}" "$(cat "$T/reads")" "reads on a of b's objects"
+assert_eq 601 "$(status_of a objects)" "objects on a (600 copies and its own)"
+assert_eq 0 "$(status_of a evictions)" "copies a gave up"
+fds=$(ls "/proc/$PA/fd" | wc -l)
+step "a's descriptors: $fds0 before the reads, $fds after"
+assert_le "$fds" $((fds0 + 16)) "a's descriptors after 600 fetched copies"
+echo new >"$A/new" || fail "a create on a, which holds 600 copies, failed"
+assert_eq new "$(cat "$A/new")" "the new object on a"

@@ -1,0 +1,289 @@
+/*
+ * test-store-rest: objects at rest hold nothing of the process's (issue
+ * 21).  A sealed object holds no descriptor, and a mapping only while it
+ * is used or in the bounded cache of idle ones; the open-files limit
+ * bounds only the objects being written at once.
+ */
+#include "store-harness.h"
+
+#include <dirent.h>
+#include <sys/resource.h>
+
+/* Entries in /proc/self/fd. */
+static unsigned fds_now(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	unsigned n = 0;
+
+	if (!d)
+		exit(1);
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* opendir's own */
+}
+
+/* Lines of /proc/self/maps. */
+static unsigned maps_now(void)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	unsigned n = 0;
+	int c;
+
+	if (!f)
+		exit(1);
+	while ((c = fgetc(f)) != EOF)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+static struct store *open_cache(const struct tdir *t, uint64_t cap, uint64_t map_cache)
+{
+	struct store_config cfg = {
+	    .dir = t->dir, .capacity = cap, .verify = true, .map_cache = map_cache};
+	int err = 0;
+	struct store *s = store_open(&cfg, &err, NULL);
+
+	if (!s) {
+		fprintf(stderr, "store_open %s: %s\n", t->dir, strerror(-err));
+		exit(1);
+	}
+	return s;
+}
+
+static size_t rest_size(uint64_t id)
+{
+	return id % 50 == 0 ? 0 : (size_t)(id * 2654435761u % 8192) + 1;
+}
+
+/* Seal objects [from, to), each of rest_size(id) bytes of pattern id. */
+static void seal_range(struct store *s, uint64_t from, uint64_t to)
+{
+	for (uint64_t id = from; id < to; id++)
+		store_obj_unref(make_sealed(s, id, rest_size(id), id, "/x"));
+}
+
+/* Do objects [from, to) read back (store_read())? */
+static bool read_range(struct store *s, uint64_t from, uint64_t to)
+{
+	bool ok = true;
+
+	for (uint64_t id = from; id < to && ok; id++) {
+		struct store_obj *o = store_lookup(s, id);
+		uint8_t *want = pattern(rest_size(id), id);
+
+		ok = o && obj_equals(o, want, rest_size(id));
+		store_obj_unref(o);
+		free(want);
+	}
+	return ok;
+}
+
+/* 2,000 sealed objects cost no descriptor and, beyond the cache of idle
+ * mappings, no mapping; written, read, and adopted after a reopen. */
+TEST(no_fd_at_rest)
+{
+	struct store_stats st;
+	unsigned fds0, maps0;
+	struct tdir t;
+	struct store *s;
+
+	tdir_init(&t);
+	s = open_cache(&t, 64 * MiB, 8);
+	seal_range(s, 1, 11);
+	CHECK(read_range(s, 1, 11));
+	fds0 = fds_now();
+	maps0 = maps_now();
+	seal_range(s, 11, 2011);
+	printf("# after 10 objects: %u fds, %u maps; after 2010: %u fds, %u maps\n", fds0, maps0,
+	       fds_now(), maps_now());
+	CHECK(fds_now() <= fds0 + 1);
+	CHECK(maps_now() <= maps0 + 4);
+	CHECK(read_range(s, 1, 2011));
+	CHECK(fds_now() <= fds0 + 1);
+	CHECK(maps_now() <= maps0 + 4);
+	store_stats(s, &st);
+	CHECK_EQ(st.objects, 2010);
+	CHECK(st.mapped <= 8);
+	CHECK(st.maps_dropped > 0);
+	CHECK_EQ(st.open, 0);
+	store_close(s);
+
+	/* adoption opens nothing for good either (and checks every byte) */
+	fds0 = fds_now();
+	maps0 = maps_now();
+	s = open_cache(&t, 64 * MiB, 8);
+	store_stats(s, &st);
+	CHECK_EQ(st.objects, 2010);
+	CHECK_EQ(st.bad_records, 0);
+	CHECK(fds_now() <= fds0 + 6); /* the store's own: dir, lock, data... */
+	CHECK(read_range(s, 1, 2011));
+	CHECK(maps_now() <= maps0 + 12);
+	store_close(s);
+	tdir_release(&t);
+}
+
+/* Mappings in use are never taken away; idle ones go beyond the cache. */
+TEST(map_cache)
+{
+	struct store_obj *held[20], *keep, *o;
+	const uint8_t *kp, *hp[20];
+	struct store_stats st;
+	uint8_t *want;
+	struct tdir t;
+	struct store *s;
+	int i;
+
+	tdir_init(&t);
+	s = open_cache(&t, 64 * MiB, 8);
+	seal_range(s, 1, 200);
+	store_close(s); /* sealed objects adopted: nothing mapped */
+	s = open_cache(&t, 64 * MiB, 8);
+	store_stats(s, &st);
+	CHECK_EQ(st.mapped, 0);
+
+	for (i = 0; i < 20; i++) {
+		held[i] = store_lookup(s, 101 + (uint64_t)i);
+		hp[i] = iov_base0(held[i]);
+		CHECK(hp[i] != NULL);
+	}
+	store_stats(s, &st);
+	CHECK_EQ(st.mapped, 20); /* all in use: none taken away */
+	for (i = 0; i < 20; i++) {
+		want = pattern(rest_size(101 + (uint64_t)i), 101 + (uint64_t)i);
+		CHECK(!memcmp(hp[i], want, rest_size(101 + (uint64_t)i)));
+		free(want);
+		store_obj_unref(held[i]);
+	}
+
+	/* one held while 100 others are mapped and let go */
+	keep = store_lookup(s, 1);
+	kp = iov_base0(keep);
+	for (i = 2; i < 100; i++) {
+		o = store_lookup(s, (uint64_t)i);
+		CHECK(!rest_size((uint64_t)i) || iov_base0(o));
+		store_obj_unref(o);
+	}
+	store_stats(s, &st);
+	CHECK(st.mapped <= 8 + 1);
+	CHECK(st.maps_dropped >= 100 - 8 - 10);
+	want = pattern(rest_size(1), 1);
+	CHECK(kp && !memcmp(kp, want, rest_size(1))); /* still mapped: no fault */
+	free(want);
+	store_obj_unref(keep);
+	store_close(s);
+	tdir_release(&t);
+}
+
+/* An unlinked object's file is reached by its new name. */
+TEST(open_fd_unlinked)
+{
+	struct store_obj *o, *reader;
+	struct store_map map;
+	uint8_t *want = pattern(3 * MiB, 7), *got = malloc(3 * MiB);
+	struct tdir t;
+	struct store *s;
+	int fd;
+
+	tdir_init(&t);
+	s = open_cache(&t, 64 * MiB, 8);
+	o = make_sealed(s, 7, 3 * MiB, 7, "/seven");
+	reader = store_lookup(s, 7);
+	store_unlink(o);
+	store_obj_unref(o);
+	/* a new object may take the id meanwhile */
+	store_obj_unref(make_sealed(s, 7, 100, 8, "/new-seven"));
+	fd = store_obj_open_fd(reader);
+	CHECK(fd >= 0);
+	CHECK_EQ(pread(fd, got, 3 * MiB, 0), (ssize_t)(3 * MiB));
+	CHECK(!memcmp(got, want, 3 * MiB));
+	close(fd);
+	CHECK_EQ(store_obj_map(reader, &map), 0);
+	CHECK(map.addr && !memcmp(map.addr, want, 3 * MiB));
+	CHECK(map.fd >= 0);
+	memset(got, 0, 3 * MiB);
+	CHECK_EQ(pread(map.fd, got, 3 * MiB, 0), (ssize_t)(3 * MiB));
+	CHECK(!memcmp(got, want, 3 * MiB));
+	close(map.fd);
+	CHECK(obj_equals(reader, want, 3 * MiB));
+	store_obj_unref(reader);
+	store_close(s);
+	tdir_release(&t);
+	free(want);
+	free(got);
+}
+
+/* An open-files limit of 256 bounds the objects being written at once,
+ * not the objects the store holds; the pool holds no descriptor. */
+TEST(open_limit)
+{
+	struct store_obj *pend[256], *o;
+	struct rlimit old, rl;
+	struct store_stats st;
+	unsigned fds0;
+	struct tdir t;
+	struct store *s;
+	int n = 0, err = 0, i;
+
+	CHECK_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+	rl = old;
+	rl.rlim_cur = 256;
+	CHECK_EQ(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	tdir_init(&t);
+	s = open_cache(&t, 256 * MiB, 8);
+	seal_range(s, 1, 3001);
+	store_stats(s, &st);
+	CHECK_EQ(st.objects, 3000);
+	CHECK(st.open_max > 64 && st.open_max < 256);
+	CHECK(read_range(s, 1, 3001));
+
+	/* pending objects: up to open_max, then -EMFILE */
+	for (i = 0; i < 256; i++) {
+		pend[n] = store_create(s, 10000 + (uint64_t)i, &err);
+		if (!pend[n])
+			break;
+		CHECK_EQ(store_write(pend[n], "x", 1, 0), 0);
+		n++;
+	}
+	store_stats(s, &st);
+	CHECK_EQ(err, -EMFILE);
+	CHECK_EQ((uint64_t)n, st.open_max);
+	CHECK_EQ(st.open, st.open_max);
+	/* a seal gives its slot back */
+	CHECK_EQ(store_seal(pend[--n], "/p", 1), 0);
+	store_obj_unref(pend[n]);
+	o = store_create(s, 20000, &err);
+	CHECK(o != NULL);
+	store_unlink(o);
+	store_obj_unref(o);
+	for (i = 0; i < n; i++) {
+		store_unlink(pend[i]);
+		store_obj_unref(pend[i]);
+	}
+
+	/* freed files of 1 MiB and more go to the pool, by name */
+	fds0 = fds_now();
+	for (i = 0; i < 40; i++) {
+		o = make_sealed(s, 30000 + (uint64_t)i, 1 * MiB + 1, 3, "/big");
+		store_unlink(o);
+		store_obj_unref(o);
+	}
+	store_stats(s, &st);
+	CHECK(st.pool >= 1 * MiB);
+	CHECK(st.files_reused > 0);
+	CHECK(fds_now() <= fds0);
+	store_close(s);
+	tdir_release(&t);
+	CHECK_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+}
+
+int main(void)
+{
+	RUN(no_fd_at_rest);
+	RUN(map_cache);
+	RUN(open_fd_unlinked);
+	RUN(open_limit);
+	return tap_done();
+}
