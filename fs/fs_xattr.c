@@ -304,6 +304,7 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("open_max: %" PRIu64 "\n", ss.open_max);
 	OUT("mapped: %" PRIu64 "\n", ss.mapped);
 	OUT("map_cache: %" PRIu64 "\n", ss.map_cache);
+	OUT("mapped_pinned: %" PRIu64 "\n", ss.pinned);
 	OUT("maps_made: %" PRIu64 "\n", ss.maps_made);
 	OUT("maps_dropped: %" PRIu64 "\n", ss.maps_dropped);
 	OUT("unpublished: %" PRIu64 "\n", fst.unpublished);

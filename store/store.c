@@ -143,6 +143,7 @@ struct store_obj *store_obj_new_i(struct store *s, uint64_t id)
 	atomic_init(&o->refs, 0);
 	atomic_init(&o->lease_refs, 0);
 	atomic_init(&o->sealed, false);
+	atomic_init(&o->map_used, false);
 	atomic_init(&o->size, 0);
 	return o;
 }
@@ -180,6 +181,8 @@ static void obj_destroy(struct store_obj *o)
 	store_file_free_i(o);
 	pthread_mutex_lock(&s->lock);
 	store_file_mapped_del_i(s, o);
+	if (o->pinned)
+		s->npinned--;
 	if (o->counted_open) {
 		o->counted_open = false;
 		s->nopen--;
@@ -324,9 +327,12 @@ int store_obj_attach(struct store_obj *o, void *reg, void (*drop)(void *reg), vo
 	if (reg && !o->reg) {
 		o->reg = reg;
 		o->reg_drop = drop;
-		/* it reaches the mapping: never taken away while it hangs */
+		/* it reaches the mapping: never taken away while it hangs
+		 * (the object leaves the cache of idle mappings for good) */
 		pthread_mutex_lock(&o->s->lock);
 		o->pinned = true;
+		store_file_mapped_del_i(o->s, o);
+		o->s->npinned++;
 		pthread_mutex_unlock(&o->s->lock);
 	} else {
 		r = reg ? -EEXIST : 0;
@@ -761,6 +767,7 @@ void store_unlink(struct store_obj *o)
 	pthread_mutex_lock(&s->lock);
 	HASH_DEL(s->table, o);
 	o->linked = false;
+	o->unlinked = true;
 	/* its mapping stays until the last reference goes */
 	store_file_mapped_del_i(s, o);
 	/* until the last reference goes: a reader here, a peer being served */
@@ -832,6 +839,7 @@ void store_stats(struct store *s, struct store_stats *ret)
 	ret->open = s->nopen;
 	ret->open_max = s->open_max;
 	ret->mapped = s->nmapped;
+	ret->pinned = s->npinned;
 	ret->map_cache = s->map_cache;
 	ret->maps_made = s->maps_made;
 	ret->maps_dropped = s->maps_dropped;
@@ -979,6 +987,9 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 	s->dir_fd = s->objects_fd = s->notes_fd = s->lock_fd = s->data_fd = -1;
 	s->capacity = cap;
 	s->map_cache = cfg->map_cache ? cfg->map_cache : map_cache_default();
+	/* leave the rest of vm.max_map_count to writers and the process */
+	if (max_map_count() && s->map_cache > max_map_count() / 2)
+		s->map_cache = max_map_count() / 2;
 	s->open_max = open_max(s->map_cache);
 	s->verify = cfg->verify;
 	s->reuse = !cfg->no_reuse;

@@ -142,6 +142,10 @@ struct store_stats {
 	 * mapped; sealed objects mapped since open, and idle mappings taken
 	 * away to keep to map_cache */
 	uint64_t mapped, map_cache, maps_made, maps_dropped;
+	/* sealed objects a transport registered (RDMA): mapped for as long
+	 * as the store keeps them, outside the cache (a bounded cache of
+	 * registrations is still to come) */
+	uint64_t pinned;
 	uint64_t bad_records; /* catalog records rejected at open */
 	uint64_t pool; /* bytes of files kept for reuse, or being made by prefault (not in used) */
 	uint64_t files_new;    /* object files made new since open */

@@ -73,8 +73,8 @@
 #define GONE_PREFIX ".gone-"
 #define FREE_PREFIX ".free-"
 
-static struct log_ratelimit map_rl =
-    LOG_RATELIMIT_INIT("objects that could not be mapped", 10000, 5);
+static struct log_ratelimit file_rl =
+    LOG_RATELIMIT_INIT("object files that could not be made or mapped", 10000, 5);
 
 static uint64_t round_up(uint64_t n, uint64_t unit)
 {
@@ -530,12 +530,18 @@ static int file_get(struct store_obj *o, uint64_t goal, uint64_t *ret_len)
 {
 	struct store *s = o->s;
 	struct store_pooled got = {0, 0};
-	char name[STORE_ID_HEX + 1], from[32];
+	char name[32], from[32];
+	bool gone;
 	ssize_t i;
 	int fd;
 
-	store_file_name_i(o->id, name);
 	pthread_mutex_lock(&s->lock);
+	/* unlinked before it had a file (a write discarded, a fetch of an
+	 * object deleted meanwhile): data/<id> may be another object's by
+	 * now, so it gets its gone name at once */
+	gone = o->unlinked;
+	if (gone)
+		o->gone_seq = s->seq++;
 	i = pool_pick_locked(s, goal);
 	if (i >= 0) {
 		pool_take_locked(s, (size_t)i, &got);
@@ -548,6 +554,10 @@ static int file_get(struct store_obj *o, uint64_t goal, uint64_t *ret_len)
 		s->files_new++;
 	}
 	pthread_mutex_unlock(&s->lock);
+	if (gone)
+		seq_name(GONE_PREFIX, o->gone_seq, name, sizeof(name));
+	else
+		store_file_name_i(o->id, name);
 	if (got.len) {
 		seq_name(FREE_PREFIX, got.seq, from, sizeof(from));
 		fd = -1;
@@ -556,11 +566,12 @@ static int file_get(struct store_obj *o, uint64_t goal, uint64_t *ret_len)
 			if (fd >= 0) {
 				o->fd = fd;
 				o->has_file = true;
+				o->renamed = gone;
 				o->alloc = got.len;
 				*ret_len = got.len;
 				return 0;
 			}
-			memcpy(from, name, sizeof(name)); /* the name to delete */
+			memcpy(from, name, sizeof(from)); /* the name to delete */
 		}
 		log_debug("store: cannot reuse data/%s: %s", from, strerror(errno));
 		unlinkat(s->data_fd, from, 0);
@@ -568,22 +579,21 @@ static int file_get(struct store_obj *o, uint64_t goal, uint64_t *ret_len)
 		uncharge_locked(s, o, got.len);
 		pthread_mutex_unlock(&s->lock);
 	}
-	for (int tries = 0; tries < 2; tries++) {
-		fd = openat(s->data_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-			    0600);
-		if (fd >= 0) {
-			o->fd = fd;
-			o->has_file = true;
-			o->alloc = 0;
-			*ret_len = 0;
-			return 0;
-		}
-		if (errno != EEXIST)
-			break;
-		/* left by a crash before the sweep could see it */
-		unlinkat(s->data_fd, name, 0);
+	/* never over a file that is there: only the sweep at open deletes
+	 * files, and a linked object is the only one with its id's name */
+	fd = openat(s->data_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		fd = -errno;
+		log_msg_limited(&file_rl, LOGL_WARN, "store: cannot create data/%s: %s", name,
+				strerror(-fd));
+		return fd;
 	}
-	return -errno;
+	o->fd = fd;
+	o->has_file = true;
+	o->renamed = gone;
+	o->alloc = 0;
+	*ret_len = 0;
+	return 0;
 }
 
 /* Replace o->map with a mapping of the file's first @len bytes, keeping
@@ -818,8 +828,15 @@ void store_file_unlink_i(struct store_obj *o)
 	log_debug("store: cannot rename data/%s: %s", name, strerror(errno));
 	/* the name must go (a new object may take the id): the file lives
 	 * on through a descriptor until the last reference */
-	if (o->fd < 0)
+	if (o->fd < 0) {
 		o->fd = openat(s->data_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		pthread_mutex_lock(&s->lock);
+		if (o->fd >= 0 && !o->counted_open) {
+			o->counted_open = true; /* it holds a descriptor now */
+			s->nopen++;
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
 	unlinkat(s->data_fd, name, 0);
 	o->has_file = o->fd >= 0;
 	o->recyclable = false;
@@ -1081,10 +1098,11 @@ static void mapped_push_locked(struct store *s, struct store_obj *o)
 
 /*
  * While more than s->map_cache objects are mapped, take mappings away
- * from the cold end: from objects only the table holds (refs 1, see
- * store_i.h) and no transport registered.  One in use goes to the hot
- * end.  Looks at UNMAP_BATCH objects at most; the mappings to unmap go
- * in @ret (*@n of them), for after s->lock.
+ * from the cold end (a clock: an object read since the hand last passed
+ * goes back to the hot end once): from objects only the table holds
+ * (refs 1, see store_i.h).  One in use goes to the hot end too.  Looks at
+ * UNMAP_BATCH objects at most; the mappings to unmap go in @ret (*@n of
+ * them), for after s->lock.
  */
 static void mapped_trim_locked(struct store *s, struct unmap *ret, size_t *n)
 {
@@ -1097,8 +1115,8 @@ static void mapped_trim_locked(struct store *s, struct unmap *ret, size_t *n)
 		if (!o)
 			break;
 		store_file_mapped_del_i(s, o);
-		if (o->pinned || !o->linked ||
-		    atomic_load_explicit(&o->refs, memory_order_acquire) != 1) {
+		if (atomic_exchange_explicit(&o->map_used, false, memory_order_relaxed) ||
+		    !o->linked || atomic_load_explicit(&o->refs, memory_order_acquire) != 1) {
 			mapped_push_locked(s, o);
 			continue;
 		}
@@ -1125,7 +1143,7 @@ void store_file_mapped_add_i(struct store_obj *o)
 	if (!o->map)
 		return;
 	pthread_mutex_lock(&s->lock);
-	if (o->linked && !o->on_mapped)
+	if (o->linked && !o->on_mapped && !o->pinned)
 		mapped_push_locked(s, o);
 	mapped_trim_locked(s, v, &n);
 	pthread_mutex_unlock(&s->lock);
@@ -1150,8 +1168,9 @@ int store_file_map_i(struct store_obj *o)
 	pthread_mutex_lock(&s->lock);
 	atomic_store_explicit(&o->map, p, memory_order_release);
 	s->maps_made++;
-	/* an unlinked object keeps its mapping until it is freed */
-	if (o->linked)
+	/* an unlinked object keeps its mapping until it is freed, and so
+	 * does one a transport registered */
+	if (o->linked && !o->pinned)
 		mapped_push_locked(s, o);
 	mapped_trim_locked(s, v, &n);
 	pthread_mutex_unlock(&s->lock);
@@ -1165,6 +1184,10 @@ int store_file_mapping_i(struct store_obj *o, uint8_t **ret)
 	int r = 0;
 
 	if (p || !o->map_len) {
+		/* for the clock (mapped_trim_locked()); a load first, so
+		 * that readers of a hot object share its cache line */
+		if (p && !atomic_load_explicit(&o->map_used, memory_order_relaxed))
+			atomic_store_explicit(&o->map_used, true, memory_order_relaxed);
 		*ret = p;
 		return 0;
 	}
@@ -1173,9 +1196,13 @@ int store_file_mapping_i(struct store_obj *o, uint8_t **ret)
 		r = store_file_map_i(o);
 	p = atomic_load_explicit(&o->map, memory_order_relaxed);
 	pthread_mutex_unlock(&o->lock);
-	if (r < 0)
-		log_msg_limited(&map_rl, LOGL_WARN, "store: cannot map object %016" PRIx64 ": %s",
+	if (r < 0) {
+		log_msg_limited(&file_rl, LOGL_WARN, "store: cannot map object %016" PRIx64 ": %s",
 				o->id, strerror(-r));
+		/* the daemon's own limit, not the reader's doing */
+		if (r == -EMFILE || r == -ENFILE)
+			r = -EIO;
+	}
 	*ret = p;
 	return r;
 }

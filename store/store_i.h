@@ -130,7 +130,10 @@ struct store_obj {
 	atomic_bool sealed;
 	bool linked;   /* written under lock and s->lock; read under either */
 	bool has_file; /* lock: data/<id> (or its gone name) exists */
-	bool renamed;  /* lock: the file is data/.gone-<gone_seq> now */
+	/* store_unlink() took it out of the table (an object being adopted
+	 * is not linked yet, nor unlinked); lock and s->lock */
+	bool unlinked;
+	bool renamed; /* lock: the file is data/.gone-<gone_seq> now */
 	/* s->lock: counted in s->nopen (may hold a descriptor: pending, or
 	 * unlinked with a file that lost its name) */
 	bool counted_open;
@@ -138,6 +141,8 @@ struct store_obj {
 	 * registration hangs on the mapping (never taken away then) */
 	bool on_mapped, pinned;
 	struct store_obj *mprev, *mnext; /* s->mapped; s->lock */
+	/* read since the clock last passed it (no lock: a hint) */
+	atomic_bool map_used;
 
 	UT_hash_handle hh;	       /* s->table, while linked; s->lock */
 	struct store_obj *prev, *next; /* s->all, until freed; s->lock */
@@ -251,6 +256,7 @@ struct store {
 	 * used first; at most map_cache of them unless in use */
 	struct store_obj *mapped, *mapped_tail;
 	uint64_t nmapped, map_cache;
+	uint64_t npinned;		  /* mapped for good: a registration hangs on them */
 	uint64_t maps_made, maps_dropped; /* sealed objects mapped, unmapped idle */
 	uint64_t bad_records;		  /* written at open only */
 	uint64_t files_new, files_reused; /* object files made, taken from the pool */
