@@ -309,6 +309,10 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("maps_dropped: %" PRIu64 "\n", ss.maps_dropped);
 	OUT("unpublished: %" PRIu64 "\n", fst.unpublished);
 	OUT("bad_records: %" PRIu64 "\n", ss.bad_records);
+	OUT("catalog_bytes: %" PRIu64 "\n", ss.catalog_bytes);
+	OUT("catalog_lines: %" PRIu64 "\n", ss.catalog_lines);
+	OUT("catalog_live: %" PRIu64 "\n", ss.catalog_live);
+	OUT("catalog_compactions: %" PRIu64 "\n", ss.compactions);
 	OUT("sealed: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, sealed));
 	OUT("sealed_at_close: %" PRIu64 "\n", (uint64_t)FS_LOAD(fs, sealed_at_close));
 	OUT("seal_failed: %" PRIu64 "\n", fst.seal_failed);

@@ -237,6 +237,8 @@ void node_tick(struct node *nd)
 	bool changed, retry, resync;
 	unsigned n = 0;
 
+	/* the store's own housekeeping needs no Redis */
+	store_tick(nd->store);
 	resync = atomic_exchange(&nd->resync, false);
 	if (meta_epoch(nd->meta, epoch, sizeof(epoch)) < 0) {
 		if (resync)

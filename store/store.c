@@ -689,13 +689,17 @@ int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 	if (r < 0)
 		goto out;
 	o->mtime_ns = mtime_ns;
-	r = path ? store_catalog_write_i(o, p) : 0;
-	if (r < 0)
-		goto out;
-
-	free(o->path);
-	o->path = p;
-	p = NULL;
+	if (path) {
+		/* the record takes the path (and gives back the old one) */
+		r = store_catalog_write_i(o, &p);
+		if (r < 0)
+			goto out;
+	} else {
+		/* not recorded: o->lock alone guards the path */
+		free(o->path);
+		o->path = p;
+		p = NULL;
+	}
 	store_file_freeze_i(o);
 	pthread_mutex_lock(&s->lock);
 	s->npending--;
@@ -732,12 +736,7 @@ int store_set_path(struct store_obj *o, const char *path)
 	else if (!o->linked)
 		r = -ENOENT;
 	else
-		r = store_catalog_write_i(o, p);
-	if (r == 0) {
-		free(o->path);
-		o->path = p;
-		p = NULL;
-	}
+		r = store_catalog_write_i(o, &p); /* swaps p with o->path */
 	pthread_mutex_unlock(&o->lock);
 	free(p);
 	return r;
@@ -758,7 +757,7 @@ void store_unlink(struct store_obj *o)
 	}
 	/* the record goes first, so a new object with this id cannot lose its own */
 	if (obj_sealed_locked(o)) {
-		r = store_catalog_remove_i(s, o->id);
+		r = store_catalog_remove_i(o);
 		if (r < 0)
 			log_debug("store: cannot remove record of %016" PRIx64 ": %s", o->id,
 				  strerror(-r));
@@ -845,6 +844,12 @@ void store_stats(struct store *s, struct store_stats *ret)
 	ret->maps_dropped = s->maps_dropped;
 	ret->bad_records = s->bad_records;
 	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_lock(&s->log_lock);
+	ret->catalog_bytes = s->log_size;
+	ret->catalog_lines = s->log_lines;
+	ret->catalog_live = s->log_live;
+	ret->compactions = s->compactions;
+	pthread_mutex_unlock(&s->log_lock);
 }
 
 static uint64_t mib_up(uint64_t bytes)
@@ -936,12 +941,15 @@ static void store_free(struct store *s)
 		close(s->notes_fd);
 	if (s->objects_fd >= 0)
 		close(s->objects_fd);
+	if (s->log_fd >= 0)
+		close(s->log_fd);
 	/* closing the lock file releases the flock */
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);
 	if (s->dir_fd >= 0)
 		close(s->dir_fd);
 	pthread_mutex_destroy(&s->note_lock);
+	pthread_mutex_destroy(&s->log_lock);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -984,7 +992,7 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 		r = -ENOMEM;
 		goto fail;
 	}
-	s->dir_fd = s->objects_fd = s->notes_fd = s->lock_fd = s->data_fd = -1;
+	s->dir_fd = s->objects_fd = s->notes_fd = s->lock_fd = s->data_fd = s->log_fd = -1;
 	s->capacity = cap;
 	s->map_cache = cfg->map_cache ? cfg->map_cache : map_cache_default();
 	/* leave the rest of vm.max_map_count to writers and the process */
@@ -996,6 +1004,7 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 	/* default attributes: initialization cannot fail on Linux */
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->note_lock, NULL);
+	pthread_mutex_init(&s->log_lock, NULL);
 
 	r = store_dir_open_i(s, cfg->dir);
 	if (r < 0)

@@ -11,10 +11,14 @@
  *                       transport can register it once (RDMA)
  *   DIR/data/.free-<n>  freed files kept for reuse (their pages are
  *                       resident: a first touch costs ~12 us a page here)
- *   DIR/objects/<id>    one catalog record per sealed object: id, size,
- *                       mtime, checksum, last known path; written to a
- *                       temp name and renamed, so a record is whole or
- *                       absent
+ *   DIR/catalog.log     the catalog: a line per sealed object (id, size,
+ *                       mtime, checksum, last known path), a line per new
+ *                       path and per object gone, each checksummed;
+ *                       appended, and compacted now and then
+ *                       (store_catalog.c)
+ *   DIR/catalog.bad     lines the store could not use, kept for a human
+ *   DIR/objects/        the catalog of earlier versions (one record per
+ *                       object), converted to the log at open
  *   DIR/notes/<key>     small strings other layers keep with the store
  *                       (the Redis epoch seen last, say)
  *
@@ -42,12 +46,12 @@
  * that is still open stays readable after unlink.  Until then its bytes
  * count as used, and as draining (store_stats()).
  *
- * Restart.  store_open() adopts every valid catalog record whose file is
- * there: the record must be whole, the file exactly the object's size,
- * and the bytes must match the checksum.  A record that fails is renamed
- * to "<id>.bad" and reported through the bad-record count; it is never
- * served.  Files nobody claims are deleted.  A store written by the
- * arena layout of earlier versions is converted.
+ * Restart.  store_open() adopts every object of the catalog whose file is
+ * there: its line must be whole, the file exactly the object's size,
+ * and the bytes must match the checksum.  A line that fails is kept in
+ * catalog.bad and reported through the bad-record count; it is never
+ * served.  Files nobody claims are deleted.  A store written by earlier
+ * versions (a record file per object, or the arena layout) is converted.
  *
  * Descriptors and mappings.  An object being written or fetched holds a
  * descriptor and a mapping of its file; a sealed object holds neither at
@@ -147,6 +151,9 @@ struct store_stats {
 	 * registrations is still to come) */
 	uint64_t pinned;
 	uint64_t bad_records; /* catalog records rejected at open */
+	/* the catalog log: its bytes and lines, the objects it holds (the
+	 * lines a compaction keeps), and compactions since open */
+	uint64_t catalog_bytes, catalog_lines, catalog_live, compactions;
 	uint64_t pool; /* bytes of files kept for reuse, or being made by prefault (not in used) */
 	uint64_t files_new;    /* object files made new since open */
 	uint64_t files_reused; /* object files taken from the pool since open */
@@ -386,6 +393,14 @@ int store_unlink_id(struct store *s, uint64_t id);
  * returns it.
  */
 int store_foreach(struct store *s, int (*cb)(struct store_obj *o, void *arg), void *arg);
+
+/*
+ * Housekeeping, about once a second (the node's ticker): compacts the
+ * catalog log once its dead lines (replaced paths, objects gone) are at
+ * least as many as its live ones, and 4096.  Seals and unlinks wait
+ * meanwhile (about 0.3 s per million objects).
+ */
+void store_tick(struct store *s);
 
 /* ---- notes ---- */
 

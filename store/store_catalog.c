@@ -1,33 +1,40 @@
 /*
- * store_catalog: the records and notes beside the objects' files.
+ * store_catalog: the catalog log and the notes beside the objects' files.
  *
- * objects/<16 hex digits> is the catalog record of one sealed object.
- * Binary, little-endian:
+ * DIR/catalog.log records the sealed objects the store keeps, so that a
+ * restart adopts them: one text line per step, appended with one
+ * write(2) to a descriptor kept open, each line ending with its own hash:
  *
- *   u32 magic "OBJC", u32 version (2)
- *   u64 id, u64 size, i64 mtime_ns, u8 csum[16]  (xxh3-128, canonical)
- *   u32 path_len (<= 4095), u32 n_ext (0)
- *   path_len bytes of path (no NUL)
- *   n_ext times { u64 arena page, u64 npages }   (version 1 only)
- *   u64 XXH3_64bits of everything before it
+ *   objfs-catalog 1                                       (the first line)
+ *   R <id> <size> <mtime_ns> <csum> =<path> <hash>        an object sealed
+ *   P <id> =<path> <hash>                                 its new path
+ *   D <id> <hash>                                         it is gone
  *
- * A record is written to objects/.tmp-<id>, fsynced and renamed over the
- * real name, so it is whole or absent.  At open, store_catalog_adopt_i()
- * reads every record in name (so id) order and adopts the valid ones:
- * the file must decode exactly, the hash match, the id match the name,
- * and the object's file data/<id> be there and exactly its size; with
- * cfg->verify the data checksum is recomputed too.  A record that fails
- * is renamed "<name>.bad" and counted; leftover temp files are deleted.
+ * id is 16 hex digits, csum the xxh3-128 of the bytes (32 hex digits),
+ * path the last known one, %-escaped (%, bytes up to space, DEL), hash
+ * XXH3_64bits of the line up to the space before it (16 hex digits).  A
+ * create appends R at the seal (its path may be "" until it is
+ * published) and P with the path; a fetched copy one R when it gets its
+ * path; an unlink D.  The last line of an id wins; D ends it.
  *
- * Upgrade.  Version 1 records come from the arena layout of objfs 0.x:
- * every object's bytes in one file, DIR/arena, at the extents its record
- * lists.  If DIR/arena is there, each such object is copied into a file
- * of its own, checked against its checksum and given a version 2
- * record; then the arena is deleted.  Nothing is lost on the way: a
- * record is replaced only once its new file is whole, and the arena goes
- * only after every record was converted or set aside.
+ * At open the log is replayed (store_catalog_adopt_i()): a line cut
+ * short by a crash (no newline at the end) is cut off; a line whose
+ * hash does not match is counted as a bad record, copied to
+ * DIR/catalog.bad and skipped.  Every object left must have its file,
+ * exactly its size, and (with cfg->verify) bytes that match the
+ * checksum; one that does not is a bad record too.  Then the catalog of
+ * earlier versions, if any, is converted (store_catalog_old.c).
  *
- * notes/<key> holds one small value, replaced the same way.
+ * Compaction writes the live objects to catalog.log.new and renames it
+ * over the log: at open, if anything was dropped or converted or the
+ * dead lines outnumber the live ones, and at runtime from store_tick()
+ * once dead lines are at least max(live, 4096).  A crash before the
+ * rename leaves the old log whole (.new is deleted at the next open).
+ * Nothing is fsynced: the objects' own bytes are in memory, and a
+ * crash of the daemon leaves what it wrote in the page cache.
+ *
+ * notes/<key> holds one small value, replaced atomically (a temp file,
+ * then rename).
  *
  * This file also sets up the directory itself: creates it and its
  * subdirectories and takes the flock on DIR/lock.
@@ -51,77 +58,15 @@
 
 #include "log.h"
 
-#define REC_MAGIC 0x434a424fU /* "OBJC" */
-#define REC_VERSION 2U
-#define REC_VERSION_ARENA 1U
-#define REC_HDR 56 /* bytes before the path */
-#define REC_EXT 16 /* bytes per extent */
-#define REC_TAIL 8 /* trailing hash */
-#define REC_PATH_MAX (OBJFS_PATH_MAX - 1)
 #define NOTE_KEY_MAX 64
-
-static void put_le32(uint8_t *p, uint32_t v)
-{
-	int i;
-
-	for (i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put_le64(uint8_t *p, uint64_t v)
-{
-	int i;
-
-	for (i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_le32(const uint8_t *p)
-{
-	uint32_t v = 0;
-	int i;
-
-	for (i = 3; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static uint64_t get_le64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	int i;
-
-	for (i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static void rec_name(uint64_t id, char name[STORE_ID_HEX + 1])
-{
-	snprintf(name, STORE_ID_HEX + 1, "%016" PRIx64, id);
-}
-
-/* Parse a record name: exactly 16 lower-case hex digits.  0 or -EINVAL. */
-static int rec_name_parse(const char *name, uint64_t *ret_id)
-{
-	uint64_t id = 0;
-	int i;
-
-	for (i = 0; i < STORE_ID_HEX; i++) {
-		char c = name[i];
-
-		if (c >= '0' && c <= '9')
-			id = id << 4 | (uint64_t)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			id = id << 4 | (uint64_t)(c - 'a' + 10);
-		else
-			return -EINVAL;
-	}
-	if (name[STORE_ID_HEX])
-		return -EINVAL;
-	*ret_id = id;
-	return 0;
-}
+#define LOG_NAME "catalog.log"
+#define LOG_NEW LOG_NAME ".new"
+#define LOG_BAD "catalog.bad"
+#define LOG_HEADER "objfs-catalog 1\n"
+#define LOG_HEADER_PREFIX "objfs-catalog "
+#define LOG_COMPACT_MIN 4096 /* dead lines before a runtime compaction */
+/* the longest line: R, id, size, mtime, csum, a path escaped 3 to 1, hash */
+#define LOG_LINE_MAX (64 + 3 * OBJFS_PATH_MAX + 64)
 
 /* Write @buf to @dir_fd/@name through @tmp and rename(). */
 static int write_atomic(int dir_fd, const char *tmp, const char *name, const void *buf, size_t len)
@@ -144,7 +89,7 @@ static int write_atomic(int dir_fd, const char *tmp, const char *name, const voi
 }
 
 /* Read up to @len bytes at offset 0; sets *ret_n to what was read. */
-static int read_upto(int fd, void *buf, size_t len, size_t *ret_n)
+int store_read_upto_i(int fd, void *buf, size_t len, size_t *ret_n)
 {
 	size_t done = 0;
 
@@ -164,330 +109,6 @@ static int read_upto(int fd, void *buf, size_t len, size_t *ret_n)
 	return 0;
 }
 
-/* ---- the directory ---- */
-
-int store_subdir_open_i(int dir_fd, const char *name, int *ret_fd)
-{
-	int fd;
-
-	if (mkdirat(dir_fd, name, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	*ret_fd = fd;
-	return 0;
-}
-
-int store_dir_open_i(struct store *s, const char *dir)
-{
-	int r;
-
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	s->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (s->dir_fd < 0)
-		return -errno;
-	s->lock_fd = openat(s->dir_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (s->lock_fd < 0)
-		return -errno;
-	while (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		if (errno != EINTR)
-			return errno == EWOULDBLOCK ? -EBUSY : -errno;
-	}
-	r = store_subdir_open_i(s->dir_fd, "objects", &s->objects_fd);
-	if (r < 0)
-		return r;
-	return store_subdir_open_i(s->dir_fd, "notes", &s->notes_fd);
-}
-
-/* ---- records ---- */
-
-int store_catalog_write_i(struct store_obj *o, const char *path)
-{
-	char name[STORE_ID_HEX + 1], tmp[sizeof(STORE_TMP_PREFIX) + STORE_ID_HEX];
-	size_t plen = strlen(path), len;
-	uint8_t *buf, *p;
-	int r;
-
-	if (plen > REC_PATH_MAX)
-		return -ENAMETOOLONG;
-	len = REC_HDR + plen + REC_TAIL;
-	buf = malloc(len);
-	if (!buf)
-		return -ENOMEM;
-	put_le32(buf, REC_MAGIC);
-	put_le32(buf + 4, REC_VERSION);
-	put_le64(buf + 8, o->id);
-	put_le64(buf + 16, store_obj_size(o));
-	put_le64(buf + 24, (uint64_t)o->mtime_ns);
-	memcpy(buf + 32, o->csum, OBJFS_CSUM_LEN);
-	put_le32(buf + 48, (uint32_t)plen);
-	put_le32(buf + 52, 0);
-	memcpy(buf + REC_HDR, path, plen);
-	p = buf + REC_HDR + plen;
-	put_le64(p, XXH3_64bits(buf, len - REC_TAIL));
-
-	rec_name(o->id, name);
-	snprintf(tmp, sizeof(tmp), STORE_TMP_PREFIX "%s", name);
-	r = write_atomic(o->s->objects_fd, tmp, name, buf, len);
-	free(buf);
-	return r;
-}
-
-int store_catalog_remove_i(struct store *s, uint64_t id)
-{
-	char name[STORE_ID_HEX + 1];
-
-	rec_name(id, name);
-	if (unlinkat(s->objects_fd, name, 0) < 0 && errno != ENOENT)
-		return -errno;
-	return 0;
-}
-
-/* A record's fields, pointing into the file's bytes. */
-struct rec {
-	uint32_t version;
-	uint64_t id, size;
-	int64_t mtime_ns;
-	const uint8_t *csum;
-	const uint8_t *path;
-	uint32_t path_len, n_ext;
-	const uint8_t *ext;
-};
-
-/* Decode and check one record; the extents of a version 1 record must lie
- * inside @valid_pages (what the arena file holds).  0 or -EBADMSG. */
-static int rec_decode(const uint8_t *buf, size_t len, uint64_t valid_pages, struct rec *ret)
-{
-	struct rec rec;
-	uint64_t total = 0, i;
-
-	if (len < REC_HDR + REC_TAIL)
-		return -EBADMSG;
-	if (get_le64(buf + len - REC_TAIL) != XXH3_64bits(buf, len - REC_TAIL))
-		return -EBADMSG;
-	rec.version = get_le32(buf + 4);
-	if (get_le32(buf) != REC_MAGIC ||
-	    (rec.version != REC_VERSION && rec.version != REC_VERSION_ARENA))
-		return -EBADMSG;
-	rec.id = get_le64(buf + 8);
-	rec.size = get_le64(buf + 16);
-	rec.mtime_ns = (int64_t)get_le64(buf + 24);
-	rec.csum = buf + 32;
-	rec.path_len = get_le32(buf + 48);
-	rec.n_ext = get_le32(buf + 52);
-	rec.path = buf + REC_HDR;
-	rec.ext = rec.path + rec.path_len;
-	if (rec.path_len > REC_PATH_MAX || rec.n_ext > valid_pages ||
-	    len != REC_HDR + (uint64_t)rec.path_len + (uint64_t)rec.n_ext * REC_EXT + REC_TAIL)
-		return -EBADMSG;
-	if (memchr(rec.path, '\0', rec.path_len) || rec.size > STORE_SIZE_MAX)
-		return -EBADMSG;
-	for (i = 0; i < rec.n_ext; i++) {
-		uint64_t page = get_le64(rec.ext + i * REC_EXT);
-		uint64_t n = get_le64(rec.ext + i * REC_EXT + 8);
-
-		if (n == 0 || page >= valid_pages || n > valid_pages - page ||
-		    n > valid_pages - total)
-			return -EBADMSG;
-		total += n;
-	}
-	if (rec.version == REC_VERSION ? rec.n_ext != 0 : total != store_pages(rec.size))
-		return -EBADMSG;
-	*ret = rec;
-	return 0;
-}
-
-/* Read record file @name whole into *ret_buf (caller frees).  -EBADMSG if
- * it is not a regular file of a plausible size. */
-static int rec_read(struct store *s, const char *name, uint64_t valid_pages, uint8_t **ret_buf,
-		    size_t *ret_len)
-{
-	uint64_t max = REC_HDR + REC_PATH_MAX + valid_pages * REC_EXT + REC_TAIL;
-	struct stat st;
-	uint8_t *buf;
-	size_t n;
-	int fd, r;
-
-	fd = openat(s->objects_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if (fd < 0)
-		return errno == ELOOP ? -EBADMSG : -errno;
-	if (fstat(fd, &st) < 0) {
-		r = -errno;
-		goto close_fd;
-	}
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
-		r = -EBADMSG;
-		goto close_fd;
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		r = -ENOMEM;
-		goto close_fd;
-	}
-	/* one byte more than fstat said, to notice a file that grew */
-	r = read_upto(fd, buf, (size_t)st.st_size + 1, &n);
-	if (r == 0 && n != (size_t)st.st_size)
-		r = -EBADMSG;
-	if (r < 0) {
-		free(buf);
-		goto close_fd;
-	}
-	*ret_buf = buf;
-	*ret_len = n;
-close_fd:
-	close(fd);
-	return r;
-}
-
-/* The arena of a store of the old layout, mapped read-only (see the top). */
-struct arena {
-	const uint8_t *base;
-	uint64_t pages;
-};
-
-/*
- * Copy the object of version 1 record @rec out of the arena into @o's
- * own file, check it against the record's checksum and write @o's new
- * record.  @o has the record's size; single threaded.  -EBADMSG.
- */
-static int upgrade_one(struct store_obj *o, const struct rec *rec, const struct arena *a)
-{
-	uint8_t csum[OBJFS_CSUM_LEN];
-	uint64_t done = 0, i;
-	int r;
-
-	r = store_file_grow_i(o, rec->size, true);
-	if (r < 0)
-		return r;
-	for (i = 0; i < rec->n_ext && done < rec->size; i++) {
-		uint64_t page = get_le64(rec->ext + i * REC_EXT);
-		uint64_t n =
-		    min_u64(get_le64(rec->ext + i * REC_EXT + 8) * STORE_PAGE, rec->size - done);
-
-		memcpy(o->map + done, a->base + page * STORE_PAGE, n);
-		done += n;
-	}
-	store_hash_i(o->map, rec->size, csum);
-	if (memcmp(csum, rec->csum, OBJFS_CSUM_LEN))
-		return -EBADMSG;
-	r = store_file_seal_i(o);
-	if (r == 0)
-		r = store_catalog_write_i(o, o->path ? o->path : "");
-	if (r == 0) {
-		store_file_freeze_i(o);
-		store_file_rest_i(o); /* at rest: no mapping */
-	}
-	return r;
-}
-
-/*
- * Adopt the record in file @name for object @id (@a: the arena of an old
- * store, or NULL).  -EBADMSG if the record must be set aside, another
- * negative errno if the open must fail.
- */
-static int adopt_one(struct store *s, const char *name, uint64_t id, const struct arena *a)
-{
-	struct store_obj *o;
-	struct rec rec;
-	uint8_t *buf = NULL;
-	size_t len = 0;
-	int r;
-
-	r = rec_read(s, name, a ? a->pages : 0, &buf, &len);
-	if (r < 0)
-		return r;
-	r = rec_decode(buf, len, a ? a->pages : 0, &rec);
-	if (r == 0 && rec.id != id)
-		r = -EBADMSG;
-	if (r == 0 && rec.version == REC_VERSION_ARENA && !a)
-		r = -EBADMSG; /* its arena is gone */
-	if (r < 0)
-		goto free_buf;
-
-	o = store_obj_new_i(s, id);
-	if (!o) {
-		r = -ENOMEM;
-		goto free_buf;
-	}
-	/* single threaded: nobody can see @o yet */
-	atomic_store_explicit(&o->size, rec.size, memory_order_relaxed);
-	o->mtime_ns = rec.mtime_ns;
-	memcpy(o->csum, rec.csum, OBJFS_CSUM_LEN);
-	if (rec.path_len) {
-		/* not strndup: the path ends the record, unterminated */
-		o->path = malloc(rec.path_len + 1);
-		if (!o->path) {
-			r = -ENOMEM;
-			goto free_obj;
-		}
-		memcpy(o->path, rec.path, rec.path_len);
-		o->path[rec.path_len] = '\0';
-	}
-	if (rec.version == REC_VERSION_ARENA) {
-		/* charged as it grew, as an object not yet in the table */
-		r = upgrade_one(o, &rec, a);
-		if (r == 0)
-			s->draining -= o->alloc;
-	} else {
-		/* a file adopted as it was may still be mapped by a process
-		 * of an earlier mount: never handed to another object */
-		r = store_file_adopt_i(o, s->verify ? rec.csum : NULL);
-		if (r == 0) {
-			s->used += o->alloc;
-			s->extra += o->extra;
-		}
-	}
-	if (r < 0)
-		goto free_obj;
-	atomic_store_explicit(&o->sealed, true, memory_order_relaxed);
-	r = store_table_add_i(s, o);
-	if (r < 0) {
-		s->used -= o->alloc;
-		s->extra -= o->extra;
-		goto free_obj;
-	}
-	free(buf);
-	return 0;
-
-free_obj:
-	if (rec.version == REC_VERSION_ARENA && o->has_file) {
-		/* the half-made copy; the arena still has the bytes */
-		char fname[STORE_ID_HEX + 1];
-
-		store_file_name_i(id, fname);
-		unlinkat(s->data_fd, fname, 0);
-		s->used -= o->alloc;
-		s->draining -= o->alloc;
-	}
-	store_obj_free_i(o);
-free_buf:
-	free(buf);
-	return r;
-}
-
-static void set_aside(struct store *s, const char *name)
-{
-	char bad[NAME_MAX + 1];
-	int r = -ENAMETOOLONG;
-
-	s->bad_records++;
-	if ((size_t)snprintf(bad, sizeof(bad), "%s" STORE_BAD_SUFFIX, name) < sizeof(bad))
-		r = renameat(s->objects_fd, name, s->objects_fd, bad) < 0 ? -errno : 0;
-	if (r < 0)
-		log_debug("store: cannot set aside bad record '%s': %s", name, strerror(-r));
-	else
-		log_debug("store: bad record '%s' set aside", name);
-}
-
-static bool has_suffix(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), k = strlen(suffix);
-
-	return n >= k && !strcmp(s + n - k, suffix);
-}
-
 static int cmp_names(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -497,7 +118,7 @@ static int cmp_names(const void *a, const void *b)
  * The names in directory @dir_fd, sorted; deletes temp files on the way.
  * Caller frees each name and the array.
  */
-static int list_dir(int dir_fd, char ***ret_names, size_t *ret_n)
+int store_list_dir_i(int dir_fd, char ***ret_names, size_t *ret_n)
 {
 	char **names = NULL, **grown;
 	size_t n = 0, cap = 0;
@@ -553,67 +174,666 @@ static int list_dir(int dir_fd, char ***ret_names, size_t *ret_n)
 	return 0;
 }
 
-/* Map DIR/arena, if the store has the old layout.  0 (a->base NULL if not). */
-static int arena_open(struct store *s, struct arena *a, size_t *ret_len)
+/* ---- the directory ---- */
+
+int store_subdir_open_i(int dir_fd, const char *name, int *ret_fd)
 {
-	struct stat st;
-	void *p;
 	int fd;
 
-	fd = openat(s->dir_fd, "arena", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return -EINVAL;
-	}
-	p = st.st_size ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0) : NULL;
-	close(fd);
-	if (p == MAP_FAILED)
+	if (mkdirat(dir_fd, name, 0700) < 0 && errno != EEXIST)
 		return -errno;
-	a->base = p;
-	a->pages = (uint64_t)st.st_size / STORE_PAGE;
-	*ret_len = (size_t)st.st_size;
-	log_info("store: converting the arena layout: every object gets a file of its own");
+	fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	*ret_fd = fd;
 	return 0;
+}
+
+int store_dir_open_i(struct store *s, const char *dir)
+{
+	int r;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	s->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->dir_fd < 0)
+		return -errno;
+	s->lock_fd = openat(s->dir_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (s->lock_fd < 0)
+		return -errno;
+	while (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno != EINTR)
+			return errno == EWOULDBLOCK ? -EBUSY : -errno;
+	}
+	r = store_subdir_open_i(s->dir_fd, "objects", &s->objects_fd);
+	if (r < 0)
+		return r;
+	return store_subdir_open_i(s->dir_fd, "notes", &s->notes_fd);
+}
+
+/* ---- lines of the log ---- */
+
+static const char hex_digits[] = "0123456789abcdef";
+
+/* Append " =<path>", %-escaped, to the line in @buf (*@n bytes). */
+static void put_path(char *buf, size_t *n, const char *path)
+{
+	const unsigned char *p;
+
+	buf[(*n)++] = ' ';
+	buf[(*n)++] = '=';
+	for (p = (const unsigned char *)path; *p; p++) {
+		if (*p == '%' || *p <= ' ' || *p == 0x7f) {
+			buf[(*n)++] = '%';
+			buf[(*n)++] = hex_digits[*p >> 4];
+			buf[(*n)++] = hex_digits[*p & 15];
+		} else {
+			buf[(*n)++] = (char)*p;
+		}
+	}
+}
+
+/* End the line in @buf (*@n bytes) with " <hash>\n". */
+static void put_end(char *buf, size_t *n)
+{
+	uint64_t h = XXH3_64bits(buf, *n);
+
+	*n += (size_t)snprintf(buf + *n, 19, " %016" PRIx64 "\n", h);
+}
+
+/* The R line of sealed @o with @path, in @buf (LOG_LINE_MAX bytes). */
+static size_t line_rec(char *buf, const struct store_obj *o, const char *path)
+{
+	size_t n, i;
+
+	n = (size_t)snprintf(buf, LOG_LINE_MAX, "R %016" PRIx64 " %" PRIu64 " %" PRId64 " ", o->id,
+			     store_obj_size(o), o->mtime_ns);
+	for (i = 0; i < OBJFS_CSUM_LEN; i++) {
+		buf[n++] = hex_digits[o->csum[i] >> 4];
+		buf[n++] = hex_digits[o->csum[i] & 15];
+	}
+	put_path(buf, &n, path);
+	put_end(buf, &n);
+	return n;
+}
+
+static size_t line_path(char *buf, uint64_t id, const char *path)
+{
+	size_t n = (size_t)snprintf(buf, LOG_LINE_MAX, "P %016" PRIx64, id);
+
+	put_path(buf, &n, path);
+	put_end(buf, &n);
+	return n;
+}
+
+static size_t line_drop(char *buf, uint64_t id)
+{
+	size_t n = (size_t)snprintf(buf, LOG_LINE_MAX, "D %016" PRIx64, id);
+
+	put_end(buf, &n);
+	return n;
+}
+
+/* A parsed line. */
+struct line {
+	char kind; /* 'R', 'P', 'D' */
+	uint64_t id, size;
+	int64_t mtime_ns;
+	uint8_t csum[OBJFS_CSUM_LEN];
+	char path[OBJFS_PATH_MAX];
+};
+
+static int hex_val(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* A cursor over one line: each get_*() takes one field and the space
+ * after it (none after the last); false once anything did not fit. */
+struct cur {
+	const char *p, *end;
+	bool ok;
+};
+
+static void get_sep(struct cur *c)
+{
+	if (c->p < c->end) {
+		if (*c->p == ' ')
+			c->p++;
+		else
+			c->ok = false;
+	}
+}
+
+static void get_hex(struct cur *c, unsigned digits, uint64_t *ret)
+{
+	uint64_t v = 0;
+	unsigned i;
+	int d;
+
+	for (i = 0; i < digits; i++) {
+		d = c->p < c->end ? hex_val(*c->p) : -1;
+		if (d < 0) {
+			c->ok = false;
+			return;
+		}
+		v = v << 4 | (uint64_t)d;
+		c->p++;
+	}
+	*ret = v;
+	get_sep(c);
+}
+
+static void get_dec(struct cur *c, bool sign, uint64_t *ret, bool *ret_neg)
+{
+	uint64_t v = 0;
+	unsigned n = 0;
+
+	*ret_neg = false;
+	if (sign && c->p < c->end && *c->p == '-') {
+		*ret_neg = true;
+		c->p++;
+	}
+	for (; c->p < c->end && *c->p >= '0' && *c->p <= '9'; c->p++, n++) {
+		if (v > (UINT64_MAX - 9) / 10)
+			c->ok = false;
+		v = v * 10 + (uint64_t)(*c->p - '0');
+	}
+	if (!n)
+		c->ok = false;
+	*ret = v;
+	get_sep(c);
+}
+
+static void get_path(struct cur *c, char *buf)
+{
+	size_t n = 0;
+	int hi, lo;
+
+	if (c->p >= c->end || *c->p != '=') {
+		c->ok = false;
+		return;
+	}
+	for (c->p++; c->p < c->end && *c->p != ' '; c->p++) {
+		char ch = *c->p;
+
+		if (ch == '%') {
+			hi = c->end - c->p > 2 ? hex_val(c->p[1]) : -1;
+			lo = c->end - c->p > 2 ? hex_val(c->p[2]) : -1;
+			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
+				c->ok = false;
+				return;
+			}
+			ch = (char)(hi << 4 | lo);
+			c->p += 2;
+		}
+		if (n + 1 >= OBJFS_PATH_MAX) {
+			c->ok = false;
+			return;
+		}
+		buf[n++] = ch;
+	}
+	buf[n] = '\0';
+	get_sep(c);
+}
+
+/* Parse line @p of @len bytes (without its newline).  0 or -EBADMSG. */
+static int line_parse(const char *p, size_t len, struct line *ret)
+{
+	struct cur c = {p, NULL, true};
+	uint64_t h, mt, id;
+	bool neg;
+	unsigned i;
+	int hi, lo;
+
+	/* " <16 hex digits>" ends every line: the hash of what is before */
+	if (len < 2 + 17 || p[len - 17] != ' ')
+		return -EBADMSG;
+	c.end = p + len;
+	c.p = p + len - 16;
+	get_hex(&c, 16, &h);
+	if (!c.ok || h != XXH3_64bits(p, len - 17))
+		return -EBADMSG;
+	c.p = p + 2;
+	c.end = p + len - 17;
+	ret->kind = p[0];
+	if (p[1] != ' ')
+		return -EBADMSG;
+	get_hex(&c, 16, &id);
+	ret->id = id;
+	switch (ret->kind) {
+	case 'R':
+		get_dec(&c, false, &ret->size, &neg);
+		get_dec(&c, true, &mt, &neg);
+		if (mt > INT64_MAX)
+			c.ok = false;
+		ret->mtime_ns = neg ? -(int64_t)mt : (int64_t)mt;
+		for (i = 0; c.ok && i < OBJFS_CSUM_LEN; i++, c.p += 2) {
+			hi = c.end - c.p >= 2 ? hex_val(c.p[0]) : -1;
+			lo = c.end - c.p >= 2 ? hex_val(c.p[1]) : -1;
+			if (hi < 0 || lo < 0)
+				c.ok = false;
+			else
+				ret->csum[i] = (uint8_t)(hi << 4 | lo);
+		}
+		if (c.ok)
+			get_sep(&c);
+		get_path(&c, ret->path);
+		if (ret->size > STORE_SIZE_MAX)
+			c.ok = false;
+		break;
+	case 'P':
+		get_path(&c, ret->path);
+		break;
+	case 'D':
+		break;
+	default:
+		return -EBADMSG;
+	}
+	return c.ok && c.p == c.end ? 0 : -EBADMSG;
+}
+
+/* ---- appending (s->log_lock held) ---- */
+
+/* Append one line: whole or not at all (a short write is cut back). */
+static int log_append(struct store *s, const char *line, size_t len)
+{
+	ssize_t n = write(s->log_fd, line, len);
+	int r;
+
+	if (n == (ssize_t)len) {
+		s->log_size += len;
+		s->log_lines++;
+		return 0;
+	}
+	r = n < 0 ? -errno : -ENOSPC;
+	if (n > 0 && ftruncate(s->log_fd, (off_t)s->log_size) < 0)
+		log_warn("store: cannot cut a short line off the catalog log: %s", strerror(errno));
+	return r;
+}
+
+int store_catalog_write_i(struct store_obj *o, char **path)
+{
+	struct store *s = o->s;
+	char *buf, *old;
+	size_t n;
+	int r;
+
+	if (strnlen(*path, OBJFS_PATH_MAX) >= OBJFS_PATH_MAX)
+		return -ENAMETOOLONG;
+	buf = malloc(LOG_LINE_MAX);
+	if (!buf)
+		return -ENOMEM;
+	pthread_mutex_lock(&s->log_lock);
+	n = o->recorded ? line_path(buf, o->id, *path) : line_rec(buf, o, *path);
+	r = log_append(s, buf, n);
+	if (r == 0) {
+		if (!o->recorded)
+			s->log_live++;
+		o->recorded = true;
+		old = o->path;
+		o->path = *path;
+		*path = old;
+	}
+	pthread_mutex_unlock(&s->log_lock);
+	free(buf);
+	return r;
+}
+
+int store_catalog_remove_i(struct store_obj *o)
+{
+	struct store *s = o->s;
+	char buf[64];
+	size_t n;
+	int r = 0;
+
+	pthread_mutex_lock(&s->log_lock);
+	if (o->recorded) {
+		n = line_drop(buf, o->id);
+		r = log_append(s, buf, n);
+		if (r == 0) {
+			o->recorded = false;
+			s->log_live--;
+		}
+	}
+	pthread_mutex_unlock(&s->log_lock);
+	return r;
+}
+
+/* Keep @len bytes at @p (a line the store cannot use) in DIR/catalog.bad. */
+static void keep_bad(struct store *s, const char *p, size_t len)
+{
+	int fd = openat(s->dir_fd, LOG_BAD, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+			0600);
+
+	s->bad_records++;
+	if (fd < 0)
+		return;
+	if (write_full(fd, p, len) < 0 ||
+	    (len && p[len - 1] != '\n' && write_full(fd, "\n", 1) < 0))
+		log_debug("store: cannot keep a bad catalog line in %s", LOG_BAD);
+	close(fd);
+}
+
+/* ---- compaction ---- */
+
+/*
+ * Write the live objects (those recorded) to a new log and put it in
+ * place.  s->log_lock held: nothing is appended meanwhile, and every
+ * object's recorded flag and path stay as they are.  The objects go to
+ * *@ret_objs (*@ret_n, each with a reference) for the caller to drop
+ * once it has let go of the lock.
+ */
+static int log_compact(struct store *s, struct store_obj ***ret_objs, size_t *ret_n)
+{
+	enum { CHUNK = 1 << 20 };
+	struct store_obj **v = NULL, *o;
+	size_t n = 0, i, used;
+	uint64_t bytes = 0;
+	char *buf = NULL;
+	int fd = -1, nfd, r = 0;
+
+	pthread_mutex_lock(&s->lock);
+	v = malloc((HASH_COUNT(s->table) + 1) * sizeof(*v));
+	if (v)
+		for (o = s->table; o; o = o->hh.next)
+			if (o->recorded)
+				v[n++] = store_obj_ref(o);
+	pthread_mutex_unlock(&s->lock);
+	*ret_objs = v;
+	*ret_n = n;
+	buf = malloc(CHUNK + LOG_LINE_MAX);
+	if (!v || !buf) {
+		r = -ENOMEM;
+		goto out;
+	}
+	fd =
+	    openat(s->dir_fd, LOG_NEW, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		r = -errno;
+		goto out;
+	}
+	used = strlen(LOG_HEADER);
+	memcpy(buf, LOG_HEADER, used);
+	for (i = 0; r == 0 && i <= n; i++) {
+		if (i < n)
+			used += line_rec(buf + used, v[i], v[i]->path ? v[i]->path : "");
+		if (used >= CHUNK || i == n) {
+			r = write_full(fd, buf, used);
+			bytes += used;
+			used = 0;
+		}
+	}
+	if (r == 0 && close(fd) < 0)
+		r = -errno;
+	fd = -1;
+	if (r == 0 && renameat(s->dir_fd, LOG_NEW, s->dir_fd, LOG_NAME) < 0)
+		r = -errno;
+	if (r < 0) {
+		unlinkat(s->dir_fd, LOG_NEW, 0);
+		goto out;
+	}
+	nfd = openat(s->dir_fd, LOG_NAME, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+	if (nfd < 0) {
+		/* the new log is in place: the old descriptor would append
+		 * to a file nobody reads any more */
+		r = -errno;
+		log_error("store: cannot open the compacted catalog log: %s", strerror(-r));
+		goto out;
+	}
+	close(s->log_fd);
+	s->log_fd = nfd;
+	s->log_size = bytes;
+	s->log_lines = n;
+	s->log_live = n;
+	s->compactions++;
+out:
+	if (fd >= 0) {
+		close(fd);
+		unlinkat(s->dir_fd, LOG_NEW, 0);
+	}
+	free(buf);
+	return r;
+}
+
+static void unref_all(struct store_obj **v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		store_obj_unref(v[i]);
+	free(v);
+}
+
+/* Compact now.  No lock held. */
+static int compact(struct store *s)
+{
+	struct store_obj **v = NULL;
+	size_t n = 0;
+	int r;
+
+	pthread_mutex_lock(&s->log_lock);
+	r = log_compact(s, &v, &n);
+	pthread_mutex_unlock(&s->log_lock);
+	unref_all(v, n);
+	return r;
+}
+
+void store_tick(struct store *s)
+{
+	uint64_t dead, live;
+	int r;
+
+	pthread_mutex_lock(&s->log_lock);
+	live = s->log_live;
+	dead = s->log_lines - live;
+	pthread_mutex_unlock(&s->log_lock);
+	if (dead < max_u64(live, LOG_COMPACT_MIN))
+		return;
+	r = compact(s);
+	if (r < 0)
+		log_warn("store: cannot compact the catalog log (%" PRIu64 " dead lines): %s", dead,
+			 strerror(-r));
+	else
+		log_debug("store: catalog log compacted: %" PRIu64 " lines dropped", dead);
+}
+
+/* ---- adoption ---- */
+
+/* Apply parsed line @l to the objects being replayed (@pend, by id). */
+static int replay_one(struct store *s, struct store_obj **pend, const struct line *l)
+{
+	struct store_obj *o;
+
+	HASH_FIND(hh, *pend, &l->id, sizeof(l->id), o);
+	if (l->kind == 'P') {
+		if (!o)
+			return 0; /* its object is gone */
+		free(o->path);
+		o->path = strdup(l->path);
+		return o->path ? 0 : -ENOMEM;
+	}
+	if (o) {
+		HASH_DEL(*pend, o);
+		store_obj_free_i(o);
+	}
+	if (l->kind == 'D')
+		return 0;
+	o = store_obj_new_i(s, l->id);
+	if (!o)
+		return -ENOMEM;
+	atomic_store_explicit(&o->size, l->size, memory_order_relaxed);
+	o->mtime_ns = l->mtime_ns;
+	memcpy(o->csum, l->csum, OBJFS_CSUM_LEN);
+	o->path = strdup(l->path);
+	o->recorded = true;
+	if (!o->path) {
+		store_obj_free_i(o);
+		return -ENOMEM;
+	}
+	HASH_ADD(hh, *pend, id, sizeof(o->id), o);
+	if (!o->hh.tbl) {
+		store_obj_free_i(o);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * Read the log into @pend.  *@ret_dirty if it should be written anew (a
+ * bad or torn line, a header to write).  0 or a negative errno that must
+ * fail the open.
+ */
+static int log_replay(struct store *s, struct store_obj **pend, bool *ret_dirty)
+{
+	const char *map, *p, *end, *nl;
+	struct line *l = NULL;
+	struct stat st;
+	size_t hlen = strlen(LOG_HEADER), plen = strlen(LOG_HEADER_PREFIX);
+	int r = 0;
+
+	if (fstat(s->log_fd, &st) < 0)
+		return -errno;
+	if (st.st_size == 0) {
+		*ret_dirty = true; /* a new store: the header goes first */
+		return 0;
+	}
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, s->log_fd, 0);
+	if (map == MAP_FAILED)
+		return -errno;
+	l = malloc(sizeof(*l));
+	if (!l) {
+		r = -ENOMEM;
+		goto out;
+	}
+	p = map;
+	end = map + st.st_size;
+	if ((size_t)(end - p) >= plen && !memcmp(p, LOG_HEADER_PREFIX, plen) &&
+	    ((size_t)(end - p) < hlen || memcmp(p, LOG_HEADER, hlen))) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		log_error("store: the catalog log begins '%.*s': written by a newer objfs, which "
+			  "this one cannot read",
+			  (int)(nl ? nl - p : 20), p);
+		r = -EPROTONOSUPPORT;
+		goto out;
+	}
+	if ((size_t)(end - p) >= hlen && !memcmp(p, LOG_HEADER, hlen))
+		p += hlen;
+	else
+		*ret_dirty = true; /* its first line is not the header: a bad line */
+	while (p < end) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl) {
+			/* cut short by a crash: never acknowledged */
+			log_warn("store: catalog log ends with a line cut short (%zu bytes): "
+				 "dropped",
+				 (size_t)(end - p));
+			*ret_dirty = true;
+			break;
+		}
+		s->log_lines++;
+		if (line_parse(p, (size_t)(nl - p), l) < 0) {
+			log_warn("store: catalog log line %" PRIu64 " is damaged: set aside in "
+				 "%s",
+				 s->log_lines, LOG_BAD);
+			keep_bad(s, p, (size_t)(nl - p) + 1);
+			*ret_dirty = true;
+		} else {
+			r = replay_one(s, pend, l);
+			if (r < 0)
+				break;
+		}
+		p = nl + 1;
+	}
+out:
+	free(l);
+	munmap((void *)map, (size_t)st.st_size);
+	return r;
+}
+
+/* Adopt the replayed objects whose files are whole; the others are bad
+ * records.  In log order. */
+static int adopt_replayed(struct store *s, struct store_obj **pend, bool *ret_dirty)
+{
+	struct store_obj *o, *tmp;
+	char *buf = NULL;
+	int r = 0;
+
+	HASH_ITER (hh, *pend, o, tmp) {
+		HASH_DEL(*pend, o);
+		if (r == 0)
+			r = store_file_adopt_i(o, s->verify ? o->csum : NULL);
+		if (r == -EBADMSG) {
+			if (!buf)
+				buf = malloc(LOG_LINE_MAX);
+			log_warn("store: object %016" PRIx64 " of the catalog log has no whole "
+				 "file: set aside in %s",
+				 o->id, LOG_BAD);
+			if (buf)
+				keep_bad(s, buf, line_rec(buf, o, o->path ? o->path : ""));
+			else
+				s->bad_records++;
+			*ret_dirty = true;
+			r = 0;
+			store_obj_free_i(o);
+			continue;
+		}
+		if (r == 0) {
+			atomic_store_explicit(&o->sealed, true, memory_order_relaxed);
+			s->used += o->alloc;
+			s->extra += o->extra;
+			r = store_table_add_i(s, o);
+			if (r == 0) {
+				s->log_live++;
+				continue;
+			}
+			s->used -= o->alloc;
+			s->extra -= o->extra;
+		}
+		store_obj_free_i(o);
+	}
+	free(buf);
+	return r;
 }
 
 int store_catalog_adopt_i(struct store *s, uint64_t *ret_bytes)
 {
-	struct arena a = {NULL, 0};
-	char **names = NULL;
-	uint64_t id;
-	size_t n = 0, i, alen = 0;
-	bool old;
+	struct store_obj *pend = NULL, *o, *tmp;
+	struct store_old old = {0};
+	bool dirty = false;
 	int r;
 
-	r = arena_open(s, &a, &alen);
-	if (r < 0)
-		return r;
-	old = alen > 0 || a.pages;
-	r = list_dir(s->objects_fd, &names, &n);
-	for (i = 0; r == 0 && i < n; i++) {
-		if (has_suffix(names[i], STORE_BAD_SUFFIX))
-			continue;
-		if (rec_name_parse(names[i], &id) < 0)
-			r = -EBADMSG;
-		else
-			r = adopt_one(s, names[i], id, old ? &a : NULL);
-		if (r == -EBADMSG) {
-			set_aside(s, names[i]);
-			r = 0;
-		}
+	unlinkat(s->dir_fd, LOG_NEW, 0); /* a compaction a crash cut short */
+	s->log_fd =
+	    openat(s->dir_fd, LOG_NAME, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (s->log_fd < 0)
+		return -errno;
+	r = log_replay(s, &pend, &dirty);
+	if (r == 0)
+		r = adopt_replayed(s, &pend, &dirty);
+	HASH_ITER (hh, pend, o, tmp) {
+		HASH_DEL(pend, o);
+		store_obj_free_i(o);
 	}
-	for (i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-	if (a.base)
-		munmap((void *)a.base, alen);
-	/* every record is converted or set aside: the arena can go */
-	if (r == 0 && old && unlinkat(s->dir_fd, "arena", 0) < 0)
-		r = -errno;
+	if (r == 0)
+		r = store_catalog_old_adopt_i(s, &old);
+	/* the log becomes what was adopted, before the old records go */
+	if (r == 0 && (dirty || old.n || old.arena || s->log_lines - s->log_live > s->log_live))
+		r = compact(s);
+	store_catalog_old_done_i(s, &old, r == 0);
 	if (r < 0)
 		return r;
+	if (s->log_size == 0) {
+		struct stat st;
+
+		if (fstat(s->log_fd, &st) == 0)
+			s->log_size = (uint64_t)st.st_size;
+	}
+	s->compactions = 0; /* counted from here: at runtime */
 	*ret_bytes = s->used;
 	return 0;
 }
@@ -649,7 +869,7 @@ int store_note_get(struct store *s, const char *key, char *buf, size_t len)
 	fd = openat(s->notes_fd, key, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return -errno;
-	r = read_upto(fd, buf, len, &n);
+	r = store_read_upto_i(fd, buf, len, &n);
 	close(fd);
 	if (r < 0)
 		return r;
@@ -686,7 +906,7 @@ void store_notes_cleanup_i(struct store *s)
 	size_t n = 0;
 
 	/* listing deletes the temp files */
-	if (list_dir(s->notes_fd, &names, &n) < 0)
+	if (store_list_dir_i(s->notes_fd, &names, &n) < 0)
 		return;
 	while (n)
 		free(names[--n]);

@@ -10,7 +10,7 @@
  * notes), the adoption of records at open, and the upgrade of a store
  * written by the arena layout of objfs 0.x.
  *
- * Locks.  There are three kinds, taken in this order:
+ * Locks.  There are four kinds, taken in this order:
  *
  *   obj->hash_lock  one per object; the checksum taken ahead of sealing
  *                   (hst, hashed, hash_gen).  Held across hashing
@@ -25,6 +25,11 @@
  *                   (growth, the seal's trim, record write and remove,
  *                   the rename at unlink, mapping a sealed object)
  *                   happens under it.
+ *   store->log_lock one per store; the catalog log (log_fd, log_size,
+ *                   log_lines, log_live, compactions) and each object's
+ *                   place in it (obj->recorded, and obj->path, which is
+ *                   written under obj->lock and log_lock both).  Held
+ *                   across an append (one write(2)) and a compaction.
  *   store->lock     one per store, the global lock; the capacity
  *                   (used, draining, the pool and its bytes, and what the
  *                   filesystem holds besides: limbo, prefault_alloc,
@@ -38,7 +43,8 @@
  *                   counters.  Held only for work in memory, never
  *                   across file I/O or a caller's callback.
  *
- * So: obj->hash_lock, then obj->lock, then store->lock.  No thread holds
+ * So: obj->hash_lock, then obj->lock, then store->log_lock, then
+ * store->lock.  No thread holds
  * the locks of two objects at once.  store->note_lock is a leaf: it only
  * serializes note writers and nothing is taken under it.
  *
@@ -189,7 +195,10 @@ struct store_obj {
 	/* lock; set before sealed is published, immutable after */
 	int64_t mtime_ns;
 	uint8_t csum[OBJFS_CSUM_LEN];
-	char *path;	     /* lock; NULL means "" */
+	char *path; /* lock and s->log_lock to write, either to read; NULL means "" */
+	/* s->log_lock: the catalog log holds the object (an R line, and no D
+	 * after it) */
+	bool recorded;
 	uint64_t gen;	     /* lock; bumped by every change to bytes below hash_claim, and
 			      * by every resize */
 	uint64_t hash_claim; /* lock: bytes [0, hash_claim) are in hst, or being
@@ -262,6 +271,14 @@ struct store {
 	uint64_t files_new, files_reused; /* object files made, taken from the pool */
 
 	pthread_mutex_t note_lock; /* serializes note writers; a leaf */
+
+	/* the catalog log (store_catalog.c) */
+	pthread_mutex_t log_lock;
+	int log_fd;	      /* DIR/catalog.log, O_APPEND */
+	uint64_t log_size;    /* bytes */
+	uint64_t log_lines;   /* lines after the header */
+	uint64_t log_live;    /* objects recorded: the lines a compaction keeps */
+	uint64_t compactions; /* at runtime (store_tick()) */
 };
 
 /* ---- store_files.c: the filesystem ---- */
@@ -364,16 +381,40 @@ int store_subdir_open_i(int dir_fd, const char *name, int *ret_fd);
 int store_dir_open_i(struct store *s, const char *dir);
 
 /*
- * Adopt every valid record in objects/ whose file is in data/, and upgrade
- * an arena-layout store first.  Sets *ret_bytes to what the adopted
- * objects are charged.  Single threaded, at open.  0 or a negative errno
- * for a failure that is not a bad record.
+ * Open the catalog log and adopt every object it holds whose file is
+ * whole, then convert the catalog of earlier versions
+ * (store_catalog_old.c), compacting the log if need be.  Sets *ret_bytes
+ * to what the adopted objects are charged.  Single threaded, at open.  0
+ * or a negative errno for a failure that is not a bad record.
  */
 int store_catalog_adopt_i(struct store *s, uint64_t *ret_bytes);
-/* Write @o's record (path @path) atomically.  o->lock held. */
-int store_catalog_write_i(struct store_obj *o, const char *path);
-/* Remove the record of @id; 0 if it was not there. */
-int store_catalog_remove_i(struct store *s, uint64_t id);
+/* Append @o's record with path *@path (R, or P if the log has it) and
+ * swap *@path with o->path (the caller frees what it gets back).  o->lock
+ * held. */
+int store_catalog_write_i(struct store_obj *o, char **path);
+/* Append that @o is gone (D), if the log holds it.  o->lock held. */
+int store_catalog_remove_i(struct store_obj *o);
+/* Read up to @len bytes of @fd at offset 0; *ret_n what was read. */
+int store_read_upto_i(int fd, void *buf, size_t len, size_t *ret_n);
+/* The names in directory @dir_fd, sorted, less "." names; deletes temp
+ * files on the way.  The caller frees each name and the array. */
+int store_list_dir_i(int dir_fd, char ***ret_names, size_t *ret_n);
+
+/* ---- store_catalog_old.c ---- */
+
+/* Records of the catalog of earlier versions, adopted (converted) and to
+ * be deleted once the log holds them. */
+struct store_old {
+	char **names; /* in objects/ */
+	size_t n;
+	bool arena; /* DIR/arena too */
+};
+/* Adopt every valid record in objects/ whose id the log did not have,
+ * copying the objects of an arena-layout store into files of their own.
+ * Single threaded, at open, after the log.  0 or a negative errno. */
+int store_catalog_old_adopt_i(struct store *s, struct store_old *ret);
+/* Delete them if @committed (the log holds them), and forget them. */
+void store_catalog_old_done_i(struct store *s, struct store_old *old, bool committed);
 /* Delete leftover temp files in notes/. */
 void store_notes_cleanup_i(struct store *s);
 

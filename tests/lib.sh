@@ -230,20 +230,47 @@ listing_is() { [ "$(ls_of "$1")" = "$2" ] || { echo "ls $1: $(ls_of "$1")"; retu
 
 # ---- data ----
 
-# fill_inodes DIR: take every free inode of the filesystem DIR is on with
-# empty files in DIR/fill (at most 1000; fails if it has no inode limit)
-fill_inodes() {
-	local i=0
-	mkdir -p "$1/fill"
-	while { : >"$1/fill/$i"; } 2>/dev/null; do
-		i=$((i + 1))
-		[ "$i" -lt 1000 ] || fail "$1 has no inode limit"
-	done
-	step "$1 is out of inodes ($i taken by the test)"
+# small_catalog_store DIR: a store directory for store=DIR whose catalog
+# lives on a tmpfs of 1 MiB of the test's own, and whose objects live on
+# another tmpfs mounted at DIR/data: filling DIR (fill_space) makes the
+# catalog's appends fail while objects still find room.  Skips the test
+# where it may not mount.
+small_catalog_store() {
+	mkdir -p "$1"
+	mount -t tmpfs -o size=1M,mode=0700 objfs-test-catalog "$1" || skip "cannot mount a tmpfs here"
+	on_exit "umount -l '$1'"
+	mkdir "$1/data"
+	mount -t tmpfs -o size=64M,mode=0700 objfs-test-data "$1/data" || fail "cannot mount a tmpfs on $1/data"
+	on_exit "umount -l '$1/data'"
 }
 
-# free_inodes DIR N: give back N of the inodes fill_inodes DIR took
-free_inodes() { ls "$1/fill" | head -n "$2" | while read -r f; do rm "$1/fill/$f"; done; }
+# fill_space DIR: take every free byte of the filesystem DIR is on, in
+# DIR/fill; free_space DIR gives them back
+fill_space() {
+	dd if=/dev/zero of="$1/fill" bs=4096 2>/dev/null || true
+	step "$1 is full ($(stat -c %s "$1/fill") bytes taken by the test)"
+}
+free_space() { rm -f "$1/fill"; }
+
+# wedge_catalog MNT STORE: with STORE's catalog filesystem full
+# (small_catalog_store, fill_space), create small objects in MNT until a
+# seal fails, because the catalog log's last page is full too (at most 200
+# tries).  Prints "N ERRNO" of the create whose close(2) failed.
+wedge_catalog() {
+	python3 - "$1" <<'PY' || fail "wedging the catalog of $2 failed"
+import errno, os, sys
+for i in range(200):
+    p = os.path.join(sys.argv[1], "wedge%d" % i)
+    fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    os.write(fd, b"wedge %d\n" % i)
+    try:
+        os.close(fd)
+    except OSError as e:
+        print(i, errno.errorcode[e.errno])
+        sys.exit(0)
+sys.exit("200 seals went through with the catalog's filesystem full")
+PY
+}
 
 # mkdata FILE SIZE: SIZE bytes from /dev/urandom.
 mkdata() {

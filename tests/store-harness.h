@@ -10,6 +10,7 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -249,6 +250,107 @@ static uint64_t file_size(const char *path)
 	struct stat st;
 
 	return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* Write object @id's catalog record as objfs did before the catalog log
+ * (issue 21): objects/<id>, version 2. */
+static void write_old_record(const struct tdir *t, uint64_t id, uint64_t size, int64_t mtime,
+			     const uint8_t csum[OBJFS_CSUM_LEN], const char *path)
+{
+	size_t plen = strlen(path), len = REC_HDR + plen + 8;
+	uint8_t *buf = calloc(1, len);
+	uint32_t pl = (uint32_t)plen;
+	char name[256];
+
+	if (!buf)
+		exit(1);
+	memcpy(buf, "OBJC", 4);
+	buf[4] = 2;
+	set_le64(buf + REC_ID, id);
+	set_le64(buf + REC_SIZE, size);
+	set_le64(buf + 24, (uint64_t)mtime);
+	memcpy(buf + 32, csum, OBJFS_CSUM_LEN);
+	memcpy(buf + REC_PATH_LEN, &pl, 4);
+	memcpy(buf + REC_HDR, path, plen);
+	rec_rehash(buf, len);
+	rec_path(t, id, name, sizeof(name));
+	spew(name, buf, len);
+	free(buf);
+}
+
+static int old_record_cb(struct store_obj *o, void *arg)
+{
+	uint8_t csum[OBJFS_CSUM_LEN];
+	char path[OBJFS_PATH_MAX];
+
+	store_obj_csum(o, csum);
+	store_obj_path(o, path, sizeof(path));
+	write_old_record(arg, store_obj_id(o), store_obj_size(o), store_obj_mtime(o), csum, path);
+	return 0;
+}
+
+/* Close @s, leaving its catalog as objfs before issue 21 kept it: a
+ * record file per object, and no log. */
+static void close_as_old(struct store *s, const struct tdir *t)
+{
+	char log[256];
+
+	store_foreach(s, old_record_cb, (void *)t);
+	store_close(s);
+	snprintf(log, sizeof(log), "%s/catalog.log", t->dir);
+	unlink(log);
+}
+
+/* The catalog log of store @t, whole (the caller frees); its length in
+ * *@ret_len. */
+static char *catalog_text(const struct tdir *t, size_t *ret_len)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/catalog.log", t->dir);
+	return (char *)slurp(path, ret_len);
+}
+
+/* Lines of @text that begin with @prefix. */
+static int lines_starting(const char *text, size_t len, const char *prefix)
+{
+	size_t k = strlen(prefix), i = 0;
+	int n = 0;
+
+	while (i < len) {
+		const char *nl = memchr(text + i, '\n', len - i);
+		size_t end = nl ? (size_t)(nl - text) : len;
+
+		if (end - i >= k && !memcmp(text + i, prefix, k))
+			n++;
+		i = end + 1;
+	}
+	return n;
+}
+
+/* The names in directory @path that do not begin with a dot (the caller
+ * frees each and the array). */
+static int dir_names(const char *path, char ***ret, size_t *ret_n)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	char **v = NULL;
+	size_t n = 0;
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		v = realloc(v, (n + 1) * sizeof(*v));
+		if (!v || !(v[n] = strdup(de->d_name)))
+			exit(1);
+		n++;
+	}
+	closedir(d);
+	*ret = v;
+	*ret_n = n;
+	return 0;
 }
 
 /* ---- cases ---- */

@@ -1,9 +1,11 @@
 /*
  * test-store-catalog: unit tests of the store across a close and a
- * reopen: adoption of catalog records, bad and overlapping records,
- * checksum verification at open, a smaller capacity, and notes.  Some
- * cases edit the store's files between a close and a reopen; they know
- * the record layout documented in store/store_catalog.c.
+ * reopen: the catalog log (a line per step, torn and damaged lines,
+ * compaction), conversion of the record files of earlier versions, bad
+ * records, checksum verification at open, a smaller capacity, and notes.
+ * Some cases edit the store's files between a close and a reopen; they
+ * know the formats documented in store/store_catalog.c and
+ * store/store_catalog_old.c.
  */
 #include "store-harness.h"
 
@@ -124,7 +126,7 @@ TEST(bad_record)
 	s = must_open(&t, MiB, false);
 	for (i = 1; i <= 3; i++)
 		store_obj_unref(make_sealed(s, (uint64_t)i, 10000, (uint64_t)i, "/f"));
-	store_close(s);
+	close_as_old(s, &t); /* the records of objfs before the log */
 
 	rec_path(&t, 2, rec, sizeof(rec));
 	buf = slurp(rec, &len);
@@ -153,6 +155,11 @@ TEST(bad_record)
 	CHECK(exists(bad));
 	CHECK(!exists(rec));
 	CHECK(!exists(tmp));
+	/* the good ones are converted: in the log, their files gone */
+	store_stats(s, &st);
+	CHECK_EQ(st.catalog_live, 2);
+	rec_path(&t, 1, rec, sizeof(rec));
+	CHECK(!exists(rec));
 	store_close(s);
 
 	s = must_open(&t, MiB, false);
@@ -183,6 +190,10 @@ TEST(files)
 	store_obj_unref(make_sealed(s, 1, 3 * PG, 1, ""));
 	store_obj_unref(make_sealed(s, 2, 3 * PG, 2, ""));
 	store_obj_unref(make_sealed(s, 3, 3 * PG, 3, ""));
+	/* object 1 as an old record too (the log has it: the log wins) */
+	o = store_lookup(s, 1);
+	old_record_cb(o, &t);
+	store_obj_unref(o);
 	store_close(s);
 
 	/* each object is a file of exactly its size, read-only */
@@ -240,12 +251,25 @@ TEST(files)
 	CHECK_EQ(st.bad_records, 5);
 	CHECK_EQ(st.objects, 1);
 	CHECK_EQ(st.used, 3 * PG);
+	CHECK_EQ(st.catalog_live, 1);
 	o = store_lookup(s, 1);
 	CHECK(o && obj_equals(o, want, 3 * PG));
 	store_obj_unref(o);
 	for (uint64_t id = 2; id <= 6; id++)
 		CHECK(!store_lookup(s, id));
 	CHECK(!exists(data));
+	CHECK(!exists(rec1)); /* a leftover of a conversion: deleted */
+	store_close(s);
+	/* the lines of 2 and 3 are kept aside, and gone from the log */
+	snprintf(data, sizeof(data), "%s/catalog.bad", t.dir);
+	free(buf);
+	buf = slurp(data, &len);
+	CHECK(buf && lines_starting((char *)buf, len, "R 0000000000000002 ") == 1);
+	CHECK(buf && lines_starting((char *)buf, len, "R 0000000000000003 ") == 1);
+	s = must_open(&t, MiB, false);
+	store_stats(s, &st);
+	CHECK_EQ(st.bad_records, 0);
+	CHECK_EQ(st.objects, 1);
 	store_close(s);
 	free(one);
 	free(buf);
@@ -326,7 +350,7 @@ TEST(upgrade)
 TEST(verify)
 {
 	uint8_t *want = pattern(10000, 3), byte;
-	char data[256], rec[256], bad[300];
+	char data[256], rec[256];
 	struct store_stats st;
 	struct store_obj *o;
 	struct tdir t;
@@ -338,7 +362,7 @@ TEST(verify)
 	store_obj_unref(make_sealed(s, 1, 10000, 3, ""));
 	store_close(s);
 
-	rec_path(&t, 1, rec, sizeof(rec));
+	snprintf(rec, sizeof(rec), "%s/catalog.bad", t.dir);
 	data_path(&t, 1, data, sizeof(data));
 	fd = open(data, O_RDWR);
 	CHECK(pread(fd, &byte, 1, 5000) == 1);
@@ -359,11 +383,288 @@ TEST(verify)
 	CHECK_EQ(st.objects, 0);
 	CHECK_EQ(st.used, 0);
 	CHECK(!store_lookup(s, 1));
-	snprintf(bad, sizeof(bad), "%s.bad", rec);
-	CHECK(exists(bad));
+	CHECK(exists(rec));
 	CHECK(!exists(data));
 	store_close(s);
 	free(want);
+	tdir_release(&t);
+}
+
+/* One line per step: R at a seal with a path, P for a new path, R when a
+ * fetched copy gets its path, D at unlink; no file per object. */
+TEST(log_lines)
+{
+	struct store_stats st;
+	struct store_obj *o;
+	char objects[256], path[64];
+	struct tdir t;
+	struct store *s;
+	char **names;
+	size_t len, n;
+	char *text;
+
+	tdir_init(&t);
+	s = must_open(&t, MiB, false);
+	store_obj_unref(make_sealed(s, 1, 100, 1, "/a b%c\n"));
+	o = make_sealed(s, 2, 100, 2, ""); /* a create: published later */
+	CHECK_EQ(store_set_path(o, "/two"), 0);
+	store_obj_unref(o);
+	o = store_create(s, 3, NULL); /* a fetched copy */
+	CHECK_EQ(store_write(o, "three", 5, 0), 0);
+	CHECK_EQ(store_seal(o, NULL, 3), 0);
+	CHECK_EQ(store_set_path(o, "/three"), 0);
+	store_obj_unref(o);
+	o = make_sealed(s, 4, 100, 4, "/four");
+	store_unlink(o);
+	store_obj_unref(o);
+	store_stats(s, &st);
+	CHECK_EQ(st.catalog_lines, 6);
+	CHECK_EQ(st.catalog_live, 3);
+	store_close(s);
+
+	text = catalog_text(&t, &len);
+	CHECK(text && lines_starting(text, len, "objfs-catalog 1") == 1);
+	CHECK(text && lines_starting(text, len, "R ") == 4);
+	CHECK(text && lines_starting(text, len, "P 0000000000000002 =/two ") == 1);
+	CHECK(text && lines_starting(text, len, "D 0000000000000004 ") == 1);
+	CHECK(text && memmem(text, len, "=/a%20b%25c%0a ", 15));
+	free(text);
+	snprintf(objects, sizeof(objects), "%s/objects", t.dir);
+	CHECK_EQ(dir_names(objects, &names, &n), 0);
+	CHECK_EQ(n, 0);
+
+	s = must_open(&t, MiB, true);
+	store_stats(s, &st);
+	CHECK_EQ(st.objects, 3);
+	CHECK_EQ(st.bad_records, 0);
+	o = store_lookup(s, 1);
+	store_obj_path(o, path, sizeof(path));
+	CHECK_STR(path, "/a b%c\n");
+	store_obj_unref(o);
+	o = store_lookup(s, 2);
+	store_obj_path(o, path, sizeof(path));
+	CHECK_STR(path, "/two");
+	store_obj_unref(o);
+	o = store_lookup(s, 3);
+	CHECK(o && obj_equals(o, (const uint8_t *)"three", 5));
+	store_obj_path(o, path, sizeof(path));
+	CHECK_STR(path, "/three");
+	store_obj_unref(o);
+	CHECK(!store_lookup(s, 4));
+	store_close(s);
+	tdir_release(&t);
+}
+
+/* Append @text to store @t's catalog log as it is. */
+static void log_append_raw(const struct tdir *t, const char *text, size_t len)
+{
+	char path[256];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/catalog.log", t->dir);
+	fd = open(path, O_WRONLY | O_APPEND);
+	if (fd < 0 || write(fd, text, len) != (ssize_t)len)
+		exit(1);
+	close(fd);
+}
+
+/* A line cut short by a crash is cut off; a damaged line is set aside,
+ * and only its object is lost. */
+TEST(torn_and_damaged)
+{
+	struct store_stats st;
+	struct store_obj *o;
+	struct tdir t;
+	struct store *s;
+	char *text, *line, path[256];
+	size_t len;
+	int i;
+
+	tdir_init(&t);
+	s = must_open(&t, MiB, false);
+	for (i = 1; i <= 3; i++)
+		store_obj_unref(make_sealed(s, (uint64_t)i, 5000, (uint64_t)i, "/f"));
+	store_close(s);
+	log_append_raw(&t, "R 0000000000000009 10 1 ", 24);
+
+	s = must_open(&t, MiB, true);
+	store_stats(s, &st);
+	CHECK_EQ(st.objects, 3);
+	CHECK_EQ(st.bad_records, 0);
+	store_close(s);
+	text = catalog_text(&t, &len);
+	CHECK(text && text[len - 1] == '\n');
+	CHECK(text && !memmem(text, len, "0000000000000009", 16));
+
+	/* flip a byte of object 2's line */
+	line = text ? memmem(text, len, "R 0000000000000002 ", 19) : NULL;
+	CHECK(line != NULL);
+	if (line) {
+		line[19] ^= 0x01;
+		snprintf(path, sizeof(path), "%s/catalog.log", t.dir);
+		spew(path, (uint8_t *)text, len);
+	}
+	free(text);
+	s = must_open(&t, MiB, true);
+	store_stats(s, &st);
+	CHECK_EQ(st.objects, 2);
+	CHECK_EQ(st.bad_records, 1);
+	CHECK(!store_lookup(s, 2));
+	for (i = 1; i <= 3; i += 2) {
+		uint8_t *want = pattern(5000, (uint64_t)i);
+
+		o = store_lookup(s, (uint64_t)i);
+		CHECK(o && obj_equals(o, want, 5000));
+		store_obj_unref(o);
+		free(want);
+	}
+	store_close(s);
+	snprintf(path, sizeof(path), "%s/catalog.bad", t.dir);
+	text = (char *)slurp(path, &len);
+	CHECK(text && lines_starting(text, len, "R 0000000000000002 ") == 1);
+	free(text);
+	s = must_open(&t, MiB, true);
+	store_stats(s, &st);
+	CHECK_EQ(st.objects, 2);
+	CHECK_EQ(st.bad_records, 0);
+	store_close(s);
+
+	/* a log written by a newer objfs is refused, not rewritten */
+	snprintf(path, sizeof(path), "%s/catalog.log", t.dir);
+	spew(path, (const uint8_t *)"objfs-catalog 2\n", 16);
+	int err = 0;
+	CHECK(!open_store(&t, MiB, true, &err, NULL));
+	CHECK_EQ(err, -EPROTONOSUPPORT);
+	text = (char *)slurp(path, &len);
+	CHECK(text && len == 16);
+	free(text);
+	tdir_release(&t);
+}
+
+/* Dead lines are compacted away at the tick, and at open. */
+TEST(compact)
+{
+	struct store_stats st, before;
+	struct store_obj *o;
+	char path[64], want[64];
+	struct tdir t;
+	struct store *s;
+	uint64_t id;
+
+	tdir_init(&t);
+	s = must_open(&t, 64 * MiB, false);
+	for (id = 1; id <= 5000; id++) {
+		snprintf(want, sizeof(want), "/d/%" PRIu64, id);
+		store_obj_unref(make_sealed(s, id, 0, id, want));
+	}
+	store_tick(s); /* nothing dead yet */
+	store_stats(s, &before);
+	CHECK_EQ(before.compactions, 0);
+	for (id = 1; id <= 5000; id++)
+		if (id % 5)
+			CHECK_EQ(store_unlink_id(s, id), 0);
+	o = store_lookup(s, 5);
+	CHECK_EQ(store_set_path(o, "/moved"), 0);
+	store_obj_unref(o);
+	store_tick(s);
+	store_stats(s, &st);
+	CHECK_EQ(st.compactions, 1);
+	CHECK_EQ(st.catalog_live, 1000);
+	CHECK_EQ(st.catalog_lines, 1000);
+	CHECK(st.catalog_bytes < before.catalog_bytes / 4);
+	/* appends go to the new log */
+	store_obj_unref(make_sealed(s, 9999, 10, 1, "/after"));
+	store_close(s);
+
+	s = must_open(&t, 64 * MiB, true);
+	store_stats(s, &st);
+	CHECK_EQ(st.objects, 1001);
+	CHECK_EQ(st.bad_records, 0);
+	CHECK_EQ(st.compactions, 0);
+	for (id = 5; id <= 5000; id += 5) {
+		o = store_lookup(s, id);
+		CHECK(o != NULL);
+		store_obj_path(o, path, sizeof(path));
+		snprintf(want, sizeof(want), "/d/%" PRIu64, id);
+		CHECK_STR(path, id == 5 ? "/moved" : want);
+		store_obj_unref(o);
+	}
+	o = store_lookup(s, 9999);
+	CHECK(o != NULL);
+	store_obj_unref(o);
+	store_close(s);
+	tdir_release(&t);
+}
+
+/* A store of the record files of earlier versions is converted whole,
+ * and a conversion cut short converts again. */
+TEST(convert)
+{
+	struct store_stats st;
+	struct store_obj *o;
+	char objects[256], path[64], want[64];
+	struct tdir t;
+	struct store *s;
+	char **names;
+	size_t n, len;
+	uint64_t id;
+	char *text;
+
+	tdir_init(&t);
+	s = must_open(&t, 64 * MiB, false);
+	for (id = 1; id <= 500; id++) {
+		snprintf(want, sizeof(want), "/c/%" PRIu64, id);
+		store_obj_unref(make_sealed(s, id, (size_t)id * 7, id, want));
+	}
+	close_as_old(s, &t);
+	snprintf(objects, sizeof(objects), "%s/objects", t.dir);
+	CHECK_EQ(dir_names(objects, &names, &n), 0);
+	CHECK_EQ(n, 500);
+	while (n)
+		free(names[--n]);
+	free(names);
+
+	s = must_open(&t, 64 * MiB, true);
+	store_stats(s, &st);
+	CHECK_EQ(st.objects, 500);
+	CHECK_EQ(st.bad_records, 0);
+	CHECK_EQ(st.catalog_live, 500);
+	store_close(s);
+	CHECK_EQ(dir_names(objects, &names, &n), 0);
+	CHECK_EQ(n, 0);
+	free(names);
+	text = catalog_text(&t, &len);
+	CHECK(text && lines_starting(text, len, "R ") == 500);
+	free(text);
+
+	/* a crash after the log was written, before the records went: some
+	 * records are still there, and the log has them */
+	s = must_open(&t, 64 * MiB, false);
+	o = store_lookup(s, 17);
+	old_record_cb(o, &t);
+	CHECK_EQ(store_set_path(o, "/c/renamed"), 0);
+	store_obj_unref(o);
+	store_close(s);
+	s = must_open(&t, 64 * MiB, true);
+	store_stats(s, &st);
+	CHECK_EQ(st.objects, 500);
+	CHECK_EQ(st.bad_records, 0);
+	o = store_lookup(s, 17);
+	store_obj_path(o, path, sizeof(path));
+	CHECK_STR(path, "/c/renamed"); /* the log is newer */
+	store_obj_unref(o);
+	for (id = 1; id <= 500; id += 99) {
+		uint8_t *data = pattern((size_t)id * 7, id);
+
+		o = store_lookup(s, id);
+		CHECK(o && obj_equals(o, data, (size_t)id * 7));
+		store_obj_unref(o);
+		free(data);
+	}
+	store_close(s);
+	CHECK_EQ(dir_names(objects, &names, &n), 0);
+	CHECK_EQ(n, 0);
+	free(names);
 	tdir_release(&t);
 }
 
@@ -466,6 +767,10 @@ int main(void)
 	RUN(files);
 	RUN(upgrade);
 	RUN(verify);
+	RUN(log_lines);
+	RUN(torn_and_damaged);
+	RUN(compact);
+	RUN(convert);
 	RUN(shrink_capacity);
 	RUN(notes);
 	return tap_done();

@@ -9,16 +9,15 @@
 
 MAPWRITE=$OBJFS_BUILD/tests/objfs-mapwrite
 need_built "$MAPWRITE"
+need python3
 start_redis
 st=$T/store
-mkdir "$st"
-mount -t tmpfs -o size=64M,nr_inodes=48 objfs-test "$st" || skip "cannot mount a tmpfs here"
-on_exit "umount -l '$st'"
+small_catalog_store "$st"
 mount_objfs a "$REDIS_URL" "capacity=32M,noprefault,store=$st"
 A=$(mnt_of a)
 
-fill_inodes "$st"
-free_inodes "$st" 1
+fill_space "$st"
+step "the catalog's last page filled: $(wedge_catalog "$A" "$st")"
 
 step "a writer through a mapping whose seal at RELEASE fails"
 capture 60 "$MAPWRITE" "$A/mapped" 65536 z || fail "objfs-mapwrite: $CAPTURED"
@@ -39,6 +38,6 @@ timeout -k 5 10 sh -c "echo more >>'$A/mapped'" 2>/dev/null || rc=$?
 timeout -k 5 10 rm "$A/mapped" || fail "rm of the object whose seal is retried failed or blocked"
 assert_absent "$A/mapped"
 step "with room again, the retry discards it rather than publishing it"
-rm -f "$st"/fill/*
+free_space "$st"
 eventually 30 status_is a pending 0
 assert_absent "$A/mapped"
