@@ -64,7 +64,9 @@
 #define LOG_BAD "catalog.bad"
 #define LOG_HEADER "objfs-catalog 1\n"
 #define LOG_HEADER_PREFIX "objfs-catalog "
-#define LOG_COMPACT_MIN 4096 /* dead lines before a runtime compaction */
+#define LOG_COMPACT_MIN 4096		 /* dead lines before a runtime compaction */
+#define LOG_RETRY_NS (60 * 1000000000LL) /* after a compaction failed */
+#define LOG_BAD_MAX 1000		 /* lines kept in catalog.bad per open */
 /* the longest line: R, id, size, mtime, csum, a path escaped 3 to 1, hash */
 #define LOG_LINE_MAX (64 + 3 * OBJFS_PATH_MAX + 64)
 
@@ -377,8 +379,7 @@ static void get_path(struct cur *c, char *buf)
 		}
 		buf[n++] = ch;
 	}
-	buf[n] = '\0';
-	get_sep(c);
+	buf[n] = '\0'; /* the last field: nothing may follow */
 }
 
 /* Parse line @p of @len bytes (without its newline).  0 or -EBADMSG. */
@@ -409,9 +410,10 @@ static int line_parse(const char *p, size_t len, struct line *ret)
 	case 'R':
 		get_dec(&c, false, &ret->size, &neg);
 		get_dec(&c, true, &mt, &neg);
-		if (mt > INT64_MAX)
+		if (mt > (uint64_t)INT64_MAX + neg)
 			c.ok = false;
-		ret->mtime_ns = neg ? -(int64_t)mt : (int64_t)mt;
+		/* as unsigned: -2^63 has no positive counterpart */
+		ret->mtime_ns = (int64_t)(neg ? 0 - mt : mt);
 		for (i = 0; c.ok && i < OBJFS_CSUM_LEN; i++, c.p += 2) {
 			hi = c.end - c.p >= 2 ? hex_val(c.p[0]) : -1;
 			lo = c.end - c.p >= 2 ? hex_val(c.p[1]) : -1;
@@ -498,6 +500,10 @@ int store_catalog_remove_i(struct store_obj *o)
 		if (r == 0) {
 			o->recorded = false;
 			s->log_live--;
+		} else {
+			/* its R stays in the log: the next compaction, which
+			 * keeps only objects in the store, drops it */
+			s->log_dirty = true;
 		}
 	}
 	pthread_mutex_unlock(&s->log_lock);
@@ -507,10 +513,13 @@ int store_catalog_remove_i(struct store_obj *o)
 /* Keep @len bytes at @p (a line the store cannot use) in DIR/catalog.bad. */
 static void keep_bad(struct store *s, const char *p, size_t len)
 {
-	int fd = openat(s->dir_fd, LOG_BAD, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-			0600);
+	int fd;
 
-	s->bad_records++;
+	/* counted, but kept only so far: it shares the catalog's room */
+	if (s->bad_records++ >= LOG_BAD_MAX)
+		return;
+	fd = openat(s->dir_fd, LOG_BAD, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+		    0600);
 	if (fd < 0)
 		return;
 	if (write_full(fd, p, len) < 0 ||
@@ -535,7 +544,7 @@ static int log_compact(struct store *s, struct store_obj ***ret_objs, size_t *re
 	size_t n = 0, i, used;
 	uint64_t bytes = 0;
 	char *buf = NULL;
-	int fd = -1, nfd, r = 0;
+	int fd = -1, r = 0;
 
 	pthread_mutex_lock(&s->lock);
 	v = malloc((HASH_COUNT(s->table) + 1) * sizeof(*v));
@@ -551,8 +560,10 @@ static int log_compact(struct store *s, struct store_obj ***ret_objs, size_t *re
 		r = -ENOMEM;
 		goto out;
 	}
-	fd =
-	    openat(s->dir_fd, LOG_NEW, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	/* kept as the log's descriptor once renamed: nothing can fail
+	 * between the rename and appending to the new log */
+	fd = openat(s->dir_fd, LOG_NEW,
+		    O_RDWR | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
 		r = -errno;
 		goto out;
@@ -568,25 +579,14 @@ static int log_compact(struct store *s, struct store_obj ***ret_objs, size_t *re
 			used = 0;
 		}
 	}
-	if (r == 0 && close(fd) < 0)
-		r = -errno;
-	fd = -1;
 	if (r == 0 && renameat(s->dir_fd, LOG_NEW, s->dir_fd, LOG_NAME) < 0)
 		r = -errno;
-	if (r < 0) {
-		unlinkat(s->dir_fd, LOG_NEW, 0);
+	if (r < 0)
 		goto out;
-	}
-	nfd = openat(s->dir_fd, LOG_NAME, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
-	if (nfd < 0) {
-		/* the new log is in place: the old descriptor would append
-		 * to a file nobody reads any more */
-		r = -errno;
-		log_error("store: cannot open the compacted catalog log: %s", strerror(-r));
-		goto out;
-	}
 	close(s->log_fd);
-	s->log_fd = nfd;
+	s->log_fd = fd;
+	fd = -1;
+	s->log_dirty = false;
 	s->log_size = bytes;
 	s->log_lines = n;
 	s->log_live = n;
@@ -628,17 +628,24 @@ void store_tick(struct store *s)
 	uint64_t dead, live;
 	int r;
 
+	bool dirty;
+
 	pthread_mutex_lock(&s->log_lock);
 	live = s->log_live;
 	dead = s->log_lines - live;
+	dirty = s->log_dirty;
 	pthread_mutex_unlock(&s->log_lock);
-	if (dead < max_u64(live, LOG_COMPACT_MIN))
+	if (dead < max_u64(live, LOG_COMPACT_MIN) && !dirty)
 		return;
+	if (mono_ns() < s->log_retry_ns)
+		return; /* it failed a moment ago (a full filesystem) */
 	r = compact(s);
-	if (r < 0)
-		log_warn("store: cannot compact the catalog log (%" PRIu64 " dead lines): %s", dead,
-			 strerror(-r));
-	else
+	if (r < 0) {
+		log_warn("store: cannot compact the catalog log (%" PRIu64
+			 " dead lines): %s; trying again in a minute",
+			 dead, strerror(-r));
+		s->log_retry_ns = mono_ns() + LOG_RETRY_NS;
+	} else
 		log_debug("store: catalog log compacted: %" PRIu64 " lines dropped", dead);
 }
 
@@ -685,10 +692,10 @@ static int replay_one(struct store *s, struct store_obj **pend, const struct lin
 
 /*
  * Read the log into @pend.  *@ret_dirty if it should be written anew (a
- * bad or torn line, a header to write).  0 or a negative errno that must
- * fail the open.
+ * bad or torn line, a header to write); *@ret_end is where its last whole
+ * line ends.  0 or a negative errno that must fail the open.
  */
-static int log_replay(struct store *s, struct store_obj **pend, bool *ret_dirty)
+static int log_replay(struct store *s, struct store_obj **pend, bool *ret_dirty, uint64_t *ret_end)
 {
 	const char *map, *p, *end, *nl;
 	struct line *l = NULL;
@@ -749,6 +756,7 @@ static int log_replay(struct store *s, struct store_obj **pend, bool *ret_dirty)
 		}
 		p = nl + 1;
 	}
+	*ret_end = (uint64_t)(p - map);
 out:
 	free(l);
 	munmap((void *)map, (size_t)st.st_size);
@@ -804,6 +812,7 @@ int store_catalog_adopt_i(struct store *s, uint64_t *ret_bytes)
 {
 	struct store_obj *pend = NULL, *o, *tmp;
 	struct store_old old = {0};
+	uint64_t end = 0;
 	bool dirty = false;
 	int r;
 
@@ -812,7 +821,7 @@ int store_catalog_adopt_i(struct store *s, uint64_t *ret_bytes)
 	    openat(s->dir_fd, LOG_NAME, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (s->log_fd < 0)
 		return -errno;
-	r = log_replay(s, &pend, &dirty);
+	r = log_replay(s, &pend, &dirty, &end);
 	if (r == 0)
 		r = adopt_replayed(s, &pend, &dirty);
 	HASH_ITER (hh, pend, o, tmp) {
@@ -822,8 +831,21 @@ int store_catalog_adopt_i(struct store *s, uint64_t *ret_bytes)
 	if (r == 0)
 		r = store_catalog_old_adopt_i(s, &old);
 	/* the log becomes what was adopted, before the old records go */
-	if (r == 0 && (dirty || old.n || old.arena || s->log_lines - s->log_live > s->log_live))
+	if (r == 0 && (dirty || old.n || old.arena || s->log_lines - s->log_live > s->log_live)) {
 		r = compact(s);
+		/* only a conversion (or a new log) needs it now: otherwise
+		 * the tick compacts once the filesystem has room again */
+		if (r < 0 && !old.n && !old.arena && end) {
+			log_warn("store: cannot compact the catalog log at open (%s); trying "
+				 "again later",
+				 strerror(-r));
+			s->log_dirty = true;
+			r = 0;
+			/* a line cut short goes, which needs no room */
+			if (ftruncate(s->log_fd, (off_t)end) < 0)
+				r = -errno;
+		}
+	}
 	store_catalog_old_done_i(s, &old, r == 0);
 	if (r < 0)
 		return r;

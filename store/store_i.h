@@ -279,6 +279,10 @@ struct store {
 	uint64_t log_lines;   /* lines after the header */
 	uint64_t log_live;    /* objects recorded: the lines a compaction keeps */
 	uint64_t compactions; /* at runtime (store_tick()) */
+	/* a compaction is due whatever the count of dead lines (a D that
+	 * could not be appended, a compaction at open that could not run) */
+	bool log_dirty;
+	int64_t log_retry_ns; /* the ticker's alone: no compaction before (mono_ns()) */
 };
 
 /* ---- store_files.c: the filesystem ---- */
