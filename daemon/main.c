@@ -771,7 +771,7 @@ static int run(struct daemon *d)
 	char url[OBJFS_PATH_MAX + 8], err[1024], fsname[512], shown[OBJFS_PATH_MAX];
 	struct fs_config fc;
 	struct node_config nc;
-	unsigned n = 0, detached = 0;
+	unsigned detached = 0;
 	int r;
 
 	d->restart_deadline = mono_ns() + RESTART_WAIT_S * 1000000000LL;
@@ -883,14 +883,9 @@ static int run(struct daemon *d)
 	r = claim_node(d);
 	if (r < 0)
 		return r;
-	r = node_reconcile(d->nd, &n);
-	if (r < 0) {
-		fail("cannot reconcile the store with Redis at %s: %s", meta_url(d->meta),
-		     strerror(-r));
-		return r;
-	}
-	if (n)
-		log_info("registered %u objects from the store again", n);
+	/* the mount waits for the store's adoption only: reconciling with
+	 * Redis (one call per 1,000 objects) is the ticker's first round */
+	node_resync(d->nd);
 	r = fs_mount(d->fs);
 	if (r < 0) {
 		fail("cannot mount on %s (is /dev/fuse available, and are you root?)",

@@ -324,6 +324,29 @@ int meta_add_holder(struct meta *m, uint64_t id);
 /* The same, only if the record's size and checksum are @obj's: -ENOTUNIQ
  * (and nothing changes) if the record describes other bytes. */
 int meta_add_holder_of(struct meta *m, const struct meta_obj *obj);
+
+/* What Redis says of one of a batch of objects (meta_sync_holders()). */
+enum meta_sync_state {
+	META_SYNC_UNKNOWN, /* no record, no tombstone */
+	META_SYNC_LIVE,	   /* its record describes these bytes: a holder now */
+	META_SYNC_OTHER,   /* its record describes other bytes (the id was reused) */
+	META_SYNC_DELETED, /* a tombstone: it was deleted */
+};
+struct meta_sync {
+	enum meta_sync_state state;
+	char *path; /* LIVE: where it is linked now; NULL if unknown */
+};
+#define META_SYNC_BATCH 1000
+/*
+ * For each of @n objects (at most META_SYNC_BATCH) this node holds: add
+ * the node as a holder of those whose record describes the same bytes
+ * (size and checksum), and say of each what Redis knows, in @ret (free
+ * the paths with meta_sync_release()).  One script call for the batch.
+ * -EIO, -EBADMSG (a corrupt answer or record on the way: the caller may
+ * check these objects one at a time), -EINVAL, -ENOMEM.
+ */
+int meta_sync_holders(struct meta *m, const struct meta_obj *objs, size_t n, struct meta_sync *ret);
+void meta_sync_release(struct meta_sync *v, size_t n);
 /* The same, and drop the holders whose node card is gone (stale entries),
  * counting them in *ret_stale (may be NULL). */
 int meta_add_holder_prune(struct meta *m, const struct meta_obj *obj, unsigned *ret_stale);

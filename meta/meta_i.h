@@ -67,6 +67,7 @@ enum meta_script {
 	MS_ADD_HOLDER,
 	MS_OBJPATH,
 	MS_READDIR_PAGE,
+	MS_SYNC_HOLDERS,
 	META_NSCRIPTS
 };
 

@@ -375,6 +375,43 @@ static const char script_objpath[] =
 	   "if not isfile(call('HGET', dkey(a[1]), a[2]), id) then return '' end\n"
 	   "return pathof(a[1], a[2])\n";
 
+/* ARGV[5] this node, ARGV[6] "<id> <size> <csum hex>;" per object.
+ * Returns {state, path} per object: L (its record describes these bytes;
+ * path: where it is linked now, "" if unknown), X (the record describes
+ * other bytes), D (a tombstone: deleted), U (neither).  Every read comes
+ * before the first write (the SADDs of L objects). */
+static const char script_sync_holders[] =
+    LUA_NS "local me = ARGV[5]\n"
+	   "local ids, st, paths = {}, {}, {}\n"
+	   "for id, size, csum in string.gmatch(ARGV[6], '(%d+) (%d+) (%x+);') do\n"
+	   "  local rec = call('HMGET', okey(id), 'size', 'csum', 'parent', 'name')\n"
+	   "  local s, p = 'U', ''\n"
+	   "  if rec[1] or rec[2] then\n"
+	   "    if rec[1] ~= size or rec[2] ~= csum then\n"
+	   "      s = 'X'\n"
+	   "    else\n"
+	   "      s = 'L'\n"
+	   "      if isid(rec[3]) and rec[4] and rec[4] ~= '' and\n"
+	   "         isfile(call('HGET', dkey(rec[3]), rec[4]), id) then\n"
+	   "        local ok, v = pcall(pathof, rec[3], rec[4])\n"
+	   "        if ok and type(v) == 'string' then p = v end\n"
+	   "      end\n"
+	   "    end\n"
+	   "  elseif call('EXISTS', tkey(id)) == 1 then\n"
+	   "    s = 'D'\n"
+	   "  end\n"
+	   "  ids[#ids + 1] = id\n"
+	   "  st[#st + 1] = s\n"
+	   "  paths[#paths + 1] = p\n"
+	   "end\n"
+	   "local out = {}\n"
+	   "for i, id in ipairs(ids) do\n"
+	   "  if st[i] == 'L' then call('SADD', hkey(id), me) end\n"
+	   "  out[#out + 1] = st[i]\n"
+	   "  out[#out + 1] = paths[i]\n"
+	   "end\n"
+	   "return out\n";
+
 /* ARGV[5] parent, ARGV[6] name.  Returns the object id. */
 static const char script_unlink[] = LUA_NS "local parent, name = ARGV[5], ARGV[6]\n"
 					   "needdir(parent)\n"
@@ -737,31 +774,55 @@ static const char script_members[] =
 		       "return out\n";
 
 const char *const meta_script_src[META_NSCRIPTS] = {
-    [MS_INIT] = script_init,	   [MS_EPOCH] = script_epoch,
-    [MS_ALLOC] = script_alloc,	   [MS_LOOKUP] = script_lookup,
-    [MS_GETATTR] = script_getattr, [MS_READDIR] = script_readdir,
-    [MS_MKDIR] = script_mkdir,	   [MS_RMDIR] = script_rmdir,
-    [MS_PUBLISH] = script_publish, [MS_UNLINK] = script_unlink,
-    [MS_RENAME] = script_rename,   [MS_REREGISTER] = script_reregister,
-    [MS_CLAIM] = script_claim,	   [MS_HEARTBEAT] = script_heartbeat,
-    [MS_RELEASE] = script_release, [MS_PATH] = script_path,
-    [MS_LOCATE] = script_locate,   [MS_RELEASE_REPLICA] = script_release_replica,
-    [MS_MEMBERS] = script_members, [MS_ADD_HOLDER] = script_add_holder,
-    [MS_OBJPATH] = script_objpath, [MS_READDIR_PAGE] = script_readdir_page,
+    [MS_INIT] = script_init,
+    [MS_EPOCH] = script_epoch,
+    [MS_ALLOC] = script_alloc,
+    [MS_LOOKUP] = script_lookup,
+    [MS_GETATTR] = script_getattr,
+    [MS_READDIR] = script_readdir,
+    [MS_MKDIR] = script_mkdir,
+    [MS_RMDIR] = script_rmdir,
+    [MS_PUBLISH] = script_publish,
+    [MS_UNLINK] = script_unlink,
+    [MS_RENAME] = script_rename,
+    [MS_REREGISTER] = script_reregister,
+    [MS_CLAIM] = script_claim,
+    [MS_HEARTBEAT] = script_heartbeat,
+    [MS_RELEASE] = script_release,
+    [MS_PATH] = script_path,
+    [MS_LOCATE] = script_locate,
+    [MS_RELEASE_REPLICA] = script_release_replica,
+    [MS_MEMBERS] = script_members,
+    [MS_ADD_HOLDER] = script_add_holder,
+    [MS_OBJPATH] = script_objpath,
+    [MS_READDIR_PAGE] = script_readdir_page,
+    [MS_SYNC_HOLDERS] = script_sync_holders,
 };
 
 const char *const meta_script_name[META_NSCRIPTS] = {
-    [MS_INIT] = "init",	      [MS_EPOCH] = "epoch",
-    [MS_ALLOC] = "alloc",     [MS_LOOKUP] = "lookup",
-    [MS_GETATTR] = "getattr", [MS_READDIR] = "readdir",
-    [MS_MKDIR] = "mkdir",     [MS_RMDIR] = "rmdir",
-    [MS_PUBLISH] = "publish", [MS_UNLINK] = "unlink",
-    [MS_RENAME] = "rename",   [MS_REREGISTER] = "reregister",
-    [MS_CLAIM] = "claim",     [MS_HEARTBEAT] = "heartbeat",
-    [MS_RELEASE] = "release", [MS_PATH] = "path",
-    [MS_LOCATE] = "locate",   [MS_RELEASE_REPLICA] = "release-replica",
-    [MS_MEMBERS] = "members", [MS_ADD_HOLDER] = "add_holder",
-    [MS_OBJPATH] = "objpath", [MS_READDIR_PAGE] = "readdir_page",
+    [MS_INIT] = "init",
+    [MS_EPOCH] = "epoch",
+    [MS_ALLOC] = "alloc",
+    [MS_LOOKUP] = "lookup",
+    [MS_GETATTR] = "getattr",
+    [MS_READDIR] = "readdir",
+    [MS_MKDIR] = "mkdir",
+    [MS_RMDIR] = "rmdir",
+    [MS_PUBLISH] = "publish",
+    [MS_UNLINK] = "unlink",
+    [MS_RENAME] = "rename",
+    [MS_REREGISTER] = "reregister",
+    [MS_CLAIM] = "claim",
+    [MS_HEARTBEAT] = "heartbeat",
+    [MS_RELEASE] = "release",
+    [MS_PATH] = "path",
+    [MS_LOCATE] = "locate",
+    [MS_RELEASE_REPLICA] = "release-replica",
+    [MS_MEMBERS] = "members",
+    [MS_ADD_HOLDER] = "add_holder",
+    [MS_OBJPATH] = "objpath",
+    [MS_READDIR_PAGE] = "readdir_page",
+    [MS_SYNC_HOLDERS] = "sync_holders",
 };
 
 /*
@@ -797,6 +858,7 @@ static const char *const script_keyspec[META_NSCRIPTS] = {
     [MS_ADD_HOLDER] = "o5 h5",
     [MS_OBJPATH] = "N o5",
     [MS_READDIR_PAGE] = "N d5",
+    [MS_SYNC_HOLDERS] = "N",
 };
 
 /* Append key "{P}:<what><arg>" to @a's keys. */

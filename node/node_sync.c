@@ -184,6 +184,100 @@ static int reconcile_one(struct node *nd, uint64_t id, bool same_epoch)
 	return r;
 }
 
+/*
+ * Reconcile @n objects of @ids with one Redis call (the same epoch):
+ * each becomes a holder again if Redis has its record, and is then acted
+ * on as reconcile_one() would.  A batch whose answer is corrupt (a bad
+ * record on the way) is checked one object at a time.  Adds the objects
+ * registered again to *@ret_n; 0 or a negative errno (-EIO: Redis went
+ * away).
+ */
+static int reconcile_batch(struct node *nd, const uint64_t *ids, size_t n, unsigned *ret_n)
+{
+	struct store_obj **objs = calloc(n, sizeof(*objs));
+	struct meta_obj *recs = calloc(n, sizeof(*recs));
+	struct meta_sync *res = calloc(n, sizeof(*res));
+	char path[OBJFS_PATH_MAX];
+	size_t k = 0, i;
+	int r, err = 0;
+
+	if (!objs || !recs || !res) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if (publish_pending(nd, ids[i]))
+			continue; /* node_publish_retry() or a running seal publishes it */
+		objs[k] = store_lookup(nd->store, ids[i]);
+		if (objs[k])
+			node_record_of(nd, objs[k], &recs[k]), k++;
+	}
+	r = meta_sync_holders(nd->meta, recs, k, res);
+	if (r == -EBADMSG) {
+		/* one at a time: only the bad one fails */
+		for (i = 0; i < k && err != -EIO; i++) {
+			r = reconcile_one(nd, store_obj_id(objs[i]), true);
+			if (r == 1)
+				(*ret_n)++;
+			else if (r < 0)
+				err = r;
+		}
+		goto out;
+	}
+	if (r < 0) {
+		err = r;
+		goto out;
+	}
+	for (i = 0; i < k; i++) {
+		struct store_obj *o = objs[i];
+		uint64_t id = store_obj_id(o);
+
+		store_obj_path(o, path, sizeof(path));
+		switch (res[i].state) {
+		case META_SYNC_LIVE:
+			/* the catalog learns where the object lives now */
+			if (res[i].path && strcmp(res[i].path, path) &&
+			    store_set_path(o, res[i].path) == 0)
+				log_info("object %" PRIu64 " is '%s' now (the catalog said '%s')",
+					 id, res[i].path, path);
+			continue;
+		case META_SYNC_DELETED:
+			log_info("object %" PRIu64 " was deleted while this node was away; "
+				 "dropping it",
+				 id);
+			store_unlink(o);
+			continue;
+		case META_SYNC_UNKNOWN:
+			if (path[0])
+				log_warn("Redis does not know object %" PRIu64
+					 " ('%s') although its "
+					 "epoch is unchanged (restored from an older snapshot?); "
+					 "registering it again",
+					 id, path);
+			break;
+		case META_SYNC_OTHER:
+			/* Redis lost this object, and its id was used again
+			 * for other bytes: this copy is not that object */
+			break;
+		}
+		r = reregister(nd, o, path);
+		if (r == 0)
+			(*ret_n)++;
+		else if (r < 0)
+			err = r;
+		if (r == -EIO)
+			break;
+	}
+	meta_sync_release(res, k);
+out:
+	for (i = 0; objs && i < k; i++)
+		store_obj_unref(objs[i]);
+	free(objs);
+	free(recs);
+	free(res);
+	return err;
+}
+
 int node_reconcile(struct node *nd, unsigned *ret_n)
 {
 	struct idlist l = {0};
@@ -204,7 +298,16 @@ int node_reconcile(struct node *nd, unsigned *ret_n)
 		free(l.ids);
 		return r;
 	}
-	for (i = 0; i < l.n; i++) {
+	for (i = 0; same && i < l.n; i += META_SYNC_BATCH) {
+		r = reconcile_batch(nd, l.ids + i,
+				    l.n - i < META_SYNC_BATCH ? l.n - i : META_SYNC_BATCH, &n);
+		if (r < 0)
+			err = r;
+		if (r == -EIO)
+			break; /* Redis went away: try again on the next tick */
+	}
+	/* Redis lost its data: every object is registered again */
+	for (i = 0; !same && i < l.n; i++) {
 		r = reconcile_one(nd, l.ids[i], same);
 		if (r == 1)
 			n++;
@@ -246,15 +349,23 @@ void node_tick(struct node *nd)
 		return;
 	}
 	pthread_mutex_lock(&nd->pub_lock);
-	changed = strcmp(epoch, nd->epoch) != 0;
+	/* before the first reconcile there is nothing to compare with */
+	changed = nd->epoch[0] && strcmp(epoch, nd->epoch) != 0;
 	retry = nd->unpublished != NULL;
 	pthread_mutex_unlock(&nd->pub_lock);
 	if (changed || resync) {
 		if (changed)
 			log_warn("Redis at %s lost its data; registering this node's objects again",
 				 meta_url(nd->meta));
+		int64_t t0 = mono_ns();
+		struct store_stats ss;
+
+		store_stats(nd->store, &ss);
 		if (node_reconcile(nd, &n) == 0)
-			log_info("reconciled with Redis: %u objects registered again", n);
+			log_info("reconciled %" PRIu64
+				 " objects with Redis in %.1f s: %u registered "
+				 "again",
+				 ss.objects, (double)(mono_ns() - t0) / 1e9, n);
 		else
 			atomic_store(&nd->resync, true); /* the next tick tries again */
 	} else if (retry) {

@@ -427,11 +427,109 @@ TEST(readdir_page)
 	meta_free(m);
 }
 
+/* One call checks a batch of objects: live ones (one renamed, one in a
+ * directory renamed) become holders with their path now, deleted, unknown
+ * and other-bytes ones say so; a corrupt record fails the batch with
+ * EBADMSG (the caller then checks one at a time). */
+TEST(sync_batch)
+{
+	enum { N = 2500 };
+	struct meta *m = mk_connected("t-sync"), *b = mk("t-sync", "node-b", 0, 0);
+	struct meta_obj *objs = calloc(N, sizeof(*objs));
+	struct meta_sync *res = calloc(META_SYNC_BATCH, sizeof(*res));
+	char name[64], path[64], (*nodes)[OBJFS_NODE_MAX];
+	struct meta_entry de;
+	uint64_t d, id, i, off;
+	int live = 0, dead = 0, unknown = 0, other = 0;
+	size_t n;
+
+	CHECK_EQ(meta_connect(b), 0);
+	CHECK_EQ(meta_mkdir(m, META_ROOT_ID, "d", 1, &de), 0);
+	d = de.id;
+	for (i = 0; i < N; i++) {
+		mkobj(m, &objs[i], 100 + i);
+		snprintf(name, sizeof(name), "f%" PRIu64, i);
+		switch (i % 5) {
+		case 0: /* live */
+		case 1: /* live, renamed */
+			CHECK_EQ(meta_publish(m, d, name, &objs[i], 0, NULL, NULL), 0);
+			if (i % 5 == 1)
+				CHECK_EQ(
+				    meta_rename(m, d, name, META_ROOT_ID, name, 0, false, NULL), 0);
+			break;
+		case 2: /* deleted */
+			CHECK_EQ(meta_publish(m, d, name, &objs[i], 0, NULL, NULL), 0);
+			CHECK_EQ(meta_unlink(m, d, name, &id), 0);
+			break;
+		case 3: /* unknown: never published */
+			break;
+		case 4: /* other bytes under this id */
+			CHECK_EQ(meta_publish(m, d, name, &objs[i], 0, NULL, NULL), 0);
+			objs[i].size++;
+			break;
+		}
+	}
+	CHECK_EQ(meta_rename(m, META_ROOT_ID, "d", META_ROOT_ID, "e", 0, false, NULL), 0);
+	for (off = 0; off < N; off += META_SYNC_BATCH) {
+		size_t k = N - off < META_SYNC_BATCH ? N - off : META_SYNC_BATCH;
+
+		CHECK_EQ(meta_sync_holders(b, objs + off, k, res), 0);
+		for (i = 0; i < k; i++) {
+			uint64_t j = off + i;
+
+			switch (j % 5) {
+			case 0:
+			case 1:
+				live += res[i].state == META_SYNC_LIVE;
+				snprintf(path, sizeof(path), j % 5 ? "/f%" PRIu64 : "/e/f%" PRIu64,
+					 j);
+				CHECK(res[i].path && !strcmp(res[i].path, path));
+				break;
+			case 2:
+				dead += res[i].state == META_SYNC_DELETED;
+				CHECK(!res[i].path);
+				break;
+			case 3:
+				unknown += res[i].state == META_SYNC_UNKNOWN;
+				break;
+			case 4:
+				other += res[i].state == META_SYNC_OTHER;
+				break;
+			}
+		}
+		meta_sync_release(res, k);
+	}
+	CHECK_EQ(live, 2 * N / 5);
+	CHECK_EQ(dead, N / 5);
+	CHECK_EQ(unknown, N / 5);
+	CHECK_EQ(other, N / 5);
+	/* node-b holds the live ones now, and only those */
+	CHECK_EQ(meta_holders(m, objs[0].id, &nodes, &n), 0);
+	CHECK(n == 2 && (!strcmp(nodes[1], "node-b") || !strcmp(nodes[0], "node-b")));
+	free(nodes);
+	CHECK_EQ(meta_holders(m, objs[4].id, &nodes, &n), 0);
+	CHECK_EQ(n, 1);
+	free(nodes);
+
+	/* a record of the wrong type on the way: the batch says EBADMSG */
+	rdo("DEL {t-sync}:o:%" PRIu64, objs[0].id);
+	rdo("SET {t-sync}:o:%" PRIu64 " junk", objs[0].id);
+	CHECK_EQ(meta_sync_holders(b, objs, 10, res), -EBADMSG);
+	CHECK_EQ(meta_sync_holders(b, objs + 5, 10, res), 0);
+	meta_sync_release(res, 10);
+	CHECK_EQ(meta_sync_holders(b, objs, META_SYNC_BATCH + 1, res), -EINVAL);
+	meta_free(b);
+	meta_free(m);
+	free(objs);
+	free(res);
+}
+
 int main(void)
 {
 	harness_begin("test-meta-records");
 	RUN(wrong_types);
 	RUN(corrupt);
 	RUN(readdir_page);
+	RUN(sync_batch);
 	return harness_end();
 }
