@@ -89,7 +89,6 @@ void node_free(struct node *nd)
 	if (!nd)
 		return;
 	node_stop(nd);
-	fetch_lru_free_all_locked(nd);
 	fetch_peer_free_all(nd);
 	node_unpublished_free_all(nd);
 	pthread_mutex_destroy(&nd->lock);
@@ -208,7 +207,6 @@ void node_gone(struct node *nd, uint64_t id)
 {
 	struct store_obj *o;
 
-	node_forget(nd, id);
 	o = store_lookup(nd->store, id);
 	if (!o)
 		return;

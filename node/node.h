@@ -294,11 +294,9 @@ int node_fetch_progress(struct node *nd, uint64_t id, uint64_t *ret_done, uint64
 
 /* ---- use and eviction (node_evict.c) ---- */
 
-/* Object @id was used now (for least-recently-used eviction). */
+/* Object @id was used now (for least-recently-used eviction: it goes to
+ * the hot end of the store's use order). */
 void node_touch(struct node *nd, uint64_t id);
-
-/* Forget the use time of @id (its copy is gone). */
-void node_forget(struct node *nd, uint64_t id);
 
 /*
  * Make @need bytes free in the store: give up sealed copies that no one

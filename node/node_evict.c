@@ -1,10 +1,13 @@
 /*
- * node_evict: use times of local objects, and eviction.
+ * node_evict: use order of local objects, and eviction.
  *
- * Every open of a local object and every fetch that ends records a use
- * time (node_touch()).  When the store has no room (a fetch reserving
- * pages, a write growing a file), node_evict() gives up sealed objects
- * that nobody uses here, least recently used first, but only those that
+ * Every open of a local object and every fetch that ends moves it to the
+ * hot end of the store's use order (node_touch(), store_touch()).  When
+ * the store has no room (a fetch reserving pages, a write growing a
+ * file), node_evict() walks that order from the cold end, a batch at a
+ * time (store_walk_cold()), so that it costs the objects it looks at, not
+ * the objects the store holds, and gives up sealed objects that nobody
+ * uses here, least recently used first, but only those that
  * live on another node too: meta_release_replica() removes this node from
  * the holders in one atomic step only if another live holder remains, so
  * two nodes evicting at once can never drop the last copy.  An object
@@ -46,72 +49,14 @@
 
 #include "log.h"
 
-#define LRU_MAX (1u << 20)
-#define EVICT_ROUNDS 4 /* see node_evict() */
-
-struct lru {
-	uint64_t id;
-	int64_t at; /* mono_ns() of the last use */
-	UT_hash_handle hh;
-};
-
-static struct lru *lru_find_locked(struct node *nd, uint64_t id)
-{
-	struct lru *e = NULL;
-
-	HASH_FIND(hh, nd->lru, &id, sizeof(id), e);
-	return e;
-}
-
-void fetch_lru_free_all_locked(struct node *nd)
-{
-	struct lru *e, *tmp;
-
-	HASH_ITER (hh, nd->lru, e, tmp) {
-		HASH_DELETE(hh, nd->lru, e);
-		free(e);
-	}
-}
+#define EVICT_ROUNDS 4		   /* see node_evict() */
+#define EVICT_BATCH 64		   /* objects looked at per walk step */
+#define EVICT_MEMO_NS 1000000000LL /* a round that found no room stands this long */
 
 void node_touch(struct node *nd, uint64_t id)
 {
-	struct lru *e;
-
-	pthread_mutex_lock(&nd->lock);
-	e = lru_find_locked(nd, id);
-	if (!e) {
-		if (HASH_COUNT(nd->lru) >= LRU_MAX)
-			fetch_lru_free_all_locked(nd);
-		e = calloc(1, sizeof(*e));
-		if (e) {
-			e->id = id;
-			HASH_ADD(hh, nd->lru, id, sizeof(e->id), e);
-			if (!lru_find_locked(nd, id)) { /* the table could not grow */
-				free(e);
-				e = NULL;
-			}
-		}
-	}
-	if (e)
-		e->at = mono_ns();
-	pthread_mutex_unlock(&nd->lock);
-}
-
-static void lru_del_locked(struct node *nd, uint64_t id)
-{
-	struct lru *e = lru_find_locked(nd, id);
-
-	if (e) {
-		HASH_DELETE(hh, nd->lru, e);
-		free(e);
-	}
-}
-
-void node_forget(struct node *nd, uint64_t id)
-{
-	pthread_mutex_lock(&nd->lock);
-	lru_del_locked(nd, id);
-	pthread_mutex_unlock(&nd->lock);
+	store_touch(nd->store, id);
+	atomic_fetch_add_explicit(&nd->use_gen, 1, memory_order_relaxed);
 }
 
 /* ---- eviction ---- */
@@ -138,8 +83,6 @@ static const char *const keep_what[KEEP_N][2] = {
 struct cand {
 	uint64_t id;
 	uint64_t size;
-	int64_t at;
-	enum keep why;
 };
 
 struct cands {
@@ -152,12 +95,10 @@ struct kept {
 	uint64_t n, bytes, id;
 };
 
-static int collect(struct store_obj *o, void *arg)
+static int cands_add(struct cands *c, uint64_t id, uint64_t size)
 {
-	struct cands *c = arg;
-
 	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 256;
+		size_t cap = c->cap ? c->cap * 2 : 64;
 		struct cand *v = realloc(c->v, cap * sizeof(*v));
 
 		if (!v)
@@ -165,22 +106,42 @@ static int collect(struct store_obj *o, void *arg)
 		c->v = v;
 		c->cap = cap;
 	}
-	c->v[c->n].id = store_obj_id(o);
-	c->v[c->n].size = store_obj_size(o);
-	c->v[c->n].at = 0;
-	c->v[c->n].why = KEEP_NOT;
-	c->n++;
+	c->v[c->n++] = (struct cand){id, size};
 	return 0;
 }
 
-/* Idle copies first, then those being sent; least recently used first. */
-static int cmp_cand(const void *a, const void *b)
-{
-	const struct cand *x = a, *y = b;
+/* Ids a round looked at already (its walk may begin again). */
+struct seen {
+	uint64_t id;
+	UT_hash_handle hh;
+};
 
-	if (x->why != y->why)
-		return x->why < y->why ? -1 : 1;
-	return x->at < y->at ? -1 : x->at > y->at ? 1 : 0;
+/* Was @id seen already?  Marks it seen. */
+static bool seen_before(struct seen **set, uint64_t id)
+{
+	struct seen *e;
+
+	HASH_FIND(hh, *set, &id, sizeof(id), e);
+	if (e)
+		return true;
+	e = malloc(sizeof(*e));
+	if (!e)
+		return false; /* looked at twice at worst */
+	e->id = id;
+	HASH_ADD(hh, *set, id, sizeof(e->id), e);
+	if (!e->hh.tbl)
+		free(e);
+	return false;
+}
+
+static void seen_free(struct seen **set)
+{
+	struct seen *e, *tmp;
+
+	HASH_ITER (hh, *set, e, tmp) {
+		HASH_DELETE(hh, *set, e);
+		free(e);
+	}
 }
 
 /* In use above (the busy hook: open, being written), or sealed here and
@@ -197,23 +158,18 @@ static bool busy_above(struct node *nd, uint64_t id)
 
 /*
  * May @id be evicted now (KEEP_NOT, or KEEP_SENDING: the GETs in flight
- * keep its pages until they end), and if not, why?  *@ret_at gets its
- * last use.  Unlinking a copy frees its pages only if nobody but the
- * store holds it: a peer's serving lease does not count (eviction takes
- * it back), a GET being answered or a reader the busy hook has not heard
- * of yet does.  Takes nd->lock; calls the busy hook, the store and the
- * source without it.
+ * keep its pages until they end), and if not, why?  Unlinking a copy frees its pages only if nobody
+ * but the store holds it: a peer's serving lease does not count (eviction takes it back), a GET
+ * being answered or a reader the busy hook has not heard of yet does.  Takes nd->lock; calls the
+ * busy hook, the store and the source without it.
  */
-static enum keep keep_why(struct node *nd, uint64_t id, int64_t *ret_at)
+static enum keep keep_why(struct node *nd, uint64_t id)
 {
 	struct store_obj *o;
-	struct lru *e;
 	bool fetching, held;
 
 	pthread_mutex_lock(&nd->lock);
 	fetching = fetch_running_locked(nd, id);
-	e = lru_find_locked(nd, id);
-	*ret_at = e ? e->at : 0;
 	pthread_mutex_unlock(&nd->lock);
 	if (busy_above(nd, id))
 		return KEEP_OPEN;
@@ -232,12 +188,12 @@ static bool may_go(enum keep why)
 	return why == KEEP_NOT || why == KEEP_SENDING;
 }
 
-static void kept_add(struct kept *k, const struct cand *c)
+static void kept_add(struct kept *k, uint64_t id, uint64_t size)
 {
 	if (!k->n)
-		k->id = c->id;
+		k->id = id;
 	k->n++;
-	k->bytes += c->size;
+	k->bytes += size;
 }
 
 static uint64_t pages(uint64_t bytes)
@@ -253,21 +209,6 @@ static uint64_t free_pages(struct node *nd)
 
 	store_stats(nd->store, &ss);
 	return pages(ss.capacity) > pages(ss.used) ? pages(ss.capacity) - pages(ss.used) : 0;
-}
-
-/*
- * Could giving up every candidate make room for @want pages?  A cheap
- * upper bound, before asking Redis anything (some candidates may turn
- * out to be last copies).
- */
-static bool may_help(struct node *nd, const struct cand *v, size_t n, uint64_t want)
-{
-	uint64_t room = free_pages(nd);
-	size_t i;
-
-	for (i = 0; i < n && room < want; i++)
-		room += pages(v[i].size);
-	return room >= want;
 }
 
 /* Append to @buf (@len bytes, NUL-terminated, truncated if need be). */
@@ -354,7 +295,6 @@ static void evict_one(struct node *nd, const struct cand *c, int64_t deadline_ns
 {
 	static struct log_ratelimit rl = LOG_RATELIMIT_INIT("eviction: still sent", 10000, 5);
 
-	node_forget(nd, c->id);
 	(void)store_unlink_id(nd->store, c->id);
 	node_source_revoke(nd->source, c->id);
 	NODE_COUNT(nd, evictions, 1);
@@ -368,88 +308,140 @@ static void evict_one(struct node *nd, const struct cand *c, int64_t deadline_ns
 				c->id, NODE_EVICT_WAIT_MS);
 }
 
+/* What a round has so far. */
+struct round {
+	struct kept k[KEEP_N];
+	struct cands rel; /* released by Redis, to be dropped */
+	uint64_t room, want, freed;
+	char also[128];
+};
+
+/*
+ * Ask Redis to release copy @id (@size bytes): this node stops being one
+ * of its holders if another live node holds it.  False once Redis is
+ * unreachable (the round stops).
+ */
+static bool release(struct node *nd, struct round *rd, uint64_t id, uint64_t size)
+{
+	int r = meta_release_replica(nd->meta, id);
+
+	if (r == -ENOENT) {
+		/* deleted meanwhile: its copy is garbage anyway */
+		(void)store_unlink_id(nd->store, id);
+		rd->freed += size;
+		rd->room += pages(size);
+		return true;
+	}
+	if (r < 0) {
+		snprintf(rd->also, sizeof(rd->also), "Redis is unreachable (%s)", strerror(-r));
+		return false;
+	}
+	if (r == 0) { /* the last copy in the cluster */
+		kept_add(&rd->k[KEEP_LAST], id, size);
+		return true;
+	}
+	if (cands_add(&rd->rel, id, size) < 0) {
+		meta_add_holder(nd->meta, id);
+		return true;
+	}
+	rd->room += pages(size);
+	return true;
+}
+
 /*
  * Two steps, so that nothing is given up for nothing.  First Redis
- * agrees, object by object (idle copies before those being sent, least
- * recently used first), to drop this node from the holders of copies
+ * agrees, object by object (walking the use order from the least
+ * recently used: idle copies at once, those being sent only if the idle
+ * ones do not make room), to drop this node from the holders of copies
  * that another live node holds, until the copies so released would make
  * room.  If they cannot, this node is put back as a holder of each and
  * no copy is dropped.  Then the released copies are dropped, unless one
  * was opened meanwhile (kept, and this node put back as its holder).
+ * A round that found no room answers at once for the next second, unless
+ * an object was used meanwhile (nd->use_gen).
  */
 static uint64_t evict_round(struct node *nd, uint64_t need)
 {
-	struct kept k[KEEP_N] = {{0}};
-	struct cands c = {0};
-	uint64_t room, freed = 0, spare = 0, want = pages(need);
-	size_t i, n = 0, nrel = 0;
-	char also[128] = "";
-	int64_t at, deadline;
-	int r;
+	struct round rd = {.want = pages(need)};
+	struct store_cold batch[EVICT_BATCH];
+	struct cands sending = {0};
+	struct store_walk w = {0};
+	struct seen *seen = NULL;
+	struct store_stats ss;
+	uint64_t spare = 0, walked = 0, gen;
+	int64_t deadline, now = mono_ns();
+	size_t i, n;
+	bool up = true;
 
-	if (store_foreach(nd->store, collect, &c) < 0) {
-		free(c.v);
+	gen = atomic_load_explicit(&nd->use_gen, memory_order_relaxed);
+	pthread_mutex_lock(&nd->lock);
+	if (nd->evict_memo_ns > now && nd->evict_memo_gen == gen && need >= nd->evict_memo_need) {
+		pthread_mutex_unlock(&nd->lock);
 		return 0;
 	}
-	for (i = 0; i < c.n; i++) {
-		c.v[i].why = keep_why(nd, c.v[i].id, &c.v[i].at);
-		if (may_go(c.v[i].why))
-			c.v[n++] = c.v[i];
-		else
-			kept_add(&k[c.v[i].why], &c.v[i]);
-	}
-	if (!may_help(nd, c.v, n, want)) {
-		for (i = 0; i < n; i++)
-			spare += c.v[i].size;
-		say_no_room(nd, need, k, spare, NULL);
-		free(c.v);
-		return 0;
-	}
-	if (n)
-		qsort(c.v, n, sizeof(*c.v), cmp_cand);
-	room = free_pages(nd);
-	for (i = 0; i < n && room < want; i++) {
-		r = meta_release_replica(nd->meta, c.v[i].id);
-		if (r == -ENOENT) {
-			/* deleted meanwhile: its copy is garbage anyway */
-			(void)store_unlink_id(nd->store, c.v[i].id);
-			node_forget(nd, c.v[i].id);
-			freed += c.v[i].size;
-			room += pages(c.v[i].size);
-			continue;
-		}
-		if (r < 0) {
-			snprintf(also, sizeof(also), "Redis is unreachable (%s)", strerror(-r));
+	pthread_mutex_unlock(&nd->lock);
+	store_stats(nd->store, &ss);
+	rd.room = free_pages(nd);
+	/* every object once, and a walk that begins again a few times */
+	while (up && rd.room < rd.want && walked < 4 * ss.objects + EVICT_BATCH) {
+		n = store_walk_cold(nd->store, &w, batch, EVICT_BATCH);
+		if (!n)
 			break;
+		for (i = 0; up && i < n && rd.room < rd.want; i++) {
+			enum keep why;
+
+			walked++;
+			if (seen_before(&seen, batch[i].id))
+				continue;
+			why = keep_why(nd, batch[i].id);
+			if (why == KEEP_SENDING &&
+			    cands_add(&sending, batch[i].id, batch[i].size) == 0)
+				continue;
+			if (why != KEEP_NOT)
+				kept_add(&rd.k[why], batch[i].id, batch[i].size);
+			else
+				up = release(nd, &rd, batch[i].id, batch[i].size);
 		}
-		if (r == 0) { /* the last copy in the cluster */
-			kept_add(&k[KEEP_LAST], &c.v[i]);
-			continue;
-		}
-		c.v[nrel++] = c.v[i]; /* released (nrel <= i) */
-		room += pages(c.v[i].size);
 	}
-	if (room < want) {
-		for (i = 0; i < nrel; i++) {
-			meta_add_holder(nd->meta, c.v[i].id);
-			spare += c.v[i].size;
+	store_walk_end(&w);
+	seen_free(&seen);
+	/* copies being sent come free only when their GETs end: last */
+	for (i = 0; i < sending.n; i++) {
+		if (up && rd.room < rd.want)
+			up = release(nd, &rd, sending.v[i].id, sending.v[i].size);
+		else
+			kept_add(&rd.k[KEEP_SENDING], sending.v[i].id, sending.v[i].size);
+	}
+	free(sending.v);
+	if (rd.room < rd.want) {
+		for (i = 0; i < rd.rel.n; i++) {
+			meta_add_holder(nd->meta, rd.rel.v[i].id);
+			spare += rd.rel.v[i].size;
 		}
-		say_no_room(nd, need, k, spare, also[0] ? also : NULL);
-		free(c.v);
-		return freed;
+		say_no_room(nd, need, rd.k, spare, rd.also[0] ? rd.also : NULL);
+		/* a long walk for nothing is not walked again at once */
+		if (up && walked >= 1024) {
+			pthread_mutex_lock(&nd->lock);
+			nd->evict_memo_ns = mono_ns() + EVICT_MEMO_NS;
+			nd->evict_memo_gen = gen;
+			nd->evict_memo_need = need;
+			pthread_mutex_unlock(&nd->lock);
+		}
+		free(rd.rel.v);
+		return rd.freed;
 	}
 	deadline = mono_ns() + (int64_t)NODE_EVICT_WAIT_MS * 1000000;
-	for (i = 0; i < nrel; i++) {
-		if (!may_go(keep_why(nd, c.v[i].id, &at))) {
+	for (i = 0; i < rd.rel.n; i++) {
+		if (!may_go(keep_why(nd, rd.rel.v[i].id))) {
 			/* opened meanwhile: keep it, and say so */
-			meta_add_holder(nd->meta, c.v[i].id);
+			meta_add_holder(nd->meta, rd.rel.v[i].id);
 			continue;
 		}
-		evict_one(nd, &c.v[i], deadline);
-		freed += c.v[i].size;
+		evict_one(nd, &rd.rel.v[i], deadline);
+		rd.freed += rd.rel.v[i].size;
 	}
-	free(c.v);
-	return freed;
+	free(rd.rel.v);
+	return rd.freed;
 }
 
 uint64_t node_evict(struct node *nd, uint64_t need)

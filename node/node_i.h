@@ -138,7 +138,6 @@ struct node_fetch {
 };
 
 struct peer_addr;
-struct lru;
 
 /* A published-later object: sealed while Redis was unreachable. */
 struct unpublished {
@@ -182,7 +181,12 @@ struct node {
 	pthread_t workers[FETCH_WORKERS_MAX];
 	unsigned nworkers;	 /* owner: node_new() and node_stop() */
 	struct peer_addr *peers; /* lock; uthash by node */
-	struct lru *lru;	 /* lock; uthash by id */
+	/* bumped at every use (node_touch()); a round of eviction that
+	 * found no room answers at once until it moves, or evict_memo_ns */
+	atomic_uint_fast64_t use_gen;
+	int64_t evict_memo_ns;	  /* lock */
+	uint64_t evict_memo_gen;  /* lock */
+	uint64_t evict_memo_need; /* lock */
 
 	/* objects written here, and reconciling */
 	void (*wake_tick)(void *ctx); /* fixed; may be NULL */
@@ -314,7 +318,5 @@ void fetch_peer_del(struct node *nd, const char *node);
 void fetch_peer_free_all(struct node *nd);
 
 /* ---- node_evict.c ---- */
-
-void fetch_lru_free_all_locked(struct node *nd);
 
 #endif

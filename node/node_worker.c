@@ -366,7 +366,6 @@ void fetch_after_seal(struct node_fetch *f)
 	}
 	if (r == -ENOENT || r == -ENOTUNIQ) {
 		store_unlink(f->obj);
-		node_forget(nd, f->id);
 		fetch_untable(f);
 		return;
 	}

@@ -148,6 +148,78 @@ struct store_obj *store_obj_new_i(struct store *s, uint64_t id)
 	return o;
 }
 
+/* ---- use order (s->lock held) ---- */
+
+static void lru_del_locked(struct store *s, struct store_obj *o)
+{
+	if (!o->on_lru)
+		return;
+	if (o->lprev)
+		o->lprev->lnext = o->lnext;
+	else
+		s->lru = o->lnext;
+	if (o->lnext)
+		o->lnext->lprev = o->lprev;
+	else
+		s->lru_cold = o->lprev;
+	o->lprev = o->lnext = NULL;
+	o->on_lru = false;
+}
+
+static void lru_push_locked(struct store *s, struct store_obj *o)
+{
+	lru_del_locked(s, o);
+	o->lprev = NULL;
+	o->lnext = s->lru;
+	if (s->lru)
+		s->lru->lprev = o;
+	else
+		s->lru_cold = o;
+	s->lru = o;
+	o->on_lru = true;
+	o->lru_stamp = ++s->lru_stamp;
+}
+
+void store_touch(struct store *s, uint64_t id)
+{
+	struct store_obj *o;
+
+	pthread_mutex_lock(&s->lock);
+	HASH_FIND(hh, s->table, &id, sizeof(id), o);
+	if (o && o->on_lru)
+		lru_push_locked(s, o);
+	pthread_mutex_unlock(&s->lock);
+}
+
+size_t store_walk_cold(struct store *s, struct store_walk *w, struct store_cold *ret, size_t n)
+{
+	struct store_obj *o, *last = NULL, *prev = w->at;
+	size_t k = 0;
+
+	pthread_mutex_lock(&s->lock);
+	/* on from where the last call stopped, if that object did not move */
+	o = prev && prev->on_lru && prev->lru_stamp == w->stamp ? prev->lprev : s->lru_cold;
+	w->restarted = !(prev && prev->on_lru && prev->lru_stamp == w->stamp) && prev;
+	for (; o && k < n; o = o->lprev) {
+		ret[k].id = o->id;
+		ret[k].size = obj_size(o);
+		k++;
+		last = o;
+	}
+	/* a lease reference: the walk does not make it "in use" */
+	w->at = store_obj_ref_lease(last);
+	w->stamp = last ? last->lru_stamp : 0;
+	pthread_mutex_unlock(&s->lock);
+	store_obj_unref_lease(prev);
+	return k;
+}
+
+void store_walk_end(struct store_walk *w)
+{
+	store_obj_unref_lease(w->at);
+	w->at = NULL;
+}
+
 int store_table_add_i(struct store *s, struct store_obj *o)
 {
 	HASH_ADD(hh, s->table, id, sizeof(o->id), o);
@@ -163,6 +235,7 @@ int store_table_add_i(struct store *s, struct store_obj *o)
 	s->nall++;
 	if (obj_sealed_locked(o)) {
 		s->nobjects++;
+		lru_push_locked(s, o); /* adopted in the catalog's order */
 	} else {
 		s->npending++;
 		o->counted_open = true;
@@ -181,6 +254,7 @@ static void obj_destroy(struct store_obj *o)
 	store_file_free_i(o);
 	pthread_mutex_lock(&s->lock);
 	store_file_mapped_del_i(s, o);
+	lru_del_locked(s, o);
 	if (o->pinned)
 		s->npinned--;
 	if (o->counted_open) {
@@ -710,6 +784,7 @@ int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 	}
 	/* publish the final mapping to lock-free readers */
 	atomic_store_explicit(&o->sealed, true, memory_order_release);
+	lru_push_locked(s, o);
 	pthread_mutex_unlock(&s->lock);
 	/* the writer's mapping joins the cache of idle ones */
 	store_file_mapped_add_i(o);
@@ -769,6 +844,7 @@ void store_unlink(struct store_obj *o)
 	o->unlinked = true;
 	/* its mapping stays until the last reference goes */
 	store_file_mapped_del_i(s, o);
+	lru_del_locked(s, o);
 	/* until the last reference goes: a reader here, a peer being served */
 	s->draining += o->alloc;
 	if (obj_sealed_locked(o))

@@ -402,6 +402,33 @@ int store_foreach(struct store *s, int (*cb)(struct store_obj *o, void *arg), vo
  */
 void store_tick(struct store *s);
 
+/* ---- use order ---- */
+
+/* Sealed object @id was used now: it goes to the hot end of the use
+ * order (nothing if the store has no sealed @id). */
+void store_touch(struct store *s, uint64_t id);
+
+/* One of the objects store_walk_cold() gives. */
+struct store_cold {
+	uint64_t id, size;
+};
+/* Where a walk stands (zero it to start; store_walk_end() when done). */
+struct store_walk {
+	struct store_obj *at; /* the last object given, referenced */
+	uint64_t stamp;
+	bool restarted; /* that object moved meanwhile: the walk began again */
+};
+/*
+ * Up to @n sealed linked objects in use order, least recently used
+ * first, going on from where the last call on @w stopped: O(@n).  If the
+ * object it stopped at was used or unlinked meanwhile, it starts again
+ * from the coldest (w->restarted): the caller skips what it saw.
+ * Objects sealed or adopted are most recent first (adoption keeps the
+ * catalog's order).
+ */
+size_t store_walk_cold(struct store *s, struct store_walk *w, struct store_cold *ret, size_t n);
+void store_walk_end(struct store_walk *w);
+
 /* ---- notes ---- */
 
 /* Read note @key (a [a-z0-9_-]+ name) into @buf.  -ENOENT if absent. */

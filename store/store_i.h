@@ -149,6 +149,11 @@ struct store_obj {
 	struct store_obj *mprev, *mnext; /* s->mapped; s->lock */
 	/* read since the clock last passed it (no lock: a hint) */
 	atomic_bool map_used;
+	/* s->lru, sealed and linked (s->lock); lru_stamp moves on whenever
+	 * it moves on the list (store_walk_cold()) */
+	struct store_obj *lprev, *lnext;
+	bool on_lru;
+	uint64_t lru_stamp;
 
 	UT_hash_handle hh;	       /* s->table, while linked; s->lock */
 	struct store_obj *prev, *next; /* s->all, until freed; s->lock */
@@ -267,6 +272,10 @@ struct store {
 	uint64_t nmapped, map_cache;
 	uint64_t npinned;		  /* mapped for good: a registration hangs on them */
 	uint64_t maps_made, maps_dropped; /* sealed objects mapped, unmapped idle */
+	/* sealed linked objects by last use (store_touch()): lru is the most
+	 * recent, lru_cold the least */
+	struct store_obj *lru, *lru_cold;
+	uint64_t lru_stamp;
 	uint64_t bad_records;		  /* written at open only */
 	uint64_t files_new, files_reused; /* object files made, taken from the pool */
 

@@ -56,6 +56,7 @@ static struct {
 	/* hooks */
 	unsigned n_failed; /* lock */
 	uint64_t busy_id;  /* lock */
+	unsigned n_busy;   /* calls of the busy hook; lock */
 	/* the published hook: its calls, and the last one's arguments; lock */
 	unsigned n_published;
 	uint64_t pub_parent, pub_id;
@@ -336,6 +337,7 @@ static bool hook_busy(void *ctx, uint64_t id)
 
 	pthread_mutex_lock(&F.lock);
 	busy = F.busy_id == id;
+	F.n_busy++;
 	pthread_mutex_unlock(&F.lock);
 	return busy;
 }
@@ -442,6 +444,7 @@ static void world_init(struct world *w, uint64_t local_capacity)
 	F.gate_open = true;
 	F.n_failed = 0;
 	F.busy_id = 0;
+	F.n_busy = 0;
 	F.n_published = F.pub_how = F.n_wake = 0;
 	F.evict_on_publish = F.evicted_on_publish = 0;
 	F.pub_parent = F.pub_id = 0;

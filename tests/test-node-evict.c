@@ -502,6 +502,57 @@ TEST(holder_evicts_mid_fetch)
 	world_release(&w);
 }
 
+/* Eviction looks at the coldest objects, not at all of them: with 2,000
+ * replicas in a full store, making room for one page asks about a batch
+ * (the busy hook: it asked about every object before), and gives up the
+ * least recently used one. */
+TEST(evict_walks_few)
+{
+	enum { N = 2000 };
+	uint64_t ids[N];
+	char name[32];
+	struct world w;
+	unsigned asked;
+	int i, err = 0;
+
+	world_init(&w, (uint64_t)N * STORE_PAGE);
+	for (i = 0; i < N; i++) {
+		struct meta_obj rec;
+		struct store_obj *o;
+
+		memset(&rec, 0, sizeof(rec));
+		CHECK_EQ(meta_alloc_id(w.m, &rec.id), 0);
+		snprintf(name, sizeof(name), "w%d", i);
+		o = store_create(w.s, rec.id, &err);
+		CHECK(o != NULL);
+		if (!o)
+			break;
+		CHECK_EQ(store_write(o, name, strlen(name), 0), 0);
+		CHECK_EQ(store_seal(o, name, 1), 0);
+		store_obj_csum(o, rec.csum);
+		rec.size = strlen(name);
+		snprintf(rec.origin, sizeof(rec.origin), "local");
+		CHECK_EQ(meta_publish(w.m, META_ROOT_ID, name, &rec, false, NULL, NULL), 0);
+		CHECK_EQ(meta_add_holder(F.h[1].m, rec.id), 0); /* a replica */
+		store_obj_unref(o);
+		ids[i] = rec.id;
+	}
+	node_touch(w.nd, ids[0]); /* ids[1] is the least recently used now */
+	pthread_mutex_lock(&F.lock);
+	F.n_busy = 0;
+	pthread_mutex_unlock(&F.lock);
+	CHECK_EQ(node_evict(w.nd, STORE_PAGE), strlen("w1"));
+	pthread_mutex_lock(&F.lock);
+	asked = F.n_busy;
+	pthread_mutex_unlock(&F.lock);
+	printf("# evicting one of %d objects asked about %u\n", N, asked);
+	CHECK(asked <= 2 * 64);
+	CHECK(!in_store(&w, ids[1]));
+	CHECK(in_store(&w, ids[0]));
+	CHECK(in_store(&w, ids[2]));
+	world_release(&w);
+}
+
 int main(void)
 {
 	harness_begin("fetch-evict");
@@ -517,6 +568,7 @@ int main(void)
 	RUN(serving_leases_tcp);
 	RUN(evict_leased);
 	RUN(holder_evicts_mid_fetch);
+	RUN(evict_walks_few);
 	rm_dir(F.root);
 	return harness_end();
 }
