@@ -161,11 +161,13 @@ struct inode {
  * inode, so that names of local objects still resolve while Redis is
  * unreachable.  Keyed by "<parent id>/<name>".
  */
+#define DCACHE_MAX (1u << 20) /* names the name cache keeps */
 struct dentry {
 	char *key;
 	enum meta_kind kind;
 	uint64_t id;
 	UT_hash_handle hh;
+	struct dentry *prev, *next; /* fs->dcache_lru, most recent first */
 };
 
 /* An O_TRUNC open of sealed object @id asked for a replacement (see
@@ -190,12 +192,13 @@ struct fs {
 	unsigned mnt_major, mnt_minor;
 
 	pthread_mutex_t lock;
-	pthread_cond_t settle;		/* signalled when a pending object is released */
-	struct inode *inodes;		/* fs->lock; uthash by ino */
-	struct pending *pending;	/* fs->lock */
-	struct replace_wish wishes[16]; /* fs->lock */
-	struct dentry *dcache;		/* fs->lock; uthash by key */
-	size_t n_dcache;		/* fs->lock */
+	pthread_cond_t settle;			 /* signalled when a pending object is released */
+	struct inode *inodes;			 /* fs->lock; uthash by ino */
+	struct pending *pending;		 /* fs->lock */
+	struct replace_wish wishes[16];		 /* fs->lock */
+	struct dentry *dcache;			 /* fs->lock; uthash by key */
+	size_t n_dcache;			 /* fs->lock */
+	struct dentry *dcache_lru, *dcache_cold; /* fs->lock: by last use */
 	/* names Redis just said are free (neg_note()); fs->lock */
 	struct negative {
 		uint64_t parent;

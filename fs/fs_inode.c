@@ -8,7 +8,7 @@
  * has the same inode number on every node and across remounts.
  * The name cache (dcache_*) remembers what names meant, past the
  * kernel's FORGET, for lookups while Redis is unreachable.  It is bounded:
- * when it reaches DCACHE_MAX entries it starts over.
+ * past DCACHE_MAX entries the least recently used one goes.
  *
  * The kernel sends RELEASE asynchronously: when FLUSH could not seal an
  * object (see fs_file.c), close(2) returns before it is sealed.
@@ -30,7 +30,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DCACHE_MAX (1u << 20)
 #define SETTLE_WAIT_MS 500
 #define SEAL_WAIT_NS (60 * 1000000000LL)
 
@@ -155,14 +154,50 @@ static struct dentry *dcache_find(struct fs *fs, uint64_t parent, const char *na
 	return d;
 }
 
+static void dcache_unhook(struct fs *fs, struct dentry *d)
+{
+	if (d->prev)
+		d->prev->next = d->next;
+	else
+		fs->dcache_lru = d->next;
+	if (d->next)
+		d->next->prev = d->prev;
+	else
+		fs->dcache_cold = d->prev;
+	d->prev = d->next = NULL;
+}
+
+/* @d was used now: to the front. */
+static void dcache_hook(struct fs *fs, struct dentry *d)
+{
+	d->prev = NULL;
+	d->next = fs->dcache_lru;
+	if (fs->dcache_lru)
+		fs->dcache_lru->prev = d;
+	else
+		fs->dcache_cold = d;
+	fs->dcache_lru = d;
+}
+
+static void dcache_drop(struct fs *fs, struct dentry *d)
+{
+	dcache_unhook(fs, d);
+	HASH_DELETE(hh, fs->dcache, d);
+	fs->n_dcache--;
+	free(d->key);
+	free(d);
+}
+
 void dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind, uint64_t id)
 {
 	char key[32 + OBJFS_NAME_MAX];
 	struct dentry *d = dcache_find(fs, parent, name);
 
-	if (!d) {
-		if (fs->n_dcache >= DCACHE_MAX)
-			dcache_free_all(fs);
+	if (d) {
+		dcache_unhook(fs, d);
+	} else {
+		if (fs->n_dcache >= DCACHE_MAX && fs->dcache_cold)
+			dcache_drop(fs, fs->dcache_cold);
 		d = calloc(1, sizeof(*d));
 		dcache_key(key, sizeof(key), parent, name);
 		if (!d || !(d->key = strdup(key))) {
@@ -177,6 +212,7 @@ void dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind
 		}
 		fs->n_dcache++;
 	}
+	dcache_hook(fs, d);
 	d->kind = kind;
 	d->id = id;
 }
@@ -185,12 +221,8 @@ void dcache_del(struct fs *fs, uint64_t parent, const char *name)
 {
 	struct dentry *d = dcache_find(fs, parent, name);
 
-	if (!d)
-		return;
-	HASH_DELETE(hh, fs->dcache, d);
-	fs->n_dcache--;
-	free(d->key);
-	free(d);
+	if (d)
+		dcache_drop(fs, d);
 }
 
 void dir_touched(struct fs *fs, uint64_t dir, bool counts)
@@ -246,6 +278,8 @@ bool dcache_get(struct fs *fs, uint64_t parent, const char *name, enum meta_kind
 
 	if (!d)
 		return false;
+	dcache_unhook(fs, d);
+	dcache_hook(fs, d);
 	*ret_kind = d->kind;
 	*ret_id = d->id;
 	return true;
@@ -261,6 +295,7 @@ void dcache_free_all(struct fs *fs)
 		free(d);
 	}
 	fs->n_dcache = 0;
+	fs->dcache_lru = fs->dcache_cold = NULL;
 }
 
 void dcache_learn(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
