@@ -64,6 +64,7 @@ struct node *node_new(const struct node_config *cfg, int *ret_err)
 	pthread_mutex_init(&nd->lock, NULL);
 	pthread_mutex_init(&nd->pub_lock, NULL);
 	pthread_mutex_init(&nd->retry_lock, NULL);
+	pthread_mutex_init(&nd->evict_lock, NULL);
 	pthread_cond_init(&nd->queue_cond, NULL);
 	if (nd->transport) {
 		r = fetch_start_workers(nd, cfg->workers ? cfg->workers : FETCH_WORKERS_DEFAULT);
@@ -94,6 +95,7 @@ void node_free(struct node *nd)
 	pthread_mutex_destroy(&nd->lock);
 	pthread_mutex_destroy(&nd->pub_lock);
 	pthread_mutex_destroy(&nd->retry_lock);
+	pthread_mutex_destroy(&nd->evict_lock);
 	pthread_cond_destroy(&nd->queue_cond);
 	free(nd);
 }

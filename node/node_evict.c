@@ -348,71 +348,118 @@ static bool release(struct node *nd, struct round *rd, uint64_t id, uint64_t siz
 	return true;
 }
 
+/* The walk of a round: where it stands and what it found so far. */
+struct gather {
+	struct store_walk w;
+	struct seen *seen;
+	uint64_t walked, limit;
+	bool done; /* every object looked at */
+	struct cands idle, sending;
+	size_t next_idle;    /* idle[next_idle...] not yet asked of Redis */
+	uint64_t idle_pages; /* of those */
+	uint64_t sending_pages;
+};
+
+/* Walk on until the idle copies found and not yet asked of Redis would,
+ * with @room, make @want pages, or every object was looked at.  No Redis
+ * call: the busy hook, the fetch table, the store. */
+static void gather_more(struct node *nd, struct round *rd, struct gather *g)
+{
+	struct store_cold batch[EVICT_BATCH];
+	size_t i, n;
+
+	while (!g->done && rd->room + g->idle_pages < rd->want) {
+		if (g->walked >= g->limit ||
+		    !(n = store_walk_cold(nd->store, &g->w, batch, EVICT_BATCH))) {
+			g->done = true;
+			break;
+		}
+		for (i = 0; i < n; i++) {
+			enum keep why;
+
+			g->walked++;
+			if (seen_before(&g->seen, batch[i].id))
+				continue;
+			why = keep_why(nd, batch[i].id);
+			if (why == KEEP_NOT && cands_add(&g->idle, batch[i].id, batch[i].size) == 0)
+				g->idle_pages += pages(batch[i].size);
+			else if (why == KEEP_SENDING &&
+				 cands_add(&g->sending, batch[i].id, batch[i].size) == 0)
+				g->sending_pages += pages(batch[i].size);
+			else if (!may_go(why))
+				kept_add(&rd->k[why], batch[i].id, batch[i].size);
+		}
+	}
+}
+
 /*
- * Two steps, so that nothing is given up for nothing.  First Redis
- * agrees, object by object (walking the use order from the least
- * recently used: idle copies at once, those being sent only if the idle
- * ones do not make room), to drop this node from the holders of copies
- * that another live node holds, until the copies so released would make
- * room.  If they cannot, this node is put back as a holder of each and
+ * Two steps, so that nothing is given up for nothing.  First the use
+ * order is walked from the least recently used (a batch at a time, no
+ * Redis call) until the idle copies found could make room; only then
+ * does Redis agree, object by object, to drop this node from the holders
+ * of copies that another live node holds, until the copies so released
+ * make room (a last copy does not count, and the walk goes on).  Copies
+ * being sent come last, once every idle one was found.  If the released
+ * copies cannot make room, this node is put back as a holder of each and
  * no copy is dropped.  Then the released copies are dropped, unless one
  * was opened meanwhile (kept, and this node put back as its holder).
- * A round that found no room answers at once for the next second, unless
- * an object was used meanwhile (nd->use_gen).
+ * Rounds take turns (nd->evict_lock), and so do they with reconciling,
+ * so that a copy one round (or a reconcile) puts back as held is never
+ * one another round is dropping.  A round that walked 1,024 objects or
+ * more and found no room answers at once for the next second, unless an
+ * object was used or the store's free room grew meanwhile.
  */
 static uint64_t evict_round(struct node *nd, uint64_t need)
 {
 	struct round rd = {.want = pages(need)};
-	struct store_cold batch[EVICT_BATCH];
-	struct cands sending = {0};
-	struct store_walk w = {0};
-	struct seen *seen = NULL;
+	struct gather g = {0};
 	struct store_stats ss;
-	uint64_t spare = 0, walked = 0, gen;
+	uint64_t spare = 0, gen;
 	int64_t deadline, now = mono_ns();
-	size_t i, n;
+	size_t i;
 	bool up = true;
 
 	gen = atomic_load_explicit(&nd->use_gen, memory_order_relaxed);
+	rd.room = free_pages(nd);
 	pthread_mutex_lock(&nd->lock);
-	if (nd->evict_memo_ns > now && nd->evict_memo_gen == gen && need >= nd->evict_memo_need) {
+	if (nd->evict_memo_ns > now && nd->evict_memo_gen == gen && need >= nd->evict_memo_need &&
+	    rd.room <= nd->evict_memo_room) {
 		pthread_mutex_unlock(&nd->lock);
 		return 0;
 	}
 	pthread_mutex_unlock(&nd->lock);
 	store_stats(nd->store, &ss);
-	rd.room = free_pages(nd);
 	/* every object once, and a walk that begins again a few times */
-	while (up && rd.room < rd.want && walked < 4 * ss.objects + EVICT_BATCH) {
-		n = store_walk_cold(nd->store, &w, batch, EVICT_BATCH);
-		if (!n)
-			break;
-		for (i = 0; up && i < n && rd.room < rd.want; i++) {
-			enum keep why;
+	g.limit = 4 * ss.objects + EVICT_BATCH;
+	while (up && rd.room < rd.want) {
+		gather_more(nd, &rd, &g);
+		if (rd.room + g.idle_pages < rd.want &&
+		    (!g.done || rd.room + g.idle_pages + g.sending_pages < rd.want))
+			break; /* what could go would not make room: Redis is not asked */
+		for (; up && g.next_idle < g.idle.n && rd.room < rd.want; g.next_idle++) {
+			struct cand *c = &g.idle.v[g.next_idle];
 
-			walked++;
-			if (seen_before(&seen, batch[i].id))
-				continue;
-			why = keep_why(nd, batch[i].id);
-			if (why == KEEP_SENDING &&
-			    cands_add(&sending, batch[i].id, batch[i].size) == 0)
-				continue;
-			if (why != KEEP_NOT)
-				kept_add(&rd.k[why], batch[i].id, batch[i].size);
-			else
-				up = release(nd, &rd, batch[i].id, batch[i].size);
+			g.idle_pages -= pages(c->size);
+			up = release(nd, &rd, c->id, c->size);
 		}
+		if (rd.room >= rd.want || !g.done)
+			continue;
+		/* every idle copy was asked: those being sent come free last */
+		for (i = 0; up && i < g.sending.n && rd.room < rd.want; i++)
+			up = release(nd, &rd, g.sending.v[i].id, g.sending.v[i].size);
+		for (; i < g.sending.n; i++)
+			kept_add(&rd.k[KEEP_SENDING], g.sending.v[i].id, g.sending.v[i].size);
+		g.sending.n = 0;
+		break;
 	}
-	store_walk_end(&w);
-	seen_free(&seen);
-	/* copies being sent come free only when their GETs end: last */
-	for (i = 0; i < sending.n; i++) {
-		if (up && rd.room < rd.want)
-			up = release(nd, &rd, sending.v[i].id, sending.v[i].size);
-		else
-			kept_add(&rd.k[KEEP_SENDING], sending.v[i].id, sending.v[i].size);
-	}
-	free(sending.v);
+	store_walk_end(&g.w);
+	seen_free(&g.seen);
+	for (i = g.next_idle; i < g.idle.n; i++)
+		spare += g.idle.v[i].size;
+	for (i = 0; i < g.sending.n; i++)
+		kept_add(&rd.k[KEEP_SENDING], g.sending.v[i].id, g.sending.v[i].size);
+	free(g.idle.v);
+	free(g.sending.v);
 	if (rd.room < rd.want) {
 		for (i = 0; i < rd.rel.n; i++) {
 			meta_add_holder(nd->meta, rd.rel.v[i].id);
@@ -420,11 +467,12 @@ static uint64_t evict_round(struct node *nd, uint64_t need)
 		}
 		say_no_room(nd, need, rd.k, spare, rd.also[0] ? rd.also : NULL);
 		/* a long walk for nothing is not walked again at once */
-		if (up && walked >= 1024) {
+		if (up && g.walked >= 1024) {
 			pthread_mutex_lock(&nd->lock);
 			nd->evict_memo_ns = mono_ns() + EVICT_MEMO_NS;
 			nd->evict_memo_gen = gen;
 			nd->evict_memo_need = need;
+			nd->evict_memo_room = free_pages(nd);
 			pthread_mutex_unlock(&nd->lock);
 		}
 		free(rd.rel.v);
@@ -453,11 +501,13 @@ uint64_t node_evict(struct node *nd, uint64_t need)
 	 * file, and nobody here sees it) keeps its pages when it is given
 	 * up (the store counts them as held): then the room is not there
 	 * yet, and more copies must go */
+	pthread_mutex_lock(&nd->evict_lock);
 	for (round = 0; round < EVICT_ROUNDS; round++) {
 		got = evict_round(nd, need);
 		freed += got;
 		if (!got || free_pages(nd) >= pages(need))
 			break;
 	}
+	pthread_mutex_unlock(&nd->evict_lock);
 	return freed;
 }

@@ -187,6 +187,10 @@ struct node {
 	int64_t evict_memo_ns;	  /* lock */
 	uint64_t evict_memo_gen;  /* lock */
 	uint64_t evict_memo_need; /* lock */
+	uint64_t evict_memo_room; /* lock: free pages then */
+	/* one eviction round or reconcile batch at a time (see
+	 * node_evict.c); taken with nothing held, held across Redis calls */
+	pthread_mutex_t evict_lock;
 
 	/* objects written here, and reconciling */
 	void (*wake_tick)(void *ctx); /* fixed; may be NULL */

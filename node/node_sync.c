@@ -202,9 +202,14 @@ static int reconcile_batch(struct node *nd, const uint64_t *ids, size_t n, unsig
 	int r, err = 0;
 
 	if (!objs || !recs || !res) {
-		err = -ENOMEM;
-		goto out;
+		free(objs);
+		free(recs);
+		free(res);
+		return -ENOMEM;
 	}
+	/* eviction takes turns with this: it must not drop a copy this
+	 * batch is registering as held */
+	pthread_mutex_lock(&nd->evict_lock);
 	for (i = 0; i < n; i++) {
 		if (publish_pending(nd, ids[i]))
 			continue; /* node_publish_retry() or a running seal publishes it */
@@ -270,7 +275,8 @@ static int reconcile_batch(struct node *nd, const uint64_t *ids, size_t n, unsig
 	}
 	meta_sync_release(res, k);
 out:
-	for (i = 0; objs && i < k; i++)
+	pthread_mutex_unlock(&nd->evict_lock);
+	for (i = 0; i < k; i++)
 		store_obj_unref(objs[i]);
 	free(objs);
 	free(recs);
@@ -308,7 +314,9 @@ int node_reconcile(struct node *nd, unsigned *ret_n)
 	}
 	/* Redis lost its data: every object is registered again */
 	for (i = 0; !same && i < l.n; i++) {
+		pthread_mutex_lock(&nd->evict_lock);
 		r = reconcile_one(nd, l.ids[i], same);
+		pthread_mutex_unlock(&nd->evict_lock);
 		if (r == 1)
 			n++;
 		else if (r < 0)
@@ -357,17 +365,27 @@ void node_tick(struct node *nd)
 		if (changed)
 			log_warn("Redis at %s lost its data; registering this node's objects again",
 				 meta_url(nd->meta));
+		static struct log_ratelimit rl = LOG_RATELIMIT_INIT("failed reconciles", 60000, 3);
 		int64_t t0 = mono_ns();
 		struct store_stats ss;
+		int r;
 
 		store_stats(nd->store, &ss);
-		if (node_reconcile(nd, &n) == 0)
+		r = node_reconcile(nd, &n);
+		if (r == 0) {
 			log_info("reconciled %" PRIu64
 				 " objects with Redis in %.1f s: %u registered "
 				 "again",
 				 ss.objects, (double)(mono_ns() - t0) / 1e9, n);
-		else
+		} else {
+			/* Redis away is said elsewhere; anything else here */
+			if (r != -EIO)
+				log_msg_limited(&rl, LOGL_WARN,
+						"reconciling with Redis failed: %s; trying again "
+						"at the next tick",
+						strerror(-r));
 			atomic_store(&nd->resync, true); /* the next tick tries again */
+		}
 	} else if (retry) {
 		node_publish_retry(nd);
 	}
