@@ -199,7 +199,6 @@ size_t store_walk_cold(struct store *s, struct store_walk *w, struct store_cold 
 	pthread_mutex_lock(&s->lock);
 	/* on from where the last call stopped, if that object did not move */
 	o = prev && prev->on_lru && prev->lru_stamp == w->stamp ? prev->lprev : s->lru_cold;
-	w->restarted = !(prev && prev->on_lru && prev->lru_stamp == w->stamp) && prev;
 	for (; o && k < n; o = o->lprev) {
 		ret[k].id = o->id;
 		ret[k].size = obj_size(o);

@@ -416,13 +416,12 @@ struct store_cold {
 struct store_walk {
 	struct store_obj *at; /* the last object given, referenced */
 	uint64_t stamp;
-	bool restarted; /* that object moved meanwhile: the walk began again */
 };
 /*
  * Up to @n sealed linked objects in use order, least recently used
  * first, going on from where the last call on @w stopped: O(@n).  If the
  * object it stopped at was used or unlinked meanwhile, it starts again
- * from the coldest (w->restarted): the caller skips what it saw.
+ * from the coldest: the caller skips what it saw.
  * Objects sealed or adopted are most recent first (adoption keeps the
  * catalog's order).
  */
