@@ -249,7 +249,7 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 			    !strcmp(opt, "advertise") || !strcmp(opt, "io_timeout") ||
 			    !strcmp(opt, "serve_bwlimit") || !strcmp(opt, "passthrough") ||
 			    !strcmp(opt, "transport") || !strcmp(opt, "rdma_eager_max") ||
-			    !strcmp(opt, "map_cache"))
+			    !strcmp(opt, "map_cache") || !strcmp(opt, "rdma_regs"))
 				r = fail(err, errlen, "option '%s' needs a value (%s=...)", opt,
 					 opt);
 			else
@@ -362,6 +362,16 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 					 val, CONFIG_MAP_CACHE_MAX);
 			else
 				c->map_cache = (unsigned)n;
+		} else if (!strcmp(opt, "rdma_regs")) {
+			uint64_t n;
+
+			if (parse_u64(val, &n) < 0 || !n || n > CONFIG_RDMA_REGS_MAX)
+				r = fail(err, errlen,
+					 "invalid option 'rdma_regs=%s': objects kept registered "
+					 "for RDMA when idle, from 1 to %u",
+					 val, CONFIG_RDMA_REGS_MAX);
+			else
+				c->rdma_regs = (unsigned)n;
 		} else if (!strcmp(opt, "passthrough")) {
 			if (!strcmp(val, "auto") || !strcmp(val, "off"))
 				c->passthrough_off = !strcmp(val, "off");

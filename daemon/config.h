@@ -30,6 +30,7 @@ enum spec_kind {
 #define CONFIG_DEFAULT_CAPACITY (1ULL << 30)
 #define CONFIG_DEFAULT_PORT 7419
 #define CONFIG_MAP_CACHE_MAX 1048576 /* map_cache=N, at most */
+#define CONFIG_RDMA_REGS_MAX 65536   /* rdma_regs=N, at most */
 
 struct config {
 	enum spec_kind spec_kind;
@@ -46,6 +47,7 @@ struct config {
 	const char *transport;	   /* transport=auto|tcp|rdma (a constant; default "auto") */
 	uint32_t rdma_eager_max;   /* rdma_eager_max=SIZE (0: the transport's default) */
 	unsigned map_cache;	   /* map_cache=N: idle object mappings kept (0: default) */
+	unsigned rdma_regs;	   /* rdma_regs=N: objects kept registered (0: default) */
 	char *store_dir;	   /* store=, default /dev/shm/objfs-<prefix>-<node> */
 	bool store_default;	   /* store_dir is that default (config_finish()) */
 	uint64_t capacity;	   /* capacity=, default CONFIG_DEFAULT_CAPACITY */

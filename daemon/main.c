@@ -99,6 +99,8 @@ static const char usage[] =
     "  map_cache=N      sealed objects kept mapped by the daemon when nobody uses\n"
     "                   them (default 256, less if vm.max_map_count is low); an\n"
     "                   object at rest holds no descriptor and no mapping\n"
+    "  rdma_regs=N      objects whose memory stays registered for RDMA peers\n"
+    "                   when no rendezvous is out (default 256)\n"
     "  prefix=NAME      Redis key prefix / cluster name (default objfs)\n"
     "  allow_overwrite  an O_TRUNC open of an existing name writes a new object\n"
     "  allow_other      let other users access the mount\n"
@@ -671,6 +673,7 @@ static int open_store(struct daemon *d)
 	    .verify = true,
 	    .own_tmpfs = true,
 	    .map_cache = d->cfg.map_cache,
+	    .regs_max = d->cfg.rdma_regs,
 	};
 	struct store_stats ss;
 	char why[PATH_MAX + 64];

@@ -305,6 +305,8 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("mapped: %" PRIu64 "\n", ss.mapped);
 	OUT("map_cache: %" PRIu64 "\n", ss.map_cache);
 	OUT("mapped_pinned: %" PRIu64 "\n", ss.pinned);
+	OUT("regs_max: %" PRIu64 "\n", ss.regs_max);
+	OUT("regs_dropped: %" PRIu64 "\n", ss.regs_dropped);
 	OUT("maps_made: %" PRIu64 "\n", ss.maps_made);
 	OUT("maps_dropped: %" PRIu64 "\n", ss.maps_dropped);
 	OUT("unpublished: %" PRIu64 "\n", fst.unpublished);
@@ -372,6 +374,9 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 		OUT("rdma_conns: %" PRIu64 "\n", ts.rdma_conns);
 		OUT("rdma_fallbacks: %" PRIu64 "\n", ts.rdma_fallbacks);
 		OUT("rdma_regs: %" PRIu64 "\n", ts.rdma_regs);
+		OUT("rdma_regs_live: %" PRIu64 "\n", ts.rdma_regs_live);
+		OUT("rdma_regs_reused: %" PRIu64 "\n", ts.rdma_regs_reused);
+		OUT("rdma_regs_dropped: %" PRIu64 "\n", ts.rdma_regs_dropped);
 	} else {
 		OUT("transport: none\n");
 	}

@@ -243,6 +243,8 @@ int store_table_add_i(struct store *s, struct store_obj *o)
 	return 0;
 }
 
+static void regd_del_locked(struct store *s, struct store_obj *o);
+
 /* Last reference gone (so @o is unlinked): give back its file and memory. */
 static void obj_destroy(struct store_obj *o)
 {
@@ -254,8 +256,7 @@ static void obj_destroy(struct store_obj *o)
 	pthread_mutex_lock(&s->lock);
 	store_file_mapped_del_i(s, o);
 	lru_del_locked(s, o);
-	if (o->pinned)
-		s->npinned--;
+	regd_del_locked(s, o);
 	if (o->counted_open) {
 		o->counted_open = false;
 		s->nopen--;
@@ -387,8 +388,144 @@ bool store_obj_in_use(const struct store_obj *o)
 	return refs > own + leases;
 }
 
+/* ---- the registrations that hang on objects ---- */
+
+#define REGS_LOOK 16 /* objects the hand passes per new registration, at most */
+
+static void regd_link_locked(struct store *s, struct store_obj *o)
+{
+	o->mprev = NULL;
+	o->mnext = s->regd;
+	if (s->regd)
+		s->regd->mprev = o;
+	else
+		s->regd_tail = o;
+	s->regd = o;
+}
+
+static void regd_unlink_locked(struct store *s, struct store_obj *o)
+{
+	if (o->mprev)
+		o->mprev->mnext = o->mnext;
+	else
+		s->regd = o->mnext;
+	if (o->mnext)
+		o->mnext->mprev = o->mprev;
+	else
+		s->regd_tail = o->mprev;
+	o->mprev = o->mnext = NULL;
+}
+
+static void regd_push_locked(struct store *s, struct store_obj *o)
+{
+	regd_link_locked(s, o);
+	o->pinned = true;
+	s->npinned++;
+}
+
+static void regd_del_locked(struct store *s, struct store_obj *o)
+{
+	if (!o->pinned)
+		return;
+	regd_unlink_locked(s, o);
+	o->pinned = false;
+	s->npinned--;
+}
+
+/*
+ * Does nobody use @o but the table (if linked), its leases and @extra
+ * references the caller knows of?  Leases are read before and after refs,
+ * as in store_obj_in_use(): a race errs towards "in use".
+ */
+static bool obj_idle(const struct store_obj *o, unsigned extra)
+{
+	unsigned leases, again, refs;
+
+	leases = atomic_load_explicit(&o->lease_refs, memory_order_acquire);
+	refs = atomic_load_explicit(&o->refs, memory_order_acquire);
+	again = atomic_load_explicit(&o->lease_refs, memory_order_acquire);
+	if (again < leases)
+		leases = again;
+	return refs <= (o->linked ? 1u : 0u) + extra + leases;
+}
+
+/*
+ * The hand of the registrations' clock, at the cold end of s->regd:
+ * NULL if the store keeps no more than regs_max, else the object it
+ * passes, moved to the hot end, with a reference for the caller if its
+ * registration may go (not used since the hand last passed, linked, and
+ * idle: see regs_trim()).
+ */
+static struct store_obj *regs_hand(struct store *s, bool *ret_more)
+{
+	struct store_obj *o;
+
+	pthread_mutex_lock(&s->lock);
+	o = s->npinned > s->regs_max ? s->regd_tail : NULL;
+	*ret_more = o != NULL;
+	if (o) {
+		regd_unlink_locked(s, o);
+		regd_link_locked(s, o);
+		/* an unlinked object may be at its last reference: not
+		 * ours to take (it goes soon, and its registration with it) */
+		if (atomic_exchange_explicit(&o->map_used, false, memory_order_relaxed) ||
+		    !o->linked || !obj_idle(o, 0))
+			o = NULL;
+		else
+			atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return o;
+}
+
+/*
+ * Keep at most s->regs_max registrations: drop those of idle objects
+ * from the cold end (a clock, as the idle mappings'), up to REGS_LOOK of
+ * them looked at.  An object is idle when nobody holds it but the table
+ * and leases: a transport uses a registration only while it holds a
+ * reference (a GET in flight, a rendezvous until FIN), and looks for one
+ * (store_obj_attach(NULL)) only under obj->lock after taking it, so
+ * either the check below sees that reference or the transport finds the
+ * slot empty and registers anew.  The registration is dropped with no
+ * lock held, before the mapping may go back to the cache of idle ones
+ * (our reference keeps it from being taken away meanwhile).
+ */
+static void regs_trim(struct store *s)
+{
+	void (*drop)(void *reg) = NULL;
+	struct store_obj *o;
+	unsigned looked;
+	bool more = true;
+	void *reg;
+
+	for (looked = 0; looked < REGS_LOOK && more; looked++) {
+		o = regs_hand(s, &more);
+		if (!o)
+			continue;
+		reg = NULL;
+		pthread_mutex_lock(&o->lock);
+		if (o->reg && obj_idle(o, 1)) {
+			reg = o->reg;
+			drop = o->reg_drop;
+			o->reg = NULL;
+			o->reg_drop = NULL;
+			pthread_mutex_lock(&s->lock);
+			regd_del_locked(s, o);
+			s->regs_dropped++;
+			pthread_mutex_unlock(&s->lock);
+		}
+		pthread_mutex_unlock(&o->lock);
+		if (reg) {
+			drop(reg);
+			store_file_mapped_add_i(o);
+		}
+		store_obj_unref(o);
+	}
+}
+
 int store_obj_attach(struct store_obj *o, void *reg, void (*drop)(void *reg), void **ret_cur)
 {
+	struct store *s;
 	int r = 0;
 
 	if (!o || (reg && !drop))
@@ -396,23 +533,29 @@ int store_obj_attach(struct store_obj *o, void *reg, void (*drop)(void *reg), vo
 	/* a pending object's memory is not final, nor served */
 	if (!obj_is_sealed(o))
 		return -EINVAL;
+	s = o->s;
 	pthread_mutex_lock(&o->lock);
 	if (reg && !o->reg) {
 		o->reg = reg;
 		o->reg_drop = drop;
 		/* it reaches the mapping: never taken away while it hangs
-		 * (the object leaves the cache of idle mappings for good) */
-		pthread_mutex_lock(&o->s->lock);
-		o->pinned = true;
-		store_file_mapped_del_i(o->s, o);
-		o->s->npinned++;
-		pthread_mutex_unlock(&o->s->lock);
+		 * (the object leaves the cache of idle mappings meanwhile) */
+		pthread_mutex_lock(&s->lock);
+		store_file_mapped_del_i(s, o);
+		regd_push_locked(s, o);
+		atomic_store_explicit(&o->map_used, false, memory_order_relaxed);
+		pthread_mutex_unlock(&s->lock);
 	} else {
 		r = reg ? -EEXIST : 0;
 		if (ret_cur)
 			*ret_cur = o->reg;
+		/* for the clock (regs_trim()) */
+		if (o->reg)
+			atomic_store_explicit(&o->map_used, true, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&o->lock);
+	if (reg && !r)
+		regs_trim(s);
 	return r;
 }
 
@@ -914,6 +1057,8 @@ void store_stats(struct store *s, struct store_stats *ret)
 	ret->open_max = s->open_max;
 	ret->mapped = s->nmapped;
 	ret->pinned = s->npinned;
+	ret->regs_max = s->regs_max;
+	ret->regs_dropped = s->regs_dropped;
 	ret->map_cache = s->map_cache;
 	ret->maps_made = s->maps_made;
 	ret->maps_dropped = s->maps_dropped;
@@ -1073,7 +1218,9 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 	/* leave the rest of vm.max_map_count to writers and the process */
 	if (max_map_count() && s->map_cache > max_map_count() / 2)
 		s->map_cache = max_map_count() / 2;
-	s->open_max = open_max(s->map_cache);
+	s->regs_max = cfg->regs_max ? cfg->regs_max : STORE_REGS_DEFAULT;
+	/* a registered object may map its file twice (rreg_object()) */
+	s->open_max = open_max(s->map_cache + 2 * s->regs_max);
 	s->verify = cfg->verify;
 	s->reuse = !cfg->no_reuse;
 	/* default attributes: initialization cannot fail on Linux */

@@ -93,7 +93,12 @@ struct store_config {
 	/* idle mappings of sealed objects kept (0: 256, or less if
 	 * vm.max_map_count is low) */
 	uint64_t map_cache;
+	/* objects a transport's registration may hang on at once, unless in
+	 * use (store_obj_attach(); 0: STORE_REGS_DEFAULT) */
+	uint64_t regs_max;
 };
+
+#define STORE_REGS_DEFAULT 256
 
 /* Where the objects' files live (store_stats()). */
 enum store_fs {
@@ -146,10 +151,11 @@ struct store_stats {
 	 * mapped; sealed objects mapped since open, and idle mappings taken
 	 * away to keep to map_cache */
 	uint64_t mapped, map_cache, maps_made, maps_dropped;
-	/* sealed objects a transport registered (RDMA): mapped for as long
-	 * as the store keeps them, outside the cache (a bounded cache of
-	 * registrations is still to come) */
-	uint64_t pinned;
+	/* sealed objects a transport's registration hangs on (RDMA): mapped
+	 * while it does, outside the cache of idle mappings; at most
+	 * regs_max of them unless in use; registrations dropped since open
+	 * to keep to regs_max (store_obj_attach()) */
+	uint64_t pinned, regs_max, regs_dropped;
 	uint64_t bad_records; /* catalog records rejected at open */
 	/* the catalog log: its bytes and lines, the objects it holds (the
 	 * lines a compaction keeps), and compactions since open */
@@ -338,8 +344,14 @@ int store_obj_open_fd(struct store_obj *o);
  * that reference, before its mapping goes and before its file can go to
  * the pool of freed files or to another object, so that a registration
  * never reaches memory that holds anything but @o; or at store_close()
- * for objects still there, before their mappings go.  It is called with
- * no store lock held; it must not call into the store for @o.
+ * for objects still there, before their mappings go; or earlier, to
+ * keep at most store_config.regs_max registrations: then from a thread
+ * that hangs another one (in this call), and only while nobody holds
+ * @o but the table and leases (store_obj_ref_lease()).  A transport
+ * uses a registration only while it holds a reference on the object,
+ * and finds it anew each time (with @reg NULL): once dropped, the slot
+ * is empty and the caller registers again.  @drop is called with no
+ * store lock held; it must not call into the store for @o.
  */
 int store_obj_attach(struct store_obj *o, void *reg, void (*drop)(void *reg), void **ret_cur);
 

@@ -38,8 +38,9 @@
  *                   id table and the list of all objects (table, all,
  *                   obj->hh, obj->prev/next), obj->linked (with obj->lock),
  *                   the mapped objects (mapped, obj->mprev/mnext,
- *                   obj->on_mapped, obj->pinned; a sealed object's map
- *                   goes from set to NULL only under it) and the
+ *                   obj->on_mapped; a sealed object's map goes from set
+ *                   to NULL only under it), the registered ones (regd,
+ *                   the same obj->mprev/mnext, obj->pinned) and the
  *                   counters.  Held only for work in memory, never
  *                   across file I/O or a caller's callback.
  *
@@ -143,11 +144,13 @@ struct store_obj {
 	/* s->lock: counted in s->nopen (may hold a descriptor: pending, or
 	 * unlinked with a file that lost its name) */
 	bool counted_open;
-	/* s->lock: on s->mapped (sealed and mapped), and a transport's
-	 * registration hangs on the mapping (never taken away then) */
+	/* s->lock: on s->mapped (sealed and mapped); on s->regd, a
+	 * transport's registration hangs on the mapping (never taken away
+	 * then): never both */
 	bool on_mapped, pinned;
-	struct store_obj *mprev, *mnext; /* s->mapped; s->lock */
-	/* read since the clock last passed it (no lock: a hint) */
+	struct store_obj *mprev, *mnext; /* s->mapped or s->regd; s->lock */
+	/* read, or its registration used, since the clock (s->mapped's or
+	 * s->regd's) last passed it (no lock: a hint) */
 	atomic_bool map_used;
 	/* s->lru, sealed and linked (s->lock); lru_stamp moves on whenever
 	 * it moves on the list (store_walk_cold()) */
@@ -270,7 +273,12 @@ struct store {
 	 * used first; at most map_cache of them unless in use */
 	struct store_obj *mapped, *mapped_tail;
 	uint64_t nmapped, map_cache;
-	uint64_t npinned;		  /* mapped for good: a registration hangs on them */
+	/* sealed objects a registration hangs on (obj->pinned), on s->regd
+	 * through obj->mprev/mnext (they are never on s->mapped): most
+	 * recently registered or used first; at most regs_max of them unless
+	 * in use (store_obj_attach()) */
+	struct store_obj *regd, *regd_tail;
+	uint64_t npinned, regs_max, regs_dropped;
 	uint64_t maps_made, maps_dropped; /* sealed objects mapped, unmapped idle */
 	/* sealed linked objects by last use (store_touch()): lru is the most
 	 * recent, lru_cold the least */

@@ -166,6 +166,10 @@ TEST(options)
 	config_release(&c);
 	CHECK_EQ(parse(&c, err, "local", "capacity=1G"), 0);
 	CHECK_EQ(c.map_cache, 0); /* the store's default */
+	CHECK_EQ(c.rdma_regs, 0);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "rdma_regs=8"), 0);
+	CHECK_EQ(c.rdma_regs, 8);
 	config_release(&c);
 
 	CHECK_EQ(parse(&c, err, "local", "listen=[::1]:7000"), 0);
@@ -219,6 +223,9 @@ TEST(bad_options)
 	    {"map_cache=lots", "map_cache=lots"},
 	    {"map_cache=1048577", "map_cache=1048577"},
 	    {"map_cache=", "map_cache"},
+	    {"rdma_regs=0", "rdma_regs=0"},
+	    {"rdma_regs=65537", "rdma_regs=65537"},
+	    {"rdma_regs=", "rdma_regs"},
 	    {"listen=h:65536", "listen=h:65536"},
 	    {"store=relative", "store=relative"},
 	    {"prefix=a:b", "prefix=a:b"},

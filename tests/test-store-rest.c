@@ -326,6 +326,104 @@ TEST(open_limit)
 	CHECK_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
 }
 
+/* Registrations a transport hangs on objects (RDMA): at most regs_max
+ * stay, the coldest idle ones go first; one in use is never dropped, and
+ * each is dropped exactly once (at the latest at store_close()). */
+struct fake_reg {
+	unsigned drops;
+};
+
+static void fake_drop(void *reg)
+{
+	((struct fake_reg *)reg)->drops++;
+}
+
+static void attach_one(struct store *s, uint64_t id, struct fake_reg *reg)
+{
+	struct store_obj *o = store_lookup(s, id);
+	struct store_map m;
+
+	CHECK(o != NULL);
+	CHECK_EQ(store_obj_map(o, &m), 0);
+	if (m.fd >= 0)
+		close(m.fd);
+	CHECK_EQ(store_obj_attach(o, reg, fake_drop, NULL), 0);
+	store_obj_unref(o);
+}
+
+static void *reg_of(struct store *s, uint64_t id)
+{
+	struct store_obj *o = store_lookup(s, id);
+	void *cur = (void *)1;
+
+	CHECK(o != NULL);
+	CHECK_EQ(store_obj_attach(o, NULL, NULL, &cur), 0);
+	store_obj_unref(o);
+	return cur;
+}
+
+TEST(regs_bounded)
+{
+	struct store_config cfg = {.capacity = 64 * MiB, .verify = true, .map_cache = 8, .regs_max = 4};
+	struct fake_reg regs[41] = {0};
+	struct store_obj *held, *gone;
+	struct store_stats st;
+	unsigned i, live = 0, dropped = 0;
+	struct tdir t;
+	struct store *s;
+	int err = 0;
+
+	tdir_init(&t);
+	cfg.dir = t.dir;
+	s = store_open(&cfg, &err, NULL);
+	CHECK(s != NULL);
+	seal_range(s, 1, 41);
+	/* 1 is in use throughout, 2 is unlinked while in use */
+	attach_one(s, 1, &regs[1]);
+	held = store_lookup(s, 1);
+	attach_one(s, 2, &regs[2]);
+	gone = store_lookup(s, 2);
+	store_unlink(gone);
+	for (i = 3; i <= 40; i++)
+		attach_one(s, i, &regs[i]);
+	store_stats(s, &st);
+	CHECK(st.pinned <= 4 + 2);
+	CHECK_EQ(st.regs_max, 4);
+	CHECK_EQ(regs[1].drops, 0);
+	CHECK_EQ(regs[2].drops, 0);
+	CHECK(reg_of(s, 1) == &regs[1]);
+	for (i = 3; i <= 40; i++) {
+		CHECK(regs[i].drops <= 1);
+		if (regs[i].drops) {
+			dropped++;
+			CHECK(reg_of(s, i) == NULL); /* to be registered anew */
+		} else {
+			live++;
+			CHECK(reg_of(s, i) == &regs[i]);
+		}
+	}
+	CHECK_EQ(dropped, 38 - live);
+	CHECK(dropped >= 38 - 4);
+	CHECK_EQ(st.regs_dropped, dropped);
+	/* their mappings went back to the cache of idle ones */
+	CHECK(st.mapped + st.pinned <= 8 + 4 + 2 + 16);
+	/* a dropped one can be registered again */
+	for (i = 3; i <= 40 && regs[i].drops == 0; i++)
+		;
+	CHECK(i <= 40);
+	attach_one(s, i, &regs[i]);
+	CHECK(reg_of(s, i) == &regs[i] || regs[i].drops == 2);
+	/* the unlinked one goes with its last reference */
+	store_obj_unref(gone);
+	CHECK_EQ(regs[2].drops, 1);
+	store_obj_unref(held);
+	store_close(s);
+	for (i = 1; i <= 40; i++)
+		CHECK(regs[i].drops >= 1 && regs[i].drops <= 2);
+	CHECK_EQ(regs[1].drops, 1);
+	tdir_release(&t);
+}
+
 int main(void)
 {
 	RUN(no_fd_at_rest);
@@ -333,5 +431,6 @@ int main(void)
 	RUN(open_fd_unlinked);
 	RUN(unlinked_before_file);
 	RUN(open_limit);
+	RUN(regs_bounded);
 	return tap_done();
 }

@@ -166,6 +166,7 @@ int rreg_new(struct transport *t, struct rdev *d, void *addr, size_t len, int ac
 	d->refs++;
 	pthread_mutex_unlock(&rdev_lock);
 	r->dev = d;
+	r->t = t;
 	COUNT_ADD(t, rdma_regs, 1);
 	*ret = r;
 	return 0;

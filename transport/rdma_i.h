@@ -109,6 +109,7 @@ void rdev_set_default(struct ibv_context *verbs);
 struct rreg {
 	struct ibv_mr *mr;
 	struct rdev *dev;
+	struct transport *t;
 	void *map;
 	size_t maplen;
 };

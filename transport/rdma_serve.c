@@ -69,9 +69,15 @@ struct rdma_server {
 
 /* ---- registrations that hang on objects ---- */
 
+/* The store gives an object's registration back: the object is freed,
+ * or the store keeps too many (rdma_regs=, store_obj_attach()). */
 static void reg_drop(void *reg)
 {
-	rreg_free(reg);
+	struct rreg *r = reg;
+
+	COUNT_SUB(r->t, rdma_regs_live, 1);
+	COUNT_ADD(r->t, rdma_regs_dropped, 1);
+	rreg_free(r);
 }
 
 /* The registration of the object @ctx pinned, on @c's device. */
@@ -103,13 +109,19 @@ static int obj_reg(struct rsrv_conn *c, struct serve_ctx *ctx, struct rreg **ret
 			close(fd);
 		if (err)
 			return err;
+		/* counted first: the store may drop it before attach() returns */
+		COUNT_ADD(c->rc.t, rdma_regs_live, 1);
 		err = src->attach(ctx->token, r, reg_drop, &cur);
-		if (!err)
+		if (!err) {
 			cur = r;
-		else
+		} else {
+			COUNT_SUB(c->rc.t, rdma_regs_live, 1);
 			rreg_free(r);
+		}
 		if (err && err != -EEXIST)
 			return err;
+	} else {
+		COUNT_ADD(c->rc.t, rdma_regs_reused, 1);
 	}
 	r = cur;
 	if (r->dev != c->rc.dev)

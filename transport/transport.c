@@ -885,6 +885,7 @@ void transport_stats(const struct transport *t, struct transport_stats *ret)
 	ret->rdma_fallbacks = LOAD(rdma_fallbacks);
 	ret->fetch_eager = ret->bytes_eager = ret->fetch_rdv = ret->bytes_rdv = 0;
 	ret->rdma_conns = ret->rdma_regs = 0;
+	ret->rdma_regs_live = ret->rdma_regs_reused = ret->rdma_regs_dropped = 0;
 	if (t->rdma) {
 		struct transport_stats r;
 
@@ -904,6 +905,9 @@ void transport_stats(const struct transport *t, struct transport_stats *ret)
 		ret->fetch_rdv = LOAD(fetch_rdv);
 		ret->bytes_rdv = LOAD(bytes_rdv);
 		ret->rdma_regs = LOAD(rdma_regs);
+		ret->rdma_regs_live = LOAD(rdma_regs_live);
+		ret->rdma_regs_reused = LOAD(rdma_regs_reused);
+		ret->rdma_regs_dropped = LOAD(rdma_regs_dropped);
 	}
 #undef LOAD
 }

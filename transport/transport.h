@@ -249,6 +249,10 @@ struct transport_stats {
 	uint64_t rdma_conns;		   /* RDMA connections open now (both sides) */
 	uint64_t rdma_fallbacks;	   /* RDMA fetches retried over TCP */
 	uint64_t rdma_regs;		   /* memory registrations made (objects, regions) */
+	/* registrations of objects served: hanging on objects now, used
+	 * again by a GET, and given back (the object was freed, or the store
+	 * keeps at most rdma_regs= of them) */
+	uint64_t rdma_regs_live, rdma_regs_reused, rdma_regs_dropped;
 };
 void transport_stats(const struct transport *t, struct transport_stats *ret);
 

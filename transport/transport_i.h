@@ -198,6 +198,7 @@ struct transport_counters {
 	atomic_uint_fast64_t fetch_eager, bytes_eager;
 	atomic_uint_fast64_t fetch_rdv, bytes_rdv;
 	atomic_uint_fast64_t rdma_fallbacks, rdma_regs;
+	atomic_uint_fast64_t rdma_regs_live, rdma_regs_reused, rdma_regs_dropped;
 };
 
 #define COUNT_ADD(t, field, n) atomic_fetch_add_explicit(&(t)->cnt.field, (n), memory_order_relaxed)
