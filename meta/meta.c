@@ -807,7 +807,7 @@ int meta_alloc_id(struct meta *m, uint64_t *ret_id)
 }
 
 /* Is @obj a record a caller may publish?  Fills @hex with its checksum. */
-static int obj_check(const struct meta_obj *obj, char hex[OBJFS_CSUM_HEX])
+int meta_obj_check(const struct meta_obj *obj, char hex[OBJFS_CSUM_HEX])
 {
 	if (!obj || obj->id <= META_ROOT_ID || !memchr(obj->origin, '\0', OBJFS_NODE_MAX) ||
 	    node_name_validate(obj->origin) < 0)
@@ -828,7 +828,7 @@ int meta_publish(struct meta *m, uint64_t parent, const char *name, const struct
 
 	r = parent ? name_validate(name) : -EINVAL;
 	if (r == 0)
-		r = obj_check(obj, hex);
+		r = meta_obj_check(obj, hex);
 	if (r == 0)
 		r = script_(m, MS_PUBLISH, (flags & META_PUBLISH_SELF) != 0, &rep, "usuusisssu",
 			    parent, name, obj->id, obj->size, hex, obj->mtime_ns, obj->origin,
@@ -1057,7 +1057,7 @@ int meta_epoch(struct meta *m, char *buf, size_t len)
 }
 
 /* An absolute path of valid names: "/a/b/name". */
-static int path_validate(const char *path)
+int meta_path_check(const char *path)
 {
 	char name[OBJFS_NAME_MAX + 1];
 	const char *p, *e;
@@ -1087,9 +1087,9 @@ int meta_reregister(struct meta *m, const struct meta_obj *obj, const char *path
 	size_t len, cap = 0;
 	int i, j, n = 1, r;
 
-	r = path_validate(path);
+	r = meta_path_check(path);
 	if (r == 0)
-		r = obj_check(obj, hex);
+		r = meta_obj_check(obj, hex);
 	/* a fresh id for each directory it may make: one per component
 	 * above the name, or /lost+found */
 	for (i = 1; r == 0 && path[i]; i++)

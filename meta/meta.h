@@ -347,6 +347,26 @@ struct meta_sync {
  */
 int meta_sync_holders(struct meta *m, const struct meta_obj *objs, size_t n, struct meta_sync *ret);
 void meta_sync_release(struct meta_sync *v, size_t n);
+
+/* What became of one of a batch registered again (meta_reregister_batch()). */
+struct meta_rereg {
+	/* 0 or 1 as meta_reregister() returns, or its negative errno
+	 * (-ENOTUNIQ: the id is another object's; -EAGAIN, -EEXIST,
+	 * -EBADMSG, -EINVAL...): that one was not registered, and may be
+	 * with meta_reregister() */
+	int r;
+	char *path; /* r >= 0: as meta_reregister()'s @ret_path; NULL for "" */
+};
+/*
+ * meta_reregister() for each of @n objects (at most META_SYNC_BATCH) under
+ * @paths, in one script call; each one's outcome in @ret (free the paths
+ * with meta_rereg_release()).  0, or a negative errno for the whole batch
+ * (nothing in @ret then): -EINVAL for bad arguments, -EIO if Redis is
+ * away, -EBADMSG for a malformed answer.
+ */
+int meta_reregister_batch(struct meta *m, const struct meta_obj *objs, const char *const *paths,
+			  size_t n, struct meta_rereg *ret);
+void meta_rereg_release(struct meta_rereg *v, size_t n);
 /* The same, and drop the holders whose node card is gone (stale entries),
  * counting them in *ret_stale (may be NULL). */
 int meta_add_holder_prune(struct meta *m, const struct meta_obj *obj, unsigned *ret_stale);

@@ -68,6 +68,7 @@ enum meta_script {
 	MS_OBJPATH,
 	MS_READDIR_PAGE,
 	MS_SYNC_HOLDERS,
+	MS_REREGISTER_BATCH,
 	META_NSCRIPTS
 };
 
@@ -217,6 +218,12 @@ int args_script(const struct meta *m, struct args *a, bool self);
  * if an ARGV it needs is missing. */
 int script_keys(const struct meta *m, enum meta_script s, struct args *a);
 
+/* meta.c's checks of what a caller sends: 0 or -EINVAL.  An absolute
+ * path of valid names; an object record (its checksum in hex into
+ * @hex). */
+int meta_path_check(const char *path);
+int meta_obj_check(const struct meta_obj *obj, char hex[OBJFS_CSUM_HEX]);
+
 /* ---- the pool (meta_pool.c) ---- */
 
 /* Borrow a connected slot.  0, -EIO (Redis unreachable, in backoff, or no
@@ -238,6 +245,8 @@ int pool_script(struct meta *m, struct conn *c, enum meta_script s, struct args 
 
 /* The one map from an error reply to a negative errno. */
 int pool_reply_errno(const redisReply *rep);
+/* The same, of an error reply's text (an errno name first). */
+int pool_errno_of(const char *str);
 /* The one map from a failed context to a negative errno (@e: errno right
  * after the failing call), with a text into @why. */
 int pool_ctx_error(const redisContext *ctx, int e, char *why, size_t len);

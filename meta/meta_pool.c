@@ -238,6 +238,11 @@ int pool_ctx_error(const redisContext *ctx, int e, char *why, size_t len)
  */
 int pool_reply_errno(const redisReply *rep)
 {
+	return pool_errno_of(rep->str);
+}
+
+int pool_errno_of(const char *str)
+{
 	static const struct {
 		const char *name;
 		int err;
@@ -247,7 +252,7 @@ int pool_reply_errno(const redisReply *rep)
 	    {"EBADMSG", EBADMSG},   {"EADDRINUSE", EADDRINUSE}, {"ELOOP", ELOOP},
 	    {"ENOTUNIQ", ENOTUNIQ}, {"EAGAIN", EAGAIN},
 	};
-	const char *s = rep->str ? rep->str : "";
+	const char *s = str ? str : "";
 	size_t i, n;
 
 	if (!strncmp(s, "NOAUTH", 6) || !strncmp(s, "WRONGPASS", 9))

@@ -526,98 +526,144 @@ static const char script_rename[] =
 			      "return replaced\n";
 
 /*
- * ARGV[5] id, ARGV[6] size, ARGV[7] csum, ARGV[8] mtime, ARGV[9] origin,
- * ARGV[10] this node, ARGV[11] absolute path (checked by meta.c), ARGV[12]
- * fresh ids for the directories it may have to make, separated by spaces
- * (EAGAIN if too few or one is in use).  Returns {1 if the object had to
- * go elsewhere else 0, the path it has}.  ENOTUNIQ if the id's record
- * describes other bytes.
+ * rereg(): register object id (size, csum, mtime, origin: its record)
+ * again under absolute path (checked by meta.c), holding it on node me;
+ * ids is a table of fresh ids for the directories it may have to make,
+ * taken from ids[ids.at] on (EAGAIN if too few or one is in use).
+ * Returns 1 if the object had to go elsewhere else 0, and the path it
+ * has ("" if its record was there: only the holder is added).  ENOTUNIQ
+ * if the id's record describes other bytes.  Every failure comes before
+ * its first write.
  *
  * The path is used if every component is a directory or missing and the
  * name is free (or already this object's); otherwise the object goes to
  * /lost+found/<name>.objfs-<id>.
  */
+#define LUA_REREG                                                                                  \
+	"local function rereg(id, size, csum, mtime, origin, me, want_path, ids)\n"                \
+	"  local rec = call('HMGET', okey(id), 'size', 'csum')\n"                                  \
+	"  if rec[1] or rec[2] then\n"                                                             \
+	"    if rec[1] ~= size or rec[2] ~= csum then fail('ENOTUNIQ') end\n"                      \
+	"    call('SADD', hkey(id), me)\n"                                                         \
+	"    return 0, ''\n"                                                                       \
+	"  end\n" /* "<name>.objfs-<id>", cut on a character boundary to 255 bytes */              \
+	"  local function altname(name)\n"                                                         \
+	"    local suf = '.objfs-' .. id\n"                                                        \
+	"    local cut = 255 - #suf\n"                                                             \
+	"    if #name > cut then\n"                                                                \
+	"      while cut > 0 do\n"                                                                 \
+	"        local b = string.byte(name, cut + 1)\n"                                           \
+	"        if b < 128 or b >= 192 then break end\n"                                          \
+	"        cut = cut - 1\n"                                                                  \
+	"      end\n"                                                                              \
+	"      name = string.sub(name, 1, cut)\n"                                                  \
+	"    end\n"                                                                                \
+	"    return name .. suf\n"                                                                 \
+	"  end\n"                                                                                  \
+	"  local want = fval(id, size, mtime, csum, origin)\n" /* can @comps be used?  Then also   \
+								  how many directories are missing \
+								*/                                 \
+	"  local function usable(comps)\n"                                                         \
+	"    local cur = '1'\n"                                                                    \
+	"    for i = 1, #comps - 1 do\n"                                                           \
+	"      local v = call('HGET', dkey(cur), comps[i])\n"                                      \
+	"      if not v then return true, #comps - i end\n"                                        \
+	"      local k, nid = parse(v, cur, comps[i])\n"                                           \
+	"      if k ~= 'd' then return false, 0 end\n"                                             \
+	"      if call('EXISTS', dkey(nid)) == 0 then fail('EBADMSG') end\n"                       \
+	"      cur = nid\n"                                                                        \
+	"    end\n"                                                                                \
+	"    local v = call('HGET', dkey(cur), comps[#comps])\n"                                   \
+	"    return not v or isfile(v, id), 0\n"                                                   \
+	"  end\n"                                                                                  \
+	"  local comps = {}\n"                                                                     \
+	"  for c in string.gmatch(want_path, '[^/]+') do comps[#comps + 1] = c end\n"              \
+	"  if #comps == 0 then fail('EINVAL') end\n"                                               \
+	"  local moved = 0\n"                                                                      \
+	"  local ok, missing = usable(comps)\n"                                                    \
+	"  if not ok then\n"                                                                       \
+	"    comps = {'lost+found', altname(comps[#comps])}\n"                                     \
+	"    moved = 1\n"                                                                          \
+	"    ok, missing = usable(comps)\n"                                                        \
+	"    if not ok then fail('EEXIST') end\n"                                                  \
+	"  end\n"                                                                                  \
+	"  local mine = {}\n"                                                                      \
+	"  while #mine < missing do\n"                                                             \
+	"    local c = ids[ids.at]\n"                                                              \
+	"    ids.at = ids.at + 1\n"                                                                \
+	"    if not c or not unused(c) then fail('EAGAIN') end\n"                                  \
+	"    mine[#mine + 1] = c\n"                                                                \
+	"  end\n"                                                                                  \
+	"  local cur, path = '1', ''\n"                                                            \
+	"  for i = 1, #comps - 1 do\n"                                                             \
+	"    local v = call('HGET', dkey(cur), comps[i])\n"                                        \
+	"    local nid\n"                                                                          \
+	"    if v then\n"                                                                          \
+	"      local k\n"                                                                          \
+	"      k, nid = parse(v, cur, comps[i])\n"                                                 \
+	"    else\n"                                                                               \
+	"      nid = table.remove(mine, 1)\n"                                                      \
+	"      newdir(cur, comps[i], nid, NOW)\n"                                                  \
+	"      inval('mkdir', cur, comps[i], nid)\n"                                               \
+	"    end\n"                                                                                \
+	"    path = path .. '/' .. comps[i]\n"                                                     \
+	"    cur = nid\n"                                                                          \
+	"  end\n"                                                                                  \
+	"  local name = comps[#comps]\n"                                                           \
+	"  path = path .. '/' .. name\n"                                                           \
+	"  call('HSET', okey(id), 'size', size, 'csum', csum, 'mtime', mtime,\n"                   \
+	"              'origin', origin, 'parent', cur, 'name', name)\n"                           \
+	"  call('SADD', hkey(id), me)\n"                                                           \
+	"  if not isfile(call('HGET', dkey(cur), name), id) then\n"                                \
+	"    call('HSET', dkey(cur), name, want, '/mtime', NOW)\n"                                 \
+	"    inval('publish', cur, name, id)\n"                                                    \
+	"  end\n"                                                                                  \
+	"  return moved, path\n"                                                                   \
+	"end\n"
+
+/*
+ * ARGV[5] id, ARGV[6] size, ARGV[7] csum, ARGV[8] mtime, ARGV[9] origin,
+ * ARGV[10] this node, ARGV[11] absolute path, ARGV[12] fresh ids for the
+ * directories it may have to make, separated by spaces.  Returns {moved,
+ * path} of rereg().
+ */
 static const char script_reregister[] =
-    LUA_NS "local id = ARGV[5]\n"
-	   "local rec = call('HMGET', okey(id), 'size', 'csum')\n"
-	   "if rec[1] or rec[2] then\n"
-	   "  if rec[1] ~= ARGV[6] or rec[2] ~= ARGV[7] then fail('ENOTUNIQ') end\n"
-	   "  call('SADD', hkey(id), ARGV[10])\n"
-	   "  return {0, ''}\n"
-	   "end\n"
-	   /* "<name>.objfs-<id>", cut on a character boundary to 255 bytes */
-	   "local function altname(name)\n"
-	   "  local suf = '.objfs-' .. id\n"
-	   "  local cut = 255 - #suf\n"
-	   "  if #name > cut then\n"
-	   "    while cut > 0 do\n"
-	   "      local b = string.byte(name, cut + 1)\n"
-	   "      if b < 128 or b >= 192 then break end\n"
-	   "      cut = cut - 1\n"
-	   "    end\n"
-	   "    name = string.sub(name, 1, cut)\n"
-	   "  end\n"
-	   "  return name .. suf\n"
-	   "end\n"
-	   "local want = fval(id, ARGV[6], ARGV[8], ARGV[7], ARGV[9])\n"
-	   /* can @comps be used?  Then also how many directories are missing */
-	   "local function usable(comps)\n"
-	   "  local cur = '1'\n"
-	   "  for i = 1, #comps - 1 do\n"
-	   "    local v = call('HGET', dkey(cur), comps[i])\n"
-	   "    if not v then return true, #comps - i end\n"
-	   "    local k, nid = parse(v, cur, comps[i])\n"
-	   "    if k ~= 'd' then return false, 0 end\n"
-	   "    if call('EXISTS', dkey(nid)) == 0 then fail('EBADMSG') end\n"
-	   "    cur = nid\n"
-	   "  end\n"
-	   "  local v = call('HGET', dkey(cur), comps[#comps])\n"
-	   "  return not v or isfile(v, id), 0\n"
-	   "end\n"
-	   "local comps = {}\n"
-	   "for c in string.gmatch(ARGV[11], '[^/]+') do comps[#comps + 1] = c end\n"
-	   "if #comps == 0 then fail('EINVAL') end\n"
-	   "local moved = 0\n"
-	   "local ok, missing = usable(comps)\n"
-	   "if not ok then\n"
-	   "  comps = {'lost+found', altname(comps[#comps])}\n"
-	   "  moved = 1\n"
-	   "  ok, missing = usable(comps)\n"
-	   "  if not ok then fail('EEXIST') end\n"
-	   "end\n"
-	   "local ids = {}\n"
-	   "for c in string.gmatch(ARGV[12], '%S+') do\n"
-	   "  if #ids < missing then\n"
-	   "    if not unused(c) then fail('EAGAIN') end\n"
-	   "    ids[#ids + 1] = c\n"
-	   "  end\n"
-	   "end\n"
-	   "if #ids < missing then fail('EAGAIN') end\n"
-	   "local cur, path = '1', ''\n"
-	   "for i = 1, #comps - 1 do\n"
-	   "  local v = call('HGET', dkey(cur), comps[i])\n"
-	   "  local nid\n"
-	   "  if v then\n"
-	   "    local k\n"
-	   "    k, nid = parse(v, cur, comps[i])\n"
-	   "  else\n"
-	   "    nid = table.remove(ids, 1)\n"
-	   "    newdir(cur, comps[i], nid, NOW)\n"
-	   "    inval('mkdir', cur, comps[i], nid)\n"
-	   "  end\n"
-	   "  path = path .. '/' .. comps[i]\n"
-	   "  cur = nid\n"
-	   "end\n"
-	   "local name = comps[#comps]\n"
-	   "path = path .. '/' .. name\n"
-	   "call('HSET', okey(id), 'size', ARGV[6], 'csum', ARGV[7], 'mtime', ARGV[8],\n"
-	   "            'origin', ARGV[9], 'parent', cur, 'name', name)\n"
-	   "call('SADD', hkey(id), ARGV[10])\n"
-	   "if not isfile(call('HGET', dkey(cur), name), id) then\n"
-	   "  call('HSET', dkey(cur), name, want, '/mtime', NOW)\n"
-	   "  inval('publish', cur, name, id)\n"
-	   "end\n"
-	   "return {moved, path}\n";
+    LUA_NS LUA_REREG "local ids = {at = 1}\n"
+		     "for c in string.gmatch(ARGV[12], '%S+') do ids[#ids + 1] = c end\n"
+		     "local moved, path = rereg(ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9],\n"
+		     "                          ARGV[10], ARGV[11], ids)\n"
+		     "return {moved, path}\n";
+
+/*
+ * A batch of rereg(): ARGV[5] this node, ARGV[6] the objects, each
+ * "<id> <size> <csum> <mtime> <origin> <path length>:<path>", ARGV[7]
+ * fresh ids for the directories they may have to make, separated by
+ * spaces, shared by all.  Returns {moved, path} for each in order, or
+ * {errno name, ''} for one that failed (before its first write): the
+ * caller registers that one on its own.
+ */
+static const char script_reregister_batch[] = LUA_NS LUA_REREG
+    "local me, s, ids = ARGV[5], ARGV[6], {at = 1}\n"
+    "for c in string.gmatch(ARGV[7], '%S+') do ids[#ids + 1] = c end\n"
+    "local out, pos = {}, 1\n"
+    "while pos <= #s do\n"
+    "  local id, size, csum, mtime, origin, plen, at = string.match(s,\n"
+    "    '^(%d+) (%d+) (%x+) (%-?%d+) (%S+) (%d+):()', pos)\n"
+    "  if not id then fail('EINVAL') end\n"
+    "  local path = string.sub(s, at, at + tonumber(plen) - 1)\n"
+    "  pos = at + tonumber(plen)\n"
+    "  local ok, moved, got = pcall(rereg, id, size, csum, mtime, origin, me, path, ids)\n"
+    "  if ok then\n"
+    "    out[#out + 1] = tostring(moved)\n"
+    "    out[#out + 1] = got\n"
+    "  else\n"
+    /* error_reply() comes back as a table or its text (Redis 7) */
+    "    if type(moved) == 'table' then moved = moved.err end\n"
+    "    out[#out + 1] = tostring(moved)\n"
+    "    out[#out + 1] = ''\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
 
 /*
  * Helpers of the scripts that read node cards: the card fields in the
@@ -797,6 +843,7 @@ const char *const meta_script_src[META_NSCRIPTS] = {
     [MS_OBJPATH] = script_objpath,
     [MS_READDIR_PAGE] = script_readdir_page,
     [MS_SYNC_HOLDERS] = script_sync_holders,
+    [MS_REREGISTER_BATCH] = script_reregister_batch,
 };
 
 const char *const meta_script_name[META_NSCRIPTS] = {
@@ -823,6 +870,7 @@ const char *const meta_script_name[META_NSCRIPTS] = {
     [MS_OBJPATH] = "objpath",
     [MS_READDIR_PAGE] = "readdir_page",
     [MS_SYNC_HOLDERS] = "sync_holders",
+    [MS_REREGISTER_BATCH] = "reregister_batch",
 };
 
 /*
@@ -859,6 +907,7 @@ static const char *const script_keyspec[META_NSCRIPTS] = {
     [MS_OBJPATH] = "N o5",
     [MS_READDIR_PAGE] = "N d5",
     [MS_SYNC_HOLDERS] = "N",
+    [MS_REREGISTER_BATCH] = "N",
 };
 
 /* Append key "{P}:<what><arg>" to @a's keys. */

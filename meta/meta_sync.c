@@ -2,7 +2,9 @@
  * meta_sync: what a restarted node asks Redis of its objects, a batch at
  * a time (meta_sync_holders()).  One script call per batch of up to
  * META_SYNC_BATCH objects, where checking one object used to cost three
- * calls (its record, its tombstone, adding the holder, its path).
+ * calls (its record, its tombstone, adding the holder, its path); and
+ * registering a batch again once Redis lost them
+ * (meta_reregister_batch()), where each cost a call.
  */
 #include "meta_i.h"
 
@@ -95,5 +97,111 @@ int meta_sync_holders(struct meta *m, const struct meta_obj *objs, size_t n, str
 	if (r < 0)
 		meta_sync_release(ret, n);
 	freeReplyObject(rep);
+	return r;
+}
+
+void meta_rereg_release(struct meta_rereg *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; v && i < n; i++) {
+		free(v[i].path);
+		v[i].path = NULL;
+	}
+}
+
+/* Parse the batch script's reply for @n objects into @ret.  0 or -EBADMSG. */
+static int rereg_parse(const redisReply *rep, size_t n, struct meta_rereg *ret)
+{
+	const char *code, *path;
+	size_t i;
+
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 * n)
+		return -EBADMSG;
+	for (i = 0; i < n; i++) {
+		code = rep_text(rep->element[2 * i], 200);
+		path = rep_text(rep->element[2 * i + 1], OBJFS_PATH_MAX - 1);
+		if (!code || !path || (path[0] && path[0] != '/'))
+			return -EBADMSG;
+		if (!strcmp(code, "0") || !strcmp(code, "1")) {
+			ret[i].r = code[0] - '0';
+		} else {
+			ret[i].r = pool_errno_of(code);
+			if (ret[i].r == -EBADMSG)
+				meta_log_corrupt("registering one of a batch again: %s", code);
+			continue;
+		}
+		ret[i].path = path[0] ? strdup(path) : NULL;
+		if (path[0] && !ret[i].path)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int meta_reregister_batch(struct meta *m, const struct meta_obj *objs, const char *const *paths,
+			  size_t n, struct meta_rereg *ret)
+{
+	char hex[OBJFS_CSUM_HEX], *buf = NULL, *ids = NULL;
+	size_t i, len = 0, cap = 0, nids = 0, idlen = 0, pl;
+	redisReply *rep;
+	uint64_t id;
+	int r = 0;
+
+	if (!m || (n && (!objs || !paths || !ret)) || n > META_SYNC_BATCH)
+		return -EINVAL;
+	memset(ret, 0, n * sizeof(*ret));
+	if (!n)
+		return 0;
+	for (i = 0; i < n && r == 0; i++) {
+		const char *p = paths[i];
+
+		r = meta_path_check(p);
+		if (r == 0)
+			r = meta_obj_check(&objs[i], hex);
+		if (r < 0)
+			break;
+		/* a fresh id for each directory it may make: one per
+		 * component above the name, or /lost+found */
+		nids++;
+		for (pl = 1; p[pl]; pl++)
+			nids += p[pl] == '/';
+		/* "<20> <20> <32 hex> <20> <origin> <len>:<path>" */
+		cap += 4 * 21 + OBJFS_CSUM_HEX + OBJFS_NODE_MAX + pl + 2;
+	}
+	if (r < 0)
+		return r;
+	buf = malloc(cap + 1);
+	ids = malloc(nids * 21 + 1);
+	if (!buf || !ids) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		meta_obj_check(&objs[i], hex);
+		len += (size_t)snprintf(buf + len, cap + 1 - len,
+					"%" PRIu64 " %" PRIu64 " %s %" PRId64 " %s %zu:%s",
+					objs[i].id, objs[i].size, hex, objs[i].mtime_ns,
+					objs[i].origin, strlen(paths[i]), paths[i]);
+	}
+	ids[0] = '\0';
+	for (i = 0; i < nids && r == 0; i++) {
+		r = meta_draw_id(&id);
+		idlen += (size_t)snprintf(ids + idlen, nids * 21 + 1 - idlen, "%s%" PRIu64,
+					  i ? " " : "", id);
+	}
+	if (r < 0)
+		goto out;
+	r = script(m, MS_REREGISTER_BATCH, &rep, "sss", m->node, buf, ids);
+	if (r < 0)
+		goto out;
+	r = rereg_parse(rep, n, ret);
+	if (r == -EBADMSG)
+		meta_log_corrupt("the answer to a batch of %zu registrations is malformed", n);
+	if (r < 0)
+		meta_rereg_release(ret, n);
+	freeReplyObject(rep);
+out:
+	free(buf);
+	free(ids);
 	return r;
 }

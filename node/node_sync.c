@@ -53,6 +53,23 @@ static int collect_id(struct store_obj *o, void *arg)
 	return 0;
 }
 
+/* What registering @o again under @path (made up for it if @lost: it
+ * never had one) came to: Redis answered @r (0, or 1: it went elsewhere)
+ * and the path it has, @got ("" if its record was there). */
+static void reregistered(struct store_obj *o, uint64_t id, const char *path, bool lost, int r,
+			 const char *got)
+{
+	if (r == 1)
+		log_warn("object %" PRIu64 ": '%s' is taken; registered it as '%s'", id, path, got);
+	if (got[0] && strcmp(got, path))
+		store_set_path(o, got);
+	else if (lost)
+		store_set_path(o, path);
+	if (lost)
+		log_warn("object %" PRIu64 " was never published; registered it as '%s'", id,
+			 got[0] ? got : path);
+}
+
 /* Register @o again under @path ("" if it never had one: /lost+found).
  * If its id turns out to be another object's, it is copied to a fresh id
  * first (node_rekey()). */
@@ -77,18 +94,79 @@ static int reregister(struct node *nd, struct store_obj *o, const char *path)
 		r = meta_reregister(nd->meta, &mo, path, got);
 		o = n;
 	}
-	if (r == 1)
-		log_warn("object %" PRIu64 ": '%s' is taken; registered it as '%s'", mo.id, path,
-			 got);
-	if (r >= 0 && got[0] && strcmp(got, path))
-		store_set_path(o, got);
-	else if (r >= 0 && path == lost)
-		store_set_path(o, path);
-	if (r >= 0 && path == lost)
-		log_warn("object %" PRIu64 " was never published; registered it as '%s'", mo.id,
-			 got[0] ? got : path);
+	if (r >= 0)
+		reregistered(o, mo.id, path, path == lost, r, got);
 	store_obj_unref(n);
 	return r < 0 ? r : 0;
+}
+
+/*
+ * Register @k objects of @objs again, under their catalog paths (or
+ * /lost+found), with one Redis call for the lot; those the batch could
+ * not take (an id that is another object's now, a directory id in use,
+ * a path Redis refused) one at a time, as reregister() does.  Adds those
+ * registered to *@ret_n; 0 or a negative errno (-EIO: Redis went away).
+ */
+static int reregister_batch(struct node *nd, struct store_obj *const *objs, size_t k,
+			    unsigned *ret_n)
+{
+	struct meta_obj *recs = calloc(k ? k : 1, sizeof(*recs));
+	struct meta_rereg *res = calloc(k ? k : 1, sizeof(*res));
+	char **paths = calloc(k ? k : 1, sizeof(*paths));
+	bool *lost = calloc(k ? k : 1, sizeof(*lost));
+	char path[OBJFS_PATH_MAX];
+	int r = 0, one, err = 0;
+	size_t i;
+
+	if (!recs || !res || !paths || !lost)
+		r = -ENOMEM;
+	for (i = 0; i < k && r == 0; i++) {
+		uint64_t id = store_obj_id(objs[i]);
+
+		store_obj_path(objs[i], path, sizeof(path));
+		lost[i] = !path[0];
+		if (lost[i])
+			snprintf(path, sizeof(path), "/lost+found/objfs-%" PRIu64, id);
+		paths[i] = strdup(path);
+		if (!paths[i])
+			r = -ENOMEM;
+		node_record_of(nd, objs[i], &recs[i]);
+	}
+	if (r == -ENOMEM)
+		goto out;
+	r = meta_reregister_batch(nd->meta, recs, (const char *const *)paths, k, res);
+	if (r == -EIO) {
+		err = r;
+		goto out;
+	}
+	for (i = 0; i < k; i++) {
+		/* a batch that failed whole (a bad answer, a path Redis
+		 * would refuse) goes one at a time: only the bad one fails */
+		one = r < 0 ? r : res[i].r;
+		if (one >= 0) {
+			reregistered(objs[i], recs[i].id, paths[i], lost[i], one,
+				     res[i].path ? res[i].path : "");
+			(*ret_n)++;
+			continue;
+		}
+		one = reregister(nd, objs[i], lost[i] ? "" : paths[i]);
+		if (one == 0)
+			(*ret_n)++;
+		else
+			err = one;
+		if (one == -EIO)
+			break;
+	}
+	if (r == 0)
+		meta_rereg_release(res, k);
+out:
+	for (i = 0; paths && i < k; i++)
+		free(paths[i]);
+	free(paths);
+	free(lost);
+	free(recs);
+	free(res);
+	return r == -ENOMEM ? r : err;
 }
 
 enum obj_state {
@@ -185,24 +263,29 @@ static int reconcile_one(struct node *nd, uint64_t id, bool same_epoch)
 }
 
 /*
- * Reconcile @n objects of @ids with one Redis call (the same epoch):
- * each becomes a holder again if Redis has its record, and is then acted
- * on as reconcile_one() would.  A batch whose answer is corrupt (a bad
- * record on the way) is checked one object at a time.  Adds the objects
- * registered again to *@ret_n; 0 or a negative errno (-EIO: Redis went
- * away).
+ * Reconcile @n objects of @ids with a Redis call or two.  The same
+ * epoch: each becomes a holder again if Redis has its record, and is
+ * then acted on as reconcile_one() would (a batch whose answer is
+ * corrupt, a bad record on the way, is checked one object at a time).
+ * Another epoch (Redis lost its data): each is registered again.  Those
+ * Redis does not know are registered again in one more call
+ * (reregister_batch()).  Adds the objects registered again to *@ret_n;
+ * 0 or a negative errno (-EIO: Redis went away).
  */
-static int reconcile_batch(struct node *nd, const uint64_t *ids, size_t n, unsigned *ret_n)
+static int reconcile_batch(struct node *nd, const uint64_t *ids, size_t n, bool same,
+			   unsigned *ret_n)
 {
 	struct store_obj **objs = calloc(n, sizeof(*objs));
+	struct store_obj **todo = calloc(n, sizeof(*todo));
 	struct meta_obj *recs = calloc(n, sizeof(*recs));
 	struct meta_sync *res = calloc(n, sizeof(*res));
 	char path[OBJFS_PATH_MAX];
-	size_t k = 0, i;
+	size_t k = 0, ntodo = 0, i;
 	int r, err = 0;
 
-	if (!objs || !recs || !res) {
+	if (!objs || !todo || !recs || !res) {
 		free(objs);
+		free(todo);
 		free(recs);
 		free(res);
 		return -ENOMEM;
@@ -216,6 +299,11 @@ static int reconcile_batch(struct node *nd, const uint64_t *ids, size_t n, unsig
 		objs[k] = store_lookup(nd->store, ids[i]);
 		if (objs[k])
 			node_record_of(nd, objs[k], &recs[k]), k++;
+	}
+	if (!same) {
+		memcpy(todo, objs, k * sizeof(*todo));
+		ntodo = k;
+		goto again;
 	}
 	r = meta_sync_holders(nd->meta, recs, k, res);
 	if (r == -EBADMSG) {
@@ -265,20 +353,18 @@ static int reconcile_batch(struct node *nd, const uint64_t *ids, size_t n, unsig
 			 * for other bytes: this copy is not that object */
 			break;
 		}
-		r = reregister(nd, o, path);
-		if (r == 0)
-			(*ret_n)++;
-		else if (r < 0)
-			err = r;
-		if (r == -EIO)
-			break;
+		todo[ntodo++] = o;
 	}
 	meta_sync_release(res, k);
+again:
+	if (ntodo)
+		err = reregister_batch(nd, todo, ntodo, ret_n);
 out:
 	pthread_mutex_unlock(&nd->evict_lock);
 	for (i = 0; i < k; i++)
 		store_obj_unref(objs[i]);
 	free(objs);
+	free(todo);
 	free(recs);
 	free(res);
 	return err;
@@ -304,22 +390,12 @@ int node_reconcile(struct node *nd, unsigned *ret_n)
 		free(l.ids);
 		return r;
 	}
-	for (i = 0; same && i < l.n; i += META_SYNC_BATCH) {
-		r = reconcile_batch(nd, l.ids + i,
-				    l.n - i < META_SYNC_BATCH ? l.n - i : META_SYNC_BATCH, &n);
+	/* with another epoch Redis lost its data: every object is
+	 * registered again */
+	for (i = 0; i < l.n; i += META_SYNC_BATCH) {
+		r = reconcile_batch(
+		    nd, l.ids + i, l.n - i < META_SYNC_BATCH ? l.n - i : META_SYNC_BATCH, same, &n);
 		if (r < 0)
-			err = r;
-		if (r == -EIO)
-			break; /* Redis went away: try again on the next tick */
-	}
-	/* Redis lost its data: every object is registered again */
-	for (i = 0; !same && i < l.n; i++) {
-		pthread_mutex_lock(&nd->evict_lock);
-		r = reconcile_one(nd, l.ids[i], same);
-		pthread_mutex_unlock(&nd->evict_lock);
-		if (r == 1)
-			n++;
-		else if (r < 0)
 			err = r;
 		if (r == -EIO)
 			break; /* Redis went away: try again on the next tick */

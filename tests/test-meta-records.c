@@ -524,6 +524,77 @@ TEST(sync_batch)
 	free(res);
 }
 
+/* Registering a batch again after Redis lost it: one call; each one's
+ * outcome as meta_reregister() would give it. */
+TEST(reregister_batch)
+{
+	enum { N = 600 };
+	struct meta *m = mk_connected("t-rereg"), *b = mk("t-rereg", "node-b", 0, 0);
+	struct meta_obj *objs = calloc(N, sizeof(*objs)), other;
+	struct meta_rereg *res = calloc(N, sizeof(*res));
+	const char **paths = calloc(N, sizeof(*paths));
+	char(*pbuf)[64] = calloc(N, sizeof(*pbuf)), got[OBJFS_PATH_MAX];
+	char(*nodes)[OBJFS_NODE_MAX];
+	struct meta_entry de, e;
+	uint64_t i;
+	size_t n;
+
+	CHECK_EQ(meta_connect(b), 0);
+	CHECK_EQ(meta_mkdir(m, META_ROOT_ID, "taken", 1, &de), 0);
+	for (i = 0; i < N; i++) {
+		mkobj(m, &objs[i], 100 + i);
+		/* deep new directories, shared by many */
+		snprintf(pbuf[i], sizeof(pbuf[i]), "/x%" PRIu64 "/y%" PRIu64 "/f%" PRIu64, i % 3,
+			 i % 7, i);
+		paths[i] = pbuf[i];
+	}
+	/* 5: its record is there already; 6: the id is another object's;
+	 * 7: its name is taken; 8: a directory on its path is a file */
+	CHECK_EQ(meta_reregister(m, &objs[5], paths[5], got), 0);
+	other = objs[6];
+	other.size++;
+	CHECK_EQ(meta_reregister(m, &other, "/other", got), 0);
+	snprintf(pbuf[7], sizeof(pbuf[7]), "/taken");
+	snprintf(pbuf[8], sizeof(pbuf[8]), "/other/f8");
+
+	CHECK_EQ(meta_reregister_batch(b, objs, paths, N, res), 0);
+	for (i = 0; i < N; i++) {
+		if (i == 6) {
+			CHECK_EQ(res[i].r, -ENOTUNIQ);
+			continue;
+		}
+		if (i == 5) {
+			CHECK_EQ(res[i].r, 0);
+			CHECK(!res[i].path);
+		} else if (i == 7 || i == 8) {
+			CHECK_EQ(res[i].r, 1);
+			CHECK(res[i].path && !strncmp(res[i].path, "/lost+found/", 12));
+		} else {
+			CHECK_EQ(res[i].r, 0);
+			CHECK(res[i].path && !strcmp(res[i].path, paths[i]));
+		}
+		CHECK_EQ(meta_holders(m, objs[i].id, &nodes, &n), 0);
+		CHECK(n >= 1 &&
+		      (!strcmp(nodes[0], "node-b") || (n > 1 && !strcmp(nodes[1], "node-b"))));
+		free(nodes);
+	}
+	meta_rereg_release(res, N);
+	CHECK_EQ(meta_lookup(m, META_ROOT_ID, "x2", &e), 0);
+	CHECK_EQ(meta_lookup(m, e.id, "y3", &e), 0);
+	CHECK_EQ(meta_lookup(m, e.id, "f17", &e), 0);
+	CHECK_EQ(e.id, objs[17].id);
+	/* a bad path fails the whole batch before Redis is asked */
+	paths[3] = "relative";
+	CHECK_EQ(meta_reregister_batch(b, objs, paths, 10, res), -EINVAL);
+	CHECK_EQ(meta_reregister_batch(b, objs, paths, META_SYNC_BATCH + 1, res), -EINVAL);
+	meta_free(b);
+	meta_free(m);
+	free(objs);
+	free(res);
+	free(paths);
+	free(pbuf);
+}
+
 int main(void)
 {
 	harness_begin("test-meta-records");
@@ -531,5 +602,6 @@ int main(void)
 	RUN(corrupt);
 	RUN(readdir_page);
 	RUN(sync_batch);
+	RUN(reregister_batch);
 	return harness_end();
 }

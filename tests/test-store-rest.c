@@ -364,7 +364,8 @@ static void *reg_of(struct store *s, uint64_t id)
 
 TEST(regs_bounded)
 {
-	struct store_config cfg = {.capacity = 64 * MiB, .verify = true, .map_cache = 8, .regs_max = 4};
+	struct store_config cfg = {
+	    .capacity = 64 * MiB, .verify = true, .map_cache = 8, .regs_max = 4};
 	struct fake_reg regs[41] = {0};
 	struct store_obj *held, *gone;
 	struct store_stats st;

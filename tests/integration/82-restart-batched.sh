@@ -52,3 +52,17 @@ assert_absent "$A/d0/f7"
 assert_eq "object 1 8" "$(cat "$A/moved")" "the renamed object on a"
 assert_eq "object 2 999" "$(cat "$A/d2/f999")" "an object on a"
 holders_are "$A/d2/f999" a || fail "a is not a holder of d2/f999 again"
+
+step "Redis loses its data while a is away: a registers its objects again in batches"
+umount_objfs a || fail "second unmount of a failed"
+rcli FLUSHALL >/dev/null || fail "FLUSHALL failed"
+before=$(calls)
+mount_objfs a "$REDIS_URL" "capacity=256M"
+eventually 60 grep -q 'reconciled 2999 objects' "$(log_of a)"
+after=$(calls)
+step "Redis script calls while a registered 2,999 objects again: $((after - before))"
+assert_le $((after - before)) 100 "Redis script calls for a's restart after FLUSHALL (1 per object before)"
+assert_eq "object 2 999" "$(cat "$B/d2/f999")" "an object registered again, read on b"
+assert_eq "object 1 8" "$(cat "$B/moved")" "the renamed object, under its new name, read on b"
+assert_eq 999 "$(find "$B/d0" -type f | wc -l)" "names in d0 seen on b"
+holders_are "$B/d1/f9" a || fail "a is not a holder of d1/f9 after FLUSHALL"
