@@ -93,13 +93,7 @@
 #define STORE_ID_HEX 16			/* hex digits in a record or file name */
 #define STORE_TMP_PREFIX ".tmp-"
 #define STORE_BAD_SUFFIX ".bad"
-#define STORE_POOL_MAX 64 /* freed files kept for reuse, at most */
-/* descriptors left to everything but objects being written or fetched
- * (FUSE, Redis, peers, /proc reads at FLUSH, passthrough and mapping
- * opens, catalog writes): a quarter of the open-files limit within
- * [STORE_FD_SPARE_MIN, STORE_FD_SPARE_MAX] */
-#define STORE_FD_SPARE_MIN 64
-#define STORE_FD_SPARE_MAX 1024
+#define STORE_POOL_MAX 64	    /* freed files kept for reuse, at most */
 #define STORE_MAP_CACHE_DEFAULT 256 /* idle mappings of sealed objects kept */
 
 static inline uint64_t min_u64(uint64_t a, uint64_t b)

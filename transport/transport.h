@@ -249,6 +249,12 @@ struct transport_stats {
 	uint64_t rdma_conns;		   /* RDMA connections open now (both sides) */
 	uint64_t rdma_fallbacks;	   /* RDMA fetches retried over TCP */
 	uint64_t rdma_regs;		   /* memory registrations made (objects, regions) */
+	/* the server's caps on connections in all and from one node (from
+	 * the open-files limit when the transport was made: common/util.h
+	 * fd_budget()), and its TCP connections open now (one evicted to
+	 * make room counts until its socket is closed) */
+	unsigned serve_conns, serve_conns_per_node;
+	uint64_t serve_conns_open;
 };
 void transport_stats(const struct transport *t, struct transport_stats *ret);
 
