@@ -896,6 +896,8 @@ void store_stats(struct store *s, struct store_stats *ret)
 	/* first: it takes s->lock itself */
 	uint64_t held = store_files_held_i(s);
 
+	store_files_inodes_i(s, &ret->inodes, &ret->inodes_free);
+
 	pthread_mutex_lock(&s->lock);
 	ret->capacity = s->capacity;
 	ret->used = s->used + held;
@@ -940,9 +942,11 @@ void store_describe_use(struct store *s, char *buf, size_t len)
 	n = snprintf(buf, len, "%" PRIu64 " of %" PRIu64 " MiB used", mib_up(st.used),
 		     mib_up(st.capacity));
 	if (st.draining && n >= 0 && (size_t)n < len)
-		snprintf(buf + n, len - (size_t)n,
-			 "; %" PRIu64 " MiB held by deleted objects still mapped or open",
-			 mib_up(st.draining));
+		n += snprintf(buf + n, len - (size_t)n,
+			      "; %" PRIu64 " MiB held by deleted objects still mapped or open",
+			      mib_up(st.draining));
+	if (st.inodes && !st.inodes_free && n >= 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, "; no inode left on the store's filesystem");
 }
 
 /* ---- open and close ---- */

@@ -335,6 +335,9 @@ void store_file_free_i(struct store_obj *o);
  * kept in s->held.  Takes s->lock.
  */
 uint64_t store_files_held_i(struct store *s);
+/* The inodes of data/'s filesystem, and those free now (fstatvfs); 0 and
+ * 0 when it has no such limit.  No lock. */
+void store_files_inodes_i(struct store *s, uint64_t *ret_total, uint64_t *ret_free);
 /* Unmap and close, leaving the file as it is (store_close()). */
 void store_file_close_i(struct store_obj *o);
 /*
