@@ -1,6 +1,6 @@
 /*
  * util: parsing and validation of sizes, names and checksums; clocks; the
- * liveness of a process from /proc.
+ * liveness of a process from /proc; how the open-files limit is shared.
  */
 #include "util.h"
 
@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -329,4 +330,32 @@ int write_full(int fd, const void *buf, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+uint64_t nofile_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	return (uint64_t)rl.rlim_cur;
+}
+
+static uint64_t clamp_u64(uint64_t v, uint64_t lo, uint64_t hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+void fd_budget(uint64_t nofile, struct fd_budget *ret)
+{
+	uint64_t spare;
+
+	ret->serve_conns = nofile ? (unsigned)clamp_u64(nofile / 8, 16, 256) : 256;
+	ret->serve_conns_per_node = ret->serve_conns / 2 < 32 ? ret->serve_conns / 2 : 32;
+	if (!nofile) {
+		ret->open_max = UINT64_MAX;
+		return;
+	}
+	spare = clamp_u64(nofile / 4, 64, 1024);
+	ret->open_max = nofile > 2 * spare ? nofile - spare : nofile / 2;
 }

@@ -77,4 +77,31 @@ bool proc_gone(int pid, int64_t started_ns);
 /* Write all of @len bytes, retrying short writes and EINTR; 0 or -errno. */
 int write_full(int fd, const void *buf, size_t len);
 
+/* The soft limit on open files (RLIMIT_NOFILE) now; 0 if unlimited or
+ * unknown. */
+uint64_t nofile_limit(void);
+
+/*
+ * How objfsd shares an open-files limit of @nofile (nofile_limit(); 0:
+ * unlimited) between the two things that hold descriptors in numbers:
+ * the store's objects being written or fetched (store_stats' open_max)
+ * and the connections the transport serves.  What both leave is for the
+ * rest (FUSE, Redis, connections to peers, the store's and the log's own
+ * files, passthrough's and mapping's transient opens, /proc reads).
+ *
+ *	serve_conns = nofile / 8, within [16, 256]
+ *	open_max    = nofile - nofile / 4 (the quarter within [64, 1024];
+ *		      nofile / 2 below 128)
+ *
+ * so open_max + serve_conns leaves the rest at least 16 descriptors
+ * from a limit of 64, an eighth of the limit from 256, and 768 from
+ * 4096.  Below 64 nothing is left to share.
+ */
+struct fd_budget {
+	uint64_t open_max;	       /* UINT64_MAX when unlimited */
+	unsigned serve_conns;	       /* connections served at once */
+	unsigned serve_conns_per_node; /* of which from one node: min(32, half) */
+};
+void fd_budget(uint64_t nofile, struct fd_budget *ret);
+
 #endif

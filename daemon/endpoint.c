@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <inttypes.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -132,7 +133,9 @@ int endpoint_serve(struct transport *t, const struct config *c, const struct tra
 		   char *ret_addr, size_t addrlen, char *ret_rdma, size_t rdmalen, char *err,
 		   size_t errlen)
 {
-	char host[256];
+	struct transport_stats ts;
+	char host[256], lim[24];
+	uint64_t nofile;
 	int r;
 
 	r = transport_serve(t, src);
@@ -151,6 +154,15 @@ int endpoint_serve(struct transport *t, const struct config *c, const struct tra
 					  : "");
 		return r;
 	}
+	transport_stats(t, &ts);
+	nofile = nofile_limit();
+	if (nofile)
+		snprintf(lim, sizeof(lim), "%" PRIu64, nofile);
+	else
+		snprintf(lim, sizeof(lim), "unlimited");
+	log_info("transport: serving at most %u connections at once, %u from one node (from the "
+		 "open-files limit, %s)",
+		 ts.serve_conns, ts.serve_conns_per_node, lim);
 	advertised_host(c, host, sizeof(host));
 	if (reach_addr(t, "tcp", host, ret_addr, addrlen) < 0) {
 		snprintf(err, errlen, "cannot tell the transport's address");

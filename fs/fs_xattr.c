@@ -13,10 +13,12 @@
  * opens were served: passthrough, direct I/O, page cache; READ requests
  * the daemon answered), the node's and the transport's (its mode, what
  * became of RDMA, its addresses, and ranges and bytes fetched by path:
- * TCP, RDMA eager, RDMA rendezvous).
+ * TCP, RDMA eager, RDMA rendezvous), and last a limits: block: used/max
+ * of every limit a writer or a peer can reach, and which is nearest.
  */
 #include "fs_i.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -43,9 +45,13 @@ void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	 * the capacity */
 	sv.f_bfree = ss.capacity > ss.used ? (ss.capacity - ss.used) / STORE_PAGE : 0;
 	sv.f_bavail = sv.f_bfree;
-	sv.f_files = ss.objects + ss.pending + sv.f_bfree;
+	/* the object limit (df -i): an object takes at least a page of the
+	 * capacity and an inode of the store's filesystem */
 	sv.f_ffree = sv.f_bfree;
-	sv.f_favail = sv.f_bfree;
+	if (ss.inodes && ss.inodes_free < sv.f_ffree)
+		sv.f_ffree = ss.inodes_free;
+	sv.f_favail = sv.f_ffree;
+	sv.f_files = ss.objects + ss.pending + sv.f_ffree;
 	sv.f_namemax = OBJFS_NAME_MAX;
 	fuse_reply_statfs(req, &sv);
 }
@@ -267,16 +273,79 @@ void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	fuse_reply_err(req, ENOTSUP);
 }
 
+/* Descriptors this process holds now, or -1 if /proc cannot tell. */
+static long fds_open(void)
+{
+	struct dirent *de;
+	long n = 0;
+	DIR *d = opendir("/proc/self/fd");
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the listing's own */
+}
+
+/* One limit of the limits: block, as USED/MAX ("-" for a MAX there is
+ * not, or a USED that cannot be told). */
+struct limit_line {
+	const char *name;
+	uint64_t used, max;
+	bool has_used, has_max;
+	bool cache; /* a cache: full is its normal state, not a limit near */
+};
+
+static size_t limits_out(const struct limit_line *l, size_t nl, char *buf, size_t len)
+{
+	const struct limit_line *near = NULL;
+	uint64_t pct = 0, p;
+	size_t n = 0, i;
+	char u[24], m[24];
+
+	for (i = 0; i < nl; i++) {
+		if (l[i].cache || !l[i].has_used || !l[i].has_max || !l[i].max)
+			continue;
+		p = l[i].used >= UINT64_MAX / 100 ? UINT64_MAX : l[i].used * 100 / l[i].max;
+		if (!near || p > pct) {
+			near = &l[i];
+			pct = p;
+		}
+	}
+	if (near)
+		n += (size_t)snprintf(buf + n, len - n,
+				      "limits: used/max; nearest %s %" PRIu64 "%%\n", near->name,
+				      pct);
+	else
+		n += (size_t)snprintf(buf + n, len - n, "limits: used/max\n");
+	for (i = 0; i < nl && n < len; i++) {
+		snprintf(u, sizeof(u), "-");
+		snprintf(m, sizeof(m), "-");
+		if (l[i].has_used)
+			snprintf(u, sizeof(u), "%" PRIu64, l[i].used);
+		if (l[i].has_max)
+			snprintf(m, sizeof(m), "%" PRIu64, l[i].max);
+		n += (size_t)snprintf(buf + n, len - n, "limit_%s: %s/%s\n", l[i].name, u, m);
+	}
+	return n;
+}
+
 size_t fs_status(struct fs *fs, char *buf, size_t len)
 {
+	struct transport_stats ts = {0};
 	struct node_stats fst;
 	struct store_stats ss;
 	char err[256], pt[96];
 	size_t n = 0;
 	bool up = meta_is_up(fs->meta);
+	uint64_t nofile = nofile_limit();
+	long fds = fds_open();
 
 	store_stats(fs->store, &ss);
 	node_stats(fs->nd, &fst);
+	if (fs->cfg.transport)
+		transport_stats(fs->cfg.transport, &ts);
 	err[0] = '\0';
 	if (!up)
 		meta_last_error(fs->meta, err, sizeof(err));
@@ -344,10 +413,8 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 #undef CTR
 	if (fs->cfg.transport) {
 		struct transport *t = fs->cfg.transport;
-		struct transport_stats ts;
 		char addr[160], rdma[160];
 
-		transport_stats(t, &ts);
 		if (transport_addr(t, addr, sizeof(addr)) < 0)
 			snprintf(addr, sizeof(addr), "-");
 		if (transport_addr_of(t, "rdma", rdma, sizeof(rdma)) < 0)
@@ -381,5 +448,21 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 		OUT("transport: none\n");
 	}
 #undef OUT
+	if (n < len) {
+		/* how close the node is to each limit a writer or a peer can
+		 * reach (the store's inodes: all its files, not objects only) */
+		const struct limit_line limits[] = {
+		    {"capacity", ss.used, ss.capacity, true, true, false},
+		    {"store_inodes", ss.inodes - ss.inodes_free, ss.inodes, ss.inodes != 0,
+		     ss.inodes != 0, false},
+		    {"pending", ss.open, ss.open_max, true, ss.open_max != UINT64_MAX, false},
+		    {"mapped", ss.mapped, ss.map_cache, true, true, true},
+		    {"serve_conns", ts.serve_conns_open, ts.serve_conns, fs->cfg.transport != NULL,
+		     fs->cfg.transport != NULL, false},
+		    {"fds", fds > 0 ? (uint64_t)fds : 0, nofile, fds > 0, nofile != 0, false},
+		};
+
+		n += limits_out(limits, ARRAY_SIZE(limits), buf + n, len - n);
+	}
 	return n < len ? n : len - 1;
 }

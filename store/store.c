@@ -38,7 +38,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -1040,6 +1039,8 @@ void store_stats(struct store *s, struct store_stats *ret)
 	/* first: it takes s->lock itself */
 	uint64_t held = store_files_held_i(s);
 
+	store_files_inodes_i(s, &ret->inodes, &ret->inodes_free);
+
 	pthread_mutex_lock(&s->lock);
 	ret->capacity = s->capacity;
 	ret->used = s->used + held;
@@ -1086,9 +1087,11 @@ void store_describe_use(struct store *s, char *buf, size_t len)
 	n = snprintf(buf, len, "%" PRIu64 " of %" PRIu64 " MiB used", mib_up(st.used),
 		     mib_up(st.capacity));
 	if (st.draining && n >= 0 && (size_t)n < len)
-		snprintf(buf + n, len - (size_t)n,
-			 "; %" PRIu64 " MiB held by deleted objects still mapped or open",
-			 mib_up(st.draining));
+		n += snprintf(buf + n, len - (size_t)n,
+			      "; %" PRIu64 " MiB held by deleted objects still mapped or open",
+			      mib_up(st.draining));
+	if (st.inodes && !st.inodes_free && n >= 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, "; no inode left on the store's filesystem");
 }
 
 /* ---- open and close ---- */
@@ -1118,18 +1121,21 @@ static uint64_t max_map_count(void)
 /*
  * How many objects may be written or fetched at once: each holds a
  * descriptor and a mapping until it is sealed (a sealed object holds
- * neither at rest), so the open-files limit (less STORE_FD_SPARE_*) and
- * vm.max_map_count (less an eighth, 1024 to 8192, for libraries, thread
- * stacks, the allocator and the cache of mapped objects) bound them.
+ * neither at rest), so the open-files limit and vm.max_map_count bound
+ * them.  Of the open-files limit, fd_budget() (common/util.h) keeps a
+ * quarter (64 to 1024) for everything else, the transport's served
+ * connections among it (an eighth, 16 to 256, sized by the same rule),
+ * so that both add up below the limit.  Of vm.max_map_count, an eighth
+ * (1024 to 8192) is kept for libraries, thread stacks, the allocator,
+ * and the cache of mapped objects.
  */
 static uint64_t open_max(uint64_t map_cache)
 {
-	uint64_t max = UINT64_MAX, n = max_map_count();
-	struct rlimit rl;
+	uint64_t max, n = max_map_count();
+	struct fd_budget b;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-		max = limit_left(rl.rlim_cur, rl.rlim_cur / 4, STORE_FD_SPARE_MIN,
-				 STORE_FD_SPARE_MAX);
+	fd_budget(nofile_limit(), &b);
+	max = b.open_max;
 	if (n > map_cache)
 		max = min_u64(max, limit_left(n - map_cache, n / 8, 1024, 8192));
 	return max;

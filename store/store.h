@@ -165,13 +165,19 @@ struct store_stats {
 	uint64_t files_reused; /* object files taken from the pool since open */
 	enum store_fs fs;
 	uint64_t page; /* allocation unit of the filesystem */
+	/* inodes of the filesystem the object files are on, and those free
+	 * (fstatvfs of DIR/data): each object's file takes one, and so do
+	 * pooled and deleted files; a new object gets -ENOSPC once none is
+	 * left.  Both 0 when the filesystem has no such limit */
+	uint64_t inodes, inodes_free;
 };
 void store_stats(struct store *s, struct store_stats *ret);
 
 /*
- * For a message about a full store: "X of Y MiB used", and what holds
- * the room if unlinked objects do ("; N MiB held by deleted objects
- * still mapped or open").
+ * For a message about a full store: "X of Y MiB used", what holds the
+ * room if unlinked objects do ("; N MiB held by deleted objects still
+ * mapped or open"), and "; no inode left on the store's filesystem" if
+ * that is what ran out.
  */
 void store_describe_use(struct store *s, char *buf, size_t len);
 

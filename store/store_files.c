@@ -52,6 +52,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -75,6 +76,8 @@
 
 static struct log_ratelimit file_rl =
     LOG_RATELIMIT_INIT("object files that could not be made or mapped", 10000, 5);
+static struct log_ratelimit inode_rl =
+    LOG_RATELIMIT_INIT("object files refused for the store's inodes", 10000, 1);
 
 static uint64_t round_up(uint64_t n, uint64_t unit)
 {
@@ -338,6 +341,47 @@ void store_files_sweep_i(struct store *s)
 	closedir(d);
 }
 
+/*
+ * The inodes of data/'s filesystem: every object's file takes one, and
+ * so do pooled and gone files.  0 and 0 when it has no such limit (a
+ * tmpfs with nr_inodes=0 says f_files 0) or cannot tell.  No lock:
+ * data_fd is fixed while the store is open.
+ */
+void store_files_inodes_i(struct store *s, uint64_t *ret_total, uint64_t *ret_free)
+{
+	struct statvfs sv;
+
+	*ret_total = *ret_free = 0;
+	if (s->data_fd < 0 || fstatvfs(s->data_fd, &sv) < 0 || !sv.f_files)
+		return;
+	*ret_total = (uint64_t)sv.f_files;
+	*ret_free = (uint64_t)sv.f_ffree < *ret_total ? (uint64_t)sv.f_ffree : *ret_total;
+}
+
+/* A new file was refused (-@err): name the store filesystem's inodes
+ * when they ran out, else the error. */
+static void say_no_file(struct store *s, const char *name, int err)
+{
+	uint64_t total, left, n;
+
+	if (err == ENOSPC) {
+		store_files_inodes_i(s, &total, &left);
+		if (total && !left) {
+			pthread_mutex_lock(&s->lock);
+			n = s->nall;
+			pthread_mutex_unlock(&s->lock);
+			log_msg_limited(&inode_rl, LOGL_WARN,
+					"store: the store's filesystem has no inode left (%" PRIu64
+					" objects): new objects cannot be written or fetched "
+					"until some go",
+					n);
+			return;
+		}
+	}
+	log_msg_limited(&file_rl, LOGL_WARN, "store: cannot create data/%s: %s", name,
+			strerror(err));
+}
+
 /* ---- capacity and the pool (s->lock held) ---- */
 
 /* Capacity taken: by objects, the pool, a prefault, and pages of deleted
@@ -584,8 +628,7 @@ static int file_get(struct store_obj *o, uint64_t goal, uint64_t *ret_len)
 	fd = openat(s->data_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
 		fd = -errno;
-		log_msg_limited(&file_rl, LOGL_WARN, "store: cannot create data/%s: %s", name,
-				strerror(-fd));
+		say_no_file(s, name, -fd);
 		return fd;
 	}
 	o->fd = fd;

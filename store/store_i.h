@@ -94,13 +94,7 @@
 #define STORE_ID_HEX 16			/* hex digits in a record or file name */
 #define STORE_TMP_PREFIX ".tmp-"
 #define STORE_BAD_SUFFIX ".bad"
-#define STORE_POOL_MAX 64 /* freed files kept for reuse, at most */
-/* descriptors left to everything but objects being written or fetched
- * (FUSE, Redis, peers, /proc reads at FLUSH, passthrough and mapping
- * opens, catalog writes): a quarter of the open-files limit within
- * [STORE_FD_SPARE_MIN, STORE_FD_SPARE_MAX] */
-#define STORE_FD_SPARE_MIN 64
-#define STORE_FD_SPARE_MAX 1024
+#define STORE_POOL_MAX 64	    /* freed files kept for reuse, at most */
 #define STORE_MAP_CACHE_DEFAULT 256 /* idle mappings of sealed objects kept */
 
 static inline uint64_t min_u64(uint64_t a, uint64_t b)
@@ -349,6 +343,9 @@ void store_file_free_i(struct store_obj *o);
  * kept in s->held.  Takes s->lock.
  */
 uint64_t store_files_held_i(struct store *s);
+/* The inodes of data/'s filesystem, and those free now (fstatvfs); 0 and
+ * 0 when it has no such limit.  No lock. */
+void store_files_inodes_i(struct store *s, uint64_t *ret_total, uint64_t *ret_free);
 /* Unmap and close, leaving the file as it is (store_close()). */
 void store_file_close_i(struct store_obj *o);
 /*

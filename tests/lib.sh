@@ -244,6 +244,18 @@ small_catalog_store() {
 	on_exit "umount -l '$1/data'"
 }
 
+# small_inode_store DIR N: a store directory for store=DIR whose objects
+# live on a tmpfs of the test's own at DIR/data that has N inodes
+# (nr_inodes=N, its root among them; objfsd only resizes it), so that
+# objects can run out of inodes long before they run out of bytes.
+# Skips the test where it may not mount.
+small_inode_store() {
+	mkdir -p "$1/data"
+	mount -t tmpfs -o "size=64M,nr_inodes=$2,mode=0700" objfs-test-data "$1/data" ||
+		skip "cannot mount a tmpfs here"
+	on_exit "umount -l '$1/data'"
+}
+
 # fill_space DIR: take every free byte of the filesystem DIR is on, in
 # DIR/fill; free_space DIR gives them back
 fill_space() {

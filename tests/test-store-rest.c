@@ -2,12 +2,16 @@
  * test-store-rest: objects at rest hold nothing of the process's (issue
  * 21).  A sealed object holds no descriptor, and a mapping only while it
  * is used or in the bounded cache of idle ones; the open-files limit
- * bounds only the objects being written at once.
+ * bounds only the objects being written at once; the inodes of the
+ * store's filesystem bound the objects, and running out of them is
+ * named.
  */
 #include "store-harness.h"
 
 #include <dirent.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 /* Entries in /proc/self/fd. */
 static unsigned fds_now(void)
@@ -422,6 +426,69 @@ TEST(regs_bounded)
 	for (i = 1; i <= 40; i++)
 		CHECK(regs[i].drops >= 1 && regs[i].drops <= 2);
 	CHECK_EQ(regs[1].drops, 1);
+/*
+ * The store's filesystem out of inodes (a tmpfs of 16 on data/): the
+ * next object's first write gets -ENOSPC (not -EMFILE or -EIO), the
+ * stats say no inode is left, and unlinking an object makes room again.
+ */
+TEST(inodes_named)
+{
+	struct store_obj *o;
+	struct store_stats st;
+	char data[160];
+	struct tdir t;
+	struct store *s;
+	uint64_t id;
+	int err = 0, r = 0;
+
+	tdir_init(&t);
+	snprintf(data, sizeof(data), "%s/data", t.dir);
+	if (mkdir(t.dir, 0700) < 0 || mkdir(data, 0700) < 0 ||
+	    mount("objfs-test-data", data, "tmpfs", 0, "size=16M,nr_inodes=16,mode=0700") < 0) {
+		printf("# skipped: cannot mount a tmpfs on %s: %s\n", data, strerror(errno));
+		tdir_release(&t);
+		return;
+	}
+	s = open_cache(&t, 64 * MiB, 8);
+	store_stats(s, &st);
+	CHECK_EQ(st.inodes, 16);
+	CHECK(st.inodes_free > 0 && st.inodes_free < 16);
+	for (id = 1; id <= 32; id++) {
+		o = store_create(s, id, &err);
+		CHECK(o != NULL);
+		if (!o)
+			break;
+		r = store_write(o, "x", 1, 0);
+		if (r < 0) {
+			store_unlink(o);
+			store_obj_unref(o);
+			break;
+		}
+		CHECK_EQ(store_seal(o, "/i", 1), 0);
+		store_obj_unref(o);
+	}
+	CHECK_EQ(r, -ENOSPC);
+	CHECK(id > 8 && id <= 16);
+	store_stats(s, &st);
+	CHECK_EQ(st.inodes_free, 0);
+	CHECK_EQ(st.objects, id - 1);
+
+	/* an object goes: its inode is free for the next */
+	o = store_lookup(s, 1);
+	CHECK(o != NULL);
+	store_unlink(o);
+	store_obj_unref(o);
+	store_stats(s, &st);
+	CHECK_EQ(st.inodes_free, 1);
+	o = store_create(s, 100, &err);
+	CHECK(o != NULL);
+	if (o) {
+		CHECK_EQ(store_write(o, "y", 1, 0), 0);
+		CHECK_EQ(store_seal(o, "/j", 1), 0);
+		store_obj_unref(o);
+	}
+	store_close(s);
+	umount2(data, MNT_DETACH);
 	tdir_release(&t);
 }
 
@@ -433,5 +500,6 @@ int main(void)
 	RUN(unlinked_before_file);
 	RUN(open_limit);
 	RUN(regs_bounded);
+	RUN(inodes_named);
 	return tap_done();
 }

@@ -11,6 +11,8 @@
  */
 #include "transport-harness.h"
 
+#include <sys/resource.h>
+
 /* A server whose limits are lowered to @conns, @per_node, @hs. */
 static struct transport *limited_server(unsigned timeout_ms, unsigned conns, unsigned per_node,
 					unsigned hs, char *addr, size_t addr_size)
@@ -62,40 +64,85 @@ static bool still_open(int fd)
 TEST(idle_make_room)
 {
 	struct transport *s, *c = client_new("c-room", NULL, 0, 0);
-	int fds[TRANSPORT_SERVE_CONNS], fd, i, n = 0;
+	int fds[256], fd, i, n = 0, max;
 	char addr[64], node[16];
 
 	s = server_new("127.0.0.1", 0, NULL, 0, 10000, 0, addr, sizeof(addr));
 	CHECK(s != NULL);
 	if (!s)
 		return;
-	for (i = 0; i < TRANSPORT_SERVE_CONNS; i++) {
+	/* the cap the open-files limit gave (fd_budget()) */
+	max = (int)stats(s).serve_conns;
+	CHECK(max >= 16 && max <= (int)ARRAY_SIZE(fds));
+	for (i = 0; i < max; i++) {
 		snprintf(node, sizeof(node), "idle%d", i / 8);
 		fds[i] = raw_authed(addr, node);
 		n += fds[i] >= 0;
 	}
-	CHECK_EQ(n, TRANSPORT_SERVE_CONNS);
-	CHECK_EQ(stats(s).conns_open, TRANSPORT_SERVE_CONNS);
+	CHECK_EQ(n, max);
+	CHECK_EQ(stats(s).conns_open, max);
+	CHECK_EQ(stats(s).serve_conns_open, max);
 	fd = raw_connect(addr);
 	CHECK_EQ(raw_until_closed(fd, NULL, 0), 0);
 	close(fd);
-	CHECK_EQ(stats(s).conns_accepted, TRANSPORT_SERVE_CONNS);
+	CHECK_EQ(stats(s).conns_accepted, max);
 
 	usleep((TRANSPORT_IDLE_EVICT_MS + 200) * 1000);
 	CHECK_EQ(fetch_check(c, "srv", addr, 3, 0, 4095, 1, NULL), 0);
 	/* the first one was idle longest; the others are still there */
 	CHECK_EQ(raw_until_closed(fds[0], NULL, 0), 0);
 	CHECK(still_open(fds[1]));
-	CHECK(still_open(fds[TRANSPORT_SERVE_CONNS - 1]));
-	WAIT_FOR(stats(s).conns_open == TRANSPORT_SERVE_CONNS);
-	CHECK_EQ(stats(s).conns_open, TRANSPORT_SERVE_CONNS);
-	for (i = 0; i < TRANSPORT_SERVE_CONNS; i++)
+	CHECK(still_open(fds[max - 1]));
+	WAIT_FOR(stats(s).conns_open == (uint64_t)max);
+	CHECK_EQ(stats(s).conns_open, max);
+	for (i = 0; i < max; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
 	transport_free(c);
 	WAIT_FOR(stats(s).conns_open == 0);
 	CHECK_EQ(stats(s).conns_open, 0);
+	CHECK_EQ(stats(s).serve_conns_open, 0);
 	transport_free(s);
+}
+
+/*
+ * Issue 21: a transport made under an open-files limit of 256 serves at
+ * most 32 connections, 16 from one node (fd_budget()), and still serves
+ * under it; one made under a limit of 64 keeps to the floor of 16.
+ */
+TEST(sized_from_nofile)
+{
+	struct transport_config cfg = {.node = "srv", .listen_host = "127.0.0.1"};
+	struct rlimit old, low;
+	struct transport *t, *s, *c;
+	char addr[64];
+
+	CHECK_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = 256;
+	CHECK_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+	t = transport_new(&cfg, NULL);
+	s = server_new("127.0.0.1", 0, NULL, 0, 2000, 0, addr, sizeof(addr));
+	low.rlim_cur = 64;
+	CHECK_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+	c = transport_new(&cfg, NULL);
+	CHECK_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+	CHECK(t && s && c);
+	if (!t || !s || !c)
+		goto out;
+	CHECK_EQ(stats(t).serve_conns, 32);
+	CHECK_EQ(stats(t).serve_conns_per_node, 16);
+	CHECK_EQ(stats(c).serve_conns, 16);
+	CHECK_EQ(stats(c).serve_conns_per_node, 8);
+	transport_free(c);
+	c = client_new("c-low", NULL, 0, 0);
+	CHECK_EQ(stats(s).serve_conns, 32);
+	CHECK_EQ(fetch_check(c, "srv", addr, 3, 0, 4095, 1, NULL), 0);
+	CHECK_EQ(stats(s).serve_conns_open, 1);
+out:
+	transport_free(c);
+	transport_free(s);
+	transport_free(t);
 }
 
 /* Keep the server busy on @fd: ask for 9 MiB and read none of it. */
@@ -192,5 +239,6 @@ int main(void)
 	RUN(idle_make_room);
 	RUN(per_node);
 	RUN(handshakes);
+	RUN(sized_from_nofile);
 	return harness_end();
 }

@@ -1,5 +1,6 @@
 /*
- * test-util: sizes, names, node names, checksums, process liveness.
+ * test-util: sizes, names, node names, checksums, process liveness, the
+ * open-files budget.
  */
 #include <errno.h>
 #include <signal.h>
@@ -192,10 +193,49 @@ TEST(format_sizes)
 	CHECK_EQ(back, 512ULL << 30);
 }
 
+/*
+ * fd_budget(): the store's objects being written or fetched and the
+ * transport's served connections add up below every open-files limit
+ * from 64 on, and leave the rest at least 16 descriptors (an eighth of
+ * the limit from 256).
+ */
+TEST(fd_budgets)
+{
+	static const uint64_t limits[] = {64,  100,  128,  129,	 200,	255,   256,
+					  300, 1024, 4095, 4096, 20000, 65536, 1048576};
+	struct fd_budget b;
+	size_t i;
+
+	fd_budget(256, &b);
+	CHECK_EQ(b.serve_conns, 32);
+	CHECK_EQ(b.serve_conns_per_node, 16);
+	CHECK_EQ(b.open_max, 192);
+	fd_budget(1048576, &b);
+	CHECK_EQ(b.serve_conns, 256);
+	CHECK_EQ(b.serve_conns_per_node, 32);
+	CHECK_EQ(b.open_max, 1048576 - 1024);
+	fd_budget(0, &b); /* unlimited */
+	CHECK_EQ(b.serve_conns, 256);
+	CHECK(b.open_max == UINT64_MAX);
+	for (i = 0; i < ARRAY_SIZE(limits); i++) {
+		uint64_t n = limits[i], rest;
+
+		fd_budget(n, &b);
+		CHECK(b.serve_conns >= 16 && b.serve_conns <= 256);
+		CHECK(b.serve_conns_per_node <= 32 && b.serve_conns_per_node <= b.serve_conns / 2);
+		CHECK(b.open_max + b.serve_conns < n);
+		rest = n - b.open_max - b.serve_conns;
+		CHECK(rest >= 16);
+		if (n >= 256)
+			CHECK(rest >= n / 8 || rest >= 768);
+	}
+}
+
 int main(void)
 {
 	RUN(sizes);
 	RUN(format_sizes);
+	RUN(fd_budgets);
 	RUN(names);
 	RUN(node_names);
 	RUN(checksums);

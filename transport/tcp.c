@@ -905,6 +905,7 @@ static void *conn_thread(void *arg)
 	}
 	pthread_mutex_unlock(&srv->lock);
 	COUNT_SUB(srv->t, conns_open, 1);
+	COUNT_SUB(srv->t, serve_open, 1);
 	kick(srv->wake_fd);
 	return NULL;
 }
@@ -990,11 +991,13 @@ static void accept_one(struct tcp_server *srv)
 	/* counted first: the thread may be done before pthread_create returns */
 	COUNT_ADD(t, conns_accepted, 1);
 	COUNT_ADD(t, conns_open, 1);
+	COUNT_ADD(t, serve_open, 1);
 	err = pthread_create(&c->thread, NULL, conn_thread, c);
 	if (err) {
 		pthread_mutex_unlock(&srv->lock);
 		COUNT_SUB(t, conns_accepted, 1);
 		COUNT_SUB(t, conns_open, 1);
+		COUNT_SUB(t, serve_open, 1);
 		transport_log(t, TLOG_CONN, LOGL_WARN,
 			      "transport: cannot start a thread for %s: %s", c->name,
 			      strerror(err));

@@ -123,6 +123,7 @@ void transport_log_flush(struct transport *t)
 struct transport *transport_new_ops(const struct transport_config *cfg,
 				    const struct transport_ops *ops, int *ret_err)
 {
+	struct fd_budget budget;
 	struct transport *t;
 	int err = -EINVAL, i;
 
@@ -165,8 +166,9 @@ struct transport *transport_new_ops(const struct transport_config *cfg,
 	if (t->conns_per_peer > TRANSPORT_CONNS_PER_PEER_MAX)
 		t->conns_per_peer = TRANSPORT_CONNS_PER_PEER_MAX;
 	t->get_max = WIRE_LEN_MAX;
-	t->serve_conns = TRANSPORT_SERVE_CONNS;
-	t->serve_conns_per_node = TRANSPORT_SERVE_CONNS_PER_NODE;
+	fd_budget(nofile_limit(), &budget);
+	t->serve_conns = budget.serve_conns;
+	t->serve_conns_per_node = budget.serve_conns_per_node;
 	t->serve_handshakes = TRANSPORT_SERVE_HANDSHAKES;
 	for (i = 0; i < TLOG_N; i++)
 		log_ratelimit_init(&t->log_rl[i], tlog_what[i], 1000, 1);
@@ -880,6 +882,9 @@ void transport_stats(const struct transport *t, struct transport_stats *ret)
 	ret->auth_failures = atomic_load_explicit(&c->auth_failures, memory_order_relaxed);
 	ret->bad_frames = atomic_load_explicit(&c->bad_frames, memory_order_relaxed);
 #define LOAD(f) atomic_load_explicit(&c->f, memory_order_relaxed)
+	ret->serve_conns = t->serve_conns;
+	ret->serve_conns_per_node = t->serve_conns_per_node;
+	ret->serve_conns_open = LOAD(serve_open);
 	ret->fetch_tcp = LOAD(fetch_tcp);
 	ret->bytes_tcp = LOAD(bytes_tcp);
 	ret->rdma_fallbacks = LOAD(rdma_fallbacks);

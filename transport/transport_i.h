@@ -35,13 +35,14 @@
  * in all; connections from one authenticated peer node name (the fetch
  * engine of one node runs 8 workers plus small fetches in its opening
  * threads, so fewer would refuse a busy node's own work); connections
- * still in the handshake.  Each handshake must end within io_timeout_ms
+ * still in the handshake.  The first two are the most there are: a
+ * transport takes an eighth of its open-files limit (at least 16), and
+ * half of that per node, from fd_budget() (common/util.h) when it is
+ * made, so that a node with a low limit still serves.  Each handshake must end within io_timeout_ms
  * and never later than TRANSPORT_HANDSHAKE_MAX_MS.  A connection idle
  * for TRANSPORT_IDLE_EVICT_MS may be closed to make room for another
  * node's.
  */
-#define TRANSPORT_SERVE_CONNS 256
-#define TRANSPORT_SERVE_CONNS_PER_NODE 32
 #define TRANSPORT_SERVE_HANDSHAKES 64
 #define TRANSPORT_HANDSHAKE_MAX_MS 5000
 #define TRANSPORT_IDLE_EVICT_MS 1000
@@ -199,6 +200,7 @@ struct transport_counters {
 	atomic_uint_fast64_t fetch_rdv, bytes_rdv;
 	atomic_uint_fast64_t rdma_fallbacks, rdma_regs;
 	atomic_uint_fast64_t rdma_regs_live, rdma_regs_reused, rdma_regs_dropped;
+	atomic_uint_fast64_t serve_open; /* server connections holding a socket */
 };
 
 #define COUNT_ADD(t, field, n) atomic_fetch_add_explicit(&(t)->cnt.field, (n), memory_order_relaxed)
@@ -240,7 +242,8 @@ struct transport {
 	unsigned conns_per_peer;
 	/* largest range one request asks for; WIRE_LEN_MAX (tests lower it) */
 	uint64_t get_max;
-	/* server limits: TRANSPORT_SERVE_* (tests lower them before serving) */
+	/* server limits: fd_budget()'s and TRANSPORT_SERVE_HANDSHAKES
+	 * (tests change them before serving) */
 	unsigned serve_conns;
 	unsigned serve_conns_per_node;
 	unsigned serve_handshakes;
