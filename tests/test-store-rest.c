@@ -426,6 +426,9 @@ TEST(regs_bounded)
 	for (i = 1; i <= 40; i++)
 		CHECK(regs[i].drops >= 1 && regs[i].drops <= 2);
 	CHECK_EQ(regs[1].drops, 1);
+	tdir_release(&t);
+}
+
 /*
  * The store's filesystem out of inodes (a tmpfs of 16 on data/): the
  * next object's first write gets -ENOSPC (not -EMFILE or -EIO), the
