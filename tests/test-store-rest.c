@@ -9,6 +9,7 @@
 #include "store-harness.h"
 
 #include <dirent.h>
+#include <stdatomic.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -430,6 +431,247 @@ TEST(regs_bounded)
 }
 
 /*
+ * Registrations under load: threads that serve (look a registration up
+ * with a reference held, or register the object and hang it), read,
+ * lease, unlink and make objects again under the same ids, with a
+ * registration cache of 2 and a mapping cache of 2.  A registration is
+ * never dropped while a thread that found it holds its reference, its
+ * memory holds its object's bytes until it is dropped, and each one is
+ * dropped exactly once.
+ */
+#define STRESS_IDS 24
+#define STRESS_REG_ALIVE 0x5245474cu
+#define STRESS_REG_DEAD 0xdeadu
+
+struct stress_reg {
+	atomic_uint magic;
+	atomic_uint users;
+	atomic_uint drops;
+	const uint8_t *addr;
+	size_t len;
+	uint64_t seed;
+	struct stress_reg *next; /* stress.all, under stress.lock */
+};
+
+static struct {
+	struct store *s;
+	atomic_bool stop;
+	atomic_uint bad_use, bad_drop, bad_bytes, bad_read, bad_make, made, dropped, reused;
+	pthread_mutex_t lock;
+	struct stress_reg *all;
+} stress;
+
+static size_t stress_size(uint64_t seed)
+{
+	return (size_t)(seed * 2654435761u % (3 * PG)) + 1;
+}
+
+static void stress_make(uint64_t id, uint64_t seed)
+{
+	size_t len = stress_size(seed);
+	uint8_t *buf = pattern(len, seed);
+	struct store_obj *o = store_create(stress.s, id, NULL);
+
+	if (!o) {
+		free(buf);
+		return; /* the id is taken again already */
+	}
+	if (store_write(o, buf, len, 0) || store_seal(o, "/x", (int64_t)seed))
+		atomic_fetch_add(&stress.bad_make, 1);
+	store_obj_unref(o);
+	free(buf);
+}
+
+static void stress_drop(void *reg)
+{
+	struct stress_reg *r = reg;
+	uint8_t *want;
+
+	if (atomic_load(&r->users) || atomic_load(&r->magic) != STRESS_REG_ALIVE)
+		atomic_fetch_add(&stress.bad_drop, 1);
+	/* still mapped, and still this object's bytes */
+	want = pattern(r->len, r->seed);
+	if (memcmp(r->addr, want, r->len))
+		atomic_fetch_add(&stress.bad_bytes, 1);
+	free(want);
+	atomic_store(&r->magic, STRESS_REG_DEAD);
+	atomic_fetch_add(&r->drops, 1);
+	atomic_fetch_add(&stress.dropped, 1);
+}
+
+/* What a GET does: the registration of @o, found or made (rdma_serve.c
+ * obj_reg()), then used while the reference is held. */
+static void stress_serve(struct store_obj *o)
+{
+	struct stress_reg *r = NULL, *mine;
+	void *cur = NULL;
+	struct store_map m;
+	uint8_t *want;
+	int err;
+
+	if (store_obj_attach(o, NULL, NULL, &cur))
+		return;
+	r = cur;
+	if (!r) {
+		if (store_obj_map(o, &m))
+			return;
+		if (m.fd >= 0)
+			close(m.fd);
+		if (!m.len)
+			return;
+		mine = calloc(1, sizeof(*mine));
+		if (!mine)
+			exit(1);
+		atomic_init(&mine->magic, STRESS_REG_ALIVE);
+		mine->addr = m.addr;
+		mine->len = m.len;
+		mine->seed = (uint64_t)store_obj_mtime(o);
+		err = store_obj_attach(o, mine, stress_drop, &cur);
+		if (!err) {
+			r = mine;
+			atomic_fetch_add(&stress.made, 1);
+			pthread_mutex_lock(&stress.lock);
+			mine->next = stress.all;
+			stress.all = mine;
+			pthread_mutex_unlock(&stress.lock);
+		} else {
+			free(mine);
+			if (err != -EEXIST)
+				return;
+			r = cur;
+		}
+	} else {
+		atomic_fetch_add(&stress.reused, 1);
+	}
+	atomic_fetch_add(&r->users, 1);
+	if (atomic_load(&r->magic) != STRESS_REG_ALIVE || r->seed != (uint64_t)store_obj_mtime(o))
+		atomic_fetch_add(&stress.bad_use, 1);
+	want = pattern(r->len, r->seed);
+	if (memcmp(r->addr, want, r->len))
+		atomic_fetch_add(&stress.bad_bytes, 1);
+	free(want);
+	if (atomic_load(&r->magic) != STRESS_REG_ALIVE)
+		atomic_fetch_add(&stress.bad_use, 1);
+	atomic_fetch_sub(&r->users, 1);
+}
+
+static void *stress_server(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg;
+
+	while (!atomic_load(&stress.stop)) {
+		struct store_obj *o = store_lookup(stress.s, 1 + rand_r(&seed) % STRESS_IDS);
+
+		if (o && store_obj_sealed(o))
+			stress_serve(o);
+		store_obj_unref(o);
+	}
+	return NULL;
+}
+
+/* Readers (the mapping cache), leases (not use), unlinks and new objects
+ * under the same ids. */
+static void *stress_churn(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg;
+	struct store_obj *leased[4] = {0};
+	uint64_t gen = 1000;
+
+	while (!atomic_load(&stress.stop)) {
+		uint64_t id = 1 + rand_r(&seed) % STRESS_IDS;
+		struct store_obj *o = store_lookup(stress.s, id);
+		unsigned k = rand_r(&seed) % 8;
+
+		if (o && !store_obj_sealed(o)) {
+			/* another thread's, being made */
+			store_obj_unref(o);
+			continue;
+		}
+
+		if (o && k < 4) {
+			uint64_t sd = (uint64_t)store_obj_mtime(o);
+			uint8_t *want = pattern(stress_size(sd), sd);
+
+			if (!obj_equals(o, want, stress_size(sd)))
+				atomic_fetch_add(&stress.bad_read, 1);
+			free(want);
+		} else if (o && k < 6) {
+			unsigned i = rand_r(&seed) % 4;
+
+			store_obj_unref_lease(leased[i]);
+			leased[i] = store_obj_ref_lease(o);
+		} else if (o) {
+			/* seeds stay unique per thread: arg apart */
+			store_unlink(o);
+			stress_make(id, (uint64_t)(uintptr_t)arg * 1000000 + gen++);
+		} else {
+			stress_make(id, (uint64_t)(uintptr_t)arg * 1000000 + gen++);
+		}
+		store_obj_unref(o);
+	}
+	for (unsigned i = 0; i < 4; i++)
+		store_obj_unref_lease(leased[i]);
+	return NULL;
+}
+
+TEST(regs_stress)
+{
+	struct store_config cfg = {
+	    .capacity = 64 * MiB, .verify = true, .map_cache = 2, .regs_max = 2};
+	pthread_t th[6];
+	struct store_stats st;
+	struct stress_reg *r, *next;
+	unsigned i, live = 0, twice = 0;
+	struct tdir t;
+	int err = 0;
+
+	tdir_init(&t);
+	cfg.dir = t.dir;
+	memset(&stress, 0, sizeof(stress));
+	pthread_mutex_init(&stress.lock, NULL);
+	stress.s = store_open(&cfg, &err, NULL);
+	CHECK(stress.s != NULL);
+	for (i = 1; i <= STRESS_IDS; i++)
+		stress_make(i, i);
+	for (i = 0; i < 4; i++)
+		CHECK_EQ(pthread_create(&th[i], NULL, stress_server, (void *)(uintptr_t)(i + 1)),
+			 0);
+	for (; i < 6; i++)
+		CHECK_EQ(pthread_create(&th[i], NULL, stress_churn, (void *)(uintptr_t)(i + 1)), 0);
+	usleep(3000 * 1000);
+	atomic_store(&stress.stop, true);
+	for (i = 0; i < 6; i++)
+		pthread_join(th[i], NULL);
+	/* at rest: what hangs is what was made and not dropped */
+	store_stats(stress.s, &st);
+	for (r = stress.all; r; r = r->next)
+		live += atomic_load(&r->drops) == 0;
+	CHECK_EQ(st.pinned, live);
+	CHECK_EQ(st.objects, STRESS_IDS);
+	CHECK(st.mapped <= 2 + 16);
+	store_close(stress.s);
+	for (r = stress.all; r; r = next) {
+		next = r->next;
+		twice += atomic_load(&r->drops) != 1;
+		free(r);
+	}
+	fprintf(stderr, "regs_stress: %u made, %u reused, %u dropped, %llu dropped by the cache\n",
+		atomic_load(&stress.made), atomic_load(&stress.reused),
+		atomic_load(&stress.dropped), (unsigned long long)st.regs_dropped);
+	CHECK(atomic_load(&stress.made) > 0);
+	CHECK(st.regs_dropped > 0);
+	CHECK_EQ(twice, 0);
+	CHECK_EQ(atomic_load(&stress.made), atomic_load(&stress.dropped));
+	CHECK_EQ(atomic_load(&stress.bad_use), 0);
+	CHECK_EQ(atomic_load(&stress.bad_drop), 0);
+	CHECK_EQ(atomic_load(&stress.bad_bytes), 0);
+	CHECK_EQ(atomic_load(&stress.bad_read), 0);
+	CHECK_EQ(atomic_load(&stress.bad_make), 0);
+	pthread_mutex_destroy(&stress.lock);
+	tdir_release(&t);
+}
+
+/*
  * The store's filesystem out of inodes (a tmpfs of 16 on data/): the
  * next object's first write gets -ENOSPC (not -EMFILE or -EIO), the
  * stats say no inode is left, and unlinking an object makes room again.
@@ -503,6 +745,7 @@ int main(void)
 	RUN(unlinked_before_file);
 	RUN(open_limit);
 	RUN(regs_bounded);
+	RUN(regs_stress);
 	RUN(inodes_named);
 	return tap_done();
 }
