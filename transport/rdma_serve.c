@@ -74,10 +74,13 @@ struct rdma_server {
 static void reg_drop(void *reg)
 {
 	struct rreg *r = reg;
+	struct transport *t = r->t;
 
-	COUNT_SUB(r->t, rdma_regs_live, 1);
-	COUNT_ADD(r->t, rdma_regs_dropped, 1);
+	COUNT_SUB(t, rdma_regs_live, 1);
+	COUNT_ADD(t, rdma_regs_dropped, 1);
 	rreg_free(r);
+	/* the store may drop it after transport_free() (store_close()) */
+	transport_put(t);
 }
 
 /* The registration of the object @ctx pinned, on @c's device. */
@@ -111,12 +114,14 @@ static int obj_reg(struct rsrv_conn *c, struct serve_ctx *ctx, struct rreg **ret
 			return err;
 		/* counted first: the store may drop it before attach() returns */
 		COUNT_ADD(c->rc.t, rdma_regs_live, 1);
+		transport_hold(c->rc.t);
 		err = src->attach(ctx->token, r, reg_drop, &cur);
 		if (!err) {
 			cur = r;
 		} else {
 			COUNT_SUB(c->rc.t, rdma_regs_live, 1);
 			rreg_free(r);
+			transport_put(c->rc.t);
 		}
 		if (err && err != -EEXIST)
 			return err;

@@ -141,6 +141,7 @@ struct transport *transport_new_ops(const struct transport_config *cfg,
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		goto fail;
+	atomic_init(&t->holds, 1);
 	t->ops = ops;
 	t->mode = TMODE_TCP;
 	snprintf(t->caps, sizeof(t->caps), "%s", ops->caps);
@@ -281,7 +282,19 @@ void transport_free(struct transport *t)
 		explicit_bzero(t->secret, t->secret_len);
 	free(t->secret);
 	free(t->listen_host);
-	free(t);
+	/* registrations the store still holds keep the struct */
+	transport_put(t);
+}
+
+void transport_hold(struct transport *t)
+{
+	atomic_fetch_add_explicit(&t->holds, 1, memory_order_relaxed);
+}
+
+void transport_put(struct transport *t)
+{
+	if (atomic_fetch_sub_explicit(&t->holds, 1, memory_order_acq_rel) == 1)
+		free(t);
 }
 
 const char *transport_name(const struct transport *t)

@@ -263,7 +263,18 @@ struct transport {
 	uint64_t next_gen;  /* (lock) */
 
 	struct transport_counters cnt;
+	/* what keeps this struct (not what it holds) allocated: 1 for its
+	 * owner, let go by transport_free(), and one per registration a
+	 * store object holds (rdma_serve.c's reg_drop() updates cnt when the
+	 * store drops it, which may be at store_close(), after
+	 * transport_free()) */
+	atomic_uint holds;
 };
+
+/* Take and let go of a hold on @t's struct (struct transport.holds); the
+ * last transport_put() frees it. */
+void transport_hold(struct transport *t);
+void transport_put(struct transport *t);
 
 /* Milliseconds left until @deadline_ns (mono_ns()); 0 when past. */
 int ms_left(int64_t deadline_ns);
