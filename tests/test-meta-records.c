@@ -595,6 +595,77 @@ TEST(reregister_batch)
 	free(pbuf);
 }
 
+/*
+ * A batch whose paths have spaces, UTF-8, '%' and ':' in them (the
+ * script reads each path by its length, not up to a separator), two
+ * objects that want the same name (the second goes to /lost+found, the
+ * first keeps it), a file above a later one's name, and a name of 255
+ * bytes that must be cut on a character boundary to go to /lost+found;
+ * negative mtimes.  The same as meta_reregister() one at a time would
+ * do.
+ */
+TEST(reregister_batch_names)
+{
+	enum { N = 9 };
+	struct meta *m = mk_connected("t-rereg-names");
+	struct meta_obj objs[N];
+	struct meta_rereg res[N];
+	char longname[256], longpath[300], got[OBJFS_PATH_MAX];
+	const char *paths[N];
+	struct meta_entry e;
+	size_t i;
+
+	/* 127 two-byte characters and one byte: 255 bytes */
+	for (i = 0; i < 127; i++)
+		memcpy(longname + 2 * i, "\xc3\xa9", 2);
+	memcpy(longname + 254, "x", 2);
+	snprintf(longpath, sizeof(longpath), "/long/%s", longname);
+	for (i = 0; i < N; i++) {
+		mkobj(m, &objs[i], 10 + i);
+		objs[i].mtime_ns = -1000 - (int64_t)i;
+	}
+	paths[0] = "/with space/a b:c%d \xc3\xa9 %s%%";
+	paths[1] = "/pct%20/co:lon: 3:/x";
+	paths[2] = "/same/name";
+	paths[3] = "/same/name"; /* taken by 2 within this batch */
+	paths[4] = "/f";
+	paths[5] = "/f/under"; /* "/f" is a file by now */
+	paths[6] = longpath;
+	paths[7] = longpath; /* moved, and its name cut */
+	paths[8] = "/ 12:/7 x/10:/y";
+	CHECK_EQ(meta_reregister_batch(m, objs, paths, N, res), 0);
+	for (i = 0; i < N; i++) {
+		bool moved = i == 3 || i == 5 || i == 7;
+
+		CHECK_EQ(res[i].r, moved);
+		CHECK(res[i].path != NULL);
+		if (!res[i].path)
+			continue;
+		if (moved)
+			CHECK(!strncmp(res[i].path, "/lost+found/", 12));
+		else
+			CHECK_STR(res[i].path, paths[i]);
+		/* the name resolves to this object, and its record says so */
+		CHECK_EQ(meta_object_path(m, objs[i].id, got), 0);
+		CHECK_STR(got, res[i].path);
+	}
+	CHECK_EQ(lookup_id(m, META_ROOT_ID, "same") != 0, 1);
+	CHECK_EQ(meta_lookup(m, lookup_id(m, META_ROOT_ID, "same"), "name", &e), 0);
+	CHECK_EQ(e.id, objs[2].id);
+	CHECK_EQ(meta_lookup(m, META_ROOT_ID, "f", &e), 0);
+	CHECK_EQ(e.id, objs[4].id);
+	if (res[7].path) {
+		const char *name = res[7].path + 12;
+
+		CHECK(strlen(name) <= 255);
+		/* cut between characters: the UTF-8 of é, then the suffix */
+		CHECK(!strncmp(name + strcspn(name, "."), ".objfs-", 7));
+		CHECK_EQ(strcspn(name, ".") % 2, 0);
+	}
+	meta_rereg_release(res, N);
+	meta_free(m);
+}
+
 int main(void)
 {
 	harness_begin("test-meta-records");
@@ -603,5 +674,6 @@ int main(void)
 	RUN(readdir_page);
 	RUN(sync_batch);
 	RUN(reregister_batch);
+	RUN(reregister_batch_names);
 	return harness_end();
 }
