@@ -136,6 +136,21 @@ elif cmd == "orc":
     orc(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
 elif cmd == "check":
     check(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
+elif cmd == "readall":
+    # read objects 0..count-1 in order: "<n> <seconds> <bad>" for the first
+    # @split and for the rest
+    root, count, spec, per_dir, split = sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
+    for lo, hi in ((0, split), (split, count)):
+        t = time.perf_counter()
+        bad = 0
+        for n in range(lo, hi):
+            name = name_of(n, per_dir)
+            try:
+                with open(os.path.join(root, name), "rb") as f:
+                    bad += f.read() != body(name, size_of(n, spec))
+            except OSError:
+                bad += 1
+        print(hi - lo, "%.6f" % (time.perf_counter() - t), bad)
 EOF
 }
 
@@ -259,5 +274,49 @@ section_scale() {
 	wait_gone 30 "$pid" >/dev/null || true
 	read -r s i < <(scale_readable "$spec" "$mnt" "$opts,restart" "$good_n")
 	REPORT+="$(printf '%-40s %s' "kill -9 + restart: all readable after" "$s s, $i of 1000 bad (<= 30 s)")   $(verdict "$(awk -v s="$s" -v b="$i" 'BEGIN { print (b == 0 && s + 0 <= 30) }')")"$'\n'
+	scale_evict "$spec" "$mnt" "$opts"
 	unmount_node "$mnt" scale
+}
+
+# scale_evict SPEC MNT OPTS: eviction at capacity with the store full of
+# the node's own objects.  The node is mounted again with its capacity cut
+# to what it uses plus SCALE_EVICT_ROOM; a second node writes
+# SCALE_EVICT_N objects of 1 KiB, and the first reads them all: the first
+# SCALE_EVICT_ROOM's worth land in free room, each of the rest needs an
+# eviction of an older copy (its own objects are last copies, which
+# eviction passes over).  Reports reads/s of each part and the extra time
+# per evicted object.
+SCALE_EVICT_N=${SCALE_EVICT_N:-20000}
+SCALE_EVICT_ROOM_MIB=8
+scale_evict() {
+	local spec=$1 mnt=$2 opts=$3 mnt2=$W/scale-mnt2 used cap pid ev0 ev1 split
+	local n1 t1 b1 n2 t2 b2 extra
+	used=$(status_of "$mnt" used)
+	[ "$used" != - ] || {
+		REPORT+="eviction at capacity: no status"$'\n'
+		return
+	}
+	cap=$(((used >> 20) + SCALE_EVICT_ROOM_MIB + 1))
+	pid=$(scale_pid "$mnt")
+	timeout -k 2 60 fusermount3 -u "$mnt" || echo "run-bench: cannot unmount $mnt" >&2
+	wait_gone 60 "$pid" >/dev/null || true
+	opts=$(sed -E "s/capacity=[^,]*/capacity=${cap}M/" <<<"$opts")
+	mount_objfs_try "$spec" "$mnt" scale "$opts" || {
+		REPORT+="eviction at capacity: remount with capacity ${cap}M failed: $MOUNT_WHY"$'\n'
+		return
+	}
+	mount_objfs_try "$spec" "$mnt2" scale2 "capacity=256M,noprefault" || {
+		REPORT+="eviction at capacity: second node: $MOUNT_WHY"$'\n'
+		return
+	}
+	mkdir -p "$mnt2/ev"
+	timeout -k 5 1800 python3 "$W/scale.py" write "$mnt2/ev" 0 "$SCALE_EVICT_N" 1 1024 "$SCALE_PER_DIR" "$W/scale-ev-errs"
+	ev0=$(status_of "$mnt" evictions)
+	# the first half of the room: no eviction needed yet
+	split=$((SCALE_EVICT_ROOM_MIB * 256 / 2))
+	read -r n1 t1 b1 n2 t2 b2 <<<"$(timeout -k 5 1800 python3 "$W/scale.py" readall "$mnt/ev" "$SCALE_EVICT_N" 1024 "$SCALE_PER_DIR" "$split" | tr '\n' ' ')"
+	ev1=$(status_of "$mnt" evictions)
+	extra=$(sx "(($t2 / $n2) - ($t1 / $n1)) * 1e6 * $n2 / (($ev1 - $ev0) + (($ev1 - $ev0) == 0))")
+	REPORT+="$(printf '%-40s %s' "eviction at capacity (${made:-?} own objects)" "reads/s $(sx "$n1 / $t1") with room, $(sx "$n2 / $t2") at capacity; $((ev1 - ev0)) evicted, ${extra} us extra per evicted object; $((b1 + b2)) bad")"$'\n'
+	unmount_node "$mnt2" scale2
 }

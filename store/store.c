@@ -1225,6 +1225,10 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 	if (max_map_count() && s->map_cache > max_map_count() / 2)
 		s->map_cache = max_map_count() / 2;
 	s->regs_max = cfg->regs_max ? cfg->regs_max : STORE_REGS_DEFAULT;
+	/* each may map its object twice (rreg_object()): an eighth of
+	 * vm.max_map_count at most */
+	if (max_map_count() && s->regs_max > max_map_count() / 16)
+		s->regs_max = max_u64(max_map_count() / 16, 1);
 	/* a registered object may map its file twice (rreg_object()) */
 	s->open_max = open_max(s->map_cache + 2 * s->regs_max);
 	s->verify = cfg->verify;
