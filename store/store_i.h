@@ -142,14 +142,23 @@ struct store_obj {
 	 * transport's registration hangs on the mapping (never taken away
 	 * then): never both */
 	bool on_mapped, pinned;
-	struct store_obj *mprev, *mnext; /* s->mapped or s->regd; s->lock */
 	/* read, or its registration used, since the clock (s->mapped's or
 	 * s->regd's) last passed it (no lock: a hint) */
 	atomic_bool map_used;
-	/* s->lru, sealed and linked (s->lock); lru_stamp moves on whenever
-	 * it moves on the list (store_walk_cold()) */
+	bool on_lru; /* s->lock: on s->lru (below) */
+	/* the file may go to the pool when the object is freed (if nobody
+	 * else holds it open then): false once it lost its name; lock, or the
+	 * last reference */
+	bool recyclable;
+	/* s->log_lock: the catalog log holds the object (an R line, and no D
+	 * after it) */
+	bool recorded;
+	int fd;				 /* the object's file, while it needs one (see below) */
+	struct store_obj *mprev, *mnext; /* s->mapped or s->regd; s->lock */
+	/* s->lru, sealed and linked (s->lock; on_lru with the flags above);
+	 * lru_stamp moves on whenever it moves on the list
+	 * (store_walk_cold()) */
 	struct store_obj *lprev, *lnext;
-	bool on_lru;
 	uint64_t lru_stamp;
 
 	UT_hash_handle hh;	       /* s->table, while linked; s->lock */
@@ -162,7 +171,8 @@ struct store_obj {
 	 * its mapping, MAP_SHARED over [0, map_len): read-write while
 	 * pending, read-only once sealed.  fd is -1 until the first byte
 	 * needs a home, and again once sealed (the file is opened by name
-	 * when needed), unless the file lost its name at unlink.  A sealed
+	 * when needed), unless the file lost its name at unlink (fd sits
+	 * with the flags above, to pack the struct).  A sealed
 	 * object's map is NULL until first used and whenever the mapping
 	 * cache took it away (see the top).  alloc is what the object is charged against the
 	 * capacity (s->used): while pending, the file's length; once
@@ -172,7 +182,6 @@ struct store_obj {
 	 * before (store_obj_iov()) stays good.  Pending: written under lock.
 	 * Sealed: immutable, read without a lock.
 	 */
-	int fd;
 	_Atomic(uint8_t *) map; /* sealed: acquire loads, release stores */
 	size_t map_len;
 	uint64_t alloc;
@@ -181,10 +190,6 @@ struct store_obj {
 	/* s->lock: what the filesystem holds for the sealed object beyond
 	 * alloc (a huge page its seal could not split), in s->extra */
 	uint64_t extra;
-	/* the file may go to the pool when the object is freed (if nobody
-	 * else holds it open then): false once it lost its name; lock, or the
-	 * last reference */
-	bool recyclable;
 	/*
 	 * A transport's registration of the sealed object's memory
 	 * (store_obj_attach()) and what gives it back: set at most once
@@ -197,10 +202,7 @@ struct store_obj {
 	/* lock; set before sealed is published, immutable after */
 	int64_t mtime_ns;
 	uint8_t csum[OBJFS_CSUM_LEN];
-	char *path; /* lock and s->log_lock to write, either to read; NULL means "" */
-	/* s->log_lock: the catalog log holds the object (an R line, and no D
-	 * after it) */
-	bool recorded;
+	char *path;	     /* lock and s->log_lock to write, either to read; NULL means "" */
 	uint64_t gen;	     /* lock; bumped by every change to bytes below hash_claim, and
 			      * by every resize */
 	uint64_t hash_claim; /* lock: bytes [0, hash_claim) are in hst, or being
