@@ -153,7 +153,7 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
-	dcache_put(fs, parent, name, e.kind, e.id);
+	dcache_seen(fs, parent, name, e.kind, e.id);
 	in = inode_get(fs, e.id, e.kind);
 	if (!in)
 		goto no_mem;
@@ -503,7 +503,7 @@ static struct inode *plus_inode(struct fs *fs, uint64_t dir, const char *name,
 	inode_update(in, &de->e);
 	if (de->e.kind == META_FILE)
 		inode_set_name(in, dir, name);
-	dcache_put(fs, dir, name, de->e.kind, de->e.id);
+	dcache_seen(fs, dir, name, de->e.kind, de->e.id);
 	return in;
 }
 

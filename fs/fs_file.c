@@ -584,6 +584,12 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	h->fetch = f;
 	fi->fh = (uintptr_t)h;
+	/* held here now, or soon: its name answers while Redis is away */
+	if (name[0]) {
+		pthread_mutex_lock(&fs->lock);
+		dcache_put(fs, parent, name, META_FILE, ino);
+		pthread_mutex_unlock(&fs->lock);
+	}
 	/* the handle may be released as soon as the open is answered */
 	node_fetch_ref(f);
 	reply_open(fs, req, ino, h, fi, have_rec ? rec.size : store_obj_size(obj));

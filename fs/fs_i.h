@@ -384,6 +384,16 @@ bool dcache_get(struct fs *fs, uint64_t parent, const char *name, enum meta_kind
 void dcache_free_all(struct fs *fs);
 /* dcache_del() and dcache_put() taking fs->lock themselves. */
 void dcache_forget(struct fs *fs, uint64_t parent, const char *name);
+/* A file was published at (@parent, @name): the cache keeps it if this
+ * node holds @id (it answers for local objects while Redis is away: a
+ * file held elsewhere could not be opened then), else forgets the name,
+ * so that what other nodes publish does not fill it. */
+void dcache_learn_file(struct fs *fs, uint64_t parent, const char *name, uint64_t id);
+/* What Redis said (@parent, @name) means, under fs->lock: remembered if
+ * a directory or a file this node holds, else forgotten (the cache is
+ * for this node's objects; opening one that is fetched remembers it). */
+void dcache_seen(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
+		 uint64_t id);
 void dcache_learn(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
 		  uint64_t id);
 

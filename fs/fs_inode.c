@@ -306,6 +306,21 @@ void dcache_learn(struct fs *fs, uint64_t parent, const char *name, enum meta_ki
 	pthread_mutex_unlock(&fs->lock);
 }
 
+void dcache_seen(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind, uint64_t id)
+{
+	if (kind == META_FILE && !node_holds(fs->nd, id))
+		dcache_del(fs, parent, name);
+	else
+		dcache_put(fs, parent, name, kind, id);
+}
+
+void dcache_learn_file(struct fs *fs, uint64_t parent, const char *name, uint64_t id)
+{
+	pthread_mutex_lock(&fs->lock);
+	dcache_seen(fs, parent, name, META_FILE, id);
+	pthread_mutex_unlock(&fs->lock);
+}
+
 void dcache_forget(struct fs *fs, uint64_t parent, const char *name)
 {
 	pthread_mutex_lock(&fs->lock);

@@ -158,9 +158,10 @@ void fs_on_inval(void *arg, const struct meta_inval *ev)
 	}
 	/* The name cache learns what the name means now, rather than
 	 * forgetting it: it must keep answering for this node's objects
-	 * while Redis is unreachable, its own publishes included. */
+	 * while Redis is unreachable, its own publishes included (a file
+	 * held elsewhere only: forgotten, see dcache_learn_file()). */
 	if (!strcmp(ev->kind, "publish") || !strcmp(ev->kind, "replace"))
-		dcache_learn(fs, ev->parent, ev->name, META_FILE, ev->id);
+		dcache_learn_file(fs, ev->parent, ev->name, ev->id);
 	else if (!strcmp(ev->kind, "mkdir"))
 		dcache_learn(fs, ev->parent, ev->name, META_DIR, ev->id);
 	else

@@ -337,7 +337,7 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	struct node_stats fst;
 	struct store_stats ss;
 	char err[256], pt[96];
-	size_t n = 0;
+	size_t n = 0, n_dcache;
 	bool up = meta_is_up(fs->meta);
 	uint64_t nofile = nofile_limit();
 	long fds = fds_open();
@@ -389,6 +389,10 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("seal_failed: %" PRIu64 "\n", fst.seal_failed);
 	OUT("killed_writers: %" PRIu64 "\n", fst.killed_writers);
 	OUT("reregistered: %" PRIu64 "\n", fst.reregistered);
+	pthread_mutex_lock(&fs->lock);
+	n_dcache = fs->n_dcache;
+	pthread_mutex_unlock(&fs->lock);
+	OUT("name_cache: %zu\n", n_dcache);
 	OUT("overwrite: %s\n", fs->cfg.allow_overwrite ? "allowed" : "refused");
 	fs_pt_describe(fs->pt, pt, sizeof(pt));
 	OUT("passthrough: %s\n", pt);

@@ -235,6 +235,11 @@ void node_renamed(struct node *nd, uint64_t parent, const char *name)
 	store_obj_unref(o);
 }
 
+bool node_holds(struct node *nd, uint64_t id)
+{
+	return store_holds(nd->store, id);
+}
+
 struct store_obj *node_local(struct node *nd, uint64_t id)
 {
 	struct store_obj *o = store_lookup(nd->store, id);

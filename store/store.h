@@ -228,6 +228,9 @@ struct store_obj *store_create(struct store *s, uint64_t id, int *ret_err);
 /* Find an object (pending or sealed) by id and take a reference; NULL if
  * absent or unlinked. */
 struct store_obj *store_lookup(struct store *s, uint64_t id);
+/* Does the store hold sealed object @id now?  No reference taken: for a
+ * caller that holds a lock the unref of one may not run under. */
+bool store_holds(struct store *s, uint64_t id);
 
 struct store_obj *store_obj_ref(struct store_obj *o);
 /* Drop a reference; NULL is fine.  Frees the pages of an unlinked or
