@@ -89,18 +89,29 @@ static void inval_listings(struct fs *fs)
 }
 
 /* Drop every name and listing the kernel may have cached (messages were
- * lost). */
+ * lost): the names in the name cache, and those of the files the kernel
+ * holds (it caches a file's name only with a lookup, which names the
+ * inode; the name cache keeps only this node's files). */
 static void inval_all(struct fs *fs)
 {
-	struct dentry *d, *tmp;
-	char **keys = NULL;
-	size_t n = 0, i;
+	struct dentry *d, *dtmp;
+	struct inode *in, *itmp;
+	char **keys = NULL, key[OBJFS_NAME_MAX + 32];
+	size_t n = 0, cap, i;
 
 	pthread_mutex_lock(&fs->lock);
-	keys = calloc(fs->n_dcache ? fs->n_dcache : 1, sizeof(*keys));
+	cap = fs->n_dcache + HASH_COUNT(fs->inodes);
+	keys = calloc(cap ? cap : 1, sizeof(*keys));
 	if (keys) {
-		HASH_ITER (hh, fs->dcache, d, tmp) {
-			if (n < fs->n_dcache && (keys[n] = strdup(d->key)))
+		HASH_ITER (hh, fs->dcache, d, dtmp) {
+			if (n < cap && (keys[n] = strdup(d->key)))
+				n++;
+		}
+		HASH_ITER (hh, fs->inodes, in, itmp) {
+			if (!in->name || n >= cap)
+				continue;
+			snprintf(key, sizeof(key), "%" PRIu64 "/%s", in->parent, in->name);
+			if ((keys[n] = strdup(key)))
 				n++;
 		}
 	}

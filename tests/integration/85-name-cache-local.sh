@@ -3,8 +3,8 @@
 # while Redis is away) keeps the names of objects this node holds and of
 # directories, not every name another node publishes: a node that holds
 # none of 400 files published elsewhere keeps none of their names, and
-# learns a name once it holds the object.  A renamed or replaced name it
-# had is forgotten.
+# learns a name once it holds the object.  When invalidation messages
+# were missed, the names its kernel looked up are dropped all the same.
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
 
@@ -35,6 +35,16 @@ for i in 0 1 2 3 4; do
 	assert_eq "object $i" "$(cat "$B/d/f$i")" "d/f$i on b"
 done
 assert_le $((after + 5)) "$(status_of b name_cache)" "names b keeps once it holds 5 of the files"
+
+step "messages missed: b drops the names its kernel looked up, held here or not"
+for i in $(seq 100 119); do
+	stat "$B/d/f$i" >/dev/null || fail "stat d/f$i on b"
+done
+stop_redis save
+restart_redis
+eventually 30 grep -q 'invalidation messages may have been missed; dropped' "$(log_of b)"
+dropped=$(grep -o 'may have been missed; dropped [0-9]* cached names' "$(log_of b)" | tail -1 | awk '{ print $6 }')
+assert_le 25 "$dropped" "names b dropped (20 files it looked up but does not hold, 5 it holds)"
 
 step "offline: b still opens the 5 it holds by name, after its kernel forgot them"
 stop_redis
