@@ -24,6 +24,11 @@
 #            name): seconds from objfsd's start until all are read
 #   kill -9  the same after `kill -9` of objfsd and a mount that clears
 #            the dead mount (-o restart)
+#   evict    eviction at capacity (scale_evict()): the node mounted again
+#            with 8 MiB of room, a second node writes SCALE_EVICT_N (20,000)
+#            objects, the first reads them all; reads/s with room and at
+#            capacity, and the extra time per evicted object (to be flat
+#            in the number of the node's own objects)
 #
 # Targets (issue 21): no failures; creates/s of the last window >= 0.8 x
 # the first; o+r+c p50 at the end <= 1.25 x after the first window;

@@ -374,6 +374,7 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("mapped: %" PRIu64 "\n", ss.mapped);
 	OUT("map_cache: %" PRIu64 "\n", ss.map_cache);
 	OUT("mapped_pinned: %" PRIu64 "\n", ss.pinned);
+	OUT("sole_copies: %" PRIu64 "\n", ss.sole);
 	OUT("regs_max: %" PRIu64 "\n", ss.regs_max);
 	OUT("regs_dropped: %" PRIu64 "\n", ss.regs_dropped);
 	OUT("maps_made: %" PRIu64 "\n", ss.maps_made);

@@ -335,6 +335,7 @@ enum meta_sync_state {
 struct meta_sync {
 	enum meta_sync_state state;
 	char *path; /* LIVE: where it is linked now; NULL if unknown */
+	bool sole;  /* LIVE: this node is its only holder */
 };
 #define META_SYNC_BATCH 1000
 /*

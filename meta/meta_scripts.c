@@ -377,7 +377,8 @@ static const char script_objpath[] =
 
 /* ARGV[5] this node, ARGV[6] "<id> <size> <csum hex>;" per object.
  * Returns {state, path} per object: L (its record describes these bytes;
- * path: where it is linked now, "" if unknown), X (the record describes
+ * path: where it is linked now, "" if unknown), S (the same, and this
+ * node is its only holder), X (the record describes
  * other bytes), D (a tombstone: deleted), U (neither).  Every read comes
  * before the first write (the SADDs of L objects). */
 static const char script_sync_holders[] =
@@ -406,7 +407,11 @@ static const char script_sync_holders[] =
 	   "end\n"
 	   "local out = {}\n"
 	   "for i, id in ipairs(ids) do\n"
-	   "  if st[i] == 'L' then call('SADD', hkey(id), me) end\n"
+	   "  if st[i] == 'L' then\n"
+	   "    call('SADD', hkey(id), me)\n"
+	   /* this node the only holder: 'S' */
+	   "    if call('SCARD', hkey(id)) == 1 then st[i] = 'S' end\n"
+	   "  end\n"
 	   "  out[#out + 1] = st[i]\n"
 	   "  out[#out + 1] = paths[i]\n"
 	   "end\n"

@@ -41,7 +41,9 @@ static int sync_parse(const redisReply *rep, size_t n, struct meta_sync *ret)
 			return -EBADMSG;
 		switch (st[0]) {
 		case 'L':
+		case 'S':
 			ret[i].state = META_SYNC_LIVE;
+			ret[i].sole = st[0] == 'S';
 			break;
 		case 'X':
 			ret[i].state = META_SYNC_OTHER;

@@ -250,10 +250,21 @@ static void say_no_room(struct node *nd, uint64_t need, const struct kept *k, ui
 {
 	static struct log_ratelimit rl = LOG_RATELIMIT_INIT("eviction: no room", 10000, 10);
 	char msg[2048] = "";
+	struct kept k2[KEEP_N];
 	struct store_stats ss;
 	int why;
 
 	store_stats(nd->store, &ss);
+	/* the only copies known as such (those this round found among
+	 * them) are not walked, so the store counts them */
+	if (k[KEEP_LAST].n < ss.sole) {
+		memcpy(k2, k, sizeof(k2));
+		k2[KEEP_LAST].n = ss.sole;
+		k2[KEEP_LAST].bytes = ss.sole_bytes;
+		if (!k[KEEP_LAST].n)
+			k2[KEEP_LAST].id = ss.sole_one;
+		k = k2;
+	}
 	for (why = KEEP_SENDING; why < KEEP_N; why++) {
 		if (!k[why].n)
 			continue;
@@ -336,8 +347,9 @@ static bool release(struct node *nd, struct round *rd, uint64_t id, uint64_t siz
 		snprintf(rd->also, sizeof(rd->also), "Redis is unreachable (%s)", strerror(-r));
 		return false;
 	}
-	if (r == 0) { /* the last copy in the cluster */
+	if (r == 0) { /* the last copy in the cluster: not walked again */
 		kept_add(&rd->k[KEEP_LAST], id, size);
+		store_set_sole(nd->store, id, true);
 		return true;
 	}
 	if (cands_add(&rd->rel, id, size) < 0) {

@@ -214,6 +214,8 @@ static int publish(struct node *nd, uint64_t id, uint64_t parent, const char *na
 	}
 	if (path[0])
 		store_set_path(obj, path);
+	/* written here: nobody else holds it until a peer fetches it */
+	store_set_sole(nd->store, id, true);
 	if (nd->hooks.published)
 		nd->hooks.published(nd->hooks.ctx, parent, name, id,
 				    (as_named ? NODE_PUB_NAMED : 0) |

@@ -197,6 +197,9 @@ static int src_open(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size
 		store_obj_unref(o);
 		o = NULL;
 	}
+	/* a peer is fetching it: it may be given up once the peer holds it */
+	if (o)
+		store_set_sole(src->store, id, false);
 	pthread_mutex_lock(&src->lock);
 	if (o) {
 		l = lease_take_locked(src, &k, o, now, &drop, &fresh);

@@ -328,6 +328,9 @@ static int reconcile_batch(struct node *nd, const uint64_t *ids, size_t n, bool 
 		store_obj_path(o, path, sizeof(path));
 		switch (res[i].state) {
 		case META_SYNC_LIVE:
+			/* eviction need not ask of an only copy */
+			if (res[i].sole)
+				store_set_sole(nd->store, id, true);
 			/* the catalog learns where the object lives now */
 			if (res[i].path && strcmp(res[i].path, path) &&
 			    store_set_path(o, res[i].path) == 0)
@@ -385,6 +388,9 @@ int node_reconcile(struct node *nd, unsigned *ret_n)
 	same = store_note_get(nd->store, "epoch", seen, sizeof(seen)) == 0 && !strcmp(seen, epoch);
 	/* objects sealed while Redis was away get their real names first */
 	node_publish_retry(nd);
+	/* Redis lost its data: which copies are the only ones is asked again */
+	if (!same)
+		store_sole_forget(nd->store);
 	r = store_foreach(nd->store, collect_id, &l);
 	if (r < 0) {
 		free(l.ids);

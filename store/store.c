@@ -151,18 +151,27 @@ struct store_obj *store_obj_new_i(struct store *s, uint64_t id)
 
 static void lru_del_locked(struct store *s, struct store_obj *o)
 {
-	if (!o->on_lru)
-		return;
-	if (o->lprev)
-		o->lprev->lnext = o->lnext;
-	else
-		s->lru = o->lnext;
-	if (o->lnext)
-		o->lnext->lprev = o->lprev;
-	else
-		s->lru_cold = o->lprev;
+	if (o->lru_list == LRU_SOLE) {
+		if (o->lprev)
+			o->lprev->lnext = o->lnext;
+		else
+			s->sole = o->lnext;
+		if (o->lnext)
+			o->lnext->lprev = o->lprev;
+		s->nsole--;
+		s->sole_bytes -= obj_size(o);
+	} else if (o->lru_list == LRU_USE) {
+		if (o->lprev)
+			o->lprev->lnext = o->lnext;
+		else
+			s->lru = o->lnext;
+		if (o->lnext)
+			o->lnext->lprev = o->lprev;
+		else
+			s->lru_cold = o->lprev;
+	}
 	o->lprev = o->lnext = NULL;
-	o->on_lru = false;
+	o->lru_list = LRU_NONE;
 }
 
 static void lru_push_locked(struct store *s, struct store_obj *o)
@@ -175,7 +184,7 @@ static void lru_push_locked(struct store *s, struct store_obj *o)
 	else
 		s->lru_cold = o;
 	s->lru = o;
-	o->on_lru = true;
+	o->lru_list = LRU_USE;
 	o->lru_stamp = ++s->lru_stamp;
 }
 
@@ -185,8 +194,37 @@ void store_touch(struct store *s, uint64_t id)
 
 	pthread_mutex_lock(&s->lock);
 	HASH_FIND(hh, s->table, &id, sizeof(id), o);
-	if (o && o->on_lru)
+	if (o && o->lru_list == LRU_USE)
 		lru_push_locked(s, o);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void store_set_sole(struct store *s, uint64_t id, bool sole)
+{
+	struct store_obj *o;
+
+	pthread_mutex_lock(&s->lock);
+	HASH_FIND(hh, s->table, &id, sizeof(id), o);
+	if (o && sole && o->lru_list == LRU_USE) {
+		lru_del_locked(s, o);
+		o->lnext = s->sole;
+		if (s->sole)
+			s->sole->lprev = o;
+		s->sole = o;
+		o->lru_list = LRU_SOLE;
+		s->nsole++;
+		s->sole_bytes += obj_size(o);
+	} else if (o && !sole && o->lru_list == LRU_SOLE) {
+		lru_push_locked(s, o);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void store_sole_forget(struct store *s)
+{
+	pthread_mutex_lock(&s->lock);
+	while (s->sole)
+		lru_push_locked(s, s->sole);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -197,7 +235,8 @@ size_t store_walk_cold(struct store *s, struct store_walk *w, struct store_cold 
 
 	pthread_mutex_lock(&s->lock);
 	/* on from where the last call stopped, if that object did not move */
-	o = prev && prev->on_lru && prev->lru_stamp == w->stamp ? prev->lprev : s->lru_cold;
+	o = prev && prev->lru_list == LRU_USE && prev->lru_stamp == w->stamp ? prev->lprev
+									     : s->lru_cold;
 	for (; o && k < n; o = o->lprev) {
 		ret[k].id = o->id;
 		ret[k].size = obj_size(o);
@@ -1070,6 +1109,9 @@ void store_stats(struct store *s, struct store_stats *ret)
 	ret->open_max = s->open_max;
 	ret->mapped = s->nmapped;
 	ret->pinned = s->npinned;
+	ret->sole = s->nsole;
+	ret->sole_bytes = s->sole_bytes;
+	ret->sole_one = s->sole ? s->sole->id : 0;
 	ret->regs_max = s->regs_max;
 	ret->regs_dropped = s->regs_dropped;
 	ret->map_cache = s->map_cache;

@@ -156,6 +156,10 @@ struct store_stats {
 	 * regs_max of them unless in use; registrations dropped since open
 	 * to keep to regs_max (store_obj_attach()) */
 	uint64_t pinned, regs_max, regs_dropped;
+	/* sealed objects known to be the only copy in the cluster
+	 * (store_set_sole()), which eviction does not walk: how many, their
+	 * bytes, and one of them */
+	uint64_t sole, sole_bytes, sole_one;
 	uint64_t bad_records; /* catalog records rejected at open */
 	/* the catalog log: its bytes and lines, the objects it holds (the
 	 * lines a compaction keeps), and compactions since open */
@@ -228,6 +232,17 @@ struct store_obj *store_create(struct store *s, uint64_t id, int *ret_err);
 /* Find an object (pending or sealed) by id and take a reference; NULL if
  * absent or unlinked. */
 struct store_obj *store_lookup(struct store *s, uint64_t id);
+/*
+ * Sealed object @id is (@sole) the only copy in the cluster, as far as
+ * the caller knows (it wrote it and published it; Redis refused to let it
+ * go), or is not (a peer is fetching it).  An only copy leaves the use
+ * order (store_touch(), store_walk_cold()) until it is not one any more,
+ * so that eviction does not walk the objects it may not give up.
+ * store_sole_forget() puts every one back in the use order (what the
+ * caller knew may be stale: Redis lost its data).
+ */
+void store_set_sole(struct store *s, uint64_t id, bool sole);
+void store_sole_forget(struct store *s);
 /* Does the store hold sealed object @id now?  No reference taken: for a
  * caller that holds a lock the unref of one may not run under. */
 bool store_holds(struct store *s, uint64_t id);

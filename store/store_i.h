@@ -119,6 +119,9 @@ struct store_old_map {
 	struct store_old_map *next;
 };
 
+/* Which use list a sealed object is on (obj->lru_list). */
+enum { LRU_NONE, LRU_USE, LRU_SOLE };
+
 struct store_obj {
 	struct store *s;  /* immutable */
 	uint64_t id;	  /* immutable */
@@ -145,7 +148,8 @@ struct store_obj {
 	/* read, or its registration used, since the clock (s->mapped's or
 	 * s->regd's) last passed it (no lock: a hint) */
 	atomic_bool map_used;
-	bool on_lru; /* s->lock: on s->lru (below) */
+	/* s->lock: on s->lru (LRU_USE), on s->sole (LRU_SOLE), or neither */
+	uint8_t lru_list;
 	/* the file may go to the pool when the object is freed (if nobody
 	 * else holds it open then): false once it lost its name; lock, or the
 	 * last reference */
@@ -155,8 +159,8 @@ struct store_obj {
 	bool recorded;
 	int fd;				 /* the object's file, while it needs one (see below) */
 	struct store_obj *mprev, *mnext; /* s->mapped or s->regd; s->lock */
-	/* s->lru, sealed and linked (s->lock; on_lru with the flags above);
-	 * lru_stamp moves on whenever it moves on the list
+	/* s->lru or s->sole, sealed and linked (s->lock; lru_list with the
+	 * flags above); lru_stamp moves on whenever it moves on s->lru
 	 * (store_walk_cold()) */
 	struct store_obj *lprev, *lnext;
 	uint64_t lru_stamp;
@@ -280,6 +284,11 @@ struct store {
 	 * recent, lru_cold the least */
 	struct store_obj *lru, *lru_cold;
 	uint64_t lru_stamp;
+	/* sealed linked objects known to be the only copy in the cluster
+	 * (store_set_sole()): off s->lru, so that eviction never walks them;
+	 * in no order */
+	struct store_obj *sole;
+	uint64_t nsole, sole_bytes;
 	uint64_t bad_records;		  /* written at open only */
 	uint64_t files_new, files_reused; /* object files made, taken from the pool */
 

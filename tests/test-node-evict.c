@@ -553,6 +553,71 @@ TEST(evict_walks_few)
 	world_release(&w);
 }
 
+/* Objects only this node holds (written here) are asked of Redis once:
+ * eviction then passes over them without walking them again, and each
+ * later eviction costs the copies it looks at, not the node's own. */
+TEST(evict_past_last_copies)
+{
+	enum { N = 2000, R = 40 };
+	uint64_t ids[N + R];
+	struct store_stats st;
+	char name[32];
+	struct world w;
+	unsigned asked, worst = 0;
+	int i, k, err = 0;
+
+	world_init(&w, (uint64_t)(N + R) * STORE_PAGE);
+	for (i = 0; i < N + R; i++) {
+		struct meta_obj rec;
+		struct store_obj *o;
+
+		memset(&rec, 0, sizeof(rec));
+		CHECK_EQ(meta_alloc_id(w.m, &rec.id), 0);
+		snprintf(name, sizeof(name), "s%d", i);
+		o = store_create(w.s, rec.id, &err);
+		CHECK(o != NULL);
+		if (!o)
+			break;
+		CHECK_EQ(store_write(o, name, strlen(name), 0), 0);
+		CHECK_EQ(store_seal(o, name, 1), 0);
+		store_obj_csum(o, rec.csum);
+		rec.size = strlen(name);
+		snprintf(rec.origin, sizeof(rec.origin), "local");
+		CHECK_EQ(meta_publish(w.m, META_ROOT_ID, name, &rec, false, NULL, NULL), 0);
+		if (i >= N) /* the newest R are replicas: a peer holds them too */
+			CHECK_EQ(meta_add_holder(F.h[1].m, rec.id), 0);
+		store_obj_unref(o);
+		ids[i] = rec.id;
+	}
+	/* the first eviction learns that the N oldest are the only copies */
+	CHECK(node_evict(w.nd, STORE_PAGE) > 0);
+	store_stats(w.s, &st);
+	CHECK_EQ(st.sole, N);
+	for (k = 0; k < 10; k++) {
+		pthread_mutex_lock(&F.lock);
+		F.n_busy = 0;
+		pthread_mutex_unlock(&F.lock);
+		/* one page more than the room the evictions so far made */
+		CHECK(node_evict(w.nd, (uint64_t)(k + 2) * STORE_PAGE) > 0);
+		pthread_mutex_lock(&F.lock);
+		asked = F.n_busy;
+		pthread_mutex_unlock(&F.lock);
+		if (asked > worst)
+			worst = asked;
+	}
+	printf("# evicting past %d only copies asked about %u objects at most\n", N, worst);
+	CHECK(worst <= 2 * 64);
+	for (i = 0; i < N; i++)
+		CHECK(in_store(&w, ids[i]));
+	for (i = N; i < N + 11; i++)
+		CHECK(!in_store(&w, ids[i]));
+	/* a peer fetching one makes it a candidate again */
+	store_set_sole(w.s, ids[0], false);
+	store_stats(w.s, &st);
+	CHECK_EQ(st.sole, N - 1);
+	world_release(&w);
+}
+
 int main(void)
 {
 	harness_begin("fetch-evict");
@@ -562,6 +627,7 @@ int main(void)
 		return 1;
 	}
 	RUN(eviction);
+	RUN(evict_past_last_copies);
 	RUN(evict_only_if_it_helps);
 	RUN(deleted_while_fetched);
 	RUN(serving_leases);
