@@ -502,6 +502,34 @@ TEST(holder_evicts_mid_fetch)
 	world_release(&w);
 }
 
+/* A sealed object of a page, "<prefix><i>", published at the root from
+ * here, and held by a peer too if @replica.  Its id. */
+static uint64_t make_published(struct world *w, const char *prefix, int i, bool replica)
+{
+	struct meta_obj rec;
+	struct store_obj *o;
+	char name[32];
+	int err = 0;
+
+	memset(&rec, 0, sizeof(rec));
+	CHECK_EQ(meta_alloc_id(w->m, &rec.id), 0);
+	snprintf(name, sizeof(name), "%s%d", prefix, i);
+	o = store_create(w->s, rec.id, &err);
+	CHECK(o != NULL);
+	if (!o)
+		return 0;
+	CHECK_EQ(store_write(o, name, strlen(name), 0), 0);
+	CHECK_EQ(store_seal(o, name, 1), 0);
+	store_obj_csum(o, rec.csum);
+	rec.size = strlen(name);
+	snprintf(rec.origin, sizeof(rec.origin), "local");
+	CHECK_EQ(meta_publish(w->m, META_ROOT_ID, name, &rec, false, NULL, NULL), 0);
+	if (replica)
+		CHECK_EQ(meta_add_holder(F.h[1].m, rec.id), 0);
+	store_obj_unref(o);
+	return rec.id;
+}
+
 /* Eviction looks at the coldest objects, not at all of them: with 2,000
  * replicas in a full store, making room for one page asks about a batch
  * (the busy hook: it asked about every object before), and gives up the
@@ -510,33 +538,13 @@ TEST(evict_walks_few)
 {
 	enum { N = 2000 };
 	uint64_t ids[N];
-	char name[32];
 	struct world w;
 	unsigned asked;
-	int i, err = 0;
+	int i;
 
 	world_init(&w, (uint64_t)N * STORE_PAGE);
-	for (i = 0; i < N; i++) {
-		struct meta_obj rec;
-		struct store_obj *o;
-
-		memset(&rec, 0, sizeof(rec));
-		CHECK_EQ(meta_alloc_id(w.m, &rec.id), 0);
-		snprintf(name, sizeof(name), "w%d", i);
-		o = store_create(w.s, rec.id, &err);
-		CHECK(o != NULL);
-		if (!o)
-			break;
-		CHECK_EQ(store_write(o, name, strlen(name), 0), 0);
-		CHECK_EQ(store_seal(o, name, 1), 0);
-		store_obj_csum(o, rec.csum);
-		rec.size = strlen(name);
-		snprintf(rec.origin, sizeof(rec.origin), "local");
-		CHECK_EQ(meta_publish(w.m, META_ROOT_ID, name, &rec, false, NULL, NULL), 0);
-		CHECK_EQ(meta_add_holder(F.h[1].m, rec.id), 0); /* a replica */
-		store_obj_unref(o);
-		ids[i] = rec.id;
-	}
+	for (i = 0; i < N; i++)
+		ids[i] = make_published(&w, "w", i, true); /* a replica */
 	node_touch(w.nd, ids[0]); /* ids[1] is the least recently used now */
 	pthread_mutex_lock(&F.lock);
 	F.n_busy = 0;
@@ -561,34 +569,14 @@ TEST(evict_past_last_copies)
 	enum { N = 2000, R = 40 };
 	uint64_t ids[N + R];
 	struct store_stats st;
-	char name[32];
 	struct world w;
 	unsigned asked, worst = 0;
-	int i, k, err = 0;
+	int i, k;
 
 	world_init(&w, (uint64_t)(N + R) * STORE_PAGE);
-	for (i = 0; i < N + R; i++) {
-		struct meta_obj rec;
-		struct store_obj *o;
-
-		memset(&rec, 0, sizeof(rec));
-		CHECK_EQ(meta_alloc_id(w.m, &rec.id), 0);
-		snprintf(name, sizeof(name), "s%d", i);
-		o = store_create(w.s, rec.id, &err);
-		CHECK(o != NULL);
-		if (!o)
-			break;
-		CHECK_EQ(store_write(o, name, strlen(name), 0), 0);
-		CHECK_EQ(store_seal(o, name, 1), 0);
-		store_obj_csum(o, rec.csum);
-		rec.size = strlen(name);
-		snprintf(rec.origin, sizeof(rec.origin), "local");
-		CHECK_EQ(meta_publish(w.m, META_ROOT_ID, name, &rec, false, NULL, NULL), 0);
-		if (i >= N) /* the newest R are replicas: a peer holds them too */
-			CHECK_EQ(meta_add_holder(F.h[1].m, rec.id), 0);
-		store_obj_unref(o);
-		ids[i] = rec.id;
-	}
+	/* the newest R are replicas: a peer holds them too */
+	for (i = 0; i < N + R; i++)
+		ids[i] = make_published(&w, "s", i, i >= N);
 	/* the first eviction learns that the N oldest are the only copies */
 	CHECK(node_evict(w.nd, STORE_PAGE) > 0);
 	store_stats(w.s, &st);
