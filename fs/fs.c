@@ -166,7 +166,8 @@ struct fs *fs_new(const struct fs_config *cfg, struct meta *m, struct store *s, 
 	fs->meta = m;
 	fs->store = s;
 	fs->pt = fs_pt_new(cfg->passthrough);
-	if (!fs->pt) {
+	fs->inode_slab = slab_pool_new(sizeof(struct inode));
+	if (!fs->pt || !fs->inode_slab) {
 		fs_free(fs);
 		*ret_err = -ENOMEM;
 		return NULL;
@@ -215,6 +216,7 @@ void fs_free(struct fs *fs)
 		free(p);
 	}
 	inode_free_all(fs);
+	slab_pool_free(fs->inode_slab);
 	dcache_free_all(fs);
 	pthread_mutex_destroy(&fs->lock);
 	pthread_cond_destroy(&fs->settle);

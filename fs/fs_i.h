@@ -52,6 +52,7 @@
 #include "log.h"
 #include "meta.h"
 #include "node.h"
+#include "slab.h"
 #include "store.h"
 #include "util.h"
 
@@ -192,8 +193,11 @@ struct fs {
 	unsigned mnt_major, mnt_minor;
 
 	pthread_mutex_t lock;
-	pthread_cond_t settle;			 /* signalled when a pending object is released */
-	struct inode *inodes;			 /* fs->lock; uthash by ino */
+	pthread_cond_t settle; /* signalled when a pending object is released */
+	struct inode *inodes;  /* fs->lock; uthash by ino */
+	/* where inodes are allocated: the pages of those the kernel forgot
+	 * go back (common/slab.h); fs->lock */
+	struct slab_pool *inode_slab;
 	struct pending *pending;		 /* fs->lock */
 	struct replace_wish wishes[16];		 /* fs->lock */
 	struct dentry *dcache;			 /* fs->lock; uthash by key */

@@ -49,14 +49,14 @@ struct inode *inode_get(struct fs *fs, uint64_t ino, enum meta_kind kind)
 		in->kind = kind;
 		return in;
 	}
-	in = calloc(1, sizeof(*in));
+	in = slab_alloc(fs->inode_slab);
 	if (!in)
 		return NULL;
 	in->ino = ino;
 	in->kind = kind;
 	HASH_ADD(hh, fs->inodes, ino, sizeof(in->ino), in);
 	if (inode_find(fs, ino) != in) { /* the table could not grow */
-		free(in);
+		slab_free(fs->inode_slab, in);
 		return NULL;
 	}
 	return in;
@@ -70,7 +70,7 @@ static void inode_maybe_free(struct fs *fs, struct inode *in)
 		return;
 	HASH_DELETE(hh, fs->inodes, in);
 	free(in->name);
-	free(in);
+	slab_free(fs->inode_slab, in);
 }
 
 void inode_set_name(struct inode *in, uint64_t parent, const char *name)
@@ -112,7 +112,7 @@ void inode_free_all(struct fs *fs)
 		/* the session is gone, and its backing ids with it */
 		store_obj_unref(in->pt_obj);
 		free(in->name);
-		free(in);
+		slab_free(fs->inode_slab, in);
 	}
 }
 
