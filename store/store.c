@@ -118,9 +118,10 @@ void store_obj_free_i(struct store_obj *o)
 {
 	/* at store_close(), objects still in the store end here */
 	obj_drop_reg(o);
-	XXH3_freeState(o->hst);
 	store_file_close_i(o);
-	pthread_mutex_destroy(&o->hash_lock);
+	if (o->w)
+		XXH3_freeState(o->w->hst);
+	free(o->w);
 	pthread_mutex_destroy(&o->lock);
 	free(o->path);
 	free(o);
@@ -134,7 +135,6 @@ struct store_obj *store_obj_new_i(struct store *s, uint64_t id)
 		return NULL;
 	/* default attributes: cannot fail on Linux */
 	pthread_mutex_init(&o->lock, NULL);
-	pthread_mutex_init(&o->hash_lock, NULL);
 	o->s = s;
 	o->id = id;
 	o->fd = -1;
@@ -350,6 +350,10 @@ struct store_obj *store_create(struct store *s, uint64_t id, int *ret_err)
 	int r;
 
 	o = store_obj_new_i(s, id);
+	if (o && !(o->w = calloc(1, sizeof(*o->w)))) {
+		store_obj_free_i(o);
+		o = NULL;
+	}
 	if (!o) {
 		r = -ENOMEM;
 		goto fail;
@@ -673,9 +677,9 @@ int store_write(struct store_obj *o, const void *buf, size_t len, uint64_t off)
 	size = obj_size(o);
 	/* bytes the running checksum already holds change: it starts over;
 	 * a write past them (appending) keeps it */
-	if (off < o->hash_claim) {
-		o->gen++;
-		o->hash_claim = 0;
+	if (off < o->w->hash_claim) {
+		o->w->gen++;
+		o->w->hash_claim = 0;
 	}
 	if (off > size)
 		obj_zero(o, size, off);
@@ -699,8 +703,8 @@ static int obj_resize(struct store_obj *o, uint64_t size, bool zero)
 	r = check_range(size, 0);
 	if (r < 0)
 		return r;
-	o->gen++;
-	o->hash_claim = 0;
+	o->w->gen++;
+	o->w->hash_claim = 0;
 	/* a shrinking object keeps its file's length until the seal */
 	if (size > old) {
 		r = store_file_grow_i(o, size, true);
@@ -817,28 +821,30 @@ int store_obj_iov(struct store_obj *o, uint64_t off, size_t len, struct iovec *i
 #define HASH_AHEAD_IOV 16
 
 /*
- * Fold [o->hashed, @end) into the running checksum (see store_hash_ahead()
+ * Fold [w->hashed, @end) into the running checksum (see store_hash_ahead()
  * and store_hash_follow()).  With @follow, only if a write from @from
  * continues what is folded, and starting over only from 0.
  */
 static int hash_ahead(struct store_obj *o, uint64_t end, bool follow, uint64_t from)
 {
 	struct iovec iov[HASH_AHEAD_IOV];
+	struct store_writing *w;
 	size_t bytes;
 	int r = 0, n, i;
 
 	if (!o)
 		return -EINVAL;
-	if (pthread_mutex_trylock(&o->hash_lock))
+	if (pthread_mutex_trylock(obj_hash_lock(o)))
 		return 0; /* another thread is at it; sealing hashes what is left */
 	for (;;) {
 		pthread_mutex_lock(&o->lock);
-		if (obj_sealed_locked(o)) {
+		if (obj_sealed_locked(o) || !o->w) {
 			pthread_mutex_unlock(&o->lock);
 			r = -EACCES;
 			break;
 		}
-		if (!o->hst || o->hash_gen != o->gen) {
+		w = o->w; /* stays until the seal, which takes our hash lock */
+		if (!w->hst || w->hash_gen != w->gen) {
 			/* first use, or the bytes changed since: start over
 			 * (a writer only from 0, so that each of its bytes is
 			 * hashed at most once) */
@@ -846,36 +852,36 @@ static int hash_ahead(struct store_obj *o, uint64_t end, bool follow, uint64_t f
 				pthread_mutex_unlock(&o->lock);
 				break;
 			}
-			if (!o->hst && !(o->hst = XXH3_createState())) {
+			if (!w->hst && !(w->hst = XXH3_createState())) {
 				pthread_mutex_unlock(&o->lock);
 				r = -ENOMEM;
 				break;
 			}
-			XXH3_128bits_reset(o->hst);
-			o->hashed = 0;
-			o->hash_gen = o->gen;
+			XXH3_128bits_reset(w->hst);
+			w->hashed = 0;
+			w->hash_gen = w->gen;
 		}
 		n = 0;
 		/* a writer past the end of what is folded left a gap that
 		 * another write may still fill */
-		if (o->hashed < end && !(follow && o->hashed < from))
-			n = obj_iov(o, o->map, o->hashed,
-				    (size_t)min_u64(end - o->hashed, SIZE_MAX), iov, HASH_AHEAD_IOV,
+		if (w->hashed < end && !(follow && w->hashed < from))
+			n = obj_iov(o, o->map, w->hashed,
+				    (size_t)min_u64(end - w->hashed, SIZE_MAX), iov, HASH_AHEAD_IOV,
 				    &bytes);
 		if (n > 0)
-			o->hash_claim = o->hashed + bytes;
+			w->hash_claim = w->hashed + bytes;
 		pthread_mutex_unlock(&o->lock);
 		if (n <= 0)
 			break;
 		/* outside o->lock: a pending object's mappings stay until it
-		 * is sealed (which takes hash_lock), and a change to the
-		 * bytes moves o->gen on */
+		 * is sealed (which takes our hash lock), and a change to the
+		 * bytes moves w->gen on */
 		for (i = 0; i < n; i++)
-			XXH3_128bits_update(o->hst, iov[i].iov_base, iov[i].iov_len);
-		o->hashed += bytes;
+			XXH3_128bits_update(w->hst, iov[i].iov_base, iov[i].iov_len);
+		w->hashed += bytes;
 		follow = false; /* the rest of [from, end) is contiguous */
 	}
-	pthread_mutex_unlock(&o->hash_lock);
+	pthread_mutex_unlock(obj_hash_lock(o));
 	return r;
 }
 
@@ -890,18 +896,20 @@ int store_hash_follow(struct store_obj *o, uint64_t off, uint64_t end)
 }
 
 /* The checksum of [0, size) into o->csum, from what store_hash_ahead()
- * did if it still holds.  o->hash_lock and o->lock held. */
+ * did if it still holds.  The object's hash lock and o->lock held. */
 static int obj_hash(struct store_obj *o, uint64_t size)
 {
-	if (o->hst && o->hash_gen == o->gen && o->hashed <= size) {
-		XXH3_128bits_update(o->hst, o->map + o->hashed, size - o->hashed);
-		hash_digest(o->hst, o->csum);
+	struct store_writing *w = o->w;
+
+	if (w && w->hst && w->hash_gen == w->gen && w->hashed <= size) {
+		XXH3_128bits_update(w->hst, o->map + w->hashed, size - w->hashed);
+		hash_digest(w->hst, o->csum);
 	} else {
 		store_hash_i(o->map, size, o->csum);
 	}
-	if (o->hst) {
-		XXH3_freeState(o->hst);
-		o->hst = NULL;
+	if (w && w->hst) {
+		XXH3_freeState(w->hst);
+		w->hst = NULL;
 	}
 	return 0;
 }
@@ -937,7 +945,7 @@ int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 	if (r < 0)
 		return r;
 
-	pthread_mutex_lock(&o->hash_lock);
+	pthread_mutex_lock(obj_hash_lock(o));
 	pthread_mutex_lock(&o->lock);
 	if (obj_sealed_locked(o)) {
 		r = -EACCES;
@@ -981,8 +989,14 @@ int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 	/* the writer's mapping joins the cache of idle ones */
 	store_file_mapped_add_i(o);
 out:
+	if (!r) {
+		/* what only writing needed (its old mappings went with the
+		 * seal's file work) */
+		free(o->w);
+		o->w = NULL;
+	}
 	pthread_mutex_unlock(&o->lock);
-	pthread_mutex_unlock(&o->hash_lock);
+	pthread_mutex_unlock(obj_hash_lock(o));
 	free(p);
 	return r;
 }
@@ -1208,6 +1222,7 @@ static uint64_t map_cache_default(void)
 static void store_free(struct store *s)
 {
 	struct store_obj *o, *next;
+	unsigned i;
 
 	if (!s)
 		return;
@@ -1229,6 +1244,8 @@ static void store_free(struct store *s)
 	if (s->dir_fd >= 0)
 		close(s->dir_fd);
 	pthread_mutex_destroy(&s->note_lock);
+	for (i = 0; i < STORE_HASH_LOCKS; i++)
+		pthread_mutex_destroy(&s->hash_locks[i]);
 	pthread_mutex_destroy(&s->log_lock);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
@@ -1256,6 +1273,7 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 {
 	struct store *s = NULL;
 	uint64_t cap, adopted = 0;
+	unsigned i;
 	int r;
 
 	if (!cfg || !cfg->dir || !*cfg->dir) {
@@ -1290,6 +1308,8 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 	/* default attributes: initialization cannot fail on Linux */
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->note_lock, NULL);
+	for (i = 0; i < STORE_HASH_LOCKS; i++)
+		pthread_mutex_init(&s->hash_locks[i], NULL);
 	pthread_mutex_init(&s->log_lock, NULL);
 
 	r = store_dir_open_i(s, cfg->dir);

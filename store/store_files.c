@@ -640,7 +640,7 @@ static int file_get(struct store_obj *o, uint64_t goal, uint64_t *ret_len)
 }
 
 /* Replace o->map with a mapping of the file's first @len bytes, keeping
- * the old one on o->old_maps; populate [@from, @len). */
+ * the old one on o->w->old_maps; populate [@from, @len). */
 static int remap(struct store_obj *o, uint64_t len, uint64_t from)
 {
 	struct store_old_map *old = NULL;
@@ -661,8 +661,8 @@ static int remap(struct store_obj *o, uint64_t len, uint64_t from)
 		(void)madvise((uint8_t *)p + from / STORE_PAGE * STORE_PAGE,
 			      len - from / STORE_PAGE * STORE_PAGE, MADV_POPULATE_WRITE);
 	if (old) {
-		*old = (struct store_old_map){o->map, o->map_len, o->old_maps};
-		o->old_maps = old;
+		*old = (struct store_old_map){o->map, o->map_len, o->w->old_maps};
+		o->w->old_maps = old;
 	}
 	o->map = p;
 	o->map_len = len;
@@ -785,12 +785,14 @@ static void unmap_old(struct store_obj *o)
 {
 	struct store_old_map *m, *next;
 
-	for (m = o->old_maps; m; m = next) {
+	if (!o->w)
+		return;
+	for (m = o->w->old_maps; m; m = next) {
 		next = m->next;
 		munmap(m->addr, m->len);
 		free(m);
 	}
-	o->old_maps = NULL;
+	o->w->old_maps = NULL;
 }
 
 int store_file_seal_i(struct store_obj *o)

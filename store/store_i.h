@@ -12,13 +12,18 @@
  *
  * Locks.  There are four kinds, taken in this order:
  *
- *   obj->hash_lock  one per object; the checksum taken ahead of sealing
- *                   (hst, hashed, hash_gen).  Held across hashing
- *                   (store_hash_ahead(), store_seal()) so that only one
- *                   thread feeds an object's hash state.
+ *   obj->hash_lock  an object's hash lock (obj_hash_lock(): one of
+ *                   store->hash_locks, by id, shared by many objects);
+ *                   the checksum taken ahead of sealing (w->hst,
+ *                   hashed, hash_gen), and obj->w going at the seal.
+ *                   Held across hashing (store_hash_ahead(),
+ *                   store_seal()) so that only one thread feeds an
+ *                   object's hash state; only tried by hash-ahead, so
+ *                   an object whose lock another holds is hashed at the
+ *                   seal.
  *   obj->lock       one per object; its pending state: size (stores),
  *                   its file while pending (fd appears, alloc, map,
- *                   map_len, old_maps), path, gen, the one write of
+ *                   map_len, w->old_maps), path, w->gen, the one write of
  *                   sealed, the registration slot (reg, reg_drop), and
  *                   a sealed object's mapping being made (map goes from
  *                   NULL to set only under it).  File I/O for the object
@@ -107,6 +112,11 @@ static inline uint64_t max_u64(uint64_t a, uint64_t b)
 	return a > b ? a : b;
 }
 
+#define STORE_HASH_LOCKS 64
+
+/* @o's hash lock (see the top): one of its store's, by id. */
+static inline pthread_mutex_t *obj_hash_lock(struct store_obj *o);
+
 static inline uint64_t store_pages(uint64_t bytes)
 {
 	return (bytes + STORE_PAGE - 1) / STORE_PAGE;
@@ -189,7 +199,6 @@ struct store_obj {
 	_Atomic(uint8_t *) map; /* sealed: acquire loads, release stores */
 	size_t map_len;
 	uint64_t alloc;
-	struct store_old_map *old_maps;
 	uint64_t gone_seq; /* lock: its name is data/.gone-<gone_seq> once unlinked */
 	/* s->lock: what the filesystem holds for the sealed object beyond
 	 * alloc (a huge page its seal could not split), in s->extra */
@@ -206,17 +215,26 @@ struct store_obj {
 	/* lock; set before sealed is published, immutable after */
 	int64_t mtime_ns;
 	uint8_t csum[OBJFS_CSUM_LEN];
-	char *path;	     /* lock and s->log_lock to write, either to read; NULL means "" */
-	uint64_t gen;	     /* lock; bumped by every change to bytes below hash_claim, and
-			      * by every resize */
-	uint64_t hash_claim; /* lock: bytes [0, hash_claim) are in hst, or being
-			      * folded into it (store_hash_ahead()) */
+	char *path; /* lock and s->log_lock to write, either to read; NULL means "" */
+	/* what only a pending object needs: made by store_create(), freed
+	 * by its seal (under its hash lock and lock) or with it; NULL once
+	 * sealed */
+	struct store_writing *w;
+};
 
-	/* the checksum of a prefix, taken ahead of sealing (store_hash_ahead) */
-	pthread_mutex_t hash_lock;
-	XXH3_state_t *hst; /* hash_lock; NULL until needed */
-	uint64_t hashed;   /* hash_lock: bytes [0, hashed) are in hst */
-	uint64_t hash_gen; /* hash_lock: o->gen when hst was started */
+/* A pending object's state of writing (obj->w). */
+struct store_writing {
+	uint64_t gen;	     /* obj->lock; bumped by every change to bytes below
+			      * hash_claim, and by every resize */
+	uint64_t hash_claim; /* obj->lock: bytes [0, hash_claim) are in hst, or
+			      * being folded into it (store_hash_ahead()) */
+	/* the checksum of a prefix, taken ahead of sealing
+	 * (store_hash_ahead()); the object's hash lock (obj_hash_lock()) */
+	XXH3_state_t *hst; /* NULL until needed */
+	uint64_t hashed;   /* bytes [0, hashed) are in hst */
+	uint64_t hash_gen; /* gen when hst was started */
+	/* mappings of the file before it grew (store_file_grow_i()); obj->lock */
+	struct store_old_map *old_maps;
 };
 
 /* A freed file kept for reuse: data/.free-<seq>, its pages still there
@@ -293,6 +311,8 @@ struct store {
 	uint64_t files_new, files_reused; /* object files made, taken from the pool */
 
 	pthread_mutex_t note_lock; /* serializes note writers; a leaf */
+	/* objects' hash locks (obj_hash_lock()) */
+	pthread_mutex_t hash_locks[STORE_HASH_LOCKS];
 
 	/* the catalog log (store_catalog.c) */
 	pthread_mutex_t log_lock;
@@ -446,5 +466,10 @@ int store_catalog_old_adopt_i(struct store *s, struct store_old *ret);
 void store_catalog_old_done_i(struct store *s, struct store_old *old, bool committed);
 /* Delete leftover temp files in notes/. */
 void store_notes_cleanup_i(struct store *s);
+
+static inline pthread_mutex_t *obj_hash_lock(struct store_obj *o)
+{
+	return &o->s->hash_locks[((o->id * 0x9E3779B97F4A7C15ull) >> 32) % STORE_HASH_LOCKS];
+}
 
 #endif
