@@ -217,6 +217,7 @@ void fs_free(struct fs *fs)
 	}
 	inode_free_all(fs);
 	slab_pool_free(fs->inode_slab);
+	inode_origins_free(fs);
 	dcache_free_all(fs);
 	pthread_mutex_destroy(&fs->lock);
 	pthread_cond_destroy(&fs->settle);

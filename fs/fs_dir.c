@@ -87,8 +87,11 @@ static bool lookup_offline(fuse_req_t req, struct fs *fs, uint64_t parent, const
 		return false;
 	}
 	if (o && !in->pending && !in->sealed) {
+		struct meta_obj mo;
+
 		in->sealed = true;
-		node_record_of(fs->nd, o, &in->obj);
+		node_record_of(fs->nd, o, &mo);
+		inode_set_rec(fs, in, &mo);
 	}
 	store_obj_unref(o);
 	log_debug("Redis unreachable: '%s' in directory %" PRIu64 " resolved from the name cache",
@@ -157,7 +160,7 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	in = inode_get(fs, e.id, e.kind);
 	if (!in)
 		goto no_mem;
-	inode_update(in, &e);
+	inode_update(fs, in, &e);
 	if (e.kind == META_FILE)
 		inode_set_name(in, parent, name);
 	fs_reply_entry_unlock(req, fs, in);
@@ -223,7 +226,7 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!in)
 		in = inode_get(fs, ino, e.kind);
 	if (in && r == 0)
-		inode_update(in, &e);
+		inode_update(fs, in, &e);
 	pthread_mutex_unlock(&fs->lock);
 	if (!in)
 		fuse_reply_err(req, ENOMEM);
@@ -500,7 +503,7 @@ static struct inode *plus_inode(struct fs *fs, uint64_t dir, const char *name,
 	in = inode_get(fs, de->e.id, de->e.kind);
 	if (!in)
 		return NULL;
-	inode_update(in, &de->e);
+	inode_update(fs, in, &de->e);
 	if (de->e.kind == META_FILE)
 		inode_set_name(in, dir, name);
 	dcache_seen(fs, dir, name, de->e.kind, de->e.id);
@@ -675,7 +678,7 @@ void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	inode_update(in, &e);
+	inode_update(fs, in, &e);
 	fs_reply_entry_unlock(req, fs, in);
 }
 

@@ -559,7 +559,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	in->handles++;
 	have_rec = in->sealed;
 	if (have_rec)
-		rec = in->obj;
+		inode_get_rec(in, &rec);
 	/* the name a fetched copy is catalogued by */
 	name[0] = '\0';
 	if (in->name) {

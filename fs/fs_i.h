@@ -120,6 +120,22 @@ enum fs_io {
 	FS_IO_PT,
 };
 
+/* A sealed object's record as an inode keeps it: struct meta_obj less
+ * its id (the inode's number) and with its origin's name interned
+ * (fs_origin()), 40 bytes where it was 104. */
+struct inode_rec {
+	uint64_t size;
+	int64_t mtime_ns;
+	uint8_t csum[OBJFS_CSUM_LEN];
+	const char *origin; /* lives as long as the fs */
+};
+
+/* A node name kept once (struct fs.origins). */
+struct origin_name {
+	UT_hash_handle hh;
+	char name[];
+};
+
 /* An inode the kernel knows about (nlookup > 0) or that a handle uses. */
 struct inode {
 	uint64_t ino; /* = meta id */
@@ -135,7 +151,7 @@ struct inode {
 	uint32_t backing_id;
 	struct store_obj *pt_obj;
 	bool sealed;		 /* fs->lock */
-	struct meta_obj obj;	 /* sealed attributes; fs->lock */
+	struct inode_rec obj;	 /* sealed attributes; fs->lock */
 	struct pending *pending; /* while written here; fs->lock */
 	/* files: the name it was last looked up by (for a fetched copy's
 	 * catalog path); fs->lock */
@@ -198,6 +214,9 @@ struct fs {
 	/* where inodes are allocated: the pages of those the kernel forgot
 	 * go back (common/slab.h); fs->lock */
 	struct slab_pool *inode_slab;
+	/* the origins inodes name (struct inode_rec); fs->lock; freed with
+	 * the fs: as many as nodes ever wrote an object seen here */
+	struct origin_name *origins;
 	struct pending *pending;		 /* fs->lock */
 	struct replace_wish wishes[16];		 /* fs->lock */
 	struct dentry *dcache;			 /* fs->lock; uthash by key */
@@ -350,7 +369,11 @@ void inode_set_name(struct inode *in, uint64_t parent, const char *name);
 void inode_put_handle(struct fs *fs, uint64_t ino);
 void inode_free_all(struct fs *fs);
 /* Update @in from a meta entry. */
-void inode_update(struct inode *in, const struct meta_entry *e);
+void inode_update(struct fs *fs, struct inode *in, const struct meta_entry *e);
+/* Keep @mo as @in's sealed record; the record of @in as a meta_obj. */
+void inode_set_rec(struct fs *fs, struct inode *in, const struct meta_obj *mo);
+void inode_get_rec(const struct inode *in, struct meta_obj *ret);
+void inode_origins_free(struct fs *fs);
 
 struct pending *pending_find(struct fs *fs, uint64_t parent, const char *name);
 /* Unlink @p from the overlay; the caller still owns it. */

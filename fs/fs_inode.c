@@ -328,7 +328,7 @@ void dcache_forget(struct fs *fs, uint64_t parent, const char *name)
 	pthread_mutex_unlock(&fs->lock);
 }
 
-void inode_update(struct inode *in, const struct meta_entry *e)
+void inode_update(struct fs *fs, struct inode *in, const struct meta_entry *e)
 {
 	if (e->kind == META_DIR) {
 		in->dir_mtime = e->obj.mtime_ns;
@@ -336,7 +336,58 @@ void inode_update(struct inode *in, const struct meta_entry *e)
 		in->dir_at = mono_ns();
 	} else if (!in->pending) {
 		in->sealed = true;
-		in->obj = e->obj;
+		inode_set_rec(fs, in, &e->obj);
+	}
+}
+
+/* @name kept once for the fs's life; "" if out of memory (a record
+ * without its origin: a fetch then asks Redis for the holders). */
+static const char *origin_intern(struct fs *fs, const char *name)
+{
+	struct origin_name *o;
+	size_t len = strnlen(name, OBJFS_NODE_MAX - 1);
+
+	HASH_FIND(hh, fs->origins, name, len, o);
+	if (o)
+		return o->name;
+	o = malloc(sizeof(*o) + len + 1);
+	if (!o)
+		return "";
+	memcpy(o->name, name, len);
+	o->name[len] = '\0';
+	HASH_ADD_KEYPTR(hh, fs->origins, o->name, len, o);
+	if (!o->hh.tbl) {
+		free(o);
+		return "";
+	}
+	return o->name;
+}
+
+void inode_set_rec(struct fs *fs, struct inode *in, const struct meta_obj *mo)
+{
+	in->obj.size = mo->size;
+	in->obj.mtime_ns = mo->mtime_ns;
+	memcpy(in->obj.csum, mo->csum, sizeof(in->obj.csum));
+	in->obj.origin = mo->origin[0] ? origin_intern(fs, mo->origin) : "";
+}
+
+void inode_get_rec(const struct inode *in, struct meta_obj *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->id = in->ino;
+	ret->size = in->obj.size;
+	ret->mtime_ns = in->obj.mtime_ns;
+	memcpy(ret->csum, in->obj.csum, sizeof(ret->csum));
+	snprintf(ret->origin, sizeof(ret->origin), "%s", in->obj.origin ? in->obj.origin : "");
+}
+
+void inode_origins_free(struct fs *fs)
+{
+	struct origin_name *o, *tmp;
+
+	HASH_ITER (hh, fs->origins, o, tmp) {
+		HASH_DELETE(hh, fs->origins, o);
+		free(o);
 	}
 }
 

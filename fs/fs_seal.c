@@ -70,8 +70,11 @@ int fs_seal_pending(struct fs *fs, struct pending *p, bool told)
 	if (in && in->pending == p) {
 		in->pending = NULL;
 		if (!discard && !unsealed) {
+			struct meta_obj mo;
+
 			in->sealed = true;
-			node_record_of(fs->nd, p->obj, &in->obj);
+			node_record_of(fs->nd, p->obj, &mo);
+			inode_set_rec(fs, in, &mo);
 		}
 	}
 	p->sealing = false;
