@@ -180,11 +180,11 @@ struct inode {
  */
 #define DCACHE_MAX (1u << 20) /* names the name cache keeps */
 struct dentry {
-	char *key;
-	enum meta_kind kind;
-	uint64_t id;
 	UT_hash_handle hh;
 	struct dentry *prev, *next; /* fs->dcache_lru, most recent first */
+	uint64_t id;
+	enum meta_kind kind;
+	char key[]; /* "<parent id>/<name>" */
 };
 
 /* An O_TRUNC open of sealed object @id asked for a replacement (see

@@ -184,7 +184,6 @@ static void dcache_drop(struct fs *fs, struct dentry *d)
 	dcache_unhook(fs, d);
 	HASH_DELETE(hh, fs->dcache, d);
 	fs->n_dcache--;
-	free(d->key);
 	free(d);
 }
 
@@ -198,15 +197,14 @@ void dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind
 	} else {
 		if (fs->n_dcache >= DCACHE_MAX && fs->dcache_cold)
 			dcache_drop(fs, fs->dcache_cold);
-		d = calloc(1, sizeof(*d));
 		dcache_key(key, sizeof(key), parent, name);
-		if (!d || !(d->key = strdup(key))) {
-			free(d);
+		/* one allocation, the key within */
+		d = calloc(1, sizeof(*d) + strlen(key) + 1);
+		if (!d)
 			return; /* only a fallback: losing an entry is fine */
-		}
+		memcpy(d->key, key, strlen(key) + 1);
 		HASH_ADD_KEYPTR(hh, fs->dcache, d->key, strlen(d->key), d);
 		if (dcache_find(fs, parent, name) != d) {
-			free(d->key);
 			free(d);
 			return;
 		}
@@ -291,7 +289,6 @@ void dcache_free_all(struct fs *fs)
 
 	HASH_ITER (hh, fs->dcache, d, tmp) {
 		HASH_DELETE(hh, fs->dcache, d);
-		free(d->key);
 		free(d);
 	}
 	fs->n_dcache = 0;
