@@ -470,8 +470,10 @@ int meta_locate(struct meta *m, uint64_t id, struct meta_obj *ret_obj,
  * Drop this node's copy of @id from the holders, atomically, only if at
  * least one other holder with a live card (one that exists and names a
  * "listen" address) remains.  1: removed, or this node was not a holder
- * (the caller may now free its copy); 0: this node is the last live
- * holder, nothing changed; -ENOENT: no such object record.
+ * (the caller may now free its copy); 0: no other holder is recorded
+ * (the only copy in the cluster), nothing changed; 2: other holders are
+ * recorded but none is live (one restarting, say), nothing changed;
+ * -ENOENT: no such object record.
  */
 int meta_release_replica(struct meta *m, uint64_t id);
 

@@ -148,7 +148,7 @@ clean_rep:
 	return r;
 }
 
-/* Run a per-object script of this node that answers 0 or 1. */
+/* Run a per-object script of this node that answers 0, 1 or 2. */
 int meta_node_obj_script(struct meta *m, enum meta_script ms, uint64_t id)
 {
 	redisReply *rep;
@@ -157,7 +157,7 @@ int meta_node_obj_script(struct meta *m, enum meta_script ms, uint64_t id)
 	r = id ? script(m, ms, &rep, "us", id, m->node) : -EINVAL;
 	if (r < 0)
 		return r;
-	if (rep->type != REDIS_REPLY_INTEGER || (rep->integer != 0 && rep->integer != 1))
+	if (rep->type != REDIS_REPLY_INTEGER || rep->integer < 0 || rep->integer > 2)
 		r = -EBADMSG;
 	else
 		r = (int)rep->integer;

@@ -360,7 +360,7 @@ void sentinel_watch_stop(struct meta *m);
 int script_(struct meta *m, enum meta_script s, bool self, redisReply **ret, const char *fmt, ...);
 /* One plain command built as @fmt says; an error reply becomes an errno. */
 int command_(struct meta *m, redisReply **ret, const char *fmt, ...);
-/* A script on object @id and this node that answers 0 or 1: that, or -errno. */
+/* A script on object @id and this node that answers 0, 1 or 2: that, or -errno. */
 int meta_node_obj_script(struct meta *m, enum meta_script ms, uint64_t id);
 #define script(m, s, ret, fmt, ...) script_(m, s, false, ret, fmt, ##__VA_ARGS__, args_end)
 /* The same for a change made through this node's kernel (ARGV[4]). */

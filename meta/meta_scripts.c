@@ -770,18 +770,25 @@ static const char script_locate[] =
 /*
  * ARGV[5] object id, ARGV[6] this node.  Removes this node from the
  * holders if another holder has a live card (exists, with a listen
- * address): returns 1 then, or if this node was no holder; else 0 and
- * nothing changes.  ENOENT if the object has no record.
+ * address): returns 1 then, or if this node was no holder; else nothing
+ * changes, and it returns 0 if no other holder is recorded at all, 2 if
+ * some are but none is live (a node restarting: not the only copy).
+ * ENOENT if the object has no record.
  */
 static const char script_release_replica[] =
     LUA_BASE LUA_NODES "local id, me = ARGV[5], ARGV[6]\n"
 		       "if call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
+		       "local others = 0\n"
 		       "for _, n in ipairs(call('SMEMBERS', hkey(id))) do\n"
-		       "  if n ~= me and live(n) then\n"
-		       "    call('SREM', hkey(id), me)\n"
-		       "    return 1\n"
+		       "  if n ~= me then\n"
+		       "    if live(n) then\n"
+		       "      call('SREM', hkey(id), me)\n"
+		       "      return 1\n"
+		       "    end\n"
+		       "    others = others + 1\n"
 		       "  end\n"
 		       "end\n"
+		       "if others > 0 then return 2 end\n"
 		       "return 0\n";
 
 /* ARGV[5] object id, ARGV[6] this node, ARGV[7] "1" to prune, ARGV[8]

@@ -347,9 +347,13 @@ static bool release(struct node *nd, struct round *rd, uint64_t id, uint64_t siz
 		snprintf(rd->also, sizeof(rd->also), "Redis is unreachable (%s)", strerror(-r));
 		return false;
 	}
-	if (r == 0) { /* the last copy in the cluster: not walked again */
+	if (r == 0 || r == 2) {
 		kept_add(&rd->k[KEEP_LAST], id, size);
-		store_set_sole(nd->store, id, true);
+		/* the only copy in the cluster: not walked again; a copy
+		 * whose other holders are away (restarting) is asked
+		 * about again, or it would stay once they are back */
+		if (r == 0)
+			store_set_sole(nd->store, id, true);
 		return true;
 	}
 	if (cands_add(&rd->rel, id, size) < 0) {

@@ -404,20 +404,21 @@ TEST(release_replica)
 	CHECK_EQ(meta_release_replica(a, o.id), 0);
 	CHECK_EQ(scard("SCARD {t-rel}:h:%" PRIu64 "", o.id), 1);
 
-	/* the only other holder's card has expired */
+	/* the only other holder's card has expired: kept, but not the only
+	 * copy (2) */
 	CHECK_EQ(meta_add_holder(b, o.id), 0);
 	rdo("DEL {t-rel}:node:node-b");
-	CHECK_EQ(meta_release_replica(a, o.id), 0);
+	CHECK_EQ(meta_release_replica(a, o.id), 2);
 	CHECK_EQ(scard("SCARD {t-rel}:h:%" PRIu64 "", o.id), 2);
 	/* a card without a listen address does not count either */
 	claim_card(b, "10.0.0.2:7000", "tcp");
 	rdo("HSET {t-rel}:node:node-b listen %s", "");
-	CHECK_EQ(meta_release_replica(a, o.id), 0);
+	CHECK_EQ(meta_release_replica(a, o.id), 2);
 	CHECK_EQ(scard("SCARD {t-rel}:h:%" PRIu64 "", o.id), 2);
 	/* nor a holder that is not a node */
 	rdo("SADD {t-rel}:h:%" PRIu64 " %s", o.id, "bad node!");
 	rdo("HSET %s listen x:1", "{t-rel}:node:bad node!");
-	CHECK_EQ(meta_release_replica(a, o.id), 0);
+	CHECK_EQ(meta_release_replica(a, o.id), 2);
 	rdo("SREM {t-rel}:h:%" PRIu64 " %s", o.id, "bad node!");
 
 	/* two live holders: a goes, b stays, and b is now the last */
@@ -436,7 +437,7 @@ TEST(release_replica)
 	/* not a holder, and no live holder: keep the copy */
 	CHECK_EQ(meta_release_replica(c, o.id), 1);
 	rdo("DEL {t-rel}:node:node-b");
-	CHECK_EQ(meta_release_replica(c, o.id), 0);
+	CHECK_EQ(meta_release_replica(c, o.id), 2);
 
 	CHECK_EQ(meta_release_replica(a, 987654), -ENOENT);
 	CHECK_EQ(meta_release_replica(a, 0), -EINVAL);

@@ -606,6 +606,36 @@ TEST(evict_past_last_copies)
 	world_release(&w);
 }
 
+/* A peer whose card lapsed for a while (it restarted) is no live
+ * holder, so eviction keeps the copies it holds too; but they are not
+ * the only copies in the cluster: once the peer is back, eviction gives
+ * them up again (they must not stay off the use order for good, which
+ * would fill the store with copies nothing may evict). */
+TEST(evict_after_peer_restart)
+{
+	enum { N = 256 }; /* a store of 1 MiB, the least */
+	uint64_t ids[N];
+	struct store_stats st;
+	struct world w;
+	int i;
+
+	world_init(&w, (uint64_t)N * STORE_PAGE);
+	for (i = 0; i < N; i++)
+		ids[i] = make_published(&w, "p", i, true); /* holder-b has it too */
+	/* holder-b restarts: its card is gone meanwhile */
+	CHECK_EQ(meta_node_release(F.h[1].m, F.h[1].instance), 0);
+	CHECK_EQ(node_evict(w.nd, STORE_PAGE), 0);
+	for (i = 0; i < N; i++)
+		CHECK(in_store(&w, ids[i]));
+	store_stats(w.s, &st);
+	CHECK_EQ(st.sole, 0);
+	/* back, with its copies */
+	claim(F.h[1].m, F.h[1].node, F.h[1].instance, sizeof(F.h[1].instance));
+	CHECK_EQ(node_evict(w.nd, STORE_PAGE), strlen("p0"));
+	CHECK(!in_store(&w, ids[0]));
+	world_release(&w);
+}
+
 int main(void)
 {
 	harness_begin("fetch-evict");
@@ -616,6 +646,7 @@ int main(void)
 	}
 	RUN(eviction);
 	RUN(evict_past_last_copies);
+	RUN(evict_after_peer_restart);
 	RUN(evict_only_if_it_helps);
 	RUN(deleted_while_fetched);
 	RUN(serving_leases);
