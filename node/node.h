@@ -381,6 +381,10 @@ void node_source_revoke(struct node_source *src, uint64_t id);
 
 /* Is a GET of @id being answered now?  NULL is fine (false). */
 bool node_source_sending(struct node_source *src, uint64_t id);
+/* Did a peer fetch @id lately (a lease of it that has not lapsed nor
+ * been taken back)?  Then a copy may be on its way to a holder that
+ * Redis does not list yet.  NULL is fine (false). */
+bool node_source_leased(struct node_source *src, uint64_t id);
 
 /* Wait until no GET of @id is being answered, or until @deadline_ns
  * (mono_ns()): 0 or -ETIMEDOUT.  NULL is fine. */

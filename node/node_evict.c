@@ -350,9 +350,10 @@ static bool release(struct node *nd, struct round *rd, uint64_t id, uint64_t siz
 	if (r == 0 || r == 2) {
 		kept_add(&rd->k[KEEP_LAST], id, size);
 		/* the only copy in the cluster: not walked again; a copy
-		 * whose other holders are away (restarting) is asked
-		 * about again, or it would stay once they are back */
-		if (r == 0)
+		 * whose other holders are away (restarting), or that a
+		 * peer fetched lately (it may not be registered yet), is
+		 * asked about again, or it would stay once they hold it */
+		if (r == 0 && !node_source_leased(nd->source, id))
 			store_set_sole(nd->store, id, true);
 		return true;
 	}

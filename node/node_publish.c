@@ -180,6 +180,10 @@ static int publish(struct node *nd, uint64_t id, uint64_t parent, const char *na
 	int r;
 
 	node_record_of(nd, obj, &mo); /* mo.id is @id */
+	/* written here: nobody else holds it until a peer fetches it,
+	 * which it cannot before the name is published (a peer's GET then
+	 * puts it back in the use order, src_open()) */
+	store_set_sole(nd->store, id, true);
 
 	path[0] = '\0';
 	/* the kernel made this name: it needs no invalidation of ours */
@@ -214,8 +218,6 @@ static int publish(struct node *nd, uint64_t id, uint64_t parent, const char *na
 	}
 	if (path[0])
 		store_set_path(obj, path);
-	/* written here: nobody else holds it until a peer fetches it */
-	store_set_sole(nd->store, id, true);
 	if (nd->hooks.published)
 		nd->hooks.published(nd->hooks.ctx, parent, name, id,
 				    (as_named ? NODE_PUB_NAMED : 0) |

@@ -197,9 +197,6 @@ static int src_open(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size
 		store_obj_unref(o);
 		o = NULL;
 	}
-	/* a peer is fetching it: it may be given up once the peer holds it */
-	if (o)
-		store_set_sole(src->store, id, false);
 	pthread_mutex_lock(&src->lock);
 	if (o) {
 		l = lease_take_locked(src, &k, o, now, &drop, &fresh);
@@ -225,6 +222,10 @@ static int src_open(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size
 		free(pin);
 		return -ENOENT;
 	}
+	/* a peer is fetching it: it may be given up once the peer holds
+	 * it.  After the lease is taken: eviction marks a copy the only
+	 * one only if no lease of it is there (node_source_leased()) */
+	store_set_sole(src->store, id, false);
 	if (l && fresh)
 		lease_check_linked(src, l, o);
 	pin->src = src;
@@ -369,6 +370,25 @@ bool node_source_sending(struct node_source *src, uint64_t id)
 		return false;
 	pthread_mutex_lock(&src->lock);
 	r = sending_locked(src, id);
+	pthread_mutex_unlock(&src->lock);
+	return r;
+}
+
+bool node_source_leased(struct node_source *src, uint64_t id)
+{
+	int64_t now = mono_ns();
+	struct lease *l, *tmp;
+	bool r = false;
+
+	if (!src)
+		return false;
+	pthread_mutex_lock(&src->lock);
+	HASH_ITER (hh, src->leases, l, tmp) {
+		if (l->key.id == id && !l->revoked && !lapsed(src, l, now)) {
+			r = true;
+			break;
+		}
+	}
 	pthread_mutex_unlock(&src->lock);
 	return r;
 }

@@ -636,6 +636,39 @@ TEST(evict_after_peer_restart)
 	world_release(&w);
 }
 
+/* A peer fetched a copy and registers it a moment after its last GET:
+ * an eviction round in between hears from Redis that this copy is the
+ * last, but it must not take that for good (the peer's serving lease
+ * says a copy is on its way): once the peer is a holder, the copy may
+ * go. */
+TEST(evict_while_peer_registers)
+{
+	enum { N = 256 }; /* a store of 1 MiB, the least */
+	struct transport_source ts;
+	uint64_t ids[N], size = 0;
+	struct store_stats st;
+	struct world w;
+	void *tok = NULL;
+	int i;
+
+	world_init(&w, (uint64_t)N * STORE_PAGE);
+	for (i = 0; i < N; i++)
+		ids[i] = make_published(&w, "q", i, false); /* only here */
+	node_source_init(&ts, w.src);
+	/* holder-b's last GET of the coldest one */
+	CHECK_EQ(ts.open(ts.ctx, F.h[1].node, ids[0], &size, &tok), 0);
+	CHECK_EQ(size, strlen("q0"));
+	ts.close(tok);
+	CHECK_EQ(node_evict(w.nd, STORE_PAGE), 0);
+	store_stats(w.s, &st);
+	CHECK_EQ(st.sole, N - 1);
+	/* its copy is registered */
+	CHECK_EQ(meta_add_holder(F.h[1].m, ids[0]), 0);
+	CHECK_EQ(node_evict(w.nd, STORE_PAGE), strlen("q0"));
+	CHECK(!in_store(&w, ids[0]));
+	world_release(&w);
+}
+
 int main(void)
 {
 	harness_begin("fetch-evict");
@@ -647,6 +680,7 @@ int main(void)
 	RUN(eviction);
 	RUN(evict_past_last_copies);
 	RUN(evict_after_peer_restart);
+	RUN(evict_while_peer_registers);
 	RUN(evict_only_if_it_helps);
 	RUN(deleted_while_fetched);
 	RUN(serving_leases);
