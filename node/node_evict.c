@@ -52,6 +52,9 @@
 #define EVICT_ROUNDS 4		   /* see node_evict() */
 #define EVICT_BATCH 64		   /* objects looked at per walk step */
 #define EVICT_MEMO_NS 1000000000LL /* a round that found no room stands this long */
+/* the only copies known as such are asked about again this often, at
+ * most, when no room can be made */
+#define SOLE_RECHECK_NS (60 * 1000000000LL)
 
 void node_touch(struct node *nd, uint64_t id)
 {
@@ -509,6 +512,32 @@ static uint64_t evict_round(struct node *nd, uint64_t need)
 	return rd.freed;
 }
 
+/*
+ * No room was made, and copies known as the only ones in the cluster are
+ * not walked: put them back in the use order, so that the next round asks
+ * Redis about them again, if that was last done SOLE_RECHECK_NS ago or
+ * more.  What made one the only copy may have changed without a word to
+ * this node: a holder that was away (and dropped from the holders as
+ * stale meanwhile) registered its copy again.  True if it did.
+ * nd->evict_lock held.
+ */
+static bool sole_recheck(struct node *nd)
+{
+	struct store_stats ss;
+	int64_t now = mono_ns();
+
+	if (now - nd->sole_checked_ns < SOLE_RECHECK_NS)
+		return false;
+	store_stats(nd->store, &ss);
+	if (!ss.sole)
+		return false;
+	nd->sole_checked_ns = now;
+	store_sole_forget(nd->store);
+	/* a round that found no room must not answer for this one */
+	atomic_fetch_add_explicit(&nd->use_gen, 1, memory_order_relaxed);
+	return true;
+}
+
 uint64_t node_evict(struct node *nd, uint64_t need)
 {
 	uint64_t freed = 0, got;
@@ -525,6 +554,8 @@ uint64_t node_evict(struct node *nd, uint64_t need)
 		if (!got || free_pages(nd) >= pages(need))
 			break;
 	}
+	if (free_pages(nd) < pages(need) && sole_recheck(nd))
+		freed += evict_round(nd, need);
 	pthread_mutex_unlock(&nd->evict_lock);
 	return freed;
 }

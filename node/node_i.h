@@ -185,6 +185,10 @@ struct node {
 	 * found no room answers at once until it moves, or evict_memo_ns */
 	atomic_uint_fast64_t use_gen;
 	int64_t evict_memo_ns;	  /* lock */
+	/* evict_lock: mono_ns() when the copies known as the only ones
+	 * were last put back in the use order to be asked about again
+	 * (node_evict(): what made them so may have changed unseen) */
+	int64_t sole_checked_ns;
 	uint64_t evict_memo_gen;  /* lock */
 	uint64_t evict_memo_need; /* lock */
 	uint64_t evict_memo_room; /* lock: free pages then */

@@ -669,6 +669,49 @@ TEST(evict_while_peer_registers)
 	world_release(&w);
 }
 
+/* A peer restarts: while its card is gone, a fetch elsewhere drops it
+ * from the holders as stale, so Redis says this node's copies are the
+ * last; the peer comes back and registers its copies again (its
+ * reconcile).  Nothing tells this node: only asking again does, once a
+ * while when no room can be made (nd->sole_checked_ns), or those copies
+ * would stay for good. */
+TEST(evict_after_holder_pruned)
+{
+	enum { N = 256 }; /* a store of 1 MiB, the least */
+	uint64_t ids[N];
+	struct store_stats st;
+	struct world w;
+	int i;
+
+	world_init(&w, (uint64_t)N * STORE_PAGE);
+	for (i = 0; i < N; i++)
+		ids[i] = make_published(&w, "r", i, true); /* holder-b has it too */
+	CHECK_EQ(meta_node_release(F.h[1].m, F.h[1].instance), 0);
+	for (i = 0; i < N; i++) {
+		struct meta_holder *hs = NULL;
+		struct meta_obj rec;
+		size_t n = 0;
+
+		CHECK_EQ(meta_locate(F.h[2].m, ids[i], &rec, &hs, &n, NULL), 0);
+		free(hs);
+	}
+	CHECK_EQ(node_evict(w.nd, STORE_PAGE), 0);
+	store_stats(w.s, &st);
+	CHECK_EQ(st.sole, N);
+	/* back: its reconcile registers its copies again */
+	claim(F.h[1].m, F.h[1].node, F.h[1].instance, sizeof(F.h[1].instance));
+	for (i = 0; i < N; i++)
+		CHECK_EQ(meta_add_holder(F.h[1].m, ids[i]), 0);
+	/* within the minute: what this node knew stands */
+	CHECK_EQ(node_evict(w.nd, STORE_PAGE), 0);
+	/* a minute later */
+	w.nd->sole_checked_ns -= 61 * 1000000000LL;
+	CHECK_EQ(node_evict(w.nd, STORE_PAGE), strlen("r0"));
+	store_stats(w.s, &st);
+	CHECK_EQ(st.sole, 0);
+	world_release(&w);
+}
+
 int main(void)
 {
 	harness_begin("fetch-evict");
@@ -681,6 +724,7 @@ int main(void)
 	RUN(evict_past_last_copies);
 	RUN(evict_after_peer_restart);
 	RUN(evict_while_peer_registers);
+	RUN(evict_after_holder_pruned);
 	RUN(evict_only_if_it_helps);
 	RUN(deleted_while_fetched);
 	RUN(serving_leases);
