@@ -417,8 +417,10 @@ void dcache_forget(struct fs *fs, uint64_t parent, const char *name);
  * so that what other nodes publish does not fill it. */
 void dcache_learn_file(struct fs *fs, uint64_t parent, const char *name, uint64_t id);
 /* What Redis said (@parent, @name) means, under fs->lock: remembered if
- * a directory or a file this node holds, else forgotten (the cache is
- * for this node's objects; opening one that is fetched remembers it). */
+ * a directory or a file this node holds or is fetching (node_holds()),
+ * else forgotten (the cache is for this node's objects; opening one that
+ * is fetched remembers it, and a lookup while its fetch runs must not
+ * forget it). */
 void dcache_seen(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
 		 uint64_t id);
 void dcache_learn(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,

@@ -237,7 +237,7 @@ void node_renamed(struct node *nd, uint64_t parent, const char *name)
 
 bool node_holds(struct node *nd, uint64_t id)
 {
-	return store_holds(nd->store, id);
+	return store_has(nd->store, id);
 }
 
 struct store_obj *node_local(struct node *nd, uint64_t id)

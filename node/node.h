@@ -214,8 +214,9 @@ void node_renamed(struct node *nd, uint64_t parent, const char *name);
 
 /* This node's sealed copy of @id (a reference), or NULL. */
 struct store_obj *node_local(struct node *nd, uint64_t id);
-/* Does this node hold a sealed copy of @id?  Takes no reference (and so
- * may be called under fs->lock). */
+/* Does this node hold a copy of @id, or is it getting one (being
+ * fetched or written here)?  Takes no reference (and so may be called
+ * under fs->lock). */
 bool node_holds(struct node *nd, uint64_t id);
 
 /* The record of sealed object @o, as this node publishes it (origin:

@@ -392,16 +392,14 @@ struct store_obj *store_lookup(struct store *s, uint64_t id)
 	return o;
 }
 
-bool store_holds(struct store *s, uint64_t id)
+bool store_has(struct store *s, uint64_t id)
 {
 	struct store_obj *o;
-	bool held;
 
 	pthread_mutex_lock(&s->lock);
 	HASH_FIND(hh, s->table, &id, sizeof(id), o);
-	held = o && obj_is_sealed(o);
 	pthread_mutex_unlock(&s->lock);
-	return held;
+	return o != NULL;
 }
 
 uint64_t store_obj_id(const struct store_obj *o)

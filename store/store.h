@@ -243,9 +243,10 @@ struct store_obj *store_lookup(struct store *s, uint64_t id);
  */
 void store_set_sole(struct store *s, uint64_t id, bool sole);
 void store_sole_forget(struct store *s);
-/* Does the store hold sealed object @id now?  No reference taken: for a
- * caller that holds a lock the unref of one may not run under. */
-bool store_holds(struct store *s, uint64_t id);
+/* Does the store have object @id now, sealed or pending (being written
+ * or fetched)?  No reference taken: for a caller that holds a lock the
+ * unref of one may not run under. */
+bool store_has(struct store *s, uint64_t id);
 
 struct store_obj *store_obj_ref(struct store_obj *o);
 /* Drop a reference; NULL is fine.  Frees the pages of an unlinked or
