@@ -184,7 +184,7 @@ struct node {
 	/* bumped at every use (node_touch()); a round of eviction that
 	 * found no room answers at once until it moves, or evict_memo_ns */
 	atomic_uint_fast64_t use_gen;
-	int64_t evict_memo_ns;	  /* lock */
+	int64_t evict_memo_ns; /* lock */
 	/* evict_lock: mono_ns() when the copies known as the only ones
 	 * were last put back in the use order to be asked about again
 	 * (node_evict(): what made them so may have changed unseen) */
