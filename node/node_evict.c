@@ -55,6 +55,9 @@
 /* the only copies known as such are asked about again this often, at
  * most, when no room can be made */
 #define SOLE_RECHECK_NS (60 * 1000000000LL)
+/* and at most this many of them at a time (each may cost a Redis call):
+ * the longest known first, so that all of them come round in turn */
+#define SOLE_RECHECK_MAX 1024
 
 void node_touch(struct node *nd, uint64_t id)
 {
@@ -514,9 +517,11 @@ static uint64_t evict_round(struct node *nd, uint64_t need)
 
 /*
  * No room was made, and copies known as the only ones in the cluster are
- * not walked: put them back in the use order, so that the next round asks
- * Redis about them again, if that was last done SOLE_RECHECK_NS ago or
- * more.  What made one the only copy may have changed without a word to
+ * not walked: put SOLE_RECHECK_MAX of them (those known longest) back in
+ * the use order, so that the next round asks Redis about them again, if
+ * that was last done SOLE_RECHECK_NS ago or more (a node full of its own
+ * objects so costs a bounded number of calls a minute, and each comes
+ * round in turn).  What made one the only copy may have changed without a word to
  * this node: a holder that was away (and dropped from the holders as
  * stale meanwhile) registered its copy again.  True if it did.
  * nd->evict_lock held.
@@ -532,7 +537,7 @@ static bool sole_recheck(struct node *nd)
 	if (!ss.sole)
 		return false;
 	nd->sole_checked_ns = now;
-	store_sole_forget(nd->store);
+	store_sole_forget(nd->store, SOLE_RECHECK_MAX);
 	/* a round that found no room must not answer for this one */
 	atomic_fetch_add_explicit(&nd->use_gen, 1, memory_order_relaxed);
 	return true;

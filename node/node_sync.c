@@ -390,7 +390,7 @@ int node_reconcile(struct node *nd, unsigned *ret_n)
 	node_publish_retry(nd);
 	/* Redis lost its data: which copies are the only ones is asked again */
 	if (!same)
-		store_sole_forget(nd->store);
+		store_sole_forget(nd->store, UINT64_MAX);
 	r = store_foreach(nd->store, collect_id, &l);
 	if (r < 0) {
 		free(l.ids);

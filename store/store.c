@@ -158,6 +158,8 @@ static void lru_del_locked(struct store *s, struct store_obj *o)
 			s->sole = o->lnext;
 		if (o->lnext)
 			o->lnext->lprev = o->lprev;
+		else
+			s->sole_tail = o->lprev;
 		s->nsole--;
 		s->sole_bytes -= obj_size(o);
 	} else if (o->lru_list == LRU_USE) {
@@ -210,6 +212,8 @@ void store_set_sole(struct store *s, uint64_t id, bool sole)
 		o->lnext = s->sole;
 		if (s->sole)
 			s->sole->lprev = o;
+		else
+			s->sole_tail = o;
 		s->sole = o;
 		o->lru_list = LRU_SOLE;
 		s->nsole++;
@@ -220,11 +224,14 @@ void store_set_sole(struct store *s, uint64_t id, bool sole)
 	pthread_mutex_unlock(&s->lock);
 }
 
-void store_sole_forget(struct store *s)
+void store_sole_forget(struct store *s, uint64_t max)
 {
+	uint64_t n;
+
 	pthread_mutex_lock(&s->lock);
-	while (s->sole)
-		lru_push_locked(s, s->sole);
+	/* the longest known first: those marked again go to the front */
+	for (n = 0; s->sole_tail && n < max; n++)
+		lru_push_locked(s, s->sole_tail);
 	pthread_mutex_unlock(&s->lock);
 }
 

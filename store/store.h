@@ -238,11 +238,12 @@ struct store_obj *store_lookup(struct store *s, uint64_t id);
  * go), or is not (a peer is fetching it).  An only copy leaves the use
  * order (store_touch(), store_walk_cold()) until it is not one any more,
  * so that eviction does not walk the objects it may not give up.
- * store_sole_forget() puts every one back in the use order (what the
- * caller knew may be stale: Redis lost its data).
+ * store_sole_forget() puts up to @max of them back in the use order,
+ * those marked longest ago first (what the caller knew may be stale:
+ * Redis lost its data, a holder that was away came back).
  */
 void store_set_sole(struct store *s, uint64_t id, bool sole);
-void store_sole_forget(struct store *s);
+void store_sole_forget(struct store *s, uint64_t max);
 /* Does the store have object @id now, sealed or pending (being written
  * or fetched)?  No reference taken: for a caller that holds a lock the
  * unref of one may not run under. */

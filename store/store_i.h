@@ -305,7 +305,7 @@ struct store {
 	/* sealed linked objects known to be the only copy in the cluster
 	 * (store_set_sole()): off s->lru, so that eviction never walks them;
 	 * in no order */
-	struct store_obj *sole;
+	struct store_obj *sole, *sole_tail; /* most recently marked first */
 	uint64_t nsole, sole_bytes;
 	uint64_t bad_records;		  /* written at open only */
 	uint64_t files_new, files_reused; /* object files made, taken from the pool */
