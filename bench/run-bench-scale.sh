@@ -28,7 +28,8 @@
 #            with 8 MiB of room, a second node writes SCALE_EVICT_N (20,000)
 #            objects, the first reads them all; reads/s with room and at
 #            capacity, and the extra time per evicted object (to be flat
-#            in the number of the node's own objects)
+#            in the number of the node's own objects); SCALE_EVICT_N=0
+#            (or at most the room's 2,048 pages) skips it
 #
 # Targets (issue 21): no failures; creates/s of the last window >= 0.8 x
 # the first; o+r+c p50 at the end <= 1.25 x after the first window;
@@ -296,6 +297,7 @@ SCALE_EVICT_ROOM_MIB=8
 scale_evict() {
 	local spec=$1 mnt=$2 opts=$3 mnt2=$W/scale-mnt2 used cap pid ev0 ev1 split
 	local n1 t1 b1 n2 t2 b2 extra
+	[ "$SCALE_EVICT_N" -gt $((SCALE_EVICT_ROOM_MIB * 256)) ] || return 0 # SCALE_EVICT_N=0: no step
 	used=$(status_of "$mnt" used)
 	[ "$used" != - ] || {
 		REPORT+="eviction at capacity: no status"$'\n'
