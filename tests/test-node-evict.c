@@ -530,6 +530,17 @@ static uint64_t make_published(struct world *w, const char *prefix, int i, bool 
 	return rec.id;
 }
 
+/* A world whose store is full: @n objects of a page from make_published(),
+ * their ids in @ids. */
+static void fill_world(struct world *w, uint64_t *ids, int n, const char *prefix, bool replica)
+{
+	int i;
+
+	world_init(w, (uint64_t)n * STORE_PAGE);
+	for (i = 0; i < n; i++)
+		ids[i] = make_published(w, prefix, i, replica);
+}
+
 /* Eviction looks at the coldest objects, not at all of them: with 2,000
  * replicas in a full store, making room for one page asks about a batch
  * (the busy hook: it asked about every object before), and gives up the
@@ -540,12 +551,9 @@ TEST(evict_walks_few)
 	uint64_t ids[N];
 	struct world w;
 	unsigned asked;
-	int i;
 
-	world_init(&w, (uint64_t)N * STORE_PAGE);
-	for (i = 0; i < N; i++)
-		ids[i] = make_published(&w, "w", i, true); /* a replica */
-	node_touch(w.nd, ids[0]); /* ids[1] is the least recently used now */
+	fill_world(&w, ids, N, "w", true); /* a replica */
+	node_touch(w.nd, ids[0]);	   /* ids[1] is the least recently used now */
 	pthread_mutex_lock(&F.lock);
 	F.n_busy = 0;
 	pthread_mutex_unlock(&F.lock);
@@ -619,9 +627,7 @@ TEST(evict_after_peer_restart)
 	struct world w;
 	int i;
 
-	world_init(&w, (uint64_t)N * STORE_PAGE);
-	for (i = 0; i < N; i++)
-		ids[i] = make_published(&w, "p", i, true); /* holder-b has it too */
+	fill_world(&w, ids, N, "p", true); /* holder-b has it too */
 	/* holder-b restarts: its card is gone meanwhile */
 	CHECK_EQ(meta_node_release(F.h[1].m, F.h[1].instance), 0);
 	CHECK_EQ(node_evict(w.nd, STORE_PAGE), 0);
@@ -649,11 +655,8 @@ TEST(evict_while_peer_registers)
 	struct store_stats st;
 	struct world w;
 	void *tok = NULL;
-	int i;
 
-	world_init(&w, (uint64_t)N * STORE_PAGE);
-	for (i = 0; i < N; i++)
-		ids[i] = make_published(&w, "q", i, false); /* only here */
+	fill_world(&w, ids, N, "q", false); /* only here */
 	node_source_init(&ts, w.src);
 	/* holder-b's last GET of the coldest one */
 	CHECK_EQ(ts.open(ts.ctx, F.h[1].node, ids[0], &size, &tok), 0);
@@ -683,9 +686,7 @@ TEST(evict_after_holder_pruned)
 	struct world w;
 	int i;
 
-	world_init(&w, (uint64_t)N * STORE_PAGE);
-	for (i = 0; i < N; i++)
-		ids[i] = make_published(&w, "r", i, true); /* holder-b has it too */
+	fill_world(&w, ids, N, "r", true); /* holder-b has it too */
 	CHECK_EQ(meta_node_release(F.h[1].m, F.h[1].instance), 0);
 	for (i = 0; i < N; i++) {
 		struct meta_holder *hs = NULL;
