@@ -43,6 +43,10 @@
 
 #include "log.h"
 
+#ifndef NDEBUG
+_Thread_local unsigned store_obj_locks_held;
+#endif
+
 /* ---- the bytes of an object (o->lock held, or @o sealed) ---- */
 
 static void obj_zero(const struct store_obj *o, uint64_t off, uint64_t end)
@@ -104,12 +108,12 @@ static void obj_drop_reg(struct store_obj *o)
 	void (*drop)(void *reg);
 	void *reg;
 
-	pthread_mutex_lock(&o->lock);
+	obj_lock(o);
 	reg = o->reg;
 	drop = o->reg_drop;
 	o->reg = NULL;
 	o->reg_drop = NULL;
-	pthread_mutex_unlock(&o->lock);
+	obj_unlock(o);
 	if (reg)
 		drop(reg);
 }
@@ -122,7 +126,6 @@ void store_obj_free_i(struct store_obj *o)
 	if (o->w)
 		XXH3_freeState(o->w->hst);
 	free(o->w);
-	pthread_mutex_destroy(&o->lock);
 	free(o->path);
 	free(o);
 }
@@ -133,8 +136,6 @@ struct store_obj *store_obj_new_i(struct store *s, uint64_t id)
 
 	if (!o)
 		return NULL;
-	/* default attributes: cannot fail on Linux */
-	pthread_mutex_init(&o->lock, NULL);
 	o->s = s;
 	o->id = id;
 	o->fd = -1;
@@ -426,15 +427,13 @@ bool store_obj_sealed(const struct store_obj *o)
 
 bool store_obj_in_use(const struct store_obj *o)
 {
-	/* the lock is not part of the object's value */
-	pthread_mutex_t *lock = (pthread_mutex_t *)&o->lock;
 	unsigned own;
 
 	unsigned leases, again, refs;
 
-	pthread_mutex_lock(lock);
+	obj_lock(o);
 	own = o->linked ? 2 : 1; /* the caller's, and the table's if linked */
-	pthread_mutex_unlock(lock);
+	obj_unlock(o);
 	/* Lease references are counted in refs before lease_refs and out of
 	 * it after: the fewer of the leases seen before and after refs are
 	 * all in refs, so a lease taken or dropped meanwhile errs towards
@@ -562,7 +561,7 @@ static void regs_trim(struct store *s)
 		if (!o)
 			continue;
 		reg = NULL;
-		pthread_mutex_lock(&o->lock);
+		obj_lock(o);
 		if (o->reg && obj_idle(o, 1)) {
 			reg = o->reg;
 			drop = o->reg_drop;
@@ -573,7 +572,7 @@ static void regs_trim(struct store *s)
 			s->regs_dropped++;
 			pthread_mutex_unlock(&s->lock);
 		}
-		pthread_mutex_unlock(&o->lock);
+		obj_unlock(o);
 		if (reg) {
 			drop(reg);
 			store_file_mapped_add_i(o);
@@ -593,7 +592,7 @@ int store_obj_attach(struct store_obj *o, void *reg, void (*drop)(void *reg), vo
 	if (!obj_is_sealed(o))
 		return -EINVAL;
 	s = o->s;
-	pthread_mutex_lock(&o->lock);
+	obj_lock(o);
 	if (reg && !o->reg) {
 		o->reg = reg;
 		o->reg_drop = drop;
@@ -612,7 +611,7 @@ int store_obj_attach(struct store_obj *o, void *reg, void (*drop)(void *reg), vo
 		if (o->reg)
 			atomic_store_explicit(&o->map_used, true, memory_order_relaxed);
 	}
-	pthread_mutex_unlock(&o->lock);
+	obj_unlock(o);
 	if (reg && !r)
 		regs_trim(s);
 	return r;
@@ -633,19 +632,17 @@ void store_obj_csum(const struct store_obj *o, uint8_t ret_csum[OBJFS_CSUM_LEN])
 
 void store_obj_path(const struct store_obj *o, char *buf, size_t len)
 {
-	/* the lock is not part of the object's value */
-	pthread_mutex_t *lock = (pthread_mutex_t *)&o->lock;
 	const char *path;
 	size_t n;
 
 	if (!buf || !len)
 		return;
-	pthread_mutex_lock(lock);
+	obj_lock(o);
 	path = o->path ? o->path : "";
 	n = strnlen(path, len - 1);
 	memcpy(buf, path, n);
 	buf[n] = '\0';
-	pthread_mutex_unlock(lock);
+	obj_unlock(o);
 }
 
 /* ---- writing a pending object ---- */
@@ -669,7 +666,7 @@ int store_write(struct store_obj *o, const void *buf, size_t len, uint64_t off)
 		return r;
 	end = off + len;
 
-	pthread_mutex_lock(&o->lock);
+	obj_lock(o);
 	if (obj_sealed_locked(o)) {
 		r = -EACCES;
 		goto out;
@@ -692,7 +689,7 @@ int store_write(struct store_obj *o, const void *buf, size_t len, uint64_t off)
 	if (end > size)
 		obj_set_size(o, end);
 out:
-	pthread_mutex_unlock(&o->lock);
+	obj_unlock(o);
 	return r;
 }
 
@@ -728,9 +725,9 @@ static int resize_locked(struct store_obj *o, uint64_t size, bool zero)
 
 	if (!o)
 		return -EINVAL;
-	pthread_mutex_lock(&o->lock);
+	obj_lock(o);
 	r = obj_resize(o, size, zero);
-	pthread_mutex_unlock(&o->lock);
+	obj_unlock(o);
 	return r;
 }
 
@@ -765,7 +762,7 @@ ssize_t store_read(struct store_obj *o, void *buf, size_t len, uint64_t off)
 		if (r < 0)
 			return r;
 	} else {
-		pthread_mutex_lock(&o->lock);
+		obj_lock(o);
 		map = o->map;
 	}
 	size = obj_size(o);
@@ -774,7 +771,7 @@ ssize_t store_read(struct store_obj *o, void *buf, size_t len, uint64_t off)
 		memcpy(buf, map + off, n);
 	}
 	if (!sealed)
-		pthread_mutex_unlock(&o->lock);
+		obj_unlock(o);
 	return (ssize_t)n;
 }
 
@@ -812,12 +809,12 @@ int store_obj_iov(struct store_obj *o, uint64_t off, size_t len, struct iovec *i
 		if (used < 0)
 			return used;
 	} else {
-		pthread_mutex_lock(&o->lock);
+		obj_lock(o);
 		map = o->map;
 	}
 	used = obj_iov(o, map, off, len, iov, max_iov, &bytes);
 	if (!sealed)
-		pthread_mutex_unlock(&o->lock);
+		obj_unlock(o);
 	if (ret_bytes)
 		*ret_bytes = bytes;
 	return used;
@@ -842,9 +839,9 @@ static int hash_ahead(struct store_obj *o, uint64_t end, bool follow, uint64_t f
 	if (pthread_mutex_trylock(obj_hash_lock(o)))
 		return 0; /* another thread is at it; sealing hashes what is left */
 	for (;;) {
-		pthread_mutex_lock(&o->lock);
+		obj_lock(o);
 		if (obj_sealed_locked(o) || !o->w) {
-			pthread_mutex_unlock(&o->lock);
+			obj_unlock(o);
 			r = -EACCES;
 			break;
 		}
@@ -854,11 +851,11 @@ static int hash_ahead(struct store_obj *o, uint64_t end, bool follow, uint64_t f
 			 * (a writer only from 0, so that each of its bytes is
 			 * hashed at most once) */
 			if (follow && from) {
-				pthread_mutex_unlock(&o->lock);
+				obj_unlock(o);
 				break;
 			}
 			if (!w->hst && !(w->hst = XXH3_createState())) {
-				pthread_mutex_unlock(&o->lock);
+				obj_unlock(o);
 				r = -ENOMEM;
 				break;
 			}
@@ -875,7 +872,7 @@ static int hash_ahead(struct store_obj *o, uint64_t end, bool follow, uint64_t f
 				    &bytes);
 		if (n > 0)
 			w->hash_claim = w->hashed + bytes;
-		pthread_mutex_unlock(&o->lock);
+		obj_unlock(o);
 		if (n <= 0)
 			break;
 		/* outside o->lock: a pending object's mappings stay until it
@@ -951,7 +948,7 @@ int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 		return r;
 
 	pthread_mutex_lock(obj_hash_lock(o));
-	pthread_mutex_lock(&o->lock);
+	obj_lock(o);
 	if (obj_sealed_locked(o)) {
 		r = -EACCES;
 		goto out;
@@ -1000,7 +997,7 @@ out:
 		free(o->w);
 		o->w = NULL;
 	}
-	pthread_mutex_unlock(&o->lock);
+	obj_unlock(o);
 	pthread_mutex_unlock(obj_hash_lock(o));
 	free(p);
 	return r;
@@ -1016,14 +1013,14 @@ int store_set_path(struct store_obj *o, const char *path)
 	r = path_dup(path, &p);
 	if (r < 0)
 		return r;
-	pthread_mutex_lock(&o->lock);
+	obj_lock(o);
 	if (!obj_sealed_locked(o))
 		r = -EINVAL;
 	else if (!o->linked)
 		r = -ENOENT;
 	else
 		r = store_catalog_write_i(o, &p); /* swaps p with o->path */
-	pthread_mutex_unlock(&o->lock);
+	obj_unlock(o);
 	free(p);
 	return r;
 }
@@ -1036,9 +1033,9 @@ void store_unlink(struct store_obj *o)
 	if (!o)
 		return;
 	s = o->s;
-	pthread_mutex_lock(&o->lock);
+	obj_lock(o);
 	if (!o->linked) {
-		pthread_mutex_unlock(&o->lock);
+		obj_unlock(o);
 		return;
 	}
 	/* the record goes first, so a new object with this id cannot lose its own */
@@ -1063,7 +1060,7 @@ void store_unlink(struct store_obj *o)
 	else
 		s->npending--;
 	pthread_mutex_unlock(&s->lock);
-	pthread_mutex_unlock(&o->lock);
+	obj_unlock(o);
 	store_obj_unref(o);
 }
 
@@ -1251,6 +1248,8 @@ static void store_free(struct store *s)
 	pthread_mutex_destroy(&s->note_lock);
 	for (i = 0; i < STORE_HASH_LOCKS; i++)
 		pthread_mutex_destroy(&s->hash_locks[i]);
+	for (i = 0; i < STORE_OBJ_LOCKS; i++)
+		pthread_mutex_destroy(&s->obj_locks[i]);
 	pthread_mutex_destroy(&s->log_lock);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
@@ -1315,6 +1314,8 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 	pthread_mutex_init(&s->note_lock, NULL);
 	for (i = 0; i < STORE_HASH_LOCKS; i++)
 		pthread_mutex_init(&s->hash_locks[i], NULL);
+	for (i = 0; i < STORE_OBJ_LOCKS; i++)
+		pthread_mutex_init(&s->obj_locks[i], NULL);
 	pthread_mutex_init(&s->log_lock, NULL);
 
 	r = store_dir_open_i(s, cfg->dir);

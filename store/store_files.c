@@ -1236,11 +1236,11 @@ int store_file_mapping_i(struct store_obj *o, uint8_t **ret)
 		*ret = p;
 		return 0;
 	}
-	pthread_mutex_lock(&o->lock);
+	obj_lock(o);
 	if (!atomic_load_explicit(&o->map, memory_order_relaxed))
 		r = store_file_map_i(o);
 	p = atomic_load_explicit(&o->map, memory_order_relaxed);
-	pthread_mutex_unlock(&o->lock);
+	obj_unlock(o);
 	if (r < 0) {
 		log_msg_limited(&file_rl, LOGL_WARN, "store: cannot map object %016" PRIx64 ": %s",
 				o->id, strerror(-r));
@@ -1264,12 +1264,12 @@ int store_obj_map(struct store_obj *o, struct store_map *ret)
 	r = store_file_mapping_i(o, &p);
 	if (r < 0)
 		return r;
-	pthread_mutex_lock(&o->lock);
+	obj_lock(o);
 	/* may fail (EACCES on a 0400 file when not root): then -1 */
 	ret->fd = store_file_open_i(o, O_RDWR);
 	if (ret->fd < 0)
 		ret->fd = -1;
-	pthread_mutex_unlock(&o->lock);
+	obj_unlock(o);
 	ret->addr = p;
 	ret->len = store_obj_size(o);
 	return 0;
@@ -1283,9 +1283,9 @@ int store_obj_open_fd(struct store_obj *o)
 		return -EINVAL;
 	if (o->s->kind == STORE_FS_HUGETLBFS)
 		return -EOPNOTSUPP;
-	pthread_mutex_lock(&o->lock);
+	obj_lock(o);
 	fd = store_file_open_i(o, O_RDONLY);
-	pthread_mutex_unlock(&o->lock);
+	obj_unlock(o);
 	/* the file may now be mapped by processes the store never hears of
 	 * (a passthrough mmap maps this file itself, and its handle is
 	 * released at close(2), before munmap): file_alone() sees them */

@@ -21,7 +21,8 @@
  *                   object's hash state; only tried by hash-ahead, so
  *                   an object whose lock another holds is hashed at the
  *                   seal.
- *   obj->lock       one per object; its pending state: size (stores),
+ *   obj->lock       an object's lock (obj_lock(): one of
+ *                   store->obj_locks, by id); its pending state: size (stores),
  *                   its file while pending (fd appears, alloc, map,
  *                   map_len, w->old_maps), path, w->gen, the one write of
  *                   sealed, the registration slot (reg, reg_drop), and
@@ -80,6 +81,7 @@
 #ifndef OBJFS_STORE_I_H
 #define OBJFS_STORE_I_H
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -113,6 +115,7 @@ static inline uint64_t max_u64(uint64_t a, uint64_t b)
 }
 
 #define STORE_HASH_LOCKS 64
+#define STORE_OBJ_LOCKS 256 /* obj_lock(): objects share these by id */
 
 /* @o's hash lock (see the top): one of its store's, by id. */
 static inline pthread_mutex_t *obj_hash_lock(struct store_obj *o);
@@ -178,7 +181,6 @@ struct store_obj {
 	UT_hash_handle hh;	       /* s->table, while linked; s->lock */
 	struct store_obj *prev, *next; /* s->all, until freed; s->lock */
 
-	pthread_mutex_t lock;	   /* guards the pending state below */
 	atomic_uint_fast64_t size; /* relaxed; stores under lock */
 	/*
 	 * The object's file (data/<id>, renamed data/.gone-<n> at unlink) and
@@ -313,6 +315,8 @@ struct store {
 	pthread_mutex_t note_lock; /* serializes note writers; a leaf */
 	/* objects' hash locks (obj_hash_lock()) */
 	pthread_mutex_t hash_locks[STORE_HASH_LOCKS];
+	/* what an object's obj_lock() is one of (see the top) */
+	pthread_mutex_t obj_locks[STORE_OBJ_LOCKS];
 
 	/* the catalog log (store_catalog.c) */
 	pthread_mutex_t log_lock;
@@ -470,6 +474,34 @@ void store_notes_cleanup_i(struct store *s);
 static inline pthread_mutex_t *obj_hash_lock(struct store_obj *o)
 {
 	return &o->s->hash_locks[((o->id * 0x9E3779B97F4A7C15ull) >> 32) % STORE_HASH_LOCKS];
+}
+
+/*
+ * Objects of one store share STORE_OBJ_LOCKS mutexes, by id (a mutex
+ * each cost 40 bytes an object at rest).  Sound because no thread holds
+ * the locks of two objects at once (see the top); builds with assertions
+ * check that.
+ */
+#ifndef NDEBUG
+extern _Thread_local unsigned store_obj_locks_held;
+#endif
+
+static inline void obj_lock(const struct store_obj *o)
+{
+#ifndef NDEBUG
+	assert(!store_obj_locks_held++);
+#endif
+	pthread_mutex_lock(
+	    &o->s->obj_locks[((o->id * 0x9E3779B97F4A7C15ull) >> 40) % STORE_OBJ_LOCKS]);
+}
+
+static inline void obj_unlock(const struct store_obj *o)
+{
+	pthread_mutex_unlock(
+	    &o->s->obj_locks[((o->id * 0x9E3779B97F4A7C15ull) >> 40) % STORE_OBJ_LOCKS]);
+#ifndef NDEBUG
+	store_obj_locks_held--;
+#endif
 }
 
 #endif

@@ -9,6 +9,7 @@
 #include "store-harness.h"
 
 #include <dirent.h>
+#include <malloc.h>
 #include <stdatomic.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
@@ -737,6 +738,52 @@ TEST(inodes_named)
 	tdir_release(&t);
 }
 
+/* Heap bytes in use, by the allocator's count (0 if it keeps none: ASan). */
+static uint64_t heap_now(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return mi.uordblks + mi.hblkhd;
+}
+
+/*
+ * What a sealed object at rest costs the process's heap: its entry in the
+ * store, the id table's share, and its catalog path.  20,000 objects
+ * with paths as long as a dataset's ("/bench/d0001/f0012345").
+ */
+#define REST_N 20000
+#define REST_HEAP_MAX 160 /* bytes per object; it was 350 */
+TEST(heap_at_rest)
+{
+	struct tdir t;
+	struct store *s;
+	uint64_t before, after, per;
+	char path[64];
+
+	tdir_init(&t);
+	s = open_cache(&t, 256 * MiB, 8);
+	seal_range(s, 1, 2); /* the first allocations of a store */
+	before = heap_now();
+	for (uint64_t id = 2; id < 2 + REST_N; id++) {
+		snprintf(path, sizeof(path), "/bench/d%04u/f%07u", (unsigned)(id / 10000),
+			 (unsigned)id);
+		store_obj_unref(make_sealed(s, id, id % 64 + 1, id, path));
+	}
+	after = heap_now();
+	if (!before && !after) {
+		printf("# skipped: the allocator counts no heap (ASan)\n");
+	} else {
+		per = (after - before) / REST_N;
+		printf("# %llu heap bytes per object at rest\n", (unsigned long long)per);
+		CHECK(per <= REST_HEAP_MAX);
+	}
+	struct store_obj *o = store_lookup(s, 1 + REST_N);
+	CHECK(o != NULL);
+	store_obj_unref(o);
+	store_close(s);
+	tdir_release(&t);
+}
+
 int main(void)
 {
 	RUN(no_fd_at_rest);
@@ -747,5 +794,6 @@ int main(void)
 	RUN(regs_bounded);
 	RUN(regs_stress);
 	RUN(inodes_named);
+	RUN(heap_at_rest);
 	return tap_done();
 }
