@@ -172,6 +172,13 @@ static void lru_del_locked(struct store *s, struct store_obj *o)
 			o->lnext->lprev = o->lprev;
 		else
 			s->lru_cold = o->lprev;
+	} else if (o->lru_list == LRU_GONE) {
+		if (o->lprev)
+			o->lprev->lnext = o->lnext;
+		else
+			s->gone = o->lnext;
+		if (o->lnext)
+			o->lnext->lprev = o->lprev;
 	}
 	o->lprev = o->lnext = NULL;
 	o->lru_list = LRU_NONE;
@@ -196,7 +203,7 @@ void store_touch(struct store *s, uint64_t id)
 	struct store_obj *o;
 
 	pthread_mutex_lock(&s->lock);
-	HASH_FIND(hh, s->table, &id, sizeof(id), o);
+	o = store_tab_find_i(&s->table, id);
 	if (o && o->lru_list == LRU_USE)
 		lru_push_locked(s, o);
 	pthread_mutex_unlock(&s->lock);
@@ -207,7 +214,7 @@ void store_set_sole(struct store *s, uint64_t id, bool sole)
 	struct store_obj *o;
 
 	pthread_mutex_lock(&s->lock);
-	HASH_FIND(hh, s->table, &id, sizeof(id), o);
+	o = store_tab_find_i(&s->table, id);
 	if (o && sole && o->lru_list == LRU_USE) {
 		lru_del_locked(s, o);
 		o->lnext = s->sole;
@@ -267,16 +274,10 @@ void store_walk_end(struct store_walk *w)
 
 int store_table_add_i(struct store *s, struct store_obj *o)
 {
-	HASH_ADD(hh, s->table, id, sizeof(o->id), o);
-	if (!o->hh.tbl)
+	if (store_tab_add_i(&s->table, o) < 0)
 		return -ENOMEM;
 	o->linked = true;
 	atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
-	o->prev = NULL;
-	o->next = s->all;
-	if (s->all)
-		s->all->prev = o;
-	s->all = o;
 	s->nall++;
 	if (obj_sealed_locked(o)) {
 		s->nobjects++;
@@ -307,12 +308,6 @@ static void obj_destroy(struct store_obj *o)
 		o->counted_open = false;
 		s->nopen--;
 	}
-	if (o->prev)
-		o->prev->next = o->next;
-	else
-		s->all = o->next;
-	if (o->next)
-		o->next->prev = o->prev;
 	s->nall--;
 	pthread_mutex_unlock(&s->lock);
 	store_obj_free_i(o);
@@ -368,7 +363,7 @@ struct store_obj *store_create(struct store *s, uint64_t id, int *ret_err)
 	}
 	atomic_store_explicit(&o->refs, 1, memory_order_relaxed);
 	pthread_mutex_lock(&s->lock);
-	HASH_FIND(hh, s->table, &id, sizeof(id), found);
+	found = store_tab_find_i(&s->table, id);
 	if (found)
 		r = -EEXIST;
 	else if (s->nopen >= s->open_max)
@@ -393,7 +388,7 @@ struct store_obj *store_lookup(struct store *s, uint64_t id)
 	struct store_obj *o;
 
 	pthread_mutex_lock(&s->lock);
-	HASH_FIND(hh, s->table, &id, sizeof(id), o);
+	o = store_tab_find_i(&s->table, id);
 	/* the table's own reference keeps it alive */
 	store_obj_ref(o);
 	pthread_mutex_unlock(&s->lock);
@@ -405,7 +400,7 @@ bool store_has(struct store *s, uint64_t id)
 	struct store_obj *o;
 
 	pthread_mutex_lock(&s->lock);
-	HASH_FIND(hh, s->table, &id, sizeof(id), o);
+	o = store_tab_find_i(&s->table, id);
 	pthread_mutex_unlock(&s->lock);
 	return o != NULL;
 }
@@ -1047,12 +1042,18 @@ void store_unlink(struct store_obj *o)
 	}
 	store_file_unlink_i(o);
 	pthread_mutex_lock(&s->lock);
-	HASH_DEL(s->table, o);
+	store_tab_del_i(&s->table, o);
 	o->linked = false;
 	o->unlinked = true;
 	/* its mapping stays until the last reference goes */
 	store_file_mapped_del_i(s, o);
 	lru_del_locked(s, o);
+	/* on s->gone until freed, for store_close() */
+	o->lnext = s->gone;
+	if (s->gone)
+		s->gone->lprev = o;
+	s->gone = o;
+	o->lru_list = LRU_GONE;
 	/* until the last reference goes: a reader here, a peer being served */
 	s->draining += o->alloc;
 	if (obj_sealed_locked(o))
@@ -1078,13 +1079,14 @@ int store_unlink_id(struct store *s, uint64_t id)
 int store_foreach(struct store *s, int (*cb)(struct store_obj *o, void *arg), void *arg)
 {
 	struct store_obj **list, *o;
-	size_t n = 0, i;
+	size_t n = 0, i, at = 0;
 	int r = 0;
 
 	pthread_mutex_lock(&s->lock);
-	list = malloc((HASH_COUNT(s->table) + 1) * sizeof(*list));
+	list = malloc((s->table.count + 1) * sizeof(*list));
 	if (list) {
-		for (o = s->table; o; o = o->hh.next) {
+		for (o = store_tab_next_i(&s->table, NULL, &at); o;
+		     o = store_tab_next_i(&s->table, o, &at)) {
 			if (obj_is_sealed(o))
 				list[n++] = store_obj_ref(o);
 		}
@@ -1224,13 +1226,18 @@ static uint64_t map_cache_default(void)
 static void store_free(struct store *s)
 {
 	struct store_obj *o, *next;
+	size_t at = 0;
 	unsigned i;
 
 	if (!s)
 		return;
-	HASH_CLEAR(hh, s->table);
-	for (o = s->all; o; o = next) {
-		next = o->next;
+	for (o = store_tab_next_i(&s->table, NULL, &at); o; o = next) {
+		next = store_tab_next_i(&s->table, o, &at);
+		store_obj_free_i(o);
+	}
+	store_tab_free_i(&s->table);
+	for (o = s->gone; o; o = next) {
+		next = o->lnext;
 		store_obj_free_i(o);
 	}
 	store_files_close_i(s);

@@ -541,17 +541,27 @@ static int log_compact(struct store *s, struct store_obj ***ret_objs, size_t *re
 {
 	enum { CHUNK = 1 << 20 };
 	struct store_obj **v = NULL, *o;
-	size_t n = 0, i, used;
+	size_t n = 0, i, used, at = 0;
 	uint64_t bytes = 0;
 	char *buf = NULL;
 	int fd = -1, r = 0;
 
+	/* coldest first, so that adoption (which pushes each object onto
+	 * the use list in log order) keeps the order of use */
 	pthread_mutex_lock(&s->lock);
-	v = malloc((HASH_COUNT(s->table) + 1) * sizeof(*v));
-	if (v)
-		for (o = s->table; o; o = o->hh.next)
+	v = malloc((s->table.count + 1) * sizeof(*v));
+	if (v) {
+		for (o = store_tab_next_i(&s->table, NULL, &at); o;
+		     o = store_tab_next_i(&s->table, o, &at))
+			if (o->recorded && o->lru_list == LRU_NONE)
+				v[n++] = store_obj_ref(o);
+		for (o = s->sole_tail; o; o = o->lprev)
 			if (o->recorded)
 				v[n++] = store_obj_ref(o);
+		for (o = s->lru_cold; o; o = o->lprev)
+			if (o->recorded)
+				v[n++] = store_obj_ref(o);
+	}
 	pthread_mutex_unlock(&s->lock);
 	*ret_objs = v;
 	*ret_n = n;
@@ -651,12 +661,45 @@ void store_tick(struct store *s)
 
 /* ---- adoption ---- */
 
-/* Apply parsed line @l to the objects being replayed (@pend, by id). */
-static int replay_one(struct store *s, struct store_obj **pend, const struct line *l)
+/* The objects being replayed: by id, and in the order of their R lines
+ * (through obj->lprev/lnext, which are theirs until they are adopted). */
+struct replay {
+	struct store_tab tab;
+	struct store_obj *head, *tail;
+};
+
+static void replay_drop(struct replay *pend, struct store_obj *o)
+{
+	store_tab_del_i(&pend->tab, o);
+	if (o->lprev)
+		o->lprev->lnext = o->lnext;
+	else
+		pend->head = o->lnext;
+	if (o->lnext)
+		o->lnext->lprev = o->lprev;
+	else
+		pend->tail = o->lprev;
+	o->lprev = o->lnext = NULL;
+}
+
+static void replay_free(struct replay *pend)
+{
+	struct store_obj *o, *next;
+
+	for (o = pend->head; o; o = next) {
+		next = o->lnext;
+		store_obj_free_i(o);
+	}
+	store_tab_free_i(&pend->tab);
+	pend->head = pend->tail = NULL;
+}
+
+/* Apply parsed line @l to the objects being replayed (@pend). */
+static int replay_one(struct store *s, struct replay *pend, const struct line *l)
 {
 	struct store_obj *o;
 
-	HASH_FIND(hh, *pend, &l->id, sizeof(l->id), o);
+	o = store_tab_find_i(&pend->tab, l->id);
 	if (l->kind == 'P') {
 		if (!o)
 			return 0; /* its object is gone */
@@ -665,7 +708,7 @@ static int replay_one(struct store *s, struct store_obj **pend, const struct lin
 		return o->path ? 0 : -ENOMEM;
 	}
 	if (o) {
-		HASH_DEL(*pend, o);
+		replay_drop(pend, o);
 		store_obj_free_i(o);
 	}
 	if (l->kind == 'D')
@@ -682,11 +725,16 @@ static int replay_one(struct store *s, struct store_obj **pend, const struct lin
 		store_obj_free_i(o);
 		return -ENOMEM;
 	}
-	HASH_ADD(hh, *pend, id, sizeof(o->id), o);
-	if (!o->hh.tbl) {
+	if (store_tab_add_i(&pend->tab, o) < 0) {
 		store_obj_free_i(o);
 		return -ENOMEM;
 	}
+	o->lprev = pend->tail;
+	if (pend->tail)
+		pend->tail->lnext = o;
+	else
+		pend->head = o;
+	pend->tail = o;
 	return 0;
 }
 
@@ -695,7 +743,7 @@ static int replay_one(struct store *s, struct store_obj **pend, const struct lin
  * bad or torn line, a header to write); *@ret_end is where its last whole
  * line ends.  0 or a negative errno that must fail the open.
  */
-static int log_replay(struct store *s, struct store_obj **pend, bool *ret_dirty, uint64_t *ret_end)
+static int log_replay(struct store *s, struct replay *pend, bool *ret_dirty, uint64_t *ret_end)
 {
 	const char *map, *p, *end, *nl;
 	struct line *l = NULL;
@@ -765,14 +813,14 @@ out:
 
 /* Adopt the replayed objects whose files are whole; the others are bad
  * records.  In log order. */
-static int adopt_replayed(struct store *s, struct store_obj **pend, bool *ret_dirty)
+static int adopt_replayed(struct store *s, struct replay *pend, bool *ret_dirty)
 {
-	struct store_obj *o, *tmp;
+	struct store_obj *o;
 	char *buf = NULL;
 	int r = 0;
 
-	HASH_ITER (hh, *pend, o, tmp) {
-		HASH_DEL(*pend, o);
+	while ((o = pend->head)) {
+		replay_drop(pend, o);
 		if (r == 0)
 			r = store_file_adopt_i(o, s->verify ? o->csum : NULL);
 		if (r == -EBADMSG) {
@@ -810,7 +858,7 @@ static int adopt_replayed(struct store *s, struct store_obj **pend, bool *ret_di
 
 int store_catalog_adopt_i(struct store *s, uint64_t *ret_bytes)
 {
-	struct store_obj *pend = NULL, *o, *tmp;
+	struct replay pend = {0};
 	struct store_old old = {0};
 	uint64_t end = 0;
 	bool dirty = false;
@@ -824,10 +872,7 @@ int store_catalog_adopt_i(struct store *s, uint64_t *ret_bytes)
 	r = log_replay(s, &pend, &dirty, &end);
 	if (r == 0)
 		r = adopt_replayed(s, &pend, &dirty);
-	HASH_ITER (hh, pend, o, tmp) {
-		HASH_DEL(pend, o);
-		store_obj_free_i(o);
-	}
+	replay_free(&pend);
 	if (r == 0)
 		r = store_catalog_old_adopt_i(s, &old);
 	/* the log becomes what was adopted, before the old records go */

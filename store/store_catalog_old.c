@@ -392,7 +392,7 @@ int store_catalog_old_adopt_i(struct store *s, struct store_old *ret)
 		} else {
 			/* left by a conversion that stopped before deleting
 			 * it: the log has it, and the log is newer */
-			HASH_FIND(hh, s->table, &id, sizeof(id), o);
+			o = store_tab_find_i(&s->table, id);
 			r = o ? 0 : adopt_one(s, names[i], id, ret->arena ? &a : NULL);
 			converted += !o && r == 0;
 		}

@@ -315,7 +315,7 @@ static bool file_claimed(struct store *s, const char *name)
 	id = strtoull(name, &end, 16);
 	if (*end)
 		return true;
-	HASH_FIND(hh, s->table, &id, sizeof(id), o);
+	o = store_tab_find_i(&s->table, id);
 	return o != NULL;
 }
 

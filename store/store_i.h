@@ -41,8 +41,8 @@
  *                   filesystem holds besides: limbo, prefault_alloc,
  *                   extra and obj->extra; bytes change hands, and
  *                   obj->linked changes, only under it), the
- *                   id table and the list of all objects (table, all,
- *                   obj->hh, obj->prev/next), obj->linked (with obj->lock),
+ *                   id table and the unlinked objects (table, gone,
+ *                   obj->hnext), obj->linked (with obj->lock),
  *                   the mapped objects (mapped, obj->mprev/mnext,
  *                   obj->on_mapped; a sealed object's map goes from set
  *                   to NULL only under it), the registered ones (regd,
@@ -88,10 +88,6 @@
 #include <stdint.h>
 #include <xxhash.h>
 
-/* uthash: report allocation failure instead of calling exit() */
-#define HASH_NONFATAL_OOM 1
-#include <uthash.h>
-
 #include "store.h"
 
 #define STORE_SIZE_MAX (1ULL << 50)	/* bytes per object */
@@ -132,8 +128,16 @@ struct store_old_map {
 	struct store_old_map *next;
 };
 
-/* Which use list a sealed object is on (obj->lru_list). */
-enum { LRU_NONE, LRU_USE, LRU_SOLE };
+/* Which list an object is on (obj->lru_list): s->lru, s->sole, or
+ * s->gone (unlinked, until freed). */
+enum { LRU_NONE, LRU_USE, LRU_SOLE, LRU_GONE };
+
+/* Objects by id (store_tab.c). */
+struct store_tab {
+	struct store_obj **b; /* NULL until the first add */
+	unsigned shift;	      /* 64 - log2 of the buckets */
+	uint64_t count;
+};
 
 struct store_obj {
 	struct store *s;  /* immutable */
@@ -178,8 +182,7 @@ struct store_obj {
 	struct store_obj *lprev, *lnext;
 	uint64_t lru_stamp;
 
-	UT_hash_handle hh;	       /* s->table, while linked; s->lock */
-	struct store_obj *prev, *next; /* s->all, until freed; s->lock */
+	struct store_obj *hnext; /* its chain in s->table (or adoption's); s->lock */
 
 	atomic_uint_fast64_t size; /* relaxed; stores under lock */
 	/*
@@ -282,8 +285,9 @@ struct store {
 	/* pages of deleted objects still mapped, as last measured
 	 * (store_files_held_i()): taken from the free capacity */
 	uint64_t held;
-	struct store_obj *table; /* linked objects by id (uthash) */
-	struct store_obj *all;	 /* every object not yet freed */
+	struct store_tab table; /* linked objects by id */
+	/* unlinked objects not yet freed (LRU_GONE, through obj->lprev/lnext) */
+	struct store_obj *gone;
 	uint64_t nobjects, npending;
 	uint64_t nall; /* objects not yet freed, linked or not */
 	/* objects that may hold a descriptor (pending ones): at most
@@ -413,13 +417,25 @@ int store_file_open_i(struct store_obj *o, int flags);
 /* The name of @id's file: data/<16 hex digits>. */
 void store_file_name_i(uint64_t id, char buf[STORE_ID_HEX + 1]);
 
+/* ---- store_tab.c: objects by id (the caller's lock held) ---- */
+
+struct store_obj *store_tab_find_i(const struct store_tab *t, uint64_t id);
+/* Add @o (not in a table).  0, or -ENOMEM if the table has no bucket. */
+int store_tab_add_i(struct store_tab *t, struct store_obj *o);
+void store_tab_del_i(struct store_tab *t, struct store_obj *o);
+/* The object after @o (NULL: the first), *@at its bucket; NULL at the
+ * end.  @o may be deleted once the next is known. */
+struct store_obj *store_tab_next_i(const struct store_tab *t, struct store_obj *o, size_t *at);
+/* The buckets go; the objects are the caller's. */
+void store_tab_free_i(struct store_tab *t);
+
 /* ---- store.c ---- */
 
 /* A fresh object: no file, refs 0, not in the table.  NULL on ENOMEM. */
 struct store_obj *store_obj_new_i(struct store *s, uint64_t id);
 /* Free the memory of @o; its file and list membership are the caller's. */
 void store_obj_free_i(struct store_obj *o);
-/* Add @o to the id table (linked, +1 ref) and s->all.  -ENOMEM.  s->lock held or
+/* Add @o to the id table (linked, +1 ref).  -ENOMEM.  s->lock held or
  * the store not yet shared.  A pending @o is counted in s->nopen. */
 int store_table_add_i(struct store *s, struct store_obj *o);
 /* xxh3-128 of @len bytes at @p. */
