@@ -165,7 +165,8 @@ struct store_obj {
 	/* read, or its registration used, since the clock (s->mapped's or
 	 * s->regd's) last passed it (no lock: a hint) */
 	atomic_bool map_used;
-	/* s->lock: on s->lru (LRU_USE), on s->sole (LRU_SOLE), or neither */
+	/* s->lock: on s->lru (LRU_USE), s->sole (LRU_SOLE), s->gone
+	 * (LRU_GONE), or none */
 	uint8_t lru_list;
 	/* the file may go to the pool when the object is freed (if nobody
 	 * else holds it open then): false once it lost its name; lock, or the
@@ -176,7 +177,8 @@ struct store_obj {
 	bool recorded;
 	int fd;				 /* the object's file, while it needs one (see below) */
 	struct store_obj *mprev, *mnext; /* s->mapped or s->regd; s->lock */
-	/* s->lru or s->sole, sealed and linked (s->lock; lru_list with the
+	/* s->lru or s->sole, sealed and linked, or s->gone once unlinked
+	 * (s->lock; lru_list with the
 	 * flags above); lru_stamp moves on whenever it moves on s->lru
 	 * (store_walk_cold()) */
 	struct store_obj *lprev, *lnext;

@@ -752,7 +752,7 @@ static uint64_t heap_now(void)
  * with paths as long as a dataset's ("/bench/d0001/f0012345").
  */
 #define REST_N 20000
-#define REST_HEAP_MAX 160 /* bytes per object; it was 350 */
+#define REST_HEAP_MAX 272 /* bytes per object: it was 342; the aim is 100 */
 TEST(heap_at_rest)
 {
 	struct tdir t;
