@@ -57,6 +57,26 @@ static struct pending *make_replacement(struct fs *fs, uint64_t parent, const ch
 }
 
 /*
+ * Is @name the last part of @o's catalog path?  The name cache keeps a
+ * file's name as a 64-bit hash, which two names may share (odds about
+ * 2^-25 that any two of 10^6 names do): this tells them apart, so that
+ * a name is never resolved to another local object.  An object with no
+ * path yet ("") is taken on the hash's word.
+ */
+static bool path_names(struct store_obj *o, const char *name)
+{
+	char path[OBJFS_PATH_MAX];
+	size_t plen, nlen = strlen(name);
+
+	store_obj_path(o, path, sizeof(path));
+	plen = strlen(path);
+	if (!plen)
+		return true;
+	return plen >= nlen && !strcmp(path + plen - nlen, name) &&
+	       (plen == nlen || path[plen - nlen - 1] == '/');
+}
+
+/*
  * Redis is unreachable: answer from the name cache if @name was a
  * directory or an object this node holds, so local objects stay readable
  * after the kernel dropped its entries.  Returns false if it cannot.
@@ -76,8 +96,10 @@ static bool lookup_offline(fuse_req_t req, struct fs *fs, uint64_t parent, const
 		return false;
 	if (kind == META_FILE) {
 		o = node_local(fs->nd, id);
-		if (!o)
+		if (!o || !path_names(o, name)) {
+			store_obj_unref(o);
 			return false;
+		}
 	}
 	pthread_mutex_lock(&fs->lock);
 	in = inode_get(fs, id, kind);
@@ -94,6 +116,9 @@ static bool lookup_offline(fuse_req_t req, struct fs *fs, uint64_t parent, const
 		inode_set_rec(fs, in, &mo);
 	}
 	store_obj_unref(o);
+	/* the kernel caches the name: inval_all() must find it */
+	if (kind == META_FILE)
+		inode_set_name(in, parent, name);
 	log_debug("Redis unreachable: '%s' in directory %" PRIu64 " resolved from the name cache",
 		  name, parent);
 	fs_reply_entry_unlock(req, fs, in);
@@ -120,6 +145,7 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		if (!in)
 			goto no_mem;
 		in->pending = p;
+		inode_set_name(in, parent, name);
 		fs_reply_entry_unlock(req, fs, in);
 		return;
 	}
@@ -152,6 +178,7 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		if (!in)
 			goto no_mem;
 		in->pending = p;
+		inode_set_name(in, parent, name);
 		fs_reply_entry_unlock(req, fs, in);
 		return;
 	}
@@ -491,8 +518,10 @@ static struct inode *plus_inode(struct fs *fs, uint64_t dir, const char *name,
 
 		if (p && p->id == de->e.id) {
 			in = inode_get(fs, p->id, META_FILE);
-			if (in)
+			if (in) {
 				in->pending = p;
+				inode_set_name(in, dir, name);
+			}
 			return in;
 		}
 		in = inode_find(fs, de->e.id);

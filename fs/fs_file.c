@@ -263,6 +263,7 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 	p->next = fs->pending;
 	fs->pending = p;
 	in->pending = p;
+	inode_set_name(in, parent, name); /* for inval_all() */
 	in->nlookup++;
 	in->handles++;
 	h->io = writer_io(fs);

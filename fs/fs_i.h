@@ -153,8 +153,8 @@ struct inode {
 	bool sealed;		 /* fs->lock */
 	struct inode_rec obj;	 /* sealed attributes; fs->lock */
 	struct pending *pending; /* while written here; fs->lock */
-	/* files: the name it was last looked up by (for a fetched copy's
-	 * catalog path); fs->lock */
+	/* files: the name it was last looked up or created by (for a
+	 * fetched copy's catalog path, and inval_all()); fs->lock */
 	uint64_t parent;
 	char *name;
 	/* directories: cached attributes, and when they were read from
@@ -176,9 +176,32 @@ struct inode {
 /*
  * The last known meaning of a name, kept after the kernel forgets the
  * inode, so that names of local objects still resolve while Redis is
- * unreachable.  Keyed by "<parent id>/<name>".
+ * unreachable.  Directories: a struct dentry each, keyed by
+ * "<parent id>/<name>", in an exact LRU of at most DCACHE_MAX.  Files
+ * (there may be millions): a struct dcache_slot each, in a
+ * set-associative table (see fs_inode.c).
  */
-#define DCACHE_MAX (1u << 20) /* names the name cache keeps */
+#define DCACHE_MAX (1u << 20) /* directory names the name cache keeps */
+/*
+ * Slots of the file table at most: 2^21 slots of 16 B are 32 MiB, and
+ * hold 2^20 names or more without replacing any (the directory LRU's
+ * capacity, which files shared before), where 2^20 dentries took 128 MiB.
+ */
+#define DCACHE_FILES_MAX (1u << 21)
+#define DCACHE_FILES_MIN 1024u /* slots at first */
+#define DCACHE_WAYS 8u	       /* slots of a bucket: two cache lines */
+/* A file's name: @key hashes (parent, name), never 0 (0: free slot). */
+struct dcache_slot {
+	uint64_t key;
+	uint64_t id;
+};
+/* The two buckets (of @nbuckets, a power of two) @key may live in. */
+static inline size_t dcache_bucket(uint64_t key, size_t nbuckets, unsigned which)
+{
+	return (size_t)(which ? key >> 32 : key) & (nbuckets - 1);
+}
+/* The key of (@parent, @name) in the file table; never 0. */
+uint64_t dcache_file_key(uint64_t parent, const char *name);
 struct dentry {
 	UT_hash_handle hh;
 	struct dentry *prev, *next; /* fs->dcache_lru, most recent first */
@@ -222,6 +245,11 @@ struct fs {
 	struct dentry *dcache;			 /* fs->lock; uthash by key */
 	size_t n_dcache;			 /* fs->lock */
 	struct dentry *dcache_lru, *dcache_cold; /* fs->lock: by last use */
+	/* the file table: dcache_nslots slots (0: none yet), n_dcache_files
+	 * of them used; the hand picks what a full bucket replaces; fs->lock */
+	struct dcache_slot *dcache_files;
+	size_t dcache_nslots, n_dcache_files;
+	unsigned dcache_hand;
 	/* names Redis just said are free (neg_note()); fs->lock */
 	struct negative {
 		uint64_t parent;

@@ -7,8 +7,18 @@
  * handle is open on it.  Inode numbers are meta ids, so the same object
  * has the same inode number on every node and across remounts.
  * The name cache (dcache_*) remembers what names meant, past the
- * kernel's FORGET, for lookups while Redis is unreachable.  It is bounded:
- * past DCACHE_MAX entries the least recently used one goes.
+ * kernel's FORGET, for lookups while Redis is unreachable.  Directories
+ * are kept in an LRU of struct dentry: past DCACHE_MAX entries the least
+ * recently used one goes.  Files, of which a node may hold millions, take
+ * 16 B each in an open-addressed, set-associative table: a slot is
+ * {64-bit hash of (parent, name), id}, and a name lives in one of two
+ * buckets of DCACHE_WAYS slots its hash picks, the emptier one (or
+ * either, once an entry of a full one moved to its other bucket).  The
+ * table doubles (rehashing its keys) once 3/4 of its slots are used, up
+ * to DCACHE_FILES_MAX slots; a put into two full buckets that cannot
+ * make room then replaces one entry of the first (at a rotating hand),
+ * never more.  Only the hash is kept, and two names may share one (see
+ * lookup_offline()).
  *
  * The kernel sends RELEASE asynchronously: when FLUSH could not seal an
  * object (see fs_file.c), close(2) returns before it is sealed.
@@ -187,11 +197,170 @@ static void dcache_drop(struct fs *fs, struct dentry *d)
 	free(d);
 }
 
+/* ---- the file table ---- */
+
+/* murmur3's finalizer: every bit of @h moves every bit of the result */
+static uint64_t mix64(uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
+
+uint64_t dcache_file_key(uint64_t parent, const char *name)
+{
+	uint64_t h = mix64(parent ^ 0x9e3779b97f4a7c15ULL);
+	size_t len;
+
+	/* FNV-1a over the name, from the parent's mix */
+	for (len = 0; name[len]; len++)
+		h = (h ^ (unsigned char)name[len]) * 0x100000001b3ULL;
+	h = mix64(h ^ len);
+	return h ? h : 1;
+}
+
+static struct dcache_slot *files_bucket(struct dcache_slot *t, size_t nslots, uint64_t key,
+					unsigned which)
+{
+	return t + dcache_bucket(key, nslots / DCACHE_WAYS, which) * DCACHE_WAYS;
+}
+
+static struct dcache_slot *files_find(struct fs *fs, uint64_t key)
+{
+	unsigned w, i;
+
+	for (w = 0; w < 2 && fs->dcache_nslots; w++) {
+		struct dcache_slot *b = files_bucket(fs->dcache_files, fs->dcache_nslots, key, w);
+
+		for (i = 0; i < DCACHE_WAYS; i++)
+			if (b[i].key == key)
+				return &b[i];
+	}
+	return NULL;
+}
+
+static struct dcache_slot *files_free_slot(struct dcache_slot *b)
+{
+	unsigned i;
+
+	for (i = 0; i < DCACHE_WAYS; i++)
+		if (!b[i].key)
+			return &b[i];
+	return NULL;
+}
+
+/*
+ * Put @key (not in @t) in the emptier of its two buckets.  If both are
+ * full, an entry of theirs that has room in its other bucket moves there
+ * (the table stays nearly lossless up to 3/4 full); failing that, @key
+ * goes over the entry at *@hand in the first.  Returns 1 if a free slot
+ * took it, 0 if it replaced an entry.
+ */
+static size_t files_insert(struct dcache_slot *t, size_t nslots, uint64_t key, uint64_t id,
+			   unsigned *hand)
+{
+	struct dcache_slot *b[2], *s = NULL, *alt;
+	unsigned used[2] = {0, 0}, w, i;
+
+	for (w = 0; w < 2; w++) {
+		b[w] = files_bucket(t, nslots, key, w);
+		for (i = 0; i < DCACHE_WAYS; i++)
+			used[w] += b[w][i].key != 0;
+	}
+	w = used[1] < used[0];
+	s = files_free_slot(b[w]);
+	for (w = 0; !s && w < 2; w++) {
+		for (i = 0; i < DCACHE_WAYS; i++) {
+			struct dcache_slot *other = files_bucket(t, nslots, b[w][i].key, 0);
+
+			if (other == b[w])
+				other = files_bucket(t, nslots, b[w][i].key, 1);
+			alt = other == b[w] ? NULL : files_free_slot(other);
+			if (alt) {
+				*alt = b[w][i];
+				s = &b[w][i];
+				break;
+			}
+		}
+	}
+	if (s) {
+		s->key = key;
+		s->id = id;
+		return 1;
+	}
+	s = &b[0][(*hand)++ % DCACHE_WAYS];
+	s->key = key;
+	s->id = id;
+	return 0;
+}
+
+/* Twice the slots (DCACHE_FILES_MIN at first), the keys rehashed; if
+ * that cannot be allocated, the table stays as it is. */
+static void files_grow(struct fs *fs)
+{
+	size_t n = fs->dcache_nslots ? fs->dcache_nslots * 2 : DCACHE_FILES_MIN, kept = 0, i;
+	struct dcache_slot *t;
+	void *mem;
+
+	if (n > DCACHE_FILES_MAX || posix_memalign(&mem, 64, n * sizeof(*t)))
+		return;
+	t = memset(mem, 0, n * sizeof(*t));
+	for (i = 0; i < fs->dcache_nslots; i++) {
+		struct dcache_slot *s = &fs->dcache_files[i];
+
+		if (s->key)
+			kept += files_insert(t, n, s->key, s->id, &fs->dcache_hand);
+	}
+	free(fs->dcache_files);
+	fs->dcache_files = t;
+	fs->dcache_nslots = n;
+	fs->n_dcache_files = kept;
+}
+
+static void files_put(struct fs *fs, uint64_t key, uint64_t id)
+{
+	struct dcache_slot *s = files_find(fs, key);
+
+	if (s) {
+		s->id = id;
+		return;
+	}
+	if ((fs->n_dcache_files + 1) * 4 > fs->dcache_nslots * 3)
+		files_grow(fs);
+	if (fs->dcache_nslots)
+		fs->n_dcache_files +=
+		    files_insert(fs->dcache_files, fs->dcache_nslots, key, id, &fs->dcache_hand);
+}
+
+static void files_del(struct fs *fs, uint64_t key)
+{
+	struct dcache_slot *s = files_find(fs, key);
+
+	if (s) {
+		s->key = 0;
+		s->id = 0;
+		fs->n_dcache_files--;
+	}
+}
+
+/* ---- the name cache ---- */
+
 void dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind, uint64_t id)
 {
 	char key[32 + OBJFS_NAME_MAX];
 	struct dentry *d = dcache_find(fs, parent, name);
 
+	/* a name may change kind: it lives in one table only */
+	if (kind == META_FILE) {
+		if (d)
+			dcache_drop(fs, d);
+		files_put(fs, dcache_file_key(parent, name), id);
+		return;
+	}
+	files_del(fs, dcache_file_key(parent, name));
 	if (d) {
 		dcache_unhook(fs, d);
 	} else {
@@ -221,6 +390,7 @@ void dcache_del(struct fs *fs, uint64_t parent, const char *name)
 
 	if (d)
 		dcache_drop(fs, d);
+	files_del(fs, dcache_file_key(parent, name));
 }
 
 void dir_touched(struct fs *fs, uint64_t dir, bool counts)
@@ -273,13 +443,20 @@ bool dcache_get(struct fs *fs, uint64_t parent, const char *name, enum meta_kind
 		uint64_t *ret_id)
 {
 	struct dentry *d = dcache_find(fs, parent, name);
+	struct dcache_slot *s;
 
-	if (!d)
+	if (d) {
+		dcache_unhook(fs, d);
+		dcache_hook(fs, d);
+		*ret_kind = d->kind;
+		*ret_id = d->id;
+		return true;
+	}
+	s = files_find(fs, dcache_file_key(parent, name));
+	if (!s)
 		return false;
-	dcache_unhook(fs, d);
-	dcache_hook(fs, d);
-	*ret_kind = d->kind;
-	*ret_id = d->id;
+	*ret_kind = META_FILE;
+	*ret_id = s->id;
 	return true;
 }
 
@@ -293,6 +470,9 @@ void dcache_free_all(struct fs *fs)
 	}
 	fs->n_dcache = 0;
 	fs->dcache_lru = fs->dcache_cold = NULL;
+	free(fs->dcache_files);
+	fs->dcache_files = NULL;
+	fs->dcache_nslots = fs->n_dcache_files = 0;
 }
 
 void dcache_learn(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,

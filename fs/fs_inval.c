@@ -89,9 +89,11 @@ static void inval_listings(struct fs *fs)
 }
 
 /* Drop every name and listing the kernel may have cached (messages were
- * lost): the names in the name cache, and those of the files the kernel
- * holds (it caches a file's name only with a lookup, which names the
- * inode; the name cache keeps only this node's files). */
+ * lost): the names of directories in the name cache, and those of the
+ * files the kernel holds (it caches a file's name only with an entry
+ * this daemon gave it: a lookup, a create or a READDIRPLUS, each of which
+ * names the inode).  The name cache's files are hashes, not names, and
+ * need not be: those the kernel still caches are among its inodes. */
 static void inval_all(struct fs *fs)
 {
 	struct dentry *d, *dtmp;

@@ -391,7 +391,7 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("killed_writers: %" PRIu64 "\n", fst.killed_writers);
 	OUT("reregistered: %" PRIu64 "\n", fst.reregistered);
 	pthread_mutex_lock(&fs->lock);
-	n_dcache = fs->n_dcache;
+	n_dcache = fs->n_dcache + fs->n_dcache_files;
 	pthread_mutex_unlock(&fs->lock);
 	OUT("name_cache: %zu\n", n_dcache);
 	OUT("overwrite: %s\n", fs->cfg.allow_overwrite ? "allowed" : "refused");
