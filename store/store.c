@@ -153,32 +153,13 @@ struct store_obj *store_obj_new_i(struct store *s, uint64_t id)
 static void lru_del_locked(struct store *s, struct store_obj *o)
 {
 	if (o->lru_list == LRU_SOLE) {
-		if (o->lprev)
-			o->lprev->lnext = o->lnext;
-		else
-			s->sole = o->lnext;
-		if (o->lnext)
-			o->lnext->lprev = o->lprev;
-		else
-			s->sole_tail = o->lprev;
+		store_list_del_i(&s->sole, &s->sole_tail, o);
 		s->nsole--;
 		s->sole_bytes -= obj_size(o);
 	} else if (o->lru_list == LRU_USE) {
-		if (o->lprev)
-			o->lprev->lnext = o->lnext;
-		else
-			s->lru = o->lnext;
-		if (o->lnext)
-			o->lnext->lprev = o->lprev;
-		else
-			s->lru_cold = o->lprev;
+		store_list_del_i(&s->lru, &s->lru_cold, o);
 	} else if (o->lru_list == LRU_GONE) {
-		if (o->lprev)
-			o->lprev->lnext = o->lnext;
-		else
-			s->gone = o->lnext;
-		if (o->lnext)
-			o->lnext->lprev = o->lprev;
+		store_list_del_i(&s->gone, NULL, o);
 	}
 	o->lprev = o->lnext = NULL;
 	o->lru_list = LRU_NONE;

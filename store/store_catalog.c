@@ -671,15 +671,7 @@ struct replay {
 static void replay_drop(struct replay *pend, struct store_obj *o)
 {
 	store_tab_del_i(&pend->tab, o);
-	if (o->lprev)
-		o->lprev->lnext = o->lnext;
-	else
-		pend->head = o->lnext;
-	if (o->lnext)
-		o->lnext->lprev = o->lprev;
-	else
-		pend->tail = o->lprev;
-	o->lprev = o->lnext = NULL;
+	store_list_del_i(&pend->head, &pend->tail, o);
 }
 
 static void replay_free(struct replay *pend)

@@ -489,6 +489,22 @@ void store_catalog_old_done_i(struct store *s, struct store_old *old, bool commi
 /* Delete leftover temp files in notes/. */
 void store_notes_cleanup_i(struct store *s);
 
+/* Take @o off the list at *@head (and *@tail, if the list keeps one)
+ * that it is on through obj->lprev/lnext. */
+static inline void store_list_del_i(struct store_obj **head, struct store_obj **tail,
+				    struct store_obj *o)
+{
+	if (o->lprev)
+		o->lprev->lnext = o->lnext;
+	else
+		*head = o->lnext;
+	if (o->lnext)
+		o->lnext->lprev = o->lprev;
+	else if (tail)
+		*tail = o->lprev;
+	o->lprev = o->lnext = NULL;
+}
+
 static inline pthread_mutex_t *obj_hash_lock(struct store_obj *o)
 {
 	return &o->s->hash_locks[((o->id * 0x9E3779B97F4A7C15ull) >> 32) % STORE_HASH_LOCKS];
