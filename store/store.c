@@ -126,7 +126,7 @@ void store_obj_free_i(struct store_obj *o)
 	if (o->w)
 		XXH3_freeState(o->w->hst);
 	free(o->w);
-	free(o->path);
+	free(obj_path_str(o));
 	free(o);
 }
 
@@ -608,17 +608,10 @@ void store_obj_csum(const struct store_obj *o, uint8_t ret_csum[OBJFS_CSUM_LEN])
 
 void store_obj_path(const struct store_obj *o, char *buf, size_t len)
 {
-	const char *path;
-	size_t n;
-
 	if (!buf || !len)
 		return;
-	obj_lock(o);
-	path = o->path ? o->path : "";
-	n = strnlen(path, len - 1);
-	memcpy(buf, path, n);
-	buf[n] = '\0';
-	obj_unlock(o);
+	/* the log's lock is not part of the object's value */
+	store_catalog_path_i((struct store_obj *)o, buf, len);
 }
 
 /* ---- writing a pending object ---- */
@@ -894,35 +887,17 @@ static int obj_hash(struct store_obj *o, uint64_t size)
 
 /* ---- seal, rename, unlink ---- */
 
-static int path_dup(const char *path, char **ret)
-{
-	char *p;
-
-	if (!path)
-		path = "";
-	if (strnlen(path, OBJFS_PATH_MAX) >= OBJFS_PATH_MAX)
-		return -ENAMETOOLONG;
-	p = strdup(path);
-	if (!p)
-		return -ENOMEM;
-	*ret = p;
-	return 0;
-}
-
 int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 {
 	struct store *s;
 	uint64_t size;
-	char *p = NULL;
 	int r;
 
 	if (!o)
 		return -EINVAL;
+	if (path && strnlen(path, OBJFS_PATH_MAX) >= OBJFS_PATH_MAX)
+		return -ENAMETOOLONG;
 	s = o->s;
-	r = path_dup(path, &p);
-	if (r < 0)
-		return r;
-
 	pthread_mutex_lock(obj_hash_lock(o));
 	obj_lock(o);
 	if (obj_sealed_locked(o)) {
@@ -942,15 +917,11 @@ int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 		goto out;
 	o->mtime_ns = mtime_ns;
 	if (path) {
-		/* the record takes the path (and gives back the old one) */
-		r = store_catalog_write_i(o, &p);
+		r = store_catalog_write_i(o, path); /* the log keeps the path */
 		if (r < 0)
 			goto out;
 	} else {
-		/* not recorded: o->lock alone guards the path */
-		free(o->path);
-		o->path = p;
-		p = NULL;
+		store_catalog_set_path_i(o, NULL); /* "", and not recorded */
 	}
 	store_file_freeze_i(o);
 	pthread_mutex_lock(&s->lock);
@@ -975,29 +946,27 @@ out:
 	}
 	obj_unlock(o);
 	pthread_mutex_unlock(obj_hash_lock(o));
-	free(p);
 	return r;
 }
 
 int store_set_path(struct store_obj *o, const char *path)
 {
-	char *p = NULL;
 	int r;
 
 	if (!o)
 		return -EINVAL;
-	r = path_dup(path, &p);
-	if (r < 0)
-		return r;
+	if (!path)
+		path = "";
+	if (strnlen(path, OBJFS_PATH_MAX) >= OBJFS_PATH_MAX)
+		return -ENAMETOOLONG;
 	obj_lock(o);
 	if (!obj_sealed_locked(o))
 		r = -EINVAL;
 	else if (!o->linked)
 		r = -ENOENT;
 	else
-		r = store_catalog_write_i(o, &p); /* swaps p with o->path */
+		r = store_catalog_write_i(o, path);
 	obj_unlock(o);
-	free(p);
 	return r;
 }
 

@@ -441,6 +441,12 @@ static int line_parse(const char *p, size_t len, struct line *ret)
 
 /* ---- appending (s->log_lock held) ---- */
 
+/* obj->path_ref of a path in the log line at @off. */
+static uintptr_t path_at(uint64_t off)
+{
+	return (uintptr_t)(off << 1 | 1);
+}
+
 /* Append one line: whole or not at all (a short write is cut back). */
 static int log_append(struct store *s, const char *line, size_t len)
 {
@@ -458,32 +464,125 @@ static int log_append(struct store *s, const char *line, size_t len)
 	return r;
 }
 
-int store_catalog_write_i(struct store_obj *o, char **path)
+int store_catalog_write_i(struct store_obj *o, const char *path)
 {
 	struct store *s = o->s;
-	char *buf, *old;
+	uint64_t off;
+	char *buf;
 	size_t n;
 	int r;
 
-	if (strnlen(*path, OBJFS_PATH_MAX) >= OBJFS_PATH_MAX)
+	if (strnlen(path, OBJFS_PATH_MAX) >= OBJFS_PATH_MAX)
 		return -ENAMETOOLONG;
 	buf = malloc(LOG_LINE_MAX);
 	if (!buf)
 		return -ENOMEM;
 	pthread_mutex_lock(&s->log_lock);
-	n = o->recorded ? line_path(buf, o->id, *path) : line_rec(buf, o, *path);
+	n = o->recorded ? line_path(buf, o->id, path) : line_rec(buf, o, path);
+	off = s->log_size;
 	r = log_append(s, buf, n);
 	if (r == 0) {
 		if (!o->recorded)
 			s->log_live++;
 		o->recorded = true;
-		old = o->path;
-		o->path = *path;
-		*path = old;
+		free(obj_path_str(o));
+		o->path_ref = path_at(off);
 	}
 	pthread_mutex_unlock(&s->log_lock);
 	free(buf);
 	return r;
+}
+
+/* Read @o's path, which is in the log (o->path_ref), into @l (l->path),
+ * through @buf (LOG_LINE_MAX bytes).  s->log_lock held.  0, -EBADMSG if
+ * the line there is not @o's, or -errno. */
+static int path_read_locked(struct store *s, const struct store_obj *o, struct line *l, char *buf)
+{
+	off_t off = (off_t)(o->path_ref >> 1);
+	ssize_t n;
+	char *nl;
+
+	/* most lines are short: the first read is too */
+	n = pread(s->log_fd, buf, 512, off);
+	if (n == 512 && !memchr(buf, '\n', 512))
+		n = pread(s->log_fd, buf, LOG_LINE_MAX, off);
+	if (n < 0)
+		return -errno;
+	nl = memchr(buf, '\n', (size_t)n);
+	if (!nl || line_parse(buf, (size_t)(nl - buf), l) < 0 || l->id != o->id ||
+	    (l->kind != 'R' && l->kind != 'P'))
+		return -EBADMSG;
+	return 0;
+}
+
+/* @o's path into @l->path, wherever it is; "" (logged) if the log lost
+ * it.  s->log_lock held. */
+static void path_get_locked(struct store *s, const struct store_obj *o, struct line *l, char *buf)
+{
+	const char *str = obj_path_str(o);
+	int r;
+
+	if (!(o->path_ref & 1)) {
+		snprintf(l->path, sizeof(l->path), "%s", str ? str : "");
+		return;
+	}
+	r = path_read_locked(s, o, l, buf);
+	if (r < 0) {
+		log_error("store: the catalog log has no path of object %016" PRIx64
+			  " at offset %" PRIu64 ": %s",
+			  o->id, (uint64_t)(o->path_ref >> 1), strerror(-r));
+		l->path[0] = '\0';
+	}
+}
+
+void store_catalog_path_i(struct store_obj *o, char *buf, size_t len)
+{
+	struct store *s = o->s;
+	struct line *l = NULL;
+	char *line = NULL;
+	const char *str;
+	size_t n;
+
+	pthread_mutex_lock(&s->log_lock);
+	if (!(o->path_ref & 1)) {
+		str = obj_path_str(o);
+		snprintf(buf, len, "%s", str ? str : "");
+	} else if ((l = malloc(sizeof(*l))) && (line = malloc(LOG_LINE_MAX))) {
+		path_get_locked(s, o, l, line);
+		n = strnlen(l->path, len - 1);
+		memcpy(buf, l->path, n);
+		buf[n] = '\0';
+	} else {
+		log_error("store: no memory to read the path of object %016" PRIx64, o->id);
+		buf[0] = '\0';
+	}
+	pthread_mutex_unlock(&s->log_lock);
+	free(line);
+	free(l);
+}
+
+/* Make @o's path a string of its own (NULL, "", if memory or the log
+ * fails).  s->log_lock held. */
+static void path_to_str_locked(struct store *s, struct store_obj *o)
+{
+	struct line *l = malloc(sizeof(*l));
+	char *line = malloc(LOG_LINE_MAX), *str = NULL;
+
+	if (l && line) {
+		path_get_locked(s, o, l, line);
+		str = l->path[0] ? strdup(l->path) : NULL;
+	}
+	o->path_ref = (uintptr_t)str;
+	free(line);
+	free(l);
+}
+
+void store_catalog_set_path_i(struct store_obj *o, char *path)
+{
+	pthread_mutex_lock(&o->s->log_lock);
+	free(obj_path_str(o));
+	o->path_ref = (uintptr_t)path;
+	pthread_mutex_unlock(&o->s->log_lock);
 }
 
 int store_catalog_remove_i(struct store_obj *o)
@@ -494,6 +593,10 @@ int store_catalog_remove_i(struct store_obj *o)
 	int r = 0;
 
 	pthread_mutex_lock(&s->log_lock);
+	/* once dropped, a compaction may leave its line behind: the path
+	 * becomes a string of its own for whoever still asks */
+	if (o->path_ref & 1)
+		path_to_str_locked(s, o);
 	if (o->recorded) {
 		n = line_drop(buf, o->id);
 		r = log_append(s, buf, n);
@@ -542,8 +645,9 @@ static int log_compact(struct store *s, struct store_obj ***ret_objs, size_t *re
 	enum { CHUNK = 1 << 20 };
 	struct store_obj **v = NULL, *o;
 	size_t n = 0, i, used, at = 0;
-	uint64_t bytes = 0;
-	char *buf = NULL;
+	uint64_t bytes = 0, *noff = NULL;
+	char *buf = NULL, *line = NULL;
+	struct line *l = NULL;
 	int fd = -1, r = 0;
 
 	/* coldest first, so that adoption (which pushes each object onto
@@ -566,7 +670,10 @@ static int log_compact(struct store *s, struct store_obj ***ret_objs, size_t *re
 	*ret_objs = v;
 	*ret_n = n;
 	buf = malloc(CHUNK + LOG_LINE_MAX);
-	if (!v || !buf) {
+	line = malloc(LOG_LINE_MAX);
+	l = malloc(sizeof(*l));
+	noff = malloc((n + 1) * sizeof(*noff));
+	if (!v || !buf || !line || !l || !noff) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -581,8 +688,12 @@ static int log_compact(struct store *s, struct store_obj ***ret_objs, size_t *re
 	used = strlen(LOG_HEADER);
 	memcpy(buf, LOG_HEADER, used);
 	for (i = 0; r == 0 && i <= n; i++) {
-		if (i < n)
-			used += line_rec(buf + used, v[i], v[i]->path ? v[i]->path : "");
+		if (i < n) {
+			/* from the old log (still s->log_fd) */
+			path_get_locked(s, v[i], l, line);
+			noff[i] = bytes + used;
+			used += line_rec(buf + used, v[i], l->path);
+		}
 		if (used >= CHUNK || i == n) {
 			r = write_full(fd, buf, used);
 			bytes += used;
@@ -601,11 +712,19 @@ static int log_compact(struct store *s, struct store_obj ***ret_objs, size_t *re
 	s->log_lines = n;
 	s->log_live = n;
 	s->compactions++;
+	/* paths are read from the new log now */
+	for (i = 0; i < n; i++) {
+		free(obj_path_str(v[i]));
+		v[i]->path_ref = path_at(noff[i]);
+	}
 out:
 	if (fd >= 0) {
 		close(fd);
 		unlinkat(s->dir_fd, LOG_NEW, 0);
 	}
+	free(noff);
+	free(line);
+	free(l);
 	free(buf);
 	return r;
 }
@@ -687,7 +806,7 @@ static void replay_free(struct replay *pend)
 }
 
 /* Apply parsed line @l to the objects being replayed (@pend). */
-static int replay_one(struct store *s, struct replay *pend, const struct line *l)
+static int replay_one(struct store *s, struct replay *pend, const struct line *l, uint64_t off)
 {
 	struct store_obj *o;
 
@@ -695,9 +814,9 @@ static int replay_one(struct store *s, struct replay *pend, const struct line *l
 	if (l->kind == 'P') {
 		if (!o)
 			return 0; /* its object is gone */
-		free(o->path);
-		o->path = strdup(l->path);
-		return o->path ? 0 : -ENOMEM;
+		free(obj_path_str(o));
+		o->path_ref = path_at(off);
+		return 0;
 	}
 	if (o) {
 		replay_drop(pend, o);
@@ -711,12 +830,8 @@ static int replay_one(struct store *s, struct replay *pend, const struct line *l
 	atomic_store_explicit(&o->size, l->size, memory_order_relaxed);
 	o->mtime_ns = l->mtime_ns;
 	memcpy(o->csum, l->csum, OBJFS_CSUM_LEN);
-	o->path = strdup(l->path);
+	o->path_ref = path_at(off); /* read from the log when asked */
 	o->recorded = true;
-	if (!o->path) {
-		store_obj_free_i(o);
-		return -ENOMEM;
-	}
 	if (store_tab_add_i(&pend->tab, o) < 0) {
 		store_obj_free_i(o);
 		return -ENOMEM;
@@ -790,7 +905,7 @@ static int log_replay(struct store *s, struct replay *pend, bool *ret_dirty, uin
 			keep_bad(s, p, (size_t)(nl - p) + 1);
 			*ret_dirty = true;
 		} else {
-			r = replay_one(s, pend, l);
+			r = replay_one(s, pend, l, (uint64_t)(p - map));
 			if (r < 0)
 				break;
 		}
@@ -808,7 +923,7 @@ out:
 static int adopt_replayed(struct store *s, struct replay *pend, bool *ret_dirty)
 {
 	struct store_obj *o;
-	char *buf = NULL;
+	char *buf = NULL, *path = NULL;
 	int r = 0;
 
 	while ((o = pend->head)) {
@@ -818,12 +933,15 @@ static int adopt_replayed(struct store *s, struct replay *pend, bool *ret_dirty)
 		if (r == -EBADMSG) {
 			if (!buf)
 				buf = malloc(LOG_LINE_MAX);
+			if (!path)
+				path = malloc(OBJFS_PATH_MAX);
 			log_warn("store: object %016" PRIx64 " of the catalog log has no whole "
 				 "file: set aside in %s",
 				 o->id, LOG_BAD);
-			if (buf)
-				keep_bad(s, buf, line_rec(buf, o, o->path ? o->path : ""));
-			else
+			if (buf && path) {
+				store_catalog_path_i(o, path, OBJFS_PATH_MAX);
+				keep_bad(s, buf, line_rec(buf, o, path));
+			} else
 				s->bad_records++;
 			*ret_dirty = true;
 			r = 0;
@@ -844,6 +962,7 @@ static int adopt_replayed(struct store *s, struct replay *pend, bool *ret_dirty)
 		}
 		store_obj_free_i(o);
 	}
+	free(path);
 	free(buf);
 	return r;
 }

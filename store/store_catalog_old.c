@@ -270,13 +270,15 @@ static int adopt_one(struct store *s, const char *name, uint64_t id, const struc
 	memcpy(o->csum, rec.csum, OBJFS_CSUM_LEN);
 	if (rec.path_len) {
 		/* not strndup: the path ends the record, unterminated */
-		o->path = malloc(rec.path_len + 1);
-		if (!o->path) {
+		char *path = malloc(rec.path_len + 1);
+
+		if (!path) {
 			r = -ENOMEM;
 			goto free_obj;
 		}
-		memcpy(o->path, rec.path, rec.path_len);
-		o->path[rec.path_len] = '\0';
+		memcpy(path, rec.path, rec.path_len);
+		path[rec.path_len] = '\0';
+		o->path_ref = (uintptr_t)path; /* the log gets it at open */
 	}
 	if (rec.version == REC_VERSION_ARENA) {
 		/* charged as it grew, as an object not yet in the table */

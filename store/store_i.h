@@ -33,7 +33,7 @@
  *                   happens under it.
  *   store->log_lock one per store; the catalog log (log_fd, log_size,
  *                   log_lines, log_live, compactions) and each object's
- *                   place in it (obj->recorded, and obj->path, which is
+ *                   place in it (obj->recorded, and obj->path_ref, which is
  *                   written under obj->lock and log_lock both).  Held
  *                   across an append (one write(2)) and a compaction.
  *   store->lock     one per store, the global lock; the capacity
@@ -222,7 +222,14 @@ struct store_obj {
 	/* lock; set before sealed is published, immutable after */
 	int64_t mtime_ns;
 	uint8_t csum[OBJFS_CSUM_LEN];
-	char *path; /* lock and s->log_lock to write, either to read; NULL means "" */
+	/*
+	 * Where its path is (lock and s->log_lock to write, s->log_lock to
+	 * read): bit 0 clear, a string of its own (NULL: ""), as before the
+	 * log holds it; set, the rest is the offset in the catalog log of its
+	 * last R or P line, which holds it (store_catalog_path_i()), so that
+	 * an object at rest keeps no copy.
+	 */
+	uintptr_t path_ref;
 	/* what only a pending object needs: made by store_create(), freed
 	 * by its seal (under its hash lock and lock) or with it; NULL once
 	 * sealed */
@@ -459,10 +466,16 @@ int store_dir_open_i(struct store *s, const char *dir);
  * or a negative errno for a failure that is not a bad record.
  */
 int store_catalog_adopt_i(struct store *s, uint64_t *ret_bytes);
-/* Append @o's record with path *@path (R, or P if the log has it) and
- * swap *@path with o->path (the caller frees what it gets back).  o->lock
+/* Append @o's record with path @path (R, or P if the log has it); its
+ * path is then read from the log (o->path_ref).  o->lock
  * held. */
-int store_catalog_write_i(struct store_obj *o, char **path);
+int store_catalog_write_i(struct store_obj *o, const char *path);
+/* Copy @o's path (truncated to @len - 1 bytes) to @buf; "" if the log
+ * lost it (logged).  Takes s->log_lock. */
+void store_catalog_path_i(struct store_obj *o, char *buf, size_t len);
+/* Give @o the path @path (its own string from now on; NULL: ""), not
+ * in the log.  o->lock held; takes s->log_lock. */
+void store_catalog_set_path_i(struct store_obj *o, char *path);
 /* Append that @o is gone (D), if the log holds it.  o->lock held. */
 int store_catalog_remove_i(struct store_obj *o);
 /* Read up to @len bytes of @fd at offset 0; *ret_n what was read. */
@@ -503,6 +516,12 @@ static inline void store_list_del_i(struct store_obj **head, struct store_obj **
 	else if (tail)
 		*tail = o->lprev;
 	o->lprev = o->lnext = NULL;
+}
+
+/* @o's path if it is a string of its own (see obj->path_ref), else NULL. */
+static inline char *obj_path_str(const struct store_obj *o)
+{
+	return o->path_ref & 1 ? NULL : (char *)o->path_ref;
 }
 
 static inline pthread_mutex_t *obj_hash_lock(struct store_obj *o)

@@ -550,7 +550,7 @@ TEST(torn_and_damaged)
 TEST(compact)
 {
 	struct store_stats st, before;
-	struct store_obj *o;
+	struct store_obj *o, *gone;
 	char path[64], want[64];
 	struct tdir t;
 	struct store *s;
@@ -565,6 +565,7 @@ TEST(compact)
 	store_tick(s); /* nothing dead yet */
 	store_stats(s, &before);
 	CHECK_EQ(before.compactions, 0);
+	gone = store_lookup(s, 1); /* held across its unlink */
 	for (id = 1; id <= 5000; id++)
 		if (id % 5)
 			CHECK_EQ(store_unlink_id(s, id), 0);
@@ -577,8 +578,27 @@ TEST(compact)
 	CHECK_EQ(st.catalog_live, 1000);
 	CHECK_EQ(st.catalog_lines, 1000);
 	CHECK(st.catalog_bytes < before.catalog_bytes / 4);
+	/* paths are read from the log: from the new one now, and an
+	 * unlinked object's, which the new log lacks, kept aside */
+	for (id = 5; id <= 5000; id += 5) {
+		o = store_lookup(s, id);
+		store_obj_path(o, path, sizeof(path));
+		snprintf(want, sizeof(want), "/d/%" PRIu64, id);
+		CHECK_STR(path, id == 5 ? "/moved" : want);
+		store_obj_unref(o);
+	}
+	store_obj_path(gone, path, sizeof(path));
+	CHECK_STR(path, "/d/1");
+	store_obj_unref(gone);
 	/* appends go to the new log */
 	store_obj_unref(make_sealed(s, 9999, 10, 1, "/after"));
+	o = store_lookup(s, 9999);
+	store_obj_path(o, path, sizeof(path));
+	CHECK_STR(path, "/after");
+	CHECK_EQ(store_set_path(o, "/after2"), 0);
+	store_obj_path(o, path, sizeof(path));
+	CHECK_STR(path, "/after2");
+	store_obj_unref(o);
 	store_close(s);
 
 	s = must_open(&t, 64 * MiB, true);
@@ -596,6 +616,8 @@ TEST(compact)
 	}
 	o = store_lookup(s, 9999);
 	CHECK(o != NULL);
+	store_obj_path(o, path, sizeof(path));
+	CHECK_STR(path, "/after2");
 	store_obj_unref(o);
 	store_close(s);
 	tdir_release(&t);
