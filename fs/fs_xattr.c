@@ -368,6 +368,7 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("files_new: %" PRIu64 "\n", ss.files_new);
 	OUT("files_reused: %" PRIu64 "\n", ss.files_reused);
 	OUT("objects: %" PRIu64 "\n", ss.objects);
+	OUT("objects_mem: %" PRIu64 "\n", ss.objects_mem);
 	OUT("pending: %" PRIu64 "\n", ss.pending);
 	OUT("open: %" PRIu64 "\n", ss.open);
 	OUT("open_max: %" PRIu64 "\n", ss.open_max);

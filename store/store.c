@@ -120,6 +120,8 @@ static void obj_drop_reg(struct store_obj *o)
 
 void store_obj_free_i(struct store_obj *o)
 {
+	struct store *s = o->s;
+
 	/* at store_close(), objects still in the store end here */
 	obj_drop_reg(o);
 	store_file_close_i(o);
@@ -127,13 +129,18 @@ void store_obj_free_i(struct store_obj *o)
 		XXH3_freeState(o->w->hst);
 	free(o->w);
 	free(obj_path_str(o));
-	free(o);
+	pthread_mutex_lock(&s->obj_pool_lock);
+	slab_free(s->obj_pool, o);
+	pthread_mutex_unlock(&s->obj_pool_lock);
 }
 
 struct store_obj *store_obj_new_i(struct store *s, uint64_t id)
 {
-	struct store_obj *o = calloc(1, sizeof(*o));
+	struct store_obj *o;
 
+	pthread_mutex_lock(&s->obj_pool_lock);
+	o = slab_alloc(s->obj_pool); /* zeroed */
+	pthread_mutex_unlock(&s->obj_pool_lock);
 	if (!o)
 		return NULL;
 	o->s = s;
@@ -1057,6 +1064,7 @@ void store_stats(struct store *s, struct store_stats *ret)
 {
 	/* first: it takes s->lock itself */
 	uint64_t held = store_files_held_i(s);
+	struct slab_stats slab;
 
 	store_files_inodes_i(s, &ret->inodes, &ret->inodes_free);
 
@@ -1073,6 +1081,12 @@ void store_stats(struct store *s, struct store_stats *ret)
 	ret->objects = s->nobjects;
 	ret->pending = s->npending;
 	ret->objects_all = s->nall;
+	ret->objects_mem =
+	    (uint64_t)(s->table.b ? sizeof(*s->table.b) << (64 - s->table.shift) : 0);
+	pthread_mutex_lock(&s->obj_pool_lock);
+	slab_stats(s->obj_pool, &slab);
+	pthread_mutex_unlock(&s->obj_pool_lock);
+	ret->objects_mem += (slab.blocks - slab.empty) * SLAB_BYTES;
 	ret->open = s->nopen;
 	ret->open_max = s->open_max;
 	ret->mapped = s->nmapped;
@@ -1207,6 +1221,8 @@ static void store_free(struct store *s)
 		pthread_mutex_destroy(&s->hash_locks[i]);
 	for (i = 0; i < STORE_OBJ_LOCKS; i++)
 		pthread_mutex_destroy(&s->obj_locks[i]);
+	slab_pool_free(s->obj_pool);
+	pthread_mutex_destroy(&s->obj_pool_lock);
 	pthread_mutex_destroy(&s->log_lock);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
@@ -1273,6 +1289,12 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 		pthread_mutex_init(&s->hash_locks[i], NULL);
 	for (i = 0; i < STORE_OBJ_LOCKS; i++)
 		pthread_mutex_init(&s->obj_locks[i], NULL);
+	pthread_mutex_init(&s->obj_pool_lock, NULL);
+	s->obj_pool = slab_pool_new(sizeof(struct store_obj));
+	if (!s->obj_pool) {
+		r = -ENOMEM;
+		goto fail;
+	}
 	pthread_mutex_init(&s->log_lock, NULL);
 
 	r = store_dir_open_i(s, cfg->dir);

@@ -142,6 +142,9 @@ struct store_stats {
 	/* objects in the store (sealed, pending, and unlinked ones still
 	 * referenced) */
 	uint64_t objects_all;
+	/* the process's memory the store's objects take: their entries'
+	 * blocks (resident unless empty) and the id table's buckets */
+	uint64_t objects_mem;
 	/* objects being written or fetched, which hold a descriptor and a
 	 * mapping each until sealed, and the most there may be at once (the
 	 * open-files limit and vm.max_map_count at store_open() bound them;

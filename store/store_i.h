@@ -88,6 +88,7 @@
 #include <stdint.h>
 #include <xxhash.h>
 
+#include "slab.h"
 #include "store.h"
 
 #define STORE_SIZE_MAX (1ULL << 50)	/* bytes per object */
@@ -330,6 +331,11 @@ struct store {
 	pthread_mutex_t hash_locks[STORE_HASH_LOCKS];
 	/* what an object's obj_lock() is one of (see the top) */
 	pthread_mutex_t obj_locks[STORE_OBJ_LOCKS];
+	/* where struct store_obj come from: blocks of their own, so that the
+	 * objects a store keeps for long do not sit between the short-lived
+	 * allocations of writing and pin their freed chunks; a leaf lock */
+	struct slab_pool *obj_pool;
+	pthread_mutex_t obj_pool_lock;
 
 	/* the catalog log (store_catalog.c) */
 	pthread_mutex_t log_lock;
