@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -358,4 +359,20 @@ void fd_budget(uint64_t nofile, struct fd_budget *ret)
 	}
 	spare = clamp_u64(nofile / 4, 64, 1024);
 	ret->open_max = nofile > 2 * spare ? nofile - spare : nofile / 2;
+}
+
+void *table_alloc(size_t len)
+{
+	void *p;
+
+	if (!len)
+		return NULL;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void table_free(void *p, size_t len)
+{
+	if (p)
+		munmap(p, len);
 }

@@ -104,4 +104,15 @@ struct fd_budget {
 };
 void fd_budget(uint64_t nofile, struct fd_budget *ret);
 
+/*
+ * @len zeroed bytes mapped from the kernel, page-aligned, for a table that
+ * is replaced whole when it grows: its pages go back at table_free(),
+ * where malloc() would keep the hole in its heap (glibc raises its mmap
+ * threshold as big blocks are freed, so doubled tables end up there).
+ * NULL if out of memory.
+ */
+void *table_alloc(size_t len);
+/* Unmap what table_alloc(@len) gave (NULL: nothing). */
+void table_free(void *p, size_t len);
+
 #endif

@@ -303,18 +303,17 @@ static void files_grow(struct fs *fs)
 {
 	size_t n = fs->dcache_nslots ? fs->dcache_nslots * 2 : DCACHE_FILES_MIN, kept = 0, i;
 	struct dcache_slot *t;
-	void *mem;
 
-	if (n > DCACHE_FILES_MAX || posix_memalign(&mem, 64, n * sizeof(*t)))
+	/* page-aligned, so each bucket is a cache line */
+	if (n > DCACHE_FILES_MAX || !(t = table_alloc(n * sizeof(*t))))
 		return;
-	t = memset(mem, 0, n * sizeof(*t));
 	for (i = 0; i < fs->dcache_nslots; i++) {
 		struct dcache_slot *s = &fs->dcache_files[i];
 
 		if (s->key)
 			kept += files_insert(t, n, s->key, s->id, &fs->dcache_hand);
 	}
-	free(fs->dcache_files);
+	table_free(fs->dcache_files, fs->dcache_nslots * sizeof(*t));
 	fs->dcache_files = t;
 	fs->dcache_nslots = n;
 	fs->n_dcache_files = kept;
@@ -470,7 +469,7 @@ void dcache_free_all(struct fs *fs)
 	}
 	fs->n_dcache = 0;
 	fs->dcache_lru = fs->dcache_cold = NULL;
-	free(fs->dcache_files);
+	table_free(fs->dcache_files, fs->dcache_nslots * sizeof(*fs->dcache_files));
 	fs->dcache_files = NULL;
 	fs->dcache_nslots = fs->n_dcache_files = 0;
 }

@@ -9,6 +9,7 @@
  * is shared).
  */
 #include "store_i.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -45,7 +46,7 @@ static void grow(struct store_tab *t)
 
 	if (shift < 64 - 40)
 		return; /* 2^40 buckets: more than any memory */
-	b = calloc(n, sizeof(*b));
+	b = table_alloc(n * sizeof(*b));
 	if (!b)
 		return;
 	for (i = 0; i < nbuckets(t); i++)
@@ -56,7 +57,7 @@ static void grow(struct store_tab *t)
 			o->hnext = b[k];
 			b[k] = o;
 		}
-	free(t->b);
+	table_free(t->b, nbuckets(t) * sizeof(*b));
 	t->b = b;
 	t->shift = shift;
 }
@@ -103,7 +104,7 @@ struct store_obj *store_tab_next_i(const struct store_tab *t, struct store_obj *
 
 void store_tab_free_i(struct store_tab *t)
 {
-	free(t->b);
+	table_free(t->b, nbuckets(t) * sizeof(*t->b));
 	t->b = NULL;
 	t->count = 0;
 }
