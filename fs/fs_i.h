@@ -237,6 +237,9 @@ struct fs {
 	/* where inodes are allocated: the pages of those the kernel forgot
 	 * go back (common/slab.h); fs->lock */
 	struct slab_pool *inode_slab;
+	/* inodes freed since the tick last gave the allocator's free
+	 * memory back (fs_tick()), and how often it did; fs->lock */
+	uint64_t inodes_freed, heap_trims;
 	/* the origins inodes name (struct inode_rec); fs->lock; freed with
 	 * the fs: as many as nodes ever wrote an object seen here */
 	struct origin_name *origins;

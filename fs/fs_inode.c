@@ -81,6 +81,7 @@ static void inode_maybe_free(struct fs *fs, struct inode *in)
 	HASH_DELETE(hh, fs->inodes, in);
 	free(in->name);
 	slab_free(fs->inode_slab, in);
+	fs->inodes_freed++;
 }
 
 void inode_set_name(struct inode *in, uint64_t parent, const char *name)

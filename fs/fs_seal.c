@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,8 +152,32 @@ void fs_reap_pending(struct fs *fs)
 	}
 }
 
+/*
+ * Once the kernel forgot many inodes (it does so by the thousand under
+ * memory pressure, or at drop_caches), what they held (names, handles,
+ * the replies that made them) is free in the allocator's heaps but still
+ * resident, between live chunks: malloc_trim() gives those pages back.
+ */
+#define TRIM_AFTER_FORGOTTEN 4096
+
+static void heap_trim(struct fs *fs)
+{
+	bool trim;
+
+	pthread_mutex_lock(&fs->lock);
+	trim = fs->inodes_freed >= TRIM_AFTER_FORGOTTEN;
+	if (trim) {
+		fs->inodes_freed = 0;
+		fs->heap_trims++;
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (trim)
+		malloc_trim(0);
+}
+
 void fs_tick(struct fs *fs)
 {
 	fs_reap_pending(fs);
 	fs_seal_retry(fs);
+	heap_trim(fs);
 }

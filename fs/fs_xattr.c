@@ -338,6 +338,7 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	struct store_stats ss;
 	char err[256], pt[96];
 	size_t n = 0, n_dcache;
+	uint64_t heap_trims;
 	bool up = meta_is_up(fs->meta);
 	uint64_t nofile = nofile_limit();
 	long fds = fds_open();
@@ -393,8 +394,10 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("reregistered: %" PRIu64 "\n", fst.reregistered);
 	pthread_mutex_lock(&fs->lock);
 	n_dcache = fs->n_dcache + fs->n_dcache_files;
+	heap_trims = fs->heap_trims;
 	pthread_mutex_unlock(&fs->lock);
 	OUT("name_cache: %zu\n", n_dcache);
+	OUT("heap_trims: %" PRIu64 "\n", heap_trims);
 	OUT("overwrite: %s\n", fs->cfg.allow_overwrite ? "allowed" : "refused");
 	fs_pt_describe(fs->pt, pt, sizeof(pt));
 	OUT("passthrough: %s\n", pt);
