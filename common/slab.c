@@ -18,6 +18,7 @@
 #include "slab.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -40,6 +41,7 @@
 enum blk_list { ON_PARTIAL, ON_FULL, ON_EMPTY };
 
 struct blk {
+	void *owner; /* the pool's (slab_owner()): first, as slab.h reads it */
 	struct blk *prev, *next;
 	void *free;	 /* freed items, linked through their first word */
 	uint32_t used;	 /* items handed out */
@@ -54,6 +56,7 @@ struct chunk {
 };
 
 struct slab_pool {
+	void *owner;
 	size_t item, per_blk;
 	struct blk *lists[3];
 	/* the chunk blocks are carved from next: [next_blk, end) */
@@ -64,8 +67,14 @@ struct slab_pool {
 };
 
 _Static_assert(sizeof(struct blk) <= HEADER, "a block's header fits before its items");
+_Static_assert(offsetof(struct blk, owner) == 0, "slab_owner() reads the first word");
 
 struct slab_pool *slab_pool_new(size_t item)
+{
+	return slab_pool_new_owned(item, NULL);
+}
+
+struct slab_pool *slab_pool_new_owned(size_t item, void *owner)
 {
 	struct slab_pool *p;
 
@@ -80,6 +89,7 @@ struct slab_pool *slab_pool_new(size_t item)
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
+	p->owner = owner;
 	p->item = item;
 	p->per_blk = (SLAB_BYTES - HEADER) / item;
 	p->chunk_len = CHUNK_MIN;
@@ -167,6 +177,7 @@ static struct blk *blk_get(struct slab_pool *p)
 		p->next_blk += SLAB_BYTES;
 		p->blocks++;
 	}
+	b->owner = p->owner;
 	b->free = NULL;
 	b->used = b->carved = 0;
 	list_add(p, b, ON_PARTIAL);

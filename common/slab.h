@@ -25,6 +25,8 @@ struct slab_pool;
 /* A pool of items of @item bytes (at most SLAB_BYTES / 8); NULL if out
  * of memory or @item is 0 or too big. */
 struct slab_pool *slab_pool_new(size_t item);
+/* The same, with @owner for slab_owner() of its items. */
+struct slab_pool *slab_pool_new_owned(size_t item, void *owner);
 /* Free the pool and every block: its items must not be used after. */
 void slab_pool_free(struct slab_pool *p);
 
@@ -32,6 +34,14 @@ void slab_pool_free(struct slab_pool *p);
 void *slab_alloc(struct slab_pool *p);
 /* Give @item (from slab_alloc() of @p, or NULL) back. */
 void slab_free(struct slab_pool *p, void *item);
+
+/* The owner given to slab_pool_new_owned() of the pool @item came from
+ * (slab_alloc(), not yet freed): kept in its block's first word, so items
+ * need no pointer of their own to it. */
+static inline void *slab_owner(const void *item)
+{
+	return *(void *const *)((uintptr_t)item & ~(uintptr_t)(SLAB_BYTES - 1));
+}
 
 struct slab_stats {
 	uint64_t items;	 /* handed out now */

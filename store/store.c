@@ -120,7 +120,7 @@ static void obj_drop_reg(struct store_obj *o)
 
 void store_obj_free_i(struct store_obj *o)
 {
-	struct store *s = o->s;
+	struct store *s = obj_store(o);
 
 	/* at store_close(), objects still in the store end here */
 	obj_drop_reg(o);
@@ -143,7 +143,6 @@ struct store_obj *store_obj_new_i(struct store *s, uint64_t id)
 	pthread_mutex_unlock(&s->obj_pool_lock);
 	if (!o)
 		return NULL;
-	o->s = s;
 	o->id = id;
 	o->fd = -1;
 	o->recyclable = true;
@@ -283,7 +282,7 @@ static void regd_del_locked(struct store *s, struct store_obj *o);
 /* Last reference gone (so @o is unlinked): give back its file and memory. */
 static void obj_destroy(struct store_obj *o)
 {
-	struct store *s = o->s;
+	struct store *s = obj_store(o);
 
 	/* first: store_file_free_i() may hand the file to the pool */
 	obj_drop_reg(o);
@@ -574,7 +573,7 @@ int store_obj_attach(struct store_obj *o, void *reg, void (*drop)(void *reg), vo
 	/* a pending object's memory is not final, nor served */
 	if (!obj_is_sealed(o))
 		return -EINVAL;
-	s = o->s;
+	s = obj_store(o);
 	obj_lock(o);
 	if (reg && !o->reg) {
 		o->reg = reg;
@@ -904,7 +903,7 @@ int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 		return -EINVAL;
 	if (path && strnlen(path, OBJFS_PATH_MAX) >= OBJFS_PATH_MAX)
 		return -ENAMETOOLONG;
-	s = o->s;
+	s = obj_store(o);
 	pthread_mutex_lock(obj_hash_lock(o));
 	obj_lock(o);
 	if (obj_sealed_locked(o)) {
@@ -984,7 +983,7 @@ void store_unlink(struct store_obj *o)
 
 	if (!o)
 		return;
-	s = o->s;
+	s = obj_store(o);
 	obj_lock(o);
 	if (!o->linked) {
 		obj_unlock(o);
@@ -1290,7 +1289,7 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 	for (i = 0; i < STORE_OBJ_LOCKS; i++)
 		pthread_mutex_init(&s->obj_locks[i], NULL);
 	pthread_mutex_init(&s->obj_pool_lock, NULL);
-	s->obj_pool = slab_pool_new(sizeof(struct store_obj));
+	s->obj_pool = slab_pool_new_owned(sizeof(struct store_obj), s);
 	if (!s->obj_pool) {
 		r = -ENOMEM;
 		goto fail;

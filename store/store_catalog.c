@@ -466,7 +466,7 @@ static int log_append(struct store *s, const char *line, size_t len)
 
 int store_catalog_write_i(struct store_obj *o, const char *path)
 {
-	struct store *s = o->s;
+	struct store *s = obj_store(o);
 	uint64_t off;
 	char *buf;
 	size_t n;
@@ -537,7 +537,7 @@ static void path_get_locked(struct store *s, const struct store_obj *o, struct l
 
 void store_catalog_path_i(struct store_obj *o, char *buf, size_t len)
 {
-	struct store *s = o->s;
+	struct store *s = obj_store(o);
 	struct line *l = NULL;
 	char *line = NULL;
 	const char *str;
@@ -579,15 +579,15 @@ static void path_to_str_locked(struct store *s, struct store_obj *o)
 
 void store_catalog_set_path_i(struct store_obj *o, char *path)
 {
-	pthread_mutex_lock(&o->s->log_lock);
+	pthread_mutex_lock(&obj_store(o)->log_lock);
 	free(obj_path_str(o));
 	o->path_ref = (uintptr_t)path;
-	pthread_mutex_unlock(&o->s->log_lock);
+	pthread_mutex_unlock(&obj_store(o)->log_lock);
 }
 
 int store_catalog_remove_i(struct store_obj *o)
 {
-	struct store *s = o->s;
+	struct store *s = obj_store(o);
 	char buf[64];
 	size_t n;
 	int r = 0;

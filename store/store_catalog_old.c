@@ -211,7 +211,7 @@ static int upgrade_one(struct store_obj *o, const struct rec *rec, const struct 
 	/* a file of this id can only be a copy a conversion cut short left
 	 * (the log does not have the id): the arena still has the bytes */
 	store_file_name_i(o->id, name);
-	unlinkat(o->s->data_fd, name, 0);
+	unlinkat(obj_store(o)->data_fd, name, 0);
 	r = store_file_grow_i(o, rec->size, true);
 	if (r < 0)
 		return r;

@@ -572,7 +572,7 @@ static ssize_t pool_pick_locked(struct store *s, uint64_t need)
  * one.  Sets o->fd and *@ret_len to the file's current length. */
 static int file_get(struct store_obj *o, uint64_t goal, uint64_t *ret_len)
 {
-	struct store *s = o->s;
+	struct store *s = obj_store(o);
 	struct store_pooled got = {0, 0};
 	char name[32], from[32];
 	bool gone;
@@ -681,7 +681,7 @@ static int remap(struct store_obj *o, uint64_t len, uint64_t from)
 static int grow_charged(struct store_obj *o, uint64_t len, uint64_t old_alloc, uint64_t need,
 			uint64_t *goal, uint64_t *charged)
 {
-	struct store *s = o->s;
+	struct store *s = obj_store(o);
 	struct store_pooled drop[STORE_POOL_MAX];
 	uint64_t got;
 	size_t ndrop;
@@ -718,7 +718,7 @@ static int grow_charged(struct store_obj *o, uint64_t len, uint64_t old_alloc, u
 
 int store_file_grow_i(struct store_obj *o, uint64_t want, bool exact)
 {
-	struct store *s = o->s;
+	struct store *s = obj_store(o);
 	uint64_t need, goal, len = o->alloc, old_alloc = o->alloc, charged = 0;
 	bool fresh = o->fd < 0;
 	int r;
@@ -797,7 +797,7 @@ static void unmap_old(struct store_obj *o)
 
 int store_file_seal_i(struct store_obj *o)
 {
-	struct store *s = o->s;
+	struct store *s = obj_store(o);
 	uint64_t size = atomic_load_explicit(&o->size, memory_order_relaxed);
 	uint64_t keep, charge, extra;
 	int r;
@@ -831,7 +831,7 @@ int store_file_seal_i(struct store_obj *o)
 
 void store_file_freeze_i(struct store_obj *o)
 {
-	struct store *s = o->s;
+	struct store *s = obj_store(o);
 	uint64_t size = atomic_load_explicit(&o->size, memory_order_relaxed);
 	uint64_t maplen =
 	    round_up(s->kind == STORE_FS_HUGETLBFS ? round_up(size, s->unit) : size, STORE_PAGE);
@@ -856,7 +856,7 @@ void store_file_freeze_i(struct store_obj *o)
 
 void store_file_unlink_i(struct store_obj *o)
 {
-	struct store *s = o->s;
+	struct store *s = obj_store(o);
 	char name[STORE_ID_HEX + 1], gone[32];
 
 	if (!o->has_file || o->renamed)
@@ -931,7 +931,7 @@ static void uncharge_file_locked(struct store *s, struct store_obj *o)
  */
 static bool pool_prepare(struct store_obj *o, const char *gone, const char *name, uint64_t len)
 {
-	struct store *s = o->s;
+	struct store *s = obj_store(o);
 	bool ok = false;
 	char path[64];
 	struct stat st;
@@ -962,7 +962,7 @@ out:
 
 void store_file_free_i(struct store_obj *o)
 {
-	struct store *s = o->s;
+	struct store *s = obj_store(o);
 	char gone[32], name[32];
 	bool pooled = false, kept = false, had_file = o->has_file;
 	/* the file's length rounded up to whole units: what was charged */
@@ -1041,7 +1041,7 @@ out:
 
 int store_file_adopt_i(struct store_obj *o, const uint8_t *csum)
 {
-	struct store *s = o->s;
+	struct store *s = obj_store(o);
 	uint64_t size = atomic_load_explicit(&o->size, memory_order_relaxed);
 	uint64_t want = s->kind == STORE_FS_HUGETLBFS ? round_up(size, s->unit) : size;
 	uint8_t got[OBJFS_CSUM_LEN];
@@ -1097,7 +1097,7 @@ int store_file_open_i(struct store_obj *o, int flags)
 			seq_name(GONE_PREFIX, o->gone_seq, name, sizeof(name));
 		else
 			store_file_name_i(o->id, name);
-		fd = openat(o->s->data_fd, name, flags | O_CLOEXEC | O_NOFOLLOW);
+		fd = openat(obj_store(o)->data_fd, name, flags | O_CLOEXEC | O_NOFOLLOW);
 	}
 	return fd < 0 ? -errno : fd;
 }
@@ -1181,7 +1181,7 @@ static void unmap_all(struct unmap *v, size_t n)
 
 void store_file_mapped_add_i(struct store_obj *o)
 {
-	struct store *s = o->s;
+	struct store *s = obj_store(o);
 	struct unmap v[UNMAP_BATCH];
 	size_t n = 0;
 
@@ -1197,7 +1197,7 @@ void store_file_mapped_add_i(struct store_obj *o)
 
 int store_file_map_i(struct store_obj *o)
 {
-	struct store *s = o->s;
+	struct store *s = obj_store(o);
 	struct unmap v[UNMAP_BATCH];
 	size_t n = 0;
 	void *p;
@@ -1281,7 +1281,7 @@ int store_obj_open_fd(struct store_obj *o)
 
 	if (!o || !store_obj_sealed(o))
 		return -EINVAL;
-	if (o->s->kind == STORE_FS_HUGETLBFS)
+	if (obj_store(o)->kind == STORE_FS_HUGETLBFS)
 		return -EOPNOTSUPP;
 	obj_lock(o);
 	fd = store_file_open_i(o, O_RDONLY);

@@ -141,8 +141,7 @@ struct store_tab {
 };
 
 struct store_obj {
-	struct store *s;  /* immutable */
-	uint64_t id;	  /* immutable */
+	uint64_t id; /* immutable; its store is obj_store() */
 	atomic_uint refs; /* relaxed increments, acq_rel decrements */
 	/* of which lease references (store_obj_ref_lease()), not counted as
 	 * use; taken after, and dropped before, their share of refs */
@@ -524,6 +523,12 @@ static inline void store_list_del_i(struct store_obj **head, struct store_obj **
 	o->lprev = o->lnext = NULL;
 }
 
+/* The store @o belongs to: the owner of its block (store_obj_new_i()). */
+static inline struct store *obj_store(const struct store_obj *o)
+{
+	return slab_owner(o);
+}
+
 /* @o's path if it is a string of its own (see obj->path_ref), else NULL. */
 static inline char *obj_path_str(const struct store_obj *o)
 {
@@ -532,7 +537,7 @@ static inline char *obj_path_str(const struct store_obj *o)
 
 static inline pthread_mutex_t *obj_hash_lock(struct store_obj *o)
 {
-	return &o->s->hash_locks[((o->id * 0x9E3779B97F4A7C15ull) >> 32) % STORE_HASH_LOCKS];
+	return &obj_store(o)->hash_locks[((o->id * 0x9E3779B97F4A7C15ull) >> 32) % STORE_HASH_LOCKS];
 }
 
 /*
@@ -551,13 +556,13 @@ static inline void obj_lock(const struct store_obj *o)
 	assert(!store_obj_locks_held++);
 #endif
 	pthread_mutex_lock(
-	    &o->s->obj_locks[((o->id * 0x9E3779B97F4A7C15ull) >> 40) % STORE_OBJ_LOCKS]);
+	    &obj_store(o)->obj_locks[((o->id * 0x9E3779B97F4A7C15ull) >> 40) % STORE_OBJ_LOCKS]);
 }
 
 static inline void obj_unlock(const struct store_obj *o)
 {
 	pthread_mutex_unlock(
-	    &o->s->obj_locks[((o->id * 0x9E3779B97F4A7C15ull) >> 40) % STORE_OBJ_LOCKS]);
+	    &obj_store(o)->obj_locks[((o->id * 0x9E3779B97F4A7C15ull) >> 40) % STORE_OBJ_LOCKS]);
 #ifndef NDEBUG
 	store_obj_locks_held--;
 #endif
