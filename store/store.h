@@ -456,7 +456,7 @@ struct store_cold {
 /* Where a walk stands (zero it to start; store_walk_end() when done). */
 struct store_walk {
 	struct store_obj *at; /* the last object given, referenced */
-	uint64_t stamp;
+	uint32_t stamp;
 };
 /*
  * Up to @n sealed linked objects in use order, least recently used

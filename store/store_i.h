@@ -141,7 +141,7 @@ struct store_tab {
 };
 
 struct store_obj {
-	uint64_t id; /* immutable; its store is obj_store() */
+	uint64_t id;	  /* immutable; its store is obj_store() */
 	atomic_uint refs; /* relaxed increments, acq_rel decrements */
 	/* of which lease references (store_obj_ref_lease()), not counted as
 	 * use; taken after, and dropped before, their share of refs */
@@ -149,40 +149,44 @@ struct store_obj {
 	/* set once (release) under lock and s->lock; read with acquire
 	 * without a lock, relaxed under either lock */
 	atomic_bool sealed;
-	bool linked;   /* written under lock and s->lock; read under either */
-	bool has_file; /* lock: data/<id> (or its gone name) exists */
+	bool linked; /* written under lock and s->lock; read under either */
 	/* store_unlink() took it out of the table (an object being adopted
 	 * is not linked yet, nor unlinked); lock and s->lock */
 	bool unlinked;
-	bool renamed; /* lock: the file is data/.gone-<gone_seq> now */
-	/* s->lock: counted in s->nopen (may hold a descriptor: pending, or
-	 * unlinked with a file that lost its name) */
-	bool counted_open;
-	/* s->lock: on s->mapped (sealed and mapped); on s->regd, a
-	 * transport's registration hangs on the mapping (never taken away
-	 * then): never both */
-	bool on_mapped, pinned;
 	/* read, or its registration used, since the clock (s->mapped's or
 	 * s->regd's) last passed it (no lock: a hint) */
 	atomic_bool map_used;
-	/* s->lock: on s->lru (LRU_USE), s->sole (LRU_SOLE), s->gone
-	 * (LRU_GONE), or none */
-	uint8_t lru_list;
-	/* the file may go to the pool when the object is freed (if nobody
-	 * else holds it open then): false once it lost its name; lock, or the
-	 * last reference */
-	bool recyclable;
+	/*
+	 * Bit-fields share a byte, so each group is read and written under
+	 * one lock only, and a member that is not a bit-field stands between
+	 * two groups.  Under lock (or with the last reference): has_file,
+	 * data/<id> (or its gone name) exists; renamed, the file is
+	 * data/.gone-<gone_seq> now; recyclable, the file may go to the pool
+	 * when the object is freed (if nobody else holds it open then),
+	 * false once it lost its name.
+	 */
+	uint8_t has_file : 1, renamed : 1, recyclable : 1;
 	/* s->log_lock: the catalog log holds the object (an R line, and no D
 	 * after it) */
 	bool recorded;
-	int fd;				 /* the object's file, while it needs one (see below) */
+	/*
+	 * Under s->lock: lru_list, on s->lru (LRU_USE), s->sole (LRU_SOLE),
+	 * s->gone (LRU_GONE), or none; counted_open, counted in s->nopen
+	 * (may hold a descriptor: pending, or unlinked with a file that lost
+	 * its name); on_mapped, on s->mapped (sealed and mapped); pinned, on
+	 * s->regd, a transport's registration hangs on the mapping (never
+	 * taken away then): never both.
+	 */
+	uint8_t lru_list : 2, counted_open : 1, on_mapped : 1, pinned : 1;
+	int fd; /* the object's file, while it needs one (see below) */
+	/* s->lock: moves on whenever the object moves on s->lru
+	 * (store_walk_cold()); 32 bits, as a wrap only makes a walk go on
+	 * from an object that moved meanwhile */
+	uint32_t lru_stamp;
 	struct store_obj *mprev, *mnext; /* s->mapped or s->regd; s->lock */
 	/* s->lru or s->sole, sealed and linked, or s->gone once unlinked
-	 * (s->lock; lru_list with the
-	 * flags above); lru_stamp moves on whenever it moves on s->lru
-	 * (store_walk_cold()) */
+	 * (s->lock, with lru_list) */
 	struct store_obj *lprev, *lnext;
-	uint64_t lru_stamp;
 
 	struct store_obj *hnext; /* its chain in s->table (or adoption's); s->lock */
 
@@ -316,7 +320,7 @@ struct store {
 	/* sealed linked objects by last use (store_touch()): lru is the most
 	 * recent, lru_cold the least */
 	struct store_obj *lru, *lru_cold;
-	uint64_t lru_stamp;
+	uint32_t lru_stamp;
 	/* sealed linked objects known to be the only copy in the cluster
 	 * (store_set_sole()): off s->lru, so that eviction never walks them;
 	 * in no order */
@@ -537,7 +541,8 @@ static inline char *obj_path_str(const struct store_obj *o)
 
 static inline pthread_mutex_t *obj_hash_lock(struct store_obj *o)
 {
-	return &obj_store(o)->hash_locks[((o->id * 0x9E3779B97F4A7C15ull) >> 32) % STORE_HASH_LOCKS];
+	return &obj_store(o)
+		    ->hash_locks[((o->id * 0x9E3779B97F4A7C15ull) >> 32) % STORE_HASH_LOCKS];
 }
 
 /*
