@@ -110,12 +110,14 @@ static void obj_drop_reg(struct store_obj *o)
 
 	obj_lock(o);
 	reg = o->reg;
-	drop = o->reg_drop;
 	o->reg = NULL;
-	o->reg_drop = NULL;
 	obj_unlock(o);
-	if (reg)
-		drop(reg);
+	if (!reg)
+		return;
+	pthread_mutex_lock(&obj_store(o)->lock);
+	drop = obj_store(o)->reg_drop;
+	pthread_mutex_unlock(&obj_store(o)->lock);
+	drop(reg);
 }
 
 void store_obj_free_i(struct store_obj *o)
@@ -546,10 +548,9 @@ static void regs_trim(struct store *s)
 		obj_lock(o);
 		if (o->reg && obj_idle(o, 1)) {
 			reg = o->reg;
-			drop = o->reg_drop;
 			o->reg = NULL;
-			o->reg_drop = NULL;
 			pthread_mutex_lock(&s->lock);
+			drop = s->reg_drop;
 			regd_del_locked(s, o);
 			s->regs_dropped++;
 			pthread_mutex_unlock(&s->lock);
@@ -576,11 +577,17 @@ int store_obj_attach(struct store_obj *o, void *reg, void (*drop)(void *reg), vo
 	s = obj_store(o);
 	obj_lock(o);
 	if (reg && !o->reg) {
+		pthread_mutex_lock(&s->lock);
+		/* one drop for all of a store's registrations, the first's */
+		if (s->reg_drop && s->reg_drop != drop) {
+			pthread_mutex_unlock(&s->lock);
+			obj_unlock(o);
+			return -EINVAL;
+		}
+		s->reg_drop = drop;
 		o->reg = reg;
-		o->reg_drop = drop;
 		/* it reaches the mapping: never taken away while it hangs
 		 * (the object leaves the cache of idle mappings meanwhile) */
-		pthread_mutex_lock(&s->lock);
 		store_file_mapped_del_i(s, o);
 		regd_push_locked(s, o);
 		atomic_store_explicit(&o->map_used, false, memory_order_relaxed);

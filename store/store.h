@@ -366,7 +366,9 @@ int store_obj_open_fd(struct store_obj *o);
  * caller's (it lost a race: it drops its own).  With @reg NULL: only
  * look, 0 and the current one (or NULL) in *@ret_cur.  -EINVAL if @o is
  * pending (its memory is neither final nor served), or @reg comes
- * without @drop.
+ * without @drop or with another @drop than the store's first
+ * registration had (one transport registers: its drop is kept once per
+ * store, not per object).
  *
  * The store calls @drop(@reg) exactly once: when @o is freed (unlinked
  * or evicted, and its last reference gone), from the thread that drops

@@ -25,7 +25,7 @@
  *                   store->obj_locks, by id); its pending state: size (stores),
  *                   its file while pending (fd appears, alloc, map,
  *                   map_len, w->old_maps), path, w->gen, the one write of
- *                   sealed, the registration slot (reg, reg_drop), and
+ *                   sealed, the registration slot (reg), and
  *                   a sealed object's mapping being made (map goes from
  *                   NULL to set only under it).  File I/O for the object
  *                   (growth, the seal's trim, record write and remove,
@@ -216,13 +216,12 @@ struct store_obj {
 	uint64_t extra;
 	/*
 	 * A transport's registration of the sealed object's memory
-	 * (store_obj_attach()) and what gives it back: set at most once
+	 * (store_obj_attach()), given back by store->reg_drop: set at most once
 	 * under lock; taken (set NULL) and dropped by obj_drop_reg() when
 	 * the object is freed, before its mapping and file go, with no
 	 * store lock held (dropping one is a syscall).
 	 */
-	void *reg;
-	void (*reg_drop)(void *reg);
+	void *reg; /* dropped with store->reg_drop */
 	/* lock; set before sealed is published, immutable after */
 	int64_t mtime_ns;
 	uint8_t csum[OBJFS_CSUM_LEN];
@@ -339,6 +338,9 @@ struct store {
 	 * allocations of writing and pin their freed chunks; a leaf lock */
 	struct slab_pool *obj_pool;
 	pthread_mutex_t obj_pool_lock;
+	/* what gives back every registration hung on an object
+	 * (store_obj_attach(): the first one's); set once, s->lock */
+	void (*reg_drop)(void *reg);
 
 	/* the catalog log (store_catalog.c) */
 	pthread_mutex_t log_lock;

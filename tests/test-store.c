@@ -606,6 +606,11 @@ static void reg_drop(void *reg)
 		rs->bytes_ok++;
 }
 
+static void other_drop(void *reg)
+{
+	(void)reg;
+}
+
 /* The registration slot: one per sealed object, dropped once when the
  * object is freed, before its file is reused, and at store close. */
 TEST(attach)
@@ -678,6 +683,8 @@ TEST(attach)
 	CHECK_EQ(store_seal(p, "/p", 1), 0);
 	CHECK_EQ(a.drops, 1);
 
+	/* a store's registrations share one drop: the first one's */
+	CHECK_EQ(store_obj_attach(p, &c, other_drop, NULL), -EINVAL);
 	/* at close: one still in the store, one unlinked but still held */
 	CHECK_EQ(store_obj_attach(p, &c, reg_drop, NULL), 0);
 	q = make_sealed(s, 3, 4096, 3, "/q");
