@@ -57,26 +57,6 @@ static struct pending *make_replacement(struct fs *fs, uint64_t parent, const ch
 }
 
 /*
- * Is @name the last part of @o's catalog path?  The name cache keeps a
- * file's name as a 64-bit hash, which two names may share (odds about
- * 2^-25 that any two of 10^6 names do): this tells them apart, so that
- * a name is never resolved to another local object.  An object with no
- * path yet ("") is taken on the hash's word.
- */
-static bool path_names(struct store_obj *o, const char *name)
-{
-	char path[OBJFS_PATH_MAX];
-	size_t plen, nlen = strlen(name);
-
-	store_obj_path(o, path, sizeof(path));
-	plen = strlen(path);
-	if (!plen)
-		return true;
-	return plen >= nlen && !strcmp(path + plen - nlen, name) &&
-	       (plen == nlen || path[plen - nlen - 1] == '/');
-}
-
-/*
  * Redis is unreachable: answer from the name cache if @name was a
  * directory or an object this node holds, so local objects stay readable
  * after the kernel dropped its entries.  Returns false if it cannot.
@@ -95,11 +75,14 @@ static bool lookup_offline(fuse_req_t req, struct fs *fs, uint64_t parent, const
 	if (!known)
 		return false;
 	if (kind == META_FILE) {
+		/* The name cache keeps a file's name as a 64-bit hash: a name
+		 * not in it matches another's with odds of about n / 2^64 (n
+		 * names kept), which the copy's catalog path cannot rule out
+		 * better (it lags a rename made on another node until the
+		 * reconcile) */
 		o = node_local(fs->nd, id);
-		if (!o || !path_names(o, name)) {
-			store_obj_unref(o);
+		if (!o)
 			return false;
-		}
 	}
 	pthread_mutex_lock(&fs->lock);
 	in = inode_get(fs, id, kind);

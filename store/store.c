@@ -1296,12 +1296,12 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 	for (i = 0; i < STORE_OBJ_LOCKS; i++)
 		pthread_mutex_init(&s->obj_locks[i], NULL);
 	pthread_mutex_init(&s->obj_pool_lock, NULL);
+	pthread_mutex_init(&s->log_lock, NULL);
 	s->obj_pool = slab_pool_new_owned(sizeof(struct store_obj), s);
 	if (!s->obj_pool) {
 		r = -ENOMEM;
 		goto fail;
 	}
-	pthread_mutex_init(&s->log_lock, NULL);
 
 	r = store_dir_open_i(s, cfg->dir);
 	if (r < 0)

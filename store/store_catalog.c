@@ -459,8 +459,20 @@ static int log_append(struct store *s, const char *line, size_t len)
 		return 0;
 	}
 	r = n < 0 ? -errno : -ENOSPC;
-	if (n > 0 && ftruncate(s->log_fd, (off_t)s->log_size) < 0)
+	if (n > 0 && ftruncate(s->log_fd, (off_t)s->log_size) < 0) {
+		struct stat st;
+
 		log_warn("store: cannot cut a short line off the catalog log: %s", strerror(errno));
+		/* end the fragment, so that the next line is not read as part
+		 * of it (a damaged line, set aside at open), and go on from
+		 * the file's end: an object's path is read at the offset of
+		 * its line */
+		if (write(s->log_fd, "\n", 1) == 1)
+			s->log_lines++;
+		if (fstat(s->log_fd, &st) == 0)
+			s->log_size = (uint64_t)st.st_size;
+		s->log_dirty = true; /* the next compaction drops the fragment */
+	}
 	return r;
 }
 
@@ -510,6 +522,22 @@ static int path_read_locked(struct store *s, const struct store_obj *o, struct l
 		return -errno;
 	nl = memchr(buf, '\n', (size_t)n);
 	if (!nl || line_parse(buf, (size_t)(nl - buf), l) < 0 || l->id != o->id ||
+	    (l->kind != 'R' && l->kind != 'P'))
+		return -EBADMSG;
+	return 0;
+}
+
+/* Read @o's path, which is in the log, from the log mapped at @map (@len
+ * bytes) into @l (l->path).  0 or -EBADMSG. */
+static int path_mapped(const char *map, size_t len, const struct store_obj *o, struct line *l)
+{
+	uint64_t off = o->path_ref >> 1;
+	const char *nl;
+
+	if (!(o->path_ref & 1) || off >= len)
+		return -EBADMSG;
+	nl = memchr(map + off, '\n', (size_t)min_u64(len - off, LOG_LINE_MAX));
+	if (!nl || line_parse(map + off, (size_t)(nl - (map + off)), l) < 0 || l->id != o->id ||
 	    (l->kind != 'R' && l->kind != 'P'))
 		return -EBADMSG;
 	return 0;
@@ -644,14 +672,17 @@ static int log_compact(struct store *s, struct store_obj ***ret_objs, size_t *re
 {
 	enum { CHUNK = 1 << 20 };
 	struct store_obj **v = NULL, *o;
-	size_t n = 0, i, used, at = 0;
+	size_t n = 0, i, used, at = 0, old_len = 0;
 	uint64_t bytes = 0, *noff = NULL;
-	char *buf = NULL, *line = NULL;
+	char *buf = NULL, *line = NULL, *old = NULL;
 	struct line *l = NULL;
+	struct stat st;
 	int fd = -1, r = 0;
 
 	/* coldest first, so that adoption (which pushes each object onto
-	 * the use list in log order) keeps the order of use */
+	 * the use list in log order) keeps the order of use; the known
+	 * only copies last, as the hottest: that mark is not kept, and
+	 * eviction would otherwise meet them first after a restart */
 	pthread_mutex_lock(&s->lock);
 	v = malloc((s->table.count + 1) * sizeof(*v));
 	if (v) {
@@ -659,14 +690,21 @@ static int log_compact(struct store *s, struct store_obj ***ret_objs, size_t *re
 		     o = store_tab_next_i(&s->table, o, &at))
 			if (o->recorded && o->lru_list == LRU_NONE)
 				v[n++] = store_obj_ref(o);
-		for (o = s->sole_tail; o; o = o->lprev)
+		for (o = s->lru_cold; o; o = o->lprev)
 			if (o->recorded)
 				v[n++] = store_obj_ref(o);
-		for (o = s->lru_cold; o; o = o->lprev)
+		for (o = s->sole_tail; o; o = o->lprev)
 			if (o->recorded)
 				v[n++] = store_obj_ref(o);
 	}
 	pthread_mutex_unlock(&s->lock);
+	/* the paths, from the old log: mapped once, not read line by line */
+	if (fstat(s->log_fd, &st) == 0 && st.st_size > 0) {
+		old_len = (size_t)st.st_size;
+		old = mmap(NULL, old_len, PROT_READ, MAP_PRIVATE, s->log_fd, 0);
+		if (old == MAP_FAILED)
+			old = NULL;
+	}
 	*ret_objs = v;
 	*ret_n = n;
 	buf = malloc(CHUNK + LOG_LINE_MAX);
@@ -690,7 +728,8 @@ static int log_compact(struct store *s, struct store_obj ***ret_objs, size_t *re
 	for (i = 0; r == 0 && i <= n; i++) {
 		if (i < n) {
 			/* from the old log (still s->log_fd) */
-			path_get_locked(s, v[i], l, line);
+			if (!old || path_mapped(old, old_len, v[i], l) < 0)
+				path_get_locked(s, v[i], l, line);
 			noff[i] = bytes + used;
 			used += line_rec(buf + used, v[i], l->path);
 		}
@@ -722,6 +761,8 @@ out:
 		close(fd);
 		unlinkat(s->dir_fd, LOG_NEW, 0);
 	}
+	if (old)
+		munmap(old, old_len);
 	free(noff);
 	free(line);
 	free(l);

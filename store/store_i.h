@@ -34,7 +34,9 @@
  *   store->log_lock one per store; the catalog log (log_fd, log_size,
  *                   log_lines, log_live, compactions) and each object's
  *                   place in it (obj->recorded, and obj->path_ref, which is
- *                   written under obj->lock and log_lock both).  Held
+ *                   read under log_lock and written under obj->lock and
+ *                   log_lock both, but by a compaction, which moves the
+ *                   offsets under log_lock alone).  Held
  *                   across an append (one write(2)) and a compaction.
  *   store->lock     one per store, the global lock; the capacity
  *                   (used, draining, the pool and its bytes, and what the

@@ -623,6 +623,64 @@ TEST(compact)
 	tdir_release(&t);
 }
 
+/* The ids of the store's objects in use order, coldest first, as a
+ * string ("3 1 5"). */
+static void use_order(struct store *s, char *buf, size_t len)
+{
+	struct store_walk w = {0};
+	struct store_cold c[64];
+	size_t n = store_walk_cold(s, &w, c, 64), i, at = 0;
+
+	buf[0] = '\0';
+	for (i = 0; i < n && at < len; i++)
+		at += (size_t)snprintf(buf + at, len - at, "%s%llu", i ? " " : "",
+				       (unsigned long long)c[i].id);
+	store_walk_end(&w);
+}
+
+/* A compaction keeps the order of use across a restart, and the only
+ * copies (whose mark is not kept) come back the hottest, so that
+ * eviction does not meet them first. */
+TEST(compact_keeps_use_order)
+{
+	struct store_stats st;
+	struct store_obj *o;
+	char order[256], p[32];
+	struct tdir t;
+	struct store *s;
+	int i, touch[] = {3, 1, 5, 2, 4};
+
+	tdir_init(&t);
+	s = must_open(&t, 64 * MiB, false);
+	for (i = 1; i <= 6; i++)
+		store_obj_unref(make_sealed(s, (uint64_t)i, 100, (uint64_t)i, "/x"));
+	for (i = 0; i < 5; i++)
+		store_touch(s, (uint64_t)touch[i]);
+	store_set_sole(s, 6, true);
+	use_order(s, order, sizeof(order));
+	CHECK_STR(order, "3 1 5 2 4");
+	/* dead lines enough for the tick to compact */
+	o = store_lookup(s, 1);
+	for (i = 0; i < 5000; i++) {
+		snprintf(p, sizeof(p), "/x/%d", i);
+		CHECK_EQ(store_set_path(o, p), 0);
+	}
+	store_obj_unref(o);
+	store_tick(s);
+	store_stats(s, &st);
+	CHECK_EQ(st.compactions, 1);
+	store_close(s);
+	s = must_open(&t, 64 * MiB, false);
+	use_order(s, order, sizeof(order));
+	CHECK_STR(order, "3 1 5 2 4 6");
+	o = store_lookup(s, 1);
+	store_obj_path(o, p, sizeof(p));
+	CHECK_STR(p, "/x/4999");
+	store_obj_unref(o);
+	store_close(s);
+	tdir_release(&t);
+}
+
 /* A store of the record files of earlier versions is converted whole,
  * and a conversion cut short converts again. */
 TEST(convert)
@@ -797,6 +855,7 @@ int main(void)
 	RUN(log_lines);
 	RUN(torn_and_damaged);
 	RUN(compact);
+	RUN(compact_keeps_use_order);
 	RUN(convert);
 	RUN(shrink_capacity);
 	RUN(notes);
