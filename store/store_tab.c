@@ -1,8 +1,10 @@
 /*
  * store_tab: objects by id, chained through obj->hnext (8 bytes an
- * object, and a bucket pointer each).  The buckets double while objects
- * outnumber them; if the memory for that is missing the chains just grow
- * longer, so an add fails only when the table has no bucket at all.
+ * object, and a bucket pointer for every two).  The buckets double while
+ * objects outnumber them twice (chains of two on average: a lookup is
+ * still a cache miss or two); if the memory for that is missing the
+ * chains just grow longer, so an add fails only when the table has no
+ * bucket at all.
  *
  * Touches struct store_obj's id and hnext only.  The caller's lock
  * guards a table (s->lock for s->table; adoption's own before the store
@@ -66,7 +68,7 @@ int store_tab_add_i(struct store_tab *t, struct store_obj *o)
 {
 	size_t k;
 
-	if (t->count >= nbuckets(t))
+	if (t->count >= 2 * nbuckets(t))
 		grow(t);
 	if (!t->b)
 		return -ENOMEM;
