@@ -191,7 +191,7 @@ scale_readable() {
 section_scale() {
 	local mnt=$W/scale-mnt spec=unix:$W/scale.sock opts pid first_rate=0 rate win
 	local done_n=0 fails=0 t0 t1 i s cap_mib need_kib avail_kib nofile
-	local first_fds=0 first_maps=0 first_rss=0 first_n=0 made=0 wok fds maps rss orc1 orc2 per_obj last_rate=0 good_n=0
+	local first_fds=0 first_maps=0 first_rss=0 first_n=0 made=0 wok fds maps rss orc1 orc2 per_obj last_rate=0 good_n=0 i now
 	local -a pids
 
 	echo "== scale"
@@ -257,7 +257,16 @@ section_scale() {
 	[ "$good_n" -gt 0 ] || die "scale: the first window of $win creates failed: $errs"
 	orc2=$(timeout -k 5 600 python3 "$W/scale.py" orc "$mnt" "$good_n" "$SCALE_BYTES" "$SCALE_PER_DIR" 2000)
 	drop_caches
+	# at rest: the kernel's FORGETs are processed and the daemon's tick
+	# (every 5 s) has given back what they freed; wait until RssAnon
+	# stops falling, 6 to 20 s
 	read -r fds maps rss < <(scale_sample "$pid")
+	for ((i = 0; i < 20; i++)); do
+		sleep 1
+		read -r fds maps now < <(scale_sample "$pid")
+		[ "$i" -ge 6 ] && [ "$now" -ge "$rss" ] && break
+		rss=$now
+	done
 	REPORT+="after drop_caches: RssAnon ${rss} KiB, $(sx "$rss * 1024 / $made") B/object"$'\n'
 	REPORT+="$(printf '%-40s %s' "failures, $made of $SCALE_OBJECTS made" "$fails")   $(verdict "$([ "$fails" = 0 ] && [ "$made" = "$SCALE_OBJECTS" ] && echo 1 || echo 0)")"$'\n'
 	REPORT+="$(printf '%-40s %s' "creates/s last window vs first" "$(sx "$last_rate / $first_rate") x (>= 0.8)")   $(verdict "$(awk -v a="$last_rate" -v b="$first_rate" 'BEGIN { print (a >= 0.8 * b) }')")"$'\n'
