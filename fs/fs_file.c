@@ -416,13 +416,16 @@ static void backing_close(struct fs *fs, uint32_t id, struct store_obj *o)
 static void reply_open(struct fs *fs, fuse_req_t req, uint64_t ino, struct handle *h,
 		       struct fuse_file_info *fi, uint64_t size)
 {
-	bool sealed = store_obj_sealed(h->obj), pt_ok = true;
+	bool sealed, pt_ok = true;
 	uint32_t id = 0, spare = 0;
 	struct inode *in;
 	int io, r;
 
+	/* sealed is read under fs->lock: a fetch this open joined may seal
+	 * @h->obj, and another open pass it through, at any moment before */
 	pthread_mutex_lock(&fs->lock);
 	in = inode_find(fs, ino); /* held by in->handles */
+	sealed = store_obj_sealed(h->obj);
 	io = in ? choose_io_locked(fs, in, sealed, pt_ok, size) : -ESTALE;
 	if (io == FS_IO_PT && !in->backing_id) {
 		pthread_mutex_unlock(&fs->lock);
