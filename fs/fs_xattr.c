@@ -414,6 +414,13 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	CTR("fetch_bytes", fst.bytes);
 	CTR("failovers", fst.failovers);
 	CTR("checksum_failures", fst.csum_failures);
+	{
+		/* who sent the blocks that failed their sums (a bounded line) */
+		char by[512];
+
+		node_peer_csum_failures(fs->nd, by, sizeof(by));
+		OUT("checksum_failures_by_peer: %s\n", by[0] ? by : "-");
+	}
 	CTR("stale_holders_dropped", fst.stale_holders);
 	CTR("evictions", fst.evictions);
 	CTR("invalidations", FS_LOAD(fs, invalidations));

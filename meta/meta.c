@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+
+#include "bsum.h"
 #include <time.h>
 
 #include <hiredis/hiredis.h>
@@ -819,6 +821,22 @@ int meta_obj_check(const struct meta_obj *obj, char hex[OBJFS_CSUM_HEX])
 int meta_publish(struct meta *m, uint64_t parent, const char *name, const struct meta_obj *obj,
 		 unsigned flags, uint64_t *ret_replaced, char *ret_path)
 {
+	return meta_publish_sums(m, parent, name, obj, NULL, flags, ret_replaced, ret_path);
+}
+
+/* Block sums as text that a script may store: digits, ':' and lower-case
+ * hex, bounded (bsum.h; the node checks them against the size). */
+bool meta_bsum_text_ok(const char *b)
+{
+	size_t len = b ? strnlen(b, BSUM_TEXT_MAX + 1) : 0;
+
+	return len <= BSUM_TEXT_MAX && strspn(b ? b : "", "0123456789abcdef:") == len;
+}
+
+int meta_publish_sums(struct meta *m, uint64_t parent, const char *name,
+		      const struct meta_obj *obj, const char *bsum, unsigned flags,
+		      uint64_t *ret_replaced, char *ret_path)
+{
 	char hex[OBJFS_CSUM_HEX];
 	const char *path;
 	redisReply *rep;
@@ -826,14 +844,14 @@ int meta_publish(struct meta *m, uint64_t parent, const char *name, const struct
 	uint_fast64_t seen;
 	int r;
 
-	r = parent ? name_validate(name) : -EINVAL;
+	r = parent && meta_bsum_text_ok(bsum) ? name_validate(name) : -EINVAL;
 	if (r == 0)
 		r = meta_obj_check(obj, hex);
 	if (r == 0)
-		r = script_(m, MS_PUBLISH, (flags & META_PUBLISH_SELF) != 0, &rep, "usuusisssu",
+		r = script_(m, MS_PUBLISH, (flags & META_PUBLISH_SELF) != 0, &rep, "usuusisssus",
 			    parent, name, obj->id, obj->size, hex, obj->mtime_ns, obj->origin,
 			    (flags & META_PUBLISH_REPLACE) ? "1" : "0", m->node,
-			    (uint64_t)atomic_load(&m->seq_seen), args_end);
+			    (uint64_t)atomic_load(&m->seq_seen), bsum ? bsum : "", args_end);
 	if (r < 0)
 		return r;
 	r = -EBADMSG;
@@ -981,7 +999,7 @@ static int obj_int_cmd(struct meta *m, const char *cmd, char kind, uint64_t id, 
 
 /* @obj NULL: whatever the record says */
 static int add_holder(struct meta *m, uint64_t id, const struct meta_obj *obj, bool prune,
-		      unsigned *ret_stale)
+		      const char *bsum, unsigned *ret_stale)
 {
 	char hex[OBJFS_CSUM_HEX] = "", size[24] = "";
 	redisReply *rep;
@@ -991,8 +1009,10 @@ static int add_holder(struct meta *m, uint64_t id, const struct meta_obj *obj, b
 		csum_to_hex(obj->csum, hex);
 		snprintf(size, sizeof(size), "%" PRIu64, obj->size);
 	}
-	r = id ? script(m, MS_ADD_HOLDER, &rep, "ussss", id, m->node, prune ? "1" : "0", size, hex)
-	       : -EINVAL;
+	r = id && meta_bsum_text_ok(bsum) && (!bsum || obj)
+		? script(m, MS_ADD_HOLDER, &rep, "usssss", id, m->node, prune ? "1" : "0", size,
+			 hex, bsum ? bsum : "")
+		: -EINVAL;
 	if (r < 0)
 		return r;
 	if (rep->type != REDIS_REPLY_INTEGER || rep->integer < -2 || rep->integer > INT_MAX)
@@ -1009,17 +1029,23 @@ static int add_holder(struct meta *m, uint64_t id, const struct meta_obj *obj, b
 
 int meta_add_holder_prune(struct meta *m, const struct meta_obj *obj, unsigned *ret_stale)
 {
-	return obj ? add_holder(m, obj->id, obj, true, ret_stale) : -EINVAL;
+	return obj ? add_holder(m, obj->id, obj, true, NULL, ret_stale) : -EINVAL;
+}
+
+int meta_add_holder_sums(struct meta *m, const struct meta_obj *obj, const char *bsum,
+			 unsigned *ret_stale)
+{
+	return obj ? add_holder(m, obj->id, obj, true, bsum, ret_stale) : -EINVAL;
 }
 
 int meta_add_holder(struct meta *m, uint64_t id)
 {
-	return add_holder(m, id, NULL, false, NULL);
+	return add_holder(m, id, NULL, false, NULL, NULL);
 }
 
 int meta_add_holder_of(struct meta *m, const struct meta_obj *obj)
 {
-	return obj ? add_holder(m, obj->id, obj, false, NULL) : -EINVAL;
+	return obj ? add_holder(m, obj->id, obj, false, NULL, NULL) : -EINVAL;
 }
 
 int meta_del_holder(struct meta *m, uint64_t id)

@@ -285,6 +285,12 @@ int meta_alloc_id(struct meta *m, uint64_t *ret_id);
 #define META_PUBLISH_SELF (1u << 1)    /* the name is this node's kernel's already */
 int meta_publish(struct meta *m, uint64_t parent, const char *name, const struct meta_obj *obj,
 		 unsigned flags, uint64_t *ret_replaced, char *ret_path);
+/* meta_publish(), and the object's block sums @bsum (text, see bsum.h;
+ * NULL: none) in its record, field "bsum".  -EINVAL if @bsum is not
+ * such text. */
+int meta_publish_sums(struct meta *m, uint64_t parent, const char *name,
+		      const struct meta_obj *obj, const char *bsum, unsigned flags,
+		      uint64_t *ret_replaced, char *ret_path);
 
 /*
  * Unlink file @name: remove the entry, the object record and its holder
@@ -371,6 +377,11 @@ void meta_rereg_release(struct meta_rereg *v, size_t n);
 /* The same, and drop the holders whose node card is gone (stale entries),
  * counting them in *ret_stale (may be NULL). */
 int meta_add_holder_prune(struct meta *m, const struct meta_obj *obj, unsigned *ret_stale);
+/* The same, and record @bsum (text, see bsum.h; NULL: none) as the
+ * object's block sums if its record has none yet (an object sealed
+ * before block sums: the first node to fetch it sums its verified copy). */
+int meta_add_holder_sums(struct meta *m, const struct meta_obj *obj, const char *bsum,
+			 unsigned *ret_stale);
 int meta_del_holder(struct meta *m, uint64_t id);
 
 /* ---- recovery ---- */
@@ -465,6 +476,13 @@ struct meta_holder {
  */
 int meta_locate(struct meta *m, uint64_t id, struct meta_obj *ret_obj,
 		struct meta_holder **ret_holders, size_t *ret_n, unsigned *ret_stale);
+/* meta_locate(), and the record's block sums into *@ret_bsum: text (see
+ * bsum.h, checked only for its characters and length; the caller checks
+ * it against the size), caller frees; NULL if the record has none.  A
+ * field that is not such text is logged as corrupt and taken as none. */
+int meta_locate_sums(struct meta *m, uint64_t id, struct meta_obj *ret_obj,
+		     struct meta_holder **ret_holders, size_t *ret_n, unsigned *ret_stale,
+		     char **ret_bsum);
 
 /*
  * Drop this node's copy of @id from the holders, atomically, only if at

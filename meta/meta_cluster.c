@@ -51,6 +51,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "bsum.h"
 #include "log.h"
 #include "meta_i.h"
 
@@ -69,6 +70,8 @@
 
 /* Stride of the locate script's holders: node, listen, caps, rdma. */
 #define HOLDER_FIELDS 4
+/* What comes before them: size, csum, mtime, origin, stale, block sums. */
+#define LOCATE_FIXED 6
 
 /* node, listen, caps, rdma: 0, or -EBADMSG with the reason in @why.  A
  * malformed rdma address only costs the holder its RDMA (rep_rdma()). */
@@ -101,28 +104,61 @@ static int rep_holder(redisReply *const *f, struct meta_holder *ret, const char 
 int meta_locate(struct meta *m, uint64_t id, struct meta_obj *ret_obj,
 		struct meta_holder **ret_holders, size_t *ret_n, unsigned *ret_stale)
 {
+	return meta_locate_sums(m, id, ret_obj, ret_holders, ret_n, ret_stale, NULL);
+}
+
+/* The block sums of a locate's answer @f: 0 and a copy in *@ret_bsum
+ * (NULL if none), or -ENOMEM.  Bad text is logged and taken as none. */
+static int rep_bsum(const redisReply *f, uint64_t id, char **ret_bsum)
+{
+	const char *b;
+
+	*ret_bsum = NULL;
+	if (f->type == REDIS_REPLY_NIL)
+		return 0;
+	b = rep_text(f, BSUM_TEXT_MAX);
+	if (!b || !meta_bsum_text_ok(b)) {
+		meta_log_corrupt("object %" PRIu64 ": its block sums (field 'bsum') are "
+				 "malformed; fetching it without them",
+				 id);
+		return 0;
+	}
+	*ret_bsum = strdup(b);
+	return *ret_bsum ? 0 : -ENOMEM;
+}
+
+int meta_locate_sums(struct meta *m, uint64_t id, struct meta_obj *ret_obj,
+		     struct meta_holder **ret_holders, size_t *ret_n, unsigned *ret_stale,
+		     char **ret_bsum)
+{
 	static struct log_ratelimit rl = LOG_RATELIMIT_INIT("meta: skipped holders", 1000, 1);
 	struct meta_holder *hs;
 	struct meta_obj obj;
+	char *bsum = NULL;
 	redisReply *rep;
 	size_t i, n = 0;
 	int r;
 
-	r = id ? script(m, MS_LOCATE, &rep, "us", id, m->node) : -EINVAL;
+	r = id ? script(m, MS_LOCATE, &rep, "uss", id, m->node, ret_bsum ? "1" : "0") : -EINVAL;
 	if (r < 0)
 		return r;
 	r = -EBADMSG;
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 5 ||
-	    (rep->elements - 5) % HOLDER_FIELDS ||
-	    (rep->elements - 5) / HOLDER_FIELDS > HOLDERS_MAX ||
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < LOCATE_FIXED ||
+	    (rep->elements - LOCATE_FIXED) % HOLDER_FIELDS ||
+	    (rep->elements - LOCATE_FIXED) / HOLDER_FIELDS > HOLDERS_MAX ||
 	    rep_obj(rep->element, id, &obj) < 0 || rep->element[4]->type != REDIS_REPLY_INTEGER ||
 	    rep->element[4]->integer < 0 || rep->element[4]->integer > UINT_MAX)
 		goto clean_rep;
-	r = -ENOMEM;
-	hs = calloc((rep->elements - 5) / HOLDER_FIELDS + 1, sizeof(*hs));
-	if (!hs)
+	r = ret_bsum ? rep_bsum(rep->element[5], id, &bsum) : 0;
+	if (r < 0)
 		goto clean_rep;
-	for (i = 5; i < rep->elements; i += HOLDER_FIELDS) {
+	r = -ENOMEM;
+	hs = calloc((rep->elements - LOCATE_FIXED) / HOLDER_FIELDS + 1, sizeof(*hs));
+	if (!hs) {
+		free(bsum);
+		goto clean_rep;
+	}
+	for (i = LOCATE_FIXED; i < rep->elements; i += HOLDER_FIELDS) {
 		const char *why;
 
 		if (rep_holder(rep->element + i, &hs[n], &why) == 0) {
@@ -140,6 +176,8 @@ int meta_locate(struct meta *m, uint64_t id, struct meta_obj *ret_obj,
 	*ret_obj = obj;
 	*ret_holders = hs;
 	*ret_n = n;
+	if (ret_bsum)
+		*ret_bsum = bsum;
 	if (ret_stale)
 		*ret_stale = (unsigned)rep->element[4]->integer;
 	r = 0;

@@ -358,6 +358,9 @@ void sentinel_watch_stop(struct meta *m);
 
 /* Run script @s with its own arguments as @fmt says (see args_vadd()). */
 int script_(struct meta *m, enum meta_script s, bool self, redisReply **ret, const char *fmt, ...);
+/* Is @b (NULL: none) block sums as text that a script may store: digits,
+ * ':' and lower-case hex, at most BSUM_TEXT_MAX bytes (bsum.h)? */
+bool meta_bsum_text_ok(const char *b);
 /* One plain command built as @fmt says; an error reply becomes an errno. */
 int command_(struct meta *m, redisReply **ret, const char *fmt, ...);
 /* A script on object @id and this node that answers 0, 1 or 2: that, or -errno. */

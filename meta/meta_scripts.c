@@ -306,7 +306,8 @@ static const char script_rmdir[] = LUA_NS "local parent, name = ARGV[5], ARGV[6]
 /*
  * ARGV[5] parent, ARGV[6] name, ARGV[7] id, ARGV[8] size, ARGV[9] csum,
  * ARGV[10] mtime, ARGV[11] origin, ARGV[12] replace ("0"/"1"), ARGV[13]
- * this node, ARGV[14] the highest write sequence this node has seen.
+ * this node, ARGV[14] the highest write sequence this node has seen,
+ * ARGV[15] the object's block sums ("": none; field bsum, see bsum.h).
  * Returns {replaced id or "0", full path or "", write sequence}.
  * Publishing the same id under the same name again (a retry after a lost
  * reply) succeeds and replaces nothing.  ENOTUNIQ if the id belongs to
@@ -340,6 +341,7 @@ static const char script_publish[] =
 	   "if replaced ~= '0' then bury(replaced) end\n"
 	   "call('HSET', okey(id), 'size', ARGV[8], 'csum', ARGV[9], 'mtime', ARGV[10],\n"
 	   "            'origin', ARGV[11], 'parent', parent, 'name', name)\n"
+	   "if ARGV[15] ~= '' then call('HSET', okey(id), 'bsum', ARGV[15]) end\n"
 	   "call('SADD', hkey(id), ARGV[13])\n"
 	   "call('HSET', dkey(parent), name, fval(id, ARGV[8], ARGV[10], ARGV[9], ARGV[11]),\n"
 	   "     '/mtime', NOW)\n"
@@ -736,9 +738,10 @@ static const char script_release[] =
 	     "return 1\n";
 
 /*
- * ARGV[5] object id, ARGV[6] this node.  Returns {size, csum, mtime,
- * origin, number of stale holders removed, then node, listen, caps, rdma
- * of each other holder whose card exists}; card fields may be nil
+ * ARGV[5] object id, ARGV[6] this node, ARGV[7] "1" to have the block
+ * sums.  Returns {size, csum, mtime, origin, number of stale holders
+ * removed, block sums (nil if not asked or there are none), then node,
+ * listen, caps, rdma of each other holder whose card exists}; card fields may be nil
  * (meta_cluster.c skips such a holder).  A holder other than this node whose card is gone
  * is removed from the set: its entry is stale.  A holder that is not a
  * node name is returned as it is, for meta.c to skip.  ENOENT if the
@@ -748,7 +751,9 @@ static const char script_locate[] =
     LUA_BASE LUA_NODES "local id, me = ARGV[5], ARGV[6]\n"
 		       "if call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
 		       "local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
-		       "local out, stale = {a[1], a[2], a[3], a[4], 0}, 0\n"
+		       "local b = false\n"
+		       "if ARGV[7] == '1' then b = call('HGET', okey(id), 'bsum') end\n"
+		       "local out, stale = {a[1], a[2], a[3], a[4], 0, b}, 0\n"
 		       "for _, n in ipairs(call('SMEMBERS', hkey(id))) do\n"
 		       "  if n ~= me then\n"
 		       "    if isnode(n) and call('EXISTS', ckey(n)) == 0 then\n"
@@ -793,7 +798,8 @@ static const char script_release_replica[] =
 
 /* ARGV[5] object id, ARGV[6] this node, ARGV[7] "1" to prune, ARGV[8]
  * and ARGV[9] the size and checksum this node's copy has ("" "": not
- * checked).  Adds this node as a holder and, when pruning, drops the
+ * checked), ARGV[10] the block sums of the copy, checked, to record if
+ * the record has none ("": none).  Adds this node as a holder and, when pruning, drops the
  * holders whose node card is gone (stale entries): returns how many were
  * dropped; -1 if the object has no record (deleted), -2 if the record
  * describes other bytes; in both cases nothing changes. */
@@ -803,6 +809,9 @@ static const char script_add_holder[] =
 		       "if not rec[1] and not rec[2] then return -1 end\n"
 		       "if ARGV[8] ~= '' and (rec[1] ~= ARGV[8] or rec[2] ~= ARGV[9]) then\n"
 		       "  return -2\n"
+		       "end\n"
+		       "if ARGV[10] and ARGV[10] ~= '' and ARGV[8] ~= '' then\n"
+		       "  call('HSETNX', okey(id), 'bsum', ARGV[10])\n"
 		       "end\n"
 		       "call('SADD', hkey(id), me)\n"
 		       "local gone = 0\n"

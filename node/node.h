@@ -334,6 +334,12 @@ struct node_stats {
 	uint64_t unpublished;	 /* sealed, waiting for Redis (now) */
 };
 void node_stats(struct node *nd, struct node_stats *ret);
+/*
+ * The peers that sent this node blocks that failed their sums, with how
+ * many each ("a=1 c=2", by name, as many whole entries as @len holds)
+ * into @buf.  Returns how many peers there are.
+ */
+size_t node_peer_csum_failures(struct node *nd, char *buf, size_t len);
 
 /* ---- serving (node_source.c) ---- */
 

@@ -37,6 +37,9 @@ static int split(struct node_fetch *f)
 
 	while (size / csize >= FETCH_CHUNKS_MAX)
 		csize *= 2;
+	/* with block sums a range is a block, checked as it lands */
+	if (f->sums)
+		csize = (uint64_t)1 << f->sums->shift;
 	n = size ? (unsigned)((size + csize - 1) / csize) : 0;
 	f->chunks = calloc(n ? n : 1, sizeof(*f->chunks));
 	if (!f->chunks)
@@ -142,6 +145,8 @@ static int setup(struct node_fetch *f, const struct meta_obj *rec)
 		r = split(f);
 	if (r == 0)
 		r = reserve(f);
+	if (r == 0 && f->sums)
+		store_skip_sums(f->obj); /* each block is checked as it lands */
 	return r;
 }
 
@@ -302,7 +307,8 @@ static bool covered_locked(struct node_fetch *f, uint64_t off, uint64_t end)
 
 		if (c->off + c->len <= off)
 			continue;
-		if (c->off + c->done < (end < c->off + c->len ? end : c->off + c->len))
+		if (f->sums ? !c->verified
+			    : c->off + c->done < (end < c->off + c->len ? end : c->off + c->len))
 			return false;
 		off = c->off + c->len;
 	}

@@ -104,11 +104,96 @@ void fetch_peer_del(struct node *nd, const char *node)
 void fetch_peer_free_all(struct node *nd)
 {
 	struct peer_addr *p, *tmp;
+	struct peer_blame *b, *btmp;
 
 	HASH_ITER (hh, nd->peers, p, tmp) {
 		HASH_DELETE(hh, nd->peers, p);
 		free(p);
 	}
+	HASH_ITER (hh, nd->blamed, b, btmp) {
+		HASH_DELETE(hh, nd->blamed, b);
+		free(b);
+	}
+}
+
+/* ---- peers that sent bad blocks ---- */
+
+void fetch_peer_blame(struct node *nd, const char *node)
+{
+	struct peer_blame *b;
+
+	pthread_mutex_lock(&nd->lock);
+	HASH_FIND_STR(nd->blamed, node, b);
+	if (!b && HASH_COUNT(nd->blamed) < PEER_BLAME_MAX && (b = calloc(1, sizeof(*b)))) {
+		snprintf(b->node, sizeof(b->node), "%s", node);
+		HASH_ADD_STR(nd->blamed, node, b);
+	}
+	if (b) {
+		b->csum_failures++;
+		b->avoid_until = mono_ns() + PEER_AVOID_NS;
+	}
+	pthread_mutex_unlock(&nd->lock);
+}
+
+static bool avoided_locked(struct node *nd, const char *node, int64_t now)
+{
+	struct peer_blame *b;
+
+	HASH_FIND_STR(nd->blamed, node, b);
+	return b && b->avoid_until > now;
+}
+
+static int blame_cmp(const void *a, const void *b)
+{
+	return strcmp((*(struct peer_blame *const *)a)->node,
+		      (*(struct peer_blame *const *)b)->node);
+}
+
+size_t node_peer_csum_failures(struct node *nd, char *buf, size_t len)
+{
+	struct peer_blame *b, *tmp, **v;
+	size_t n = 0, i, at = 0;
+
+	if (len)
+		buf[0] = '\0';
+	pthread_mutex_lock(&nd->lock);
+	v = calloc(HASH_COUNT(nd->blamed) + 1, sizeof(*v));
+	if (v)
+		HASH_ITER (hh, nd->blamed, b, tmp)
+			v[n++] = b;
+	if (v)
+		qsort(v, n, sizeof(*v), blame_cmp);
+	for (i = 0; i < n && at < len; i++) {
+		int k = snprintf(buf + at, len - at, "%s%s=%" PRIu64, i ? " " : "", v[i]->node,
+				 v[i]->csum_failures);
+
+		if (k < 0 || (size_t)k >= len - at) {
+			buf[at] = '\0'; /* whole entries only */
+			break;
+		}
+		at += (size_t)k;
+	}
+	pthread_mutex_unlock(&nd->lock);
+	free(v);
+	return n;
+}
+
+/*
+ * Take the block sums of @f's record from their text @text (may be NULL):
+ * sums that do not fit its size are a corrupt record, fetched without.
+ */
+static void take_sums(struct node_fetch *f, char *text)
+{
+	int r;
+
+	if (text && bsum_blocks(f->rec.size) >= 2) {
+		r = bsum_from_text(text, strlen(text), f->rec.size, &f->sums);
+		if (r == -EINVAL)
+			log_error("corrupt record in Redis: object %" PRIu64 ": its block sums do "
+				  "not fit its size (%" PRIu64 " bytes); fetching it without them",
+				  f->id, f->rec.size);
+	}
+	free(text);
 }
 
 /* ---- choosing ---- */
@@ -169,8 +254,9 @@ int fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec)
 {
 	struct node *nd = f->nd;
 	struct meta_holder origin;
+	int64_t now = mono_ns();
 	unsigned stale = 0;
-	size_t i, good = 0;
+	size_t i, good = 0, avoided;
 	int r;
 
 	/* small objects only: for big ones a Redis round trip is nothing,
@@ -185,19 +271,35 @@ int fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec)
 		f->guessed = true;
 		NODE_COUNT(nd, direct, 1);
 	} else {
-		r = meta_locate(nd->meta, f->id, &f->rec, &f->holders, &f->nholders, &stale);
+		char *text = NULL;
+
+		/* block sums only matter to an object of several blocks */
+		r = meta_locate_sums(nd->meta, f->id, &f->rec, &f->holders, &f->nholders, &stale,
+				     !rec || bsum_blocks(rec->size) >= 2 ? &text : NULL);
 		count_stale(nd, f->id, stale);
 		if (r < 0)
 			return r;
+		take_sums(f, text);
 		peer_put(nd, f->holders, f->nholders);
 	}
 	f->mark = calloc(f->nholders ? f->nholders : 1, sizeof(*f->mark));
 	if (!f->mark)
 		return -ENOMEM;
-	for (i = 0; i < f->nholders; i++) {
+	pthread_mutex_lock(&nd->lock);
+	for (i = 0, avoided = 0; i < f->nholders; i++) {
 		f->mark[i] = fetch_holder_usable(nd, &f->holders[i]) ? HOLDER_GOOD : HOLDER_BAD;
+		if (f->mark[i] == HOLDER_GOOD && avoided_locked(nd, f->holders[i].node, now))
+			avoided++;
 		good += f->mark[i] == HOLDER_GOOD;
 	}
+	/* peers that sent bad blocks lately only if no other is there */
+	for (i = 0; i < f->nholders && avoided < good; i++)
+		if (f->mark[i] == HOLDER_GOOD && avoided_locked(nd, f->holders[i].node, now)) {
+			f->mark[i] = HOLDER_BAD;
+			good--;
+			avoided--;
+		}
+	pthread_mutex_unlock(&nd->lock);
 	if (!good) {
 		log_error("object %" PRIu64 " has no live holder to fetch it from", f->id);
 		return -EIO;

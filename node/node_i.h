@@ -47,6 +47,7 @@
 #include <uthash.h>
 #include <utlist.h>
 
+#include "bsum.h"
 #include "meta.h"
 #include "node.h"
 #include "store.h"
@@ -80,6 +81,9 @@ struct chunk {
 	uint64_t off, len;
 	uint64_t done;		/* bytes from off in place; nd->lock */
 	enum chunk_state state; /* nd->lock */
+	/* a fetch with block sums: in place and its sum checked, so that
+	 * readers and the running checksum may have it; nd->lock */
+	bool verified;
 };
 
 enum fetch_state {
@@ -100,6 +104,13 @@ struct node_fetch {
 	uint64_t id;
 	struct node *nd;
 	struct meta_obj rec;   /* the object record; fixed once RUNNING */
+	/* the record's block sums, NULL if it has none (then only the
+	 * whole checksum is checked, at the end); each range is one block;
+	 * fixed once RUNNING, owned */
+	struct bsums *sums;
+	/* the sums of the sealed copy, when the record had none:
+	 * fetch_after_seal() records them; owned */
+	struct bsums *copy_sums;
 	struct store_obj *obj; /* reserved, pending until sealed; owned */
 	/* obj's memory registered with the backends that need it (RDMA) for
 	 * the life of the fetch, or NULL (TCP, or it could not be): set up
@@ -138,6 +149,19 @@ struct node_fetch {
 };
 
 struct peer_addr;
+
+/*
+ * A peer that sent a block whose sum did not match: counted, and
+ * avoided by new fetches for PEER_AVOID_NS while another holder is there.
+ */
+#define PEER_AVOID_NS (60 * 1000000000LL)
+#define PEER_BLAME_MAX 1024
+struct peer_blame {
+	char node[OBJFS_NODE_MAX];
+	uint64_t csum_failures;
+	int64_t avoid_until; /* mono_ns() */
+	UT_hash_handle hh;
+};
 
 /* A published-later object: sealed while Redis was unreachable. */
 struct unpublished {
@@ -181,6 +205,7 @@ struct node {
 	pthread_t workers[FETCH_WORKERS_MAX];
 	unsigned nworkers;	 /* owner: node_new() and node_stop() */
 	struct peer_addr *peers; /* lock; uthash by node */
+	struct peer_blame *blamed; /* lock; uthash by node, at most PEER_BLAME_MAX */
 	/* bumped at every use (node_touch()); a round of eviction that
 	 * found no room answers at once until it moves, or evict_memo_ns */
 	atomic_uint_fast64_t use_gen;
@@ -257,6 +282,9 @@ struct store_obj *node_store_create(struct node *nd, uint64_t id, int *ret_err);
  * Redis), or NULL with *ret_err (@o is then left as it is).
  */
 struct store_obj *node_rekey(struct node *nd, struct store_obj *o, int *ret_err);
+/* @b as text for Redis (meta_publish_sums()); NULL for none or out of
+ * memory.  Caller frees. */
+char *node_bsum_text(const struct bsums *b);
 /* Publish the objects that were sealed while Redis was unreachable. */
 void node_publish_retry(struct node *nd);
 /* Free the unpublished list (at node_free()). */
@@ -324,6 +352,9 @@ int fetch_holder_relocate(struct node_fetch *f, bool unstall);
 /* Forget the cached address of @node (it failed). */
 void fetch_peer_del(struct node *nd, const char *node);
 void fetch_peer_free_all(struct node *nd);
+/* @node sent a block that failed its sum: count it, and avoid it for
+ * PEER_AVOID_NS.  Takes nd->lock. */
+void fetch_peer_blame(struct node *nd, const char *node);
 
 /* ---- node_evict.c ---- */
 

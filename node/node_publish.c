@@ -96,15 +96,27 @@ struct store_obj *node_rekey(struct node *nd, struct store_obj *o, int *ret_err)
 	return n;
 }
 
+char *node_bsum_text(const struct bsums *b)
+{
+	size_t len = b ? 4 + 16 * (size_t)b->n : 0;
+	char *t = len ? malloc(len) : NULL;
+
+	if (t && !bsum_to_text(b, t, len)) {
+		free(t);
+		t = NULL;
+	}
+	return t;
+}
+
 /* Publish @mo in @parent under a name that does not collide with @name. */
 static int publish_conflict(struct node *nd, uint64_t parent, const char *name,
-			    const struct meta_obj *mo, char *path)
+			    const struct meta_obj *mo, const char *bsum, char *path)
 {
 	char alt[OBJFS_NAME_MAX + 1];
 	int r;
 
 	snprintf(alt, sizeof(alt), "%.*s.objfs-%" PRIu64, OBJFS_NAME_MAX - 28, name, mo->id);
-	r = meta_publish(nd->meta, parent, alt, mo, false, NULL, path);
+	r = meta_publish_sums(nd->meta, parent, alt, mo, bsum, false, NULL, path);
 	if (r == 0)
 		log_warn("'%s' was created elsewhere while object %" PRIu64
 			 " was written here; kept it as '%s'",
@@ -165,13 +177,8 @@ static int publish_rekeyed(struct node *nd, struct store_obj *obj, const char *n
 	return -ENOTUNIQ;
 }
 
-/* Link a sealed object's name in Redis, handling every way that can fail
- * without losing the object.  Returns 0, -EIO if Redis is away (the
- * caller keeps it for a later retry), or -ENOTUNIQ if its id turned out
- * to be another object's: the object was moved to a fresh id in
- * /lost+found, and @id is gone from the store. */
-static int publish(struct node *nd, uint64_t id, uint64_t parent, const char *name, bool replace,
-		   struct store_obj *obj)
+static int publish_named(struct node *nd, uint64_t id, uint64_t parent, const char *name,
+			 bool replace, struct store_obj *obj, const char *bsum)
 {
 	char path[OBJFS_PATH_MAX];
 	uint64_t replaced = 0;
@@ -187,13 +194,14 @@ static int publish(struct node *nd, uint64_t id, uint64_t parent, const char *na
 
 	path[0] = '\0';
 	/* the kernel made this name: it needs no invalidation of ours */
-	r = meta_publish(nd->meta, parent, name, &mo,
-			 (replace ? META_PUBLISH_REPLACE : 0) | META_PUBLISH_SELF, &replaced, path);
+	r = meta_publish_sums(nd->meta, parent, name, &mo, bsum,
+			      (replace ? META_PUBLISH_REPLACE : 0) | META_PUBLISH_SELF, &replaced,
+			      path);
 	if (r == -ENOTUNIQ)
 		return publish_rekeyed(nd, obj, name);
 	as_named = r == 0;
 	if (r == -EEXIST || r == -EISDIR)
-		r = publish_conflict(nd, parent, name, &mo, path);
+		r = publish_conflict(nd, parent, name, &mo, bsum, path);
 	if (r == -ENOTUNIQ)
 		return publish_rekeyed(nd, obj, name);
 	if (r == -ENOENT || r == -ENOTDIR) {
@@ -225,6 +233,22 @@ static int publish(struct node *nd, uint64_t id, uint64_t parent, const char *na
 	if (replaced)
 		(void)store_unlink_id(nd->store, replaced); /* its name is gone */
 	return 0;
+}
+
+/* Link a sealed object's name in Redis, handling every way that can fail
+ * without losing the object, with its block sums @sums if known (NULL:
+ * the first node that fetches it sums them).  Returns 0, -EIO if Redis
+ * is away (the caller keeps it for a later retry), or -ENOTUNIQ if its
+ * id turned out to be another object's: the object was moved to a fresh
+ * id in /lost+found, and @id is gone from the store. */
+static int publish(struct node *nd, uint64_t id, uint64_t parent, const char *name, bool replace,
+		   struct store_obj *obj, const struct bsums *sums)
+{
+	char *bsum = node_bsum_text(sums);
+	int r = publish_named(nd, id, parent, name, replace, obj, bsum);
+
+	free(bsum);
+	return r;
 }
 
 /* Register @obj, whose writer was killed, as /lost+found/NAME.objfs-ID
@@ -265,10 +289,12 @@ static const char *sig_name(int sig)
 	return "a signal";
 }
 
-/* Seal @o's bytes.  0, or a negative errno (logged). */
-static int seal_bytes(struct node *nd, struct store_obj *o, const char *name, bool told)
+/* Seal @o's bytes, its block sums into *@ret_sums (see store_seal_sums()).
+ * 0, or a negative errno (logged). */
+static int seal_bytes(struct node *nd, struct store_obj *o, const char *name, bool told,
+		      struct bsums **ret_sums)
 {
-	int r = store_seal(o, "", now_ns());
+	int r = store_seal_sums(o, "", now_ns(), ret_sums);
 
 	if (r < 0) {
 		NODE_COUNT(nd, seal_failed, 1);
@@ -290,10 +316,11 @@ static int seal_publish(struct node *nd, struct store_obj *o, uint64_t parent, c
 {
 	bool told = flags & NODE_SEAL_TOLD, replace = flags & NODE_SEAL_REPLACE;
 	uint64_t id = store_obj_id(o);
+	struct bsums *sums = NULL;
 	int r, pr;
 
 	*ret = NODE_SEAL_FAILED;
-	r = seal_bytes(nd, o, name, told);
+	r = seal_bytes(nd, o, name, told, &sums);
 	if (r < 0)
 		return told ? (r == -ENOSPC ? -ENOSPC : -EIO) : r;
 	if (sig) {
@@ -306,8 +333,9 @@ static int seal_publish(struct node *nd, struct store_obj *o, uint64_t parent, c
 		pr = publish_lost(nd, o, name);
 	} else {
 		*ret = NODE_SEAL_PUBLISHED;
-		pr = publish(nd, id, parent, name, replace, o);
+		pr = publish(nd, id, parent, name, replace, o, sums);
 	}
+	free(sums);
 	if (pr == -ENOTUNIQ) {
 		*ret = NODE_SEAL_MOVED; /* kept under another id in /lost+found */
 		return -EIO;
@@ -388,7 +416,7 @@ void node_publish_retry(struct node *nd)
 			if (u->lost)
 				r = publish_lost(nd, obj, u->name);
 			else
-				r = publish(nd, u->id, u->parent, u->name, u->replace, obj);
+				r = publish(nd, u->id, u->parent, u->name, u->replace, obj, NULL);
 			if (r == 0) {
 				log_info("published object %" PRIu64
 					 " as '%s' now that Redis is back",

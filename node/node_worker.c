@@ -53,6 +53,8 @@ void fetch_free(struct node_fetch *f)
 	 * is still mapped: f's own reference on the object goes next */
 	transport_region_free(f->region);
 	store_obj_unref(f->obj);
+	free(f->sums);
+	free(f->copy_sums);
 	pthread_cond_destroy(&f->cond);
 	free(f->chunks);
 	free(f->holders);
@@ -193,14 +195,18 @@ struct progress {
 	uint64_t base; /* c->done when this transfer started */
 };
 
-/* How many bytes from the start of @f are in place.  nd->lock held. */
+/* How many bytes from the start of @f are in place, and final: with
+ * block sums, only blocks whose sum was checked (a bad one is fetched
+ * again).  nd->lock held. */
 static uint64_t in_place_locked(struct node_fetch *f)
 {
-	while (f->front < f->nchunks && f->chunks[f->front].done >= f->chunks[f->front].len)
+	while (f->front < f->nchunks &&
+	       (f->sums ? f->chunks[f->front].verified
+			: f->chunks[f->front].done >= f->chunks[f->front].len))
 		f->front++;
 	if (f->front == f->nchunks)
 		return f->rec.size;
-	return f->chunks[f->front].off + f->chunks[f->front].done;
+	return f->chunks[f->front].off + (f->sums ? 0 : f->chunks[f->front].done);
 }
 
 static void on_progress(void *arg, uint64_t done)
@@ -220,8 +226,23 @@ static void on_progress(void *arg, uint64_t done)
 	pthread_mutex_unlock(&nd->lock);
 	/* checksum the bytes at the front as they come, while they are in
 	 * the cache, so that sealing has little left to do; bytes in place
-	 * are final (a resumed range starts where the last one stopped) */
+	 * are final (a resumed range starts where the last one stopped, and
+	 * with block sums the front moves only over checked blocks) */
 	(void)store_hash_ahead(p->f->obj, front);
+}
+
+/* Check the sum of block @c (number @ci) of @f, received whole: 0, or
+ * -EBADE if it does not match (or cannot be computed). */
+static int verify_block(struct node_fetch *f, struct chunk *c, unsigned ci)
+{
+	struct iovec iov[FETCH_IOV_MAX];
+	size_t bytes = 0;
+	int cnt;
+
+	cnt = store_obj_iov(f->obj, c->off, c->len, iov, FETCH_IOV_MAX, &bytes);
+	if (cnt <= 0 || bytes != c->len)
+		return -EBADE;
+	return bsum_block_iov(iov, cnt, f->rec.size, ci) == f->sums->sum[ci] ? 0 : -EBADE;
 }
 
 /* Receive what is missing of range @c from holder @h, straight into the
@@ -282,6 +303,8 @@ static const char *holder_errname(int err)
 		return "refused authentication";
 	case EPROTO:
 		return "sent a malformed reply";
+	case EBADE:
+		return "sent a block that failed its checksum";
 	default:
 		return strerror(-err);
 	}
@@ -345,7 +368,14 @@ void fetch_after_seal(struct node_fetch *f)
 	unsigned stale = 0;
 	int r;
 
-	r = meta_add_holder_prune(nd->meta, &f->rec, &stale);
+	if (f->copy_sums) {
+		char *text = node_bsum_text(f->copy_sums);
+
+		r = meta_add_holder_sums(nd->meta, &f->rec, text, &stale);
+		free(text);
+	} else {
+		r = meta_add_holder_prune(nd->meta, &f->rec, &stale);
+	}
 	if (stale) {
 		NODE_COUNT(nd, stale_holders, stale);
 		log_info("object %" PRIu64 ": dropped %u holder entries of nodes that are gone",
@@ -391,7 +421,10 @@ bool fetch_finish(struct node_fetch *f)
 	uint8_t csum[OBJFS_CSUM_LEN];
 	int r;
 
-	r = store_seal(f->obj, NULL, f->rec.mtime_ns);
+	/* a record without block sums gets them from this copy, once its
+	 * whole checksum matched (fetch_after_seal()) */
+	r = store_seal_sums(f->obj, NULL, f->rec.mtime_ns,
+			    f->sums || f->rec.size <= nd->sync_max ? NULL : &f->copy_sums);
 	if (r < 0) {
 		fetch_fail(f, strerror(-r));
 		return false;
@@ -522,6 +555,7 @@ bool fetch_run_chunk(struct node_fetch *f, unsigned ci)
 	struct node *nd = f->nd;
 	struct chunk *c = &f->chunks[ci];
 	struct meta_holder h;
+	uint64_t front, at;
 	unsigned gen;
 	size_t left;
 	int k, r;
@@ -546,30 +580,44 @@ bool fetch_run_chunk(struct node_fetch *f, unsigned ci)
 			continue;
 		}
 		r = pull_chunk(f, c, &h);
+		if (r == 0 && f->sums)
+			r = verify_block(f, c, ci);
 		pthread_mutex_lock(&nd->lock);
 		if (r == 0) {
 			c->state = CHUNK_DONE;
+			c->verified = f->sums != NULL;
 			f->ndone++;
 			pthread_cond_broadcast(&f->cond);
+			front = in_place_locked(f);
 			r = f->ndone == f->nchunks && f->state == FETCH_RUNNING;
 			pthread_mutex_unlock(&nd->lock);
+			if (f->sums)
+				(void)store_hash_ahead(f->obj, front);
 			return r;
 		}
 		if (f->state != FETCH_RUNNING) {
 			pthread_mutex_unlock(&nd->lock);
 			return false;
 		}
+		/* a block comes whole from one holder, so that a bad one has
+		 * one sender to blame */
+		at = r == -EBADE ? c->off : c->off + c->done;
+		if (f->sums)
+			c->done = 0;
 		/* a stall may be retried (relocate_or_fail()) */
 		fetch_holder_mark_locked(f, k, &h, r == -ETIMEDOUT ? HOLDER_STALLED : HOLDER_BAD);
 		left = good_locked(f);
 		pthread_mutex_unlock(&nd->lock);
-		if (r != -ENOENT && r != -ERANGE) {
+		if (r == -EBADE) {
+			NODE_COUNT(nd, csum_failures, 1);
+			fetch_peer_blame(nd, h.node);
+		} else if (r != -ENOENT && r != -ERANGE) {
 			transport_forget_peer(nd->transport, h.node);
 			fetch_peer_del(nd, h.node);
 		}
 		NODE_COUNT(nd, failovers, 1);
 		log_warn("object %" PRIu64 ": holder '%s' (%s) %s at offset %" PRIu64 "; %s", f->id,
-			 h.node, h.addr[0] ? h.addr : h.rdma, holder_errname(r), c->off + c->done,
+			 h.node, h.addr[0] ? h.addr : h.rdma, holder_errname(r), at,
 			 left ? "trying another holder" : "no other holder is left");
 	}
 }

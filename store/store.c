@@ -127,8 +127,10 @@ void store_obj_free_i(struct store_obj *o)
 	/* at store_close(), objects still in the store end here */
 	obj_drop_reg(o);
 	store_file_close_i(o);
-	if (o->w)
+	if (o->w) {
 		XXH3_freeState(o->w->hst);
+		bsum_stream_release(&o->w->bs);
+	}
 	free(o->w);
 	free(obj_path_str(o));
 	pthread_mutex_lock(&s->obj_pool_lock);
@@ -842,6 +844,7 @@ static int hash_ahead(struct store_obj *o, uint64_t end, bool follow, uint64_t f
 				break;
 			}
 			XXH3_128bits_reset(w->hst);
+			bsum_stream_reset(&w->bs);
 			w->hashed = 0;
 			w->hash_gen = w->gen;
 		}
@@ -860,13 +863,28 @@ static int hash_ahead(struct store_obj *o, uint64_t end, bool follow, uint64_t f
 		/* outside o->lock: a pending object's mappings stay until it
 		 * is sealed (which takes our hash lock), and a change to the
 		 * bytes moves w->gen on */
-		for (i = 0; i < n; i++)
+		for (i = 0; i < n && r == 0; i++) {
 			XXH3_128bits_update(w->hst, iov[i].iov_base, iov[i].iov_len);
+			if (!w->no_sums)
+				r = bsum_stream_update(&w->bs, iov[i].iov_base, iov[i].iov_len);
+		}
+		if (r < 0) {
+			w->hash_gen = w->gen - 1; /* start over at the seal */
+			break;
+		}
 		w->hashed += bytes;
 		follow = false; /* the rest of [from, end) is contiguous */
 	}
 	pthread_mutex_unlock(obj_hash_lock(o));
 	return r;
+}
+
+void store_skip_sums(struct store_obj *o)
+{
+	obj_lock(o);
+	if (o->w)
+		o->w->no_sums = true;
+	obj_unlock(o);
 }
 
 int store_hash_ahead(struct store_obj *o, uint64_t end)
@@ -879,22 +897,32 @@ int store_hash_follow(struct store_obj *o, uint64_t off, uint64_t end)
 	return hash_ahead(o, end, true, off);
 }
 
-/* The checksum of [0, size) into o->csum, from what store_hash_ahead()
- * did if it still holds.  The object's hash lock and o->lock held. */
-static int obj_hash(struct store_obj *o, uint64_t size)
+/* The checksum of [0, size) into o->csum, and its block sums into
+ * *@ret_sums if asked (NULL for an object of one block, or out of
+ * memory: the sums are a help, never the identity), from what
+ * store_hash_ahead() did if it still holds.  The object's hash lock and
+ * o->lock held. */
+static int obj_hash(struct store_obj *o, uint64_t size, struct bsums **ret_sums)
 {
 	struct store_writing *w = o->w;
+	struct bsum_stream fresh = {0}, *bs = &fresh;
 
 	if (w && w->hst && w->hash_gen == w->gen && w->hashed <= size) {
 		XXH3_128bits_update(w->hst, o->map + w->hashed, size - w->hashed);
 		hash_digest(w->hst, o->csum);
+		bs = &w->bs;
 	} else {
 		store_hash_i(o->map, size, o->csum);
 	}
+	if (ret_sums)
+		*ret_sums = bsum_stream_finish(bs, o->map, size);
+	bsum_stream_release(&fresh);
 	if (w && w->hst) {
 		XXH3_freeState(w->hst);
 		w->hst = NULL;
 	}
+	if (w)
+		bsum_stream_release(&w->bs);
 	return 0;
 }
 
@@ -902,6 +930,13 @@ static int obj_hash(struct store_obj *o, uint64_t size)
 
 int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 {
+	return store_seal_sums(o, path, mtime_ns, NULL);
+}
+
+int store_seal_sums(struct store_obj *o, const char *path, int64_t mtime_ns,
+		    struct bsums **ret_sums)
+{
+	struct bsums *sums = NULL;
 	struct store *s;
 	uint64_t size;
 	int r;
@@ -925,7 +960,7 @@ int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns)
 	r = store_file_seal_i(o);
 	if (r < 0)
 		goto out;
-	r = obj_hash(o, size);
+	r = obj_hash(o, size, ret_sums ? &sums : NULL);
 	if (r < 0)
 		goto out;
 	o->mtime_ns = mtime_ns;
@@ -959,6 +994,10 @@ out:
 	}
 	obj_unlock(o);
 	pthread_mutex_unlock(obj_hash_lock(o));
+	if (!r && ret_sums)
+		*ret_sums = sums;
+	else
+		free(sums);
 	return r;
 }
 

@@ -83,6 +83,7 @@
 
 struct store;
 struct store_obj;
+struct bsums;
 
 struct store_config {
 	const char *dir;   /* created (0700) if missing */
@@ -395,6 +396,10 @@ int store_obj_attach(struct store_obj *o, void *reg, void (*drop)(void *reg), vo
  * -EACCES if sealed, -ENOMEM, -EINVAL.
  */
 int store_hash_ahead(struct store_obj *o, uint64_t end);
+/* Pending @o's block sums will not be asked for (a fetched copy whose
+ * record has them): hashing ahead leaves them out (store_seal_sums()
+ * would sum them all at the seal). */
+void store_skip_sums(struct store_obj *o);
 
 /*
  * For writers: [@off, @end) was just written (store_write()).  If that
@@ -416,6 +421,13 @@ int store_hash_follow(struct store_obj *o, uint64_t off, uint64_t end);
  * store_set_path() writes its record.
  */
 int store_seal(struct store_obj *o, const char *path, int64_t mtime_ns);
+/*
+ * store_seal(), and the object's block sums into *@ret_sums (caller
+ * frees; NULL for an object of one block, or if there was no memory for
+ * them): the same pass that checksums the bytes sums their blocks.
+ */
+int store_seal_sums(struct store_obj *o, const char *path, int64_t mtime_ns,
+		    struct bsums **ret_sums);
 
 /* Record a new path for a sealed object (after a rename). */
 int store_set_path(struct store_obj *o, const char *path);

@@ -90,6 +90,8 @@
 #include <stdint.h>
 #include <xxhash.h>
 
+#include "bsum.h"
+
 #include "slab.h"
 #include "store.h"
 
@@ -250,7 +252,9 @@ struct store_writing {
 	/* the checksum of a prefix, taken ahead of sealing
 	 * (store_hash_ahead()); the object's hash lock (obj_hash_lock()) */
 	XXH3_state_t *hst; /* NULL until needed */
-	uint64_t hashed;   /* bytes [0, hashed) are in hst */
+	struct bsum_stream bs; /* the block sums of the same bytes */
+	bool no_sums;	       /* obj->lock: nobody will ask for them */
+	uint64_t hashed;   /* bytes [0, hashed) are in hst and bs */
 	uint64_t hash_gen; /* gen when hst was started */
 	/* mappings of the file before it grew (store_file_grow_i()); obj->lock */
 	struct store_old_map *old_maps;

@@ -36,7 +36,7 @@ struct holder {
 	/* failures; all under F.lock */
 	int64_t fail_after; /* go away after this many bytes served; -1 never */
 	bool missing;	    /* answer ENOENT */
-	bool corrupt;	    /* flip the first byte it serves */
+	bool corrupt;	    /* flip the first byte of each GET it serves */
 	uint64_t gate_off;  /* ranges at or past this offset wait for the gate */
 	unsigned stalls;    /* stall (-ETIMEDOUT) on this many GETs at once */
 	uint64_t stall_at;  /* stall on each GET once it served this many bytes; 0 never */
@@ -73,6 +73,7 @@ static struct {
 	char root[64];
 	unsigned seq;
 	unsigned io_timeout_ms; /* the next world's transport's (0: 2000) */
+	bool no_sums;		/* put_object() publishes no block sums */
 } F = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
 static struct holder *holder_by_addr(const char *addr)
@@ -130,7 +131,7 @@ static uint64_t copy_out(struct store_obj *o, const struct transport_req *req, u
 		CHECK_EQ(store_read(o, (char *)req->iov[i].iov_base + skip, len,
 				    req->off + done + copied),
 			 (long long)len);
-		if (corrupt && req->off + done + copied == 0)
+		if (corrupt && done + copied == 0)
 			((char *)req->iov[i].iov_base)[skip] ^= 0x5a;
 		copied += len;
 		pos += skip + len;
@@ -461,7 +462,7 @@ static void world_init(struct world *w, uint64_t local_capacity)
 		h->m = mk(w->prefix, h->node, 0, 0);
 		CHECK_EQ(meta_connect(h->m), 0);
 		claim(h->m, h->node, h->instance, sizeof(h->instance));
-		h->s = open_store(h->dir, sizeof(h->dir), h->node, 16u << 20);
+		h->s = open_store(h->dir, sizeof(h->dir), h->node, 40u << 20);
 	}
 	snprintf(w->link, sizeof(w->link), "%s/local-%u.sock", R.dir, F.seq);
 	if (symlink(R.sock, w->link) < 0) {
@@ -564,7 +565,9 @@ static struct meta_obj put_object(struct world *w, const char *name, size_t size
 				  unsigned also)
 {
 	uint8_t *buf = malloc(size ? size : 1);
+	struct bsums *sums = NULL;
 	struct meta_obj rec;
+	char *text;
 	int i, err = 0;
 
 	memset(&rec, 0, sizeof(rec));
@@ -580,14 +583,20 @@ static struct meta_obj put_object(struct world *w, const char *name, size_t size
 		if (!o)
 			continue;
 		CHECK_EQ(store_write(o, buf, size, 0), 0);
-		CHECK_EQ(store_seal(o, name, 1700000000000000000LL), 0);
+		CHECK_EQ(store_seal_sums(o, name, 1700000000000000000LL, sums ? NULL : &sums), 0);
 		store_obj_csum(o, rec.csum);
 		store_obj_unref(o);
 	}
 	rec.size = size;
 	rec.mtime_ns = 1700000000000000000LL;
 	snprintf(rec.origin, sizeof(rec.origin), "%s", F.h[first].node);
-	CHECK_EQ(meta_publish(F.h[first].m, META_ROOT_ID, name, &rec, false, NULL, NULL), 0);
+	/* with its block sums, as a writer publishes it (F.no_sums: as an
+	 * older one did) */
+	text = F.no_sums ? NULL : node_bsum_text(sums);
+	CHECK_EQ(meta_publish_sums(F.h[first].m, META_ROOT_ID, name, &rec, text, false, NULL, NULL),
+		 0);
+	free(text);
+	free(sums);
 	for (i = 0; i < NHOLDERS; i++)
 		if (i != first && (also & (1u << i)))
 			CHECK_EQ(meta_add_holder(F.h[i].m, rec.id), 0);

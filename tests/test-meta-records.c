@@ -666,6 +666,91 @@ TEST(reregister_batch_names)
 	meta_free(m);
 }
 
+/*
+ * Issue 22: an object's block sums live in field bsum of its record.
+ * Publish writes them; locate returns them only when asked; a fetcher's
+ * add_holder records them only if the record has none and its copy is
+ * of the record's bytes; lookups ignore them; every way a record goes
+ * takes them along; a malformed field is logged and taken as none.
+ */
+TEST(block_sums)
+{
+	struct meta *m = mk_connected("t-bs"), *b = mk("t-bs", "node-b", 0, 0);
+	const char *sums = "23:00000000000000010000000000000002";
+	struct meta_holder *hs = NULL;
+	struct meta_obj o, o2, got;
+	struct meta_entry e;
+	FILE *logf = tmpfile();
+	char *bs = NULL, buf[128];
+	uint64_t replaced;
+	size_t n;
+
+	CHECK(logf != NULL);
+	if (!logf)
+		return;
+	log_setup(LOGL_INFO, logf);
+	mkobj(m, &o, 9 << 20);
+	CHECK_EQ(meta_publish_sums(m, 1, "f", &o, "23:XYZ", 0, NULL, NULL), -EINVAL);
+	CHECK_EQ(meta_publish_sums(m, 1, "f", &o, sums, 0, NULL, NULL), 0);
+	rget(buf, sizeof(buf), "HGET {t-bs}:o:%" PRIu64 " bsum", o.id);
+	CHECK_STR(buf, sums);
+	CHECK_EQ(meta_lookup(m, 1, "f", &e), 0);
+	CHECK_EQ(e.id, o.id);
+	CHECK_EQ(meta_locate_sums(b, o.id, &got, &hs, &n, NULL, &bs), 0);
+	CHECK(bs && !strcmp(bs, sums));
+	free(bs);
+	free(hs);
+	CHECK_EQ(meta_locate(b, o.id, &got, &hs, &n, NULL), 0);
+	CHECK_EQ(got.size, o.size);
+	free(hs);
+
+	/* an older object: none; the fetcher's copy adds them once */
+	rdo("HDEL {t-bs}:o:%" PRIu64 " bsum", o.id);
+	bs = (char *)1;
+	CHECK_EQ(meta_locate_sums(b, o.id, &got, &hs, &n, NULL, &bs), 0);
+	CHECK(bs == NULL);
+	free(hs);
+	o2 = o;
+	o2.size++; /* another object's bytes: nothing recorded */
+	CHECK_EQ(meta_add_holder_sums(b, &o2, sums, NULL), -ENOTUNIQ);
+	rget(buf, sizeof(buf), "HEXISTS {t-bs}:o:%" PRIu64 " bsum", o.id);
+	CHECK_STR(buf, "0");
+	CHECK_EQ(meta_add_holder_sums(b, &o, sums, NULL), 0);
+	CHECK_EQ(meta_add_holder_sums(b, &o, "23:00000000000000030000000000000004", NULL), 0);
+	rget(buf, sizeof(buf), "HGET {t-bs}:o:%" PRIu64 " bsum", o.id);
+	CHECK_STR(buf, sums);
+
+	/* malformed: logged, and fetched without */
+	rdo("HSET {t-bs}:o:%" PRIu64 " bsum %s", o.id, "23:not-hex!");
+	bs = (char *)1;
+	CHECK_EQ(meta_locate_sums(b, o.id, &got, &hs, &n, NULL, &bs), 0);
+	CHECK(bs == NULL);
+	free(hs);
+	CHECK(logged(logf, "object %" PRIu64 ": its block sums (field 'bsum') are malformed",
+		     o.id));
+
+	/* replaced, renamed over, unlinked: the record goes, sums and all */
+	mkobj(m, &o2, 9 << 20);
+	CHECK_EQ(meta_publish_sums(m, 1, "f", &o2, sums, META_PUBLISH_REPLACE, &replaced, NULL),
+		 0);
+	CHECK_EQ(replaced, o.id);
+	rget(buf, sizeof(buf), "EXISTS {t-bs}:o:%" PRIu64, o.id);
+	CHECK_STR(buf, "0");
+	mkobj(m, &o, 9 << 20);
+	CHECK_EQ(meta_publish_sums(m, 1, "g", &o, sums, 0, NULL, NULL), 0);
+	CHECK_EQ(meta_rename(m, 1, "g", 1, "f", 0, true, &replaced), 0);
+	CHECK_EQ(replaced, o2.id);
+	rget(buf, sizeof(buf), "EXISTS {t-bs}:o:%" PRIu64, o2.id);
+	CHECK_STR(buf, "0");
+	CHECK_EQ(meta_unlink(m, 1, "f", NULL), 0);
+	rget(buf, sizeof(buf), "EXISTS {t-bs}:o:%" PRIu64, o.id);
+	CHECK_STR(buf, "0");
+	log_setup(LOGL_INFO, NULL);
+	fclose(logf);
+	meta_free(b);
+	meta_free(m);
+}
+
 int main(void)
 {
 	harness_begin("test-meta-records");
@@ -675,5 +760,6 @@ int main(void)
 	RUN(sync_batch);
 	RUN(reregister_batch);
 	RUN(reregister_batch_names);
+	RUN(block_sums);
 	return harness_end();
 }

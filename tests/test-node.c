@@ -941,6 +941,112 @@ TEST(open_stranger_copy)
 	world_release(&w);
 }
 
+/*
+ * Issue 22: a fetch with block sums checks each block as it lands.  A
+ * holder that sends bad blocks (every GET's first byte flipped) is
+ * blamed, counted per peer and dropped for this fetch; its blocks come
+ * again, whole, from the other holder, and the copy is right.
+ */
+TEST(block_refetch)
+{
+	const size_t size = (8u << 20) + 4096; /* two blocks */
+	char by[256];
+	struct node_stats st;
+	struct world w;
+	struct meta_obj rec;
+	struct reader rd;
+	pthread_t th;
+
+	world_init(&w, 32u << 20);
+	rec = put_object(&w, "blocks", size, 0, 2);
+	F.h[0].corrupt = true;
+	/* the good holder waits until the bad one was caught */
+	pthread_mutex_lock(&F.lock);
+	F.h[1].gate_off = 0;
+	F.gate_open = false;
+	pthread_mutex_unlock(&F.lock);
+	rd = (struct reader){.w = &w, .rec = &rec};
+	CHECK_EQ(pthread_create(&th, NULL, read_thread, &rd), 0);
+	WAIT_FOR((node_stats(w.nd, &st), st.csum_failures >= 1));
+	gate(true);
+	pthread_join(th, NULL);
+	CHECK_EQ(rd.r, 0);
+	CHECK(local_copy_ok(&w, &rec));
+	node_stats(w.nd, &st);
+	CHECK(st.csum_failures >= 1 && st.csum_failures <= 2);
+	CHECK_EQ(st.failed, 0);
+	CHECK_EQ(node_peer_csum_failures(w.nd, by, sizeof(by)), 1);
+	{
+		char want[64];
+
+		snprintf(want, sizeof(want), "holder-a=%" PRIu64, st.csum_failures);
+		CHECK_STR(by, want);
+	}
+	/* the only holder sends bad blocks: the fetch fails, nothing kept */
+	rec = put_object(&w, "blocks-bad", size, 0, 0);
+	CHECK_EQ(fetch_all(&w, &rec), -EIO);
+	WAIT_FOR(!in_store(&w, rec.id));
+	world_release(&w);
+}
+
+/*
+ * An object published without block sums (by an older node) gets them
+ * from its first fetch, summed from the verified copy; sums in the
+ * record that do not fit the size are a corrupt record: fetched
+ * without, and left as they are.
+ */
+TEST(block_sums_recorded)
+{
+	const size_t size = 2 * (8u << 20) + 100;
+	struct meta_holder *hs = NULL;
+	struct meta_obj rec, got;
+	struct bsums *want = NULL;
+	char *text = NULL, *wtext;
+	uint8_t *buf = malloc(size);
+	struct world w;
+	size_t n;
+
+	world_init(&w, 64u << 20);
+	F.no_sums = true;
+	rec = put_object(&w, "old", size, 1, 0);
+	F.no_sums = false;
+	CHECK_EQ(meta_locate_sums(w.m, rec.id, &got, &hs, &n, NULL, &text), 0);
+	CHECK(text == NULL);
+	free(hs);
+	CHECK_EQ(fetch_all(&w, &rec), 0);
+	CHECK(local_copy_ok(&w, &rec));
+	fill(buf, size, rec.id);
+	{
+		struct bsum_stream bs = {0};
+
+		want = bsum_stream_finish(&bs, buf, size);
+		bsum_stream_release(&bs);
+	}
+	wtext = node_bsum_text(want);
+	CHECK_EQ(meta_locate_sums(w.m, rec.id, &got, &hs, &n, NULL, &text), 0);
+	CHECK(text && wtext && !strcmp(text, wtext));
+	free(hs);
+	free(text);
+	free(wtext);
+	free(want);
+	world_release(&w);
+
+	/* sums of the wrong count: ignored, and the copy is still right */
+	world_init(&w, 64u << 20);
+	F.no_sums = true;
+	rec = put_object(&w, "odd", size, 2, 0);
+	F.no_sums = false;
+	rdo("HSET {%s}:o:%" PRIu64 " bsum 23:00000000000000010000000000000002", w.prefix, rec.id);
+	CHECK_EQ(fetch_all(&w, &rec), 0);
+	CHECK(local_copy_ok(&w, &rec));
+	CHECK_EQ(meta_locate_sums(w.m, rec.id, &got, &hs, &n, NULL, &text), 0);
+	CHECK(text && !strcmp(text, "23:00000000000000010000000000000002"));
+	free(hs);
+	free(text);
+	world_release(&w);
+	free(buf);
+}
+
 int main(void)
 {
 	harness_begin("fetch");
@@ -955,6 +1061,8 @@ int main(void)
 	RUN(relocation);
 	RUN(stalled_holder);
 	RUN(checksum_mismatch);
+	RUN(block_refetch);
+	RUN(block_sums_recorded);
 	RUN(sync_max_above_range);
 	RUN(no_transport);
 	RUN(seal_publish);

@@ -8,6 +8,8 @@
  */
 #include "store-harness.h"
 
+#include "bsum.h"
+
 #include <dirent.h>
 #include <malloc.h>
 #include <stdatomic.h>
@@ -789,6 +791,59 @@ TEST(memory_at_rest)
 	tdir_release(&t);
 }
 
+/* Issue 22: the seal sums the blocks of what it checksums, in the same
+ * pass, whether the writer went front to back (hashed as it wrote) or
+ * rewrote its start (hashed again at the seal); an object of one block
+ * has none. */
+TEST(block_sums)
+{
+	const size_t len = 2 * 8 * MiB + 777, piece = 3 * MiB + 5;
+	uint8_t *want = pattern(len, 41);
+	struct bsums *b;
+	struct store_obj *o;
+	struct tdir t;
+	struct store *s;
+	size_t off, n;
+	uint64_t id;
+
+	tdir_init(&t);
+	s = must_open(&t, 64 * MiB, false);
+	for (id = 1; id <= 3; id++) {
+		o = store_create(s, id, NULL);
+		for (off = 0; off < len; off += n) {
+			n = len - off < piece ? len - off : piece;
+			CHECK_EQ(store_write(o, want + off, n, off), 0);
+			CHECK_EQ(store_hash_follow(o, off, off + n), 0);
+		}
+		if (id == 2) { /* its start written again: hashed over */
+			CHECK_EQ(store_write(o, want + 10, 100, 10), 0);
+		} else if (id == 3) { /* a byte of the second block changed */
+			want[8 * MiB + 1] ^= 0x5a;
+			CHECK_EQ(store_write(o, want + 8 * MiB + 1, 1, 8 * MiB + 1), 0);
+		}
+		b = NULL;
+		CHECK_EQ(store_seal_sums(o, "/x", 1, &b), 0);
+		CHECK(b != NULL);
+		if (b) {
+			CHECK_EQ(b->n, 3);
+			for (uint32_t i = 0; i < 3; i++)
+				CHECK(b->sum[i] == bsum_block(want + (size_t)i * 8 * MiB, len, i));
+		}
+		free(b);
+		store_obj_unref(o);
+	}
+	/* one block: no sums */
+	o = store_create(s, 4, NULL);
+	CHECK_EQ(store_write(o, want, 8 * MiB, 0), 0);
+	b = (struct bsums *)1;
+	CHECK_EQ(store_seal_sums(o, "/y", 1, &b), 0);
+	CHECK(b == NULL);
+	store_obj_unref(o);
+	store_close(s);
+	free(want);
+	tdir_release(&t);
+}
+
 int main(void)
 {
 	RUN(no_fd_at_rest);
@@ -800,5 +855,6 @@ int main(void)
 	RUN(regs_stress);
 	RUN(inodes_named);
 	RUN(memory_at_rest);
+	RUN(block_sums);
 	return tap_done();
 }
