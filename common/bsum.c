@@ -58,7 +58,8 @@ static uint64_t fold_subs(const uint64_t *sub, size_t n, const uint8_t *p, uint6
 		n = (size_t)((len + BSUM_SUB - 1) / BSUM_SUB);
 	for (i = 0, off = 0; i < n; i++, off += BSUM_SUB) {
 		v = sub ? sub[i]
-			: XXH3_64bits(p + off, (size_t)(len - off < BSUM_SUB ? len - off : BSUM_SUB));
+			: XXH3_64bits(p + off,
+				      (size_t)(len - off < BSUM_SUB ? len - off : BSUM_SUB));
 		put_le64(le, v);
 		XXH3_64bits_update(st, le, sizeof(le));
 	}
@@ -245,8 +246,7 @@ int bsum_stream_update(struct bsum_stream *bs, const void *p, size_t len)
 			if (!in_sub)
 				XXH3_64bits_reset(bs->st);
 			XXH3_64bits_update(bs->st, q, k);
-			if (in_sub + k == BSUM_SUB &&
-			    push_sub(bs, XXH3_64bits_digest(bs->st)) < 0)
+			if (in_sub + k == BSUM_SUB && push_sub(bs, XXH3_64bits_digest(bs->st)) < 0)
 				return -ENOMEM;
 		}
 		bs->pos += k;

@@ -833,9 +833,8 @@ bool meta_bsum_text_ok(const char *b)
 	return len <= BSUM_TEXT_MAX && strspn(b ? b : "", "0123456789abcdef:") == len;
 }
 
-int meta_publish_sums(struct meta *m, uint64_t parent, const char *name,
-		      const struct meta_obj *obj, const char *bsum, unsigned flags,
-		      uint64_t *ret_replaced, char *ret_path)
+int meta_publish_sums(struct meta *m, uint64_t parent, const char *name, const struct meta_obj *obj,
+		      const char *bsum, unsigned flags, uint64_t *ret_replaced, char *ret_path)
 {
 	char hex[OBJFS_CSUM_HEX];
 	const char *path;

@@ -288,9 +288,8 @@ int meta_publish(struct meta *m, uint64_t parent, const char *name, const struct
 /* meta_publish(), and the object's block sums @bsum (text, see bsum.h;
  * NULL: none) in its record, field "bsum".  -EINVAL if @bsum is not
  * such text. */
-int meta_publish_sums(struct meta *m, uint64_t parent, const char *name,
-		      const struct meta_obj *obj, const char *bsum, unsigned flags,
-		      uint64_t *ret_replaced, char *ret_path);
+int meta_publish_sums(struct meta *m, uint64_t parent, const char *name, const struct meta_obj *obj,
+		      const char *bsum, unsigned flags, uint64_t *ret_replaced, char *ret_path);
 
 /*
  * Unlink file @name: remove the entry, the object record and its holder

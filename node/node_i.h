@@ -103,7 +103,7 @@ enum holder_mark {
 struct node_fetch {
 	uint64_t id;
 	struct node *nd;
-	struct meta_obj rec;   /* the object record; fixed once RUNNING */
+	struct meta_obj rec; /* the object record; fixed once RUNNING */
 	/* the record's block sums, NULL if it has none (then only the
 	 * whole checksum is checked, at the end); each range is one block;
 	 * fixed once RUNNING, owned */
@@ -203,8 +203,8 @@ struct node {
 	struct node_fetch *queue;
 	bool stopping; /* lock */
 	pthread_t workers[FETCH_WORKERS_MAX];
-	unsigned nworkers;	 /* owner: node_new() and node_stop() */
-	struct peer_addr *peers; /* lock; uthash by node */
+	unsigned nworkers;	   /* owner: node_new() and node_stop() */
+	struct peer_addr *peers;   /* lock; uthash by node */
 	struct peer_blame *blamed; /* lock; uthash by node, at most PEER_BLAME_MAX */
 	/* bumped at every use (node_touch()); a round of eviction that
 	 * found no room answers at once until it moves, or evict_memo_ns */

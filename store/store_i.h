@@ -251,11 +251,11 @@ struct store_writing {
 			      * being folded into it (store_hash_ahead()) */
 	/* the checksum of a prefix, taken ahead of sealing
 	 * (store_hash_ahead()); the object's hash lock (obj_hash_lock()) */
-	XXH3_state_t *hst; /* NULL until needed */
+	XXH3_state_t *hst;     /* NULL until needed */
 	struct bsum_stream bs; /* the block sums of the same bytes */
 	bool no_sums;	       /* obj->lock: nobody will ask for them */
-	uint64_t hashed;   /* bytes [0, hashed) are in hst and bs */
-	uint64_t hash_gen; /* gen when hst was started */
+	uint64_t hashed;       /* bytes [0, hashed) are in hst and bs */
+	uint64_t hash_gen;     /* gen when hst was started */
 	/* mappings of the file before it grew (store_file_grow_i()); obj->lock */
 	struct store_old_map *old_maps;
 };

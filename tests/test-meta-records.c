@@ -726,13 +726,12 @@ TEST(block_sums)
 	CHECK_EQ(meta_locate_sums(b, o.id, &got, &hs, &n, NULL, &bs), 0);
 	CHECK(bs == NULL);
 	free(hs);
-	CHECK(logged(logf, "object %" PRIu64 ": its block sums (field 'bsum') are malformed",
-		     o.id));
+	CHECK(
+	    logged(logf, "object %" PRIu64 ": its block sums (field 'bsum') are malformed", o.id));
 
 	/* replaced, renamed over, unlinked: the record goes, sums and all */
 	mkobj(m, &o2, 9 << 20);
-	CHECK_EQ(meta_publish_sums(m, 1, "f", &o2, sums, META_PUBLISH_REPLACE, &replaced, NULL),
-		 0);
+	CHECK_EQ(meta_publish_sums(m, 1, "f", &o2, sums, META_PUBLISH_REPLACE, &replaced, NULL), 0);
 	CHECK_EQ(replaced, o.id);
 	rget(buf, sizeof(buf), "EXISTS {t-bs}:o:%" PRIu64, o.id);
 	CHECK_STR(buf, "0");
