@@ -37,7 +37,12 @@
  *   {P}:o:<id>          hash    object record: "size", "csum" (32 hex digits,
  *                               xxh3-128), "mtime" (ns), "origin" (node),
  *                               "parent" and "name" (where it is linked;
- *                               kept up by rename)
+ *                               kept up by rename), "bsum" (an object of
+ *                               several 8 MiB blocks: a sum per block,
+ *                               see bsum.h; read only by a fetch of such
+ *                               an object, with HGET, so older nodes,
+ *                               which HMGET named fields, never see it;
+ *                               it goes with the record)
  *   {P}:h:<id>          set     nodes holding a sealed copy of the object
  *                               (meta_locate() drops those whose card expired)
  *   {P}:t:<id>          string  tombstone of a deleted object (unlink,
