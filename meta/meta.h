@@ -489,6 +489,40 @@ int meta_locate_sums(struct meta *m, uint64_t id, struct meta_obj *ret_obj,
 		     char **ret_bsum);
 
 /*
+ * What a fan-out fetch learns in one round trip (meta_locate_fan()):
+ * the record, its holders (sealed copies), a sample of the other nodes
+ * fetching it now (partial holders: they serve the blocks they have
+ * checked), and its block sums.  Release with meta_locate_release().
+ */
+struct meta_locate {
+	struct meta_obj obj;
+	struct meta_holder *holders; /* live holders, this node left out */
+	size_t n;
+	struct meta_holder *partials; /* nodes fetching it, a sample */
+	size_t np;
+	unsigned stale; /* entries of dead or lapsed nodes removed */
+	char *bsum;	/* block sums as text (see meta_locate_sums()), or NULL */
+};
+#define META_LOCATE_SUMS (1u << 0) /* the block sums too */
+#define META_FAN_SAMPLE_MAX 64
+/*
+ * meta_locate_sums(), and up to @sample (at most META_FAN_SAMPLE_MAX) of
+ * the nodes fetching the object; with @advertise_ms, this node becomes
+ * one of them for that long (on Redis's clock), if the object has block
+ * sums: a field "~p:<node>" of its record, removed when this node
+ * registers as a holder (meta_add_holder_prune() and friends) or leaves
+ * (meta_fan_leave()), and by any locate once it lapsed or its node's card
+ * is gone.  Such entries never count as copies.  Errors as
+ * meta_locate(); on success *@ret is this node's to release.
+ */
+int meta_locate_fan(struct meta *m, uint64_t id, unsigned flags, unsigned advertise_ms,
+		    unsigned sample, struct meta_locate *ret);
+void meta_locate_release(struct meta_locate *l);
+/* This node no longer fetches @id: its entry goes (0 even if the record
+ * is gone).  -EIO if Redis is unreachable. */
+int meta_fan_leave(struct meta *m, uint64_t id);
+
+/*
  * Drop this node's copy of @id from the holders, atomically, only if at
  * least one other holder with a live card (one that exists and names a
  * "listen" address) remains.  1: removed, or this node was not a holder

@@ -70,8 +70,9 @@
 
 /* Stride of the locate script's holders: node, listen, caps, rdma. */
 #define HOLDER_FIELDS 4
-/* What comes before them: size, csum, mtime, origin, stale, block sums. */
-#define LOCATE_FIXED 6
+/* What comes before them: size, csum, mtime, origin, stale, block sums,
+ * the number of holders (the nodes fetching it follow them). */
+#define LOCATE_FIXED 7
 
 /* node, listen, caps, rdma: 0, or -EBADMSG with the reason in @why.  A
  * malformed rdma address only costs the holder its RDMA (rep_rdma()). */
@@ -127,63 +128,117 @@ static int rep_bsum(const redisReply *f, uint64_t id, char **ret_bsum)
 	return *ret_bsum ? 0 : -ENOMEM;
 }
 
-int meta_locate_sums(struct meta *m, uint64_t id, struct meta_obj *ret_obj,
-		     struct meta_holder **ret_holders, size_t *ret_n, unsigned *ret_stale,
-		     char **ret_bsum)
+/* The nodes of a locate's answer from @f on, @n of them, into @ret (which
+ * has room): how many were good; the others are logged and skipped. */
+static size_t rep_nodes(redisReply *const *f, size_t n, uint64_t id, struct meta_holder *ret)
 {
 	static struct log_ratelimit rl = LOG_RATELIMIT_INIT("meta: skipped holders", 1000, 1);
-	struct meta_holder *hs;
-	struct meta_obj obj;
-	char *bsum = NULL;
-	redisReply *rep;
-	size_t i, n = 0;
+	size_t i, good = 0;
+
+	for (i = 0; i < n; i++) {
+		const char *why, *s;
+
+		if (rep_holder(f + i * HOLDER_FIELDS, &ret[good], &why) == 0) {
+			good++;
+			continue;
+		}
+		s = rep_text(f[i * HOLDER_FIELDS], OBJFS_NODE_MAX - 1);
+		log_msg_limited(&rl, LOGL_WARN,
+				"meta: object %" PRIu64 ": skipping holder '%s': %s", id,
+				s && node_name_validate(s) == 0 ? s : "?", why);
+	}
+	return good;
+}
+
+int meta_locate_fan(struct meta *m, uint64_t id, unsigned flags, unsigned advertise_ms,
+		    unsigned sample, struct meta_locate *ret)
+{
+	struct meta_locate l = {0};
+	redisReply *rep, *const *e;
+	size_t nodes, nh;
 	int r;
 
-	r = id ? script(m, MS_LOCATE, &rep, "uss", id, m->node, ret_bsum ? "1" : "0") : -EINVAL;
+	if (!id || !ret || sample > META_FAN_SAMPLE_MAX)
+		return -EINVAL;
+	r = script(m, MS_LOCATE, &rep, "ussuu", id, m->node, (flags & META_LOCATE_SUMS) ? "1" : "0",
+		   (uint64_t)advertise_ms, (uint64_t)sample);
 	if (r < 0)
 		return r;
 	r = -EBADMSG;
+	e = rep->element;
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < LOCATE_FIXED ||
-	    (rep->elements - LOCATE_FIXED) % HOLDER_FIELDS ||
-	    (rep->elements - LOCATE_FIXED) / HOLDER_FIELDS > HOLDERS_MAX ||
-	    rep_obj(rep->element, id, &obj) < 0 || rep->element[4]->type != REDIS_REPLY_INTEGER ||
-	    rep->element[4]->integer < 0 || rep->element[4]->integer > UINT_MAX)
+	    (rep->elements - LOCATE_FIXED) % HOLDER_FIELDS)
 		goto clean_rep;
-	r = ret_bsum ? rep_bsum(rep->element[5], id, &bsum) : 0;
+	nodes = (rep->elements - LOCATE_FIXED) / HOLDER_FIELDS;
+	if (rep_obj(e, id, &l.obj) < 0 || e[4]->type != REDIS_REPLY_INTEGER || e[4]->integer < 0 ||
+	    e[4]->integer > UINT_MAX || e[6]->type != REDIS_REPLY_INTEGER || e[6]->integer < 0 ||
+	    (uint64_t)e[6]->integer > nodes || (uint64_t)e[6]->integer > HOLDERS_MAX ||
+	    nodes - (size_t)e[6]->integer > sample)
+		goto clean_rep;
+	nh = (size_t)e[6]->integer;
+	l.stale = (unsigned)e[4]->integer;
+	r = (flags & META_LOCATE_SUMS) ? rep_bsum(e[5], id, &l.bsum) : 0;
 	if (r < 0)
 		goto clean_rep;
 	r = -ENOMEM;
-	hs = calloc((rep->elements - LOCATE_FIXED) / HOLDER_FIELDS + 1, sizeof(*hs));
-	if (!hs) {
-		free(bsum);
+	l.holders = calloc(nh + 1, sizeof(*l.holders));
+	l.partials = calloc(nodes - nh + 1, sizeof(*l.partials));
+	if (!l.holders || !l.partials) {
+		meta_locate_release(&l);
 		goto clean_rep;
 	}
-	for (i = LOCATE_FIXED; i < rep->elements; i += HOLDER_FIELDS) {
-		const char *why;
-
-		if (rep_holder(rep->element + i, &hs[n], &why) == 0) {
-			n++;
-			continue;
-		}
-		{
-			const char *s = rep_text(rep->element[i], OBJFS_NODE_MAX - 1);
-
-			log_msg_limited(&rl, LOGL_WARN,
-					"meta: object %" PRIu64 ": skipping holder '%s': %s", id,
-					s && node_name_validate(s) == 0 ? s : "?", why);
-		}
-	}
-	*ret_obj = obj;
-	*ret_holders = hs;
-	*ret_n = n;
-	if (ret_bsum)
-		*ret_bsum = bsum;
-	if (ret_stale)
-		*ret_stale = (unsigned)rep->element[4]->integer;
+	l.n = rep_nodes(e + LOCATE_FIXED, nh, id, l.holders);
+	l.np = rep_nodes(e + LOCATE_FIXED + nh * HOLDER_FIELDS, nodes - nh, id, l.partials);
+	*ret = l;
 	r = 0;
 clean_rep:
 	freeReplyObject(rep);
 	return r;
+}
+
+void meta_locate_release(struct meta_locate *l)
+{
+	if (!l)
+		return;
+	free(l->holders);
+	free(l->partials);
+	free(l->bsum);
+	memset(l, 0, sizeof(*l));
+}
+
+int meta_locate_sums(struct meta *m, uint64_t id, struct meta_obj *ret_obj,
+		     struct meta_holder **ret_holders, size_t *ret_n, unsigned *ret_stale,
+		     char **ret_bsum)
+{
+	struct meta_locate l;
+	int r;
+
+	r = meta_locate_fan(m, id, ret_bsum ? META_LOCATE_SUMS : 0, 0, 0, &l);
+	if (r < 0)
+		return r;
+	*ret_obj = l.obj;
+	*ret_holders = l.holders;
+	*ret_n = l.n;
+	if (ret_stale)
+		*ret_stale = l.stale;
+	if (ret_bsum)
+		*ret_bsum = l.bsum;
+	else
+		free(l.bsum);
+	free(l.partials);
+	return 0;
+}
+
+int meta_fan_leave(struct meta *m, uint64_t id)
+{
+	redisReply *rep;
+	int r;
+
+	r = id ? script(m, MS_FAN_LEAVE, &rep, "us", id, m->node) : -EINVAL;
+	if (r < 0)
+		return r;
+	freeReplyObject(rep);
+	return 0;
 }
 
 /* Run a per-object script of this node that answers 0, 1 or 2. */

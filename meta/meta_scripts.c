@@ -739,12 +739,22 @@ static const char script_release[] =
 
 /*
  * ARGV[5] object id, ARGV[6] this node, ARGV[7] "1" to have the block
- * sums.  Returns {size, csum, mtime, origin, number of stale holders
- * removed, block sums (nil if not asked or there are none), then node,
- * listen, caps, rdma of each other holder whose card exists}; card fields may be nil
- * (meta_cluster.c skips such a holder).  A holder other than this node whose card is gone
- * is removed from the set: its entry is stale.  A holder that is not a
- * node name is returned as it is, for meta.c to skip.  ENOENT if the
+ * sums, ARGV[8] ms to advertise this node as fetching the object (0:
+ * not; only an object with block sums is), ARGV[9] how many nodes
+ * fetching it to return at most.  Returns {size, csum, mtime, origin,
+ * number of stale entries removed, block sums (nil if not asked or
+ * there are none), number of holders, then node, listen, caps, rdma of
+ * each other holder whose card exists, then the same of up to ARGV[9]
+ * other nodes fetching it}; card fields may be nil (meta_cluster.c skips
+ * such a node).  A holder other than this node whose card is gone is
+ * removed from the set: its entry is stale.  A holder that is not a node
+ * name is returned as it is, for meta.c to skip.
+ *
+ * A node fetching the object is a field "~p:<node>" of its record, whose
+ * value is a deadline in ms on Redis's clock (so that the nodes' clocks
+ * do not matter): a crashed fetcher's entry lapses.  Lapsed entries, and
+ * those of nodes whose card is gone, are removed as they are met; a
+ * record with many looks at a random 64 of its fields.  ENOENT if the
  * object has no record.
  */
 static const char script_locate[] =
@@ -753,24 +763,63 @@ static const char script_locate[] =
 		       "local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
 		       "local b = false\n"
 		       "if ARGV[7] == '1' then b = call('HGET', okey(id), 'bsum') end\n"
-		       "local out, stale = {a[1], a[2], a[3], a[4], 0, b}, 0\n"
+		       "local ttl, want = tonumber(ARGV[8]) or 0, tonumber(ARGV[9]) or 0\n"
+		       "local out, stale = {a[1], a[2], a[3], a[4], 0, b, 0}, 0\n"
+		       "local function card(n)\n"
+		       "  local c = redis.pcall('HMGET', ckey(n), 'listen', 'caps', 'rdma')\n"
+		       "  if type(c) ~= 'table' or c.err then c = {} end\n"
+		       "  out[#out + 1] = n\n"
+		       "  out[#out + 1] = c[1] or false\n"
+		       "  out[#out + 1] = c[2] or false\n"
+		       "  out[#out + 1] = c[3] or false\n"
+		       "end\n"
 		       "for _, n in ipairs(call('SMEMBERS', hkey(id))) do\n"
 		       "  if n ~= me then\n"
 		       "    if isnode(n) and call('EXISTS', ckey(n)) == 0 then\n"
 		       "      call('SREM', hkey(id), n)\n"
 		       "      stale = stale + 1\n"
 		       "    else\n"
-		       "      local c = redis.pcall('HMGET', ckey(n), 'listen', 'caps', 'rdma')\n"
-		       "      if type(c) ~= 'table' or c.err then c = {} end\n"
-		       "      out[#out + 1] = n\n"
-		       "      out[#out + 1] = c[1] or false\n"
-		       "      out[#out + 1] = c[2] or false\n"
-		       "      out[#out + 1] = c[3] or false\n"
+		       "      card(n)\n"
 		       "    end\n"
+		       "  end\n"
+		       "end\n"
+		       "out[7] = (#out - 7) / 4\n"
+		       "if want > 0 or (ttl > 0 and b) then\n"
+		       "  local t = redis.call('TIME')\n"
+		       "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+		       "  local fs\n"
+		       "  if call('HLEN', okey(id)) <= 64 then\n"
+		       "    fs = call('HGETALL', okey(id))\n"
+		       "  else\n"
+		       "    fs = call('HRANDFIELD', okey(id), 64, 'WITHVALUES')\n"
+		       "  end\n"
+		       "  local got = 0\n"
+		       "  for i = 1, #fs - 1, 2 do\n"
+		       "    local f = fs[i]\n"
+		       "    local n = string.sub(f, 4)\n"
+		       "    if string.sub(f, 1, 3) == '~p:' and n ~= me then\n"
+		       "      local d = tonumber(fs[i + 1])\n"
+		       "      if not d or d < now or not isnode(n) or\n"
+		       "         call('EXISTS', ckey(n)) == 0 then\n"
+		       "        call('HDEL', okey(id), f)\n"
+		       "        stale = stale + 1\n"
+		       "      elseif got < want then\n"
+		       "        card(n)\n"
+		       "        got = got + 1\n"
+		       "      end\n"
+		       "    end\n"
+		       "  end\n"
+		       "  if ttl > 0 and b then\n"
+		       "    call('HSET', okey(id), '~p:' .. me, string.format('%d', now + ttl))\n"
 		       "  end\n"
 		       "end\n"
 		       "out[5] = stale\n"
 		       "return out\n";
+
+/* ARGV[5] object id, ARGV[6] this node: this node no longer fetches the
+ * object (its fetch failed or stopped).  Always 0, record or not. */
+static const char script_fan_leave[] = LUA_BASE "call('HDEL', okey(ARGV[5]), '~p:' .. ARGV[6])\n"
+						"return 0\n";
 
 /*
  * ARGV[5] object id, ARGV[6] this node.  Removes this node from the
@@ -814,6 +863,7 @@ static const char script_add_holder[] =
 		       "  call('HSETNX', okey(id), 'bsum', ARGV[10])\n"
 		       "end\n"
 		       "call('SADD', hkey(id), me)\n"
+		       "call('HDEL', okey(id), '~p:' .. me)\n"
 		       "local gone = 0\n"
 		       "if ARGV[7] ~= '1' then return 0 end\n"
 		       "for _, n in ipairs(call('SMEMBERS', hkey(id))) do\n"
@@ -865,6 +915,7 @@ const char *const meta_script_src[META_NSCRIPTS] = {
     [MS_READDIR_PAGE] = script_readdir_page,
     [MS_SYNC_HOLDERS] = script_sync_holders,
     [MS_REREGISTER_BATCH] = script_reregister_batch,
+    [MS_FAN_LEAVE] = script_fan_leave,
 };
 
 const char *const meta_script_name[META_NSCRIPTS] = {
@@ -892,6 +943,7 @@ const char *const meta_script_name[META_NSCRIPTS] = {
     [MS_READDIR_PAGE] = "readdir_page",
     [MS_SYNC_HOLDERS] = "sync_holders",
     [MS_REREGISTER_BATCH] = "reregister_batch",
+    [MS_FAN_LEAVE] = "fan_leave",
 };
 
 /*
@@ -929,6 +981,7 @@ static const char *const script_keyspec[META_NSCRIPTS] = {
     [MS_READDIR_PAGE] = "N d5",
     [MS_SYNC_HOLDERS] = "N",
     [MS_REREGISTER_BATCH] = "N",
+    [MS_FAN_LEAVE] = "o5",
 };
 
 /* Append key "{P}:<what><arg>" to @a's keys. */

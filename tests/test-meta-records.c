@@ -750,6 +750,113 @@ TEST(block_sums)
 	meta_free(m);
 }
 
+/* A node card for @m's node (listening at @listen), for locate to see. */
+static void card_of(struct meta *m, const char *node, const char *listen)
+{
+	struct meta_card c, other;
+
+	memset(&c, 0, sizeof(c));
+	snprintf(c.host, sizeof(c.host), "test");
+	snprintf(c.listen, sizeof(c.listen), "%s", listen);
+	snprintf(c.caps, sizeof(c.caps), "tcp");
+	snprintf(c.instance, sizeof(c.instance), "i-%s", node);
+	c.pid = getpid();
+	CHECK_EQ(meta_node_claim(m, &c, 60, &other), 0);
+}
+
+/*
+ * Issue 22: nodes fetching an object advertise themselves in its record
+ * through the locate that starts their fetch ("~p:<node>", a deadline on
+ * Redis's clock), only for an object with block sums; other fetchers
+ * find a bounded sample of them; the entry goes when the node becomes a
+ * holder or leaves, when it lapses, or when its card is gone; and it is
+ * never a holder.
+ */
+TEST(fan_entries)
+{
+	struct meta *a = mk_connected("t-fan"), *b = mk("t-fan", "node-b", 0, 0),
+		    *c = mk("t-fan", "node-c", 0, 0), *d = mk("t-fan", "node-d", 0, 0);
+	const char *sums = "23:00000000000000010000000000000002";
+	struct meta_locate l;
+	struct meta_obj o, small;
+	char buf[128];
+
+	card_of(a, "node-a", "127.0.0.1:1");
+	card_of(b, "node-b", "127.0.0.1:2");
+	card_of(c, "node-c", "127.0.0.1:3");
+	mkobj(a, &o, 9 << 20);
+	CHECK_EQ(meta_publish_sums(a, 1, "f", &o, sums, 0, NULL, NULL), 0);
+	mkobj(a, &small, 10);
+	CHECK_EQ(meta_publish(a, 1, "s", &small, 0, NULL, NULL), 0);
+
+	/* b starts fetching and advertises; c finds it, and a as the holder */
+	CHECK_EQ(meta_locate_fan(b, o.id, META_LOCATE_SUMS, 30000, 8, &l), 0);
+	CHECK_EQ(l.n, 1);
+	CHECK_EQ(l.np, 0);
+	CHECK(l.bsum && !strcmp(l.bsum, sums));
+	meta_locate_release(&l);
+	rget(buf, sizeof(buf), "HEXISTS {t-fan}:o:%" PRIu64 " ~p:node-b", o.id);
+	CHECK_STR(buf, "1");
+	CHECK_EQ(meta_locate_fan(c, o.id, META_LOCATE_SUMS, 30000, 8, &l), 0);
+	CHECK_EQ(l.n, 1);
+	CHECK_EQ(l.np, 1);
+	if (l.np == 1) {
+		CHECK_STR(l.partials[0].node, "node-b");
+		CHECK_STR(l.partials[0].addr, "127.0.0.1:2");
+	}
+	meta_locate_release(&l);
+	/* the sample is bounded; a fetcher never finds itself */
+	CHECK_EQ(meta_locate_fan(b, o.id, 0, 0, 1, &l), 0);
+	CHECK_EQ(l.np, 1);
+	if (l.np == 1)
+		CHECK_STR(l.partials[0].node, "node-c");
+	meta_locate_release(&l);
+	CHECK_EQ(meta_locate_fan(b, o.id, 0, 0, META_FAN_SAMPLE_MAX + 1, &l), -EINVAL);
+
+	/* never a copy: the last-copy rule still sees a as the only holder */
+	CHECK_EQ(meta_release_replica(a, o.id), 0);
+
+	/* b becomes a holder: its entry goes; c leaves: its entry goes */
+	CHECK_EQ(meta_add_holder_prune(b, &o, NULL), 0);
+	CHECK_EQ(meta_fan_leave(c, o.id), 0);
+	rget(buf, sizeof(buf), "HEXISTS {t-fan}:o:%" PRIu64 " ~p:node-b", o.id);
+	CHECK_STR(buf, "0");
+	rget(buf, sizeof(buf), "HEXISTS {t-fan}:o:%" PRIu64 " ~p:node-c", o.id);
+	CHECK_STR(buf, "0");
+
+	/* lapsed, of a node without a card, garbage: dropped as met */
+	rdo("HSET {t-fan}:o:%" PRIu64 " ~p:node-c 1", o.id);
+	rdo("HSET {t-fan}:o:%" PRIu64 " ~p:node-x 99999999999999", o.id);
+	rdo("HSET {t-fan}:o:%" PRIu64 " ~p:node-y junk", o.id);
+	CHECK_EQ(meta_locate_fan(d, o.id, 0, 0, 8, &l), 0);
+	CHECK_EQ(l.np, 0);
+	CHECK_EQ(l.stale, 3);
+	meta_locate_release(&l);
+	rget(buf, sizeof(buf), "HLEN {t-fan}:o:%" PRIu64, o.id);
+	CHECK_STR(buf, "7"); /* size csum mtime origin parent name bsum */
+
+	/* an object without block sums: nobody advertises */
+	CHECK_EQ(meta_locate_fan(b, small.id, META_LOCATE_SUMS, 30000, 8, &l), 0);
+	CHECK(l.bsum == NULL);
+	meta_locate_release(&l);
+	rget(buf, sizeof(buf), "HEXISTS {t-fan}:o:%" PRIu64 " ~p:node-b", small.id);
+	CHECK_STR(buf, "0");
+
+	/* unlinked: everything goes with the record; leaving then is fine */
+	CHECK_EQ(meta_locate_fan(c, o.id, META_LOCATE_SUMS, 30000, 8, &l), 0);
+	meta_locate_release(&l);
+	CHECK_EQ(meta_unlink(a, 1, "f", NULL), 0);
+	rget(buf, sizeof(buf), "EXISTS {t-fan}:o:%" PRIu64, o.id);
+	CHECK_STR(buf, "0");
+	CHECK_EQ(meta_fan_leave(c, o.id), 0);
+	rget(buf, sizeof(buf), "EXISTS {t-fan}:o:%" PRIu64, o.id);
+	CHECK_STR(buf, "0");
+	meta_free(d);
+	meta_free(c);
+	meta_free(b);
+	meta_free(a);
+}
+
 int main(void)
 {
 	harness_begin("test-meta-records");
@@ -760,5 +867,6 @@ int main(void)
 	RUN(reregister_batch);
 	RUN(reregister_batch_names);
 	RUN(block_sums);
+	RUN(fan_entries);
 	return harness_end();
 }
