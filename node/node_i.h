@@ -325,6 +325,27 @@ void fetch_stop_workers(struct node *nd);
 /* Fail the fetches still in the table (at stop; no reader is left). */
 void fetch_drop_all(struct node *nd);
 
+/* ---- node_source.c: objects served in part ---- */
+
+struct node_partial;
+/*
+ * Serve pending @o, of @size bytes in blocks of 1 << @shift (at least
+ * 2, at most BSUM_BLOCKS_MAX), in part: the blocks marked with
+ * node_source_partial_have().  Replaces an entry of the same id left
+ * behind.  Returns the entry with a reference for the caller, who ends
+ * it with node_source_partial_end(); NULL if out of memory or bad
+ * arguments (then it is simply not served).
+ */
+struct node_partial *node_source_partial_add(struct node_source *src, struct store_obj *o,
+					     uint64_t size, unsigned shift);
+/* Block @block checked out: peers may have it from now on. */
+void node_source_partial_have(struct node_partial *p, uint32_t block);
+/* Block @block is being fetched here (@on), or no longer. */
+void node_source_partial_fetching(struct node_partial *p, uint32_t block, bool on);
+/* Serve it no more (GETs under way finish), and drop the caller's
+ * reference.  NULL is fine. */
+void node_source_partial_end(struct node_source *src, struct node_partial *p);
+
 /* ---- node_holders.c ---- */
 
 /* May @h be asked (it has an address our transport reaches)? */

@@ -3,8 +3,19 @@
  * other nodes from.
  *
  * A GET pins a sealed object with a store reference for as long as its
- * pages are on the wire; objects being written or fetched here are not
- * served (-ENOENT), so a peer never reads bytes that are not final.
+ * pages are on the wire; objects being written here are not served
+ * (-ENOENT), so a peer never reads bytes that are not final.
+ *
+ * Partial objects (issue 22).  An object being fetched here with block
+ * sums is served in part: the fetch registers it (node_source_partial_add())
+ * and sets a block's bit once that block's sum checked out
+ * (node_source_partial_have()); have() tells the transport whether a
+ * GET's range is wholly such blocks, and the transport answers HAVE (or
+ * ENOENT to a peer of wire version 1) otherwise, so that no unverified
+ * byte ever leaves this node.  The fetch takes it out of the table when
+ * it ends (node_source_partial_end()); a GET under way keeps its pin.
+ * A partial object takes no lease and cannot be registered whole (map()
+ * fails: RDMA peers fetch it over TCP).
  *
  * Leases.  A peer fetches a big object as many GETs (8 MiB ranges, two
  * at a time, over connections that come and go), and the object may be
@@ -77,6 +88,23 @@ struct lease {
 	UT_hash_handle hh;
 };
 
+/* An object being fetched here, served in part. */
+struct node_partial {
+	uint64_t id;
+	struct store_obj *o; /* a reference of its own: the pending object */
+	uint64_t size;
+	uint8_t shift;	  /* log2 of its block size */
+	uint32_t nblocks; /* at most BSUM_BLOCKS_MAX */
+	unsigned refs;	  /* the table's, and each pin's; src->lock */
+	bool in_table;	  /* src->lock */
+	/* bit i: block i checked (have), or being fetched here; set and
+	 * read without the lock (a have bit is set only once the block's
+	 * bytes are final: release, acquire) */
+	_Atomic uint64_t have[BSUM_BLOCKS_MAX / 64];
+	_Atomic uint64_t fetching[BSUM_BLOCKS_MAX / 64];
+	UT_hash_handle hh;
+};
+
 struct node_source {
 	struct store *store;
 	int64_t lease_ns;
@@ -84,14 +112,110 @@ struct node_source {
 	pthread_cond_t ended; /* a GET under a lease ended; lock, CLOCK_MONOTONIC */
 	struct lease *leases; /* lock; uthash by key */
 	uint64_t nleases;     /* lock */
+	struct node_partial *partials; /* lock; uthash by id */
 };
 
 /* What a GET holds from open() to close(). */
 struct pin {
 	struct node_source *src;
-	struct store_obj *o; /* one reference, the GET's own */
-	struct lease *l;     /* NULL if the table was full; lives while inflight */
+	struct store_obj *o;	   /* one reference, the GET's own */
+	struct lease *l;	   /* NULL if the table was full; lives while inflight */
+	struct node_partial *part; /* an object served in part, or NULL; one reference */
 };
+
+/* Drop a reference on @p (NULL is fine); the last frees it.  Takes
+ * src->lock. */
+static void partial_put(struct node_source *src, struct node_partial *p)
+{
+	bool last;
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&src->lock);
+	last = --p->refs == 0;
+	pthread_mutex_unlock(&src->lock);
+	if (last) {
+		store_obj_unref(p->o);
+		free(p);
+	}
+}
+
+struct node_partial *node_source_partial_add(struct node_source *src, struct store_obj *o,
+					     uint64_t size, unsigned shift)
+{
+	uint64_t nblocks = size ? ((size - 1) >> shift) + 1 : 0;
+	struct node_partial *p, *old, *added;
+
+	if (!src || !o || shift >= 64 || nblocks < 2 || nblocks > BSUM_BLOCKS_MAX)
+		return NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->id = store_obj_id(o);
+	p->o = store_obj_ref(o);
+	p->size = size;
+	p->shift = (uint8_t)shift;
+	p->nblocks = (uint32_t)nblocks;
+	p->refs = 2; /* the table, the caller */
+	p->in_table = true;
+	pthread_mutex_lock(&src->lock);
+	HASH_FIND(hh, src->partials, &p->id, sizeof(p->id), old);
+	if (old) { /* one fetch per id: an old one that did not end */
+		HASH_DELETE(hh, src->partials, old);
+		old->in_table = false;
+	}
+	HASH_ADD(hh, src->partials, id, sizeof(p->id), p);
+	HASH_FIND(hh, src->partials, &p->id, sizeof(p->id), added);
+	pthread_mutex_unlock(&src->lock);
+	if (old)
+		partial_put(src, old);
+	if (!added) { /* the table could not grow */
+		store_obj_unref(p->o);
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+void node_source_partial_have(struct node_partial *p, uint32_t block)
+{
+	if (p && block < p->nblocks) {
+		atomic_fetch_or_explicit(&p->have[block / 64], 1ull << (block % 64),
+					 memory_order_release);
+		atomic_fetch_and_explicit(&p->fetching[block / 64], ~(1ull << (block % 64)),
+					  memory_order_relaxed);
+	}
+}
+
+void node_source_partial_fetching(struct node_partial *p, uint32_t block, bool on)
+{
+	if (!p || block >= p->nblocks)
+		return;
+	if (on)
+		atomic_fetch_or_explicit(&p->fetching[block / 64], 1ull << (block % 64),
+					 memory_order_relaxed);
+	else
+		atomic_fetch_and_explicit(&p->fetching[block / 64], ~(1ull << (block % 64)),
+					  memory_order_relaxed);
+}
+
+void node_source_partial_end(struct node_source *src, struct node_partial *p)
+{
+	bool drop = false;
+
+	if (!src || !p)
+		return;
+	pthread_mutex_lock(&src->lock);
+	if (p->in_table) {
+		HASH_DELETE(hh, src->partials, p);
+		p->in_table = false;
+		drop = true;
+	}
+	pthread_mutex_unlock(&src->lock);
+	if (drop)
+		partial_put(src, p); /* the table's */
+	partial_put(src, p);	     /* the caller's */
+}
 
 static void key_init(struct lease_key *k, const char *peer, uint64_t id)
 {
@@ -196,6 +320,19 @@ static int src_open(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size
 	if (o && !store_obj_sealed(o)) {
 		store_obj_unref(o);
 		o = NULL;
+		/* being fetched here: served in part, if it has blocks */
+		pthread_mutex_lock(&src->lock);
+		HASH_FIND(hh, src->partials, &id, sizeof(id), pin->part);
+		if (pin->part)
+			pin->part->refs++;
+		pthread_mutex_unlock(&src->lock);
+		if (pin->part) {
+			pin->src = src;
+			pin->o = store_obj_ref(pin->part->o);
+			*ret_size = pin->part->size;
+			*ret_token = pin;
+			return 0;
+		}
 	}
 	pthread_mutex_lock(&src->lock);
 	if (o) {
@@ -236,6 +373,39 @@ static int src_open(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size
 	return 0;
 }
 
+/* Is [@off, @off + @len) of the pinned object servable?  A sealed one
+ * wholly; one being fetched, if every block of the range checked out. */
+static int src_have(void *token, uint64_t off, uint64_t len, struct transport_have *ret)
+{
+	struct node_partial *p = ((struct pin *)token)->part;
+	uint64_t first, last, i;
+	bool all = true;
+
+	if (!p) {
+		ret->flags = TRANSPORT_HAVE_SEALED;
+		ret->nblocks = 0;
+		return 1;
+	}
+	ret->shift = p->shift;
+	ret->nblocks = p->nblocks;
+	for (i = 0; i < (p->nblocks + 63) / 64; i++) {
+		uint64_t h = atomic_load_explicit(&p->have[i], memory_order_acquire);
+		uint64_t f = atomic_load_explicit(&p->fetching[i], memory_order_relaxed);
+
+		for (int b = 0; b < 8; b++) {
+			ret->have[i * 8 + b] = (uint8_t)(h >> (8 * b));
+			ret->fetching[i * 8 + b] = (uint8_t)(f >> (8 * b));
+		}
+	}
+	if (len == 0 || off >= p->size)
+		return 0; /* a query: the bitmaps are the answer */
+	first = off >> p->shift;
+	last = (off + len - 1 < p->size ? off + len - 1 : p->size - 1) >> p->shift;
+	for (i = first; i <= last && all; i++)
+		all = (ret->have[i / 8] >> (i % 8)) & 1;
+	return all;
+}
+
 static int src_iov(void *token, uint64_t off, size_t len, struct iovec *iov, int max_iov,
 		   size_t *ret_bytes)
 {
@@ -252,6 +422,8 @@ static int src_map(void *token, void **ret_addr, uint64_t *ret_len, int *ret_fd)
 	struct store_map m;
 	int r;
 
+	if (pin->part)
+		return -EOPNOTSUPP; /* a registration would grant every byte */
 	r = store_obj_map(pin->o, &m);
 	if (r < 0)
 		return r;
@@ -279,6 +451,7 @@ static void src_close(void *token)
 
 	/* first: whoever sees this GET ended sees its reference gone */
 	store_obj_unref(pin->o);
+	partial_put(src, pin->part);
 	if (l) {
 		pthread_mutex_lock(&src->lock);
 		l->inflight--;
@@ -436,6 +609,16 @@ void node_source_free(struct node_source *src)
 	/* nothing serves from it any more: no lock needed */
 	HASH_ITER (hh, src->leases, l, tmp)
 		store_obj_unref_lease(lease_del_locked(src, l));
+	{
+		struct node_partial *p, *ptmp;
+
+		/* fetches left them (node_fetch_drop_all() ends them first) */
+		HASH_ITER (hh, src->partials, p, ptmp) {
+			HASH_DELETE(hh, src->partials, p);
+			p->in_table = false;
+			partial_put(src, p);
+		}
+	}
 	pthread_cond_destroy(&src->ended);
 	pthread_mutex_destroy(&src->lock);
 	free(src);
@@ -446,6 +629,7 @@ void node_source_init(struct transport_source *ret, struct node_source *src)
 	ret->open = src_open;
 	ret->iov = src_iov;
 	ret->close = src_close;
+	ret->have = src_have;
 	ret->map = src_map;
 	ret->attach = src_attach;
 	ret->ctx = src;
