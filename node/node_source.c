@@ -446,6 +446,7 @@ void node_source_init(struct transport_source *ret, struct node_source *src)
 	ret->open = src_open;
 	ret->iov = src_iov;
 	ret->close = src_close;
+	ret->have = NULL; /* every byte src_open() pins is sealed */
 	ret->map = src_map;
 	ret->attach = src_attach;
 	ret->ctx = src;
