@@ -93,7 +93,7 @@ struct fake_conn {
 	struct holder *h;
 };
 
-static int fake_connect(struct transport *t, const char *addr, struct tconn **ret)
+static int fake_connect(struct transport *t, const char *addr, unsigned ver, struct tconn **ret)
 {
 	struct holder *h = holder_by_addr(addr);
 	struct fake_conn *c;

@@ -568,7 +568,10 @@ int main(void)
 		fprintf(stderr, "serve: %s\n", strerror(-err));
 		return 1;
 	}
-	CHECK_STR(transport_caps(server), "tcp,rdma");
+	/* "fan1" is TCP's wire version 2: RDMA stays version 1 */
+	CHECK_STR(transport_caps(server), "tcp,rdma,fan1");
+	CHECK(transport_speaks_fan1(server, "tcp,rdma,fan1"));
+	CHECK(!transport_speaks_fan1(client, "tcp,rdma,fan1")); /* fetches over RDMA only */
 	CHECK_STR(transport_rdma_state(server), "on");
 	CHECK_EQ(transport_addr_of(server, "tcp", tcp_addr, sizeof(tcp_addr)), 0);
 	CHECK_EQ(transport_addr_of(server, "rdma", rdma_addr_s, sizeof(rdma_addr_s)), 0);

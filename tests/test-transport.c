@@ -11,6 +11,8 @@
  * Some cases reach into the internals: tcp_serve_fd() (tcp_i.h) over a
  * socketpair stands in for a peer that is not on this host, and a fake
  * backend (transport_new_ops()) shows what transport.c hands a backend.
+ * Wire version 2 (GET flags, HAVE, the "fan1" card token) has its own
+ * program, test-transport-v2.c.
  *
  * The source, the transports, the checked fetch and the raw clients are
  * transport-harness.h's (shared with test-tcp-limits.c, which has the
@@ -87,7 +89,7 @@ static struct {
 	int result; /* what fetch() returns */
 } fb;
 
-static int fb_connect(struct transport *t, const char *addr, struct tconn **ret)
+static int fb_connect(struct transport *t, const char *addr, unsigned ver, struct tconn **ret)
 {
 	*ret = calloc(1, sizeof(**ret));
 	fb.connects += !!*ret;
@@ -203,6 +205,28 @@ TEST(backend_ops)
 	req.len = 11;
 	CHECK_EQ(transport_fetch(t, &req), -EINVAL);
 	CHECK_EQ(fb.fetches, 3);
+	req.len = sizeof(buf);
+	req.flags = 4;
+	CHECK_EQ(transport_fetch(t, &req), -EINVAL);
+	req.flags = TRANSPORT_F_WANT_HAVE; /* and no have_out */
+	CHECK_EQ(transport_fetch(t, &req), -EINVAL);
+	/* a backend that speaks version 1 only: no HAVE, whatever the card says */
+	{
+		struct transport_have h;
+
+		req.caps = "fake,fan1";
+		req.have_out = &h;
+		CHECK_EQ(transport_fetch(t, &req), -EOPNOTSUPP);
+		CHECK(!transport_speaks_fan1(t, "fake,fan1"));
+		req.flags = TRANSPORT_F_PARTIAL_OK; /* passed on, for it to ignore */
+		fb.result = 0;
+		CHECK_EQ(transport_fetch(t, &req), 0);
+		CHECK(fb.req.flags == TRANSPORT_F_PARTIAL_OK && fb.req.caps == req.caps);
+		CHECK_EQ(fb.fetches, 4);
+		req.flags = 0;
+		req.caps = NULL;
+		req.have_out = NULL;
+	}
 
 	/* which cards each reaches: caps are matched as whole names */
 	CHECK_STR(transport_caps(tcp), "tcp");
@@ -212,6 +236,17 @@ TEST(backend_ops)
 		CHECK(transport_reaches(tcp, cards[i].caps, cards[i].addr, NULL) == cards[i].tcp);
 		CHECK(transport_reaches(t, cards[i].caps, cards[i].addr, NULL) == cards[i].fake);
 	}
+	/* "fan1" is a feature, not a transport: ignored by reaches */
+	CHECK(transport_reaches(tcp, "tcp,fan1", "h:1", NULL));
+	CHECK(transport_reaches(tcp, "fan1,tcp", "h:1", NULL));
+	CHECK(!transport_reaches(tcp, "fan1", "h:1", NULL));
+	CHECK(transport_speaks_fan1(tcp, "tcp,fan1"));
+	CHECK(transport_speaks_fan1(tcp, "tcp,rdma,fan1"));
+	CHECK(!transport_speaks_fan1(tcp, "tcp"));
+	CHECK(!transport_speaks_fan1(tcp, "tcp,fan12"));
+	CHECK(!transport_speaks_fan1(tcp, ""));
+	CHECK(!transport_speaks_fan1(tcp, NULL));
+	CHECK(!transport_speaks_fan1(NULL, "tcp,fan1"));
 	CHECK(!transport_reaches(NULL, "tcp", "h:1", NULL));
 	transport_free(tcp);
 	transport_free(t);
@@ -523,7 +558,7 @@ static int handshake_as(struct transport *server, struct transport *client, cons
 		return -errno;
 	f.fd = sv[0];
 	pthread_create(&th, NULL, serve_fd_thread, &f);
-	err = tcp_client_handshake(client, sv[1]);
+	err = tcp_client_handshake(client, sv[1], WIRE_V1);
 	close(sv[1]);
 	pthread_join(th, NULL);
 	return err;
@@ -555,7 +590,7 @@ TEST(bad_frames)
 	uint64_t bad = stats(srv).bad_frames, served = stats(srv).requests_served;
 	struct transport *c = client_new("c-bad", NULL, 0, 0);
 	struct wire_msg m;
-	uint8_t hdr[WIRE_MSG_MAX], got[64];
+	uint8_t hdr[WIRE_MSG_MAX_V2], got[64];
 	int fd;
 
 	/* junk */

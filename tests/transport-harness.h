@@ -334,7 +334,7 @@ static void raw_send(int fd, const void *buf, size_t len)
 
 static void raw_send_msg(int fd, const struct wire_msg *m)
 {
-	uint8_t buf[WIRE_MSG_MAX];
+	uint8_t buf[WIRE_MSG_MAX_V2];
 	int n = wire_encode(m, buf, sizeof(buf));
 
 	CHECK(n > 0);
@@ -386,7 +386,7 @@ static void raw_hello(int fd, uint16_t flags)
 /* one message, read with a blocking socket */
 static int raw_recv_msg(int fd, struct wire_msg *m)
 {
-	uint8_t buf[WIRE_MSG_MAX];
+	uint8_t buf[WIRE_MSG_MAX_V2];
 	size_t have = 0;
 
 	for (;;) {

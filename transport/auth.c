@@ -12,14 +12,18 @@
  * With a secret:  sproof = HMAC-SHA256(secret, "objfs-srv" T)
  *                 cproof = HMAC-SHA256(secret, "objfs-cli" T)
  *   where T = version (1 byte) || cnonce || snonce || len(node) (1 byte)
- *   || node, node being the client's name from HELLO.
+ *   || node, node being the client's name from HELLO and version the
+ *   HELLO's (the connection's: every message of it carries that one).
  * Each side picks a fresh 32-byte nonce per connection, so a proof is
  * good for one connection only; the labels differ, so a proof made by
  * one side is never accepted as the other side's (no reflection); the
  * client's name is covered, so the name the server logs is the one the
  * secret holder sent.  The server proves itself first, but only over a
  * label a client never signs, which teaches a prober nothing it can use.
- * Proofs are compared with CRYPTO_memcmp().
+ * The version is covered so that a man in the middle who rewrites a
+ * version 2 HELLO into version 1 (to keep the peers from version 2) is
+ * caught: the two ends then sign different versions.  Proofs are
+ * compared with CRYPTO_memcmp().
  *
  * Without a secret the server skips the challenge and answers HELLO with
  * READY(0) if the peer is on this host, READY(EACCES) otherwise.  A
@@ -124,7 +128,7 @@ static int nonce_new(uint8_t out[WIRE_NONCE_LEN])
 }
 
 /* HMAC-SHA256(secret, label T), T as the top of this file says. */
-static int proof_make(const struct transport *t, const char *label,
+static int proof_make(const struct transport *t, const char *label, uint8_t ver,
 		      const uint8_t cnonce[WIRE_NONCE_LEN], const uint8_t snonce[WIRE_NONCE_LEN],
 		      const char *node, uint8_t out[WIRE_PROOF_LEN])
 {
@@ -136,7 +140,7 @@ static int proof_make(const struct transport *t, const char *label,
 		return -EINVAL;
 	memcpy(msg, label, LABEL_LEN);
 	n += LABEL_LEN;
-	msg[n++] = WIRE_VERSION;
+	msg[n++] = ver;
 	memcpy(msg + n, cnonce, WIRE_NONCE_LEN);
 	n += WIRE_NONCE_LEN;
 	memcpy(msg + n, snonce, WIRE_NONCE_LEN);
@@ -150,14 +154,14 @@ static int proof_make(const struct transport *t, const char *label,
 	return 0;
 }
 
-static bool proof_ok(const struct transport *t, const char *label,
+static bool proof_ok(const struct transport *t, const char *label, uint8_t ver,
 		     const uint8_t cnonce[WIRE_NONCE_LEN], const uint8_t snonce[WIRE_NONCE_LEN],
 		     const char *node, const uint8_t proof[WIRE_PROOF_LEN])
 {
 	uint8_t want[WIRE_PROOF_LEN];
 	bool ok;
 
-	if (proof_make(t, label, cnonce, snonce, node, want))
+	if (proof_make(t, label, ver, cnonce, snonce, node, want))
 		return false;
 	ok = CRYPTO_memcmp(want, proof, WIRE_PROOF_LEN) == 0;
 	OPENSSL_cleanse(want, sizeof(want));
@@ -178,9 +182,10 @@ bool auth_srv_ready(const struct auth_srv *a)
 	return a->state == AUTH_SRV_READY;
 }
 
-static void ready(struct wire_msg *reply, int status)
+static void ready(const struct auth_srv *a, struct wire_msg *reply, int status)
 {
 	memset(reply, 0, sizeof(*reply));
+	reply->ver = a->ver;
 	reply->type = WIRE_READY;
 	reply->status = status;
 }
@@ -190,7 +195,7 @@ static void srv_refuse(struct transport *t, struct auth_srv *a, const char *why,
 {
 	a->state = AUTH_SRV_REFUSED;
 	a->why = why;
-	ready(reply, EACCES);
+	ready(a, reply, EACCES);
 	*ret_close = true;
 	COUNT_ADD(t, auth_failures, 1);
 }
@@ -203,8 +208,11 @@ int auth_srv_step(struct transport *t, struct auth_srv *a, const struct wire_msg
 	*ret_close = false;
 	switch (a->state) {
 	case AUTH_SRV_HELLO:
-		if (in->type != WIRE_HELLO)
+		/* a version this transport does not speak is what an old
+		 * server would close on too */
+		if (in->type != WIRE_HELLO || in->ver > t->wire_max)
 			return -EPROTO;
+		a->ver = in->ver;
 		memcpy(a->cnonce, in->nonce, WIRE_NONCE_LEN);
 		snprintf(a->node, sizeof(a->node), "%s", in->node);
 		if (!t->secret) {
@@ -215,7 +223,7 @@ int auth_srv_step(struct transport *t, struct auth_srv *a, const struct wire_msg
 				return 0;
 			}
 			a->state = AUTH_SRV_READY;
-			ready(reply, 0);
+			ready(a, reply, 0);
 			return 0;
 		}
 		if (!(in->flags & WIRE_F_SECRET)) {
@@ -226,22 +234,23 @@ int auth_srv_step(struct transport *t, struct auth_srv *a, const struct wire_msg
 		if (err)
 			return err;
 		memset(reply, 0, sizeof(*reply));
+		reply->ver = a->ver;
 		reply->type = WIRE_CHALLENGE;
 		memcpy(reply->nonce, a->snonce, WIRE_NONCE_LEN);
-		err = proof_make(t, LABEL_SRV, a->cnonce, a->snonce, a->node, reply->proof);
+		err = proof_make(t, LABEL_SRV, a->ver, a->cnonce, a->snonce, a->node, reply->proof);
 		if (err)
 			return err;
 		a->state = AUTH_SRV_AUTH;
 		return 0;
 	case AUTH_SRV_AUTH:
-		if (in->type != WIRE_AUTH)
+		if (in->type != WIRE_AUTH || in->ver != a->ver)
 			return -EPROTO;
-		if (!proof_ok(t, LABEL_CLI, a->cnonce, a->snonce, a->node, in->proof)) {
+		if (!proof_ok(t, LABEL_CLI, a->ver, a->cnonce, a->snonce, a->node, in->proof)) {
 			srv_refuse(t, a, "wrong cluster secret", reply, ret_close);
 			return 0;
 		}
 		a->state = AUTH_SRV_READY;
-		ready(reply, 0);
+		ready(a, reply, 0);
 		return 0;
 	}
 	return -EPROTO;
@@ -249,16 +258,20 @@ int auth_srv_step(struct transport *t, struct auth_srv *a, const struct wire_msg
 
 /* ---- client ---- */
 
-int auth_cli_hello(struct transport *t, struct auth_cli *a, struct wire_msg *ret_hello)
+int auth_cli_hello(struct transport *t, struct auth_cli *a, uint8_t ver, struct wire_msg *ret_hello)
 {
 	int err;
 
+	if (ver != WIRE_V1 && (ver != WIRE_V2 || t->wire_max < WIRE_V2))
+		return -EINVAL;
 	memset(a, 0, sizeof(*a));
 	a->state = AUTH_CLI_HELLO;
+	a->ver = ver;
 	err = nonce_new(a->cnonce);
 	if (err)
 		return err;
 	memset(ret_hello, 0, sizeof(*ret_hello));
+	ret_hello->ver = ver;
 	ret_hello->type = WIRE_HELLO;
 	ret_hello->flags = t->secret ? WIRE_F_SECRET : 0;
 	memcpy(ret_hello->nonce, a->cnonce, WIRE_NONCE_LEN);
@@ -271,14 +284,18 @@ int auth_cli_step(struct transport *t, struct auth_cli *a, const struct wire_msg
 {
 	int err;
 
+	/* the server answers in our HELLO's version, or is not one we know */
+	if (in->ver != a->ver)
+		return -EPROTO;
 	if (a->state == AUTH_CLI_HELLO && in->type == WIRE_CHALLENGE) {
 		/* a server that wants a secret we did not claim to have */
 		if (!t->secret)
 			return -EPROTO;
 		memset(reply, 0, sizeof(*reply));
+		reply->ver = a->ver;
 		reply->type = WIRE_AUTH;
 		a->state = AUTH_CLI_AUTH;
-		if (!proof_ok(t, LABEL_SRV, a->cnonce, in->nonce, t->node, in->proof)) {
+		if (!proof_ok(t, LABEL_SRV, a->ver, a->cnonce, in->nonce, t->node, in->proof)) {
 			/*
 			 * Never sign for a server that has not proved the
 			 * secret: answer with a zero proof, which the server
@@ -288,7 +305,7 @@ int auth_cli_step(struct transport *t, struct auth_cli *a, const struct wire_msg
 			a->refused = true;
 			return 1;
 		}
-		err = proof_make(t, LABEL_CLI, a->cnonce, in->nonce, t->node, reply->proof);
+		err = proof_make(t, LABEL_CLI, a->ver, a->cnonce, in->nonce, t->node, reply->proof);
 		if (err)
 			return err;
 		return 1;

@@ -643,7 +643,7 @@ static int cli_handshake(struct rcli *c)
 	struct rmsg m;
 	int n, err;
 
-	err = auth_cli_hello(t, &a, &out);
+	err = auth_cli_hello(t, &a, WIRE_V1, &out);
 	while (!err) {
 		n = wire_encode(&out, buf, sizeof(buf));
 		if (n < 0)
@@ -670,7 +670,9 @@ static int cli_handshake(struct rcli *c)
 	return err;
 }
 
-static int rd_connect(struct transport *t, const char *addr, struct tconn **ret)
+/* @ver is TCP's: RDMA messages have a version of their own, and carry a
+ * version 1 handshake */
+static int rd_connect(struct transport *t, const char *addr, unsigned ver, struct tconn **ret)
 {
 	int64_t deadline = mono_ns() + (int64_t)t->io_timeout_ms * 1000000LL;
 	unsigned eager = t->rdma_eager_max, rsize;

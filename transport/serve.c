@@ -6,9 +6,12 @@
  *
  * One GET flows like this (tcp.c's serve loop is the model):
  *
- *   serve_begin()   pins the object through t->src.open() and checks the
- *                   range.  The reply is an ERR (nothing pinned, the
- *                   request already counted as served) or a DATA header.
+ *   serve_begin()   pins the object through t->src.open(), checks the
+ *                   range and asks t->src.have() whether all of it is
+ *                   servable.  The reply is an ERR or a HAVE (nothing
+ *                   pinned, the request already counted as served), or
+ *                   a DATA header (a version 2 GET may ask for a HAVE
+ *                   before it).
  *   serve_next()    while serve_more(): points iovecs at the next piece
  *                   of the pinned object (t->src.iov()), takes its bytes
  *                   from the bandwidth bucket and counts them as sent
@@ -20,6 +23,13 @@
  *
  * An empty range still has one piece, of no bytes, so that a backend
  * that sends the DATA header with the first piece sends it once.
+ *
+ * What a peer may get.  Only bytes the source calls servable (sealed, or
+ * verified: have() says 1 for the range) ever go out.  A range the
+ * source has in part is ENOENT to a version 1 GET, as it was before
+ * version 2 existed, and a HAVE only to a version 2 GET that said it can
+ * take one (PARTIAL_OK).  A HAVE's load is the GETs the node (both
+ * halves of its transport) has pinned when it answers.
  *
  * The bandwidth bucket (serve_bwlimit) is shared by every server
  * connection of a transport, under its own mutex.  Pieces shrink to the
@@ -97,43 +107,140 @@ static void tbucket_take(struct tbucket *b, uint64_t n, const atomic_bool *stop)
 
 /* ---- one GET ---- */
 
+/* The node's transport: an RDMA half counts with its parent. */
+static struct transport *node_of(struct transport *t)
+{
+	return t->parent ? t->parent : t;
+}
+
+/* A reply of @type to @get, echoing it, in its version. */
+static void reply_to(const struct wire_msg *get, uint8_t type, struct wire_msg *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->ver = get->ver;
+	ret->type = type;
+	ret->reqid = get->reqid;
+	ret->id = get->id;
+	ret->off = get->off;
+}
+
+/*
+ * Ask the source whether [off, off+len) of @token is servable: 1 or 0,
+ * with what a HAVE would say in *@h, or -errno.  Without have(), every
+ * byte is (a sealed object, as far as a HAVE can tell).
+ */
+static int range_servable(struct transport *t, const struct wire_msg *get, void *token,
+			  struct transport_have *h)
+{
+	const struct transport_source *src = &t->src;
+	uint64_t load = atomic_load_explicit(&node_of(t)->cnt.serving, memory_order_relaxed);
+	int r = 1;
+
+	memset(h, 0, sizeof(*h));
+	if (src->have)
+		r = src->have(token, get->off, get->len, h);
+	else
+		h->flags = TRANSPORT_HAVE_SEALED;
+	h->load = load > UINT16_MAX ? UINT16_MAX : (uint16_t)load;
+	return r > 1 ? -EIO : r;
+}
+
+/* A HAVE the source filled in, checked before it goes out: 0 or -EIO. */
+static int have_check(struct transport *t, uint64_t id, const struct transport_have *h)
+{
+	if (wire_have_ok(h))
+		return 0;
+	transport_log(t, TLOG_CONN, LOGL_WARN,
+		      "transport: the source's blocks of object %" PRIu64 " make no HAVE (%" PRIu32
+		      " blocks, flags %#x)",
+		      id, h->nblocks, h->flags);
+	return -EIO;
+}
+
 int serve_begin(struct transport *t, const struct wire_msg *get, const char *peer, const char *node,
 		struct serve_ctx *ret_ctx, struct wire_msg *ret_reply)
 {
 	const struct transport_source *src = &t->src;
+	bool query = (get->flags & WIRE_F_WANT_HAVE) && !get->len;
+	struct transport_have h;
+	bool have_only, have_first;
 	uint64_t size;
 	void *token;
-	int err;
+	int err, ok = 1;
 
 	err = src->open(src->ctx, node ? node : "", get->id, &size, &token);
 	if (err)
 		goto reply_err;
 	if (get->off > size || get->len > size - get->off) {
-		src->close(token);
 		err = -ERANGE;
-		goto reply_err;
+		goto close_token;
+	}
+	/* an empty range is servable whatever the source holds */
+	if (get->len || query) {
+		ok = range_servable(t, get, token, &h);
+		if (ok < 0) {
+			err = ok;
+			goto close_token;
+		}
+	}
+	have_only = query || (!ok && (get->flags & WIRE_F_PARTIAL_OK));
+	have_first = !have_only && ok && (get->flags & WIRE_F_WANT_HAVE);
+	if (!ok && !have_only) {
+		err = -ENOENT;
+		goto close_token;
+	}
+	if (have_only || have_first) {
+		err = have_check(t, get->id, &h);
+		if (err)
+			goto close_token;
+	}
+	if (have_only) {
+		src->close(token);
+		reply_to(get, WIRE_HAVE, ret_reply);
+		ret_reply->have = h;
+		COUNT_ADD(t, requests_served, 1);
+		return 1;
 	}
 	memset(ret_ctx, 0, sizeof(*ret_ctx));
 	ret_ctx->t = t;
 	ret_ctx->peer = peer;
+	ret_ctx->ver = get->ver;
+	ret_ctx->reqid = get->reqid;
+	ret_ctx->get_off = get->off;
+	ret_ctx->get_len = get->len;
 	ret_ctx->id = get->id;
 	ret_ctx->token = token;
 	ret_ctx->off = get->off;
 	ret_ctx->left = get->len;
 	ret_ctx->more = true;
-	*ret_reply = *get;
-	ret_reply->type = WIRE_DATA;
+	COUNT_ADD(node_of(t), serving, 1);
+	if (have_first) {
+		reply_to(get, WIRE_HAVE, ret_reply);
+		ret_reply->flags = WIRE_F_HAVE_DATA;
+		ret_reply->have = h;
+		return 2;
+	}
+	serve_data_hdr(ret_ctx, ret_reply);
 	return 0;
 
+close_token:
+	src->close(token);
 reply_err:
-	memset(ret_reply, 0, sizeof(*ret_reply));
-	ret_reply->type = WIRE_ERR;
-	ret_reply->reqid = get->reqid;
-	ret_reply->id = get->id;
-	ret_reply->off = get->off;
+	reply_to(get, WIRE_ERR, ret_reply);
 	ret_reply->status = -err > 0 && -err <= WIRE_STATUS_MAX ? -err : EIO;
 	COUNT_ADD(t, requests_served, 1);
 	return 1;
+}
+
+void serve_data_hdr(const struct serve_ctx *ctx, struct wire_msg *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->ver = ctx->ver;
+	ret->type = WIRE_DATA;
+	ret->reqid = ctx->reqid;
+	ret->id = ctx->id;
+	ret->off = ctx->get_off;
+	ret->len = ctx->get_len;
 }
 
 bool serve_more(const struct serve_ctx *ctx)
@@ -196,4 +303,5 @@ void serve_end(struct serve_ctx *ctx)
 {
 	ctx->t->src.close(ctx->token);
 	ctx->token = NULL;
+	COUNT_SUB(node_of(ctx->t), serving, 1);
 }

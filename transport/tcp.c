@@ -21,6 +21,13 @@
  * (sendfile was slower than write() from mapped memory on loopback
  * here).
  *
+ * A connection speaks the wire version of its HELLO (1, or 2 if the
+ * client chose it: transport.c does, for peers whose card says "fan1"),
+ * and every message on it carries that version: the server answers in
+ * it, and closes a connection whose later messages change it.  A version
+ * 2 GET may be answered HAVE (alone, or before its DATA header), as
+ * serve.c decides.
+ *
  * Any malformed frame, a message out of place (GET before READY), a
  * stall or an I/O error closes that connection only, with one log line
  * naming the peer (through the rate limit of its reason: transport_log());
@@ -30,7 +37,10 @@
  * timeout, authenticated, then used by one fetch at a time (the cache in
  * transport.c sees to that).  A fetch sends GET, checks that the reply
  * echoes exactly what was asked, and reads the payload with readv()
- * straight into the caller's iovecs.
+ * straight into the caller's iovecs.  On a version 2 connection the GET
+ * carries the request's flags, and a HAVE is taken only where they
+ * allow one: alone after PARTIAL_OK (-EAGAIN) or a query, and marked
+ * "DATA follows" after WANT_HAVE.
  *
  * Tuning (transport_tuning()).  The fetch engine should run
  * TCP_STREAMS_PER_PEER ranges of one object at once from each peer, of
@@ -119,6 +129,7 @@ struct tcp_server {
 struct tcp_conn {
 	struct tconn base; /* first: transport.c sees only this */
 	int fd;
+	uint8_t ver; /* the wire version it speaks (its HELLO's) */
 	uint32_t next_reqid;
 	char peer[TRANSPORT_ADDR_MAX];
 };
@@ -256,7 +267,7 @@ static int send_iov(int fd, struct iovec *iov, int cnt, int ms, int64_t deadline
 
 static int send_msg(int fd, const struct wire_msg *m, int ms, int64_t deadline)
 {
-	uint8_t buf[WIRE_MSG_MAX];
+	uint8_t buf[WIRE_MSG_MAX_V2];
 	struct iovec v;
 	int n = wire_encode(m, buf, sizeof(buf));
 
@@ -273,7 +284,7 @@ static int send_msg(int fd, const struct wire_msg *m, int ms, int64_t deadline)
  */
 static int recv_msg(int fd, struct wire_msg *ret, int ms, int64_t deadline, size_t *ret_got)
 {
-	uint8_t buf[WIRE_HDR_LEN + WIRE_BODY_MAX];
+	uint8_t buf[WIRE_HDR_LEN + WIRE_BODY_MAX_V2];
 	size_t body, got = 0, got2 = 0;
 	int err;
 
@@ -354,7 +365,7 @@ static void prog_add(struct prog *p, uint64_t n)
 	}
 }
 
-int tcp_client_handshake(struct transport *t, int fd)
+int tcp_client_handshake(struct transport *t, int fd, unsigned ver)
 {
 	int64_t deadline = mono_ns() + (int64_t)t->io_timeout_ms * 1000000;
 	int ms = (int)t->io_timeout_ms, err;
@@ -363,7 +374,7 @@ int tcp_client_handshake(struct transport *t, int fd)
 
 	err = set_nonblock(fd);
 	if (!err)
-		err = auth_cli_hello(t, &a, &out);
+		err = auth_cli_hello(t, &a, (uint8_t)ver, &out);
 	if (err)
 		return err;
 	for (;;) {
@@ -413,7 +424,7 @@ close_fd:
 	return err;
 }
 
-static int tcp_connect(struct transport *t, const char *addr, struct tconn **ret)
+static int tcp_connect(struct transport *t, const char *addr, unsigned ver, struct tconn **ret)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
 	char host[TRANSPORT_ADDR_MAX], port[8];
@@ -439,7 +450,7 @@ static int tcp_connect(struct transport *t, const char *addr, struct tconn **ret
 	if (fd < 0)
 		return sock_err(-fd);
 
-	err = tcp_client_handshake(t, fd);
+	err = tcp_client_handshake(t, fd, ver);
 	if (err) {
 		log_debug("transport: handshake with %s failed: %s", addr, strerror(-err));
 		goto close_fd;
@@ -449,6 +460,7 @@ static int tcp_connect(struct transport *t, const char *addr, struct tconn **ret
 	if (!c)
 		goto close_fd;
 	c->fd = fd;
+	c->ver = (uint8_t)ver;
 	snprintf(c->peer, sizeof(c->peer), "%s", addr);
 	*ret = &c->base;
 	return 0;
@@ -495,12 +507,48 @@ static int recv_payload(struct tcp_conn *c, struct iov_cur *cur, uint64_t len, s
 	return 0;
 }
 
+/* The flags a GET of @req carries on @c: none in version 1. */
+static uint16_t get_flags(const struct tcp_conn *c, const struct transport_req *req)
+{
+	uint16_t f = 0;
+
+	if (c->ver < WIRE_V2)
+		return 0;
+	if (req->flags & TRANSPORT_F_PARTIAL_OK)
+		f |= WIRE_F_PARTIAL_OK;
+	if (req->flags & TRANSPORT_F_WANT_HAVE)
+		f |= WIRE_F_WANT_HAVE;
+	return f;
+}
+
 /*
- * One GET of at most t->get_max bytes.  0, 1 if the server answered ERR
- * (its status in *@ret_status), or -errno.
+ * May @in, a HAVE, answer @get?  Alone: only after PARTIAL_OK, or as the
+ * answer to a query; marked "DATA follows": only after WANT_HAVE, for a
+ * range with bytes.
  */
-static int fetch_one(struct tcp_conn *c, uint64_t id, uint64_t off, uint64_t len,
-		     struct iov_cur *cur, struct prog *pg, int *ret_status)
+static bool have_fits(const struct wire_msg *get, const struct wire_msg *in)
+{
+	if (in->flags & WIRE_F_HAVE_DATA)
+		return (get->flags & WIRE_F_WANT_HAVE) && get->len;
+	return (get->flags & WIRE_F_PARTIAL_OK) || ((get->flags & WIRE_F_WANT_HAVE) && !get->len);
+}
+
+/* Does @in echo @get (and speak the connection's version)? */
+static bool echoes(const struct tcp_conn *c, const struct wire_msg *get, const struct wire_msg *in)
+{
+	return in->ver == c->ver && in->reqid == get->reqid && in->id == get->id &&
+	       in->off == get->off;
+}
+
+/*
+ * One GET of at most t->get_max bytes, with wire flags @flags.  0, 1 if
+ * the server answered ERR (its status in *@ret_status), 2 if it answered
+ * HAVE without the bytes, or -errno.  A HAVE goes to @have_out (if not
+ * NULL).
+ */
+static int fetch_one(struct tcp_conn *c, uint64_t id, uint64_t off, uint64_t len, uint16_t flags,
+		     struct transport_have *have_out, struct iov_cur *cur, struct prog *pg,
+		     int *ret_status)
 {
 	struct transport *t = c->base.t;
 	int ms = (int)t->io_timeout_ms, err;
@@ -508,7 +556,9 @@ static int fetch_one(struct tcp_conn *c, uint64_t id, uint64_t off, uint64_t len
 	size_t got = 0;
 
 	memset(&get, 0, sizeof(get));
+	get.ver = c->ver;
 	get.type = WIRE_GET;
+	get.flags = flags;
 	get.reqid = ++c->next_reqid;
 	get.id = id;
 	get.off = off;
@@ -523,11 +573,26 @@ static int fetch_one(struct tcp_conn *c, uint64_t id, uint64_t off, uint64_t len
 		c->base.answered = true;
 	if (err)
 		return err;
-	if (in.reqid != get.reqid || in.id != id || in.off != off)
+	if (!echoes(c, &get, &in))
 		return -EPROTO;
 	if (in.type == WIRE_ERR) {
 		*ret_status = in.status;
 		return 1;
+	}
+	if (in.type == WIRE_HAVE) {
+		if (!have_fits(&get, &in))
+			return -EPROTO;
+		if (have_out)
+			*have_out = in.have;
+		if (!(in.flags & WIRE_F_HAVE_DATA))
+			return len ? 2 : 0;
+		err = recv_msg(c->fd, &in, ms, 0, NULL);
+		if (err)
+			return err;
+		if (!echoes(c, &get, &in))
+			return -EPROTO;
+	} else if (flags & WIRE_F_WANT_HAVE) {
+		return -EPROTO; /* the HAVE it was asked for is missing */
 	}
 	if (in.type != WIRE_DATA || in.len != len)
 		return -EPROTO;
@@ -541,14 +606,18 @@ static int tcp_fetch(struct tconn *tc, const struct transport_req *req)
 	struct iov_cur cur = {.iov = req->iov, .cnt = req->iovcnt};
 	struct prog pg = {.fn = req->progress, .arg = req->arg};
 	uint64_t done = 0, len = req->len;
+	uint16_t flags = get_flags(c, req);
 	int err, status = EIO;
 
 	do {
 		uint64_t piece = len - done < t->get_max ? len - done : t->get_max;
 
-		err = fetch_one(c, req->id, req->off + done, piece, &cur, &pg, &status);
+		err = fetch_one(c, req->id, req->off + done, piece, flags, req->have_out, &cur, &pg,
+				&status);
 		if (err == 1) /* ERR: the connection is still in step */
 			return status_err(status);
+		if (err == 2) /* HAVE: so is it */
+			return -EAGAIN;
 		if (err) {
 			tc->broken = true;
 			if (err != -ETIMEDOUT && err != -EPROTO)
@@ -557,6 +626,8 @@ static int tcp_fetch(struct tconn *tc, const struct transport_req *req)
 			return err;
 		}
 		done += piece;
+		/* the HAVE came with the first piece */
+		flags &= (uint16_t)~WIRE_F_WANT_HAVE;
 	} while (done < len);
 	if (req->progress && (pg.reported != len || !len))
 		req->progress(req->arg, len);
@@ -724,11 +795,21 @@ static int answer_get(struct transport *t, int fd, const struct wire_msg *get, c
 	uint8_t hdr[WIRE_HDR_LEN];
 	struct serve_ctx ctx;
 	struct wire_msg reply;
-	int first = 0, n, err = 0;
+	int first = 0, n, r, err = 0;
 	size_t bytes;
 
-	if (serve_begin(t, get, peer, node, &ctx, &reply))
+	r = serve_begin(t, get, peer, node, &ctx, &reply);
+	if (r == 1)
 		return send_msg(fd, &reply, (int)t->io_timeout_ms, 0);
+	if (r == 2) {
+		/* the HAVE first, then the DATA header with the first piece */
+		err = send_msg(fd, &reply, (int)t->io_timeout_ms, 0);
+		if (err) {
+			serve_end(&ctx);
+			return err;
+		}
+		serve_data_hdr(&ctx, &reply);
+	}
 	if (wire_encode(&reply, hdr, sizeof(hdr)) != WIRE_HDR_LEN) {
 		serve_end(&ctx);
 		return -EIO;
@@ -793,6 +874,9 @@ static void serve_conn(struct transport *t, int fd, const struct sockaddr *peer,
 				return;
 		}
 		err = recv_msg(fd, &in, ms, ready ? 0 : hs_deadline, &got);
+		/* a version we do not speak is malformed, as for an old server */
+		if (!err && in.ver > t->wire_max)
+			err = -EPROTO;
 		if (err && conn_evicted(sc))
 			return;
 		if (err == -EPROTO) {
@@ -823,6 +907,10 @@ static void serve_conn(struct transport *t, int fd, const struct sockaddr *peer,
 		if (ready) {
 			if (in.type != WIRE_GET) {
 				bad_frame(t, name, "unexpected message");
+				return;
+			}
+			if (in.ver != a.ver) {
+				bad_frame(t, name, "a GET in another version than its HELLO's");
 				return;
 			}
 			if (answer_get(t, fd, &in, name, a.node, stop))
@@ -1171,6 +1259,7 @@ const struct transport_ops tcp_ops = {
     .caps = "tcp",
     .streams_per_peer = TCP_STREAMS_PER_PEER,
     .range_min = TCP_RANGE_MIN,
+    .wire_max = WIRE_V2,
     .serve = tcp_serve,
     .stop = tcp_stop,
     .addr = tcp_addr,

@@ -20,7 +20,8 @@
 void tcp_serve_fd(struct transport *t, int fd, const struct sockaddr *peer, socklen_t peer_len,
 		  const atomic_bool *stop);
 
-/* Run the client side of the handshake on a connected socket @fd. */
-int tcp_client_handshake(struct transport *t, int fd);
+/* Run the client side of the handshake on a connected socket @fd, in
+ * wire version @ver (WIRE_V1, or WIRE_V2 if t->wire_max allows). */
+int tcp_client_handshake(struct transport *t, int fd, unsigned ver);
 
 #endif

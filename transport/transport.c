@@ -36,6 +36,15 @@
  * hold the object), and leaves RDMA to that peer alone for
  * RDMA_RETRY_NS.
  *
+ * Wire versions.  A serving transport whose TCP speaks version 2 adds
+ * the token "fan1" to its caps.  A fetch speaks version 2 to a peer only
+ * if the caps of the peer's card (req->caps) have that token, so a node
+ * that predates version 2 never sees it; every other peer gets version
+ * 1, exactly as before.  The version is fixed per connection: the peer
+ * entry remembers it, and a change (the peer's card gained or lost the
+ * token) makes a new generation, as a new address does.  Requests with
+ * flags go over TCP, which alone speaks version 2 (transport_fetch()).
+ *
  * Counters are relaxed atomics; transport_stats() reads each on its own,
  * so a snapshot is not atomic as a whole.
  */
@@ -57,11 +66,14 @@
 
 #define DEFAULT_CONNS_PER_PEER 4
 #define RDMA_RETRY_NS (30 * 1000000000LL)
+/* the caps token of a node whose TCP serves wire version 2 */
+#define CAP_FAN1 "fan1"
 
 /* One peer in t->peers; every field under t->lock. */
 struct peer {
 	char name[OBJFS_NODE_MAX];
 	char addr[TRANSPORT_ADDR_MAX];
+	unsigned ver; /* the wire version its connections speak */
 	uint64_t gen;
 	struct tconn *idle; /* shared backends: the one connection, if any */
 	unsigned n_idle;
@@ -167,6 +179,7 @@ struct transport *transport_new_ops(const struct transport_config *cfg,
 	if (t->conns_per_peer > TRANSPORT_CONNS_PER_PEER_MAX)
 		t->conns_per_peer = TRANSPORT_CONNS_PER_PEER_MAX;
 	t->get_max = WIRE_LEN_MAX;
+	t->wire_max = ops->wire_max ? ops->wire_max : WIRE_V1;
 	fd_budget(nofile_limit(), &budget);
 	t->serve_conns = budget.serve_conns;
 	t->serve_conns_per_node = budget.serve_conns_per_node;
@@ -321,12 +334,14 @@ void transport_tuning(const struct transport *t, struct transport_tuning *ret)
 	ret->io_timeout_ms = t->io_timeout_ms;
 }
 
-/* Is @tok one of the comma-separated tokens of @list? */
+/* Is @tok one of the comma-separated tokens of @list (NULL: none)? */
 static bool token_in(const char *list, const char *tok)
 {
 	size_t len = strlen(tok);
 	const char *p = list, *end;
 
+	if (!list)
+		return false;
 	for (;;) {
 		end = strchrnul(p, ',');
 		if ((size_t)(end - p) == len && !memcmp(p, tok, len))
@@ -352,6 +367,26 @@ bool transport_reaches(const struct transport *t, const char *caps, const char *
 	return addr && *addr && token_in(caps, t->ops->name);
 }
 
+bool transport_speaks_fan1(const struct transport *t, const char *caps)
+{
+	/* an "rdma" transport fetches over RDMA only, which speaks version 1 */
+	return t && t->mode != TMODE_RDMA && t->wire_max >= WIRE_V2 && token_in(caps, CAP_FAN1);
+}
+
+/* The wire version to speak to a peer whose card has @caps. */
+static unsigned wire_ver_for(const struct transport *t, const char *caps)
+{
+	return transport_speaks_fan1(t, caps) ? WIRE_V2 : WIRE_V1;
+}
+
+/* What the card says once serving: the backends, then "fan1" if TCP
+ * serves version 2 (old nodes ignore a token they do not know). */
+static void caps_build(struct transport *t)
+{
+	snprintf(t->caps, sizeof(t->caps), "%s%s%s%s", t->ops->caps, t->rdma ? "," : "",
+		 t->rdma ? t->rdma->ops->caps : "", t->wire_max >= WIRE_V2 ? "," CAP_FAN1 : "");
+}
+
 static int serve_rdma(struct transport *t, const struct transport_source *src);
 
 int transport_serve(struct transport *t, const struct transport_source *src)
@@ -374,6 +409,8 @@ int transport_serve(struct transport *t, const struct transport_source *src)
 	pthread_mutex_unlock(&t->lock);
 	if (!err && t->rdma)
 		err = serve_rdma(t, src);
+	if (!err)
+		caps_build(t);
 	if (!err && !t->secret)
 		log_info("transport: no secret_file: serving loopback peers only");
 	return err;
@@ -385,10 +422,8 @@ static int serve_rdma(struct transport *t, const struct transport_source *src)
 	int err;
 
 	err = transport_serve(t->rdma, src);
-	if (!err) {
-		snprintf(t->caps, sizeof(t->caps), "%s,%s", t->ops->caps, t->rdma->ops->caps);
+	if (!err)
 		return 0;
-	}
 	if (t->mode == TMODE_RDMA) {
 		log_error("transport: cannot serve over RDMA on %s: %s",
 			  t->listen_host ? t->listen_host : "*", strerror(-err));
@@ -433,11 +468,12 @@ int transport_addr_of(const struct transport *t, const char *backend, char *buf,
 static struct tconn *peer_detach_locked(struct transport *t, struct peer *p);
 
 /*
- * The entry for @name, made or brought up to date with @addr (t->lock
- * held).  Connections to an old address go to *@drop for the caller to
- * close outside the lock.
+ * The entry for @name, made or brought up to date with @addr and wire
+ * version @ver (t->lock held).  Connections to an old address, or in
+ * another version, go to *@drop for the caller to close outside the
+ * lock.
  */
-static struct peer *peer_get(struct transport *t, const char *name, const char *addr,
+static struct peer *peer_get(struct transport *t, const char *name, const char *addr, unsigned ver,
 			     struct tconn **drop)
 {
 	struct peer *p;
@@ -449,11 +485,13 @@ static struct peer *peer_get(struct transport *t, const char *name, const char *
 			return NULL;
 		snprintf(p->name, sizeof(p->name), "%s", name);
 		snprintf(p->addr, sizeof(p->addr), "%s", addr);
+		p->ver = ver;
 		p->gen = ++t->next_gen;
 		HASH_ADD_STR(t->peers, name, p);
-	} else if (strcmp(p->addr, addr)) {
+	} else if (strcmp(p->addr, addr) || p->ver != ver) {
 		*drop = peer_detach_locked(t, p);
 		snprintf(p->addr, sizeof(p->addr), "%s", addr);
+		p->ver = ver;
 		p->gen = ++t->next_gen;
 	}
 	return p;
@@ -475,10 +513,10 @@ static struct tconn *peer_detach_locked(struct transport *t, struct peer *p)
 	return c;
 }
 
-/* A shared backend's connection to @peer at @addr: the peer's, or a new
- * one that becomes the peer's. */
-static int conn_share(struct transport *t, const char *peer, const char *addr, struct tconn **ret,
-		      bool *ret_reused)
+/* A shared backend's connection to @peer at @addr, in version @ver: the
+ * peer's, or a new one that becomes the peer's. */
+static int conn_share(struct transport *t, const char *peer, const char *addr, unsigned ver,
+		      struct tconn **ret, bool *ret_reused)
 {
 	struct tconn *c, *drop = NULL, *mine;
 	struct peer *p;
@@ -486,7 +524,7 @@ static int conn_share(struct transport *t, const char *peer, const char *addr, s
 	int err;
 
 	pthread_mutex_lock(&t->lock);
-	p = peer_get(t, peer, addr, &drop);
+	p = peer_get(t, peer, addr, ver, &drop);
 	if (p && p->idle && (p->idle->broken || !t->ops->idle_ok(p->idle))) {
 		struct tconn *old = peer_detach_locked(t, p);
 
@@ -509,7 +547,7 @@ static int conn_share(struct transport *t, const char *peer, const char *addr, s
 		return 0;
 	}
 
-	err = t->ops->connect(t, addr, &mine);
+	err = t->ops->connect(t, addr, ver, &mine);
 	if (err)
 		return err;
 	COUNT_ADD(t, conns_open, 1);
@@ -539,8 +577,8 @@ static int conn_share(struct transport *t, const char *peer, const char *addr, s
 	return 0;
 }
 
-static int conn_borrow(struct transport *t, const char *peer, const char *addr, struct tconn **ret,
-		       bool *ret_reused)
+static int conn_borrow(struct transport *t, const char *peer, const char *addr, unsigned ver,
+		       struct tconn **ret, bool *ret_reused)
 {
 	struct tconn *c, *drop;
 	struct peer *p;
@@ -548,11 +586,11 @@ static int conn_borrow(struct transport *t, const char *peer, const char *addr, 
 	int err;
 
 	if (t->ops->shared)
-		return conn_share(t, peer, addr, ret, ret_reused);
+		return conn_share(t, peer, addr, ver, ret, ret_reused);
 	for (;;) {
 		drop = NULL;
 		pthread_mutex_lock(&t->lock);
-		p = peer_get(t, peer, addr, &drop);
+		p = peer_get(t, peer, addr, ver, &drop);
 		if (!p) {
 			pthread_mutex_unlock(&t->lock);
 			return -ENOMEM;
@@ -577,7 +615,7 @@ static int conn_borrow(struct transport *t, const char *peer, const char *addr, 
 		conn_close(t, c);
 	}
 
-	err = t->ops->connect(t, addr, &c);
+	err = t->ops->connect(t, addr, ver, &c);
 	if (err)
 		return err;
 	COUNT_ADD(t, conns_open, 1);
@@ -668,12 +706,13 @@ static bool addr_ok(const char *addr)
 /* One fetch on @t's own backend, from @addr. */
 static int fetch_on(struct transport *t, const struct transport_req *req, const char *addr)
 {
+	unsigned ver = wire_ver_for(t, req->caps);
 	struct tconn *c;
 	bool reused;
 	int err, attempt;
 
 	for (attempt = 0;; attempt++) {
-		err = conn_borrow(t, req->peer, addr, &c, &reused);
+		err = conn_borrow(t, req->peer, addr, ver, &c, &reused);
 		if (err)
 			return err;
 		if (!t->ops->shared) {
@@ -707,6 +746,7 @@ static bool conn_failure(int err)
 	case EINVAL:
 	case EACCES:
 	case ENOMEM:
+	case EAGAIN:
 		return false;
 	default:
 		return true;
@@ -758,17 +798,27 @@ int transport_fetch(struct transport *t, const struct transport_req *req)
 {
 	struct progress_floor pf;
 	struct transport_req again;
-	bool tcp_ok, rdma_ok;
+	bool tcp_ok, rdma_ok, v2;
 	int err;
 
 	if (!t || !req || !req->peer || node_name_validate(req->peer))
 		return -EINVAL;
 	if (req->off > UINT64_MAX - req->len || !iov_covers(req->iov, req->iovcnt, req->len))
 		return -EINVAL;
+	if (req->flags & ~(unsigned)(TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE))
+		return -EINVAL;
+	if ((req->flags & TRANSPORT_F_WANT_HAVE) && !req->have_out)
+		return -EINVAL;
 	tcp_ok = t->mode != TMODE_RDMA && addr_ok(req->addr);
 	rdma_ok = t->rdma && addr_ok(req->rdma_addr);
 	if (!tcp_ok && !rdma_ok)
 		return -EINVAL;
+	/* only TCP speaks version 2: flags to a peer that has it go there */
+	v2 = tcp_ok && transport_speaks_fan1(t, req->caps);
+	if ((req->flags & TRANSPORT_F_WANT_HAVE) && !v2)
+		return -EOPNOTSUPP;
+	if (req->flags && v2)
+		rdma_ok = false;
 	if (rdma_ok && !(tcp_ok && rdma_down(t, req->peer, 0))) {
 		pf = (struct progress_floor){.fn = req->progress, .arg = req->arg};
 		again = *req;
@@ -783,7 +833,7 @@ int transport_fetch(struct transport *t, const struct transport_req *req)
 		{
 			struct tconn *drop = NULL;
 
-			(void)peer_get(t, req->peer, req->addr, &drop);
+			(void)peer_get(t, req->peer, req->addr, wire_ver_for(t, req->caps), &drop);
 			pthread_mutex_unlock(&t->lock);
 			conn_close_list(t, drop);
 		}

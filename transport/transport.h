@@ -25,6 +25,14 @@
  * transport_addr_of()); a fetch asks transport_reaches() whether a
  * peer's card is one it can use.
  *
+ * Wire versions.  TCP speaks version 1 to every peer, except to one whose
+ * card has the token "fan1" (transport_speaks_fan1()), where the fetching
+ * side may use version 2: requests that accept a partial answer, and the
+ * HAVE answer that says which blocks of an object the holder has
+ * verified (struct transport_have; the source's have() hook).  A server
+ * answers each connection in the version of its HELLO.  RDMA speaks
+ * version 1 only.  docs/protocol.md has the details.
+ *
  * Connections.  Made on demand, the first time a peer is needed, from the
  * address in the peer's endpoint card, and cached per peer (a uthash table
  * keyed by node name).  A peer has a small pool of connections so that
@@ -79,13 +87,47 @@ struct transport_config {
 	uint32_t rdma_eager_max;
 };
 
+/* Blocks a HAVE describes at most, and the flags of struct transport_have. */
+#define TRANSPORT_HAVE_BLOCKS_MAX 4096
+#define TRANSPORT_HAVE_SEALED 0x01 /* the holder has the whole object, sealed */
+
+/*
+ * Which blocks of one object a holder can serve, as a HAVE answer carries
+ * it (a fixed size, whatever the peer says).  Block i is the bytes
+ * [i << shift, (i + 1) << shift) of the object (the last one may be
+ * short); bit i of a bitmap is bit i % 8 of byte i / 8.  Bits at nblocks
+ * and beyond are zero.  A sealed holder may send nblocks 0 (its
+ * bitmaps then say nothing: it has every byte).
+ */
+struct transport_have {
+	uint8_t shift;	  /* log2 of the block size, below 64 */
+	uint8_t flags;	  /* TRANSPORT_HAVE_SEALED */
+	uint16_t load;	  /* GETs the holder was serving when it answered (at most 65535) */
+	uint32_t nblocks; /* blocks of the object, at most TRANSPORT_HAVE_BLOCKS_MAX */
+	uint8_t have[TRANSPORT_HAVE_BLOCKS_MAX / 8];	 /* verified: servable */
+	uint8_t fetching[TRANSPORT_HAVE_BLOCKS_MAX / 8]; /* being fetched by the holder now */
+};
+
 /*
  * What the serving side reads objects through.  open() pins object @id
- * (sealed objects only) for the peer that named itself @peer in the
- * handshake ("" if unknown) and gives its size and a token; -ENOENT if
- * this node does not hold it.  iov() points @iov at [off, off+len) of
- * the pinned object, like store_obj_iov().  close() unpins.  Every GET
- * is one open() ... close(), on a server thread.
+ * for the peer that named itself @peer in the handshake ("" if unknown)
+ * and gives its size and a token; -ENOENT if this node does not hold it.
+ * It may pin an object it holds only in part (one it is fetching) if it
+ * has have(); without have(), open() must pin sealed objects only.
+ * iov() points @iov at [off, off+len) of the pinned object, like
+ * store_obj_iov().  close() unpins.  Every GET is one open() ... close(),
+ * on a server thread.
+ *
+ * have() (may be NULL: every byte open() pins is servable) says whether
+ * [@off, @off + @len) of the pinned object is wholly servable (sealed or
+ * verified bytes): 1 if it is, 0 if not, or -errno.  On 1 and 0 it fills
+ * *@ret (zeroed by the caller; load is the transport's to set) with what
+ * a HAVE answer says of the whole object: flags TRANSPORT_HAVE_SEALED
+ * for a sealed one (nblocks may then be 0), else shift, nblocks and both
+ * bitmaps.  It is asked before every non-empty GET (and every HAVE
+ * query); on 0 the GET is answered HAVE (a version 2 GET with
+ * PARTIAL_OK) or ENOENT, and iov() is never called for the range, so
+ * that no peer ever gets bytes that are not sealed or verified.
  *
  * For backends that register memory once per object (RDMA), two more,
  * which may be NULL (RDMA then serves nothing):
@@ -96,7 +138,9 @@ struct transport_config {
  * caller closes; the descriptor is only ever mapped, never written (a
  * kernel before 6.2 pins the pages of a registration for writing, which
  * a read-only mapping refuses: the backend then maps the file anew, still
- * granting peers read access only).
+ * granting peers read access only).  A registration grants a peer every
+ * byte of the object, so map() of an object held only in part (see
+ * have() above) must fail (-EOPNOTSUPP: the peer then fetches over TCP).
  * attach() hangs the backend's registration @reg of that memory on the
  * object: the source calls @drop(@reg) exactly once, when the object is
  * freed (evicted or unlinked, and no longer pinned), before its memory
@@ -111,6 +155,7 @@ struct transport_source {
 	int (*iov)(void *token, uint64_t off, size_t len, struct iovec *iov, int max_iov,
 		   size_t *ret_bytes);
 	void (*close)(void *token);
+	int (*have)(void *token, uint64_t off, uint64_t len, struct transport_have *ret);
 	int (*map)(void *token, void **ret_addr, uint64_t *ret_len, int *ret_fd);
 	int (*attach)(void *token, void *reg, void (*drop)(void *reg), void **ret_cur);
 	void *ctx;
@@ -175,11 +220,18 @@ void transport_region_free(struct transport_region *r); /* NULL is fine */
  */
 typedef void (*transport_progress_fn)(void *arg, uint64_t done);
 
+/* Flags of struct transport_req (wire version 2: see transport_speaks_fan1()). */
+#define TRANSPORT_F_PARTIAL_OK 0x1 /* a peer lacking part of the range answers HAVE */
+#define TRANSPORT_F_WANT_HAVE 0x2  /* a HAVE first; with len 0, only that (a query) */
+
 /* One fetch: a byte range of one object from one peer, into memory the caller owns. */
 struct transport_req {
 	const char *peer;		 /* the peer's node name */
 	const char *addr;		 /* its TCP address, from its card ("HOST:PORT") */
 	const char *rdma_addr;		 /* its RDMA address, from its card; NULL or "" if none */
+	const char *caps;		 /* its card's caps; NULL or "" (an old card): no "fan1" */
+	unsigned flags;			 /* TRANSPORT_F_*; 0 for a plain fetch */
+	struct transport_have *have_out; /* where a HAVE answer goes; NULL: nowhere */
 	struct transport_region *region; /* the destination's, or NULL */
 	uint64_t id;
 	uint64_t off, len;
@@ -202,9 +254,34 @@ struct transport_req {
  * connect; -ETIMEDOUT the peer stalled; -ECONNRESET it went away;
  * -EACCES authentication failed; -EPROTO it sent something malformed;
  * -EINVAL bad arguments (a bad node name, an empty address, iovecs that
- * do not cover the range).  On error the range may be partly written.
+ * do not cover the range, unknown flags, WANT_HAVE without have_out).
+ * On error the range may be partly written.
+ *
+ * Flags need a peer whose card has "fan1" (req->caps) and go over TCP
+ * (RDMA speaks version 1 only): to any other peer, PARTIAL_OK is
+ * dropped (a range the peer lacks is -ENOENT, as always) and WANT_HAVE
+ * is -EOPNOTSUPP, before anything is sent.  With them:
+ *  - PARTIAL_OK: -EAGAIN means "not yet": the peer holds the object
+ *    but not all of the range verified, and said what it has in
+ *    *req->have_out (if not NULL); nothing of this GET was written
+ *    (earlier GETs of a range longer than 1 GiB may have been).  The
+ *    connection stays usable.
+ *  - WANT_HAVE: on 0, *req->have_out holds the peer's HAVE, sent before
+ *    the bytes; with req->len 0 the HAVE is all that is fetched (a
+ *    query, answered whatever the peer holds of the object, or -ENOENT
+ *    if nothing).  Without PARTIAL_OK, a range the peer lacks is
+ *    -ENOENT.
+ * *req->have_out is written only when a HAVE arrived (0 with
+ * WANT_HAVE, or -EAGAIN).
  */
 int transport_fetch(struct transport *t, const struct transport_req *req);
+
+/*
+ * Will fetches from a peer whose card advertises @caps speak wire
+ * version 2 (its card has "fan1", and @t's TCP speaks it), so that
+ * TRANSPORT_F_* flags and HAVE answers work?
+ */
+bool transport_speaks_fan1(const struct transport *t, const char *caps);
 
 /* What the fetch engine should know of the backend. */
 struct transport_tuning {
@@ -220,14 +297,16 @@ void transport_tuning(const struct transport *t, struct transport_tuning *ret);
  * May this transport fetch from a peer whose card advertises @caps
  * ("tcp", "tcp,rdma"; "" on cards of old nodes, which means tcp) at TCP
  * address @addr and RDMA address @rdma_addr (either may be NULL or "")?
- * @caps is a comma-separated list of transport names, matched whole
- * (NULL is taken as "").
+ * @caps is a comma-separated list of transport names and feature tokens
+ * ("fan1"), matched whole (NULL is taken as ""); unknown tokens are
+ * ignored.
  */
 bool transport_reaches(const struct transport *t, const char *caps, const char *addr,
 		       const char *rdma_addr);
 
-/* What this node advertises on its card ("tcp" or "tcp,rdma"): what it
- * serves.  Valid until transport_free(). */
+/* What this node advertises on its card: what it serves ("tcp" or
+ * "tcp,rdma"), then, once serving, "fan1" if its TCP server accepts wire
+ * version 2 ("tcp,fan1", "tcp,rdma,fan1").  Valid until transport_free(). */
 const char *transport_caps(const struct transport *t);
 
 /* Close the cached connections to @peer (it died, or its card changed). */

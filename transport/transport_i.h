@@ -144,6 +144,10 @@ struct transport_ops {
 	 * is then thread-safe on one connection, and broken is set by
 	 * whichever notices); else each fetch borrows one of its own. */
 	bool shared;
+	/* the highest wire version (WIRE_V*) the backend speaks, as client
+	 * and server; 0 means WIRE_V1.  Only a backend that speaks WIRE_V2
+	 * reads req->flags and req->have_out; the others leave them be. */
+	unsigned wire_max;
 	/* Bind, listen and start serving t->src.  0 or -errno. */
 	int (*serve)(struct transport *t);
 	/* Stop serving: wake and join every server thread, close their
@@ -151,11 +155,13 @@ struct transport_ops {
 	void (*stop)(struct transport *t);
 	/* transport_addr() while serving. */
 	int (*addr)(const struct transport *t, char *buf, size_t len);
-	/* Connect to @addr (from the peer's card) and authenticate.  On 0,
-	 * *@ret is a connection the backend allocated, with a zeroed struct
-	 * tconn first (transport.c fills it in).  Errors as
-	 * transport_fetch() documents them. */
-	int (*connect)(struct transport *t, const char *addr, struct tconn **ret);
+	/* Connect to @addr (from the peer's card) and authenticate, in
+	 * wire version @ver (at most t->wire_max; a backend with a
+	 * protocol of its own ignores it).  On 0, *@ret is a connection
+	 * the backend allocated, with a zeroed struct tconn first
+	 * (transport.c fills it in).  Errors as transport_fetch()
+	 * documents them. */
+	int (*connect)(struct transport *t, const char *addr, unsigned ver, struct tconn **ret);
 	/* Fetch one range on @c (any length: the backend splits it into
 	 * requests of at most t->get_max bytes).  See above. */
 	int (*fetch)(struct tconn *c, const struct transport_req *req);
@@ -201,6 +207,7 @@ struct transport_counters {
 	atomic_uint_fast64_t rdma_fallbacks, rdma_regs;
 	atomic_uint_fast64_t rdma_regs_live, rdma_regs_reused, rdma_regs_dropped;
 	atomic_uint_fast64_t serve_open; /* server connections holding a socket */
+	atomic_uint_fast64_t serving;	 /* GETs pinned now (serve_begin() ... serve_end()) */
 };
 
 #define COUNT_ADD(t, field, n) atomic_fetch_add_explicit(&(t)->cnt.field, (n), memory_order_relaxed)
@@ -242,6 +249,10 @@ struct transport {
 	unsigned conns_per_peer;
 	/* largest range one request asks for; WIRE_LEN_MAX (tests lower it) */
 	uint64_t get_max;
+	/* the highest wire version this transport speaks and serves: its
+	 * backend's (ops->wire_max); tests lower it, before serving, to
+	 * play a node that predates version 2 */
+	unsigned wire_max;
 	/* server limits: fd_budget()'s and TRANSPORT_SERVE_HANDSHAKES
 	 * (tests change them before serving) */
 	unsigned serve_conns;
@@ -306,6 +317,10 @@ void tbucket_release(struct tbucket *b);
 struct serve_ctx {
 	struct transport *t;
 	const char *peer; /* names the peer in logs */
+	uint8_t ver;	  /* the GET's, for the DATA header */
+	uint32_t reqid;	  /* the GET's */
+	uint64_t get_off; /* the GET's range */
+	uint64_t get_len;
 	uint64_t id;
 	void *token;   /* the pinned object, from t->src.open() */
 	uint64_t off;  /* where the next piece starts */
@@ -317,14 +332,24 @@ struct serve_ctx {
 /*
  * Start answering @get from the peer that @peer names in logs (the ctx
  * keeps the pointer: it must live as long) and that named itself @node
- * in the handshake (for the source).  0: the object is pinned and the
- * range is in it; *@ret_reply is the DATA header to send, then come the
- * pieces of serve_next(), then serve_end().  1: *@ret_reply is the ERR
- * to send (the object is not held, or the range is outside it), the
- * request is counted as served, and nothing is pinned.
+ * in the handshake (for the source).  Replies are in the GET's version.
+ *   0: the object is pinned and the range is in it, wholly servable;
+ *      *@ret_reply is the DATA header to send, then come the pieces of
+ *      serve_next(), then serve_end().
+ *   1: *@ret_reply is all there is to send, and nothing is pinned (the
+ *      request is counted as served): an ERR (the object is not held,
+ *      the range is outside it, or not wholly servable and the GET did
+ *      not ask for a HAVE), or a HAVE (a version 2 GET with PARTIAL_OK
+ *      for a range not wholly servable, or a query: WANT_HAVE, length 0).
+ *   2: as 0, but a version 2 GET with WANT_HAVE: *@ret_reply is the HAVE
+ *      to send first, then the DATA header of serve_data_hdr().
+ * A version 1 GET (every RDMA one) is only ever answered 0 or 1 (ERR).
  */
 int serve_begin(struct transport *t, const struct wire_msg *get, const char *peer, const char *node,
 		struct serve_ctx *ret_ctx, struct wire_msg *ret_reply);
+
+/* The DATA header that follows the HAVE of a serve_begin() that gave 2. */
+void serve_data_hdr(const struct serve_ctx *ctx, struct wire_msg *ret);
 
 /* Is a piece still due (call serve_next() again)? */
 bool serve_more(const struct serve_ctx *ctx);
@@ -364,8 +389,9 @@ void auth_addr_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t s
 
 /* The server's handshake state for one connection. */
 struct auth_srv {
-	int state;  /* AUTH_SRV_* in auth.c */
-	bool local; /* the peer is on this host */
+	int state;   /* AUTH_SRV_* in auth.c */
+	bool local;  /* the peer is on this host */
+	uint8_t ver; /* the HELLO's version: the connection's, once it came */
 	uint8_t cnonce[WIRE_NONCE_LEN];
 	uint8_t snonce[WIRE_NONCE_LEN];
 	char node[OBJFS_NODE_MAX]; /* the client's name, once it said HELLO */
@@ -381,7 +407,9 @@ bool auth_srv_ready(const struct auth_srv *a);
  * Feed one handshake message from the client to the server's state
  * machine.  On 0, send *@reply; if *@ret_close, close the connection
  * after sending it (the peer was refused: auth_failures is counted).
- * -EPROTO: a message out of place (the caller counts a bad frame).
+ * -EPROTO: a message out of place, a HELLO in a version above
+ * t->wire_max, or later a message in another version than the HELLO's
+ * (the caller counts a bad frame).
  */
 int auth_srv_step(struct transport *t, struct auth_srv *a, const struct wire_msg *in,
 		  struct wire_msg *reply, bool *ret_close);
@@ -389,17 +417,21 @@ int auth_srv_step(struct transport *t, struct auth_srv *a, const struct wire_msg
 /* The client's handshake state for one connection. */
 struct auth_cli {
 	int state;
+	uint8_t ver;  /* the connection's: what the HELLO said */
 	bool refused; /* we refused the server: the result is -EACCES */
 	uint8_t cnonce[WIRE_NONCE_LEN];
 };
 
-/* Fill in the HELLO to send first.  0 or -errno (no randomness). */
-int auth_cli_hello(struct transport *t, struct auth_cli *a, struct wire_msg *ret_hello);
+/* Fill in the HELLO to send first, for a connection in wire version
+ * @ver (at most t->wire_max: -EINVAL).  0 or -errno (no randomness). */
+int auth_cli_hello(struct transport *t, struct auth_cli *a, uint8_t ver,
+		   struct wire_msg *ret_hello);
 
 /*
  * Feed one message from the server.  0: done, authenticated.  1: send
  * *@reply and call again with the next message.  -EACCES refused (by the
- * server, or the server failed to prove the secret), -EPROTO.  Once
+ * server, or the server failed to prove the secret), -EPROTO (also for
+ * a reply in another version than our HELLO's).  Once
  * a->refused is set, the handshake ends in -EACCES whatever happens.
  */
 int auth_cli_step(struct transport *t, struct auth_cli *a, const struct wire_msg *in,

@@ -5,46 +5,62 @@
  * Every message starts with a fixed 40-byte header, little-endian:
  *
  *    0  u32 magic    "OBJF" (bytes 4f 42 4a 46)
- *    4  u8  version  WIRE_VERSION
+ *    4  u8  version  WIRE_V1 or WIRE_V2 (the HELLO's, for the whole
+ *                    connection)
  *    5  u8  type     enum wire_type
- *    6  u16 flags    HELLO: WIRE_F_SECRET; every other type: 0
+ *    6  u16 flags    HELLO: WIRE_F_SECRET; GET (v2): WIRE_F_PARTIAL_OK,
+ *                    WIRE_F_WANT_HAVE; HAVE: WIRE_F_HAVE_DATA; else 0
  *    8  i32 status   READY: 0 or EACCES; ERR: a positive errno; else 0
- *   12  u32 reqid    GET/DATA/ERR: chosen by the client, echoed; else 0
- *   16  u64 id       GET/DATA/ERR: the object; else 0
- *   24  u64 offset   GET/DATA/ERR: the range start; else 0
- *   32  u64 length   HELLO/CHALLENGE/AUTH: body bytes that follow;
+ *   12  u32 reqid    GET/DATA/ERR/HAVE: chosen by the client, echoed; else 0
+ *   16  u64 id       GET/DATA/ERR/HAVE: the object; else 0
+ *   24  u64 offset   GET/DATA/ERR/HAVE: the range start; else 0
+ *   32  u64 length   HELLO/CHALLENGE/AUTH/HAVE: body bytes that follow;
  *                    GET: range length (no body); DATA: range length,
  *                    and exactly that many payload bytes follow;
  *                    READY/ERR: 0
  *
  * Bodies: HELLO is the client nonce then the client's node name (1..63
  * bytes, no NUL); CHALLENGE the server nonce then the server proof; AUTH
- * the client proof.  A DATA payload is not a body: the transport moves it
- * straight between shared memory and the socket.
+ * the client proof; HAVE (version 2 only) u8 block shift, u8 flags, u16
+ * load, u32 nblocks, then the have and fetching bitmaps of
+ * ceil(nblocks/8) bytes each.  A DATA payload is not a body: the
+ * transport moves it straight between shared memory and the socket.
  *
- * Decoding checks every field against its type and returns -EPROTO for
- * anything else, so a decoded message can be used without further checks.
- * The largest body is WIRE_BODY_MAX bytes; a range is at most
- * WIRE_LEN_MAX bytes and offset + length never overflows.  Encoding
- * applies the same rules (-EINVAL), so we never send what we would reject.
+ * Decoding checks every field against its type and version and returns
+ * -EPROTO for anything else, so a decoded message can be used without
+ * further checks: a version 1 message never has a version 2 type or
+ * flag.  The largest handshake body is WIRE_BODY_MAX bytes, the largest
+ * body of all WIRE_BODY_MAX_V2 (a HAVE); a range is at most WIRE_LEN_MAX
+ * bytes and offset + length never overflows.  Encoding applies the same
+ * rules (-EINVAL), so we never send what we would reject.
  */
 #ifndef OBJFS_WIRE_H
 #define OBJFS_WIRE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "transport.h"
 #include "util.h"
 
 #define WIRE_MAGIC 0x464a424fU /* "OBJF" read as a little-endian u32 */
-#define WIRE_VERSION 1
+#define WIRE_V1 1	       /* every peer; RDMA; a peer whose card lacks "fan1" */
+#define WIRE_V2 2	       /* adds GET flags and HAVE (TCP, peers with "fan1") */
 #define WIRE_HDR_LEN 40
 #define WIRE_NONCE_LEN 32
 #define WIRE_PROOF_LEN 32	  /* HMAC-SHA256 */
 #define WIRE_LEN_MAX (1ULL << 30) /* one GET / DATA */
 #define WIRE_NODE_MAX (OBJFS_NODE_MAX - 1)
+/* a handshake body; a handshake message (what RDMA carries) */
 #define WIRE_BODY_MAX (WIRE_NONCE_LEN + WIRE_NODE_MAX)
 #define WIRE_MSG_MAX (WIRE_HDR_LEN + WIRE_BODY_MAX)
+/* a HAVE body: 8 bytes, then two bitmaps of at most 512 bytes */
+#define WIRE_HAVE_FIXED 8
+#define WIRE_HAVE_BODY_MAX (WIRE_HAVE_FIXED + 2 * (TRANSPORT_HAVE_BLOCKS_MAX / 8))
+/* the largest body and message of either version */
+#define WIRE_BODY_MAX_V2 WIRE_HAVE_BODY_MAX
+#define WIRE_MSG_MAX_V2 (WIRE_HDR_LEN + WIRE_BODY_MAX_V2)
 #define WIRE_STATUS_MAX 4095
 
 enum wire_type {
@@ -55,17 +71,24 @@ enum wire_type {
 	WIRE_GET = 5,	    /* client -> server: id, offset, length */
 	WIRE_DATA = 6,	    /* server -> client: echo of the GET, then payload */
 	WIRE_ERR = 7,	    /* server -> client: echo of the GET, status */
+	WIRE_HAVE = 8,	    /* v2, server -> client: echo of the GET, what it holds */
 };
 
-#define WIRE_F_SECRET 0x0001 /* HELLO: the client has a cluster secret */
+#define WIRE_F_SECRET 0x0001	 /* HELLO: the client has a cluster secret */
+#define WIRE_F_PARTIAL_OK 0x0001 /* GET (v2): lacking part of the range, answer HAVE */
+#define WIRE_F_WANT_HAVE 0x0002	 /* GET (v2): a HAVE first; with length 0, only that */
+#define WIRE_F_HAVE_DATA 0x0001	 /* HAVE: the DATA of the same GET follows */
 
 /*
- * One message.  Header fields first; nonce, proof and node are the body
- * (HELLO: nonce and node; CHALLENGE: nonce and proof; AUTH: proof).  For
- * HELLO, CHALLENGE and AUTH, len is the body length: wire_encode() sets
- * it on the wire itself and the decoders report it.
+ * One message.  Header fields first; nonce, proof, node and have are the
+ * body (HELLO: nonce and node; CHALLENGE: nonce and proof; AUTH: proof;
+ * HAVE: have, whose bitmaps beyond nblocks are zero).  For HELLO,
+ * CHALLENGE, AUTH and HAVE, len is the body length: wire_encode() sets it
+ * on the wire itself and the decoders report it.  ver 0 encodes as
+ * WIRE_V1; the decoders set WIRE_V1 or WIRE_V2.
  */
 struct wire_msg {
+	uint8_t ver;
 	uint8_t type;
 	uint16_t flags;
 	int32_t status;
@@ -76,29 +99,41 @@ struct wire_msg {
 	uint8_t nonce[WIRE_NONCE_LEN];
 	uint8_t proof[WIRE_PROOF_LEN];
 	char node[OBJFS_NODE_MAX];
+	struct transport_have have;
 };
 
 /* "HELLO", ..., or "unknown" */
 const char *wire_type_name(unsigned type);
 
 /*
+ * Is @h a HAVE body we send and accept: flags TRANSPORT_HAVE_SEALED at
+ * most, shift below 64, nblocks at most TRANSPORT_HAVE_BLOCKS_MAX and 0
+ * only when sealed, and no bit set beyond nblocks?
+ */
+bool wire_have_ok(const struct transport_have *h);
+
+/*
  * Encode header and body into @buf (@size bytes; WIRE_MSG_MAX always
- * suffices).  Returns the bytes written, or -EINVAL if @m breaks a rule
- * of its type or @buf is too small.
+ * suffices for a handshake message, WIRE_MSG_MAX_V2 for any).  Returns
+ * the bytes written, or -EINVAL if @m breaks a rule of its type or @buf
+ * is too small.
  */
 int wire_encode(const struct wire_msg *m, uint8_t *buf, size_t size);
 
 /*
  * Decode the WIRE_HDR_LEN bytes of a header into @ret (body fields
  * zeroed) and set *ret_body to the body bytes that follow (0 for all but
- * HELLO, CHALLENGE and AUTH; at most WIRE_BODY_MAX).  0 or -EPROTO.
+ * HELLO, CHALLENGE, AUTH and HAVE; at most WIRE_BODY_MAX_V2).  0 or
+ * -EPROTO.
  */
 int wire_decode_hdr(const uint8_t *buf, struct wire_msg *ret, size_t *ret_body);
 
 /*
  * Decode the @len body bytes of the message whose header @m holds into
  * its body fields.  0, or -EPROTO if @len is not what the header said or
- * the body breaks a rule (a node name that node_name_validate() refuses).
+ * the body breaks a rule (a node name that node_name_validate() refuses;
+ * a HAVE that wire_have_ok() refuses, or whose length is not that of its
+ * nblocks).
  */
 int wire_decode_body(struct wire_msg *m, const uint8_t *body, size_t len);
 

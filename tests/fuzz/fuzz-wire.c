@@ -19,10 +19,16 @@
  *   3  to a server without a secret, the peer claiming to be 192.0.2.1
  *   4  to the client handshake (the bytes are the "server"), no secret
  *   5  the same, the client holding a secret
+ *   6  as 2, but the harness authenticates in wire version 2, so the
+ *      bytes land in the GET loop of a version 2 connection
+ *   7  to the client handshake in version 2, no secret
  *
  * The server serves an in-memory source of a few small objects cut into
- * fragments.  The harness writes the input while draining whatever comes
- * back, so neither side can block the other; the handler ends at EOF.
+ * fragments, through a have() hook that holds object 4 only in part
+ * (blocks of 4 KiB): a GET of its missing blocks must be answered HAVE
+ * or ENOENT, and iov() for bytes the source lacks is a crash.  The
+ * harness writes the input while draining whatever comes back, so
+ * neither side can block the other; the handler ends at EOF.
  *
  * With OBJFS_FUZZ_SEEDS=DIR in the environment the program instead writes
  * a seed corpus of valid conversations into DIR (made with the real
@@ -90,6 +96,38 @@ static int src_open(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size
 	return -ENOENT;
 }
 
+/* Object 4 (5 blocks of 4 KiB) is held in blocks 0, 2 and 4; 1 is
+ * being fetched. */
+#define PART_ID 4
+#define PART_SHIFT 12
+#define PART_HAVE 0x15
+#define PART_FETCHING 0x02
+
+static bool part_holds(uint64_t off, uint64_t len)
+{
+	uint64_t b;
+
+	for (b = off >> PART_SHIFT; len && b <= (off + len - 1) >> PART_SHIFT; b++)
+		if (!(PART_HAVE >> b & 1))
+			return false;
+	return true;
+}
+
+static int src_have(void *token, uint64_t off, uint64_t len, struct transport_have *ret)
+{
+	struct fobj *o = token;
+
+	if (o->id != PART_ID) {
+		ret->flags = TRANSPORT_HAVE_SEALED;
+		return 1;
+	}
+	ret->shift = PART_SHIFT;
+	ret->nblocks = (uint32_t)((o->size + (1 << PART_SHIFT) - 1) >> PART_SHIFT);
+	ret->have[0] = PART_HAVE;
+	ret->fetching[0] = PART_FETCHING;
+	return part_holds(off, len);
+}
+
 static int src_iov(void *token, uint64_t off, size_t len, struct iovec *iov, int max_iov,
 		   size_t *ret_bytes)
 {
@@ -99,6 +137,8 @@ static int src_iov(void *token, uint64_t off, size_t len, struct iovec *iov, int
 
 	if (off > o->size || len > o->size - off)
 		fail("iov() called outside the object: the range check was skipped");
+	if (o->id == PART_ID && !part_holds(off, len))
+		fail("iov() called for bytes the source does not hold: have() was not heeded");
 	while (n < max_iov && bytes < len) {
 		size_t l = len - bytes < o->frag ? len - bytes : o->frag;
 
@@ -135,6 +175,7 @@ static struct transport *make(const char *node, bool secret)
 	t->src.open = src_open;
 	t->src.iov = src_iov;
 	t->src.close = src_close;
+	t->src.have = src_have;
 	return t;
 }
 
@@ -159,12 +200,31 @@ static void seed_msg(struct seed *s, const struct wire_msg *m)
 	s->len += (size_t)n;
 }
 
-static void seed_hello(struct seed *s, uint16_t flags)
+static void seed_hello_v(struct seed *s, uint8_t ver, uint16_t flags)
 {
-	struct wire_msg m = {.type = WIRE_HELLO, .flags = flags};
+	struct wire_msg m = {.ver = ver, .type = WIRE_HELLO, .flags = flags};
 
 	memset(m.nonce, 0x11, sizeof(m.nonce));
 	strcpy(m.node, "fuzz-peer");
+	seed_msg(s, &m);
+}
+
+static void seed_hello(struct seed *s, uint16_t flags)
+{
+	seed_hello_v(s, WIRE_V1, flags);
+}
+
+static void seed_get_v2(struct seed *s, uint32_t reqid, uint16_t flags, uint64_t id, uint64_t off,
+			uint64_t len)
+{
+	struct wire_msg m = {.ver = WIRE_V2,
+			     .type = WIRE_GET,
+			     .flags = flags,
+			     .reqid = reqid,
+			     .id = id,
+			     .off = off,
+			     .len = len};
+
 	seed_msg(s, &m);
 }
 
@@ -175,13 +235,18 @@ static void seed_get(struct seed *s, uint32_t reqid, uint64_t id, uint64_t off, 
 	seed_msg(s, &m);
 }
 
-static void seed_simple(struct seed *s, uint8_t type, int status)
+static void seed_simple_v(struct seed *s, uint8_t ver, uint8_t type, int status)
 {
-	struct wire_msg m = {.type = type, .status = status};
+	struct wire_msg m = {.ver = ver, .type = type, .status = status};
 
 	memset(m.nonce, 0x22, sizeof(m.nonce));
 	memset(m.proof, 0x33, sizeof(m.proof));
 	seed_msg(s, &m);
+}
+
+static void seed_simple(struct seed *s, uint8_t type, int status)
+{
+	seed_simple_v(s, WIRE_V1, type, status);
 }
 
 static void seed_write(const char *dir, int n, const struct seed *s)
@@ -268,6 +333,61 @@ static void write_seeds(const char *dir)
 		seed_msg(&s, &e);
 	}
 	seed_write(dir, n++, &s);
+	/* 0: a version 2 conversation: every flag, the partial object */
+	s.len = 0;
+	seed_byte(&s, 0);
+	seed_hello_v(&s, WIRE_V2, 0);
+	seed_get_v2(&s, 1, 0, 2, 0, 100);
+	seed_get_v2(&s, 2, WIRE_F_PARTIAL_OK, 4, 0, 20000);		    /* HAVE */
+	seed_get_v2(&s, 3, WIRE_F_PARTIAL_OK, 4, 8192, 4096);		    /* DATA */
+	seed_get_v2(&s, 4, WIRE_F_WANT_HAVE, 4, 16384, 20000 - 16384);	    /* HAVE, DATA */
+	seed_get_v2(&s, 5, WIRE_F_WANT_HAVE, 4, 4096, 1);		    /* ENOENT */
+	seed_get_v2(&s, 6, WIRE_F_WANT_HAVE, 4, 100, 0);		    /* a query */
+	seed_get_v2(&s, 7, WIRE_F_WANT_HAVE | WIRE_F_PARTIAL_OK, 3, 0, 10); /* sealed */
+	seed_get_v2(&s, 8, 0, 4, 4096, 10);				    /* ENOENT */
+	seed_get(&s, 9, 2, 0, 1); /* version 1 inside version 2: closed */
+	seed_write(dir, n++, &s);
+	/* 6: authenticated in version 2 by the harness, then GETs */
+	s.len = 0;
+	seed_byte(&s, 6);
+	seed_get_v2(&s, 1, WIRE_F_PARTIAL_OK | WIRE_F_WANT_HAVE, 4, 0, 20000);
+	seed_get_v2(&s, 2, WIRE_F_WANT_HAVE, 4, 0, 4096);
+	seed_get_v2(&s, 3, 0, 4, 0, 4096);
+	seed_write(dir, n++, &s);
+	/* 1: version 2 with a secret */
+	s.len = 0;
+	seed_byte(&s, 1);
+	seed_hello_v(&s, WIRE_V2, WIRE_F_SECRET);
+	seed_simple_v(&s, WIRE_V2, WIRE_AUTH, 0);
+	seed_write(dir, n++, &s);
+	/* 7: server replies for a version 2 client handshake */
+	s.len = 0;
+	seed_byte(&s, 7);
+	seed_simple_v(&s, WIRE_V2, WIRE_READY, 0);
+	seed_write(dir, n++, &s);
+	/* HAVE answers, for the decoder */
+	s.len = 0;
+	seed_byte(&s, 4);
+	{
+		struct wire_msg m = {.ver = WIRE_V2, .type = WIRE_HAVE, .reqid = 1, .id = 4};
+		struct wire_msg d = {
+		    .ver = WIRE_V2, .type = WIRE_DATA, .reqid = 1, .id = 4, .len = 1};
+
+		m.have.shift = PART_SHIFT;
+		m.have.nblocks = 5;
+		m.have.have[0] = PART_HAVE;
+		m.have.fetching[0] = PART_FETCHING;
+		seed_msg(&s, &m);
+		m.flags = WIRE_F_HAVE_DATA;
+		m.have.nblocks = TRANSPORT_HAVE_BLOCKS_MAX;
+		memset(m.have.have, 0x5a, sizeof(m.have.have));
+		seed_msg(&s, &m);
+		seed_msg(&s, &d);
+		memset(&m.have, 0, sizeof(m.have));
+		m.have.flags = TRANSPORT_HAVE_SEALED;
+		seed_msg(&s, &m);
+	}
+	seed_write(dir, n++, &s);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -300,7 +420,7 @@ static void fuzz_decoder(const uint8_t *data, size_t size)
 	size_t off = 0;
 
 	while (off < size) {
-		uint8_t again[WIRE_MSG_MAX];
+		uint8_t again[WIRE_MSG_MAX_V2];
 		struct wire_msg m;
 		int n = wire_decode(data + off, size - off, &m);
 
@@ -377,7 +497,7 @@ static void fuzz_server(int mode, const uint8_t *data, size_t size)
 	pthread_t th;
 	int sv[2];
 
-	h.t = mode == 1 || mode == 2 ? srv_secret : srv_plain;
+	h.t = mode == 1 || mode == 2 || mode == 6 ? srv_secret : srv_plain;
 	in4->sin_family = AF_INET;
 	in4->sin_addr.s_addr = mode == 3 ? inet_addr("192.0.2.1") : htonl(INADDR_LOOPBACK);
 	h.sa_len = sizeof(*in4);
@@ -386,7 +506,8 @@ static void fuzz_server(int mode, const uint8_t *data, size_t size)
 	h.fd = sv[0];
 	if (pthread_create(&th, NULL, handler_thread, &h))
 		abort();
-	if (mode == 2 && tcp_client_handshake(cli_secret, sv[1]))
+	if ((mode == 2 || mode == 6) &&
+	    tcp_client_handshake(cli_secret, sv[1], mode == 6 ? WIRE_V2 : WIRE_V1))
 		fail("the right secret did not get in");
 	pump(sv[1], data, size);
 	pthread_join(th, NULL);
@@ -407,7 +528,8 @@ static void fuzz_client(int mode, const uint8_t *data, size_t size)
 		return;
 	}
 	shutdown(sv[0], SHUT_WR);
-	tcp_client_handshake(mode == 5 ? cli_secret : cli_plain, sv[1]);
+	tcp_client_handshake(mode == 5 ? cli_secret : cli_plain, sv[1],
+			     mode == 7 ? WIRE_V2 : WIRE_V1);
 	close(sv[0]);
 	close(sv[1]);
 }
@@ -441,8 +563,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_rdma_decoder(data, size);
 	if (size < 1 || size > 65536)
 		return 0;
-	mode = data[0] % 6;
-	if (mode <= 3)
+	mode = data[0] % 8;
+	if (mode <= 3 || mode == 6)
 		fuzz_server(mode, data + 1, size - 1);
 	else
 		fuzz_client(mode, data + 1, size - 1);
