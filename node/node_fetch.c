@@ -145,8 +145,13 @@ static int setup(struct node_fetch *f, const struct meta_obj *rec)
 		r = split(f);
 	if (r == 0)
 		r = reserve(f);
-	if (r == 0 && f->sums)
+	if (r == 0 && f->sums) {
 		store_skip_sums(f->obj); /* each block is checked as it lands */
+		/* other nodes fetching it may have its checked blocks */
+		if (f->nd->source)
+			f->part = node_source_partial_add(f->nd->source, f->obj, f->rec.size,
+							  f->sums->shift);
+	}
 	return r;
 }
 

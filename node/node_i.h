@@ -111,6 +111,10 @@ struct node_fetch {
 	/* the sums of the sealed copy, when the record had none:
 	 * fetch_after_seal() records them; owned */
 	struct bsums *copy_sums;
+	/* with sums: served to other nodes in part (the blocks checked),
+	 * from the setup until the fetch ends (fetch_end_serving()); NULL
+	 * if not; owned */
+	struct node_partial *part;
 	struct store_obj *obj; /* reserved, pending until sealed; owned */
 	/* obj's memory registered with the backends that need it (RDMA) for
 	 * the life of the fetch, or NULL (TCP, or it could not be): set up
@@ -304,6 +308,10 @@ void fetch_enqueue_locked(struct node_fetch *f);
  * pages, take it out of the table, call the failed hook if readers may
  * have had bytes.  The caller holds a reference. */
 void fetch_fail(struct node_fetch *f, const char *why);
+/* @f's blocks are served no more as a partial object (it sealed, or
+ * @failed: then this node also withdraws as a fetcher in Redis).  Takes
+ * nd->lock; no lock held. */
+void fetch_end_serving(struct node_fetch *f, bool failed);
 /*
  * Run range @ci of @f to its end, failing over between holders.  True if
  * the fetch is complete (the caller then calls fetch_finish()).  The

@@ -52,6 +52,7 @@ void fetch_free(struct node_fetch *f)
 	/* no worker is left (each held a reference); the memory it covers
 	 * is still mapped: f's own reference on the object goes next */
 	transport_region_free(f->region);
+	node_source_partial_end(f->nd->source, f->part); /* a fetch that never ran */
 	store_obj_unref(f->obj);
 	free(f->sums);
 	free(f->copy_sums);
@@ -312,6 +313,24 @@ static const char *holder_errname(int err)
 
 /* ---- the end of a fetch ---- */
 
+void fetch_end_serving(struct node_fetch *f, bool failed)
+{
+	struct node_partial *p;
+
+	pthread_mutex_lock(&f->nd->lock);
+	p = f->part;
+	f->part = NULL;
+	pthread_mutex_unlock(&f->nd->lock);
+	if (!p)
+		return;
+	node_source_partial_end(f->nd->source, p);
+	/* a sealed copy's registration as a holder removes its entry */
+	if (failed && meta_fan_leave(f->nd->meta, f->id) < 0)
+		log_debug("object %" PRIu64 ": cannot withdraw this node as a fetcher from "
+			  "Redis; the entry lapses",
+			  f->id);
+}
+
 void fetch_fail(struct node_fetch *f, const char *why)
 {
 	struct node *nd = f->nd;
@@ -331,6 +350,7 @@ void fetch_fail(struct node_fetch *f, const char *why)
 	log_error("fetch of object %" PRIu64 " (%" PRIu64 " bytes) failed: %s; reads get EIO",
 		  f->id, f->rec.size, why);
 	NODE_COUNT(nd, failed, 1);
+	fetch_end_serving(f, true);
 	store_unlink(f->obj);
 	fetch_untable(f);
 	/* Bytes that readers got before the failure may be cached above,
@@ -445,6 +465,8 @@ bool fetch_finish(struct node_fetch *f)
 	dequeue_locked(f);
 	pthread_cond_broadcast(&f->cond);
 	pthread_mutex_unlock(&nd->lock);
+	/* sealed: served whole from now on */
+	fetch_end_serving(f, false);
 	NODE_COUNT(nd, done, 1);
 	log_debug("fetched object %" PRIu64 " (%" PRIu64 " bytes) in %.1f ms", f->id, f->rec.size,
 		  (double)(mono_ns() - f->started_ns) / 1e6);
@@ -586,6 +608,7 @@ bool fetch_run_chunk(struct node_fetch *f, unsigned ci)
 		if (r == 0) {
 			c->state = CHUNK_DONE;
 			c->verified = f->sums != NULL;
+			node_source_partial_have(f->part, ci);
 			f->ndone++;
 			pthread_cond_broadcast(&f->cond);
 			front = in_place_locked(f);
@@ -697,6 +720,7 @@ void fetch_drop_all(struct node *nd)
 		dequeue_locked(f);
 		pthread_cond_broadcast(&f->cond);
 		pthread_mutex_unlock(&nd->lock);
+		fetch_end_serving(f, failed);
 		if (failed)
 			store_unlink(f->obj);
 		node_fetch_put(f);
