@@ -331,6 +331,8 @@ int node_fetch_wait(struct node_fetch *f, uint64_t off, uint64_t len)
 		end = f->rec.size;
 	last = end == f->rec.size;
 	pthread_mutex_lock(&nd->lock);
+	if (f->fan && f->state == FETCH_RUNNING && !covered_locked(f, off, end))
+		fan_want_locked(f, off, end);
 	while (f->state == FETCH_RUNNING && (last || !covered_locked(f, off, end))) {
 		f->waiters++;
 		pthread_cond_wait(&f->cond, &nd->lock);

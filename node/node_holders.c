@@ -255,7 +255,6 @@ int fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec)
 	struct node *nd = f->nd;
 	struct meta_holder origin;
 	int64_t now = mono_ns();
-	unsigned stale = 0;
 	size_t i, good = 0, avoided;
 	int r;
 
@@ -271,16 +270,28 @@ int fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec)
 		f->guessed = true;
 		NODE_COUNT(nd, direct, 1);
 	} else {
-		char *text = NULL;
+		struct meta_locate l;
+		/* block sums only matter to an object of several blocks; a
+		 * node that serves says it fetches it (partial holder) */
+		bool multi = !rec || bsum_blocks(rec->size) >= 2;
 
-		/* block sums only matter to an object of several blocks */
-		r = meta_locate_sums(nd->meta, f->id, &f->rec, &f->holders, &f->nholders, &stale,
-				     !rec || bsum_blocks(rec->size) >= 2 ? &text : NULL);
-		count_stale(nd, f->id, stale);
+		r = meta_locate_fan(nd->meta, f->id, multi ? META_LOCATE_SUMS : 0,
+				    multi && nd->source ? fan_ttl_ms(nd) : 0, multi ? FAN_SAMPLE : 0,
+				    &l);
 		if (r < 0)
 			return r;
-		take_sums(f, text);
+		count_stale(nd, f->id, l.stale);
+		f->rec = l.obj;
+		f->holders = l.holders;
+		f->nholders = l.n;
+		l.holders = NULL;
+		take_sums(f, l.bsum);
+		l.bsum = NULL;
 		peer_put(nd, f->holders, f->nholders);
+		r = f->sums && nd->source ? fan_new(f, &l) : 0;
+		meta_locate_release(&l);
+		if (r < 0)
+			return r;
 	}
 	f->mark = calloc(f->nholders ? f->nholders : 1, sizeof(*f->mark));
 	if (!f->mark)

@@ -115,6 +115,9 @@ struct node_fetch {
 	 * from the setup until the fetch ends (fetch_end_serving()); NULL
 	 * if not; owned */
 	struct node_partial *part;
+	/* with sums and a node to serve from: blocks from full and partial
+	 * sources alike (node_fan.c); NULL for a plain fetch; nd->lock */
+	struct node_fan *fan;
 	struct store_obj *obj; /* reserved, pending until sealed; owned */
 	/* obj's memory registered with the backends that need it (RDMA) for
 	 * the life of the fetch, or NULL (TCP, or it could not be): set up
@@ -332,6 +335,46 @@ int fetch_start_workers(struct node *nd, unsigned n);
 void fetch_stop_workers(struct node *nd);
 /* Fail the fetches still in the table (at stop; no reader is left). */
 void fetch_drop_all(struct node *nd);
+/* What a holder's error @err means, for the log. */
+const char *fetch_holder_errname(int err);
+
+/* ---- node_fan.c: fetching from full and partial sources ---- */
+
+/* how many other fetchers a locate returns */
+#define FAN_SAMPLE 8
+
+struct node_fan;
+/* What a worker is to do for a fan-out fetch (fan_take_locked()). */
+struct fan_task {
+	enum { FAN_TASK_WAIT, FAN_TASK_BLOCK, FAN_TASK_LOCATE, FAN_TASK_FAIL } what;
+	unsigned block, src; /* FAN_TASK_BLOCK: which, from which source */
+	struct meta_holder h; /* that source */
+	bool full;	      /* it holds the whole object */
+	int64_t until;	      /* FAN_TASK_WAIT: mono ms to look again at the latest */
+};
+/* How long this node's entry as a fetcher lives in Redis, renewed. */
+unsigned fan_ttl_ms(const struct node *nd);
+/* Make @f a fan-out fetch from its holders and @l's fetchers, if it has
+ * block sums (else nothing).  Before it runs.  0 or -ENOMEM. */
+int fan_new(struct node_fetch *f, const struct meta_locate *l);
+void fan_free(struct node_fan *fan);
+/* A reader waits for [@off, @end): those blocks first.  nd->lock held. */
+void fan_want_locked(struct node_fetch *f, uint64_t off, uint64_t end);
+/* The next task of @f into *@ret: 1 (a task to run), 0 (nothing now:
+ * ret->until says until when), -errno.  nd->lock held. */
+int fan_take_locked(struct node_fetch *f, struct fan_task *ret);
+/* Is every block of @f checked?  nd->lock held. */
+bool fan_done_locked(const struct node_fetch *f);
+/* Block task @t ended with @r (0: in place and checked; -EAGAIN: the
+ * source has it not yet; -EBADE: it failed its sum; else the source
+ * failed), the source's HAVE in @th if @got_have.  True if that was the
+ * fetch's last block.  Takes nd->lock. */
+bool fan_block_end(struct node_fetch *f, const struct fan_task *t, int r,
+		   const struct transport_have *th, bool got_have);
+/* Too many failures in a row with no block arriving?  nd->lock held. */
+bool fan_too_many_fails_locked(const struct node_fetch *f);
+/* Locate again: renew this node's entry, learn new sources.  No lock. */
+int fan_locate(struct node_fetch *f);
 
 /* ---- node_source.c: objects served in part ---- */
 

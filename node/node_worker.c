@@ -53,6 +53,7 @@ void fetch_free(struct node_fetch *f)
 	 * is still mapped: f's own reference on the object goes next */
 	transport_region_free(f->region);
 	node_source_partial_end(f->nd->source, f->part); /* a fetch that never ran */
+	fan_free(f->fan);
 	store_obj_unref(f->obj);
 	free(f->sums);
 	free(f->copy_sums);
@@ -150,14 +151,40 @@ static unsigned stream_limit_locked(const struct node_fetch *f)
 	return f->nd->streams_per_holder * (unsigned)(good ? good : 1);
 }
 
-/* The next range to run, with a reference on its fetch.  nd->lock held. */
-static bool take_task_locked(struct node *nd, struct node_fetch **ret_f, unsigned *ret_ci)
+/* What a worker runs next: a range of a plain fetch, or a task of a
+ * fan-out one; with a reference on the fetch. */
+struct task {
+	struct node_fetch *f;
+	unsigned ci;
+	struct fan_task ft; /* f->fan: the task */
+};
+
+/* The next task to run into *@ret, or false (then *@ret_until: the
+ * mono ms by which to look again, FANPICK_NEVER-like INT64_MAX if only
+ * news may help).  nd->lock held. */
+static bool take_task_locked(struct node *nd, struct task *ret, int64_t *ret_until)
 {
 	struct node_fetch *f, *next;
 	unsigned i, queued, running;
 
+	*ret_until = INT64_MAX;
 	for (f = nd->queue; f; f = next) {
 		next = f->qnext;
+		if (f->fan) {
+			if (f->state != FETCH_RUNNING || fan_done_locked(f)) {
+				dequeue_locked(f);
+				continue;
+			}
+			if (fan_take_locked(f, &ret->ft) == 1) {
+				f->refs++;
+				ret->f = f;
+				ret->ci = ret->ft.block;
+				return true;
+			}
+			if (ret->ft.until < *ret_until)
+				*ret_until = ret->ft.until;
+			continue;
+		}
 		queued = f->nchunks;
 		running = 0;
 		for (i = 0; i < f->nchunks; i++) {
@@ -181,8 +208,9 @@ static bool take_task_locked(struct node *nd, struct node_fetch **ret_f, unsigne
 				break;
 		if (i == f->nchunks)
 			dequeue_locked(f);
-		*ret_f = f;
-		*ret_ci = queued;
+		ret->f = f;
+		ret->ci = queued;
+		ret->ft.what = FAN_TASK_WAIT;
 		return true;
 	}
 	return false;
@@ -247,8 +275,18 @@ static int verify_block(struct node_fetch *f, struct chunk *c, unsigned ci)
 }
 
 /* Receive what is missing of range @c from holder @h, straight into the
- * store pages of the object. */
+ * store pages of the object; with @flags (wire version 2), a HAVE into
+ * @th. */
+static int pull_flags(struct node_fetch *f, struct chunk *c, const struct meta_holder *h,
+		      unsigned flags, struct transport_have *th);
+
 static int pull_chunk(struct node_fetch *f, struct chunk *c, const struct meta_holder *h)
+{
+	return pull_flags(f, c, h, 0, NULL);
+}
+
+static int pull_flags(struct node_fetch *f, struct chunk *c, const struct meta_holder *h,
+		      unsigned flags, struct transport_have *th)
 {
 	struct node *nd = f->nd;
 	struct iovec iov[FETCH_IOV_MAX];
@@ -257,6 +295,9 @@ static int pull_chunk(struct node_fetch *f, struct chunk *c, const struct meta_h
 	    .peer = h->node,
 	    .addr = h->addr,
 	    .rdma_addr = h->rdma,
+	    .caps = h->caps,
+	    .flags = flags,
+	    .have_out = th,
 	    .region = f->region,
 	    .id = f->id,
 	    .iov = iov,
@@ -289,7 +330,7 @@ static int pull_chunk(struct node_fetch *f, struct chunk *c, const struct meta_h
 	}
 }
 
-static const char *holder_errname(int err)
+const char *fetch_holder_errname(int err)
 {
 	switch (-err) {
 	case ENOENT:
@@ -640,29 +681,104 @@ bool fetch_run_chunk(struct node_fetch *f, unsigned ci)
 		}
 		NODE_COUNT(nd, failovers, 1);
 		log_warn("object %" PRIu64 ": holder '%s' (%s) %s at offset %" PRIu64 "; %s", f->id,
-			 h.node, h.addr[0] ? h.addr : h.rdma, holder_errname(r), at,
+			 h.node, h.addr[0] ? h.addr : h.rdma, fetch_holder_errname(r), at,
 			 left ? "trying another holder" : "no other holder is left");
 	}
 }
 
 /* ---- workers ---- */
 
+/*
+ * Run block task @t of fan-out fetch @f: the block whole from one
+ * source, then its sum.  A partial source is asked with PARTIAL_OK (it
+ * answers HAVE alone if it has not the block yet) and WANT_HAVE (what it
+ * has comes with every answer).  True if that was the last block.
+ */
+static bool fan_run(struct node_fetch *f, const struct fan_task *t)
+{
+	struct node *nd = f->nd;
+	struct chunk *c = &f->chunks[t->block];
+	struct transport_have th;
+	unsigned flags = 0;
+	uint64_t front;
+	bool last, v2;
+	int r;
+
+	memset(&th, 0, sizeof(th));
+	th.shift = 0xff; /* no HAVE yet */
+	v2 = transport_speaks_fan1(nd->transport, t->h.caps);
+	if (v2)
+		flags = t->full ? 0 : TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE;
+	pthread_mutex_lock(&nd->lock);
+	c->done = 0;
+	pthread_mutex_unlock(&nd->lock);
+	r = pull_flags(f, c, &t->h, flags, flags ? &th : NULL);
+	if (r == 0)
+		r = verify_block(f, c, t->block);
+	if (r == -ENOENT && !t->full)
+		r = -EAGAIN; /* a fetcher of wire version 1, or done with it */
+	last = fan_block_end(f, t, r, &th, th.shift != 0xff);
+	pthread_mutex_lock(&nd->lock);
+	front = in_place_locked(f);
+	if (r < 0 && f->state == FETCH_RUNNING && fan_too_many_fails_locked(f)) {
+		pthread_mutex_unlock(&nd->lock);
+		fetch_fail(f, "no holder of it is reachable");
+		return false;
+	}
+	pthread_mutex_unlock(&nd->lock);
+	if (r == 0)
+		(void)store_hash_ahead(f->obj, front);
+	return last;
+}
+
+/* Run @t; true if the fetch's last block came in with it. */
+static bool run_task(struct task *t)
+{
+	switch (t->f->fan ? t->ft.what : FAN_TASK_WAIT) {
+	case FAN_TASK_BLOCK:
+		return fan_run(t->f, &t->ft);
+	case FAN_TASK_LOCATE:
+		(void)fan_locate(t->f);
+		return false;
+	case FAN_TASK_FAIL:
+		fetch_fail(t->f, "no holder of it is reachable");
+		return false;
+	default:
+		return fetch_run_chunk(t->f, t->ci);
+	}
+}
+
 static void *worker_main(void *arg)
 {
 	struct node *nd = arg;
-	struct node_fetch *f;
-	unsigned ci;
+	struct timespec until;
+	struct task t;
+	int64_t wake;
 
 	pthread_mutex_lock(&nd->lock);
 	while (!nd->stopping) {
-		if (!take_task_locked(nd, &f, &ci)) {
-			pthread_cond_wait(&nd->queue_cond, &nd->lock);
+		if (!take_task_locked(nd, &t, &wake)) {
+			if (wake == INT64_MAX) {
+				pthread_cond_wait(&nd->queue_cond, &nd->lock);
+				continue;
+			}
+			/* a fan-out fetch holds a block back until then */
+			wake -= mono_ns() / 1000000;
+			clock_gettime(CLOCK_REALTIME, &until);
+			wake = wake < 1 ? 1 : wake;
+			until.tv_sec += wake / 1000;
+			until.tv_nsec += (wake % 1000) * 1000000;
+			if (until.tv_nsec >= 1000000000) {
+				until.tv_sec++;
+				until.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&nd->queue_cond, &nd->lock, &until);
 			continue;
 		}
 		pthread_mutex_unlock(&nd->lock);
-		if (fetch_run_chunk(f, ci) && fetch_finish(f))
-			fetch_after_seal(f);
-		node_fetch_put(f);
+		if (run_task(&t) && fetch_finish(t.f))
+			fetch_after_seal(t.f);
+		node_fetch_put(t.f);
 		pthread_mutex_lock(&nd->lock);
 	}
 	pthread_mutex_unlock(&nd->lock);
