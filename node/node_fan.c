@@ -46,9 +46,14 @@
 #define FAN_AVOID_MS 2000
 /* failures in a row, with no block arriving, before the fetch fails */
 #define FAN_FAILS_MAX 12
+/* a source is asked what it has (and fetches, or gave out) this often */
+#define FAN_POLL_MS 100
 
 struct fan_src {
 	struct meta_holder h;
+	int64_t asked_at; /* mono ms of the last HAVE query sent */
+	bool asking;	  /* a query is out */
+	bool v2;	  /* it speaks wire version 2: it can tell what it has */
 	uint64_t have[FANPICK_WORDS(FANPICK_BLOCKS_MAX)];
 	uint64_t fetching[FANPICK_WORDS(FANPICK_BLOCKS_MAX)];
 	bool told; /* a HAVE arrived: have and fetching mean something */
@@ -117,6 +122,7 @@ static void src_add(struct node *nd, struct node_fan *fan, const struct meta_hol
 	if (!s)
 		return;
 	s->h = *h;
+	s->v2 = transport_speaks_fan1(nd->transport, h->caps);
 	k = (int)fan->nsrc++;
 	fan->src[k] = s;
 	memset(&fan->view[k], 0, sizeof(fan->view[k]));
@@ -204,6 +210,21 @@ int fan_take_locked(struct node_fetch *f, struct fan_task *ret)
 		fan->renewing = true;
 		ret->what = FAN_TASK_LOCATE;
 		return 1;
+	}
+	/* what the sources have, and fetch or gave out: asked now and then */
+	for (unsigned i = 0; i < fan->nsrc; i++) {
+		struct fan_src *s = fan->src[i];
+
+		if (s->v2 && !s->asking && now - s->asked_at >= FAN_POLL_MS &&
+		    fan->view[i].avoid_until <= now && !fan->view[i].inflight) {
+			s->asking = true;
+			s->asked_at = now;
+			ret->what = FAN_TASK_QUERY;
+			ret->src = i;
+			ret->h = s->h;
+			ret->full = fan->view[i].full;
+			return 1;
+		}
 	}
 	r = fanpick_next(fan->fp, fan->view, fan->nsrc, &fan->tune, now, fan_rnd, &fan->rnd, &c);
 	if (r < 0)
@@ -328,6 +349,25 @@ bool fan_block_end(struct node_fetch *f, const struct fan_task *t, int r,
 			 t->full ? "holder" : "fetcher", t->h.node, fetch_holder_errname(r), t->block);
 	}
 	return last;
+}
+
+void fan_query_end(struct node_fetch *f, const struct fan_task *t, int r,
+		   const struct transport_have *th)
+{
+	struct node *nd = f->nd;
+	struct node_fan *fan = f->fan;
+
+	pthread_mutex_lock(&nd->lock);
+	if (same_src(fan, t)) {
+		fan->src[t->src]->asking = false;
+		if (r == 0)
+			take_have_locked(fan, t->src, th, f->nchunks);
+		else if (!fan->view[t->src].full)
+			/* a fetcher that is gone, or done and evicted it */
+			fan->view[t->src].avoid_until = FANPICK_NEVER;
+	}
+	pthread_cond_broadcast(&nd->queue_cond);
+	pthread_mutex_unlock(&nd->lock);
 }
 
 bool fan_too_many_fails_locked(const struct node_fetch *f)

@@ -346,7 +346,13 @@ const char *fetch_holder_errname(int err);
 struct node_fan;
 /* What a worker is to do for a fan-out fetch (fan_take_locked()). */
 struct fan_task {
-	enum { FAN_TASK_WAIT, FAN_TASK_BLOCK, FAN_TASK_LOCATE, FAN_TASK_FAIL } what;
+	enum {
+		FAN_TASK_WAIT,
+		FAN_TASK_BLOCK,	 /* fetch a block */
+		FAN_TASK_QUERY,	 /* ask a source what it has */
+		FAN_TASK_LOCATE, /* locate again */
+		FAN_TASK_FAIL,	 /* no source is left */
+	} what;
 	unsigned block, src; /* FAN_TASK_BLOCK: which, from which source */
 	struct meta_holder h; /* that source */
 	bool full;	      /* it holds the whole object */
@@ -371,6 +377,10 @@ bool fan_done_locked(const struct node_fetch *f);
  * fetch's last block.  Takes nd->lock. */
 bool fan_block_end(struct node_fetch *f, const struct fan_task *t, int r,
 		   const struct transport_have *th, bool got_have);
+/* Query task @t ended with @r, the source's HAVE in @th if 0.  Takes
+ * nd->lock. */
+void fan_query_end(struct node_fetch *f, const struct fan_task *t, int r,
+		   const struct transport_have *th);
 /* Too many failures in a row with no block arriving?  nd->lock held. */
 bool fan_too_many_fails_locked(const struct node_fetch *f);
 /* Locate again: renew this node's entry, learn new sources.  No lock. */

@@ -731,12 +731,35 @@ static bool fan_run(struct node_fetch *f, const struct fan_task *t)
 	return last;
 }
 
+/* Ask source @t of @f what it has: a zero-length GET with WANT_HAVE. */
+static void fan_query(struct node_fetch *f, const struct fan_task *t)
+{
+	struct transport_have th;
+	struct transport_req req = {
+	    .peer = t->h.node,
+	    .addr = t->h.addr,
+	    .rdma_addr = t->h.rdma,
+	    .caps = t->h.caps,
+	    .flags = TRANSPORT_F_WANT_HAVE,
+	    .have_out = &th,
+	    .id = f->id,
+	};
+	int r;
+
+	memset(&th, 0, sizeof(th));
+	r = transport_fetch(f->nd->transport, &req);
+	fan_query_end(f, t, r, &th);
+}
+
 /* Run @t; true if the fetch's last block came in with it. */
 static bool run_task(struct task *t)
 {
 	switch (t->f->fan ? t->ft.what : FAN_TASK_WAIT) {
 	case FAN_TASK_BLOCK:
 		return fan_run(t->f, &t->ft);
+	case FAN_TASK_QUERY:
+		fan_query(t->f, &t->ft);
+		return false;
 	case FAN_TASK_LOCATE:
 		(void)fan_locate(t->f);
 		return false;
