@@ -38,9 +38,10 @@
 #include "fanpick.h"
 #include "log.h"
 
-/* the first re-locate after the start, doubling up to a third of the
- * entry's life */
+/* the first re-locate after the start, doubling up to FAN_RENEW_MAX_MS:
+ * fetchers that start later are found that soon */
 #define FAN_RENEW_FIRST_MS 250
+#define FAN_RENEW_MAX_MS 1000
 /* a source that failed is not asked for this long (a full holder: it
  * may have been a hiccup; a partial one is dropped for good) */
 #define FAN_AVOID_MS 2000
@@ -65,15 +66,15 @@ struct node_fan {
 	struct fanpick_src view[FANPICK_SRC_MAX]; /* what fanpick sees */
 	struct fan_src *src[FANPICK_SRC_MAX];	  /* who they are; owned */
 	unsigned nsrc;
-	unsigned ttl_ms;	 /* of this node's entry in Redis */
-	int64_t t0;		 /* mono ms of the start */
-	int64_t renew_at;	 /* mono ms of the next locate */
-	unsigned renew_ms;	 /* the gap to the one after */
-	bool renewing;		 /* a worker is locating */
-	bool relocated;		 /* located again after running out of sources */
-	unsigned fails;		 /* in a row, with no block arriving */
-	unsigned running;	 /* requests in flight */
-	uint64_t rnd;		 /* xorshift state */
+	unsigned ttl_ms;   /* of this node's entry in Redis */
+	int64_t t0;	   /* mono ms of the start */
+	int64_t renew_at;  /* mono ms of the next locate */
+	unsigned renew_ms; /* the gap to the one after */
+	bool renewing;	   /* a worker is locating */
+	bool relocated;	   /* located again after running out of sources */
+	unsigned fails;	   /* in a row, with no block arriving */
+	unsigned running;  /* requests in flight */
+	uint64_t rnd;	   /* xorshift state */
 };
 
 static int64_t now_ms(void)
@@ -164,7 +165,7 @@ int fan_new(struct node_fetch *f, const struct meta_locate *l)
 	}
 	fan->tune = (struct fanpick_tune){
 	    .src_cap = nd->streams_per_holder ? nd->streams_per_holder : 2,
-	    .defer_ms = nd->io_timeout_ms,
+	    .defer_ms = 5 * (int64_t)nd->io_timeout_ms,
 	    .full_bias = 1,
 	    .park = false,
 	};
@@ -241,6 +242,20 @@ int fan_take_locked(struct node_fetch *f, struct fan_task *ret)
 		return 1;
 	}
 	ret->until = c.what == FANPICK_WAIT ? c.until : FANPICK_NEVER;
+	/* and look again when a source is due to be asked, or Redis */
+	if (fan->renew_at < ret->until && !fan->renewing)
+		ret->until = fan->renew_at;
+	for (unsigned i = 0; i < fan->nsrc; i++) {
+		struct fan_src *s = fan->src[i];
+		int64_t due = s->asked_at + FAN_POLL_MS;
+
+		if (s->v2 && !s->asking && due < ret->until)
+			ret->until = due;
+	}
+	if (log_enabled(LOGL_DEBUG) && !fan->running)
+		log_debug("object %" PRIu64 ": %s with nothing running, %u blocks left, %u sources",
+			  f->id, c.what == FANPICK_WAIT ? "waiting" : "nothing to start",
+			  fanpick_left(fan->fp), fan->nsrc);
 	if (c.what == FANPICK_NONE && !fan->running && fanpick_left(fan->fp) && !fan->renewing) {
 		/* nobody to ask: locate again, once; then the fetch fails */
 		fan->renewing = true;
@@ -346,7 +361,8 @@ bool fan_block_end(struct node_fetch *f, const struct fan_task *t, int r,
 	if (r < 0 && r != -EAGAIN) {
 		NODE_COUNT(nd, failovers, 1);
 		log_warn("object %" PRIu64 ": %s '%s' %s (block %u); fetching it elsewhere", f->id,
-			 t->full ? "holder" : "fetcher", t->h.node, fetch_holder_errname(r), t->block);
+			 t->full ? "holder" : "fetcher", t->h.node, fetch_holder_errname(r),
+			 t->block);
 	}
 	return last;
 }
@@ -386,10 +402,10 @@ int fan_locate(struct node_fetch *f)
 	r = meta_locate_fan(nd->meta, f->id, 0, fan->ttl_ms, FAN_SAMPLE, &l);
 	pthread_mutex_lock(&nd->lock);
 	fan->renewing = false;
-	if (fan->renew_ms < fan->ttl_ms / 3)
+	if (fan->renew_ms < FAN_RENEW_MAX_MS)
 		fan->renew_ms *= 2;
-	if (fan->renew_ms > fan->ttl_ms / 3)
-		fan->renew_ms = fan->ttl_ms / 3;
+	if (fan->renew_ms > FAN_RENEW_MAX_MS)
+		fan->renew_ms = FAN_RENEW_MAX_MS;
 	fan->renew_at = now_ms() + fan->renew_ms;
 	if (r == 0) {
 		for (i = 0; i < l.n; i++)

@@ -276,8 +276,8 @@ int fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec)
 		bool multi = !rec || bsum_blocks(rec->size) >= 2;
 
 		r = meta_locate_fan(nd->meta, f->id, multi ? META_LOCATE_SUMS : 0,
-				    multi && nd->source ? fan_ttl_ms(nd) : 0, multi ? FAN_SAMPLE : 0,
-				    &l);
+				    multi && nd->source ? fan_ttl_ms(nd) : 0,
+				    multi ? FAN_SAMPLE : 0, &l);
 		if (r < 0)
 			return r;
 		count_stale(nd, f->id, l.stale);

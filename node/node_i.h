@@ -353,7 +353,7 @@ struct fan_task {
 		FAN_TASK_LOCATE, /* locate again */
 		FAN_TASK_FAIL,	 /* no source is left */
 	} what;
-	unsigned block, src; /* FAN_TASK_BLOCK: which, from which source */
+	unsigned block, src;  /* FAN_TASK_BLOCK: which, from which source */
 	struct meta_holder h; /* that source */
 	bool full;	      /* it holds the whole object */
 	int64_t until;	      /* FAN_TASK_WAIT: mono ms to look again at the latest */

@@ -109,9 +109,9 @@ struct node_source {
 	struct store *store;
 	int64_t lease_ns;
 	pthread_mutex_t lock;
-	pthread_cond_t ended; /* a GET under a lease ended; lock, CLOCK_MONOTONIC */
-	struct lease *leases; /* lock; uthash by key */
-	uint64_t nleases;     /* lock */
+	pthread_cond_t ended;	       /* a GET under a lease ended; lock, CLOCK_MONOTONIC */
+	struct lease *leases;	       /* lock; uthash by key */
+	uint64_t nleases;	       /* lock */
 	struct node_partial *partials; /* lock; uthash by id */
 };
 
