@@ -45,7 +45,7 @@
 # every K; every reader's copy byte-exact.  Before fan-out the origin
 # serves K x S and the wall time is about K x S/BW (5.6 x S/BW at K=5).
 #
-# The simulator: if $BUILD/bench/fanout-sim exists, fanout_sim() below
+# The simulator: if $BUILD/bench/objfs-fanout-sim exists, fanout_sim() below
 # runs it for N = K+1, S and BW and its predicted time/(S/BW) and origin/S
 # are printed beside the measured ones ("simulator: not built" if not).
 #
@@ -80,22 +80,15 @@ FANOUT_IDLE_MIN=30
 # time_s= (or time=, seconds) and origin_bytes= (or origin=, bytes),
 # from which the ratios are worked out.  Adapt the command line and the
 # keys here when the simulator settles.
-FANOUT_SIM=$BUILD/bench/fanout-sim
+FANOUT_SIM=$BUILD/bench/objfs-fanout-sim
 fanout_sim() {
-	local n=$1 s=$2 bw=$3 out line t o tr or
+	local n=$1 s=$2 bw=$3 out
 	[ -x "$FANOUT_SIM" ] || return 1
-	out=$(timeout -k 5 120 "$FANOUT_SIM" --nodes "$n" --size "$s" --bw "$bw" 2>"$W/fanout-sim.err") || return 1
-	line=$(grep -E '(time_ratio|time_s|time)=' <<<"$out" | tail -n 1) || return 1
-	tr=$(value time_ratio "$line")
-	or=$(value origin_ratio "$line")
-	t=$(value time_s "$line")
-	[ -n "$t" ] || t=$(value time "$line")
-	o=$(value origin_bytes "$line")
-	[ -n "$o" ] || o=$(value origin "$line")
-	[ -n "$tr" ] || [ -z "$t" ] || tr=$(awk -v t="$t" -v s="$s" -v b="$bw" 'BEGIN { printf "%.3f", t / (s / b) }')
-	[ -n "$or" ] || [ -z "$o" ] || or=$(awk -v o="$o" -v s="$s" 'BEGIN { printf "%.3f", o / s }')
-	[ -n "$tr" ] || return 1
-	echo "$tr ${or:--}"
+	# a table: "# ..." header lines, then N, time/ideal, med, orig_t,
+	# origin/S, ... per N
+	out=$(timeout -k 5 120 "$FANOUT_SIM" --nodes="$n" --size="$s" --bw="$bw" 2>"$W/fanout-sim.err") ||
+		return 1
+	awk -v n="$n" '!/^#/ && $1 == n { print $2, $5; found = 1 } END { exit !found }' <<<"$out"
 }
 
 # fanout_sha FILE: its sha256 (openssl's uses the CPU's SHA extensions:
