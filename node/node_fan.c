@@ -74,6 +74,7 @@ struct node_fan {
 	bool relocated;	   /* located again after running out of sources */
 	unsigned fails;	   /* in a row, with no block arriving */
 	unsigned running;  /* requests in flight */
+	unsigned asking;   /* queries in flight */
 	uint64_t rnd;	   /* xorshift state */
 };
 
@@ -220,6 +221,7 @@ int fan_take_locked(struct node_fetch *f, struct fan_task *ret)
 		    fan->view[i].avoid_until <= now && !fan->view[i].inflight) {
 			s->asking = true;
 			s->asked_at = now;
+			fan->asking++;
 			ret->what = FAN_TASK_QUERY;
 			ret->src = i;
 			ret->h = s->h;
@@ -227,9 +229,16 @@ int fan_take_locked(struct node_fetch *f, struct fan_task *ret)
 			return 1;
 		}
 	}
-	r = fanpick_next(fan->fp, fan->view, fan->nsrc, &fan->tune, now, fan_rnd, &fan->rnd, &c);
-	if (r < 0)
-		return r;
+	if (fan->fails > FAN_FAILS_MAX) {
+		/* failure after failure: let what runs end, then go plain */
+		c.what = fan->running || fan->asking ? FANPICK_WAIT : FANPICK_NONE;
+		c.until = FANPICK_NEVER;
+	} else {
+		r = fanpick_next(fan->fp, fan->view, fan->nsrc, &fan->tune, now, fan_rnd,
+				 &fan->rnd, &c);
+		if (r < 0)
+			return r;
+	}
 	if (c.what == FANPICK_FETCH) {
 		ret->what = FAN_TASK_BLOCK;
 		ret->block = c.block;
@@ -256,12 +265,24 @@ int fan_take_locked(struct node_fetch *f, struct fan_task *ret)
 		log_debug("object %" PRIu64 ": %s with nothing running, %u blocks left, %u sources",
 			  f->id, c.what == FANPICK_WAIT ? "waiting" : "nothing to start",
 			  fanpick_left(fan->fp), fan->nsrc);
-	if (c.what == FANPICK_NONE && !fan->running && fanpick_left(fan->fp) && !fan->renewing) {
-		/* nobody to ask: locate again, once; then the fetch fails */
-		fan->renewing = true;
-		ret->what = fan->relocated ? FAN_TASK_FAIL : FAN_TASK_LOCATE;
-		fan->relocated = true;
-		return 1;
+	if (!fan->running && !fan->asking && fanpick_left(fan->fp) && !fan->renewing &&
+	    (c.what == FANPICK_NONE || fan->fails > FAN_FAILS_MAX)) {
+		/* nobody to ask: locate again, once; then the rest is a plain
+		 * fetch from the holders, with its retries of stalled ones
+		 * and its end (node_worker.c) */
+		if (!fan->relocated && fan->fails <= FAN_FAILS_MAX) {
+			fan->renewing = true;
+			fan->relocated = true;
+			ret->what = FAN_TASK_LOCATE;
+			return 1;
+		}
+		log_info("object %" PRIu64 ": no node fetching it can be asked; fetching the "
+			 "rest from its holders only",
+			 f->id);
+		f->fan = NULL;
+		f->fan_off = fan;
+		ret->what = FAN_TASK_PLAIN;
+		return 0;
 	}
 	ret->what = FAN_TASK_WAIT;
 	return 0;
@@ -360,9 +381,11 @@ bool fan_block_end(struct node_fetch *f, const struct fan_task *t, int r,
 	}
 	if (r < 0 && r != -EAGAIN) {
 		NODE_COUNT(nd, failovers, 1);
-		log_warn("object %" PRIu64 ": %s '%s' %s (block %u); fetching it elsewhere", f->id,
-			 t->full ? "holder" : "fetcher", t->h.node, fetch_holder_errname(r),
-			 t->block);
+		log_warn("object %" PRIu64 ": %s '%s' (%s) %s at offset %" PRIu64
+			 " (block %u); fetching it elsewhere",
+			 f->id, t->full ? "holder" : "fetcher", t->h.node,
+			 t->h.addr[0] ? t->h.addr : t->h.rdma, fetch_holder_errname(r),
+			 (uint64_t)t->block << f->sums->shift, t->block);
 	}
 	return last;
 }
@@ -374,6 +397,7 @@ void fan_query_end(struct node_fetch *f, const struct fan_task *t, int r,
 	struct node_fan *fan = f->fan;
 
 	pthread_mutex_lock(&nd->lock);
+	fan->asking--; /* f->fan stays while a query is out */
 	if (same_src(fan, t)) {
 		fan->src[t->src]->asking = false;
 		if (r == 0)
@@ -384,11 +408,6 @@ void fan_query_end(struct node_fetch *f, const struct fan_task *t, int r,
 	}
 	pthread_cond_broadcast(&nd->queue_cond);
 	pthread_mutex_unlock(&nd->lock);
-}
-
-bool fan_too_many_fails_locked(const struct node_fetch *f)
-{
-	return f->fan && f->fan->fails > FAN_FAILS_MAX;
 }
 
 int fan_locate(struct node_fetch *f)

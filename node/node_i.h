@@ -118,6 +118,9 @@ struct node_fetch {
 	/* with sums and a node to serve from: blocks from full and partial
 	 * sources alike (node_fan.c); NULL for a plain fetch; nd->lock */
 	struct node_fan *fan;
+	/* a fan-out fetch that ran out of sources goes on as a plain one:
+	 * its state, kept until fetch_free() */
+	struct node_fan *fan_off;
 	struct store_obj *obj; /* reserved, pending until sealed; owned */
 	/* obj's memory registered with the backends that need it (RDMA) for
 	 * the life of the fetch, or NULL (TCP, or it could not be): set up
@@ -351,7 +354,7 @@ struct fan_task {
 		FAN_TASK_BLOCK,	 /* fetch a block */
 		FAN_TASK_QUERY,	 /* ask a source what it has */
 		FAN_TASK_LOCATE, /* locate again */
-		FAN_TASK_FAIL,	 /* no source is left */
+		FAN_TASK_PLAIN,	 /* no source is left: go on as a plain fetch */
 	} what;
 	unsigned block, src;  /* FAN_TASK_BLOCK: which, from which source */
 	struct meta_holder h; /* that source */
@@ -381,8 +384,6 @@ bool fan_block_end(struct node_fetch *f, const struct fan_task *t, int r,
  * nd->lock. */
 void fan_query_end(struct node_fetch *f, const struct fan_task *t, int r,
 		   const struct transport_have *th);
-/* Too many failures in a row with no block arriving?  nd->lock held. */
-bool fan_too_many_fails_locked(const struct node_fetch *f);
 /* Locate again: renew this node's entry, learn new sources.  No lock. */
 int fan_locate(struct node_fetch *f);
 

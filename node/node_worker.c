@@ -54,6 +54,7 @@ void fetch_free(struct node_fetch *f)
 	transport_region_free(f->region);
 	node_source_partial_end(f->nd->source, f->part); /* a fetch that never ran */
 	fan_free(f->fan);
+	fan_free(f->fan_off);
 	store_obj_unref(f->obj);
 	free(f->sums);
 	free(f->copy_sums);
@@ -181,9 +182,12 @@ static bool take_task_locked(struct node *nd, struct task *ret, int64_t *ret_unt
 				ret->ci = ret->ft.block;
 				return true;
 			}
-			if (ret->ft.until < *ret_until)
-				*ret_until = ret->ft.until;
-			continue;
+			if (ret->ft.what != FAN_TASK_PLAIN) {
+				if (ret->ft.until < *ret_until)
+					*ret_until = ret->ft.until;
+				continue;
+			}
+			/* a plain fetch from here on: its queued ranges below */
 		}
 		queued = f->nchunks;
 		running = 0;
@@ -720,11 +724,6 @@ static bool fan_run(struct node_fetch *f, const struct fan_task *t)
 	last = fan_block_end(f, t, r, &th, th.shift != 0xff);
 	pthread_mutex_lock(&nd->lock);
 	front = in_place_locked(f);
-	if (r < 0 && f->state == FETCH_RUNNING && fan_too_many_fails_locked(f)) {
-		pthread_mutex_unlock(&nd->lock);
-		fetch_fail(f, "no holder of it is reachable");
-		return false;
-	}
 	pthread_mutex_unlock(&nd->lock);
 	if (r == 0)
 		(void)store_hash_ahead(f->obj, front);
@@ -754,7 +753,7 @@ static void fan_query(struct node_fetch *f, const struct fan_task *t)
 /* Run @t; true if the fetch's last block came in with it. */
 static bool run_task(struct task *t)
 {
-	switch (t->f->fan ? t->ft.what : FAN_TASK_WAIT) {
+	switch (t->ft.what) {
 	case FAN_TASK_BLOCK:
 		return fan_run(t->f, &t->ft);
 	case FAN_TASK_QUERY:
@@ -762,9 +761,6 @@ static bool run_task(struct task *t)
 		return false;
 	case FAN_TASK_LOCATE:
 		(void)fan_locate(t->f);
-		return false;
-	case FAN_TASK_FAIL:
-		fetch_fail(t->f, "no holder of it is reachable");
 		return false;
 	default:
 		return fetch_run_chunk(t->f, t->ci);
