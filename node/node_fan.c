@@ -42,8 +42,8 @@
  * fetchers that start later are found that soon */
 #define FAN_RENEW_FIRST_MS 250
 #define FAN_RENEW_MAX_MS 1000
-/* a source that failed is not asked for this long (a full holder: it
- * may have been a hiccup; a partial one is dropped for good) */
+/* a full holder that stalled is not asked for this long (it may have
+ * been a hiccup); any other source that failed is dropped for good */
 #define FAN_AVOID_MS 2000
 /* failures in a row, with no block arriving, before the fetch fails */
 #define FAN_FAILS_MAX 12
@@ -362,10 +362,13 @@ bool fan_block_end(struct node_fetch *f, const struct fan_task *t, int r,
 		c->done = 0;
 		if (r != -EAGAIN) {
 			fan->fails++;
+			/* a full holder that only stalled is asked again after
+			 * a while (and by the plain fetch's retries); any other
+			 * failure ends a source for this fetch */
 			if (same_src(fan, t))
 				fan->view[t->src].avoid_until =
-				    r == -EBADE || !fan->view[t->src].full ? FANPICK_NEVER
-									   : now + FAN_AVOID_MS;
+				    r == -ETIMEDOUT && fan->view[t->src].full ? now + FAN_AVOID_MS
+									      : FANPICK_NEVER;
 		} else if (same_src(fan, t) && !got_have) {
 			/* "not yet" without a word of what it has: not for a while */
 			fan->view[t->src].busy_until = now + 100;
@@ -402,8 +405,11 @@ void fan_query_end(struct node_fetch *f, const struct fan_task *t, int r,
 		fan->src[t->src]->asking = false;
 		if (r == 0)
 			take_have_locked(fan, t->src, th, f->nchunks);
-		else if (!fan->view[t->src].full)
-			/* a fetcher that is gone, or done and evicted it */
+		else if (fan->view[t->src].full && r == -ETIMEDOUT)
+			/* a holder that stalled: not asked for a while */
+			fan->view[t->src].avoid_until = now_ms() + FAN_AVOID_MS;
+		else
+			/* gone, or a fetcher done with it that let it go */
 			fan->view[t->src].avoid_until = FANPICK_NEVER;
 	}
 	pthread_cond_broadcast(&nd->queue_cond);
