@@ -234,8 +234,8 @@ int fan_take_locked(struct node_fetch *f, struct fan_task *ret)
 		c.what = fan->running || fan->asking ? FANPICK_WAIT : FANPICK_NONE;
 		c.until = FANPICK_NEVER;
 	} else {
-		r = fanpick_next(fan->fp, fan->view, fan->nsrc, &fan->tune, now, fan_rnd,
-				 &fan->rnd, &c);
+		r = fanpick_next(fan->fp, fan->view, fan->nsrc, &fan->tune, now, fan_rnd, &fan->rnd,
+				 &c);
 		if (r < 0)
 			return r;
 	}
