@@ -279,6 +279,13 @@ int fan_take_locked(struct node_fetch *f, struct fan_task *ret)
 		log_info("object %" PRIu64 ": no node fetching it can be asked; fetching the "
 			 "rest from its holders only",
 			 f->id);
+		/* holders this fetch found bad stay so (a stalled one is
+		 * the plain fetch's to retry) */
+		for (unsigned i = 0; i < fan->nsrc; i++)
+			for (size_t k = 0; k < f->nholders; k++)
+				if (fan->view[i].avoid_until == FANPICK_NEVER &&
+				    !strcmp(f->holders[k].node, fan->src[i]->h.node))
+					f->mark[k] = HOLDER_BAD;
 		f->fan = NULL;
 		f->fan_off = fan;
 		ret->what = FAN_TASK_PLAIN;
