@@ -141,14 +141,7 @@ void fan_free(struct node_fan *fan)
 	free(fan);
 }
 
-unsigned fan_ttl_ms(const struct node *nd)
-{
-	unsigned ttl = 4 * nd->io_timeout_ms;
-
-	return ttl > 30000 ? ttl : 30000;
-}
-
-int fan_new(struct node_fetch *f, const struct meta_locate *l)
+int fan_new(struct node_fetch *f)
 {
 	struct node *nd = f->nd;
 	struct node_fan *fan;
@@ -170,7 +163,7 @@ int fan_new(struct node_fetch *f, const struct meta_locate *l)
 	    .full_bias = 1,
 	    .park = false,
 	};
-	fan->ttl_ms = fan_ttl_ms(nd);
+	fan->ttl_ms = fetch_fan_ttl_ms(nd);
 	fan->t0 = now_ms();
 	fan->renew_ms = FAN_RENEW_FIRST_MS;
 	fan->renew_at = fan->t0 + fan->renew_ms;
@@ -179,8 +172,11 @@ int fan_new(struct node_fetch *f, const struct meta_locate *l)
 		fan->rnd = 1;
 	for (i = 0; i < f->nholders; i++)
 		src_add(nd, fan, &f->holders[i], true);
-	for (i = 0; i < l->np; i++)
-		src_add(nd, fan, &l->partials[i], false);
+	for (i = 0; i < f->nfirst; i++)
+		src_add(nd, fan, &f->first[i], false);
+	free(f->first);
+	f->first = NULL;
+	f->nfirst = 0;
 	f->fan = fan;
 	return 0;
 }

@@ -145,6 +145,8 @@ static int setup(struct node_fetch *f, const struct meta_obj *rec)
 		r = split(f);
 	if (r == 0)
 		r = reserve(f);
+	if (r == 0 && f->sums && f->nd->source)
+		r = fan_new(f);
 	if (r == 0 && f->sums) {
 		store_skip_sums(f->obj); /* each block is checked as it lands */
 		/* other nodes fetching it may have its checked blocks */

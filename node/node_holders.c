@@ -198,6 +198,35 @@ static void take_sums(struct node_fetch *f, char *text)
 
 /* ---- choosing ---- */
 
+unsigned fetch_fan_ttl_ms(const struct node *nd)
+{
+	unsigned ttl = 4 * nd->io_timeout_ms;
+
+	return ttl > 30000 ? ttl : 30000;
+}
+
+const char *fetch_holder_errname(int err)
+{
+	switch (-err) {
+	case ENOENT:
+		return "does not hold it";
+	case ETIMEDOUT:
+		return "stalled";
+	case ECONNREFUSED:
+		return "refused the connection";
+	case ECONNRESET:
+		return "went away";
+	case EACCES:
+		return "refused authentication";
+	case EPROTO:
+		return "sent a malformed reply";
+	case EBADE:
+		return "sent a block that failed its checksum";
+	default:
+		return strerror(-err);
+	}
+}
+
 bool fetch_holder_usable(struct node *nd, const struct meta_holder *h)
 {
 	return nd->transport && (h->addr[0] || h->rdma[0]) &&
@@ -276,7 +305,7 @@ int fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec)
 		bool multi = !rec || bsum_blocks(rec->size) >= 2;
 
 		r = meta_locate_fan(nd->meta, f->id, multi ? META_LOCATE_SUMS : 0,
-				    multi && nd->source ? fan_ttl_ms(nd) : 0,
+				    multi && nd->source ? fetch_fan_ttl_ms(nd) : 0,
 				    multi ? FAN_SAMPLE : 0, &l);
 		if (r < 0)
 			return r;
@@ -288,10 +317,11 @@ int fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec)
 		take_sums(f, l.bsum);
 		l.bsum = NULL;
 		peer_put(nd, f->holders, f->nholders);
-		r = f->sums && nd->source ? fan_new(f, &l) : 0;
+		/* the fetchers found, for the fan-out (fan_new()) */
+		f->first = l.partials;
+		f->nfirst = l.np;
+		l.partials = NULL;
 		meta_locate_release(&l);
-		if (r < 0)
-			return r;
 	}
 	f->mark = calloc(f->nholders ? f->nholders : 1, sizeof(*f->mark));
 	if (!f->mark)

@@ -121,6 +121,9 @@ struct node_fetch {
 	/* a fan-out fetch that ran out of sources goes on as a plain one:
 	 * its state, kept until fetch_free() */
 	struct node_fan *fan_off;
+	/* the other fetchers the first locate found, until fan_new() */
+	struct meta_holder *first;
+	size_t nfirst;
 	struct store_obj *obj; /* reserved, pending until sealed; owned */
 	/* obj's memory registered with the backends that need it (RDMA) for
 	 * the life of the fetch, or NULL (TCP, or it could not be): set up
@@ -338,8 +341,6 @@ int fetch_start_workers(struct node *nd, unsigned n);
 void fetch_stop_workers(struct node *nd);
 /* Fail the fetches still in the table (at stop; no reader is left). */
 void fetch_drop_all(struct node *nd);
-/* What a holder's error @err means, for the log. */
-const char *fetch_holder_errname(int err);
 
 /* ---- node_fan.c: fetching from full and partial sources ---- */
 
@@ -361,11 +362,10 @@ struct fan_task {
 	bool full;	      /* it holds the whole object */
 	int64_t until;	      /* FAN_TASK_WAIT: mono ms to look again at the latest */
 };
-/* How long this node's entry as a fetcher lives in Redis, renewed. */
-unsigned fan_ttl_ms(const struct node *nd);
-/* Make @f a fan-out fetch from its holders and @l's fetchers, if it has
- * block sums (else nothing).  Before it runs.  0 or -ENOMEM. */
-int fan_new(struct node_fetch *f, const struct meta_locate *l);
+/* Make @f a fan-out fetch from its holders and the fetchers its first
+ * locate found (f->first, freed here), if it has block sums (else
+ * nothing).  Before it runs.  0 or -ENOMEM. */
+int fan_new(struct node_fetch *f);
 void fan_free(struct node_fan *fan);
 /* A reader waits for [@off, @end): those blocks first.  nd->lock held. */
 void fan_want_locked(struct node_fetch *f, uint64_t off, uint64_t end);
@@ -410,6 +410,8 @@ void node_source_partial_end(struct node_source *src, struct node_partial *p);
 
 /* ---- node_holders.c ---- */
 
+/* What a holder's error @err means, for the log. */
+const char *fetch_holder_errname(int err);
 /* May @h be asked (it has an address our transport reaches)? */
 bool fetch_holder_usable(struct node *nd, const struct meta_holder *h);
 /* The next good holder of @f, round robin; -1 if none is good.
@@ -432,6 +434,8 @@ int fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec);
  * stalled unless @unstall (they are asked again).  0 if at least one
  * good holder, -EHOSTUNREACH if none, or meta_locate()'s error. */
 int fetch_holder_relocate(struct node_fetch *f, bool unstall);
+/* How long this node's entry as a fetcher lives in Redis, renewed. */
+unsigned fetch_fan_ttl_ms(const struct node *nd);
 /* Forget the cached address of @node (it failed). */
 void fetch_peer_del(struct node *nd, const char *node);
 void fetch_peer_free_all(struct node *nd);

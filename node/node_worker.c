@@ -55,6 +55,7 @@ void fetch_free(struct node_fetch *f)
 	node_source_partial_end(f->nd->source, f->part); /* a fetch that never ran */
 	fan_free(f->fan);
 	fan_free(f->fan_off);
+	free(f->first);
 	store_obj_unref(f->obj);
 	free(f->sums);
 	free(f->copy_sums);
@@ -331,28 +332,6 @@ static int pull_flags(struct node_fetch *f, struct chunk *c, const struct meta_h
 		if (r < 0)
 			return r;
 		NODE_COUNT(nd, bytes, bytes);
-	}
-}
-
-const char *fetch_holder_errname(int err)
-{
-	switch (-err) {
-	case ENOENT:
-		return "does not hold it";
-	case ETIMEDOUT:
-		return "stalled";
-	case ECONNREFUSED:
-		return "refused the connection";
-	case ECONNRESET:
-		return "went away";
-	case EACCES:
-		return "refused authentication";
-	case EPROTO:
-		return "sent a malformed reply";
-	case EBADE:
-		return "sent a block that failed its checksum";
-	default:
-		return strerror(-err);
 	}
 }
 
