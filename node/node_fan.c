@@ -57,7 +57,6 @@ struct fan_src {
 	bool v2;	  /* it speaks wire version 2: it can tell what it has */
 	uint64_t have[FANPICK_WORDS(FANPICK_BLOCKS_MAX)];
 	uint64_t fetching[FANPICK_WORDS(FANPICK_BLOCKS_MAX)];
-	bool told; /* a HAVE arrived: have and fetching mean something */
 };
 
 struct node_fan {
@@ -322,7 +321,6 @@ static void take_have_locked(struct node_fan *fan, unsigned k, const struct tran
 		s->have[w] = h;
 		s->fetching[w] = g;
 	}
-	s->told = true;
 	fan->view[k].have = s->have;
 	fan->view[k].fetching = s->fetching;
 }

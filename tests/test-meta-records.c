@@ -857,6 +857,62 @@ TEST(fan_entries)
 	meta_free(a);
 }
 
+/*
+ * Many fetchers of one object (the record has more than 64 fields, so a
+ * locate looks at a random 64): a locate returns at most its sample,
+ * never itself, and entries of nodes without a card go as they are met,
+ * so that repeated locates clear them all and keep the live ones.
+ */
+TEST(fan_many)
+{
+	struct meta *a = mk_connected("t-fanm"), *b = mk("t-fanm", "node-b", 0, 0);
+	const char *sums = "23:00000000000000010000000000000002";
+	struct meta_locate l;
+	struct meta_obj o;
+	const char *count_dead = "local n = 0 for _, f in ipairs(redis.call('HKEYS', KEYS[1])) "
+				 "do if string.sub(f, 1, 7) == '~p:dead' then n = n + 1 end end "
+				 "return n";
+	char buf[128];
+	unsigned i, dead_left = 1;
+
+	card_of(a, "node-a", "127.0.0.1:1");
+	mkobj(a, &o, 9 << 20);
+	CHECK_EQ(meta_publish_sums(a, 1, "f", &o, sums, 0, NULL, NULL), 0);
+	/* 100 live fetchers (node-a's card stands in for theirs: only the
+	 * name must have one), 900 of nodes with no card */
+	for (i = 0; i < 1000; i++) {
+		if (i < 100) {
+			char node[32], listen[32];
+			struct meta *m;
+
+			snprintf(node, sizeof(node), "live-%u", i);
+			snprintf(listen, sizeof(listen), "127.0.0.1:%u", 2000 + i);
+			m = mk("t-fanm", node, 0, 0);
+			card_of(m, node, listen);
+			meta_free(m);
+			rdo("HSET {t-fanm}:o:%" PRIu64 " ~p:%s 99999999999999", o.id, node);
+		} else {
+			rdo("HSET {t-fanm}:o:%" PRIu64 " ~p:dead-%u 99999999999999", o.id, i);
+		}
+	}
+	for (i = 0; i < 200 && dead_left; i++) {
+		CHECK_EQ(meta_locate_fan(b, o.id, META_LOCATE_SUMS, 30000, 8, &l), 0);
+		CHECK(l.np <= 8);
+		for (size_t k = 0; k < l.np; k++)
+			CHECK(!strncmp(l.partials[k].node, "live-", 5));
+		meta_locate_release(&l);
+		rget(buf, sizeof(buf), "EVAL %s 1 {t-fanm}:o:%" PRIu64, count_dead, o.id);
+		dead_left = (unsigned)atoi(buf);
+	}
+	CHECK_EQ(dead_left, 0);
+	printf("# 900 dead fetcher entries of 1,000 cleared by %u locates\n", i);
+	/* the live ones, and b itself (advertised by its locates), remain */
+	rget(buf, sizeof(buf), "HLEN {t-fanm}:o:%" PRIu64, o.id);
+	CHECK_STR(buf, "108"); /* 7 fields, 100 live, node-b */
+	meta_free(b);
+	meta_free(a);
+}
+
 int main(void)
 {
 	harness_begin("test-meta-records");
@@ -868,5 +924,6 @@ int main(void)
 	RUN(reregister_batch_names);
 	RUN(block_sums);
 	RUN(fan_entries);
+	RUN(fan_many);
 	return harness_end();
 }
