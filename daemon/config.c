@@ -248,8 +248,9 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 			    !strcmp(opt, "rundir") || !strcmp(opt, "log") ||
 			    !strcmp(opt, "advertise") || !strcmp(opt, "io_timeout") ||
 			    !strcmp(opt, "serve_bwlimit") || !strcmp(opt, "passthrough") ||
-			    !strcmp(opt, "transport") || !strcmp(opt, "rdma_eager_max") ||
-			    !strcmp(opt, "map_cache") || !strcmp(opt, "rdma_regs"))
+			    !strcmp(opt, "serve_slots") || !strcmp(opt, "transport") ||
+			    !strcmp(opt, "rdma_eager_max") || !strcmp(opt, "map_cache") ||
+			    !strcmp(opt, "rdma_regs"))
 				r = fail(err, errlen, "option '%s' needs a value (%s=...)", opt,
 					 opt);
 			else
@@ -329,6 +330,16 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 					 val);
 			else
 				c->serve_bwlimit = bw;
+		} else if (!strcmp(opt, "serve_slots")) {
+			uint64_t n;
+
+			if (parse_u64(val, &n) < 0 || n > TRANSPORT_SLOTS_MAX)
+				r = fail(err, errlen,
+					 "invalid option 'serve_slots=%s': blocks sent at once to "
+					 "nodes fetching the same object, 0-%u (0: no limit)",
+					 val, TRANSPORT_SLOTS_MAX);
+			else
+				c->serve_slots = n ? (unsigned)n : TRANSPORT_SLOTS_NONE;
 		} else if (!strcmp(opt, "transport")) {
 			const char *mode = NULL;
 

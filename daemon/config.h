@@ -44,17 +44,20 @@ struct config {
 	char *advertise;	   /* advertise=HOST: the address peers reach us at */
 	unsigned io_timeout_ms;	   /* io_timeout=MS: a peer silent this long is dead (0: default) */
 	uint64_t serve_bwlimit;	   /* serve_bwlimit=SIZE: bytes/s served (0: no limit) */
-	const char *transport;	   /* transport=auto|tcp|rdma (a constant; default "auto") */
-	uint32_t rdma_eager_max;   /* rdma_eager_max=SIZE (0: the transport's default) */
-	unsigned map_cache;	   /* map_cache=N: idle object mappings kept (0: default) */
-	unsigned rdma_regs;	   /* rdma_regs=N: objects kept registered (0: default) */
-	char *store_dir;	   /* store=, default /dev/shm/objfs-<prefix>-<node> */
-	bool store_default;	   /* store_dir is that default (config_finish()) */
-	uint64_t capacity;	   /* capacity=, default CONFIG_DEFAULT_CAPACITY */
-	char *prefix;		   /* prefix=, default "objfs" */
-	char *secret_file;	   /* secret_file= */
-	char *rundir;		   /* rundir=, default /run/objfs/<prefix>-<node> */
-	char *logfile;		   /* log=, default <rundir>/objfsd.log when in the background */
+	/* serve_slots=N: fan-out GETs sent at once; 0 unset (the default),
+	 * TRANSPORT_SLOTS_NONE for serve_slots=0 (no limit) */
+	unsigned serve_slots;
+	const char *transport;	 /* transport=auto|tcp|rdma (a constant; default "auto") */
+	uint32_t rdma_eager_max; /* rdma_eager_max=SIZE (0: the transport's default) */
+	unsigned map_cache;	 /* map_cache=N: idle object mappings kept (0: default) */
+	unsigned rdma_regs;	 /* rdma_regs=N: objects kept registered (0: default) */
+	char *store_dir;	 /* store=, default /dev/shm/objfs-<prefix>-<node> */
+	bool store_default;	 /* store_dir is that default (config_finish()) */
+	uint64_t capacity;	 /* capacity=, default CONFIG_DEFAULT_CAPACITY */
+	char *prefix;		 /* prefix=, default "objfs" */
+	char *secret_file;	 /* secret_file= */
+	char *rundir;		 /* rundir=, default /run/objfs/<prefix>-<node> */
+	char *logfile;		 /* log=, default <rundir>/objfsd.log when in the background */
 
 	bool allow_overwrite;
 	bool allow_other;

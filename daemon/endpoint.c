@@ -25,6 +25,7 @@ struct transport *endpoint_new(const struct config *c, char *err, size_t errlen)
 	    .listen_port = c->listen_port,
 	    .io_timeout_ms = c->io_timeout_ms,
 	    .serve_bwlimit = c->serve_bwlimit,
+	    .serve_slots = c->serve_slots,
 	};
 	struct transport *t;
 	uint8_t *secret = NULL;

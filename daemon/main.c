@@ -82,6 +82,8 @@ static const char usage[] =
     "                   listen address, or this host's first IPv4 address)\n"
     "  io_timeout=MS    a peer silent this long mid-transfer is dead (default 2000)\n"
     "  serve_bwlimit=SIZE  cap on bytes per second served to peers (default none)\n"
+    "  serve_slots=N    blocks sent at once to nodes fetching the same object;\n"
+    "                   others are told to ask again (default 1; 0: no limit)\n"
     "  transport=auto|tcp|rdma  how objects move between nodes: auto (default)\n"
     "                   serves and fetches over RDMA where both nodes have it,\n"
     "                   TCP otherwise; tcp: TCP only; rdma: fetch over RDMA only\n"

@@ -456,6 +456,10 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 		OUT("bytes_rdv: %" PRIu64 "\n", ts.bytes_rdv);
 		OUT("rdma_conns: %" PRIu64 "\n", ts.rdma_conns);
 		OUT("rdma_fallbacks: %" PRIu64 "\n", ts.rdma_fallbacks);
+		/* fan-out: refused for serve_slots, told so; waited for a block */
+		OUT("busy_sent: %" PRIu64 "\n", ts.busy_sent);
+		OUT("busy_received: %" PRIu64 "\n", ts.busy_received);
+		OUT("parked: %" PRIu64 "\n", ts.parked);
 		OUT("rdma_regs: %" PRIu64 "\n", ts.rdma_regs);
 		OUT("rdma_regs_live: %" PRIu64 "\n", ts.rdma_regs_live);
 		OUT("rdma_regs_reused: %" PRIu64 "\n", ts.rdma_regs_reused);

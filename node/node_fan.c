@@ -160,7 +160,7 @@ int fan_new(struct node_fetch *f)
 	    .src_cap = nd->streams_per_holder ? nd->streams_per_holder : 2,
 	    .defer_ms = 5 * (int64_t)nd->io_timeout_ms,
 	    .full_bias = 1,
-	    .park = false,
+	    .park = true,
 	};
 	fan->ttl_ms = fetch_fan_ttl_ms(nd);
 	fan->t0 = now_ms();
@@ -241,8 +241,8 @@ int fan_take_locked(struct node_fetch *f, struct fan_task *ret)
 		ret->h = fan->src[c.src]->h;
 		ret->full = fan->view[c.src].full;
 		f->chunks[c.block].state = CHUNK_RUNNING;
+		ret->late = c.late;
 		fan->running++;
-		node_source_partial_fetching(f->part, c.block, true);
 		return 1;
 	}
 	ret->until = c.what == FANPICK_WAIT ? c.until : FANPICK_NEVER;
@@ -370,6 +370,9 @@ bool fan_block_end(struct node_fetch *f, const struct fan_task *t, int r,
 				fan->view[t->src].avoid_until =
 				    r == -ETIMEDOUT && fan->view[t->src].full ? now + FAN_AVOID_MS
 									      : FANPICK_NEVER;
+		} else if (same_src(fan, t) && got_have && (th->flags & TRANSPORT_HAVE_BUSY)) {
+			/* it sends all it will at once: ask again when it said */
+			fan->view[t->src].busy_until = now + th->retry_ms;
 		} else if (same_src(fan, t) && !got_have) {
 			/* "not yet" without a word of what it has: not for a while */
 			fan->view[t->src].busy_until = now + 100;

@@ -360,6 +360,7 @@ struct fan_task {
 	unsigned block, src;  /* FAN_TASK_BLOCK: which, from which source */
 	struct meta_holder h; /* that source */
 	bool full;	      /* it holds the whole object */
+	bool late;	      /* a full holder asked after rule 3's wait: a plain GET */
 	int64_t until;	      /* FAN_TASK_WAIT: mono ms to look again at the latest */
 };
 /* Make @f a fan-out fetch from its holders and the fetchers its first

@@ -102,6 +102,11 @@ struct node_partial {
 	 * bytes are final: release, acquire) */
 	_Atomic uint64_t have[BSUM_BLOCKS_MAX / 64];
 	_Atomic uint64_t fetching[BSUM_BLOCKS_MAX / 64];
+	/* GETs parked here (src_wait()) wait on park_cond for a bit to
+	 * change; park_lock is a leaf, held only around the wait and the
+	 * broadcast (CLOCK_MONOTONIC) */
+	pthread_mutex_t park_lock;
+	pthread_cond_t park_cond;
 	UT_hash_handle hh;
 };
 
@@ -123,6 +128,22 @@ struct pin {
 	struct node_partial *part; /* an object served in part, or NULL; one reference */
 };
 
+static void partial_free(struct node_partial *p)
+{
+	pthread_cond_destroy(&p->park_cond);
+	pthread_mutex_destroy(&p->park_lock);
+	store_obj_unref(p->o);
+	free(p);
+}
+
+/* Wake the GETs parked on @p: a bit of it changed. */
+static void partial_kick(struct node_partial *p)
+{
+	pthread_mutex_lock(&p->park_lock);
+	pthread_cond_broadcast(&p->park_cond);
+	pthread_mutex_unlock(&p->park_lock);
+}
+
 /* Drop a reference on @p (NULL is fine); the last frees it.  Takes
  * src->lock. */
 static void partial_put(struct node_source *src, struct node_partial *p)
@@ -134,10 +155,8 @@ static void partial_put(struct node_source *src, struct node_partial *p)
 	pthread_mutex_lock(&src->lock);
 	last = --p->refs == 0;
 	pthread_mutex_unlock(&src->lock);
-	if (last) {
-		store_obj_unref(p->o);
-		free(p);
-	}
+	if (last)
+		partial_free(p);
 }
 
 struct node_partial *node_source_partial_add(struct node_source *src, struct store_obj *o,
@@ -145,12 +164,18 @@ struct node_partial *node_source_partial_add(struct node_source *src, struct sto
 {
 	uint64_t nblocks = size ? ((size - 1) >> shift) + 1 : 0;
 	struct node_partial *p, *old, *added;
+	pthread_condattr_t ca;
 
 	if (!src || !o || shift >= 64 || nblocks < 2 || nblocks > BSUM_BLOCKS_MAX)
 		return NULL;
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
+	pthread_mutex_init(&p->park_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->park_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	p->id = store_obj_id(o);
 	p->o = store_obj_ref(o);
 	p->size = size;
@@ -170,8 +195,7 @@ struct node_partial *node_source_partial_add(struct node_source *src, struct sto
 	if (old)
 		partial_put(src, old);
 	if (!added) { /* the table could not grow */
-		store_obj_unref(p->o);
-		free(p);
+		partial_free(p);
 		return NULL;
 	}
 	return p;
@@ -184,6 +208,7 @@ void node_source_partial_have(struct node_partial *p, uint32_t block)
 					 memory_order_release);
 		atomic_fetch_and_explicit(&p->fetching[block / 64], ~(1ull << (block % 64)),
 					  memory_order_relaxed);
+		partial_kick(p);
 	}
 }
 
@@ -194,9 +219,10 @@ void node_source_partial_fetching(struct node_partial *p, uint32_t block, bool o
 	if (on)
 		atomic_fetch_or_explicit(&p->fetching[block / 64], 1ull << (block % 64),
 					 memory_order_relaxed);
-	else
-		atomic_fetch_and_explicit(&p->fetching[block / 64], ~(1ull << (block % 64)),
-					  memory_order_relaxed);
+	else if (atomic_fetch_and_explicit(&p->fetching[block / 64], ~(1ull << (block % 64)),
+					   memory_order_relaxed) &
+		 (1ull << (block % 64)))
+		partial_kick(p);
 }
 
 void node_source_partial_end(struct node_source *src, struct node_partial *p)
@@ -212,6 +238,10 @@ void node_source_partial_end(struct node_source *src, struct node_partial *p)
 		drop = true;
 	}
 	pthread_mutex_unlock(&src->lock);
+	/* nothing arrives any more: a GET parked here stops waiting */
+	for (uint32_t i = 0; i < (p->nblocks + 63) / 64; i++)
+		atomic_store_explicit(&p->fetching[i], 0, memory_order_relaxed);
+	partial_kick(p);
 	if (drop)
 		partial_put(src, p); /* the table's */
 	partial_put(src, p);	     /* the caller's */
@@ -404,6 +434,56 @@ static int src_have(void *token, uint64_t off, uint64_t len, struct transport_ha
 	for (i = first; i <= last && all; i++)
 		all = (ret->have[i / 8] >> (i % 8)) & 1;
 	return all;
+}
+
+/* Where [@off, @off + @len) of @p stands: 1 every block checked, 0 a
+ * block neither checked nor arriving, 2 else (some arriving). */
+static int range_state(struct node_partial *p, uint64_t off, uint64_t len)
+{
+	uint64_t first = off >> p->shift, last = (off + len - 1) >> p->shift, b;
+	int r = 1;
+
+	if (last >= p->nblocks)
+		last = p->nblocks - 1;
+	for (b = first; b <= last; b++) {
+		uint64_t bit = 1ull << (b % 64);
+
+		if (atomic_load_explicit(&p->have[b / 64], memory_order_acquire) & bit)
+			continue;
+		if (!(atomic_load_explicit(&p->fetching[b / 64], memory_order_relaxed) & bit))
+			return 0;
+		r = 2;
+	}
+	return r;
+}
+
+/* Park a GET (transport.h): wait up to @ms for the range to check out
+ * while its missing blocks arrive here. */
+static int src_wait(void *token, uint64_t off, uint64_t len, unsigned ms)
+{
+	struct node_partial *p = ((struct pin *)token)->part;
+	struct timespec until;
+	int r;
+
+	if (!p)
+		return 1;
+	if (!len || off >= p->size)
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&p->park_lock);
+	while ((r = range_state(p, off, len)) == 2)
+		if (pthread_cond_timedwait(&p->park_cond, &p->park_lock, &until) == ETIMEDOUT) {
+			r = range_state(p, off, len);
+			break;
+		}
+	pthread_mutex_unlock(&p->park_lock);
+	return r;
 }
 
 static int src_iov(void *token, uint64_t off, size_t len, struct iovec *iov, int max_iov,
@@ -630,6 +710,7 @@ void node_source_init(struct transport_source *ret, struct node_source *src)
 	ret->iov = src_iov;
 	ret->close = src_close;
 	ret->have = src_have;
+	ret->wait = src_wait;
 	ret->map = src_map;
 	ret->attach = src_attach;
 	ret->ctx = src;

@@ -227,6 +227,10 @@ struct progress {
 	struct node_fetch *f;
 	struct chunk *c;
 	uint64_t base; /* c->done when this transfer started */
+	/* a fan-out block: told as arriving (node_source_partial_fetching())
+	 * once its first bytes are in, not before, so that a GET parked at
+	 * this node never waits on a request parked elsewhere */
+	bool fan, arriving;
 };
 
 /* How many bytes from the start of @f are in place, and final: with
@@ -253,6 +257,10 @@ static void on_progress(void *arg, uint64_t done)
 	if (p->base + done > p->c->done) {
 		p->c->done = p->base + done;
 		p->f->stall_retries = 0; /* the holders move again */
+	}
+	if (p->fan && !p->arriving && done) {
+		p->arriving = true;
+		node_source_partial_fetching(p->f->part, (uint32_t)(p->c - p->f->chunks), true);
 	}
 	if (p->f->waiters)
 		pthread_cond_broadcast(&p->f->cond);
@@ -282,20 +290,20 @@ static int verify_block(struct node_fetch *f, struct chunk *c, unsigned ci)
 /* Receive what is missing of range @c from holder @h, straight into the
  * store pages of the object; with @flags (wire version 2), a HAVE into
  * @th. */
-static int pull_flags(struct node_fetch *f, struct chunk *c, const struct meta_holder *h,
+static int pull_flags(struct node_fetch *f, struct chunk *c, const struct meta_holder *h, bool fan,
 		      unsigned flags, struct transport_have *th);
 
 static int pull_chunk(struct node_fetch *f, struct chunk *c, const struct meta_holder *h)
 {
-	return pull_flags(f, c, h, 0, NULL);
+	return pull_flags(f, c, h, false, 0, NULL);
 }
 
-static int pull_flags(struct node_fetch *f, struct chunk *c, const struct meta_holder *h,
+static int pull_flags(struct node_fetch *f, struct chunk *c, const struct meta_holder *h, bool fan,
 		      unsigned flags, struct transport_have *th)
 {
 	struct node *nd = f->nd;
 	struct iovec iov[FETCH_IOV_MAX];
-	struct progress p = {.f = f, .c = c};
+	struct progress p = {.f = f, .c = c, .fan = fan};
 	struct transport_req req = {
 	    .peer = h->node,
 	    .addr = h->addr,
@@ -673,9 +681,14 @@ bool fetch_run_chunk(struct node_fetch *f, unsigned ci)
 
 /*
  * Run block task @t of fan-out fetch @f: the block whole from one
- * source, then its sum.  A partial source is asked with PARTIAL_OK (it
- * answers HAVE alone if it has not the block yet) and WANT_HAVE (what it
- * has comes with every answer).  True if that was the last block.
+ * source, then its sum.  A source of wire version 2 is asked with
+ * WANT_HAVE (what it has comes with every answer) and BUSY_OK (at its
+ * serve_slots it answers "busy, ask again after ..." rather than share
+ * its rate), a partial one also with PARTIAL_OK (it answers HAVE alone
+ * if it has not the block yet) and PARK (a block arriving there is sent
+ * once it checks out).  A late GET to a full holder (fanpick's rule 3
+ * waited long enough) is a plain one, which every holder serves.  True
+ * if that was the last block.
  */
 static bool fan_run(struct node_fetch *f, const struct fan_task *t)
 {
@@ -690,12 +703,15 @@ static bool fan_run(struct node_fetch *f, const struct fan_task *t)
 	memset(&th, 0, sizeof(th));
 	th.shift = 0xff; /* no HAVE yet */
 	v2 = transport_speaks_fan1(nd->transport, t->h.caps);
-	if (v2)
-		flags = t->full ? 0 : TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE;
+	if (v2 && !t->full)
+		flags = TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK |
+			TRANSPORT_F_PARK;
+	else if (v2 && !t->late)
+		flags = TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK;
 	pthread_mutex_lock(&nd->lock);
 	c->done = 0;
 	pthread_mutex_unlock(&nd->lock);
-	r = pull_flags(f, c, &t->h, flags, flags ? &th : NULL);
+	r = pull_flags(f, c, &t->h, true, flags, flags ? &th : NULL);
 	if (r == 0)
 		r = verify_block(f, c, t->block);
 	if (r == -ENOENT && !t->full)

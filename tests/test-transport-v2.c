@@ -2,7 +2,10 @@
  * test-transport-v2: wire version 2 over real loopback sockets, in one
  * process: the "fan1" card token that gates it, GET flags (PARTIAL_OK,
  * WANT_HAVE), the HAVE answer, and that nothing changes for peers that
- * speak version 1.
+ * speak version 1; then what "fan2" adds: a "busy" answer at the
+ * server's serve_slots (BUSY_OK) and GETs parked for a block that is
+ * arriving (PARK), and that a node of the first version 2 never sees
+ * either flag.
  *
  * The server serves the harness's objects through a source with a have()
  * hook (psrc_*) that holds object 5 only in part (struct part: blocks of
@@ -25,8 +28,9 @@ static struct {
 	uint64_t id;
 	uint32_t nblocks;
 	uint8_t have[TRANSPORT_HAVE_BLOCKS_MAX / 8], fetching[TRANSPORT_HAVE_BLOCKS_MAX / 8];
-	atomic_int asked, bad_iov;
-} part;
+	atomic_int asked, bad_iov, waits;
+	pthread_mutex_t lock; /* the bitmaps, once a test changes them while serving */
+} part = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static bool bit(const uint8_t *map, uint64_t i)
 {
@@ -48,6 +52,8 @@ static int psrc_have(void *token, uint64_t off, uint64_t len, struct transport_h
 {
 	struct mobj *o = token;
 
+	int r;
+
 	atomic_fetch_add(&part.asked, 1);
 	if (o->id != part.id) {
 		ret->flags = TRANSPORT_HAVE_SEALED;
@@ -55,9 +61,12 @@ static int psrc_have(void *token, uint64_t off, uint64_t len, struct transport_h
 	}
 	ret->shift = PART_SHIFT;
 	ret->nblocks = part.nblocks;
+	pthread_mutex_lock(&part.lock);
 	memcpy(ret->have, part.have, sizeof(ret->have));
 	memcpy(ret->fetching, part.fetching, sizeof(ret->fetching));
-	return part_holds(off, len);
+	r = part_holds(off, len);
+	pthread_mutex_unlock(&part.lock);
+	return r;
 }
 
 static int psrc_iov(void *token, uint64_t off, size_t len, struct iovec *iov, int max_iov,
@@ -65,21 +74,66 @@ static int psrc_iov(void *token, uint64_t off, size_t len, struct iovec *iov, in
 {
 	struct mobj *o = token;
 
+	pthread_mutex_lock(&part.lock);
 	if (o->id == part.id && !part_holds(off, len))
 		atomic_fetch_add(&part.bad_iov, 1);
+	pthread_mutex_unlock(&part.lock);
 	return msrc_iov(token, off, len, iov, max_iov, ret_bytes);
 }
 
-/* A server of the v2 source (its have() hook if @with_have) speaking wire
- * versions up to @wire_max; its address into @addr. */
-static struct transport *psrv_new(unsigned wire_max, bool with_have, char *addr, size_t size)
+/* Where [off, off+len) of object 5 stands for a parked GET: 1 held, 0 a
+ * block neither held nor being fetched, 2 some being fetched. */
+static int part_state(uint64_t off, uint64_t len)
 {
-	struct transport_config cfg = {
-	    .node = "psrv", .listen_host = "127.0.0.1", .io_timeout_ms = 1000};
+	uint64_t b;
+	int r = 1;
+
+	for (b = off >> PART_SHIFT; len && b <= (off + len - 1) >> PART_SHIFT; b++) {
+		if (bit(part.have, b))
+			continue;
+		if (!bit(part.fetching, b))
+			return 0;
+		r = 2;
+	}
+	return r;
+}
+
+/* The source's wait() hook (polls; part.lock guards the bitmaps). */
+static int psrc_wait(void *token, uint64_t off, uint64_t len, unsigned ms)
+{
+	struct mobj *o = token;
+	int64_t until = mono_ns() + (int64_t)ms * 1000000;
+	int r;
+
+	if (o->id != part.id)
+		return 1;
+	atomic_fetch_add(&part.waits, 1);
+	for (;;) {
+		pthread_mutex_lock(&part.lock);
+		r = part_state(off, len);
+		pthread_mutex_unlock(&part.lock);
+		if (r != 2 || mono_ns() >= until)
+			return r;
+		usleep(2000);
+	}
+}
+
+/* A server of the v2 source (its have() hook if @with_have) speaking wire
+ * versions up to @wire_max, with @slots and @bwlimit; its address into
+ * @addr. */
+static struct transport *psrv_new_cfg(unsigned wire_max, bool with_have, unsigned slots,
+				      uint64_t bwlimit, char *addr, size_t size)
+{
+	struct transport_config cfg = {.node = "psrv",
+				       .listen_host = "127.0.0.1",
+				       .io_timeout_ms = 1000,
+				       .serve_slots = slots,
+				       .serve_bwlimit = bwlimit};
 	struct transport_source s = {.open = msrc_open,
 				     .iov = psrc_iov,
 				     .close = msrc_close,
 				     .have = with_have ? psrc_have : NULL,
+				     .wait = with_have ? psrc_wait : NULL,
 				     .ctx = &src};
 	struct transport *t = transport_new(&cfg, NULL);
 
@@ -93,14 +147,25 @@ static struct transport *psrv_new(unsigned wire_max, bool with_have, char *addr,
 	return t;
 }
 
+static struct transport *psrv_new(unsigned wire_max, bool with_have, char *addr, size_t size)
+{
+	return psrv_new_cfg(wire_max, with_have, 0, 0, addr, size);
+}
+
 /* Object 5 held in blocks 0-2 and 5, block 3 being fetched. */
 static void part_setup(void)
 {
-	memset(&part, 0, sizeof(part));
+	pthread_mutex_lock(&part.lock);
 	part.id = 5;
+	memset(part.have, 0, sizeof(part.have));
+	memset(part.fetching, 0, sizeof(part.fetching));
+	atomic_store(&part.asked, 0);
+	atomic_store(&part.bad_iov, 0);
+	atomic_store(&part.waits, 0);
 	part.nblocks = (uint32_t)((obj(5)->size + (1 << PART_SHIFT) - 1) >> PART_SHIFT);
 	part.have[0] = 0x27;
 	part.fetching[0] = 0x08;
+	pthread_mutex_unlock(&part.lock);
 }
 
 /* Fetch [off, off+len) of @id from a peer whose card says @caps, with
@@ -149,7 +214,7 @@ TEST(v2_partial)
 	CHECK(s != NULL);
 	if (!s)
 		return;
-	CHECK_STR(transport_caps(s), "tcp,fan1");
+	CHECK_STR(transport_caps(s), "tcp,fan1,fan2");
 	/* held: the bytes, whatever the flags */
 	CHECK_EQ(fetch_v2(c, "tcp,fan1", addr, 5, 0, 3 * B, TRANSPORT_F_PARTIAL_OK, NULL), 0);
 	CHECK_EQ(fetch_v2(c, "tcp,fan1", addr, 5, 5 * B + 1, 100, 0, NULL), 0);
@@ -550,6 +615,192 @@ TEST(v2_bad_replies)
 	CHECK_EQ(fake2_fetch(FAKE2_V1_READY, 0), -EPROTO);
 }
 
+/* A fetch of [off, off+len) of object @id in a thread of its own. */
+struct bg_fetch {
+	struct transport *c;
+	const char *caps, *addr;
+	uint64_t id, off, len;
+	unsigned flags;
+	pthread_t th;
+	int result;
+};
+
+static void *bg_main(void *arg)
+{
+	struct bg_fetch *b = arg;
+
+	b->result = fetch_v2(b->c, b->caps, b->addr, b->id, b->off, b->len, b->flags, NULL);
+	return NULL;
+}
+
+/* Wait (at most 5 s) until @s has sent some bytes of a GET. */
+static bool sending(struct transport *s, uint64_t before)
+{
+	for (int i = 0; i < 500; i++) {
+		if (stats(s).bytes_sent > before)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+/* serve_slots 1: while one GET sends, a GET that may be told "busy" is
+ * (with when to ask again), every other one is served, and a query is
+ * answered; once the slot is free, the same GET is served. */
+TEST(v2_busy)
+{
+	struct transport *s, *c = client_new("c-busy", NULL, 0, 0);
+	struct transport *c2 = client_new("c-busy2", NULL, 0, 0);
+	const uint64_t B = 1 << PART_SHIFT;
+	struct bg_fetch bg;
+	struct transport_have h;
+	const char *caps;
+	char addr[64];
+
+	part_setup();
+	/* 2 MiB/s: the first GET, 1 MiB of object 4, takes about half a second */
+	s = psrv_new_cfg(WIRE_V2, true, 1, 2 * MiB, addr, sizeof(addr));
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	caps = transport_caps(s);
+	CHECK_STR(caps, "tcp,fan1,fan2");
+	CHECK(transport_speaks_fan2(c, caps) && !transport_speaks_fan2(c, "tcp,fan1"));
+	bg = (struct bg_fetch){.c = c2, .caps = caps, .addr = addr, .id = 4, .len = obj(4)->size};
+	pthread_create(&bg.th, NULL, bg_main, &bg);
+	CHECK(sending(s, 0));
+	memset(&h, 0, sizeof(h));
+	CHECK_EQ(fetch_v2(c, caps, addr, 5, 0, B, TRANSPORT_F_BUSY_OK | TRANSPORT_F_WANT_HAVE, &h),
+		 -EAGAIN);
+	CHECK(h.flags & TRANSPORT_HAVE_BUSY);
+	/* the rest of 1 MiB at 2 MiB/s: at most half a second */
+	CHECK(h.retry_ms >= 1 && h.retry_ms <= 600);
+	CHECK(h.nblocks == 10 && bit(h.have, 0) && !bit(h.have, 3)); /* what it has, too */
+	CHECK_EQ(stats(s).busy_sent, 1);
+	CHECK_EQ(stats(c).busy_received, 1);
+	/* a partial GET it cannot serve is "not yet", not "busy" */
+	memset(&h, 0, sizeof(h));
+	CHECK_EQ(
+	    fetch_v2(c, caps, addr, 5, 3 * B, 1, TRANSPORT_F_BUSY_OK | TRANSPORT_F_PARTIAL_OK, &h),
+	    -EAGAIN);
+	CHECK(!(h.flags & TRANSPORT_HAVE_BUSY) && h.retry_ms == 0);
+	/* a query is answered */
+	CHECK_EQ(fetch_v2(c, caps, addr, 5, 0, 0, TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK, &h),
+		 0);
+	CHECK(!(h.flags & TRANSPORT_HAVE_BUSY));
+	/* a plain GET is served at once, sharing the rate */
+	CHECK_EQ(fetch_v2(c, caps, addr, 6, 0, obj(6)->size, 0, NULL), 0);
+	pthread_join(bg.th, NULL);
+	CHECK_EQ(bg.result, 0);
+	/* the slot is free: served */
+	CHECK_EQ(fetch_v2(c, caps, addr, 5, 0, 64 * KiB, TRANSPORT_F_BUSY_OK, NULL), 0);
+	CHECK_EQ(stats(s).busy_sent, 1);
+	CHECK_EQ(stats(s).bad_frames, 0);
+	CHECK_EQ(atomic_load(&part.bad_iov), 0);
+	transport_free(c);
+	transport_free(c2);
+	transport_free(s);
+}
+
+static void *finish_block3(void *arg)
+{
+	usleep(200 * 1000);
+	pthread_mutex_lock(&part.lock);
+	part.have[0] |= 0x08;
+	part.fetching[0] &= (uint8_t)~0x08;
+	pthread_mutex_unlock(&part.lock);
+	return arg;
+}
+
+/* PARK: a GET for a block being fetched there is answered once the block
+ * is in; one for a block not arriving is "not yet" at once; one whose
+ * block never comes is "not yet" after the server's bound, before the
+ * client gives up. */
+TEST(v2_park)
+{
+	struct transport *s, *c = client_new("c-park", NULL, 0, 0);
+	const uint64_t B = 1 << PART_SHIFT;
+	const unsigned fl = TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_PARK;
+	struct transport_have h;
+	pthread_t th;
+	int64_t t0;
+	char addr[64];
+
+	part_setup();
+	s = psrv_new(WIRE_V2, true, addr, sizeof(addr));
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	pthread_create(&th, NULL, finish_block3, NULL);
+	CHECK_EQ(fetch_v2(c, "tcp,fan1,fan2", addr, 5, 3 * B, B, fl, NULL), 0);
+	pthread_join(th, NULL);
+	CHECK_EQ(stats(s).parked, 1);
+	/* block 4: not held, not arriving */
+	t0 = mono_ns();
+	CHECK_EQ(fetch_v2(c, "tcp,fan1,fan2", addr, 5, 4 * B, B, fl, &h), -EAGAIN);
+	CHECK(mono_ns() - t0 < 400 * 1000000LL);
+	/* block 6 arrives, but never checks out: io_timeout 1000 ms, half of it */
+	pthread_mutex_lock(&part.lock);
+	part.fetching[0] |= 0x40;
+	pthread_mutex_unlock(&part.lock);
+	t0 = mono_ns();
+	CHECK_EQ(fetch_v2(c, "tcp,fan1,fan2", addr, 5, 6 * B, B, fl, &h), -EAGAIN);
+	CHECK(mono_ns() - t0 >= 450 * 1000000LL);
+	CHECK(bit(h.fetching, 6) && !bit(h.have, 6));
+	/* without PARK, or without "fan2" on the card: "not yet" at once */
+	t0 = mono_ns();
+	CHECK_EQ(fetch_v2(c, "tcp,fan1,fan2", addr, 5, 6 * B, B, TRANSPORT_F_PARTIAL_OK, NULL),
+		 -EAGAIN);
+	CHECK_EQ(fetch_v2(c, "tcp,fan1", addr, 5, 6 * B, B, fl, NULL), -EAGAIN);
+	CHECK(mono_ns() - t0 < 400 * 1000000LL);
+	CHECK_EQ(stats(s).parked, 3);
+	CHECK_EQ(stats(c).conns_open, 1); /* all in step on one connection */
+	CHECK_EQ(atomic_load(&part.bad_iov), 0);
+	transport_free(c);
+	transport_free(s);
+}
+
+/* A node of the first version 2 ("fan1" without "fan2") closes a
+ * connection that sends BUSY_OK or PARK; a client that follows its card
+ * never sends them. */
+TEST(v2_fan1_server)
+{
+	struct transport *s, *c = client_new("c-fan1", NULL, 0, 0);
+	const uint64_t B = 1 << PART_SHIFT;
+	const unsigned all =
+	    TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK | TRANSPORT_F_PARK;
+	struct transport_have h;
+	char addr[64];
+
+	part_setup();
+	s = transport_new(&(struct transport_config){.node = "psrv",
+						     .listen_host = "127.0.0.1",
+						     .io_timeout_ms = 1000,
+						     .serve_slots = 1},
+			  NULL);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	s->fan2 = false;
+	CHECK_EQ(transport_serve(s, &(struct transport_source){.open = msrc_open,
+							       .iov = psrc_iov,
+							       .close = msrc_close,
+							       .have = psrc_have,
+							       .ctx = &src}),
+		 0);
+	CHECK_EQ(transport_addr(s, addr, sizeof(addr)), 0);
+	CHECK_STR(transport_caps(s), "tcp,fan1");
+	CHECK_EQ(fetch_v2(c, transport_caps(s), addr, 5, 0, 3 * B, all, &h), 0);
+	CHECK_EQ(fetch_v2(c, transport_caps(s), addr, 5, 3 * B, B, all, &h), -EAGAIN);
+	CHECK_EQ(stats(s).bad_frames, 0);
+	/* a card that wrongly claims "fan2": the fetch fails, the server goes on */
+	CHECK(fetch_v2(c, "tcp,fan1,fan2", addr, 5, 0, B, all, &h) < 0);
+	CHECK(stats(s).bad_frames >= 1); /* (a cached connection is tried, then a new one) */
+	CHECK_EQ(fetch_v2(c, transport_caps(s), addr, 5, 0, B, all, &h), 0);
+	transport_free(c);
+	transport_free(s);
+}
+
 int main(void)
 {
 	harness_begin();
@@ -560,5 +811,8 @@ int main(void)
 	RUN(v2_want_have_order);
 	RUN(v2_downgrade);
 	RUN(v2_bad_replies);
+	RUN(v2_busy);
+	RUN(v2_park);
+	RUN(v2_fan1_server);
 	return harness_end();
 }

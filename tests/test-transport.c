@@ -206,7 +206,7 @@ TEST(backend_ops)
 	CHECK_EQ(transport_fetch(t, &req), -EINVAL);
 	CHECK_EQ(fb.fetches, 3);
 	req.len = sizeof(buf);
-	req.flags = 4;
+	req.flags = 16;
 	CHECK_EQ(transport_fetch(t, &req), -EINVAL);
 	req.flags = TRANSPORT_F_WANT_HAVE; /* and no have_out */
 	CHECK_EQ(transport_fetch(t, &req), -EINVAL);
@@ -1019,7 +1019,7 @@ TEST(bwlimit_shared)
 	    .open = msrc_open, .iov = msrc_iov, .close = msrc_close, .ctx = &ms};
 	node_before = node->bucket.tokens;
 	half_before = half->bucket.tokens;
-	CHECK_EQ(serve_begin(half, &get, "peer", "peer", &ctx, &reply), 0);
+	CHECK_EQ(serve_begin(half, &get, "peer", "peer", NULL, &ctx, &reply), 0);
 	while (serve_more(&ctx) && serve_next(&ctx, MiB, iov, 16, &bytes, NULL) > 0)
 		sent += bytes;
 	serve_end(&ctx);

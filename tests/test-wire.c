@@ -347,11 +347,13 @@ TEST(headers_v2)
 		CHECK_EQ(m.type, t);
 		CHECK_EQ(body, t <= WIRE_AUTH || t == WIRE_HAVE ? r.len : 0);
 		BAD(r.flags = 0x8000);
-		BAD(r.flags = 0x0004);
-		if (t != WIRE_ERR) {
+		BAD(r.flags = 0x0010);
+		if (t != WIRE_ERR && t != WIRE_HAVE)
 			BAD(r.status = 1);
+		if (t != WIRE_ERR)
 			BAD(r.status = -1);
-		}
+		if (t != WIRE_GET && t != WIRE_HELLO)
+			BAD(r.flags = WIRE_F_BUSY_OK);
 		if (t != WIRE_GET && t != WIRE_HELLO)
 			BAD(r.flags = WIRE_F_WANT_HAVE);
 		if (t != WIRE_GET && t != WIRE_HELLO && t != WIRE_HAVE)
@@ -360,9 +362,9 @@ TEST(headers_v2)
 	}
 	t = WIRE_GET;
 	r = good_v(WIRE_V2, t);
-	r.flags = WIRE_F_PARTIAL_OK | WIRE_F_WANT_HAVE;
+	r.flags = WIRE_F_PARTIAL_OK | WIRE_F_WANT_HAVE | WIRE_F_BUSY_OK | WIRE_F_PARK;
 	CHECK_EQ(decode_raw(&r, &m, &body), 0);
-	CHECK_EQ(m.flags, WIRE_F_PARTIAL_OK | WIRE_F_WANT_HAVE);
+	CHECK_EQ(m.flags, WIRE_F_PARTIAL_OK | WIRE_F_WANT_HAVE | WIRE_F_BUSY_OK | WIRE_F_PARK);
 	r.len = 0; /* a query */
 	CHECK_EQ(decode_raw(&r, &m, &body), 0);
 	t = WIRE_HAVE;
@@ -378,7 +380,12 @@ TEST(headers_v2)
 	BAD(r.len = WIRE_HAVE_FIXED + 1); /* two bitmaps of one size */
 	BAD(r.len = WIRE_HAVE_BODY_MAX + 2);
 	BAD(r.len = 1ULL << 32);
-	BAD(r.status = ENOENT);
+	/* the status of a HAVE is its retry_ms: the body says if it may be
+	 * set (have_bounds) */
+	r = good_v(WIRE_V2, t);
+	r.status = TRANSPORT_RETRY_MS_MAX;
+	CHECK_EQ(decode_raw(&r, &m, &body), 0);
+	BAD(r.status = TRANSPORT_RETRY_MS_MAX + 1);
 	/* a HAVE is version 2 only, whatever else is right */
 	r = good_v(WIRE_V1, WIRE_HAVE);
 	CHECK_EQ(decode_raw(&r, &m, &body), -EPROTO);
@@ -455,7 +462,9 @@ TEST(layout_v2)
 	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.ver = WIRE_V2;
 	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), WIRE_HDR_LEN);
-	m.flags = 4;
+	m.flags = WIRE_F_BUSY_OK | WIRE_F_PARK;
+	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), WIRE_HDR_LEN);
+	m.flags = 16;
 	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.flags = 0;
 	m.ver = 3;
@@ -521,16 +530,30 @@ TEST(have_codec)
 	CHECK_EQ(sizeof(h.have), 512);
 }
 
-/* decode of a HAVE built by hand: the result */
-static int have_decode(uint32_t nblocks, uint64_t body_len, uint8_t shift, uint8_t flags,
-		       const uint8_t *have, const uint8_t *fetching, size_t map)
+/* decode of a HAVE built by hand, with @status in its header: the
+ * result, and the retry_ms decoded in *@ret_retry (if not NULL) */
+static int have_decode_st(int32_t status, uint32_t nblocks, uint64_t body_len, uint8_t shift,
+			  uint8_t flags, const uint8_t *have, const uint8_t *fetching, size_t map,
+			  unsigned *ret_retry)
 {
 	uint8_t buf[WIRE_HDR_LEN + WIRE_HAVE_BODY_MAX + 64];
 	struct wire_msg m;
 	size_t n;
+	int r;
 
 	n = raw_have(buf, WIRE_V2, 0, shift, flags, 1, nblocks, body_len, have, fetching, map);
-	return decode_exact(buf, n, &m);
+	le(buf + 8, (uint32_t)status, 4);
+	memset(&m, 0, sizeof(m));
+	r = decode_exact(buf, n, &m);
+	if (ret_retry)
+		*ret_retry = m.have.retry_ms;
+	return r;
+}
+
+static int have_decode(uint32_t nblocks, uint64_t body_len, uint8_t shift, uint8_t flags,
+		       const uint8_t *have, const uint8_t *fetching, size_t map)
+{
+	return have_decode_st(0, nblocks, body_len, shift, flags, have, fetching, map, NULL);
 }
 
 TEST(have_bounds)
@@ -562,7 +585,28 @@ TEST(have_bounds)
 	CHECK_EQ(have_decode(9, 8 + 4, 23, 0, (const uint8_t[]){0, 2}, zeros, 2), -EPROTO);
 	CHECK_EQ(have_decode(9, 8 + 4, 23, 0, zeros, (const uint8_t[]){0, 0x80}, 2), -EPROTO);
 	/* unknown flags; a shift past 63 */
-	CHECK_EQ(have_decode(9, 8 + 4, 23, 2, zeros, zeros, 2), -EPROTO);
+	CHECK_EQ(have_decode(9, 8 + 4, 23, 4, zeros, zeros, 2), -EPROTO);
+	/* busy: with a retry_ms in 1..60000, and only then */
+	{
+		unsigned retry = 0;
+
+		CHECK_EQ(
+		    have_decode_st(250, 9, 8 + 4, 23, TRANSPORT_HAVE_BUSY, zeros, zeros, 2, &retry),
+		    WIRE_HDR_LEN + 12);
+		CHECK_EQ(retry, 250);
+		CHECK_EQ(have_decode_st(TRANSPORT_RETRY_MS_MAX, 0, 8, 0,
+					TRANSPORT_HAVE_SEALED | TRANSPORT_HAVE_BUSY, zeros, zeros,
+					0, NULL),
+			 WIRE_HDR_LEN + 8);
+		CHECK_EQ(have_decode(9, 8 + 4, 23, TRANSPORT_HAVE_BUSY, zeros, zeros, 2), -EPROTO);
+		CHECK_EQ(have_decode_st(1, 9, 8 + 4, 23, 0, zeros, zeros, 2, NULL), -EPROTO);
+		CHECK_EQ(have_decode_st(TRANSPORT_RETRY_MS_MAX + 1, 9, 8 + 4, 23,
+					TRANSPORT_HAVE_BUSY, zeros, zeros, 2, NULL),
+			 -EPROTO);
+		CHECK_EQ(
+		    have_decode_st(-1, 9, 8 + 4, 23, TRANSPORT_HAVE_BUSY, zeros, zeros, 2, NULL),
+		    -EPROTO);
+	}
 	CHECK_EQ(have_decode(9, 8 + 4, 64, 0, zeros, zeros, 2), -EPROTO);
 
 	/* the encoder keeps the same rules */
@@ -582,7 +626,17 @@ TEST(have_bounds)
 	m.have.shift = 64;
 	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.have.shift = 0;
-	m.status = 1;
+	m.status = 1; /* a HAVE's status is its have.retry_ms */
+	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	m.status = 0;
+	m.have.retry_ms = 5; /* without BUSY */
+	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	m.have.flags = TRANSPORT_HAVE_BUSY;
+	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), WIRE_HDR_LEN + 12);
+	CHECK_EQ(buf[8], 5); /* in the header's status */
+	m.have.retry_ms = 0;
+	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	m.have.retry_ms = TRANSPORT_RETRY_MS_MAX + 1;
 	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 }
 /* HELLO with @node as its name bytes (@n of them): decode result */

@@ -167,7 +167,7 @@ static int answer(struct rsrv_conn *c, const struct rmsg *get)
 	size_t bytes = 0;
 	int n, err;
 
-	if (serve_begin(t, &wget, c->rc.peer, c->auth.node, &ctx, &reply))
+	if (serve_begin(t, &wget, c->rc.peer, c->auth.node, &c->rc.stop, &ctx, &reply))
 		return send_err(c, get, reply.status);
 	if ((get->flags & RM_F_EAGER) && get->len > c->rc.peer_rsize - RMSG_HDR) {
 		serve_end(&ctx);

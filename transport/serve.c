@@ -31,6 +31,25 @@
  * take one (PARTIAL_OK).  A HAVE's load is the GETs the node (both
  * halves of its transport) has pinned when it answers.
  *
+ * Slots (serve_slots, struct tslots).  Every GET that sends bytes holds
+ * one of the node's slots while it does.  A GET that said it can take a
+ * "busy" answer (WIRE_F_BUSY_OK: a fan-out fetch, which has other
+ * sources and other blocks to ask for) is refused when all are taken:
+ * a HAVE with TRANSPORT_HAVE_BUSY and a retry_ms, the time until the
+ * first sending GET is likely done (its bytes left at the rate it gets).
+ * Every other GET is served at once, as before slots existed.  So a
+ * node sends few blocks at a time, each at its full rate, and each
+ * reaches its fetcher (which serves it onward) as early as it can; a
+ * node that split its rate over every asker would finish them all late.
+ * bench/fanout-sim.c measures this (--slots).
+ *
+ * Parking.  A GET with WIRE_F_PARK for a range the source is receiving
+ * (its own fetch) waits for it, through t->src.wait(), for as long as
+ * the bytes keep arriving and at most PARK_SHARE of io_timeout_ms (the
+ * client waits io_timeout_ms for an answer), then is answered as usual.
+ * Its fetcher would otherwise fall back on the origin for a block that
+ * is a fraction of a block time away here.
+ *
  * The bandwidth bucket (serve_bwlimit) is shared by every server
  * connection of a transport, under its own mutex.  Pieces shrink to the
  * bucket's burst, so that no single wait is long, and a wait is cut into
@@ -49,6 +68,14 @@
 #define BUCKET_BURST_MIN (64 * 1024)
 #define BUCKET_BURST_MAX (1024 * 1024)
 #define BUCKET_SLICE_NS (50 * 1000 * 1000)
+/* a parked GET waits in slices of this (so that a stop is seen) ... */
+#define PARK_SLICE_MS 50
+/* ... for at most io_timeout_ms / PARK_SHARE in all */
+#define PARK_SHARE 2
+/* a slot's rate is guessed only after it ran this long; before, a busy
+ * answer says RETRY_GUESS_MS */
+#define RATE_MIN_NS (2 * 1000 * 1000)
+#define RETRY_GUESS_MS 10
 
 /* ---- bandwidth bucket ---- */
 
@@ -105,13 +132,108 @@ static void tbucket_take(struct tbucket *b, uint64_t n, const atomic_bool *stop)
 	}
 }
 
-/* ---- one GET ---- */
+/* ---- serving slots ---- */
 
-/* The node's transport: an RDMA half counts with its parent. */
+/* The node's transport: an RDMA half counts and limits with its parent. */
 static struct transport *node_of(struct transport *t)
 {
 	return t->parent ? t->parent : t;
 }
+
+void tslots_init(struct tslots *s, unsigned max)
+{
+	memset(s, 0, sizeof(*s));
+	pthread_mutex_init(&s->lock, NULL);
+	s->max = max;
+}
+
+void tslots_release(struct tslots *s)
+{
+	pthread_mutex_destroy(&s->lock);
+}
+
+/* When a slot likely frees, in ms: the soonest end of the tracked GETs,
+ * each at an equal share of the bucket's rate, or at the rate it got so
+ * far if there is no limit.  s->lock held. */
+static unsigned slot_retry_ms(const struct tslots *s, uint64_t rate)
+{
+	int64_t now = mono_ns();
+	double best = -1;
+
+	for (unsigned i = 0; i < TSLOT_TRACK; i++) {
+		const struct tslot *sl = &s->s[i];
+		uint64_t sent, left;
+		int64_t ran;
+		double bps, ms;
+
+		if (!sl->used)
+			continue;
+		sent = atomic_load_explicit(&sl->sent, memory_order_relaxed);
+		left = sl->len > sent ? sl->len - sent : 0;
+		ran = now - sl->t0_ns;
+		if (rate)
+			bps = (double)rate / (s->busy ? s->busy : 1);
+		else
+			bps = ran >= RATE_MIN_NS && sent ? (double)sent * 1e9 / (double)ran : 0;
+		ms = bps > 0 ? (double)left * 1e3 / bps : RETRY_GUESS_MS;
+		if (best < 0 || ms < best)
+			best = ms;
+	}
+	if (best < 0)
+		best = RETRY_GUESS_MS;
+	if (best < 1)
+		return 1;
+	return best > TRANSPORT_RETRY_MS_MAX ? TRANSPORT_RETRY_MS_MAX : (unsigned)best;
+}
+
+/*
+ * Take a slot for @ctx, a GET of ctx->get_len bytes.  With @may_refuse,
+ * refuse when every slot is taken: -EBUSY, with when to ask again in
+ * *@ret_ms.  Else 0 (it counts whatever the limit).
+ */
+static int slot_take(struct serve_ctx *ctx, bool may_refuse, unsigned *ret_ms)
+{
+	struct transport *n = node_of(ctx->t);
+	struct tslots *s = &n->slots;
+
+	ctx->slot = -1;
+	pthread_mutex_lock(&s->lock);
+	if (may_refuse && s->max && s->busy >= s->max) {
+		*ret_ms = slot_retry_ms(s, n->bucket.rate);
+		pthread_mutex_unlock(&s->lock);
+		return -EBUSY;
+	}
+	s->busy++;
+	for (unsigned i = 0; i < TSLOT_TRACK; i++)
+		if (!s->s[i].used) {
+			s->s[i].used = true;
+			s->s[i].t0_ns = mono_ns();
+			s->s[i].len = ctx->get_len;
+			atomic_store_explicit(&s->s[i].sent, 0, memory_order_relaxed);
+			ctx->slot = (int)i;
+			break;
+		}
+	pthread_mutex_unlock(&s->lock);
+	ctx->slotted = true;
+	return 0;
+}
+
+static void slot_give(struct serve_ctx *ctx)
+{
+	struct tslots *s = &node_of(ctx->t)->slots;
+
+	if (!ctx->slotted)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->busy--;
+	if (ctx->slot >= 0)
+		s->s[ctx->slot].used = false;
+	pthread_mutex_unlock(&s->lock);
+	ctx->slotted = false;
+	ctx->slot = -1;
+}
+
+/* ---- one GET ---- */
 
 /* A reply of @type to @get, echoing it, in its version. */
 static void reply_to(const struct wire_msg *get, uint8_t type, struct wire_msg *ret)
@@ -157,13 +279,33 @@ static int have_check(struct transport *t, uint64_t id, const struct transport_h
 	return -EIO;
 }
 
+/*
+ * Park @get (WIRE_F_PARK) until its range is servable, the source stops
+ * receiving it, *@stop, or io_timeout_ms / PARK_SHARE: then what
+ * range_servable() says, fresh in *@h.
+ */
+static int park(struct transport *t, const struct wire_msg *get, void *token,
+		const atomic_bool *stop, struct transport_have *h)
+{
+	int64_t until = mono_ns() + (int64_t)t->io_timeout_ms * 1000000 / PARK_SHARE;
+	int r;
+
+	do {
+		r = t->src.wait(token, get->off, get->len, PARK_SLICE_MS);
+		if (r < 0)
+			return r;
+	} while (r == 2 && mono_ns() < until && !(stop && atomic_load(stop)));
+	return range_servable(t, get, token, h);
+}
+
 int serve_begin(struct transport *t, const struct wire_msg *get, const char *peer, const char *node,
-		struct serve_ctx *ret_ctx, struct wire_msg *ret_reply)
+		const atomic_bool *stop, struct serve_ctx *ret_ctx, struct wire_msg *ret_reply)
 {
 	const struct transport_source *src = &t->src;
 	bool query = (get->flags & WIRE_F_WANT_HAVE) && !get->len;
 	struct transport_have h;
 	bool have_only, have_first;
+	unsigned retry_ms = 0;
 	uint64_t size;
 	void *token;
 	int err, ok = 1;
@@ -178,12 +320,26 @@ int serve_begin(struct transport *t, const struct wire_msg *get, const char *pee
 	/* an empty range is servable whatever the source holds */
 	if (get->len || query) {
 		ok = range_servable(t, get, token, &h);
+		if (!ok && get->len && (get->flags & WIRE_F_PARK) && src->wait) {
+			COUNT_ADD(node_of(t), parked, 1);
+			ok = park(t, get, token, stop, &h);
+		}
 		if (ok < 0) {
 			err = ok;
 			goto close_token;
 		}
 	}
-	have_only = query || (!ok && (get->flags & WIRE_F_PARTIAL_OK));
+	memset(ret_ctx, 0, sizeof(*ret_ctx));
+	ret_ctx->t = t;
+	ret_ctx->get_len = get->len;
+	ret_ctx->slot = -1;
+	if (ok && get->len &&
+	    slot_take(ret_ctx, (get->flags & WIRE_F_BUSY_OK) && !query, &retry_ms) == -EBUSY) {
+		h.flags |= TRANSPORT_HAVE_BUSY;
+		h.retry_ms = (uint16_t)retry_ms;
+		COUNT_ADD(node_of(t), busy_sent, 1);
+	}
+	have_only = query || (!ok && (get->flags & WIRE_F_PARTIAL_OK)) || retry_ms;
 	have_first = !have_only && ok && (get->flags & WIRE_F_WANT_HAVE);
 	if (!ok && !have_only) {
 		err = -ENOENT;
@@ -192,7 +348,7 @@ int serve_begin(struct transport *t, const struct wire_msg *get, const char *pee
 	if (have_only || have_first) {
 		err = have_check(t, get->id, &h);
 		if (err)
-			goto close_token;
+			goto give_slot;
 	}
 	if (have_only) {
 		src->close(token);
@@ -201,13 +357,10 @@ int serve_begin(struct transport *t, const struct wire_msg *get, const char *pee
 		COUNT_ADD(t, requests_served, 1);
 		return 1;
 	}
-	memset(ret_ctx, 0, sizeof(*ret_ctx));
-	ret_ctx->t = t;
 	ret_ctx->peer = peer;
 	ret_ctx->ver = get->ver;
 	ret_ctx->reqid = get->reqid;
 	ret_ctx->get_off = get->off;
-	ret_ctx->get_len = get->len;
 	ret_ctx->id = get->id;
 	ret_ctx->token = token;
 	ret_ctx->off = get->off;
@@ -223,6 +376,8 @@ int serve_begin(struct transport *t, const struct wire_msg *get, const char *pee
 	serve_data_hdr(ret_ctx, ret_reply);
 	return 0;
 
+give_slot:
+	slot_give(ret_ctx);
 close_token:
 	src->close(token);
 reply_err:
@@ -272,6 +427,9 @@ int serve_next(struct serve_ctx *ctx, size_t max, struct iovec *iov, int max_iov
 			return err;
 		}
 		tbucket_take(b, bytes, stop);
+		if (ctx->slot >= 0)
+			atomic_fetch_add_explicit(&node_of(t)->slots.s[ctx->slot].sent, bytes,
+						  memory_order_relaxed);
 	}
 	COUNT_ADD(t, bytes_sent, bytes);
 	if (bytes == ctx->left) {
@@ -301,6 +459,7 @@ void serve_unsent(struct serve_ctx *ctx, size_t bytes, int err)
 
 void serve_end(struct serve_ctx *ctx)
 {
+	slot_give(ctx);
 	ctx->t->src.close(ctx->token);
 	ctx->token = NULL;
 	COUNT_SUB(node_of(ctx->t), serving, 1);

@@ -518,16 +518,22 @@ static uint16_t get_flags(const struct tcp_conn *c, const struct transport_req *
 		f |= WIRE_F_PARTIAL_OK;
 	if (req->flags & TRANSPORT_F_WANT_HAVE)
 		f |= WIRE_F_WANT_HAVE;
+	if (req->flags & TRANSPORT_F_BUSY_OK)
+		f |= WIRE_F_BUSY_OK;
+	if (req->flags & TRANSPORT_F_PARK)
+		f |= WIRE_F_PARK;
 	return f;
 }
 
 /*
- * May @in, a HAVE, answer @get?  Alone: only after PARTIAL_OK, or as the
- * answer to a query; marked "DATA follows": only after WANT_HAVE, for a
- * range with bytes.
+ * May @in, a HAVE, answer @get?  Alone: only after PARTIAL_OK or
+ * BUSY_OK, or as the answer to a query; marked "DATA follows": only after
+ * WANT_HAVE, for a range with bytes.  Busy: only after BUSY_OK, alone.
  */
 static bool have_fits(const struct wire_msg *get, const struct wire_msg *in)
 {
+	if (in->have.flags & TRANSPORT_HAVE_BUSY)
+		return (get->flags & WIRE_F_BUSY_OK) && get->len && !(in->flags & WIRE_F_HAVE_DATA);
 	if (in->flags & WIRE_F_HAVE_DATA)
 		return (get->flags & WIRE_F_WANT_HAVE) && get->len;
 	return (get->flags & WIRE_F_PARTIAL_OK) || ((get->flags & WIRE_F_WANT_HAVE) && !get->len);
@@ -798,7 +804,7 @@ static int answer_get(struct transport *t, int fd, const struct wire_msg *get, c
 	int first = 0, n, r, err = 0;
 	size_t bytes;
 
-	r = serve_begin(t, get, peer, node, &ctx, &reply);
+	r = serve_begin(t, get, peer, node, stop, &ctx, &reply);
 	if (r == 1)
 		return send_msg(fd, &reply, (int)t->io_timeout_ms, 0);
 	if (r == 2) {
@@ -911,6 +917,10 @@ static void serve_conn(struct transport *t, int fd, const struct sockaddr *peer,
 			}
 			if (in.ver != a.ver) {
 				bad_frame(t, name, "a GET in another version than its HELLO's");
+				return;
+			}
+			if (!t->fan2 && (in.flags & (WIRE_F_BUSY_OK | WIRE_F_PARK))) {
+				bad_frame(t, name, "GET flags of a later version 2");
 				return;
 			}
 			if (answer_get(t, fd, &in, name, a.node, stop))

@@ -66,8 +66,10 @@
 
 #define DEFAULT_CONNS_PER_PEER 4
 #define RDMA_RETRY_NS (30 * 1000000000LL)
-/* the caps token of a node whose TCP serves wire version 2 */
+/* the caps token of a node whose TCP serves wire version 2, and of one
+ * that also takes BUSY_OK and PARK */
 #define CAP_FAN1 "fan1"
+#define CAP_FAN2 "fan2"
 
 /* One peer in t->peers; every field under t->lock. */
 struct peer {
@@ -180,6 +182,7 @@ struct transport *transport_new_ops(const struct transport_config *cfg,
 		t->conns_per_peer = TRANSPORT_CONNS_PER_PEER_MAX;
 	t->get_max = WIRE_LEN_MAX;
 	t->wire_max = ops->wire_max ? ops->wire_max : WIRE_V1;
+	t->fan2 = true;
 	fd_budget(nofile_limit(), &budget);
 	t->serve_conns = budget.serve_conns;
 	t->serve_conns_per_node = budget.serve_conns_per_node;
@@ -187,6 +190,9 @@ struct transport *transport_new_ops(const struct transport_config *cfg,
 	for (i = 0; i < TLOG_N; i++)
 		log_ratelimit_init(&t->log_rl[i], tlog_what[i], 1000, 1);
 	tbucket_init(&t->bucket, cfg->serve_bwlimit);
+	tslots_init(&t->slots, !cfg->serve_slots			  ? TRANSPORT_SLOTS_DEFAULT
+			       : cfg->serve_slots == TRANSPORT_SLOTS_NONE ? 0
+									  : cfg->serve_slots);
 	pthread_mutex_init(&t->lock, NULL);
 	if (ret_err)
 		*ret_err = 0;
@@ -289,6 +295,7 @@ void transport_free(struct transport *t)
 	}
 	pthread_mutex_destroy(&t->lock);
 	tbucket_release(&t->bucket);
+	tslots_release(&t->slots);
 	for (i = 0; i < TLOG_N; i++)
 		log_ratelimit_release(&t->log_rl[i]);
 	if (t->secret)
@@ -373,18 +380,26 @@ bool transport_speaks_fan1(const struct transport *t, const char *caps)
 	return t && t->mode != TMODE_RDMA && t->wire_max >= WIRE_V2 && token_in(caps, CAP_FAN1);
 }
 
+bool transport_speaks_fan2(const struct transport *t, const char *caps)
+{
+	return transport_speaks_fan1(t, caps) && token_in(caps, CAP_FAN2);
+}
+
 /* The wire version to speak to a peer whose card has @caps. */
 static unsigned wire_ver_for(const struct transport *t, const char *caps)
 {
 	return transport_speaks_fan1(t, caps) ? WIRE_V2 : WIRE_V1;
 }
 
-/* What the card says once serving: the backends, then "fan1" if TCP
- * serves version 2 (old nodes ignore a token they do not know). */
+/* What the card says once serving: the backends, then "fan1,fan2" if
+ * TCP serves version 2 (old nodes ignore a token they do not know). */
 static void caps_build(struct transport *t)
 {
 	snprintf(t->caps, sizeof(t->caps), "%s%s%s%s", t->ops->caps, t->rdma ? "," : "",
-		 t->rdma ? t->rdma->ops->caps : "", t->wire_max >= WIRE_V2 ? "," CAP_FAN1 : "");
+		 t->rdma ? t->rdma->ops->caps : "",
+		 t->wire_max < WIRE_V2 ? ""
+		 : t->fan2	       ? "," CAP_FAN1 "," CAP_FAN2
+				       : "," CAP_FAN1);
 }
 
 static int serve_rdma(struct transport *t, const struct transport_source *src);
@@ -797,7 +812,7 @@ static bool rdma_down(struct transport *t, const char *peer, int64_t until)
 int transport_fetch(struct transport *t, const struct transport_req *req)
 {
 	struct progress_floor pf;
-	struct transport_req again;
+	struct transport_req again, plain;
 	bool tcp_ok, rdma_ok, v2;
 	int err;
 
@@ -805,7 +820,8 @@ int transport_fetch(struct transport *t, const struct transport_req *req)
 		return -EINVAL;
 	if (req->off > UINT64_MAX - req->len || !iov_covers(req->iov, req->iovcnt, req->len))
 		return -EINVAL;
-	if (req->flags & ~(unsigned)(TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE))
+	if (req->flags & ~(unsigned)(TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE |
+				     TRANSPORT_F_BUSY_OK | TRANSPORT_F_PARK))
 		return -EINVAL;
 	if ((req->flags & TRANSPORT_F_WANT_HAVE) && !req->have_out)
 		return -EINVAL;
@@ -817,6 +833,13 @@ int transport_fetch(struct transport *t, const struct transport_req *req)
 	v2 = tcp_ok && transport_speaks_fan1(t, req->caps);
 	if ((req->flags & TRANSPORT_F_WANT_HAVE) && !v2)
 		return -EOPNOTSUPP;
+	if ((req->flags & (TRANSPORT_F_BUSY_OK | TRANSPORT_F_PARK)) &&
+	    !transport_speaks_fan2(t, req->caps)) {
+		/* a peer of the first version 2 rejects what it does not know */
+		plain = *req;
+		plain.flags &= ~(unsigned)(TRANSPORT_F_BUSY_OK | TRANSPORT_F_PARK);
+		req = &plain;
+	}
 	if (req->flags && v2)
 		rdma_ok = false;
 	if (rdma_ok && !(tcp_ok && rdma_down(t, req->peer, 0))) {
@@ -852,6 +875,8 @@ int transport_fetch(struct transport *t, const struct transport_req *req)
 		err = fetch_on(t, &again, req->addr);
 	} else {
 		err = fetch_on(t, req, req->addr);
+		if (err == -EAGAIN && req->have_out && (req->have_out->flags & TRANSPORT_HAVE_BUSY))
+			COUNT_ADD(t, busy_received, 1);
 	}
 	if (!err) {
 		COUNT_ADD(t, fetch_tcp, 1);
@@ -951,6 +976,9 @@ void transport_stats(const struct transport *t, struct transport_stats *ret)
 	ret->fetch_tcp = LOAD(fetch_tcp);
 	ret->bytes_tcp = LOAD(bytes_tcp);
 	ret->rdma_fallbacks = LOAD(rdma_fallbacks);
+	ret->busy_sent = LOAD(busy_sent);
+	ret->busy_received = LOAD(busy_received);
+	ret->parked = LOAD(parked);
 	ret->fetch_eager = ret->bytes_eager = ret->fetch_rdv = ret->bytes_rdv = 0;
 	ret->rdma_conns = ret->rdma_regs = 0;
 	ret->rdma_regs_live = ret->rdma_regs_reused = ret->rdma_regs_dropped = 0;

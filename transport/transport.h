@@ -81,6 +81,11 @@ struct transport_config {
 	uint64_t serve_bwlimit;
 	/* connections kept per peer; default 4 when 0 */
 	unsigned conns_per_peer;
+	/* GETs this node sends at once beyond which a GET that can take a
+	 * "busy" answer (TRANSPORT_F_BUSY_OK: a fan-out fetch) gets one; 0
+	 * means TRANSPORT_SLOTS_DEFAULT, TRANSPORT_SLOTS_NONE no limit (every
+	 * GET is served at once, sharing the bandwidth) */
+	unsigned serve_slots;
 	/* RDMA: ranges of at most this many bytes go eager (SEND/RECV),
 	 * larger ones rendezvous (RDMA READ); 0 means
 	 * TRANSPORT_RDMA_EAGER_DEFAULT; at most TRANSPORT_RDMA_EAGER_MAX */
@@ -89,7 +94,12 @@ struct transport_config {
 
 /* Blocks a HAVE describes at most, and the flags of struct transport_have. */
 #define TRANSPORT_HAVE_BLOCKS_MAX 4096
+#define TRANSPORT_SLOTS_DEFAULT 1
+#define TRANSPORT_SLOTS_MAX 64
+#define TRANSPORT_SLOTS_NONE (~0u)
 #define TRANSPORT_HAVE_SEALED 0x01 /* the holder has the whole object, sealed */
+#define TRANSPORT_HAVE_BUSY 0x02   /* the GET was refused for load: ask again after retry_ms */
+#define TRANSPORT_RETRY_MS_MAX 60000
 
 /*
  * Which blocks of one object a holder can serve, as a HAVE answer carries
@@ -100,9 +110,12 @@ struct transport_config {
  * bitmaps then say nothing: it has every byte).
  */
 struct transport_have {
-	uint8_t shift;	  /* log2 of the block size, below 64 */
-	uint8_t flags;	  /* TRANSPORT_HAVE_SEALED */
-	uint16_t load;	  /* GETs the holder was serving when it answered (at most 65535) */
+	uint8_t shift; /* log2 of the block size, below 64 */
+	uint8_t flags; /* TRANSPORT_HAVE_SEALED, TRANSPORT_HAVE_BUSY */
+	uint16_t load; /* GETs the holder was serving when it answered (at most 65535) */
+	/* with TRANSPORT_HAVE_BUSY: when a slot is likely free, in ms
+	 * (1..TRANSPORT_RETRY_MS_MAX); else 0 */
+	uint16_t retry_ms;
 	uint32_t nblocks; /* blocks of the object, at most TRANSPORT_HAVE_BLOCKS_MAX */
 	uint8_t have[TRANSPORT_HAVE_BLOCKS_MAX / 8];	 /* verified: servable */
 	uint8_t fetching[TRANSPORT_HAVE_BLOCKS_MAX / 8]; /* being fetched by the holder now */
@@ -128,6 +141,14 @@ struct transport_have {
  * query); on 0 the GET is answered HAVE (a version 2 GET with
  * PARTIAL_OK) or ENOENT, and iov() is never called for the range, so
  * that no peer ever gets bytes that are not sealed or verified.
+ *
+ * wait() (may be NULL: no GET waits) parks a GET: it returns 1 once
+ * [@off, @off + @len) of the pinned object is servable, 0 as soon as a
+ * block of it that is not is also not arriving here (no fetch of it
+ * under way, or its bytes stopped), or after @ms at most; or -errno.
+ * The transport calls it in short slices, for a GET that asked to wait
+ * (TRANSPORT_F_PARK), so that a GET for a block this node is receiving
+ * is answered the moment the block checks out rather than refused.
  *
  * For backends that register memory once per object (RDMA), two more,
  * which may be NULL (RDMA then serves nothing):
@@ -156,6 +177,7 @@ struct transport_source {
 		   size_t *ret_bytes);
 	void (*close)(void *token);
 	int (*have)(void *token, uint64_t off, uint64_t len, struct transport_have *ret);
+	int (*wait)(void *token, uint64_t off, uint64_t len, unsigned ms);
 	int (*map)(void *token, void **ret_addr, uint64_t *ret_len, int *ret_fd);
 	int (*attach)(void *token, void *reg, void (*drop)(void *reg), void **ret_cur);
 	void *ctx;
@@ -223,6 +245,8 @@ typedef void (*transport_progress_fn)(void *arg, uint64_t done);
 /* Flags of struct transport_req (wire version 2: see transport_speaks_fan1()). */
 #define TRANSPORT_F_PARTIAL_OK 0x1 /* a peer lacking part of the range answers HAVE */
 #define TRANSPORT_F_WANT_HAVE 0x2  /* a HAVE first; with len 0, only that (a query) */
+#define TRANSPORT_F_BUSY_OK 0x4	   /* a peer at its serve_slots answers HAVE with BUSY */
+#define TRANSPORT_F_PARK 0x8	   /* a peer receiving the range answers once it has it */
 
 /* One fetch: a byte range of one object from one peer, into memory the caller owns. */
 struct transport_req {
@@ -271,6 +295,13 @@ struct transport_req {
  *    query, answered whatever the peer holds of the object, or -ENOENT
  *    if nothing).  Without PARTIAL_OK, a range the peer lacks is
  *    -ENOENT.
+ *  - BUSY_OK and PARK need "fan2" on the card too (they are dropped for
+ *    a peer without it); PARK goes with PARTIAL_OK.  BUSY_OK: a peer that
+ *    already sends its serve_slots GETs may answer -EAGAIN with
+ *    TRANSPORT_HAVE_BUSY and a retry_ms in *req->have_out.  PARK: a
+ *    peer that is receiving the range (its own fetch) answers once it
+ *    has checked it, or -EAGAIN if its fetch of it stops; the wait is
+ *    bounded by the peer (about io_timeout_ms / 2).
  * *req->have_out is written only when a HAVE arrived (0 with
  * WANT_HAVE, or -EAGAIN).
  */
@@ -282,6 +313,8 @@ int transport_fetch(struct transport *t, const struct transport_req *req);
  * TRANSPORT_F_* flags and HAVE answers work?
  */
 bool transport_speaks_fan1(const struct transport *t, const char *caps);
+/* And does it take BUSY_OK and PARK (its card has "fan2")? */
+bool transport_speaks_fan2(const struct transport *t, const char *caps);
 
 /* What the fetch engine should know of the backend. */
 struct transport_tuning {
@@ -306,7 +339,8 @@ bool transport_reaches(const struct transport *t, const char *caps, const char *
 
 /* What this node advertises on its card: what it serves ("tcp" or
  * "tcp,rdma"), then, once serving, "fan1" if its TCP server accepts wire
- * version 2 ("tcp,fan1", "tcp,rdma,fan1").  Valid until transport_free(). */
+ * version 2 ("tcp,fan1,fan2", "tcp,rdma,fan1,fan2").  Valid until
+ * transport_free(). */
 const char *transport_caps(const struct transport *t);
 
 /* Close the cached connections to @peer (it died, or its card changed). */
@@ -338,6 +372,9 @@ struct transport_stats {
 	 * make room counts until its socket is closed) */
 	unsigned serve_conns, serve_conns_per_node;
 	uint64_t serve_conns_open;
+	/* fan-out: GETs answered "busy" (serve_slots) and told so, and GETs
+	 * that waited here for a block this node was receiving */
+	uint64_t busy_sent, busy_received, parked;
 };
 void transport_stats(const struct transport *t, struct transport_stats *ret);
 

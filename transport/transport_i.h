@@ -208,6 +208,7 @@ struct transport_counters {
 	atomic_uint_fast64_t rdma_regs_live, rdma_regs_reused, rdma_regs_dropped;
 	atomic_uint_fast64_t serve_open; /* server connections holding a socket */
 	atomic_uint_fast64_t serving;	 /* GETs pinned now (serve_begin() ... serve_end()) */
+	atomic_uint_fast64_t busy_sent, busy_received, parked;
 };
 
 #define COUNT_ADD(t, field, n) atomic_fetch_add_explicit(&(t)->cnt.field, (n), memory_order_relaxed)
@@ -222,6 +223,26 @@ struct tbucket {
 	uint64_t burst;	 /* bytes (fixed) */
 	double tokens;	 /* may go negative: debt the next takers wait off (lock) */
 	int64_t last_ns; /* mono_ns() of the last refill (lock) */
+};
+
+/*
+ * The node's serving slots (serve_slots): how many GETs send bytes now,
+ * and of the first TSLOT_TRACK of them when they began and how far they
+ * got, so that a GET refused for load can be told when to ask again.
+ * Shared by both halves of a transport (an RDMA half uses its
+ * parent's), as the bucket is.
+ */
+#define TSLOT_TRACK 16
+struct tslots {
+	pthread_mutex_t lock;
+	unsigned max;  /* serve_slots; 0: no limit (fixed) */
+	unsigned busy; /* GETs sending now, every kind (lock) */
+	struct tslot {
+		bool used;		   /* (lock) */
+		int64_t t0_ns;		   /* mono_ns() at its start (lock) */
+		uint64_t len;		   /* its range (lock) */
+		atomic_uint_fast64_t sent; /* bytes handed out (its thread) */
+	} s[TSLOT_TRACK];
 };
 
 enum transport_mode { TMODE_TCP, TMODE_RDMA, TMODE_AUTO };
@@ -253,6 +274,10 @@ struct transport {
 	 * backend's (ops->wire_max); tests lower it, before serving, to
 	 * play a node that predates version 2 */
 	unsigned wire_max;
+	/* it takes WIRE_F_BUSY_OK and WIRE_F_PARK (and says "fan2"); tests
+	 * clear it, before serving, to play a node of the first version 2,
+	 * whose server closes a connection that sends them */
+	bool fan2;
 	/* server limits: fd_budget()'s and TRANSPORT_SERVE_HANDSHAKES
 	 * (tests change them before serving) */
 	unsigned serve_conns;
@@ -267,6 +292,7 @@ struct transport {
 	bool serving;
 	void *srv;	       /* the backend's server state */
 	struct tbucket bucket; /* an RDMA half serves from its parent's */
+	struct tslots slots;   /* likewise */
 
 	/* client side: the connection cache */
 	pthread_mutex_t lock;
@@ -305,6 +331,11 @@ void transport_log_flush(struct transport *t);
 
 /* ---- serve.c: answering a GET, for every backend ---- */
 
+/* The node's slots, at most @max sending (0: no limit); release with
+ * tslots_release(). */
+void tslots_init(struct tslots *s, unsigned max);
+void tslots_release(struct tslots *s);
+
 /* A bucket for @rate bytes per second (0: no limit); release with
  * tbucket_release(). */
 void tbucket_init(struct tbucket *b, uint64_t rate);
@@ -322,6 +353,8 @@ struct serve_ctx {
 	uint64_t get_off; /* the GET's range */
 	uint64_t get_len;
 	uint64_t id;
+	bool slotted;  /* it holds one of the node's slots */
+	int slot;      /* its tracked entry there, or -1 */
 	void *token;   /* the pinned object, from t->src.open() */
 	uint64_t off;  /* where the next piece starts */
 	uint64_t left; /* bytes not handed out yet */
@@ -333,6 +366,10 @@ struct serve_ctx {
  * Start answering @get from the peer that @peer names in logs (the ctx
  * keeps the pointer: it must live as long) and that named itself @node
  * in the handshake (for the source).  Replies are in the GET's version.
+ * A GET with WIRE_F_PARK may wait here (at most about io_timeout_ms / 2,
+ * less if *@stop becomes true) for a range the source is receiving; one
+ * with WIRE_F_BUSY_OK is answered HAVE, busy, when serve_slots GETs are
+ * sending already (every other GET is served, and counts).
  *   0: the object is pinned and the range is in it, wholly servable;
  *      *@ret_reply is the DATA header to send, then come the pieces of
  *      serve_next(), then serve_end().
@@ -346,7 +383,7 @@ struct serve_ctx {
  * A version 1 GET (every RDMA one) is only ever answered 0 or 1 (ERR).
  */
 int serve_begin(struct transport *t, const struct wire_msg *get, const char *peer, const char *node,
-		struct serve_ctx *ret_ctx, struct wire_msg *ret_reply);
+		const atomic_bool *stop, struct serve_ctx *ret_ctx, struct wire_msg *ret_reply);
 
 /* The DATA header that follows the HAVE of a serve_begin() that gave 2. */
 void serve_data_hdr(const struct serve_ctx *ctx, struct wire_msg *ret);

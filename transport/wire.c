@@ -67,7 +67,9 @@ static uint16_t flags_allowed(unsigned ver, unsigned type)
 	case WIRE_HELLO:
 		return WIRE_F_SECRET;
 	case WIRE_GET:
-		return ver == WIRE_V2 ? WIRE_F_PARTIAL_OK | WIRE_F_WANT_HAVE : 0;
+		return ver == WIRE_V2
+			   ? WIRE_F_PARTIAL_OK | WIRE_F_WANT_HAVE | WIRE_F_BUSY_OK | WIRE_F_PARK
+			   : 0;
 	case WIRE_HAVE:
 		return WIRE_F_HAVE_DATA;
 	default:
@@ -100,7 +102,11 @@ static bool map_tail_clear(const uint8_t *map, uint32_t nblocks)
 
 bool wire_have_ok(const struct transport_have *h)
 {
-	if (h->flags & ~TRANSPORT_HAVE_SEALED || h->shift >= 64)
+	if (h->flags & ~(TRANSPORT_HAVE_SEALED | TRANSPORT_HAVE_BUSY) || h->shift >= 64)
+		return false;
+	/* busy: says when to ask again; else nothing there */
+	if ((h->flags & TRANSPORT_HAVE_BUSY) ? !h->retry_ms || h->retry_ms > TRANSPORT_RETRY_MS_MAX
+					     : h->retry_ms)
 		return false;
 	if (h->nblocks > TRANSPORT_HAVE_BLOCKS_MAX)
 		return false;
@@ -145,6 +151,10 @@ static bool check_hdr(const struct wire_msg *m, unsigned ver, uint64_t len)
 		if (m->status <= 0 || m->status > WIRE_STATUS_MAX)
 			return false;
 		break;
+	case WIRE_HAVE: /* its retry_ms: the body says whether it may be set */
+		if (m->status < 0 || m->status > TRANSPORT_RETRY_MS_MAX)
+			return false;
+		break;
 	default:
 		if (m->status)
 			return false;
@@ -180,7 +190,8 @@ int wire_encode(const struct wire_msg *m, uint8_t *buf, size_t size)
 	} else if (m->type == WIRE_AUTH) {
 		len = WIRE_PROOF_LEN;
 	} else if (m->type == WIRE_HAVE) {
-		if (!wire_have_ok(h))
+		/* its status on the wire is have.retry_ms */
+		if (!wire_have_ok(h) || m->status)
 			return -EINVAL;
 		len = have_body_len(h->nblocks);
 	}
@@ -195,7 +206,7 @@ int wire_encode(const struct wire_msg *m, uint8_t *buf, size_t size)
 	buf[4] = (uint8_t)ver;
 	buf[5] = m->type;
 	put_u16(buf + 6, m->flags);
-	put_u32(buf + 8, (uint32_t)m->status);
+	put_u32(buf + 8, m->type == WIRE_HAVE ? h->retry_ms : (uint32_t)m->status);
 	put_u32(buf + 12, m->reqid);
 	put_u64(buf + 16, m->id);
 	put_u64(buf + 24, m->off);
@@ -252,8 +263,9 @@ int wire_decode_hdr(const uint8_t *buf, struct wire_msg *ret, size_t *ret_body)
 	return 0;
 }
 
-/* A HAVE body: its length must be that of the nblocks it gives. */
-static int decode_have(struct transport_have *h, const uint8_t *body, size_t len)
+/* A HAVE body: its length must be that of the nblocks it gives; the
+ * header's status is its retry_ms. */
+static int decode_have(struct transport_have *h, int32_t status, const uint8_t *body, size_t len)
 {
 	uint32_t nblocks = get_u32(body + 4);
 	size_t map;
@@ -266,6 +278,7 @@ static int decode_have(struct transport_have *h, const uint8_t *body, size_t len
 	h->flags = body[1];
 	h->load = get_u16(body + 2);
 	h->nblocks = nblocks;
+	h->retry_ms = (uint16_t)status; /* check_hdr() bounded it */
 	memcpy(h->have, body + WIRE_HAVE_FIXED, map);
 	memcpy(h->fetching, body + WIRE_HAVE_FIXED + map, map);
 	return wire_have_ok(h) ? 0 : -EPROTO;
@@ -297,7 +310,7 @@ int wire_decode_body(struct wire_msg *m, const uint8_t *body, size_t len)
 		memcpy(m->proof, body, WIRE_PROOF_LEN);
 		break;
 	case WIRE_HAVE:
-		return decode_have(&m->have, body, len);
+		return decode_have(&m->have, m->status, body, len);
 	}
 	return 0;
 }

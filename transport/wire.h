@@ -9,8 +9,11 @@
  *                    connection)
  *    5  u8  type     enum wire_type
  *    6  u16 flags    HELLO: WIRE_F_SECRET; GET (v2): WIRE_F_PARTIAL_OK,
- *                    WIRE_F_WANT_HAVE; HAVE: WIRE_F_HAVE_DATA; else 0
- *    8  i32 status   READY: 0 or EACCES; ERR: a positive errno; else 0
+ *                    WIRE_F_WANT_HAVE, WIRE_F_BUSY_OK, WIRE_F_PARK; HAVE:
+ *                    WIRE_F_HAVE_DATA; else 0
+ *    8  i32 status   READY: 0 or EACCES; ERR: a positive errno; HAVE: its
+ *                    retry_ms (1..60000 with the body's BUSY flag, else 0);
+ *                    else 0
  *   12  u32 reqid    GET/DATA/ERR/HAVE: chosen by the client, echoed; else 0
  *   16  u64 id       GET/DATA/ERR/HAVE: the object; else 0
  *   24  u64 offset   GET/DATA/ERR/HAVE: the range start; else 0
@@ -77,6 +80,8 @@ enum wire_type {
 #define WIRE_F_SECRET 0x0001	 /* HELLO: the client has a cluster secret */
 #define WIRE_F_PARTIAL_OK 0x0001 /* GET (v2): lacking part of the range, answer HAVE */
 #define WIRE_F_WANT_HAVE 0x0002	 /* GET (v2): a HAVE first; with length 0, only that */
+#define WIRE_F_BUSY_OK 0x0004	 /* GET (v2): at its slots, the server may answer HAVE, busy */
+#define WIRE_F_PARK 0x0008	 /* GET (v2): a range the server receives: answer once it has it */
 #define WIRE_F_HAVE_DATA 0x0001	 /* HAVE: the DATA of the same GET follows */
 
 /*
@@ -106,9 +111,11 @@ struct wire_msg {
 const char *wire_type_name(unsigned type);
 
 /*
- * Is @h a HAVE body we send and accept: flags TRANSPORT_HAVE_SEALED at
- * most, shift below 64, nblocks at most TRANSPORT_HAVE_BLOCKS_MAX and 0
- * only when sealed, and no bit set beyond nblocks?
+ * Is @h a HAVE we send and accept: flags TRANSPORT_HAVE_SEALED and
+ * TRANSPORT_HAVE_BUSY at most, retry_ms 1..TRANSPORT_RETRY_MS_MAX when
+ * busy and 0 otherwise, shift below 64, nblocks at most
+ * TRANSPORT_HAVE_BLOCKS_MAX and 0 only when sealed, and no bit set
+ * beyond nblocks?
  */
 bool wire_have_ok(const struct transport_have *h);
 
