@@ -11,8 +11,9 @@
 # MemAvailable is skipped, saying so): a private Redis and K+1 nodes on
 # loopback, node 0 the origin, each mounted with serve_bwlimit=BW
 # (--fanout-bw, default 64M) and capacity S + 64 MiB (the origin 2 S +
-# 64 MiB: an object it has served keeps its space for 10 to 20 s after
-# its unlink, and a run waits for room there, at most 60 s), stores
+# 64 MiB: an object a node has served keeps its space for 10 to 20 s
+# after its unlink, and a run waits for room on every node, at most
+# 60 s), stores
 # faulted in before anything is measured.  Then --fanout-runs runs
 # (default 3), each with a fresh object:
 #
@@ -159,7 +160,7 @@ fanout_minmax() {
 fanout_run() {
 	local k=$1 r=$2 name=obj-$1-$2 src=$SHM/fanout-src m0=$W/fan-0 sum i t0 t1 wall ready
 	local s0 s1 c0 c1 cpu0 cpu1 d0 d1 idle own cmds net origin others bad=0 failed=0 tmo line rc end last=0
-	local used cap
+	local used cap j full
 	local -a pids=()
 	local gate=$W/fanout-gate gfd
 
@@ -168,15 +169,20 @@ fanout_run() {
 	dd if=/dev/urandom of="$src" bs=1M count=$((FANOUT_BYTES >> 20)) status=none
 	[ $((FANOUT_BYTES & 1048575)) = 0 ] || head -c $((FANOUT_BYTES & 1048575)) /dev/urandom >>"$src"
 	sum=$(fanout_sha "$src")
-	# room on the origin: an object it served keeps its space for 10 to
-	# 20 s after its unlink (the previous run's); wait for it (at most 60 s)
+	# room on every node: an object a node served keeps its space for 10
+	# to 20 s after its unlink (the previous run's, which every reader
+	# served onward too); wait for it (at most 60 s in all)
 	for ((i = 0; i < 600; i++)); do
-		used=$(status_of "$m0" used) cap=$(status_of "$m0" capacity)
-		if ! [[ $used =~ ^[0-9]+$ ]] || ! [[ $cap =~ ^[0-9]+$ ]]; then break; fi
-		[ $((cap - used)) -lt "$FANOUT_BYTES" ] || break
+		full=
+		for ((j = 0; j <= k; j++)); do
+			used=$(status_of "$W/fan-$j" used) cap=$(status_of "$W/fan-$j" capacity)
+			if ! [[ $used =~ ^[0-9]+$ ]] || ! [[ $cap =~ ^[0-9]+$ ]]; then continue; fi
+			[ $((cap - used)) -ge "$FANOUT_BYTES" ] || full=$j
+		done
+		[ -n "$full" ] || break
 		sleep 0.1
 	done
-	[ "$i" = 0 ] || echo "    (waited $((i / 10)).$((i % 10)) s for room on the origin)"
+	[ "$i" = 0 ] || echo "    (waited $((i / 10)).$((i % 10)) s for room on the nodes${full:+; node $full is still full})"
 	timeout -k 5 300 dd if="$src" of="$m0/$name" bs=1M status=none || die "fanout: writing $m0/$name failed"
 	rm -f "$src"
 	for ((i = 1; i <= k; i++)); do

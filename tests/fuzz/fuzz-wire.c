@@ -128,6 +128,15 @@ static int src_have(void *token, uint64_t off, uint64_t len, struct transport_ha
 	return part_holds(off, len);
 }
 
+/* A parked GET: block 1 is "being fetched" but never arrives (so that
+ * no input waits): it is answered at once. */
+static int src_wait(void *token, uint64_t off, uint64_t len, unsigned ms)
+{
+	struct fobj *o = token;
+
+	return o->id != PART_ID || part_holds(off, len);
+}
+
 static int src_iov(void *token, uint64_t off, size_t len, struct iovec *iov, int max_iov,
 		   size_t *ret_bytes)
 {
@@ -176,6 +185,7 @@ static struct transport *make(const char *node, bool secret)
 	t->src.iov = src_iov;
 	t->src.close = src_close;
 	t->src.have = src_have;
+	t->src.wait = src_wait;
 	return t;
 }
 
@@ -345,6 +355,9 @@ static void write_seeds(const char *dir)
 	seed_get_v2(&s, 6, WIRE_F_WANT_HAVE, 4, 100, 0);		    /* a query */
 	seed_get_v2(&s, 7, WIRE_F_WANT_HAVE | WIRE_F_PARTIAL_OK, 3, 0, 10); /* sealed */
 	seed_get_v2(&s, 8, 0, 4, 4096, 10);				    /* ENOENT */
+	seed_get_v2(&s, 9, WIRE_F_PARTIAL_OK | WIRE_F_PARK | WIRE_F_BUSY_OK, 4, 4096,
+		    10);						  /* parked */
+	seed_get_v2(&s, 10, WIRE_F_BUSY_OK | WIRE_F_WANT_HAVE, 3, 0, 10); /* a slot is free */
 	seed_get(&s, 9, 2, 0, 1); /* version 1 inside version 2: closed */
 	seed_write(dir, n++, &s);
 	/* 6: authenticated in version 2 by the harness, then GETs */
