@@ -644,9 +644,10 @@ static bool sending(struct transport *s, uint64_t before)
 	return false;
 }
 
-/* serve_slots 1: while one GET sends, a GET that may be told "busy" is
- * (with when to ask again), every other one is served, and a query is
- * answered; once the slot is free, the same GET is served. */
+/* serve_slots 1: while one fan-out GET (BUSY_OK) sends, another is told
+ * "busy" (with when to ask again), every other GET is served, and a
+ * query is answered; once the slot is free, the same GET is served.  A
+ * plain GET takes no slot. */
 TEST(v2_busy)
 {
 	struct transport *s, *c = client_new("c-busy", NULL, 0, 0);
@@ -666,7 +667,12 @@ TEST(v2_busy)
 	caps = transport_caps(s);
 	CHECK_STR(caps, "tcp,fan1,fan2");
 	CHECK(transport_speaks_fan2(c, caps) && !transport_speaks_fan2(c, "tcp,fan1"));
-	bg = (struct bg_fetch){.c = c2, .caps = caps, .addr = addr, .id = 4, .len = obj(4)->size};
+	bg = (struct bg_fetch){.c = c2,
+			       .caps = caps,
+			       .addr = addr,
+			       .id = 4,
+			       .len = obj(4)->size,
+			       .flags = TRANSPORT_F_BUSY_OK};
 	pthread_create(&bg.th, NULL, bg_main, &bg);
 	CHECK(sending(s, 0));
 	memset(&h, 0, sizeof(h));
@@ -694,6 +700,14 @@ TEST(v2_busy)
 	CHECK_EQ(bg.result, 0);
 	/* the slot is free: served */
 	CHECK_EQ(fetch_v2(c, caps, addr, 5, 0, 64 * KiB, TRANSPORT_F_BUSY_OK, NULL), 0);
+	CHECK_EQ(stats(s).busy_sent, 1);
+	/* while a plain GET sends, the slot is still free */
+	bg.flags = 0;
+	pthread_create(&bg.th, NULL, bg_main, &bg);
+	CHECK(sending(s, stats(s).bytes_sent));
+	CHECK_EQ(fetch_v2(c, caps, addr, 5, 0, 64 * KiB, TRANSPORT_F_BUSY_OK, NULL), 0);
+	pthread_join(bg.th, NULL);
+	CHECK_EQ(bg.result, 0);
 	CHECK_EQ(stats(s).busy_sent, 1);
 	CHECK_EQ(stats(s).bad_frames, 0);
 	CHECK_EQ(atomic_load(&part.bad_iov), 0);

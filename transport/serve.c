@@ -31,13 +31,15 @@
  * take one (PARTIAL_OK).  A HAVE's load is the GETs the node (both
  * halves of its transport) has pinned when it answers.
  *
- * Slots (serve_slots, struct tslots).  Every GET that sends bytes holds
- * one of the node's slots while it does.  A GET that said it can take a
+ * Slots (serve_slots, struct tslots).  A GET that said it can take a
  * "busy" answer (WIRE_F_BUSY_OK: a fan-out fetch, which has other
- * sources and other blocks to ask for) is refused when all are taken:
- * a HAVE with TRANSPORT_HAVE_BUSY and a retry_ms, the time until the
- * first sending GET is likely done (its bytes left at the rate it gets).
- * Every other GET is served at once, as before slots existed.  So a
+ * sources and other blocks to ask for) holds one of the node's slots
+ * while it sends, and is refused when all are taken: a HAVE with
+ * TRANSPORT_HAVE_BUSY and a retry_ms, the time until the first of them
+ * is likely done (its bytes left at the rate it gets).  Every other GET
+ * is served at once, as before slots existed, and takes no slot (a long
+ * plain GET must not keep fan-out away from a node: it shares the rate
+ * with the slots instead).  So a
  * node sends few blocks at a time, each at its full rate, and each
  * reaches its fetcher (which serves it onward) as early as it can; a
  * node that split its rate over every asker would finish them all late.
@@ -153,9 +155,10 @@ void tslots_release(struct tslots *s)
 }
 
 /* When a slot likely frees, in ms: the soonest end of the tracked GETs,
- * each at an equal share of the bucket's rate, or at the rate it got so
- * far if there is no limit.  s->lock held. */
-static unsigned slot_retry_ms(const struct tslots *s, uint64_t rate)
+ * each at an equal share of the bucket's @rate among the node's @sending
+ * GETs, or at the rate it got so far if there is no limit.  s->lock
+ * held. */
+static unsigned slot_retry_ms(const struct tslots *s, uint64_t rate, uint64_t sending)
 {
 	int64_t now = mono_ns();
 	double best = -1;
@@ -172,7 +175,7 @@ static unsigned slot_retry_ms(const struct tslots *s, uint64_t rate)
 		left = sl->len > sent ? sl->len - sent : 0;
 		ran = now - sl->t0_ns;
 		if (rate)
-			bps = (double)rate / (s->busy ? s->busy : 1);
+			bps = (double)rate / (double)(sending ? sending : 1);
 		else
 			bps = ran >= RATE_MIN_NS && sent ? (double)sent * 1e9 / (double)ran : 0;
 		ms = bps > 0 ? (double)left * 1e3 / bps : RETRY_GUESS_MS;
@@ -187,19 +190,19 @@ static unsigned slot_retry_ms(const struct tslots *s, uint64_t rate)
 }
 
 /*
- * Take a slot for @ctx, a GET of ctx->get_len bytes.  With @may_refuse,
- * refuse when every slot is taken: -EBUSY, with when to ask again in
- * *@ret_ms.  Else 0 (it counts whatever the limit).
+ * Take a slot for @ctx, a GET of ctx->get_len bytes, or -EBUSY when
+ * every slot is taken, with when to ask again in *@ret_ms.
  */
-static int slot_take(struct serve_ctx *ctx, bool may_refuse, unsigned *ret_ms)
+static int slot_take(struct serve_ctx *ctx, unsigned *ret_ms)
 {
 	struct transport *n = node_of(ctx->t);
 	struct tslots *s = &n->slots;
 
 	ctx->slot = -1;
 	pthread_mutex_lock(&s->lock);
-	if (may_refuse && s->max && s->busy >= s->max) {
-		*ret_ms = slot_retry_ms(s, n->bucket.rate);
+	if (s->max && s->busy >= s->max) {
+		*ret_ms = slot_retry_ms(
+		    s, n->bucket.rate, atomic_load_explicit(&n->cnt.serving, memory_order_relaxed));
 		pthread_mutex_unlock(&s->lock);
 		return -EBUSY;
 	}
@@ -333,8 +336,8 @@ int serve_begin(struct transport *t, const struct wire_msg *get, const char *pee
 	ret_ctx->t = t;
 	ret_ctx->get_len = get->len;
 	ret_ctx->slot = -1;
-	if (ok && get->len &&
-	    slot_take(ret_ctx, (get->flags & WIRE_F_BUSY_OK) && !query, &retry_ms) == -EBUSY) {
+	if (ok && get->len && (get->flags & WIRE_F_BUSY_OK) &&
+	    slot_take(ret_ctx, &retry_ms) == -EBUSY) {
 		h.flags |= TRANSPORT_HAVE_BUSY;
 		h.retry_ms = (uint16_t)retry_ms;
 		COUNT_ADD(node_of(t), busy_sent, 1);

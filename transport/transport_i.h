@@ -226,9 +226,10 @@ struct tbucket {
 };
 
 /*
- * The node's serving slots (serve_slots): how many GETs send bytes now,
- * and of the first TSLOT_TRACK of them when they began and how far they
- * got, so that a GET refused for load can be told when to ask again.
+ * The node's serving slots (serve_slots): how many fan-out GETs
+ * (WIRE_F_BUSY_OK) send bytes now, and of the first TSLOT_TRACK of them
+ * when they began and how far they got, so that a GET refused for load
+ * can be told when to ask again.
  * Shared by both halves of a transport (an RDMA half uses its
  * parent's), as the bucket is.
  */
@@ -236,7 +237,7 @@ struct tbucket {
 struct tslots {
 	pthread_mutex_t lock;
 	unsigned max;  /* serve_slots; 0: no limit (fixed) */
-	unsigned busy; /* GETs sending now, every kind (lock) */
+	unsigned busy; /* fan-out GETs sending now (lock) */
 	struct tslot {
 		bool used;		   /* (lock) */
 		int64_t t0_ns;		   /* mono_ns() at its start (lock) */
