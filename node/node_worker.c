@@ -706,7 +706,9 @@ static bool fan_run(struct node_fetch *f, const struct fan_task *t)
 	if (v2 && !t->full)
 		flags = TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK |
 			TRANSPORT_F_PARK;
-	else if (v2 && !t->late)
+	else if (v2 && !t->late && !transport_plain_rdma(nd->transport, t->h.node, t->h.rdma))
+		/* (flags would take it off RDMA, which serves sealed copies
+		 * without slots: a plain GET there) */
 		flags = TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK;
 	pthread_mutex_lock(&nd->lock);
 	c->done = 0;

@@ -385,6 +385,14 @@ bool transport_speaks_fan2(const struct transport *t, const char *caps)
 	return transport_speaks_fan1(t, caps) && token_in(caps, CAP_FAN2);
 }
 
+static bool addr_ok(const char *addr);
+static bool rdma_down(struct transport *t, const char *peer, int64_t until);
+
+bool transport_plain_rdma(struct transport *t, const char *peer, const char *rdma_addr)
+{
+	return t && t->rdma && peer && addr_ok(rdma_addr) && !rdma_down(t, peer, 0);
+}
+
 /* The wire version to speak to a peer whose card has @caps. */
 static unsigned wire_ver_for(const struct transport *t, const char *caps)
 {

@@ -316,6 +316,11 @@ bool transport_speaks_fan1(const struct transport *t, const char *caps);
 /* And does it take BUSY_OK and PARK (its card has "fan2")? */
 bool transport_speaks_fan2(const struct transport *t, const char *caps);
 
+/* Would a fetch without flags from @peer, whose card gives @rdma_addr,
+ * go over RDMA now (this node fetches over RDMA, the peer serves it, and
+ * RDMA to it has not just failed)?  A fetch with flags goes over TCP. */
+bool transport_plain_rdma(struct transport *t, const char *peer, const char *rdma_addr);
+
 /* What the fetch engine should know of the backend. */
 struct transport_tuning {
 	unsigned streams_per_peer; /* ranges of one object fetched from one peer at once (tcp: 2) */
