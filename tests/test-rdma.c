@@ -569,7 +569,7 @@ int main(void)
 		return 1;
 	}
 	/* "fan1" is TCP's wire version 2: RDMA stays version 1 */
-	CHECK_STR(transport_caps(server), "tcp,rdma,fan1");
+	CHECK_STR(transport_caps(server), "tcp,rdma,fan1,fan2");
 	CHECK(transport_speaks_fan1(server, "tcp,rdma,fan1"));
 	CHECK(!transport_speaks_fan1(client, "tcp,rdma,fan1")); /* fetches over RDMA only */
 	CHECK_STR(transport_rdma_state(server), "on");
