@@ -212,8 +212,10 @@ int fan_take_locked(struct node_fetch *f, struct fan_task *ret)
 	for (unsigned i = 0; i < fan->nsrc; i++) {
 		struct fan_src *s = fan->src[i];
 
+		/* (one that just said "busy" told what it has with that) */
 		if (s->v2 && !s->asking && now - s->asked_at >= FAN_POLL_MS &&
-		    fan->view[i].avoid_until <= now && !fan->view[i].inflight) {
+		    fan->view[i].avoid_until <= now && fan->view[i].busy_until <= now &&
+		    !fan->view[i].inflight) {
 			s->asking = true;
 			s->asked_at = now;
 			fan->asking++;
