@@ -71,11 +71,13 @@ static const struct opt {
     OPT("no-sent", O_FLAG, no_sent, NULL, "a holder serves what it gave out already"),
     OPT("hide-given", O_FLAG, hide_given, NULL,
 	"a holder neither tells nor refuses what it gave out"),
+    OPT("sealed-full", O_FLAG, sealed_full, NULL,
+	"a reader done is a full holder to all, as a holder is (HAVE SEALED)"),
     OPT("no-discover", O_FLAG, no_discover, NULL,
 	"a GET or query does not make the asker a source of the asked"),
     PRESET("daemon",
 	   "slots=0 park=0 retry-after=0 streams=8 cap=2 bias=1 io-timeout=2000 defer=10000 "
-	   "sample=8 poll=100 poll-all relocate-first=250 relocate=1000 hide-given",
+	   "sample=8 poll=100 poll-all relocate-first=250 relocate=1000 hide-given sealed-full",
 	   "today's node_fan.c and server (later options override)"),
 };
 #define NOPTS (sizeof(opt_table) / sizeof(opt_table[0]))

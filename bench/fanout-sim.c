@@ -30,25 +30,30 @@
  * doubling up to --relocate); and after --starve ms with nothing in
  * flight.  Everything else is in-band, a HAVE: (have, fetching = the
  * blocks flowing in now, load) from a partial holder; (given out, load)
- * from a holder, or only its load with --hide-given.  A HAVE comes
- * before every DATA, with every refusal, and as the answer to a HAVE
- * query: sent to a partial holder when first heard of, then at most
- * every --poll ms to each one while the reader has nothing in flight;
- * with --poll-all, as the daemon does, every --poll ms to every source
- * (holders too) with none of the reader's requests in flight and not
- * busy, whatever else runs.  Its content is the holder's state when it
- * arrives (RTT/2 optimistic).  A GET or a HAVE query also tells the
- * node asked that the asker fetches the object: it becomes one of its
- * sources ("discovery both ways"; otherwise knowledge would only flow
- * from earlier locates to later ones); --no-discover turns this off.
+ * from a holder, or only its load with --hide-given.  A reader done is a
+ * full holder to the readers that learn of it from then on, and a
+ * partial one with every block to those that knew it; with
+ * --sealed-full, as the daemon's HAVE SEALED makes it, a full holder to
+ * all, which tells and refuses what it gave out since as a holder
+ * does.  A HAVE comes before every DATA, with every refusal, and as the
+ * answer to a HAVE query: sent to a partial holder when first heard of,
+ * then at most every --poll ms to each one while the reader has nothing
+ * in flight; with --poll-all, as the daemon does, every --poll ms to
+ * every source (holders too) with none of the reader's requests in
+ * flight and not busy, whatever else runs.  Its content is the holder's
+ * state when it arrives (RTT/2 optimistic).  A GET or a HAVE query also
+ * tells the node asked that the asker fetches the object: it becomes
+ * one of its sources ("discovery both ways"; otherwise knowledge would
+ * only flow from earlier locates to later ones); --no-discover turns
+ * this off.
  *
  * The server side of a GET, in this order:
  *   - a block it is receiving (bytes flowing in): with --park the GET
  *     waits there until the block is verified; else, or a block it
  *     does not have: refused ("not yet", with its HAVE);
- *   - a holder refuses a block it gave out already unless the GET is
- *     late (fanpick's rule 3 wait is over); --no-sent and --hide-given
- *     turn this off;
+ *   - a holder (with --sealed-full, a reader done too) refuses a block
+ *     it gave out already unless the GET is late (fanpick's rule 3 wait
+ *     is over); --no-sent and --hide-given turn this off;
  *   - a node sends at most --slots blocks at once (0: no limit, today's
  *     server); beyond, it refuses ("busy"): with --retry-after the
  *     answer says when its first slot frees, else the reader backs off
@@ -297,6 +302,12 @@ static struct world {
 static bool holder(unsigned n)
 {
 	return n < W.nholders;
+}
+
+/* Does node @n answer as a full holder (what it gave out, refusals)? */
+static bool as_full(unsigned n)
+{
+	return holder(n) || (O.sealed_full && W.nd[n].sealed);
 }
 
 static uint64_t block_len(unsigned b)
@@ -550,14 +561,16 @@ static void snapshot(unsigned r, unsigned i, double now)
 		return;
 	k->hver = s->told;
 	fs->load = s->up.n + s->nqueue - k->ours;
-	if (holder(k->node)) {
+	if (as_full(k->node)) {
 		fs->full = true;
+		fs->have = NULL;
 		memcpy(k->fetching, s->sent, W.nwords * sizeof(uint64_t));
 		fs->fetching = O.hide_given ? NULL : k->fetching;
 		return;
 	}
-	/* a partial holder that sealed meanwhile stays a partial source
-	 * with every block: rule 3 keeps guarding the full holders only */
+	/* without --sealed-full, a partial holder that sealed meanwhile
+	 * stays a partial source with every block: rule 3 keeps guarding
+	 * the full holders only */
 	fanpick_copy_have(s->fp, k->have);
 	/* what it fetches: the blocks whose bytes flow in (not those asked
 	 * for and refused, or parked): what a GET may wait for there */
@@ -710,6 +723,7 @@ static void finish(unsigned r, double now)
 
 	p->sealed = true;
 	p->done = now;
+	p->told++;
 	reg_del(W.preg, W.preg_vis, &W.npreg, r, false);
 	reg_add(W.sreg, W.sreg_vis, &W.nsreg, &p->sreg, r, now + O.adv_ms / 1000);
 	W.readers_left--;
@@ -857,7 +871,7 @@ static void on_get(unsigned s, unsigned r, unsigned b, unsigned i, bool late, do
 		push(now + O.rtt_ms / 2000, EV_BUSY, r, REF_NOT_YET, b, i, 0);
 		return;
 	}
-	if (holder(s) && !late && !O.no_sent && !O.hide_given &&
+	if (as_full(s) && !late && !O.no_sent && !O.hide_given &&
 	    ((sv->sent[b / 64] >> (b % 64)) & 1)) {
 		/* given out already: "get it from the fetchers" */
 		push(now + O.rtt_ms / 2000, EV_BUSY, r, REF_GIVEN, b, i, 0);
@@ -872,7 +886,7 @@ static void on_get(unsigned s, unsigned r, unsigned b, unsigned i, bool late, do
 		push(now + O.rtt_ms / 2000, EV_BUSY, r, REF_BUSY, b, i, 0);
 		return;
 	}
-	if (holder(s)) {
+	if (as_full(s)) {
 		sv->sent[b / 64] |= 1ull << (b % 64);
 		sv->told++;
 	}

@@ -18,7 +18,7 @@ struct fsim_opts {
 	    holders;
 	double churn, stall, stall_ms, stagger_ms, rtt_ms, poll_ms, relocate_ms, relocate_first_ms,
 	    starve_ms, adv_ms, redis_us, io_timeout_ms, defer_ms, busy_ms, avoid_ms;
-	bool rx, cat, no_sent, hide_given, no_discover, poll_all, fill;
+	bool rx, cat, no_sent, hide_given, sealed_full, no_discover, poll_all, fill;
 };
 
 /* Fill @o from the defaults, then from @argv in order (a preset sets
