@@ -69,15 +69,16 @@
  * for --avoid ms.
  *
  * Output: every option's value, then one line per N.  time = when the
- * last live reader had every block, med = the median reader, orig_t =
- * the holders' last block sent, all against S/BW; origin/S and
- * maxsrv/S = bytes the busiest holder and the busiest node sent; per
- * reader: locates (Redis), haves (HAVE queries), busy (refusals for
- * load) and nyet (other refusals: "not yet", given out).  Topology:
- * hops = store-and-forward hops of a block from a holder to a reader
- * (mean/max); fan = nodes one node sent one block to (mean over the
- * pairs that sent it); hop/tau = the time one block took over one hop,
- * against tau = B/BW.
+ * last live reader had every block, own = the longest a reader took
+ * from its start (time, without --stagger), med = when the median
+ * reader had every block, orig_t = the holders' last block sent, all
+ * against S/BW; origin/S and maxsrv/S = bytes the busiest holder and
+ * the busiest node sent; per reader: locates (Redis), haves (HAVE
+ * queries), busy (refusals for load) and nyet (other refusals: "not
+ * yet", given out).  Topology: hops = store-and-forward hops of a block
+ * from a holder to a reader (mean/max); fan = nodes one node sent one
+ * block to (mean over the pairs that sent it); hop/tau = the time one
+ * block took over one hop, against tau = B/BW.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -1197,8 +1198,8 @@ static void dispatch(const struct event *e)
 /* ---- one run ---- */
 
 struct result {
-	double t_all, t_med, t_origin, origin, max_served, locates, haves, busy, refused, hop_mean,
-	    fan, hop_time;
+	double t_all, t_own, t_med, t_origin, origin, max_served, locates, haves, busy, refused,
+	    hop_mean, fan, hop_time;
 	unsigned hop_max;
 	uint64_t events;
 	double wall_ms;
@@ -1372,6 +1373,8 @@ static void run(unsigned n, struct result *res)
 			continue;
 		if (p->done > res->t_all)
 			res->t_all = p->done;
+		if (p->done - p->start > res->t_own)
+			res->t_own = p->done - p->start;
 		for (b = 0; b < W.nblocks; b++) {
 			hop_sum += p->hop[b];
 			cells++;
@@ -1393,6 +1396,7 @@ static void run(unsigned n, struct result *res)
 	res->t_med = median_done() / ideal;
 	res->t_origin = W.origin_last / ideal;
 	res->t_all /= ideal;
+	res->t_own /= ideal;
 	res->origin /= (double)O.size;
 	res->max_served /= (double)O.size;
 	res->locates /= nreaders;
@@ -1423,9 +1427,9 @@ int main(int argc, char **argv)
 	printf("# B=%.0f MiB blocks=%" PRIu64 " S/BW=%.2f s\n", (double)bsize / MIB,
 	       (O.size + bsize - 1) / bsize, (double)O.size / (double)O.bw);
 	fsim_opts_print(&O, stdout);
-	printf("# %6s %9s %6s %6s %8s %8s %7s %7s %7s %7s %9s %5s %7s %9s %7s\n", "N", "time/ideal",
-	       "med", "orig_t", "origin/S", "maxsrv/S", "locates", "haves", "busy", "nyet", "hops",
-	       "fan", "hop/tau", "events", "wall_ms");
+	printf("# %6s %9s %6s %6s %6s %8s %8s %7s %7s %7s %7s %9s %5s %7s %9s %7s\n", "N",
+	       "time/ideal", "own", "med", "orig_t", "origin/S", "maxsrv/S", "locates", "haves",
+	       "busy", "nyet", "hops", "fan", "hop/tau", "events", "wall_ms");
 	for (p = O.nodes; *p;) {
 		char *end;
 		unsigned long n = strtoul(p, &end, 10);
@@ -1436,13 +1440,14 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		run((unsigned)n, &res);
-		printf("  %6lu %8.2f%s %6.2f %6.2f %8.2f %8.2f %7.1f %7.1f %7.1f %7.1f %5.1f/%-3u "
+		printf("  %6lu %8.2f%s %6.2f %6.2f %6.2f %8.2f %8.2f %7.1f %7.1f %7.1f %7.1f "
+		       "%5.1f/%-3u "
 		       "%5.1f "
 		       "%7.2f "
 		       "%9" PRIu64 " %7.0f\n",
-		       n, res.t_all, res.stuck ? "!" : " ", res.t_med, res.t_origin, res.origin,
-		       res.max_served, res.locates, res.haves, res.busy, res.refused, res.hop_mean,
-		       res.hop_max, res.fan, res.hop_time, res.events, res.wall_ms);
+		       n, res.t_all, res.stuck ? "!" : " ", res.t_own, res.t_med, res.t_origin,
+		       res.origin, res.max_served, res.locates, res.haves, res.busy, res.refused,
+		       res.hop_mean, res.hop_max, res.fan, res.hop_time, res.events, res.wall_ms);
 		fflush(stdout);
 		p = *end == ',' ? end + 1 : end;
 	}
