@@ -69,11 +69,11 @@
  * for --avoid ms.
  *
  * Output: every option's value, then one line per N.  time = when the
- * last live reader had every block, own = the longest a reader took
- * from its start (time, without --stagger), med = when the median
- * reader had every block, orig_t = the holders' last block sent, all
- * against S/BW; origin/S and maxsrv/S = bytes the busiest holder and
- * the busiest node sent; per reader: locates (Redis), haves (HAVE
+ * last live reader had every block, med = when the median reader had
+ * every block, orig_t = the holders' last block sent, all against S/BW;
+ * origin/S and maxsrv/S = bytes the busiest holder and the busiest node
+ * sent; own = the longest a reader took from its start (time, without
+ * --stagger), against S/BW; per reader: locates (Redis), haves (HAVE
  * queries), busy (refusals for load) and nyet (other refusals: "not
  * yet", given out).  Topology: hops = store-and-forward hops of a block
  * from a holder to a reader (mean/max); fan = nodes one node sent one
@@ -233,7 +233,7 @@ struct known {
 	bool batched;		   /* it is one of a --poll-all tick's */
 	unsigned ours;		   /* flows from it to us */
 	bool met;		   /* it knows us as one of its sources */
-	uint64_t hver;		   /* its told version the last HAVE showed */
+	uint64_t hver;		   /* its node's hver at the last HAVE */
 	double told;		   /* when the last HAVE came */
 	double asked;		   /* when the last HAVE query went (--poll-all) */
 };
@@ -264,8 +264,10 @@ struct node {
 	bool started, poll_pending, locate_pending;
 	unsigned pend[64], npend; /* a locate's answer on its way */
 	unsigned cat_pos;
-	unsigned locates, haves, busy, refused; /* refused: "not yet", given out */
-	uint64_t *sent;				/* the origin: blocks it gave out to a fetcher */
+	/* refused: "not yet", given out */
+	unsigned locates, haves, busy, refused;
+	/* as a full holder: the blocks it gave out to a fetcher */
+	uint64_t *sent;
 	unsigned *rcpt; /* per block: the last O.hints nodes it sent it to */
 	struct parked {
 		unsigned reader, block, srci;
@@ -276,7 +278,7 @@ struct node {
 	unsigned nqueue;
 	/* bumped whenever what its HAVE tells may change (blocks, flows,
 	 * queue, given out): a HAVE of the same version is not copied */
-	uint64_t told;
+	uint64_t hver;
 	uint8_t *hop;	   /* per block: store-and-forward hops from the origin */
 	uint16_t *sent_to; /* per block: how many nodes it sent it to */
 	int preg, sreg;	   /* index in the partial / sealed registry, or -1 */
@@ -481,8 +483,8 @@ static unsigned flow_new(unsigned s, unsigned r, unsigned b, unsigned srci, doub
 	ids_add(&W.nd[s].up, id);
 	ids_add(&W.nd[r].down, id);
 	W.nd[r].ks[srci].ours++;
-	W.nd[s].told++;
-	W.nd[r].told++;
+	W.nd[s].hver++;
+	W.nd[r].hver++;
 	rerate(s, r, now);
 	if (W.nd[s].stalled)
 		push(now + O.io_timeout_ms / 1000, EV_TIMEOUT, id, 0, 0, 0, f->gen);
@@ -501,7 +503,7 @@ static void dequeue(unsigned s, double now)
 		struct parked q = sv->queue[0];
 
 		memmove(sv->queue, sv->queue + 1, --sv->nqueue * sizeof(*sv->queue));
-		sv->told++;
+		sv->hver++;
 		on_get(s, q.reader, q.block, q.srci, q.late, now);
 	}
 }
@@ -515,8 +517,8 @@ static void flow_end(unsigned id, double now)
 	ids_del(&W.nd[f->server].up, id);
 	ids_del(&W.nd[f->reader].down, id);
 	W.nd[f->reader].ks[f->srci].ours--;
-	W.nd[f->server].told++;
-	W.nd[f->reader].told++;
+	W.nd[f->server].hver++;
+	W.nd[f->reader].hver++;
 	f->live = false;
 	W.flfree[W.nflfree++] = id;
 	rerate(f->server, f->reader, now);
@@ -558,9 +560,9 @@ static void snapshot(unsigned r, unsigned i, double now)
 		return;
 	}
 	k->told = now;
-	if (k->hver == s->told)
+	if (k->hver == s->hver)
 		return;
-	k->hver = s->told;
+	k->hver = s->hver;
 	fs->load = s->up.n + s->nqueue - k->ours;
 	if (as_full(k->node)) {
 		fs->full = true;
@@ -724,7 +726,7 @@ static void finish(unsigned r, double now)
 
 	p->sealed = true;
 	p->done = now;
-	p->told++;
+	p->hver++;
 	reg_del(W.preg, W.preg_vis, &W.npreg, r, false);
 	reg_add(W.sreg, W.sreg_vis, &W.nsreg, &p->sreg, r, now + O.adv_ms / 1000);
 	W.readers_left--;
@@ -881,7 +883,7 @@ static void on_get(unsigned s, unsigned r, unsigned b, unsigned i, bool late, do
 	if (O.slots && sv->up.n >= O.slots && !underused(s)) {
 		if (sv->nqueue < O.queue) {
 			sv->queue[sv->nqueue++] = (struct parked){r, b, i, late};
-			sv->told++;
+			sv->hver++;
 			return;
 		}
 		push(now + O.rtt_ms / 2000, EV_BUSY, r, REF_BUSY, b, i, 0);
@@ -889,7 +891,7 @@ static void on_get(unsigned s, unsigned r, unsigned b, unsigned i, bool late, do
 	}
 	if (as_full(s)) {
 		sv->sent[b / 64] |= 1ull << (b % 64);
-		sv->told++;
+		sv->hver++;
 	}
 	if (O.hints) {
 		unsigned *rc = &sv->rcpt[(size_t)b * O.hints];
@@ -933,7 +935,7 @@ static void request_end(unsigned r, unsigned i, unsigned b, bool ok, double now)
 	int e;
 
 	p->inflight--;
-	p->told++;
+	p->hver++;
 	e = ok ? fanpick_done(p->fp, p->fs, p->nks, b, i)
 	       : fanpick_fail(p->fp, p->fs, p->nks, b, i);
 	if (e) {
@@ -1176,7 +1178,7 @@ static void dispatch(const struct event *e)
 			push(now + O.rtt_ms / 2000, EV_FAIL, p->queue[j].reader, 0,
 			     p->queue[j].block, p->queue[j].srci, 0);
 		p->nqueue = 0;
-		p->told++;
+		p->hver++;
 		W.readers_left--;
 		break;
 	case EV_STALL:
@@ -1268,7 +1270,7 @@ static void world_init(unsigned n)
 		struct node *p = &W.nd[i];
 
 		p->alive = true;
-		p->told = 1;
+		p->hver = 1;
 		p->preg = p->sreg = -1;
 		p->try_at = INFINITY;
 		p->idle_since = -1;
@@ -1427,8 +1429,10 @@ int main(int argc, char **argv)
 	printf("# B=%.0f MiB blocks=%" PRIu64 " S/BW=%.2f s\n", (double)bsize / MIB,
 	       (O.size + bsize - 1) / bsize, (double)O.size / (double)O.bw);
 	fsim_opts_print(&O, stdout);
-	printf("# %6s %9s %6s %6s %6s %8s %8s %7s %7s %7s %7s %9s %5s %7s %9s %7s\n", "N",
-	       "time/ideal", "own", "med", "orig_t", "origin/S", "maxsrv/S", "locates", "haves",
+	/* the first columns (time/ideal $2, origin/S $5) are what
+	 * bench/run-bench-fanout.sh reads */
+	printf("# %6s %9s %6s %6s %8s %8s %6s %7s %7s %7s %7s %9s %5s %7s %9s %7s\n", "N",
+	       "time/ideal", "med", "orig_t", "origin/S", "maxsrv/S", "own", "locates", "haves",
 	       "busy", "nyet", "hops", "fan", "hop/tau", "events", "wall_ms");
 	for (p = O.nodes; *p;) {
 		char *end;
@@ -1440,13 +1444,10 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		run((unsigned)n, &res);
-		printf("  %6lu %8.2f%s %6.2f %6.2f %6.2f %8.2f %8.2f %7.1f %7.1f %7.1f %7.1f "
-		       "%5.1f/%-3u "
-		       "%5.1f "
-		       "%7.2f "
-		       "%9" PRIu64 " %7.0f\n",
-		       n, res.t_all, res.stuck ? "!" : " ", res.t_own, res.t_med, res.t_origin,
-		       res.origin, res.max_served, res.locates, res.haves, res.busy, res.refused,
+		printf("  %6lu %8.2f%s %6.2f %6.2f %8.2f %8.2f %6.2f %7.1f %7.1f %7.1f %7.1f "
+		       "%5.1f/%-3u %5.1f %7.2f %9" PRIu64 " %7.0f\n",
+		       n, res.t_all, res.stuck ? "!" : " ", res.t_med, res.t_origin, res.origin,
+		       res.max_served, res.t_own, res.locates, res.haves, res.busy, res.refused,
 		       res.hop_mean, res.hop_max, res.fan, res.hop_time, res.events, res.wall_ms);
 		fflush(stdout);
 		p = *end == ',' ? end + 1 : end;
