@@ -2,9 +2,10 @@
  * fanout-sim: a discrete-event simulation of one object read by many
  * nodes at once (issue 22), driving node/fanpick.c unchanged.  One
  * binary heap of events; a run of N = 1000 on a 256 MiB object takes
- * a second or two (today's daemon, which takes 70 times longer to
- * finish there, about five).  The options are a table in
- * fanout-sim-opts.c; --daemon sets those of today's node_fan.c.
+ * one or two seconds with the defaults, about five with --daemon (its
+ * HAVE queries and busy answers are events too).  The options are a
+ * table in fanout-sim-opts.c; --daemon sets those of today's
+ * node_fan.c.
  *
  * Model.  N nodes; nodes 0..H-1 (--holders, the origins) hold the
  * object (S bytes, in blocks of B = 8 MiB doubled while S/B >= 4096);
