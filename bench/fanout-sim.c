@@ -2,44 +2,59 @@
  * fanout-sim: a discrete-event simulation of one object read by many
  * nodes at once (issue 22), driving node/fanpick.c unchanged.  One
  * binary heap of events; a run of N = 1000 on a 256 MiB object takes
- * about a second.
+ * one or two seconds with the defaults, about five with --daemon (its
+ * HAVE queries and busy answers are events too).  The options are a
+ * table in fanout-sim-opts.c; --daemon sets those of today's
+ * node_fan.c.
  *
- * Model.  N nodes; node 0 is the origin and holds the object (S bytes, in
- * blocks of B = 8 MiB doubled while S/B >= 4096); nodes 1..N-1 read it,
- * all at t=0 or spread over --stagger.  Each node sends at most BW
- * bytes/s, shared equally among the blocks it is sending (TCP
- * connections behind one token bucket, as serve_bwlimit does).
- * Receiving is unlimited (full duplex; loopback in the real benchmark)
- * unless --rx, which caps a node's intake at BW too (a flow then runs
- * at the smaller of its two fair shares).  A block is servable only once
- * wholly received (verify, then forward: store-and-forward per block;
- * hashing takes no time here).
+ * Model.  N nodes; nodes 0..H-1 (--holders, the origins) hold the
+ * object (S bytes, in blocks of B = 8 MiB doubled while S/B >= 4096);
+ * nodes H..N-1 read it, all at t=0 or spread over --stagger.  Each node
+ * sends at most BW bytes/s, shared equally among the blocks it is
+ * sending (TCP connections behind one token bucket, as serve_bwlimit
+ * does).  Receiving is unlimited (full duplex; loopback in the real
+ * benchmark) unless --rx, which caps a node's intake at BW too (a flow
+ * then runs at the smaller of its two fair shares).  A block is
+ * servable only once wholly received (verify, then forward:
+ * store-and-forward per block; hashing takes no time here).
  *
  * The reader.  Its fetch is fanpick: at most --streams requests in
  * flight (the fetch workers), --cap per source (streams_per_holder).
  *
  * What a reader knows.  Its locate runs at Redis, one script at a time
  * (--redis-us each): it registers the reader as a partial holder (seen
- * by later locates --adv ms later) and returns the origin, up to
- * --full-sample sealed holders and up to --sample partial holders drawn
- * at random.  It locates again every --relocate ms, or after --starve
- * ms with nothing in flight.  Everything else is in-band, a HAVE:
- * (have, fetching = the blocks flowing in now, load) from a partial
- * holder; (given out, load) from the origin.  A HAVE comes before every
- * DATA, with every refusal, and as the answer to a HAVE query: sent to a
- * holder when first heard of, and at most every --poll ms to each one
- * while the reader has nothing in flight.  Its content is the holder's
+ * by later locates --adv ms later) and returns every holder, up to
+ * --full-sample readers that finished and up to --sample partial
+ * holders drawn at random.  It locates again every --relocate ms while
+ * it has nothing in flight, or with --relocate-first on a timer as the
+ * daemon does (that long after the first locate's answer, the gap
+ * doubling up to --relocate); and after --starve ms with nothing in
+ * flight.  Everything else is in-band, a HAVE: (have, fetching = the
+ * blocks flowing in now, load) from a partial holder; (given out, load)
+ * from a holder, or only its load with --hide-given.  A reader done is a
+ * full holder to the readers that learn of it from then on, and a
+ * partial one with every block to those that knew it; with
+ * --sealed-full, as the daemon's HAVE SEALED makes it, a full holder to
+ * all, which tells and refuses what it gave out since as a holder
+ * does.  A HAVE comes before every DATA, with every refusal, and as the
+ * answer to a HAVE query: sent to a partial holder when first heard of,
+ * then at most every --poll ms to each one while the reader has nothing
+ * in flight; with --poll-all, as the daemon does, every --poll ms to
+ * every source (holders too) with none of the reader's requests in
+ * flight and not busy, whatever else runs.  Its content is the holder's
  * state when it arrives (RTT/2 optimistic).  A GET or a HAVE query also
  * tells the node asked that the asker fetches the object: it becomes
- * one of its sources (otherwise knowledge would only flow from earlier
- * locates to later ones).
+ * one of its sources ("discovery both ways"; otherwise knowledge would
+ * only flow from earlier locates to later ones); --no-discover turns
+ * this off.
  *
  * The server side of a GET, in this order:
  *   - a block it is receiving (bytes flowing in): with --park the GET
  *     waits there until the block is verified; else, or a block it
  *     does not have: refused ("not yet", with its HAVE);
- *   - the origin refuses a block it gave out already unless the GET is
- *     late (fanpick's rule 3 wait is over); --no-sent turns this off;
+ *   - a holder (with --sealed-full, a reader done too) refuses a block
+ *     it gave out already unless the GET is late (fanpick's rule 3 wait
+ *     is over); --no-sent and --hide-given turn this off;
  *   - a node sends at most --slots blocks at once (0: no limit, today's
  *     server); beyond, it refuses ("busy"): with --retry-after the
  *     answer says when its first slot frees, else the reader backs off
@@ -54,14 +69,17 @@
  * with no progress for --io-timeout fails, and its source is avoided
  * for --avoid ms.
  *
- * Output: one line per N.  time = when the last live reader had every
- * block, med = the median reader, orig_t = the origin's last block
- * sent, all against S/BW; origin/S and maxsrv/S = bytes the origin and
- * the busiest node sent; per reader: locates (Redis), haves (HAVE
- * queries) and busy (refusals).  Topology: hops = store-and-forward hops
- * of a block from the origin to a reader (mean/max); fan = nodes one
- * node sent one block to (mean over the pairs that sent it);
- * hop/tau = the time one block took over one hop, against tau = B/BW.
+ * Output: every option's value, then one line per N.  time = when the
+ * last live reader had every block, med = when the median reader had
+ * every block, orig_t = the holders' last block sent, all against S/BW;
+ * origin/S and maxsrv/S = bytes the busiest holder and the busiest node
+ * sent; own = the longest a reader took from its start (time, without
+ * --stagger), against S/BW; per reader: locates (Redis), haves (HAVE
+ * queries), busy (refusals for load) and nyet (other refusals: "not
+ * yet", given out).  Topology: hops = store-and-forward hops of a block
+ * from a holder to a reader (mean/max); fan = nodes one node sent one
+ * block to (mean over the pairs that sent it); hop/tau = the time one
+ * block took over one hop, against tau = B/BW.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -74,182 +92,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "fanout-sim.h"
 #include "fanpick.h"
 
 #define MIB (1024.0 * 1024.0)
 #define BLOCK_MIN (8ull << 20)
 #define NODES_MAX 100000u
 
-/* ---- options ---- */
-
-struct opts {
-	const char *nodes;
-	uint64_t size, bw, seed;
-	unsigned streams, cap, slots, queue, sample, full_sample, bias, park, hints, retry_after;
-	double churn, stall, stall_ms, stagger_ms, rtt_ms, poll_ms, relocate_ms, starve_ms, adv_ms,
-	    redis_us, io_timeout_ms, defer_ms, busy_ms, avoid_ms;
-	bool rx, cat, no_sent, fill;
-};
-
-enum opt_kind { O_STR, O_SIZE, O_U64, O_UINT, O_DBL, O_FLAG };
-
-static struct opts O;
-
-#define OPT(name, kind, field, def, help)                           \
-	{                                                           \
-		name, kind, offsetof(struct opts, field), def, help \
-	}
-static const struct opt {
-	const char *name;
-	enum opt_kind kind;
-	size_t off;
-	const char *def, *help;
-} opt_table[] = {
-    OPT("nodes", O_STR, nodes, "2,4,8,16,32,64,128,256,512,1000",
-	"node counts N (origin included)"),
-    OPT("size", O_SIZE, size, "256M", "object size S"),
-    OPT("bw", O_SIZE, bw, "100M", "serving bandwidth per node, bytes/s"),
-    OPT("seed", O_U64, seed, "1", "random seed"),
-    OPT("streams", O_UINT, streams, "8", "requests in flight per reader (fetch workers)"),
-    OPT("cap", O_UINT, cap, "2", "requests in flight per reader and source"),
-    OPT("slots", O_UINT, slots, "1", "blocks a node sends at once, 0: no limit"),
-    OPT("queue", O_UINT, queue, "0", "GETs that wait for a slot, beyond: busy"),
-    OPT("sample", O_UINT, sample, "8", "partial holders a locate returns"),
-    OPT("full-sample", O_UINT, full_sample, "8",
-	"sealed holders a locate returns (and the origin)"),
-    OPT("bias", O_UINT, bias, "0", "fanpick full_bias: load a full holder counts on top"),
-    OPT("park", O_UINT, park, "1", "1: a GET for a block being fetched waits for it there"),
-    OPT("hints", O_UINT, hints, "0", "a refusal names this many nodes given the block"),
-    OPT("churn", O_DBL, churn, "0", "fraction of readers that die mid-run"),
-    OPT("stall", O_DBL, stall, "0", "fraction of readers that stop serving mid-run"),
-    OPT("stall-ms", O_DBL, stall_ms, "10000", "how long a stall lasts"),
-    OPT("stagger", O_DBL, stagger_ms, "0", "readers start uniformly within this many ms"),
-    OPT("rtt", O_DBL, rtt_ms, "0.1", "round trip between nodes, ms"),
-    OPT("poll", O_DBL, poll_ms, "50", "HAVE queries to a holder at most this often, ms"),
-    OPT("relocate", O_DBL, relocate_ms, "10000", "locate again every this many ms"),
-    OPT("starve", O_DBL, starve_ms, "500", "locate again after this long with nothing to fetch"),
-    OPT("adv", O_DBL, adv_ms, "0", "advertisement delay: a locate's registration seen after"),
-    OPT("redis-us", O_DBL, redis_us, "50", "time Redis takes per locate script, us"),
-    OPT("io-timeout", O_DBL, io_timeout_ms, "2000", "no progress this long fails a request, ms"),
-    OPT("defer", O_DBL, defer_ms, "2000", "fanpick defer_ms (rule 3's bound)"),
-    OPT("busy", O_DBL, busy_ms, "20", "first back-off after a busy answer, ms"),
-    OPT("avoid", O_DBL, avoid_ms, "60000", "a stalled source is avoided this long, ms"),
-    OPT("retry-after", O_UINT, retry_after, "1", "1: a busy answer says when a slot frees"),
-    OPT("rx", O_FLAG, rx, NULL, "receiving is limited to BW too"),
-    OPT("fill", O_FLAG, fill, NULL, "a node takes GETs beyond --slots while it sends below BW"),
-    OPT("cat", O_FLAG, cat, NULL, "each reader reads sequentially (wants its next block)"),
-    OPT("no-sent", O_FLAG, no_sent, NULL, "the origin serves what it gave out already"),
-};
-#define NOPTS (sizeof(opt_table) / sizeof(opt_table[0]))
-
-static int parse_size(const char *s, uint64_t *ret)
-{
-	char *end;
-	double v = strtod(s, &end);
-
-	if (end == s || v < 0)
-		return -EINVAL;
-	switch (*end) {
-	case 'K':
-	case 'k':
-		v *= 1024, end++;
-		break;
-	case 'M':
-	case 'm':
-		v *= MIB, end++;
-		break;
-	case 'G':
-	case 'g':
-		v *= MIB * 1024, end++;
-		break;
-	}
-	if (*end)
-		return -EINVAL;
-	*ret = (uint64_t)v;
-	return 0;
-}
-
-static int opt_set(const struct opt *o, const char *val)
-{
-	char *p = (char *)&O + o->off, *end;
-
-	switch (o->kind) {
-	case O_STR:
-		*(const char **)p = val;
-		return 0;
-	case O_SIZE:
-		return parse_size(val, (uint64_t *)p);
-	case O_U64:
-		*(uint64_t *)p = strtoull(val, &end, 0);
-		return *end || end == val ? -EINVAL : 0;
-	case O_UINT:
-		*(unsigned *)p = (unsigned)strtoul(val, &end, 0);
-		return *end || end == val ? -EINVAL : 0;
-	case O_DBL:
-		*(double *)p = strtod(val, &end);
-		return *end || end == val ? -EINVAL : 0;
-	case O_FLAG:
-		*(bool *)p = true;
-		return 0;
-	}
-	return -EINVAL;
-}
-
-static void usage(FILE *f)
-{
-	size_t i;
-
-	fprintf(f, "usage: objfs-fanout-sim [--option=value ...]\n");
-	for (i = 0; i < NOPTS; i++)
-		fprintf(f, "  --%-12s %-58s %s\n", opt_table[i].name, opt_table[i].help,
-			opt_table[i].def ? opt_table[i].def : "off");
-}
-
-static int parse_args(int argc, char **argv)
-{
-	size_t i;
-	int a;
-
-	for (i = 0; i < NOPTS; i++)
-		if (opt_table[i].def && opt_set(&opt_table[i], opt_table[i].def))
-			return -EINVAL;
-	for (a = 1; a < argc; a++) {
-		const char *arg = argv[a], *eq, *val;
-		size_t len;
-
-		if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
-			usage(stdout);
-			exit(0);
-		}
-		if (strncmp(arg, "--", 2))
-			goto bad;
-		arg += 2;
-		eq = strchr(arg, '=');
-		len = eq ? (size_t)(eq - arg) : strlen(arg);
-		for (i = 0; i < NOPTS; i++)
-			if (strlen(opt_table[i].name) == len &&
-			    !strncmp(opt_table[i].name, arg, len))
-				break;
-		if (i == NOPTS)
-			goto bad;
-		if (opt_table[i].kind == O_FLAG)
-			val = "1";
-		else if (eq)
-			val = eq + 1;
-		else if (a + 1 < argc)
-			val = argv[++a];
-		else
-			goto bad;
-		if (opt_set(&opt_table[i], val))
-			goto bad;
-	}
-	if (!O.size || !O.bw || !O.streams || !O.cap)
-		return -EINVAL;
-	return 0;
-bad:
-	fprintf(stderr, "objfs-fanout-sim: bad argument '%s'\n", argv[a]);
-	return -EINVAL;
-}
+static struct fsim_opts O;
 
 /* ---- random numbers (splitmix64) ---- */
 
@@ -287,7 +137,8 @@ enum ev_type {
 	EV_SERVER,	 /* a: server; ver: its next completion */
 	EV_TRY,		 /* a: reader */
 	EV_POLL,	 /* a: reader */
-	EV_HAVE,	 /* a: reader, d: source index */
+	EV_RELOCATE,	 /* a: reader; ver: its renewal */
+	EV_HAVE,	 /* a: reader, d: source index, or -1u: those of a poll */
 	EV_TIMEOUT,	 /* a: flow; ver: its generation */
 	EV_DIE,		 /* a: node */
 	EV_STALL,	 /* a: node */
@@ -380,7 +231,12 @@ struct known {
 	uint64_t *have, *fetching; /* the last HAVE's bitmaps */
 	double backoff_ms;	   /* the next busy back-off */
 	bool polling;		   /* a HAVE query is out */
+	bool batched;		   /* it is one of a --poll-all tick's */
+	unsigned ours;		   /* flows from it to us */
+	bool met;		   /* it knows us as one of its sources */
+	uint64_t hver;		   /* its node's hver at the last HAVE */
 	double told;		   /* when the last HAVE came */
+	double asked;		   /* when the last HAVE query went (--poll-all) */
 };
 
 struct ids {
@@ -395,17 +251,24 @@ struct node {
 	bool stalled, alive, sealed;
 	/* as a reader */
 	struct fanpick *fp;
-	struct known ks[FANPICK_SRC_MAX];
-	struct fanpick_src fs[FANPICK_SRC_MAX];
+	/* its sources (FANPICK_SRC_MAX each, on the heap: a small node
+	 * keeps the servers' fields of N nodes in cache) */
+	struct known *ks;
+	struct fanpick_src *fs;
+	unsigned *ksnode; /* ks[i].node, packed for learn() */
 	unsigned nks;
 	struct ids down; /* flows it receives */
 	unsigned inflight;
 	double start, done, last_locate, idle_since, try_at;
+	double renew_ms; /* --relocate-first: the gap to the next locate */
+	uint64_t renew_ver;
 	bool started, poll_pending, locate_pending;
 	unsigned pend[64], npend; /* a locate's answer on its way */
 	unsigned cat_pos;
-	unsigned locates, haves, refused;
-	uint64_t *sent; /* the origin: blocks it gave out to a fetcher */
+	/* refused: "not yet", given out */
+	unsigned locates, haves, busy, refused;
+	/* as a full holder: the blocks it gave out to a fetcher */
+	uint64_t *sent;
 	unsigned *rcpt; /* per block: the last O.hints nodes it sent it to */
 	struct parked {
 		unsigned reader, block, srci;
@@ -414,13 +277,16 @@ struct node {
 	unsigned nparked, parkcap;
 	struct parked *queue; /* GETs waiting for a slot (--queue of them) */
 	unsigned nqueue;
+	/* bumped whenever what its HAVE tells may change (blocks, flows,
+	 * queue, given out): a HAVE of the same version is not copied */
+	uint64_t hver;
 	uint8_t *hop;	   /* per block: store-and-forward hops from the origin */
 	uint16_t *sent_to; /* per block: how many nodes it sent it to */
 	int preg, sreg;	   /* index in the partial / sealed registry, or -1 */
 };
 
 static struct world {
-	unsigned n, nblocks, nwords;
+	unsigned n, nholders, nblocks, nwords;
 	uint64_t bsize;
 	struct node *nd;
 	struct flow *fl;
@@ -435,6 +301,18 @@ static struct world {
 	double hop_time_sum, origin_last;
 	struct fanpick_tune tune;
 } W;
+
+/* Does node @n hold the object from the start (an origin)? */
+static bool holder(unsigned n)
+{
+	return n < W.nholders;
+}
+
+/* Does node @n answer as a full holder (what it gave out, refusals)? */
+static bool as_full(unsigned n)
+{
+	return holder(n) || (O.sealed_full && W.nd[n].sealed);
+}
 
 static uint64_t block_len(unsigned b)
 {
@@ -605,6 +483,9 @@ static unsigned flow_new(unsigned s, unsigned r, unsigned b, unsigned srci, doub
 	f->rem = (double)block_len(b);
 	ids_add(&W.nd[s].up, id);
 	ids_add(&W.nd[r].down, id);
+	W.nd[r].ks[srci].ours++;
+	W.nd[s].hver++;
+	W.nd[r].hver++;
 	rerate(s, r, now);
 	if (W.nd[s].stalled)
 		push(now + O.io_timeout_ms / 1000, EV_TIMEOUT, id, 0, 0, 0, f->gen);
@@ -623,6 +504,7 @@ static void dequeue(unsigned s, double now)
 		struct parked q = sv->queue[0];
 
 		memmove(sv->queue, sv->queue + 1, --sv->nqueue * sizeof(*sv->queue));
+		sv->hver++;
 		on_get(s, q.reader, q.block, q.srci, q.late, now);
 	}
 }
@@ -635,6 +517,9 @@ static void flow_end(unsigned id, double now)
 	W.nd[f->server].served += (double)block_len(f->block) - f->rem;
 	ids_del(&W.nd[f->server].up, id);
 	ids_del(&W.nd[f->reader].down, id);
+	W.nd[f->reader].ks[f->srci].ours--;
+	W.nd[f->server].hver++;
+	W.nd[f->reader].hver++;
 	f->live = false;
 	W.flfree[W.nflfree++] = id;
 	rerate(f->server, f->reader, now);
@@ -669,24 +554,27 @@ static void snapshot(unsigned r, unsigned i, double now)
 	struct known *k = &p->ks[i];
 	struct fanpick_src *fs = &p->fs[i];
 	struct node *s = &W.nd[k->node];
-	unsigned j, ours = 0;
+	unsigned j;
 
 	if (!s->alive) {
 		fs->avoid_until = FANPICK_NEVER;
 		return;
 	}
-	for (j = 0; j < s->up.n; j++)
-		ours += W.fl[s->up.v[j]].reader == r;
-	fs->load = s->up.n + s->nqueue - ours;
 	k->told = now;
-	if (k->node == 0) {
+	if (k->hver == s->hver)
+		return;
+	k->hver = s->hver;
+	fs->load = s->up.n + s->nqueue - k->ours;
+	if (as_full(k->node)) {
 		fs->full = true;
+		fs->have = NULL;
 		memcpy(k->fetching, s->sent, W.nwords * sizeof(uint64_t));
-		fs->fetching = k->fetching;
+		fs->fetching = O.hide_given ? NULL : k->fetching;
 		return;
 	}
-	/* a partial holder that sealed meanwhile stays a partial source
-	 * with every block: rule 3 keeps guarding the full holders only */
+	/* without --sealed-full, a partial holder that sealed meanwhile
+	 * stays a partial source with every block: rule 3 keeps guarding
+	 * the full holders only */
 	fanpick_copy_have(s->fp, k->have);
 	/* what it fetches: the blocks whose bytes flow in (not those asked
 	 * for and refused, or parked): what a GET may wait for there */
@@ -708,7 +596,7 @@ static int learn(unsigned r, unsigned n, bool query, double now)
 	unsigned i;
 
 	for (i = 0; i < p->nks; i++)
-		if (p->ks[i].node == n)
+		if (p->ksnode[i] == n)
 			return (int)i;
 	if (p->nks == FANPICK_SRC_MAX) {
 		/* room only in place of a source known dead with nothing
@@ -723,14 +611,18 @@ static int learn(unsigned r, unsigned n, bool query, double now)
 		i = p->nks++;
 	}
 	k = &p->ks[i];
-	k->node = n;
+	k->node = p->ksnode[i] = n;
+	k->ours = 0;
+	k->met = false;
+	k->hver = 0;
 	k->backoff_ms = O.busy_ms;
 	k->polling = false;
-	k->told = -1;
-	p->fs[i] = (struct fanpick_src){.full = n == 0 || W.nd[n].sealed};
+	k->told = k->asked = -INFINITY;
+	p->fs[i] = (struct fanpick_src){.full = W.nd[n].sealed};
 	if (!p->fs[i].full && query) {
 		/* ask it what it has */
 		k->polling = true;
+		k->asked = now;
 		p->haves++;
 		push(now + O.rtt_ms / 1000, EV_HAVE, r, 0, 0, i, 0);
 	}
@@ -743,7 +635,7 @@ static void hinted(unsigned r, unsigned n, unsigned b, double now)
 	struct node *p = &W.nd[r];
 	int i;
 
-	if (n == r || !n)
+	if (n == r || holder(n))
 		return;
 	i = learn(r, n, false, now);
 	if (i < 0 || p->fs[i].full)
@@ -755,6 +647,7 @@ static void hinted(unsigned r, unsigned n, unsigned b, double now)
 	}
 	if (!((p->ks[i].have[b / 64] >> (b % 64)) & 1))
 		p->ks[i].fetching[b / 64] |= 1ull << (b % 64);
+	p->ks[i].hver = 0; /* the next HAVE replaces what the hint added */
 }
 
 /*
@@ -763,12 +656,17 @@ static void hinted(unsigned r, unsigned n, unsigned b, double now)
  * sources.  Without this, knowledge follows the order of the locates
  * only: the first fetcher would never hear of the later ones.
  */
-static void met(unsigned s, unsigned r, double now)
+static void met(unsigned r, unsigned i, double now)
 {
-	struct node *p = &W.nd[s];
+	struct known *k = &W.nd[r].ks[i];
+	struct node *p = &W.nd[k->node];
 
-	if (s && p->alive && p->started && !p->sealed)
-		learn(s, r, true, now);
+	if (O.no_discover || k->met)
+		return;
+	if (p->sealed)
+		k->met = true; /* it fetches nothing, now or later */
+	else if (p->alive && p->started)
+		k->met = learn(k->node, r, true, now) >= 0;
 }
 
 static void locate(unsigned r, double now)
@@ -829,6 +727,7 @@ static void finish(unsigned r, double now)
 
 	p->sealed = true;
 	p->done = now;
+	p->hver++;
 	reg_del(W.preg, W.preg_vis, &W.npreg, r, false);
 	reg_add(W.sreg, W.sreg_vis, &W.nsreg, &p->sreg, r, now + O.adv_ms / 1000);
 	W.readers_left--;
@@ -867,7 +766,7 @@ static void try_start(unsigned r, double now)
 		return;
 	if (ch.what == FANPICK_WAIT && ch.until != FANPICK_NEVER)
 		schedule_try(r, ((double)ch.until + 0.5) / 1000);
-	if (!p->poll_pending && !p->inflight) {
+	if (!p->poll_pending && !p->inflight && !O.poll_all) {
 		p->poll_pending = true;
 		push(now + O.poll_ms / 1000, EV_POLL, r, 0, 0, 0, 0);
 	}
@@ -884,8 +783,8 @@ static void on_locate_exec(unsigned r, double now)
 
 	if (p->preg < 0 && !p->sealed)
 		reg_add(W.preg, W.preg_vis, &W.npreg, &p->preg, r, now + O.adv_ms / 1000);
-	p->npend = 0;
-	p->pend[p->npend++] = 0;
+	for (p->npend = 0; p->npend < W.nholders; p->npend++)
+		p->pend[p->npend] = p->npend;
 	sample(r, W.sreg, W.sreg_vis, W.nsreg, O.full_sample, now);
 	sample(r, W.preg, W.preg_vis, W.npreg, O.sample, now);
 	push(now + O.rtt_ms / 2000, EV_LOCATE_REPLY, r, 0, 0, 0, 0);
@@ -902,7 +801,17 @@ static void on_locate_reply(unsigned r, double now)
 	for (i = 0; i < p->npend; i++)
 		if (W.nd[p->pend[i]].alive)
 			learn(r, p->pend[i], true, now);
+	if (O.poll_all && !p->started)
+		push(now + O.poll_ms / 1000, EV_POLL, r, 0, 0, 0, 0);
 	p->started = true;
+	if (O.relocate_first_ms > 0) {
+		/* the daemon's renewal: from the end of the last locate, the
+		 * gap doubling up to --relocate */
+		p->renew_ms = !p->renew_ms ? O.relocate_first_ms : 2 * p->renew_ms;
+		if (p->renew_ms > O.relocate_ms)
+			p->renew_ms = O.relocate_ms;
+		push(now + p->renew_ms / 1000, EV_RELOCATE, r, 0, 0, 0, ++p->renew_ver);
+	}
 	try_start(r, now);
 }
 
@@ -937,7 +846,7 @@ static void on_get(unsigned s, unsigned r, unsigned b, unsigned i, bool late, do
 {
 	struct node *sv = &W.nd[s];
 	struct node *rd = &W.nd[r];
-	enum fanpick_state st = s ? fanpick_state(sv->fp, b) : FANPICK_VERIFIED;
+	enum fanpick_state st = holder(s) ? FANPICK_VERIFIED : fanpick_state(sv->fp, b);
 	unsigned k;
 
 	if (!rd->alive)
@@ -946,7 +855,7 @@ static void on_get(unsigned s, unsigned r, unsigned b, unsigned i, bool late, do
 		push(now + O.rtt_ms / 2000, EV_FAIL, r, 0, b, i, 0);
 		return;
 	}
-	met(s, r, now);
+	met(r, i, now);
 	if (st == FANPICK_RUNNING && O.park && receiving(s, b)) {
 		/* it comes: answer once it is verified here.  Only while its
 		 * bytes flow in, never while its own request waits somewhere:
@@ -966,7 +875,8 @@ static void on_get(unsigned s, unsigned r, unsigned b, unsigned i, bool late, do
 		push(now + O.rtt_ms / 2000, EV_BUSY, r, REF_NOT_YET, b, i, 0);
 		return;
 	}
-	if (!s && !late && !O.no_sent && ((sv->sent[b / 64] >> (b % 64)) & 1)) {
+	if (as_full(s) && !late && !O.no_sent && !O.hide_given &&
+	    ((sv->sent[b / 64] >> (b % 64)) & 1)) {
 		/* given out already: "get it from the fetchers" */
 		push(now + O.rtt_ms / 2000, EV_BUSY, r, REF_GIVEN, b, i, 0);
 		return;
@@ -974,13 +884,16 @@ static void on_get(unsigned s, unsigned r, unsigned b, unsigned i, bool late, do
 	if (O.slots && sv->up.n >= O.slots && !underused(s)) {
 		if (sv->nqueue < O.queue) {
 			sv->queue[sv->nqueue++] = (struct parked){r, b, i, late};
+			sv->hver++;
 			return;
 		}
 		push(now + O.rtt_ms / 2000, EV_BUSY, r, REF_BUSY, b, i, 0);
 		return;
 	}
-	if (!s)
+	if (as_full(s)) {
 		sv->sent[b / 64] |= 1ull << (b % 64);
+		sv->hver++;
+	}
 	if (O.hints) {
 		unsigned *rc = &sv->rcpt[(size_t)b * O.hints];
 
@@ -1023,6 +936,7 @@ static void request_end(unsigned r, unsigned i, unsigned b, bool ok, double now)
 	int e;
 
 	p->inflight--;
+	p->hver++;
 	e = ok ? fanpick_done(p->fp, p->fs, p->nks, b, i)
 	       : fanpick_fail(p->fp, p->fs, p->nks, b, i);
 	if (e) {
@@ -1058,9 +972,9 @@ static void on_server(unsigned s, uint64_t ver, double now)
 		f->rem = 0;
 		W.hop_time_sum += now - f->start;
 		flow_end(done[i], now);
-		p->hop[b] = (uint8_t)(!s ? 1 : sv->hop[b] < 255 ? sv->hop[b] + 1 : 255);
+		p->hop[b] = (uint8_t)(holder(s) ? 1 : sv->hop[b] < 255 ? sv->hop[b] + 1 : 255);
 		sv->sent_to[b]++;
-		if (!s)
+		if (holder(s))
 			W.origin_last = now;
 		p->ks[srci].backoff_ms = O.busy_ms;
 		request_end(r, srci, b, true, now);
@@ -1092,9 +1006,38 @@ static void on_poll(unsigned r, double now)
 		p->haves++;
 		push(now + O.rtt_ms / 1000, EV_HAVE, r, 0, 0, i, 0);
 	}
-	if (now - p->last_locate >= O.relocate_ms / 1000)
+	if (!O.relocate_first_ms && now - p->last_locate >= O.relocate_ms / 1000)
 		locate(r, now);
 	try_start(r, now);
+}
+
+/* --poll-all, every --poll ms: the daemon asks every source with none
+ * of our requests in flight what it has (busy ones excepted: it would
+ * answer so). */
+static void on_poll_all(unsigned r, double now)
+{
+	struct node *p = &W.nd[r];
+	bool any = false;
+	unsigned i;
+
+	if (!p->alive || p->sealed)
+		return;
+	for (i = 0; i < p->nks; i++) {
+		struct known *k = &p->ks[i];
+		const struct fanpick_src *fs = &p->fs[i];
+
+		if (fs->inflight || fs->avoid_until > ms(now) || fs->busy_until > ms(now) ||
+		    k->polling || now - k->asked < O.poll_ms / 1000 - 1e-9)
+			continue;
+		k->polling = k->batched = true;
+		k->asked = now;
+		p->haves++;
+		any = true;
+	}
+	/* the answers come back together: one event */
+	if (any)
+		push(now + O.rtt_ms / 1000, EV_HAVE, r, 0, 0, -1u, 0);
+	push(now + O.poll_ms / 1000, EV_POLL, r, 0, 0, 0, 0);
 }
 
 static void kill_flows(unsigned n, double now)
@@ -1149,7 +1092,10 @@ static void dispatch(const struct event *e)
 	case EV_BUSY:
 		if (!p->alive)
 			break;
-		p->refused++;
+		if (e->b == REF_BUSY)
+			p->busy++;
+		else
+			p->refused++;
 		request_end(e->a, e->d, e->c, false, now);
 		snapshot(e->a, e->d, now);
 		if (e->b != REF_NOT_YET) {
@@ -1193,14 +1139,29 @@ static void dispatch(const struct event *e)
 		try_start(e->a, now);
 		break;
 	case EV_POLL:
-		on_poll(e->a, now);
+		if (O.poll_all)
+			on_poll_all(e->a, now);
+		else
+			on_poll(e->a, now);
+		break;
+	case EV_RELOCATE:
+		if (p->alive && !p->sealed && e->ver == p->renew_ver)
+			locate(e->a, now);
 		break;
 	case EV_HAVE:
 		if (!p->alive)
 			break;
-		p->ks[e->d].polling = false;
-		snapshot(e->a, e->d, now);
-		met(p->ks[e->d].node, e->a, now);
+		for (j = e->d == -1u ? 0 : e->d; j < p->nks; j++) {
+			struct known *k = &p->ks[j];
+
+			if (e->d == -1u && !k->batched)
+				continue;
+			k->polling = k->batched = false;
+			snapshot(e->a, j, now);
+			met(e->a, j, now);
+			if (e->d != -1u)
+				break;
+		}
 		try_start(e->a, now);
 		break;
 	case EV_TIMEOUT:
@@ -1218,6 +1179,7 @@ static void dispatch(const struct event *e)
 			push(now + O.rtt_ms / 2000, EV_FAIL, p->queue[j].reader, 0,
 			     p->queue[j].block, p->queue[j].srci, 0);
 		p->nqueue = 0;
+		p->hver++;
 		W.readers_left--;
 		break;
 	case EV_STALL:
@@ -1239,8 +1201,8 @@ static void dispatch(const struct event *e)
 /* ---- one run ---- */
 
 struct result {
-	double t_all, t_med, t_origin, origin, max_served, locates, haves, refused, hop_mean, fan,
-	    hop_time;
+	double t_all, t_own, t_med, t_origin, origin, max_served, locates, haves, busy, refused,
+	    hop_mean, fan, hop_time;
 	unsigned hop_max;
 	uint64_t events;
 	double wall_ms;
@@ -1254,8 +1216,11 @@ static void world_free(void)
 	for (i = 0; i < W.n; i++) {
 		struct node *p = &W.nd[i];
 
-		for (k = 0; k < FANPICK_SRC_MAX; k++)
+		for (k = 0; p->ks && k < FANPICK_SRC_MAX; k++)
 			free(p->ks[k].have);
+		free(p->ks);
+		free(p->fs);
+		free(p->ksnode);
 		fanpick_free(p->fp);
 		free(p->up.v);
 		free(p->down.v);
@@ -1285,6 +1250,7 @@ static void world_init(unsigned n)
 
 	memset(&W, 0, sizeof(W));
 	W.n = n;
+	W.nholders = O.holders;
 	W.bsize = BLOCK_MIN;
 	while (O.size / W.bsize >= FANPICK_BLOCKS_MAX)
 		W.bsize *= 2;
@@ -1305,6 +1271,7 @@ static void world_init(unsigned n)
 		struct node *p = &W.nd[i];
 
 		p->alive = true;
+		p->hver = 1;
 		p->preg = p->sreg = -1;
 		p->try_at = INFINITY;
 		p->idle_since = -1;
@@ -1315,7 +1282,11 @@ static void world_init(unsigned n)
 		p->sent = calloc(W.nwords, sizeof(uint64_t));
 		p->rcpt = calloc((size_t)W.nblocks * (O.hints ? O.hints : 1), sizeof(unsigned));
 		p->queue = calloc(O.queue ? O.queue : 1, sizeof(*p->queue));
-		if (!p->fp || !p->hop || !p->sent_to || !p->sent || !p->rcpt || !p->queue)
+		p->ks = calloc(FANPICK_SRC_MAX, sizeof(*p->ks));
+		p->fs = calloc(FANPICK_SRC_MAX, sizeof(*p->fs));
+		p->ksnode = calloc(FANPICK_SRC_MAX, sizeof(*p->ksnode));
+		if (!p->fp || !p->hop || !p->sent_to || !p->sent || !p->rcpt || !p->queue ||
+		    !p->ks || !p->fs || !p->ksnode)
 			goto oom;
 		for (k = 0; k < FANPICK_SRC_MAX; k++) {
 			p->ks[k].have = calloc(2 * W.nwords, sizeof(uint64_t));
@@ -1324,20 +1295,21 @@ static void world_init(unsigned n)
 			p->ks[k].fetching = p->ks[k].have + W.nwords;
 		}
 	}
-	W.nd[0].sealed = true;
-	W.readers_left = n - 1;
-	for (i = 1; i < n; i++)
+	for (i = 0; i < W.nholders; i++)
+		W.nd[i].sealed = true;
+	W.readers_left = n - W.nholders;
+	for (i = W.nholders; i < n; i++)
 		push(O.stagger_ms > 0 ? rnd_unit() * O.stagger_ms / 1000 : 0, EV_START, i, 0, 0, 0,
 		     0);
 	/* faults among the readers, at random times within S/BW */
-	nbad = (unsigned)(O.churn * (n - 1) + 0.5);
+	nbad = (unsigned)(O.churn * W.readers_left + 0.5);
 	for (i = 0; i < nbad; i++)
-		push(rnd_unit() * (double)O.size / (double)O.bw, EV_DIE, 1 + rnd_below(n - 1), 0, 0,
-		     0, 0);
-	nbad = (unsigned)(O.stall * (n - 1) + 0.5);
+		push(rnd_unit() * (double)O.size / (double)O.bw, EV_DIE,
+		     W.nholders + rnd_below(W.readers_left), 0, 0, 0, 0);
+	nbad = (unsigned)(O.stall * W.readers_left + 0.5);
 	for (i = 0; i < nbad; i++) {
 		double at = rnd_unit() * (double)O.size / (double)O.bw;
-		unsigned who = 1 + rnd_below(n - 1);
+		unsigned who = W.nholders + rnd_below(W.readers_left);
 
 		push(at, EV_STALL, who, 0, 0, 0, 0);
 		push(at + O.stall_ms / 1000, EV_UNSTALL, who, 0, 0, 0, 0);
@@ -1363,7 +1335,7 @@ static double median_done(void)
 
 	if (!d)
 		return 0;
-	for (i = 1; i < W.n; i++)
+	for (i = W.nholders; i < W.n; i++)
 		if (W.nd[i].alive && W.nd[i].sealed)
 			d[m++] = W.nd[i].done;
 	qsort(d, m, sizeof(*d), cmp_double);
@@ -1377,7 +1349,7 @@ static void run(unsigned n, struct result *res)
 	struct timespec t0, t1;
 	double ideal = (double)O.size / (double)O.bw, now = 0, hop_sum = 0;
 	uint64_t pairs = 0, sends = 0, cells = 0;
-	unsigned i, b;
+	unsigned i, b, nreaders = n - O.holders;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	rng_state = O.seed * 0x2545f4914f6cdd1dull + n;
@@ -1393,16 +1365,19 @@ static void run(unsigned n, struct result *res)
 		dispatch(&e);
 	}
 	*res = (struct result){.stuck = W.readers_left != 0, .events = nevents};
-	for (i = 1; i < n; i++) {
+	for (i = W.nholders; i < n; i++) {
 		struct node *p = &W.nd[i];
 
 		res->locates += p->locates;
 		res->haves += p->haves;
+		res->busy += p->busy;
 		res->refused += p->refused;
 		if (!p->alive || !p->sealed)
 			continue;
 		if (p->done > res->t_all)
 			res->t_all = p->done;
+		if (p->done - p->start > res->t_own)
+			res->t_own = p->done - p->start;
 		for (b = 0; b < W.nblocks; b++) {
 			hop_sum += p->hop[b];
 			cells++;
@@ -1418,15 +1393,19 @@ static void run(unsigned n, struct result *res)
 			}
 		if (W.nd[i].served > res->max_served)
 			res->max_served = W.nd[i].served;
+		if (holder(i) && W.nd[i].served > res->origin)
+			res->origin = W.nd[i].served;
 	}
 	res->t_med = median_done() / ideal;
 	res->t_origin = W.origin_last / ideal;
 	res->t_all /= ideal;
-	res->origin = W.nd[0].served / (double)O.size;
+	res->t_own /= ideal;
+	res->origin /= (double)O.size;
 	res->max_served /= (double)O.size;
-	res->locates /= n - 1;
-	res->haves /= n - 1;
-	res->refused /= n - 1;
+	res->locates /= nreaders;
+	res->haves /= nreaders;
+	res->busy /= nreaders;
+	res->refused /= nreaders;
 	res->hop_mean = cells ? hop_sum / (double)cells : 0;
 	res->fan = pairs ? (double)sends / (double)pairs : 0;
 	res->hop_time =
@@ -1442,39 +1421,35 @@ int main(int argc, char **argv)
 	const char *p;
 	uint64_t bsize = BLOCK_MIN;
 
-	if (parse_args(argc, argv)) {
-		usage(stderr);
+	if (fsim_opts_parse(&O, argc, argv)) {
+		fsim_opts_usage(stderr);
 		return 2;
 	}
 	while (O.size / bsize >= FANPICK_BLOCKS_MAX)
 		bsize *= 2;
-	printf("# S=%.0f MiB B=%.0f MiB blocks=%" PRIu64 " BW=%.0f MiB/s S/BW=%.2f s streams=%u "
-	       "cap=%u slots=%u queue=%u%s park=%u hints=%u retry-after=%u sample=%u defer=%.0f ms "
-	       "poll=%.0f ms rtt=%.2f ms%s%s%s churn=%.2f stall=%.2f seed=%" PRIu64 "\n",
-	       (double)O.size / MIB, (double)bsize / MIB, (O.size + bsize - 1) / bsize,
-	       (double)O.bw / MIB, (double)O.size / (double)O.bw, O.streams, O.cap, O.slots,
-	       O.queue, O.fill ? " fill" : "", O.park, O.hints, O.retry_after, O.sample, O.defer_ms,
-	       O.poll_ms, O.rtt_ms, O.rx ? " rx" : "", O.cat ? " cat" : "",
-	       O.no_sent ? " no-sent" : "", O.churn, O.stall, O.seed);
-	printf("# %6s %9s %6s %6s %8s %8s %7s %7s %7s %9s %5s %7s %9s %7s\n", "N", "time/ideal",
-	       "med", "orig_t", "origin/S", "maxsrv/S", "locates", "haves", "busy", "hops", "fan",
-	       "hop/tau", "events", "wall_ms");
+	printf("# B=%.0f MiB blocks=%" PRIu64 " S/BW=%.2f s\n", (double)bsize / MIB,
+	       (O.size + bsize - 1) / bsize, (double)O.size / (double)O.bw);
+	fsim_opts_print(&O, stdout);
+	/* the first columns (time/ideal $2, origin/S $5) are what
+	 * bench/run-bench-fanout.sh reads */
+	printf("# %6s %9s %6s %6s %8s %8s %6s %7s %7s %7s %7s %9s %5s %7s %9s %7s\n", "N",
+	       "time/ideal", "med", "orig_t", "origin/S", "maxsrv/S", "own", "locates", "haves",
+	       "busy", "nyet", "hops", "fan", "hop/tau", "events", "wall_ms");
 	for (p = O.nodes; *p;) {
 		char *end;
 		unsigned long n = strtoul(p, &end, 10);
 		struct result res;
 
-		if (end == p || n < 2 || n > NODES_MAX) {
+		if (end == p || n <= O.holders || n > NODES_MAX) {
 			fprintf(stderr, "objfs-fanout-sim: bad node count in '%s'\n", O.nodes);
 			return 2;
 		}
 		run((unsigned)n, &res);
-		printf("  %6lu %8.2f%s %6.2f %6.2f %8.2f %8.2f %7.1f %7.1f %7.1f %5.1f/%-3u %5.1f "
-		       "%7.2f "
-		       "%9" PRIu64 " %7.0f\n",
+		printf("  %6lu %8.2f%s %6.2f %6.2f %8.2f %8.2f %6.2f %7.1f %7.1f %7.1f %7.1f "
+		       "%5.1f/%-3u %5.1f %7.2f %9" PRIu64 " %7.0f\n",
 		       n, res.t_all, res.stuck ? "!" : " ", res.t_med, res.t_origin, res.origin,
-		       res.max_served, res.locates, res.haves, res.refused, res.hop_mean,
-		       res.hop_max, res.fan, res.hop_time, res.events, res.wall_ms);
+		       res.max_served, res.t_own, res.locates, res.haves, res.busy, res.refused,
+		       res.hop_mean, res.hop_max, res.fan, res.hop_time, res.events, res.wall_ms);
 		fflush(stdout);
 		p = *end == ',' ? end + 1 : end;
 	}

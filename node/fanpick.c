@@ -7,15 +7,18 @@
  *
  *   owned  blocks some live partial source has
  *   avail  blocks some usable partial source has
- *   busy   blocks some live partial source fetches, or a full holder
- *          gave out (or any block, for a partial source not yet told)
+ *   busy   blocks some live partial source fetches (or any block, for
+ *          a partial source not yet told)
+ *   given  blocks some live full holder gave out
+ *   spare  blocks some usable full holder did not give out
  *   soon   blocks some usable partial source fetches (tune->park)
  *   cnt[]  how many live partial sources have each block, as bit
  *          slices (cnt[k] holds bit k of the 64 counts), so that the
  *          rarest blocks of the word come out of a few AND-NOTs
  *
  * and keeps, per word, the rarest available blocks, the fresh ones, the
- * soon ones and the held-back ones (struct word_pick).  The rules then
+ * soon ones, those given out by another full holder only and the
+ * held-back ones (struct word_pick).  The rules then
  * draw from those in order; only when nothing else can start does it
  * walk the held-back blocks one by one, to start their clock or find
  * one whose wait is over.
@@ -246,6 +249,8 @@ struct word_pick {
 	uint64_t rare;	 /* the rarest of those */
 	uint64_t soon;	 /* none has it, a usable partial source fetches it (tune->park) */
 	uint64_t fresh;	 /* no partial source has or fetches it, no full holder gave it out */
+	uint64_t other;	 /* the same, but some full holder gave it out, and a usable one
+			  * did not */
 	uint64_t held;	 /* rule 3 holds it back */
 	unsigned rare_n; /* the count of the rare ones */
 };
@@ -255,6 +260,7 @@ static void scan_word(const struct fanpick *fp, struct scan *sc, bool park, unsi
 		      struct word_pick *wp)
 {
 	uint64_t need = fp->need[w], cnt[SLICES] = {0}, owned = 0, avail = 0, soon = 0, busy = 0;
+	uint64_t given = 0, spare = 0, untold;
 	unsigned i;
 
 	for (i = 0; i < sc->nsrc; i++) {
@@ -263,8 +269,11 @@ static void scan_word(const struct fanpick *fp, struct scan *sc, bool park, unsi
 
 		if (s->full) {
 			/* what it gave out: its fetchers will have it soon */
-			if (live(sc, s) && s->fetching)
-				busy |= s->fetching[w];
+			uint64_t g = live(sc, s) && s->fetching ? s->fetching[w] : 0;
+
+			given |= g;
+			if (usable(sc, s))
+				spare |= ~g;
 			continue;
 		}
 		if (!live(sc, s)) {
@@ -291,16 +300,22 @@ static void scan_word(const struct fanpick *fp, struct scan *sc, bool park, unsi
 		if (usable(sc, s))
 			avail |= h;
 	}
-	if (busy & need)
+	if ((busy | given) & need)
 		sc->hope = true;
 	wp->avail = avail;
 	wp->rare = avail ? slices_min(cnt, avail, &wp->rare_n) : 0;
 	wp->soon = soon & ~avail;
-	wp->fresh = sc->full_ok ? need & ~owned & ~busy : 0;
+	untold = sc->full_ok ? need & ~owned & ~busy : 0;
+	wp->fresh = untold & ~given;
+	/* a full holder gave it out, to someone we do not know: another
+	 * one that did not is asked rather than wait (it sends each block
+	 * once, as the first does) */
+	wp->other = untold & given & spare;
 	/* rule 3: a partial source has it or fetches it but may not be
-	 * asked now, or a full holder gave it out to someone we do not
-	 * know: wait for them rather than load a full holder */
-	wp->held = sc->full_ok ? need & ~avail & ~wp->soon & (owned | busy) : 0;
+	 * asked now, or every full holder that may be asked gave it out
+	 * to someone we do not know: wait for them rather than load a full
+	 * holder */
+	wp->held = sc->full_ok ? need & ~avail & ~wp->soon & (owned | busy | (given & ~spare)) : 0;
 }
 
 /* what pick_source() looks for */
@@ -431,7 +446,8 @@ int fanpick_next(struct fanpick *fp, struct fanpick_src *src, unsigned nsrc,
 {
 	struct word_pick wp[FANPICK_WORDS(FANPICK_BLOCKS_MAX)];
 	struct scan sc = {.src = src, .nsrc = nsrc, .now = now, .until = FANPICK_NEVER};
-	unsigned w, i, rare_min = UINT32_MAX, rare_total = 0, fresh_total = 0, soon_total = 0;
+	unsigned w, i, rare_min = UINT32_MAX, rare_total = 0, fresh_total = 0, soon_total = 0,
+		       other_total = 0;
 	uint64_t m[FANPICK_WORDS(FANPICK_BLOCKS_MAX)];
 	bool any_need = false, any_held = false;
 	int64_t held_until;
@@ -468,6 +484,7 @@ int fanpick_next(struct fanpick *fp, struct fanpick_src *src, unsigned nsrc,
 		any_held |= wp[w].held != 0;
 		fresh_total += (unsigned)__builtin_popcountll(wp[w].fresh);
 		soon_total += (unsigned)__builtin_popcountll(wp[w].soon);
+		other_total += (unsigned)__builtin_popcountll(wp[w].other);
 		if (wp[w].rare && wp[w].rare_n <= rare_min) {
 			if (wp[w].rare_n < rare_min) {
 				rare_min = wp[w].rare_n;
@@ -484,7 +501,7 @@ int fanpick_next(struct fanpick *fp, struct fanpick_src *src, unsigned nsrc,
 	/* 1. a block a reader waits on, lowest first, from a source that has
 	 * it if one can be asked */
 	for (w = 0; w < fp->nwords; w++) {
-		uint64_t x = (wp[w].avail | wp[w].soon | wp[w].fresh) & fp->wanted[w];
+		uint64_t x = (wp[w].avail | wp[w].soon | wp[w].fresh | wp[w].other) & fp->wanted[w];
 
 		if (!x)
 			continue;
@@ -521,7 +538,15 @@ int fanpick_next(struct fanpick *fp, struct fanpick_src *src, unsigned nsrc,
 			return 0;
 	}
 
-	/* 5. what rule 3 held back, once its wait is over */
+	/* 5. what a full holder gave out, from one that did not */
+	if (other_total) {
+		for (w = 0; w < fp->nwords; w++)
+			m[w] = wp[w].other;
+		if (!start_drawn(fp, src, &sc, tune, m, other_total, SRC_HAS, rnd, rctx, ret))
+			return 0;
+	}
+
+	/* 6. what rule 3 held back, once its wait is over */
 	held_until = FANPICK_NEVER;
 	if (any_held) {
 		b = held_over(fp, wp, tune, now, &held_until);

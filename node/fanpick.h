@@ -34,12 +34,16 @@
  *     holder gave it out; from a full holder, at random;
  *  d. with tune.park, a block a usable partial source is fetching: the
  *     request waits there until the block is verified;
- *  e. rule 3, what bounds the origin's load when many readers start
+ *  e. a block no partial source has or fetches, which a full holder
+ *     gave out: from a usable full holder that did not give it out
+ *     (each still sends a block once; waiting for a fetcher we do not
+ *     know while another holder could send it now would only cost time);
+ *  f. rule 3, what bounds the origin's load when many readers start
  *     together: a block that a partial source has or fetches but that
- *     cannot be asked of it now, or that a full holder gave out to a
- *     fetcher we do not know, is held back: it is taken from a full
- *     holder only once it has been held back for tune.defer_ms in a row
- *     ("late").  A partial source that has not told its state yet
+ *     cannot be asked of it now, or that every usable full holder gave
+ *     out to a fetcher we do not know, is held back: it is taken from a
+ *     full holder only once it has been held back for tune.defer_ms in
+ *     a row ("late").  A partial source that has not told its state yet
  *     (have == NULL) may be fetching anything: it holds back every
  *     block this way.
  * The source (rule 4): of the usable ones that have the block (that

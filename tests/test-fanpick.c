@@ -3,9 +3,10 @@
  * fetch cut into blocks.  Pure: a deterministic random function, times
  * made up by the test.  One case per rule of fanpick.h at least (wanted
  * first, rarest first, fresh blocks from a full holder, waiting at a
- * fetcher, rule 3's hold and its bound, least loaded, avoided and busy
- * sources), then the bookkeeping (done, fail, the caps) and a fetch of
- * 4096 blocks from 64 sources to the end.
+ * fetcher, a block one full holder gave out taken from another, rule 3's
+ * hold and its bound, least loaded, avoided and busy sources), then the
+ * bookkeeping (done, fail, the caps) and a fetch of 4096 blocks from 64
+ * sources to the end.
  */
 #include "tap.h"
 
@@ -226,6 +227,71 @@ TEST(origin_held_back)
 	fanpick_free(fp);
 }
 
+/* Rule 3 holds a block a full holder gave out only while no other full
+ * holder can send it: one that did not give it out is asked at once
+ * (not late), after the fresh blocks; the wait stays for a block every
+ * usable holder gave out, and for one a partial source fetches. */
+TEST(given_out_elsewhere)
+{
+	struct fanpick *fp = fanpick_new(3);
+	uint64_t given_a = BITS(0x3), given_b = 0, have = 0, fetching = BITS(0x2);
+	struct fanpick_src src[3] = {
+	    {.full = true, .fetching = &given_a},
+	    {.full = true, .fetching = &given_b},
+	    {.have = &have, .fetching = &fetching, .busy_until = 5000},
+	};
+	struct fanpick_tune t = tune;
+	struct fanpick_choice ch;
+
+	t.park = false;
+	/* 2: fresh, from either */
+	ch = next(fp, src, 3, &t, 0);
+	CHECK_EQ(ch.what, FANPICK_FETCH);
+	CHECK_EQ(ch.block, 2);
+	CHECK(!ch.late);
+	/* 0: A gave it out, B did not: from B now */
+	ch = next(fp, src, 3, &t, 0);
+	CHECK_EQ(ch.what, FANPICK_FETCH);
+	CHECK_EQ(ch.block, 0);
+	CHECK_EQ(ch.src, 1);
+	CHECK(!ch.late);
+	/* 1: the partial source fetches it: wait for it */
+	ch = next(fp, src, 3, &t, 0);
+	CHECK_EQ(ch.what, FANPICK_WAIT);
+	CHECK_EQ(ch.until, 1000);
+	fanpick_free(fp);
+
+	/* both gave 0 out, or B cannot be asked: wait for the fetchers */
+	fp = fanpick_new(1);
+	given_b = BITS(0x1);
+	ch = next(fp, src, 2, &t, 0);
+	CHECK_EQ(ch.what, FANPICK_WAIT);
+	CHECK_EQ(ch.until, 1000);
+	given_b = 0;
+	src[1].avoid_until = 500;
+	ch = next(fp, src, 2, &t, 100);
+	CHECK_EQ(ch.what, FANPICK_WAIT);
+	CHECK_EQ(ch.until, 500);
+	/* B is back */
+	ch = next(fp, src, 2, &t, 500);
+	CHECK_EQ(ch.what, FANPICK_FETCH);
+	CHECK_EQ(ch.src, 1);
+	CHECK(!ch.late);
+	fanpick_free(fp);
+
+	/* a block a reader waits on, too */
+	fp = fanpick_new(2);
+	src[1].avoid_until = 0;
+	given_a = BITS(0x3);
+	CHECK_EQ(fanpick_want(fp, 1, true), 0);
+	ch = next(fp, src, 2, &t, 0);
+	CHECK_EQ(ch.what, FANPICK_FETCH);
+	CHECK_EQ(ch.block, 1);
+	CHECK_EQ(ch.src, 1);
+	CHECK(!ch.late);
+	fanpick_free(fp);
+}
+
 /* Rule 3 again: a partial source has the block but cannot be asked
  * (busy, or at our cap): the full holder is not used until the wait is
  * over. */
@@ -237,12 +303,14 @@ TEST(partial_busy_held_back)
 	    {.full = true},
 	    {.have = &have, .fetching = &none, .busy_until = 500},
 	};
+	struct fanpick_tune t = tune;
 	struct fanpick_choice ch;
 
-	ch = next(fp, src, 2, &tune, 0);
+	t.full_bias = 1; /* else the holder ties with the source (rule 4) */
+	ch = next(fp, src, 2, &t, 0);
 	CHECK_EQ(ch.what, FANPICK_WAIT);
 	CHECK_EQ(ch.until, 500); /* the busy one comes back first */
-	ch = next(fp, src, 2, &tune, 500);
+	ch = next(fp, src, 2, &t, 500);
 	CHECK_EQ(ch.what, FANPICK_FETCH);
 	CHECK_EQ(ch.src, 1);
 	fanpick_free(fp);
@@ -423,6 +491,7 @@ int main(void)
 	RUN(rarest_first);
 	RUN(rarest_ties_random);
 	RUN(origin_held_back);
+	RUN(given_out_elsewhere);
 	RUN(partial_busy_held_back);
 	RUN(park_at_fetcher);
 	RUN(least_loaded);
