@@ -255,6 +255,14 @@ int fan_take_locked(struct node_fetch *f, struct fan_task *ret)
 		struct fan_src *s = fan->src[i];
 		int64_t due = s->asked_at + FAN_POLL_MS;
 
+		/* when the loop above will ask it (a request of ours to it
+		 * wakes us when it ends) */
+		if (fan->view[i].inflight || fan->view[i].avoid_until == FANPICK_NEVER)
+			continue;
+		if (due < fan->view[i].busy_until)
+			due = fan->view[i].busy_until;
+		if (due < fan->view[i].avoid_until)
+			due = fan->view[i].avoid_until;
 		if (s->v2 && !s->asking && due < ret->until)
 			ret->until = due;
 	}
