@@ -47,8 +47,9 @@
 # serves K x S and the wall time is about K x S/BW (5.6 x S/BW at K=5).
 #
 # The simulator: if $BUILD/bench/objfs-fanout-sim exists, fanout_sim() below
-# runs it for N = K+1, S and BW and its predicted time/(S/BW) and origin/S
-# are printed beside the measured ones ("simulator: not built" if not).
+# runs it for N = K+1, S and BW, modelling the daemon (FANOUT_SIM_MODEL),
+# and its predicted time/(S/BW) and origin/S are printed beside the
+# measured ones ("simulator: not built" if not).
 #
 # Results: FANOUT_OUT (default /tmp/objfs-bench-fanout, or --out DIR's
 # fanout/) gets fanout.txt (the table), fanout.dat (one line per K) and,
@@ -66,6 +67,10 @@ FANOUT_ORIGIN_TARGET=2
 # below this CPU idle (%) during a run, the comparison with the simulator
 # is not to be trusted
 FANOUT_IDLE_MIN=30
+# what the simulator models: the daemon's constants (--daemon) and what
+# its server does with the default serve_slots=1 (slots, busy answers
+# with a retry-after, parked GETs)
+FANOUT_SIM_MODEL="--daemon --slots=1 --retry-after=1 --park=1"
 
 # fanout_sim N S BW: the simulator's prediction for N nodes (node 0 the
 # origin, N-1 readers starting together), an object of S bytes and BW
@@ -87,7 +92,8 @@ fanout_sim() {
 	[ -x "$FANOUT_SIM" ] || return 1
 	# a table: "# ..." header lines, then N, time/ideal, med, orig_t,
 	# origin/S, ... per N
-	out=$(timeout -k 5 120 "$FANOUT_SIM" --nodes="$n" --size="$s" --bw="$bw" 2>"$W/fanout-sim.err") ||
+	# shellcheck disable=SC2086 # the model is several words
+	out=$(timeout -k 5 120 "$FANOUT_SIM" $FANOUT_SIM_MODEL --nodes="$n" --size="$s" --bw="$bw" 2>"$W/fanout-sim.err") ||
 		return 1
 	awk -v n="$n" '!/^#/ && $1 == n { print $2, $5; found = 1 } END { exit !found }' <<<"$out"
 }
