@@ -11,7 +11,8 @@
 #     serving the fetches that began, and the fetchers each other);
 #   - once they are done nothing of the object is left in Redis but its
 #     tombstone: no record (and so no fetcher entry), no holder set, no
-#     directory entry, no other key naming its id;
+#     directory entry, no other key naming its id, no member of the
+#     index of fetcher entries;
 #   - once the readers have closed it, no store holds anything of it:
 #     nothing pending, no object, nothing draining, no file of it (by its
 #     id, or deleted and still kept) in any store's data directory.
@@ -84,6 +85,9 @@ nothing_in_redis() {
 	keys=$(rcli --scan --pattern "*$id*" | sort | paste -sd' ')
 	[ "$keys" = "{objfs}:t:$id" ] || { echo "keys naming $id: $keys"; return 1; }
 	[ "$(rcli HEXISTS '{objfs}:d:1' big)" = 0 ] || { echo "the directory entry is back"; return 1; }
+	# nor a member of the index of fetcher entries ("ID NODE")
+	keys=$(rcli ZRANGE '{objfs}:fan' 0 -1 | grep "^$id " | paste -sd' ' || true)
+	[ -z "$keys" ] || { echo "fetcher entries of $id in the index: $keys"; return 1; }
 }
 eventually 10 nothing_in_redis
 for n in b c d e; do eventually 10 status_is "$n" pending 0; done
