@@ -17,44 +17,18 @@
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
 
-need cmp getfattr
+need getfattr
 start_redis
 for n in a b c d e; do mount_objfs "$n" "$REDIS_URL" "capacity=256M,serve_bwlimit=32M"; done
-size=$((128 << 20))
 block=$((8 << 20))
-mkdata "$T/big" "$size"
-want=$(sha256_of "$T/big")
-cp "$T/big" "$(mnt_of a)/big"
-for n in b c d e; do eventually 10 ls_has "$(mnt_of "$n")" big; done
-id=$(rcli HGET '{objfs}:d:1' big | sed -n 's/^f\([0-9]*\) .*/\1/p')
-[ -n "$id" ] || fail "no directory entry for big"
-
-# read_bg NODE: cat big on NODE in the background, into $T/got.NODE
-pids=()
-read_bg() {
-	(
-		rc=0
-		timeout -k 5 120 cat "$(mnt_of "$1")/big" >"$T/got.$1" 2>"$T/err.$1" || rc=$?
-		echo "$rc" >"$T/rc.$1"
-	) &
-	pids+=("$!")
-}
-
-# fetched_of NODE: bytes of NODE's fetch of big in place so far
-fetched_of() { xattr "$(mnt_of "$1")/big" user.objfs.fetch | awk '{ print ($1 == "fetching") ? $2 : 0 }'; }
+put_object a big $((128 << 20)) b c d e
 
 step "b starts reading first"
-read_bg b
-b_pid=$!
+cat_bg b big
 # two fetches of 8 MiB run at once: 32 MiB in place is two whole blocks
-for ((i = 0; i < 300; i++)); do
-	[ "$(fetched_of b)" -lt $((32 << 20)) ] || break
-	sleep 0.05
-done
-got=$(fetched_of b)
-[ "$got" -ge $((32 << 20)) ] || fail "b's fetch did not get 32 MiB within 15 s (at $got)"
-step "b has $got bytes in place; c, d and e read at once"
-for n in c d e; do read_bg "$n"; done
+wait_fetched "$(mnt_of b)/big" $((32 << 20))
+step "b has $(fetched_bytes "$(mnt_of b)/big") bytes in place; c, d and e read at once"
+for n in c d e; do cat_bg "$n" big; done
 
 # kill b while it is sending a block: its served bytes are not a whole
 # number of blocks (a piece is counted just before it is sent), and its
@@ -66,21 +40,15 @@ for ((i = 0; i < 400; i++)); do
 	sleep 0.02
 done
 state=$(xattr "$(mnt_of b)/big" user.objfs.fetch)
-[ "$served" -gt 0 ] && [ $((served % block)) -ne 0 ] ||
+if [ "$served" -eq 0 ] || [ $((served % block)) -eq 0 ]; then
 	fail "b never was in the middle of sending a block within 8 s (served $served bytes)"
+fi
 kill_node b KILL
 step "killed b with $served bytes served, its own fetch at: $state"
 assert_match '^fetching ' "$state" "b's own fetch when it was killed (else b was no partial holder)"
 
-for p in "${pids[@]}"; do
-	[ "$p" = "$b_pid" ] || wait "$p" || true
-done
-for n in c d e; do
-	assert_eq 0 "$(cat "$T/rc.$n")" "cat on $n ($(cat "$T/err.$n"))"
-	assert_eq "$want" "$(sha256_of "$T/got.$n")" "sha256 of what $n read"
-	rm -f "$T/got.$n"
-done
-wait "$b_pid" || true
+cat_wait c d e b
+for n in c d e; do cat_read "$n" "$OBJ_SHA"; done
 
 step "nobody took b's death for corruption"
 failed_b=0
@@ -97,10 +65,11 @@ done
 step "every survivor's copy is the object's bytes"
 for n in c d e; do
 	eventually 10 fetch_state_is "$(mnt_of "$n")/big" '^local '
-	assert_eq "$want" "$(sha256_of "$(mnt_of "$n")/big")" "sha256 of $n's copy"
+	assert_eq "$OBJ_SHA" "$(sha256_of "$(mnt_of "$n")/big")" "sha256 of $n's copy"
 done
 
 step "afterwards: no entry of a survivor in Redis, nothing pending on the live nodes"
-eventually 10 [ -z "$(rcli HKEYS "{objfs}:o:$id" | grep -E '^~p:[^b]' || true)" ]
+# (b's own entry is 103-fanout-fetcher-crash's)
+eventually 10 [ -z "$(fan_entries "$OBJ_ID" | tr ' ' '\n' | grep -vE '^(~p:b=|index:b$)' || true)" ]
 for n in a c d e; do eventually 10 status_is "$n" pending 0; done
 umount -l "$(mnt_of b)" 2>/dev/null || true

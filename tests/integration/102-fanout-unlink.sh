@@ -27,13 +27,8 @@
 need python3 getfattr
 start_redis
 for n in a b c d e; do mount_objfs "$n" "$REDIS_URL" "capacity=256M,serve_bwlimit=32M"; done
-size=$((128 << 20))
-mkdata "$T/big" "$size"
-want=$(sha256_of "$T/big")
-cp "$T/big" "$(mnt_of a)/big"
-for n in b c d e; do eventually 10 ls_has "$(mnt_of "$n")" big; done
-id=$(rcli HGET '{objfs}:d:1' big | sed -n 's/^f\([0-9]*\) .*/\1/p')
-[ -n "$id" ] || fail "no directory entry for big"
+put_object a big $((128 << 20)) b c d e
+id=$OBJ_ID
 hexid=$(printf %016x "$id")
 
 # served_by_readers: bytes b, c, d and e served so far
@@ -70,7 +65,7 @@ for n in b c d e; do eventually 5 enoent_on "$n"; done
 
 step "every reader reads the whole object"
 for n in b c d e; do
-	assert_eq "$want" "$(release_reader "$n")" "sha256 read by $n's reader"
+	assert_eq "$OBJ_SHA" "$(release_reader "$n")" "sha256 read by $n's reader"
 done
 for n in b c d e; do
 	assert_eq 0 "$(status_of "$n" fetches_failed)" "failed fetches on $n"
@@ -85,9 +80,9 @@ nothing_in_redis() {
 	keys=$(rcli --scan --pattern "*$id*" | sort | paste -sd' ')
 	[ "$keys" = "{objfs}:t:$id" ] || { echo "keys naming $id: $keys"; return 1; }
 	[ "$(rcli HEXISTS '{objfs}:d:1' big)" = 0 ] || { echo "the directory entry is back"; return 1; }
-	# nor a member of the index of fetcher entries ("ID NODE")
-	keys=$(rcli ZRANGE '{objfs}:fan' 0 -1 | grep "^$id " | paste -sd' ' || true)
-	[ -z "$keys" ] || { echo "fetcher entries of $id in the index: $keys"; return 1; }
+	# nor a member of the index of fetcher entries
+	keys=$(fan_entries "$id")
+	[ -z "$keys" ] || { echo "fetcher entries of $id: $keys"; return 1; }
 }
 eventually 10 nothing_in_redis
 for n in b c d e; do eventually 10 status_is "$n" pending 0; done

@@ -18,68 +18,29 @@
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
 
-need cmp getfattr
+need getfattr
 start_redis
 for n in a b c d; do mount_objfs "$n" "$REDIS_URL" "capacity=256M,serve_bwlimit=32M"; done
-size=$((128 << 20))
-mkdata "$T/big" "$size"
-want=$(sha256_of "$T/big")
-cp "$T/big" "$(mnt_of a)/big"
-for n in b c d; do eventually 10 ls_has "$(mnt_of "$n")" big; done
-id=$(rcli HGET '{objfs}:d:1' big | sed -n 's/^f\([0-9]*\) .*/\1/p')
-[ -n "$id" ] || fail "no directory entry for big"
-hexid=$(printf %016x "$id")
-
-# read_bg NODE: cat big on NODE in the background, into $T/got.NODE
-pids=()
-read_bg() {
-	(
-		rc=0
-		timeout -k 5 120 cat "$(mnt_of "$1")/big" >"$T/got.$1" 2>"$T/err.$1" || rc=$?
-		echo "$rc" >"$T/rc.$1"
-	) &
-	pids+=("$!")
-}
-# fetched_of NODE: bytes of NODE's fetch of big in place so far
-fetched_of() { xattr "$(mnt_of "$1")/big" user.objfs.fetch | awk '{ print ($1 == "fetching") ? $2 : 0 }'; }
-# redis_ms: Redis's clock, in ms (the entries' deadlines are on it)
-redis_ms() {
-	local t
-	t=$(rcli TIME | paste -sd' ')
-	echo $((${t% *} * 1000 + ${t#* } / 1000))
-}
-# fetchers: the fetcher entries of big's record, "~p:NODE=DEADLINE ..."
-fetchers() { rcli HGETALL "{objfs}:o:$id" | paste - - | awk -F'\t' '$1 ~ /^~p:/ { printf "%s=%s ", $1, $2 }'; }
+put_object a big $((128 << 20)) b c d
+id=$OBJ_ID
 
 step "b, c and d read it at once"
-for n in b c d; do read_bg "$n"; done
-b_pid=${pids[0]}
+for n in b c d; do cat_bg "$n" big; done
 # b is mid-fetch with a few blocks, and has an entry
-for ((i = 0; i < 300; i++)); do
-	[ "$(fetched_of b)" -lt $((24 << 20)) ] || break
-	sleep 0.05
-done
+wait_fetched "$(mnt_of b)/big" $((24 << 20))
 state=$(xattr "$(mnt_of b)/big" user.objfs.fetch)
 assert_match '^fetching ' "$state" "b's fetch before the kill"
-deadline=$(rcli HGET "{objfs}:o:$id" "~p:b")
 kill_node b KILL
-step "killed b, its fetch at: $state; entries then: $(fetchers)"
+step "killed b, its fetch at: $state; entries then: $(fan_entries "$id")"
 # its last renewal may have landed just before the kill
 deadline=$(rcli HGET "{objfs}:o:$id" "~p:b")
 assert_match '^[0-9]+$' "$deadline" "b's fetcher entry after the kill"
 
-for p in "${pids[@]}"; do
-	[ "$p" = "$b_pid" ] || wait "$p" || true
-done
-wait "$b_pid" || true
-for n in c d; do
-	assert_eq 0 "$(cat "$T/rc.$n")" "cat on $n ($(cat "$T/err.$n"))"
-	assert_eq "$want" "$(sha256_of "$T/got.$n")" "sha256 of what $n read"
-	rm -f "$T/got.$n"
-done
+cat_wait c d b
+for n in c d; do cat_read "$n" "$OBJ_SHA"; done
 
 left=$((deadline - $(redis_ms)))
-step "c and d are done; b's entry lapses in $left ms (entries: $(fetchers))"
+step "c and d are done; b's entry lapses in $left ms (entries: $(fan_entries "$id"))"
 [ "$left" -le 60000 ] || fail "b's entry has a deadline $left ms away (more than a minute)"
 for ((i = 0; i < 700; i++)); do
 	[ "$(redis_ms)" -le "$deadline" ] || break
@@ -88,14 +49,12 @@ done
 [ "$(redis_ms)" -gt "$deadline" ] || fail "Redis's clock did not pass b's deadline"
 
 step "past the deadline: no fetcher entry is left"
-# no_fetchers: no fetcher entry of big in its record, nor in the index
-# of entries ({objfs}:fan, "ID NODE" by deadline); for eventually
+# no_fetchers: no fetcher entry of big, in its record or in the index of
+# entries; for eventually
 no_fetchers() {
 	local f
-	f=$(fetchers)
+	f=$(fan_entries "$id")
 	[ -z "$f" ] || { echo "entries of big: $f (Redis time $(redis_ms))"; return 1; }
-	f=$(rcli ZRANGE '{objfs}:fan' 0 -1 | grep "^$id " || true)
-	[ -z "$f" ] || { echo "index members of big: $f"; return 1; }
 }
 eventually 10 no_fetchers
 
@@ -104,7 +63,7 @@ umount -l "$(mnt_of b)" 2>/dev/null || true
 mount_objfs b "$REDIS_URL" "capacity=256M,serve_bwlimit=32M"
 status_is b pending 0 || fail "$(status_is b pending 0)"
 status_is b objects 0 || fail "$(status_is b objects 0)"
-left=$(ls -A "$(store_of b)/data" | grep -E "^($hexid|\.gone-.*)\$" || true)
+left=$(ls -A "$(store_of b)/data" | grep -E "^($(printf %016x "$id")|\.gone-.*)\$" || true)
 [ -z "$left" ] || fail "b's store still has: $left"
 assert_no_match '(^|,)b(,|$)' "$(xattr "$(mnt_of c)/big" user.objfs.locations)" "holders of big"
 no_fetchers || fail "$(no_fetchers)"
