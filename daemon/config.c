@@ -235,6 +235,7 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 		FLAG("prefault", prefault)
 		FLAG("noprefault", no_prefault)
 		FLAG("restart", restart)
+		FLAG("test_corrupt_serve", test_corrupt_serve)
 #undef FLAG
 		if (!strcmp(opt, "user")) {
 			/* what mount(8) implies for user mounts */

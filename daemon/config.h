@@ -69,6 +69,11 @@ struct config {
 	bool restart;	      /* restart: wait for a previous instance to let go */
 	bool check_only;      /* --check: validate the command line, do nothing */
 	bool passthrough_off; /* passthrough=off (default: auto) */
+	/* test_corrupt_serve: TESTS ONLY, left out of --help and of the
+	 * README's table of options: this node flips a byte of every range
+	 * it serves of an object it is still fetching (fan-out), on the wire
+	 * only (node_source_test_corrupt()) */
+	bool test_corrupt_serve;
 	bool nosuid, nodev, noexec, noatime;
 
 	/* the options given so far, "NAME=VALUE" or "NAME": one may come

@@ -840,6 +840,11 @@ static int run(struct daemon *d)
 		fail("out of memory");
 		return -ENOMEM;
 	}
+	if (d->cfg.test_corrupt_serve) {
+		log_warn("test_corrupt_serve: this node corrupts what it serves of objects it is "
+			 "still fetching (a test hook; never use it otherwise)");
+		node_source_test_corrupt(d->src);
+	}
 	snprintf(fsname, sizeof(fsname), "objfs:%s",
 		 d->cfg.spec_kind == SPEC_LOCAL ? "local" : meta_url(d->meta));
 	fc = (struct fs_config){

@@ -42,7 +42,10 @@
  *                               see bsum.h; read only by a fetch of such
  *                               an object, with HGET, so older nodes,
  *                               which HMGET named fields, never see it;
- *                               it goes with the record)
+ *                               it goes with the record), "~p:<node>"
+ *                               (a node fetching the object: a deadline
+ *                               in ms on Redis's clock; see
+ *                               meta_locate_fan())
  *   {P}:h:<id>          set     nodes holding a sealed copy of the object
  *                               (meta_locate() drops those whose card expired)
  *   {P}:t:<id>          string  tombstone of a deleted object (unlink,
@@ -62,6 +65,13 @@
  *                               of older nodes, and a malformed one is
  *                               ignored with a warning: both read as "")
  *   {P}:nodes           set     every node name that ever registered
+ *   {P}:fan             zset    "<id> <node>" of every fetcher entry
+ *                               "~p:<node>" of record o:<id>, scored by its
+ *                               deadline, so that a crashed fetcher's
+ *                               entry can be found and removed once it
+ *                               lapsed (by the heartbeats) when no
+ *                               locate meets it any more; written and
+ *                               removed with the entry, and by a delete
  *   {P}:inval           sharded channel (SPUBLISH, SSUBSCRIBE) of
  *                               invalidations, "<origin> <kind> <parent>
  *                               <name> <id>": origin is the node whose
@@ -511,8 +521,10 @@ struct meta_locate {
  * one of them for that long (on Redis's clock), if the object has block
  * sums: a field "~p:<node>" of its record, removed when this node
  * registers as a holder (meta_add_holder_prune() and friends) or leaves
- * (meta_fan_leave()), and by any locate once it lapsed or its node's card
- * is gone.  Such entries never count as copies.  Errors as
+ * (meta_fan_leave()), by any locate once it lapsed or its node's card
+ * is gone, and by the next heartbeat of any node once it lapsed
+ * (meta_node_heartbeat(): a crashed fetcher's entry, which no locate may
+ * meet again).  Such entries never count as copies.  Errors as
  * meta_locate(); on success *@ret is this node's to release.
  */
 int meta_locate_fan(struct meta *m, uint64_t id, unsigned flags, unsigned advertise_ms,

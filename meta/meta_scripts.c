@@ -33,7 +33,10 @@
  * hash belongs) is a corrupt record, EBADMSG naming the key, not a
  * failure of Redis.  shown() is how a value read back appears in such a
  * message: quoted and cut to 64 bytes, or "missing" (meta.c escapes the
- * whole message before it logs it).
+ * whole message before it logs it).  fan_add() and fan_del() keep the
+ * index of fetcher entries (meta.h, {P}:fan) with them; it only helps
+ * clear entries, so a broken one (a key of the wrong type) fails no
+ * script: they use redis.pcall() and ignore its errors.
  */
 #define LUA_BASE                                                                                   \
 	"local P = ARGV[1]\n"                                                                      \
@@ -61,10 +64,21 @@
 	"local function dkey(id) return T .. 'd:' .. id end\n"                                     \
 	"local function okey(id) return T .. 'o:' .. id end\n"                                     \
 	"local function hkey(id) return T .. 'h:' .. id end\n"                                     \
-	"local function tkey(id) return T .. 't:' .. id end\n" /* delete an object's               \
-									   record and holders,     \
-									   leaving a tombstone */  \
+	"local function tkey(id) return T .. 't:' .. id end\n"                                     \
+	"local FAN = T .. 'fan'\n"                                                                 \
+	"local function fan_add(id, n, d)\n"                                                       \
+	"  redis.pcall('ZADD', FAN, d, id .. ' ' .. n)\n"                                          \
+	"end\n"                                                                                    \
+	"local function fan_del(id, n)\n"                                                          \
+	"  redis.pcall('ZREM', FAN, id .. ' ' .. n)\n"                                             \
+	"end\n" /* delete an object's record and holders, leaving a tombstone */                   \
 	"local function bury(id)\n"                                                                \
+	"  local fs = redis.pcall('HKEYS', okey(id))\n"                                            \
+	"  if type(fs) == 'table' and not fs.err then\n"                                           \
+	"    for _, f in ipairs(fs) do\n"                                                          \
+	"      if string.sub(f, 1, 3) == '~p:' then fan_del(id, string.sub(f, 4)) end\n"           \
+	"    end\n"                                                                                \
+	"  end\n"                                                                                  \
 	"  call('DEL', okey(id), hkey(id))\n"                                                      \
 	"  call('SET', tkey(id), NOW, 'EX', " STR(                                                 \
 	    META_TOMBSTONE_TTL) ")\n"                                                              \
@@ -723,11 +737,34 @@ static const char script_claim[] =
 		      "write()\n"
 		      "return {1}\n";
 
-/* Same ARGV as claim; EADDRINUSE if another instance holds the name. */
+/*
+ * Same ARGV as claim; EADDRINUSE if another instance holds the name.
+ * Also removes up to 64 fetcher entries whose deadline has passed,
+ * found through the index {P}:fan: a crashed fetcher's entry, which no
+ * locate meets once no other node fetches the object, goes within a
+ * heartbeat of its deadline.  An entry whose field holds a later
+ * deadline than the index (an older node renewed it) stays; its index
+ * member goes.  Returns 1.
+ */
 static const char script_heartbeat[] =
     LUA_BASE LUA_CARD "local cur = call('HGET', key, 'instance')\n"
 		      "if cur and cur ~= ARGV[6] then fail('EADDRINUSE') end\n"
 		      "write()\n"
+		      "local t = redis.call('TIME')\n"
+		      "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+		      "local due = redis.pcall('ZRANGEBYSCORE', FAN, '-inf', now, 'LIMIT', 0, 64)\n"
+		      "if type(due) == 'table' and not due.err then\n"
+		      "  for _, m in ipairs(due) do\n"
+		      "    local id, n = string.match(m, '^(%d+) (%S+)$')\n"
+		      "    if id then\n"
+		      "      local v = redis.pcall('HGET', okey(id), '~p:' .. n)\n"
+		      "      if type(v) == 'string' and not ((tonumber(v) or 0) > now) then\n"
+		      "        redis.pcall('HDEL', okey(id), '~p:' .. n)\n"
+		      "      end\n"
+		      "    end\n"
+		      "    redis.pcall('ZREM', FAN, m)\n"
+		      "  end\n"
+		      "end\n"
 		      "return 1\n";
 
 /* ARGV[5] node, ARGV[6] instance.  Returns 1 if the card was deleted. */
@@ -802,6 +839,7 @@ static const char script_locate[] =
 		       "      if not d or d < now or not isnode(n) or\n"
 		       "         call('EXISTS', ckey(n)) == 0 then\n"
 		       "        call('HDEL', okey(id), f)\n"
+		       "        fan_del(id, n)\n"
 		       "        stale = stale + 1\n"
 		       "      elseif got < want then\n"
 		       "        card(n)\n"
@@ -811,6 +849,7 @@ static const char script_locate[] =
 		       "  end\n"
 		       "  if ttl > 0 and b then\n"
 		       "    call('HSET', okey(id), '~p:' .. me, string.format('%d', now + ttl))\n"
+		       "    fan_add(id, me, string.format('%d', now + ttl))\n"
 		       "  end\n"
 		       "end\n"
 		       "out[5] = stale\n"
@@ -819,6 +858,7 @@ static const char script_locate[] =
 /* ARGV[5] object id, ARGV[6] this node: this node no longer fetches the
  * object (its fetch failed or stopped).  Always 0, record or not. */
 static const char script_fan_leave[] = LUA_BASE "call('HDEL', okey(ARGV[5]), '~p:' .. ARGV[6])\n"
+						"fan_del(ARGV[5], ARGV[6])\n"
 						"return 0\n";
 
 /*
@@ -864,6 +904,7 @@ static const char script_add_holder[] =
 		       "end\n"
 		       "call('SADD', hkey(id), me)\n"
 		       "call('HDEL', okey(id), '~p:' .. me)\n"
+		       "fan_del(id, me)\n"
 		       "local gone = 0\n"
 		       "if ARGV[7] ~= '1' then return 0 end\n"
 		       "for _, n in ipairs(call('SMEMBERS', hkey(id))) do\n"
@@ -949,12 +990,13 @@ const char *const meta_script_name[META_NSCRIPTS] = {
 /*
  * The KEYS of each script, from its ARGV: "N" the namespace's own keys
  * (counter, epoch, root: the init of every namespace script may write
- * them), "S" the set of nodes, and a letter and an ARGV index for the key
- * of that id or node: d directory, o object record, h holders, t
- * tombstone, c node card.  Keys a script only finds on its way (the
- * parents of a path, the entry's object) are not known before it runs;
- * they share the hash tag, so Redis Cluster still runs the script in one
- * slot, and every script reads them before its first write.
+ * them), "S" the set of nodes, "F" the index of fetcher entries, and a
+ * letter and an ARGV index for the key of that id or node: d directory,
+ * o object record, h holders, t tombstone, c node card.  Keys a script
+ * only finds on its way (the parents of a path, the entry's object) are
+ * not known before it runs; they share the hash tag, so Redis Cluster
+ * still runs the script in one slot, and every script reads them before
+ * its first write.
  */
 static const char *const script_keyspec[META_NSCRIPTS] = {
     [MS_INIT] = "N",
@@ -965,23 +1007,23 @@ static const char *const script_keyspec[META_NSCRIPTS] = {
     [MS_READDIR] = "N d5",
     [MS_MKDIR] = "N d5 d8 o8 h8 t8",
     [MS_RMDIR] = "N d5",
-    [MS_PUBLISH] = "N d5 o7 h7 t7",
-    [MS_UNLINK] = "N d5",
-    [MS_RENAME] = "N d5 d7",
+    [MS_PUBLISH] = "N d5 o7 h7 t7 F",
+    [MS_UNLINK] = "N d5 F",
+    [MS_RENAME] = "N d5 d7 F",
     [MS_REREGISTER] = "N o5 h5",
     [MS_CLAIM] = "c5 S",
-    [MS_HEARTBEAT] = "c5 S",
+    [MS_HEARTBEAT] = "c5 S F",
     [MS_RELEASE] = "c5",
     [MS_PATH] = "N d5",
-    [MS_LOCATE] = "o5 h5",
+    [MS_LOCATE] = "o5 h5 F",
     [MS_RELEASE_REPLICA] = "o5 h5",
     [MS_MEMBERS] = "S",
-    [MS_ADD_HOLDER] = "o5 h5",
+    [MS_ADD_HOLDER] = "o5 h5 F",
     [MS_OBJPATH] = "N o5",
     [MS_READDIR_PAGE] = "N d5",
     [MS_SYNC_HOLDERS] = "N",
     [MS_REREGISTER_BATCH] = "N",
-    [MS_FAN_LEAVE] = "o5",
+    [MS_FAN_LEAVE] = "o5 F",
 };
 
 /* Append key "{P}:<what><arg>" to @a's keys. */
@@ -1019,6 +1061,8 @@ int script_keys(const struct meta *m, enum meta_script s, struct args *a)
 				r = key_add(m, a, &nk, "d:", "1");
 		} else if (kind == 'S') {
 			r = key_add(m, a, &nk, "nodes", "");
+		} else if (kind == 'F') {
+			r = key_add(m, a, &nk, "fan", "");
 		} else {
 			/* ARGV[idx] is a->v[2 + idx] */
 			idx = strtol(p, (char **)&p, 10);

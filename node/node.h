@@ -366,6 +366,12 @@ struct node_source *node_source_new(struct store *s, unsigned lease_ms);
  * more (transport_free()).  NULL is fine. */
 void node_source_free(struct node_source *src);
 
+/* TESTS ONLY (mount option test_corrupt_serve): from now on, the first
+ * byte of every range served from an object this node is still
+ * fetching goes out flipped; the store's copy is left as it is.  Call
+ * before transport_serve(). */
+void node_source_test_corrupt(struct node_source *src);
+
 /* Fill in the transport's view of @src (for transport_serve()). */
 void node_source_init(struct transport_source *ret, struct node_source *src);
 

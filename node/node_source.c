@@ -60,6 +60,14 @@
  *   node_source_wait() ──► eviction waits, boundedly, for the GETs of
  *           an object in flight
  *
+ * Test hook.  node_source_test_corrupt() makes this node flip the first
+ * byte of every range it serves of a partial object, on the wire only
+ * (the byte goes out of a copy in the GET's pin; the store's bytes stay
+ * as they are), so that a test can check that a fetcher catches a bad
+ * block from a partial holder, blames it and serves no bad byte onward
+ * (tests/integration/100-fanout-corrupt.sh).  Never on in production:
+ * only the test-only mount option test_corrupt_serve turns it on.
+ *
  * Locking: src->lock guards the lease table.  It is a leaf: no store
  * call that may take a store lock runs under it (references are dropped
  * after it is released).
@@ -67,10 +75,13 @@
 #include "node_i.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "log.h"
 
 #define LEASES_MAX 4096
 
@@ -118,6 +129,7 @@ struct node_source {
 	struct lease *leases;	       /* lock; uthash by key */
 	uint64_t nleases;	       /* lock */
 	struct node_partial *partials; /* lock; uthash by id */
+	bool test_corrupt;	       /* set before serving; never changes after */
 };
 
 /* What a GET holds from open() to close(). */
@@ -126,6 +138,9 @@ struct pin {
 	struct store_obj *o;	   /* one reference, the GET's own */
 	struct lease *l;	   /* NULL if the table was full; lives while inflight */
 	struct node_partial *part; /* an object served in part, or NULL; one reference */
+	bool corrupt;		   /* test hook: the next piece's first byte goes out flipped */
+	uint8_t bad;		   /* that byte, flipped, while it is on the wire */
+	char peer[OBJFS_NODE_MAX]; /* who asked (for the test hook's log line) */
 };
 
 static void partial_free(struct node_partial *p)
@@ -359,6 +374,8 @@ static int src_open(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size
 		if (pin->part) {
 			pin->src = src;
 			pin->o = store_obj_ref(pin->part->o);
+			pin->corrupt = src->test_corrupt;
+			snprintf(pin->peer, sizeof(pin->peer), "%s", peer ? peer : "");
 			*ret_size = pin->part->size;
 			*ret_token = pin;
 			return 0;
@@ -486,11 +503,44 @@ static int src_wait(void *token, uint64_t off, uint64_t len, unsigned ms)
 	return r;
 }
 
+/*
+ * The test hook: the first piece of a range served from a partial
+ * object starts with its first byte flipped, out of pin->bad (which
+ * lives until src_close(), after the piece is sent), and then points
+ * into the object as usual.
+ */
+static int iov_corrupt(struct pin *pin, uint64_t off, size_t len, struct iovec *iov, int max_iov,
+		       size_t *ret_bytes)
+{
+	struct iovec one;
+	size_t got = 0, rest = 0;
+	int n = 0;
+
+	if (store_obj_iov(pin->o, off, 1, &one, 1, &got) != 1 || got != 1)
+		return -EIO;
+	pin->corrupt = false;
+	pin->bad = *(const uint8_t *)one.iov_base ^ 0xff;
+	iov[0].iov_base = &pin->bad;
+	iov[0].iov_len = 1;
+	if (len > 1 && max_iov > 1) {
+		n = store_obj_iov(pin->o, off + 1, len - 1, iov + 1, max_iov - 1, &rest);
+		if (n < 0)
+			return n;
+	}
+	log_warn("test_corrupt_serve: object %" PRIu64 " block %" PRIu64
+		 ": flipped the byte at offset %" PRIu64 " sent to '%s'",
+		 pin->part->id, off >> pin->part->shift, off, pin->peer);
+	*ret_bytes = 1 + rest;
+	return 1 + n;
+}
+
 static int src_iov(void *token, uint64_t off, size_t len, struct iovec *iov, int max_iov,
 		   size_t *ret_bytes)
 {
 	struct pin *pin = token;
 
+	if (pin->corrupt && len > 0 && max_iov > 0)
+		return iov_corrupt(pin, off, len, iov, max_iov, ret_bytes);
 	return store_obj_iov(pin->o, off, len, iov, max_iov, ret_bytes);
 }
 
@@ -702,6 +752,12 @@ void node_source_free(struct node_source *src)
 	pthread_cond_destroy(&src->ended);
 	pthread_mutex_destroy(&src->lock);
 	free(src);
+}
+
+void node_source_test_corrupt(struct node_source *src)
+{
+	if (src)
+		src->test_corrupt = true;
 }
 
 void node_source_init(struct transport_source *ret, struct node_source *src)

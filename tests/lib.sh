@@ -1151,6 +1151,85 @@ opens_in_passthrough() {
 	}
 }
 
+# ---- fan-out (issue 22): one object read by several nodes at once ----
+
+# obj_id NAME: the object id of /NAME, from its entry in the root directory
+obj_id() { rcli HGET '{objfs}:d:1' "$1" | sed -n 's/^f\([0-9]*\) .*/\1/p'; }
+
+# put_object NODE NAME SIZE [READER...]: SIZE random bytes (kept in
+# $T/NAME) written to /NAME on NODE, then listed on every READER.  Sets
+# OBJ_ID (the object's id) and OBJ_SHA (the sha256 of its bytes).
+OBJ_ID='' OBJ_SHA=''
+put_object() {
+	local node=$1 name=$2 size=$3 n
+	shift 3
+	mkdata "$T/$name" "$size"
+	OBJ_SHA=$(sha256_of "$T/$name")
+	cp "$T/$name" "$(mnt_of "$node")/$name"
+	for n in "$@"; do eventually 10 ls_has "$(mnt_of "$n")" "$name"; done
+	OBJ_ID=$(obj_id "$name")
+	[ -n "$OBJ_ID" ] || fail "no directory entry for $name"
+}
+
+# cat_bg NODE NAME: cat /NAME on NODE in the background (bounded to
+# 120 s) into $T/got.NODE, its stderr into $T/err.NODE and its exit
+# status into $T/rc.NODE; CAT_PIDS[NODE] is its pid
+declare -A CAT_PIDS=()
+cat_bg() {
+	(
+		rc=0
+		timeout -k 5 120 cat "$(mnt_of "$1")/$2" >"$T/got.$1" 2>"$T/err.$1" || rc=$?
+		echo "$rc" >"$T/rc.$1"
+	) &
+	CAT_PIDS[$1]=$!
+	BG_PIDS+=("$!")
+}
+
+# cat_wait NODE...: wait for those cats to end (each is bounded)
+cat_wait() {
+	local n
+	for n in "$@"; do wait "${CAT_PIDS[$n]}" || true; done
+}
+
+# cat_read NODE SHA: NODE's cat succeeded and read bytes whose sha256 is
+# SHA (its copy of them is then deleted)
+cat_read() {
+	assert_eq 0 "$(cat "$T/rc.$1")" "cat on $1 ($(cat "$T/err.$1"))"
+	assert_eq "$2" "$(sha256_of "$T/got.$1")" "sha256 of what $1 read"
+	rm -f "$T/got.$1"
+}
+
+# fetched_bytes PATH: bytes of PATH's fetch in place so far (0 if none runs)
+fetched_bytes() { xattr "$1" user.objfs.fetch | awk '{ print ($1 == "fetching") ? $2 : 0 }'; }
+
+# wait_fetched PATH BYTES: until PATH's fetch has BYTES in place, or fail
+# (15 s at most; a fetch that ended first fails too)
+wait_fetched() {
+	local i got=0
+	for ((i = 0; i < 300; i++)); do
+		got=$(fetched_bytes "$1")
+		[ "$got" -lt "$2" ] || return 0
+		sleep 0.05
+	done
+	fail "the fetch of $1 did not have $2 bytes in place within 15 s (at $got; 0: none runs)"
+}
+
+# redis_ms: Redis's clock in ms (fetcher entries' deadlines are on it)
+redis_ms() {
+	local t
+	t=$(rcli TIME | paste -sd' ')
+	echo $((${t% *} * 1000 + ${t#* } / 1000))
+}
+
+# fan_entries ID: the fetcher entries of object ID, "~p:NODE=DEADLINE"
+# each, in its record, then "index:NODE" for each member of the index of
+# entries ({objfs}:fan, "ID NODE"); empty if there is none
+fan_entries() {
+	rcli HGETALL "{objfs}:o:$1" | paste - - |
+		awk -F'\t' '$1 ~ /^~p:/ { printf "%s=%s ", $1, $2 }'
+	rcli ZRANGE '{objfs}:fan' 0 -1 | awk -v id="$1" '$1 == id { printf "index:%s ", $2 }'
+}
+
 # ---- cleanup ----
 
 # umount_under DIR: unmount (lazily) every mount at or below DIR, deepest first

@@ -137,6 +137,13 @@ TEST(options)
 	CHECK_EQ(c.serve_bwlimit, 0);
 	CHECK(!c.prefault);
 	CHECK(!c.restart);
+	CHECK(!c.test_corrupt_serve);
+	config_release(&c);
+	/* the test hook of tests/integration/100-fanout-corrupt.sh: a flag */
+	CHECK_EQ(parse(&c, err, "local", "test_corrupt_serve"), 0);
+	CHECK(c.test_corrupt_serve);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "test_corrupt_serve=1"), -EINVAL);
 	config_release(&c);
 
 	/* passthrough: auto by default, and as given */

@@ -751,16 +751,21 @@ TEST(block_sums)
 }
 
 /* A node card for @m's node (listening at @listen), for locate to see. */
+static void card_make(struct meta_card *c, const char *node, const char *listen)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->host, sizeof(c->host), "test");
+	snprintf(c->listen, sizeof(c->listen), "%s", listen);
+	snprintf(c->caps, sizeof(c->caps), "tcp");
+	snprintf(c->instance, sizeof(c->instance), "i-%s", node);
+	c->pid = getpid();
+}
+
 static void card_of(struct meta *m, const char *node, const char *listen)
 {
 	struct meta_card c, other;
 
-	memset(&c, 0, sizeof(c));
-	snprintf(c.host, sizeof(c.host), "test");
-	snprintf(c.listen, sizeof(c.listen), "%s", listen);
-	snprintf(c.caps, sizeof(c.caps), "tcp");
-	snprintf(c.instance, sizeof(c.instance), "i-%s", node);
-	c.pid = getpid();
+	card_make(&c, node, listen);
 	CHECK_EQ(meta_node_claim(m, &c, 60, &other), 0);
 }
 
@@ -858,6 +863,104 @@ TEST(fan_entries)
 }
 
 /*
+ * A fetcher that crashes leaves its entry behind, and once no other node
+ * fetches the object no locate meets it again: the index {P}:fan (the
+ * entries by deadline) lets any node's heartbeat remove it once it
+ * lapsed.  The index follows the entries (advertise, leave, holder,
+ * unlink); a member whose entry an older node renewed goes alone; a
+ * broken index fails nothing.
+ */
+TEST(fan_lapsed)
+{
+	struct meta *a = mk_connected("t-fanl"), *b = mk("t-fanl", "node-b", 0, 0),
+		    *c = mk("t-fanl", "node-c", 0, 0);
+	const char *sums = "23:00000000000000010000000000000002";
+	struct meta_card ca;
+	struct meta_locate l;
+	struct meta_obj o;
+	char buf[128], field[64], mb[64], mc[64];
+
+	card_make(&ca, "node-a", "127.0.0.1:1");
+	card_of(a, "node-a", "127.0.0.1:1");
+	card_of(b, "node-b", "127.0.0.1:2");
+	card_of(c, "node-c", "127.0.0.1:3");
+	mkobj(a, &o, 9 << 20);
+	CHECK_EQ(meta_publish_sums(a, 1, "f", &o, sums, 0, NULL, NULL), 0);
+	snprintf(mb, sizeof(mb), "%" PRIu64 " node-b", o.id); /* members of the index */
+	snprintf(mc, sizeof(mc), "%" PRIu64 " node-c", o.id);
+
+	/* advertised: the index has each entry, with its deadline */
+	CHECK_EQ(meta_locate_fan(b, o.id, META_LOCATE_SUMS, 30000, 8, &l), 0);
+	meta_locate_release(&l);
+	CHECK_EQ(meta_locate_fan(c, o.id, META_LOCATE_SUMS, 30000, 8, &l), 0);
+	meta_locate_release(&l);
+	rget(field, sizeof(field), "HGET {t-fanl}:o:%" PRIu64 " ~p:node-b", o.id);
+	rget(buf, sizeof(buf), "ZSCORE {t-fanl}:fan %s", mb);
+	CHECK_STR(buf, field);
+	rget(buf, sizeof(buf), "ZCARD {t-fanl}:fan");
+	CHECK_STR(buf, "2");
+	/* c leaves: its member goes */
+	CHECK_EQ(meta_fan_leave(c, o.id), 0);
+	rget(buf, sizeof(buf), "ZCARD {t-fanl}:fan");
+	CHECK_STR(buf, "1");
+
+	/* b crashed: a heartbeat before its deadline leaves it, one after
+	 * (here: the deadline moved to the past) removes entry and member */
+	CHECK_EQ(meta_node_heartbeat(a, &ca, 60), 0);
+	rget(buf, sizeof(buf), "HEXISTS {t-fanl}:o:%" PRIu64 " ~p:node-b", o.id);
+	CHECK_STR(buf, "1");
+	rdo("HSET {t-fanl}:o:%" PRIu64 " ~p:node-b 1", o.id);
+	rdo("ZADD {t-fanl}:fan 1 %s", mb);
+	CHECK_EQ(meta_node_heartbeat(a, &ca, 60), 0);
+	rget(buf, sizeof(buf), "HEXISTS {t-fanl}:o:%" PRIu64 " ~p:node-b", o.id);
+	CHECK_STR(buf, "0");
+	rget(buf, sizeof(buf), "ZCARD {t-fanl}:fan");
+	CHECK_STR(buf, "0");
+
+	/* an entry an older node renewed (its field later than its member)
+	 * stays; a member of a record that is gone goes and makes none */
+	rdo("HSET {t-fanl}:o:%" PRIu64 " ~p:node-c 99999999999999", o.id);
+	rdo("ZADD {t-fanl}:fan 1 %s", mc);
+	rdo("ZADD {t-fanl}:fan 1 %s", "777 node-c");
+	CHECK_EQ(meta_node_heartbeat(a, &ca, 60), 0);
+	rget(buf, sizeof(buf), "HEXISTS {t-fanl}:o:%" PRIu64 " ~p:node-c", o.id);
+	CHECK_STR(buf, "1");
+	rget(buf, sizeof(buf), "ZCARD {t-fanl}:fan");
+	CHECK_STR(buf, "0");
+	rget(buf, sizeof(buf), "EXISTS {t-fanl}:o:777");
+	CHECK_STR(buf, "0");
+	rdo("HDEL {t-fanl}:o:%" PRIu64 " ~p:node-c", o.id);
+
+	/* a fetcher that becomes a holder: its member goes */
+	CHECK_EQ(meta_locate_fan(b, o.id, META_LOCATE_SUMS, 30000, 8, &l), 0);
+	meta_locate_release(&l);
+	CHECK_EQ(meta_add_holder_prune(b, &o, NULL), 0);
+	rget(buf, sizeof(buf), "ZCARD {t-fanl}:fan");
+	CHECK_STR(buf, "0");
+
+	/* a broken index (a string) fails neither a locate, nor a
+	 * heartbeat, nor a leave */
+	rdo("SET {t-fanl}:fan string");
+	CHECK_EQ(meta_locate_fan(c, o.id, META_LOCATE_SUMS, 30000, 8, &l), 0);
+	meta_locate_release(&l);
+	CHECK_EQ(meta_node_heartbeat(a, &ca, 60), 0);
+	CHECK_EQ(meta_fan_leave(c, o.id), 0);
+	rdo("DEL {t-fanl}:fan");
+
+	/* unlinked: the members of its entries go with the record */
+	CHECK_EQ(meta_locate_fan(c, o.id, META_LOCATE_SUMS, 30000, 8, &l), 0);
+	meta_locate_release(&l);
+	rget(buf, sizeof(buf), "ZCARD {t-fanl}:fan");
+	CHECK_STR(buf, "1");
+	CHECK_EQ(meta_unlink(a, 1, "f", NULL), 0);
+	rget(buf, sizeof(buf), "ZCARD {t-fanl}:fan");
+	CHECK_STR(buf, "0");
+	meta_free(c);
+	meta_free(b);
+	meta_free(a);
+}
+
+/*
  * Many fetchers of one object (the record has more than 64 fields, so a
  * locate looks at a random 64): a locate returns at most its sample,
  * never itself, and entries of nodes without a card go as they are met,
@@ -924,6 +1027,7 @@ int main(void)
 	RUN(reregister_batch_names);
 	RUN(block_sums);
 	RUN(fan_entries);
+	RUN(fan_lapsed);
 	RUN(fan_many);
 	return harness_end();
 }
