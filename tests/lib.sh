@@ -1214,6 +1214,18 @@ wait_fetched() {
 	fail "the fetch of $1 did not have $2 bytes in place within 15 s (at $got; 0: none runs)"
 }
 
+# served_half ORIGIN NODE...: the NODEs together served at least half of
+# all the bytes that ORIGIN and they served (fan-out took load off ORIGIN)
+served_half() {
+	local origin n others=0
+	origin=$(status_of "$1" served_bytes)
+	shift
+	for n in "$@"; do others=$((others + $(status_of "$n" served_bytes))); done
+	step "served: $origin bytes by the origin, $others by $*"
+	[ $((2 * others)) -ge $((origin + others)) ] ||
+		fail "$* served $others of $((origin + others)) bytes, less than half"
+}
+
 # redis_ms: Redis's clock in ms (fetcher entries' deadlines are on it)
 redis_ms() {
 	local t
