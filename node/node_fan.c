@@ -354,7 +354,11 @@ bool fan_block_end(struct node_fetch *f, const struct fan_task *t, int r,
 
 	pthread_mutex_lock(&nd->lock);
 	fan->running--;
-	node_source_partial_fetching(f->part, t->block, false);
+	/* (a block that checked out stops "arriving" as it becomes
+	 * "checked", in one step, below: a GET parked on it must not wake
+	 * to find it neither) */
+	if (r != 0)
+		node_source_partial_fetching(f->part, t->block, false);
 	if (got_have && same_src(fan, t))
 		take_have_locked(fan, t->src, th, f->nchunks);
 	if (r == 0) {
@@ -373,13 +377,16 @@ bool fan_block_end(struct node_fetch *f, const struct fan_task *t, int r,
 		c->done = 0;
 		if (r != -EAGAIN) {
 			fan->fails++;
-			/* a full holder that only stalled is asked again after
-			 * a while (and by the plain fetch's retries); any other
-			 * failure ends a source for this fetch */
+			/* a full holder that only stalled, or reset the
+			 * connection (one at its connection limit does), is
+			 * asked again after a while (and by the plain fetch's
+			 * retries); any other failure ends a source for this
+			 * fetch */
 			if (same_src(fan, t))
 				fan->view[t->src].avoid_until =
-				    r == -ETIMEDOUT && fan->view[t->src].full ? now + FAN_AVOID_MS
-									      : FANPICK_NEVER;
+				    (r == -ETIMEDOUT || r == -ECONNRESET) && fan->view[t->src].full
+					? now + FAN_AVOID_MS
+					: FANPICK_NEVER;
 		} else if (same_src(fan, t) && got_have && (th->flags & TRANSPORT_HAVE_BUSY)) {
 			/* it sends all it will at once: ask again when it said */
 			fan->view[t->src].busy_until = now + th->retry_ms;

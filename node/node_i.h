@@ -216,7 +216,11 @@ struct node {
 	struct node_fetch *queue;
 	bool stopping; /* lock */
 	pthread_t workers[FETCH_WORKERS_MAX];
-	unsigned nworkers;	   /* owner: node_new() and node_stop() */
+	unsigned nworkers; /* owner: node_new() and node_stop() */
+	/* fan-out requests out that may park at their source (PARK): at
+	 * most half the workers, so that a parked one never holds up the
+	 * fetches of other objects for long */
+	atomic_uint parking;
 	struct peer_addr *peers;   /* lock; uthash by node */
 	struct peer_blame *blamed; /* lock; uthash by node, at most PEER_BLAME_MAX */
 	/* bumped at every use (node_touch()); a round of eviction that

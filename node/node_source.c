@@ -219,10 +219,12 @@ struct node_partial *node_source_partial_add(struct node_source *src, struct sto
 void node_source_partial_have(struct node_partial *p, uint32_t block)
 {
 	if (p && block < p->nblocks) {
+		/* checked, then no longer arriving (release: who sees the
+		 * second sees the first, range_state()) */
 		atomic_fetch_or_explicit(&p->have[block / 64], 1ull << (block % 64),
 					 memory_order_release);
 		atomic_fetch_and_explicit(&p->fetching[block / 64], ~(1ull << (block % 64)),
-					  memory_order_relaxed);
+					  memory_order_release);
 		partial_kick(p);
 	}
 }
@@ -464,10 +466,13 @@ static int range_state(struct node_partial *p, uint64_t off, uint64_t len)
 		last = p->nblocks - 1;
 	for (b = first; b <= last; b++) {
 		uint64_t bit = 1ull << (b % 64);
+		/* arriving first: a block that stopped arriving because it
+		 * checked out shows as checked below */
+		uint64_t f = atomic_load_explicit(&p->fetching[b / 64], memory_order_acquire);
 
 		if (atomic_load_explicit(&p->have[b / 64], memory_order_acquire) & bit)
 			continue;
-		if (!(atomic_load_explicit(&p->fetching[b / 64], memory_order_relaxed) & bit))
+		if (!(f & bit))
 			return 0;
 		r = 2;
 	}

@@ -703,10 +703,13 @@ static bool fan_run(struct node_fetch *f, const struct fan_task *t)
 	memset(&th, 0, sizeof(th));
 	th.shift = 0xff; /* no HAVE yet */
 	v2 = transport_speaks_fan1(nd->transport, t->h.caps);
-	if (v2 && !t->full)
-		flags = TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK |
-			TRANSPORT_F_PARK;
-	else if (v2 && !t->late && !transport_plain_rdma(nd->transport, t->h.node, t->h.rdma))
+	if (v2 && !t->full) {
+		flags = TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK;
+		if (atomic_fetch_add(&nd->parking, 1) < (nd->nworkers + 1) / 2)
+			flags |= TRANSPORT_F_PARK;
+		else
+			atomic_fetch_sub(&nd->parking, 1);
+	} else if (v2 && !t->late && !transport_plain_rdma(nd->transport, t->h.node, t->h.rdma))
 		/* (flags would take it off RDMA, which serves sealed copies
 		 * without slots: a plain GET there) */
 		flags = TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK;
@@ -714,6 +717,8 @@ static bool fan_run(struct node_fetch *f, const struct fan_task *t)
 	c->done = 0;
 	pthread_mutex_unlock(&nd->lock);
 	r = pull_flags(f, c, &t->h, true, flags, flags ? &th : NULL);
+	if (flags & TRANSPORT_F_PARK)
+		atomic_fetch_sub(&nd->parking, 1);
 	if (r == 0)
 		r = verify_block(f, c, t->block);
 	if (r == -ENOENT && !t->full)

@@ -156,8 +156,9 @@ void tslots_release(struct tslots *s)
 
 /* When a slot likely frees, in ms: the soonest end of the tracked GETs,
  * each at an equal share of the bucket's @rate among the node's @sending
- * GETs, or at the rate it got so far if there is no limit.  s->lock
- * held. */
+ * GETs, or at the rate it got so far if there is no limit; times 1 to
+ * 1.5 at random, so that the GETs refused meanwhile do not all come back
+ * together.  s->lock held. */
 static unsigned slot_retry_ms(const struct tslots *s, uint64_t rate, uint64_t sending)
 {
 	int64_t now = mono_ns();
@@ -184,6 +185,8 @@ static unsigned slot_retry_ms(const struct tslots *s, uint64_t rate, uint64_t se
 	}
 	if (best < 0)
 		best = RETRY_GUESS_MS;
+	/* spread: the GETs refused meanwhile are not all back at once */
+	best *= 1.0 + (double)(mono_ns() & 1023) / 2048.0;
 	if (best < 1)
 		return 1;
 	return best > TRANSPORT_RETRY_MS_MAX ? TRANSPORT_RETRY_MS_MAX : (unsigned)best;
@@ -290,11 +293,15 @@ static int have_check(struct transport *t, uint64_t id, const struct transport_h
 static int park(struct transport *t, const struct wire_msg *get, void *token,
 		const atomic_bool *stop, struct transport_have *h)
 {
-	int64_t until = mono_ns() + (int64_t)t->io_timeout_ms * 1000000 / PARK_SHARE;
+	int64_t until = mono_ns() + (int64_t)t->io_timeout_ms * 1000000 / PARK_SHARE, left;
 	int r;
 
 	do {
-		r = t->src.wait(token, get->off, get->len, PARK_SLICE_MS);
+		left = (until - mono_ns()) / 1000000;
+		r = t->src.wait(token, get->off, get->len,
+				left < 1	       ? 1
+				: left < PARK_SLICE_MS ? (unsigned)left
+						       : PARK_SLICE_MS);
 		if (r < 0)
 			return r;
 	} while (r == 2 && mono_ns() < until && !(stop && atomic_load(stop)));

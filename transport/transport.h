@@ -145,7 +145,8 @@ struct transport_have {
  * wait() (may be NULL: no GET waits) parks a GET: it returns 1 once
  * [@off, @off + @len) of the pinned object is servable, 0 as soon as a
  * block of it that is not is also not arriving here (no fetch of it
- * under way, or its bytes stopped), or after @ms at most; or -errno.
+ * under way, or its bytes stopped), 2 if after @ms blocks of it are
+ * still arriving (the transport may call it again), or -errno.
  * The transport calls it in short slices, for a GET that asked to wait
  * (TRANSPORT_F_PARK), so that a GET for a block this node is receiving
  * is answered the moment the block checks out rather than refused.
