@@ -4,7 +4,7 @@
 # says what became of RDMA in `objfs status`, and two nodes fetch over
 # TCP, counted by path; transport=rdma on such a host fails the mount
 # with a clear message and leaves no mount and no daemon behind.  Cards
-# end in "fan1": the TCP server speaks wire version 2.  Every
+# end in "fan1,fan2": the TCP server speaks wire version 2 (with fan2 flags).  Every
 # expectation follows the `rdma:` line of the auto node, so the test
 # holds for builds with and without RDMA, and on hosts with a device.
 # (Bad values of transport= and rdma_eager_max=: 05-options.)
@@ -22,7 +22,7 @@ mount_objfs t "$REDIS_URL" "capacity=64M,transport=tcp"
 assert_eq tcp "$(status_of t transport)" "transport of t"
 assert_eq "off (transport=tcp)" "$(status_of t rdma)" "rdma of t"
 assert_eq - "$(status_of t rdma_addr)" "rdma_addr of t"
-assert_eq tcp,fan1 "$(card t caps)" "caps on t's card"
+assert_eq tcp,fan1,fan2 "$(card t caps)" "caps on t's card"
 assert_eq "" "$(card t rdma)" "rdma address on t's card"
 assert_match '^127\.0\.0\.1:[0-9]+$' "$(card t listen)" "listen address on t's card"
 assert_match 'serving objects over tcp on 127\.0\.0\.1:[0-9]+; peers reach this node at 127\.0\.0\.1:[0-9]+' \
@@ -40,11 +40,11 @@ step "rdma here: $rdma"
 assert_match '^(on|off \(built without rdma\)|unavailable: .+)$' "$rdma" "rdma of b"
 if [ "$rdma" = on ]; then
 	assert_match '^[^ ]+:[0-9]+$' "$(status_of b rdma_addr)" "rdma_addr of b"
-	assert_eq tcp,rdma,fan1 "$(card b caps)" "caps on b's card"
+	assert_eq tcp,rdma,fan1,fan2 "$(card b caps)" "caps on b's card"
 	assert_match '^127\.0\.0\.1:[0-9]+$' "$(card b rdma)" "rdma address on b's card"
 else
 	assert_eq - "$(status_of b rdma_addr)" "rdma_addr of b"
-	assert_eq tcp,fan1 "$(card b caps)" "caps on b's card"
+	assert_eq tcp,fan1,fan2 "$(card b caps)" "caps on b's card"
 	assert_eq "" "$(card b rdma)" "rdma address on b's card"
 fi
 
