@@ -7,7 +7,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
+
+#include "xxh.h"
 
 unsigned bsum_shift(uint64_t size)
 {

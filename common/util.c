@@ -15,7 +15,8 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
+
+#include "xxh.h"
 
 int parse_u64(const char *s, uint64_t *ret)
 {

@@ -39,9 +39,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "log.h"
+#include "xxh.h"
 
 #ifndef NDEBUG
 _Thread_local unsigned store_obj_locks_held;

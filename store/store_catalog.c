@@ -54,9 +54,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "log.h"
+#include "xxh.h"
 
 #define NOTE_KEY_MAX 64
 #define LOG_NAME "catalog.log"

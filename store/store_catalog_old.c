@@ -40,9 +40,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "log.h"
+#include "xxh.h"
 
 #define REC_MAGIC 0x434a424fU /* "OBJC" */
 #define REC_VERSION 2U

@@ -88,9 +88,9 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <xxhash.h>
 
 #include "bsum.h"
+#include "xxh.h"
 
 #include "slab.h"
 #include "store.h"

@@ -22,11 +22,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "store.h"
 #include "tap.h"
 #include "util.h"
+#include "xxh.h"
 
 #define MiB (1024ULL * 1024)
 #define PG STORE_PAGE
