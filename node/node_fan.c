@@ -314,13 +314,14 @@ static void take_have_locked(struct node_fan *fan, unsigned k, const struct tran
 
 	fan->view[k].load = th->load;
 	if (th->flags & TRANSPORT_HAVE_SEALED) {
+		/* a full holder: what it has is all; what it gave out to
+		 * other fetchers, if it says, rides as fetching */
 		fan->view[k].full = true;
 		fan->view[k].have = NULL;
 		fan->view[k].fetching = NULL;
-		return;
 	}
 	if (th->nblocks != nblocks)
-		return; /* another idea of the object: ignore it */
+		return; /* another idea of the object (or nothing given out) */
 	for (w = 0; w < FANPICK_WORDS(nblocks); w++) {
 		uint64_t h = 0, g = 0;
 
@@ -331,7 +332,8 @@ static void take_have_locked(struct node_fan *fan, unsigned k, const struct tran
 		s->have[w] = h;
 		s->fetching[w] = g;
 	}
-	fan->view[k].have = s->have;
+	if (!fan->view[k].full)
+		fan->view[k].have = s->have;
 	fan->view[k].fetching = s->fetching;
 }
 

@@ -208,7 +208,7 @@ struct transport_counters {
 	atomic_uint_fast64_t rdma_regs_live, rdma_regs_reused, rdma_regs_dropped;
 	atomic_uint_fast64_t serve_open; /* server connections holding a socket */
 	atomic_uint_fast64_t serving;	 /* GETs pinned now (serve_begin() ... serve_end()) */
-	atomic_uint_fast64_t busy_sent, busy_received, parked;
+	atomic_uint_fast64_t busy_sent, busy_received, parked, given_refused;
 };
 
 #define COUNT_ADD(t, field, n) atomic_fetch_add_explicit(&(t)->cnt.field, (n), memory_order_relaxed)
