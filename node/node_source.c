@@ -516,21 +516,49 @@ static int src_give(void *token, uint64_t off, uint64_t len, struct transport_ha
 	pthread_mutex_lock(&src->lock);
 	g = given_find_locked(pin, true);
 	if (g) {
+		/* the blocks that start in the range (a block longer than one
+		 * GET comes in several) */
 		shift = bsum_shift(g->size);
-		first = off >> shift;
+		first = ((off >> shift) << shift) == off ? off >> shift : (off >> shift) + 1;
 		last = (off + len - 1) >> shift;
 		for (b = first; b <= last && b < BSUM_BLOCKS_MAX; b++)
 			if (g->bits[b / 64] >> (b % 64) & 1)
 				r = 0;
-		if (r)
+		if (r) {
 			for (b = first; b <= last && b < BSUM_BLOCKS_MAX; b++)
 				g->bits[b / 64] |= 1ull << (b % 64);
-		else
+			/* (a refusal does not count: the table forgets blocks
+			 * whose fetcher may have died GIVEN_IDLE_NS after the
+			 * last one it gave out) */
+			g->last_ns = mono_ns();
+		} else {
 			given_have_locked(g, ret);
-		g->last_ns = mono_ns();
+		}
 	}
 	pthread_mutex_unlock(&src->lock);
 	return r;
+}
+
+/* The GET that @off, @len were given out to did not get them all. */
+static void src_ungive(void *token, uint64_t off, uint64_t len)
+{
+	struct pin *pin = token;
+	uint64_t first, last, b;
+	unsigned shift;
+	struct given *g;
+
+	if (pin->part || !len)
+		return;
+	pthread_mutex_lock(&pin->src->lock);
+	g = given_find_locked(pin, false);
+	if (g) {
+		shift = bsum_shift(g->size);
+		first = ((off >> shift) << shift) == off ? off >> shift : (off >> shift) + 1;
+		last = (off + len - 1) >> shift;
+		for (b = first; b <= last && b < BSUM_BLOCKS_MAX; b++)
+			g->bits[b / 64] &= ~(1ull << (b % 64));
+	}
+	pthread_mutex_unlock(&pin->src->lock);
 }
 
 /* Is [@off, @off + @len) of the pinned object servable?  A sealed one
@@ -894,6 +922,7 @@ void node_source_init(struct transport_source *ret, struct node_source *src)
 	ret->have = src_have;
 	ret->wait = src_wait;
 	ret->give = src_give;
+	ret->ungive = src_ungive;
 	ret->map = src_map;
 	ret->attach = src_attach;
 	ret->ctx = src;

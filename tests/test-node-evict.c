@@ -750,6 +750,12 @@ TEST(given_out)
 	CHECK_EQ(ts.give(tok, B, B, &h), 1);
 	CHECK_EQ(ts.give(tok, B, B, &h), 0);
 	CHECK_EQ(h.fetching[0], 0x07);
+	/* the second piece of a block (a GET longer than get_max) is served */
+	CHECK_EQ(ts.give(tok, B + 4096, B - 4096, &h), 1);
+	/* a GET whose bytes did not all go out gives its block back */
+	ts.ungive(tok, B, B);
+	CHECK_EQ(ts.give(tok, B, B, &h), 1);
+	CHECK_EQ(ts.give(tok, B, B, &h), 0);
 	ts.close(tok);
 	world_release(&w);
 }

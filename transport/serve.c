@@ -366,6 +366,7 @@ int serve_begin(struct transport *t, const struct wire_msg *get, const char *pee
 			h.load = load;
 			COUNT_ADD(node_of(t), given_refused, 1);
 		}
+		ret_ctx->given = ok == 1;
 	}
 	have_only = query || (!ok && (get->flags & WIRE_F_PARTIAL_OK)) || retry_ms;
 	have_first = !have_only && ok && (get->flags & WIRE_F_WANT_HAVE);
@@ -487,6 +488,9 @@ void serve_unsent(struct serve_ctx *ctx, size_t bytes, int err)
 
 void serve_end(struct serve_ctx *ctx)
 {
+	/* not all of it went out: its blocks are not given out after all */
+	if (ctx->given && !ctx->served && ctx->t->src.ungive)
+		ctx->t->src.ungive(ctx->token, ctx->get_off, ctx->get_len);
 	slot_give(ctx);
 	ctx->t->src.close(ctx->token);
 	ctx->token = NULL;

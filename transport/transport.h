@@ -157,7 +157,10 @@ struct transport_have {
  * as given out to a fetcher, who will serve them onward; 0 if a block of
  * it was given out before: *@ret (zeroed by the caller) is then the HAVE
  * to answer, as have() fills it, with the blocks given out as fetching;
- * or -errno.
+ * or -errno.  ungive() (NULL with give()) takes that back for a GET whose
+ * bytes did not all go out.  A source should also forget what it gave
+ * out after a while: a fetcher that got a block may die before it
+ * serves it.
  *
  * For backends that register memory once per object (RDMA), two more,
  * which may be NULL (RDMA then serves nothing):
@@ -188,6 +191,7 @@ struct transport_source {
 	int (*have)(void *token, uint64_t off, uint64_t len, struct transport_have *ret);
 	int (*wait)(void *token, uint64_t off, uint64_t len, unsigned ms);
 	int (*give)(void *token, uint64_t off, uint64_t len, struct transport_have *ret);
+	void (*ungive)(void *token, uint64_t off, uint64_t len);
 	int (*map)(void *token, void **ret_addr, uint64_t *ret_len, int *ret_fd);
 	int (*attach)(void *token, void *reg, void (*drop)(void *reg), void **ret_cur);
 	void *ctx;

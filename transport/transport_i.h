@@ -361,6 +361,7 @@ struct serve_ctx {
 	uint64_t left; /* bytes not handed out yet */
 	bool more;     /* a piece is still due (an empty range has one) */
 	bool served;   /* the request was counted as served */
+	bool given;    /* the source gave its blocks out for it (give()) */
 };
 
 /*
