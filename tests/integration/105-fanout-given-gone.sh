@@ -1,16 +1,19 @@
 #!/bin/bash
 # Issue 22, given out: a sealed holder sends each block once to fan-out
-# fetches and tells a second fetcher to ask the first.  When the first
-# is gone, the second must not wait for it: a block that every holder
-# gave out and that no fetcher it knows has or fetches is asked of a
-# holder plainly after a short wait (fanpick's given_ms, 2 s), not after
-# the long one meant for a live fetcher (5 x io_timeout, here 150 s).
+# fetches and tells a later fetcher to ask the one it gave the block to.
+# When that one is gone, the later fetcher must still get every block:
+# a block that every holder gave out and that no fetcher it knows has or
+# fetches is asked of a holder plainly after fanpick's given_ms (2 s);
+# io_timeout=30000 makes the wait meant for a live fetcher (5 x
+# io_timeout) 150 s, so that only the short one fits the bound below.
+# (Without given_ms the holder's own memory of what it gave out, 10 s,
+# bounded it: c's read took about 12 s rather than 6; that difference is
+# timing, printed here, not asserted.)
 #
 # a writes a 32 MiB object (4 blocks); b reads it (a gives b every
-# block) and unmounts; c then reads it at once, within a's 10 s memory
-# of what it gave out.  c's copy is byte-exact, within 60 s; a refused
-# c at least once (when less than 8 s passed between b's read and c's,
-# so that a still remembered giving the blocks to b).
+# block) and unmounts; c then reads it at once.  c's copy is byte-exact,
+# within 60 s; a refused c at least once as "given out" (checked when
+# less than 8 s passed between b's read and c's: a forgets after 10 s).
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
 
@@ -27,7 +30,8 @@ step "c reads it: every block was given out to b, who is gone"
 refused0=$(status_of a given_refused)
 rc=0
 sum=$(timeout -k 5 60 sha256sum "$(mnt_of c)/big" | cut -d' ' -f1) || rc=$?
-assert_eq 0 "$rc" "c's read (within 60 s; the long wait would be 150 s)"
+assert_eq 0 "$rc" "c's read (within 60 s)"
+echo "(c's read ended $(($(date +%s) - t_read)) s after b's)"
 assert_eq "$OBJ_SHA" "$sum" "the bytes c read"
 if [ $(($(date +%s) - t_read)) -lt 8 ]; then
 	assert_le $((refused0 + 1)) "$(status_of a given_refused)" "a's fan-out GETs refused as given out"
