@@ -62,6 +62,9 @@ static const struct opt {
     OPT("redis-us", O_DBL, redis_us, "50", "time Redis takes per locate script, us"),
     OPT("io-timeout", O_DBL, io_timeout_ms, "2000", "no progress this long fails a request, ms"),
     OPT("defer", O_DBL, defer_ms, "2000", "fanpick defer_ms (rule 3's bound)"),
+    OPT("given", O_DBL, given_ms, "0",
+	"fanpick given_ms: rule 3's bound for a block given out to a fetcher not known; 0: "
+	"--defer"),
     OPT("busy", O_DBL, busy_ms, "20", "first back-off after a busy answer, ms"),
     OPT("avoid", O_DBL, avoid_ms, "60000", "a stalled source is avoided this long, ms"),
     OPT("retry-after", O_UINT, retry_after, "1", "1: a busy answer says when a slot frees"),
@@ -77,7 +80,7 @@ static const struct opt {
 	"a GET or query does not make the asker a source of the asked"),
     PRESET("daemon",
 	   "slots=0 park=0 retry-after=0 streams=8 cap=2 bias=1 io-timeout=2000 defer=10000 "
-	   "sample=8 poll=100 poll-all relocate-first=250 relocate=1000 hide-given sealed-full",
+	   "sample=8 poll=100 poll-all relocate-first=250 relocate=1000 given=2000 sealed-full",
 	   "today's node_fan.c and server (later options override)"),
 };
 #define NOPTS (sizeof(opt_table) / sizeof(opt_table[0]))

@@ -1258,6 +1258,7 @@ static void world_init(unsigned n)
 	W.nwords = FANPICK_WORDS(W.nblocks);
 	W.tune = (struct fanpick_tune){.src_cap = O.cap,
 				       .defer_ms = (int64_t)O.defer_ms,
+				       .given_ms = (int64_t)O.given_ms,
 				       .full_bias = O.bias,
 				       .park = O.park != 0};
 	W.nd = calloc(n, sizeof(*W.nd));

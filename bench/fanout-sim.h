@@ -17,7 +17,7 @@ struct fsim_opts {
 	unsigned streams, cap, slots, queue, sample, full_sample, bias, park, hints, retry_after,
 	    holders;
 	double churn, stall, stall_ms, stagger_ms, rtt_ms, poll_ms, relocate_ms, relocate_first_ms,
-	    starve_ms, adv_ms, redis_us, io_timeout_ms, defer_ms, busy_ms, avoid_ms;
+	    starve_ms, adv_ms, redis_us, io_timeout_ms, defer_ms, given_ms, busy_ms, avoid_ms;
 	bool rx, cat, no_sent, hide_given, sealed_full, no_discover, poll_all, fill;
 };
 

@@ -460,6 +460,7 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 		OUT("busy_sent: %" PRIu64 "\n", ts.busy_sent);
 		OUT("busy_received: %" PRIu64 "\n", ts.busy_received);
 		OUT("parked: %" PRIu64 "\n", ts.parked);
+		OUT("given_refused: %" PRIu64 "\n", ts.given_refused);
 		OUT("rdma_regs: %" PRIu64 "\n", ts.rdma_regs);
 		OUT("rdma_regs_live: %" PRIu64 "\n", ts.rdma_regs_live);
 		OUT("rdma_regs_reused: %" PRIu64 "\n", ts.rdma_regs_reused);

@@ -245,14 +245,16 @@ static bool live(const struct scan *sc, const struct fanpick_src *s)
 
 /* per word of blocks, what the pass keeps for the draws */
 struct word_pick {
-	uint64_t avail;	 /* a usable partial source has it */
-	uint64_t rare;	 /* the rarest of those */
-	uint64_t soon;	 /* none has it, a usable partial source fetches it (tune->park) */
-	uint64_t fresh;	 /* no partial source has or fetches it, no full holder gave it out */
-	uint64_t other;	 /* the same, but some full holder gave it out, and a usable one
-			  * did not */
-	uint64_t held;	 /* rule 3 holds it back */
-	unsigned rare_n; /* the count of the rare ones */
+	uint64_t avail;	     /* a usable partial source has it */
+	uint64_t rare;	     /* the rarest of those */
+	uint64_t soon;	     /* none has it, a usable partial source fetches it (tune->park) */
+	uint64_t fresh;	     /* no partial source has or fetches it, no full holder gave it out */
+	uint64_t other;	     /* the same, but some full holder gave it out, and a usable one
+			      * did not */
+	uint64_t held;	     /* rule 3 holds it back */
+	uint64_t held_given; /* of those, the ones no partial source has or
+			      * fetches: only a full holder's "given out" holds them */
+	unsigned rare_n;     /* the count of the rare ones */
 };
 
 /* Fold the sources into word @w of @fp. */
@@ -316,6 +318,7 @@ static void scan_word(const struct fanpick *fp, struct scan *sc, bool park, unsi
 	 * to someone we do not know: wait for them rather than load a full
 	 * holder */
 	wp->held = sc->full_ok ? need & ~avail & ~wp->soon & (owned | busy | (given & ~spare)) : 0;
+	wp->held_given = wp->held & ~(owned | busy);
 }
 
 /* what pick_source() looks for */
@@ -413,7 +416,11 @@ static int held_over(struct fanpick *fp, const struct word_pick *wp, const struc
 					bit_set(fp->held, b);
 					fp->held_since[b] = now;
 				}
-				end = fp->held_since[b] + t->defer_ms;
+				end = fp->held_since[b] +
+				      (t->given_ms > 0 && t->given_ms < t->defer_ms &&
+					       bit_get(&wp[w].held_given, b % 64)
+					   ? t->given_ms
+					   : t->defer_ms);
 				if (end <= now) {
 					if (over < 0)
 						over = (int)b;

@@ -43,7 +43,10 @@
  *     cannot be asked of it now, or that every usable full holder gave
  *     out to a fetcher we do not know, is held back: it is taken from a
  *     full holder only once it has been held back for tune.defer_ms in
- *     a row ("late").  A partial source that has not told its state yet
+ *     a row ("late"), or tune.given_ms for a block that none of our
+ *     partial sources has or fetches (the fetcher it was given to may be
+ *     gone: we learn of a live one within a locate or two).  A partial
+ *     source that has not told its state yet
  *     (have == NULL) may be fetching anything: it holds back every
  *     block this way.
  * The source (rule 4): of the usable ones that have the block (that
@@ -109,8 +112,13 @@ struct fanpick_src {
 };
 
 struct fanpick_tune {
-	unsigned src_cap;   /* our requests in flight per source, at most (>= 1) */
-	int64_t defer_ms;   /* rule 3: how long a block waits for a fetcher */
+	unsigned src_cap; /* our requests in flight per source, at most (>= 1) */
+	int64_t defer_ms; /* rule 3: how long a block waits for a fetcher */
+	/* rule 3 for a block held back only because every usable full
+	 * holder gave it out and none of our partial sources has or fetches
+	 * it: the fetcher that got it is one we do not know yet, or one
+	 * gone; 0 (or more than defer_ms) is defer_ms */
+	int64_t given_ms;
 	unsigned full_bias; /* rule 4: load a full holder counts on top */
 	/* a partial source may be asked for a block it is still fetching:
 	 * it answers once the block is verified there */

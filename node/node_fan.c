@@ -49,6 +49,11 @@
 #define FAN_FAILS_MAX 12
 /* a source is asked what it has (and fetches, or gave out) this often */
 #define FAN_POLL_MS 100
+/* fanpick's given_ms: a block a full holder gave out, which no source we
+ * know has or fetches, waits this long for us to learn of its fetcher
+ * (the locates above find a live one within FAN_RENEW_MAX_MS), then is
+ * asked of a full holder plainly (the fetcher may be gone) */
+#define FAN_GIVEN_MS (2 * FAN_RENEW_MAX_MS)
 
 struct fan_src {
 	struct meta_holder h;
@@ -159,6 +164,7 @@ int fan_new(struct node_fetch *f)
 	fan->tune = (struct fanpick_tune){
 	    .src_cap = nd->streams_per_holder ? nd->streams_per_holder : 2,
 	    .defer_ms = 5 * (int64_t)nd->io_timeout_ms,
+	    .given_ms = FAN_GIVEN_MS,
 	    .full_bias = 1,
 	    .park = true,
 	};
@@ -314,13 +320,14 @@ static void take_have_locked(struct node_fan *fan, unsigned k, const struct tran
 
 	fan->view[k].load = th->load;
 	if (th->flags & TRANSPORT_HAVE_SEALED) {
+		/* a full holder: what it has is all; what it gave out to
+		 * other fetchers, if it says, rides as fetching */
 		fan->view[k].full = true;
 		fan->view[k].have = NULL;
 		fan->view[k].fetching = NULL;
-		return;
 	}
 	if (th->nblocks != nblocks)
-		return; /* another idea of the object: ignore it */
+		return; /* another idea of the object (or nothing given out) */
 	for (w = 0; w < FANPICK_WORDS(nblocks); w++) {
 		uint64_t h = 0, g = 0;
 
@@ -331,7 +338,8 @@ static void take_have_locked(struct node_fan *fan, unsigned k, const struct tran
 		s->have[w] = h;
 		s->fetching[w] = g;
 	}
-	fan->view[k].have = s->have;
+	if (!fan->view[k].full)
+		fan->view[k].have = s->have;
 	fan->view[k].fetching = s->fetching;
 }
 

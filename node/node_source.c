@@ -17,6 +17,16 @@
  * A partial object takes no lease and cannot be registered whole (map()
  * fails: RDMA peers fetch it over TCP).
  *
+ * Given out (issue 22).  A sealed object sends each of its blocks once to
+ * the fan-out fetches (GETs with BUSY_OK | PARTIAL_OK: give()): the
+ * fetcher that got it serves it onward, so a second fan-out GET of a
+ * block is answered HAVE, sealed, with the blocks given out as
+ * "fetching", and goes to that fetcher; have() says the same to a query.
+ * A plain GET (a late one, fanpick's rule 3, or any other fetch) is
+ * always served.  The bitmaps live in a table of at most GIVEN_MAX
+ * objects; one not asked for GIVEN_IDLE_NS starts afresh (the fetchers
+ * that got its blocks may be gone), and a full table drops its oldest.
+ *
  * Leases.  A peer fetches a big object as many GETs (8 MiB ranges, two
  * at a time, over connections that come and go), and the object may be
  * deleted or replaced here between two of them: the unlink takes it
@@ -84,6 +94,17 @@
 #include "log.h"
 
 #define LEASES_MAX 4096
+#define GIVEN_MAX 256
+#define GIVEN_IDLE_NS (10 * 1000000000LL)
+
+/* The blocks of one sealed object given out to fan-out fetches. */
+struct given {
+	uint64_t id;
+	uint64_t size;
+	int64_t last_ns; /* mono_ns() of its last fan-out GET */
+	uint64_t bits[BSUM_BLOCKS_MAX / 64];
+	UT_hash_handle hh;
+};
 
 struct lease_key {
 	uint64_t id;
@@ -129,6 +150,8 @@ struct node_source {
 	struct lease *leases;	       /* lock; uthash by key */
 	uint64_t nleases;	       /* lock */
 	struct node_partial *partials; /* lock; uthash by id */
+	struct given *given;	       /* lock; uthash by id */
+	unsigned ngiven;	       /* lock */
 	bool test_corrupt;	       /* set before serving; never changes after */
 };
 
@@ -422,17 +445,135 @@ static int src_open(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size
 	return 0;
 }
 
+/* The given-out entry of the object @pin holds (sealed, of at least two
+ * blocks), made if @make, started afresh if idle.  NULL if none.
+ * src->lock held. */
+static struct given *given_find_locked(struct pin *pin, bool make)
+{
+	struct node_source *src = pin->src;
+	uint64_t id = store_obj_id(pin->o), size = store_obj_size(pin->o);
+	int64_t now = mono_ns();
+	struct given *g, *tmp, *old = NULL;
+
+	HASH_FIND(hh, src->given, &id, sizeof(id), g);
+	if (g && (g->size != size || now - g->last_ns > GIVEN_IDLE_NS)) {
+		memset(g->bits, 0, sizeof(g->bits));
+		g->size = size;
+	}
+	if (g || !make || bsum_blocks(size) < 2 || bsum_blocks(size) > BSUM_BLOCKS_MAX)
+		return g;
+	if (src->ngiven >= GIVEN_MAX) {
+		HASH_ITER (hh, src->given, g, tmp)
+			if (!old || g->last_ns < old->last_ns)
+				old = g;
+		HASH_DELETE(hh, src->given, old);
+		free(old);
+		src->ngiven--;
+	}
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	g->id = id;
+	g->size = size;
+	g->last_ns = now;
+	HASH_ADD(hh, src->given, id, sizeof(g->id), g);
+	src->ngiven++;
+	return g;
+}
+
+/* What a HAVE of a sealed object says: every byte, and, if it gave
+ * blocks out, which.  src->lock held. */
+static void given_have_locked(const struct given *g, struct transport_have *ret)
+{
+	uint32_t n;
+
+	ret->flags = TRANSPORT_HAVE_SEALED;
+	ret->nblocks = 0;
+	if (!g)
+		return;
+	n = bsum_blocks(g->size);
+	ret->shift = (uint8_t)bsum_shift(g->size);
+	ret->nblocks = n;
+	for (uint32_t i = 0; i < (n + 63) / 64; i++)
+		for (int b = 0; b < 8; b++)
+			ret->fetching[i * 8 + b] = (uint8_t)(g->bits[i] >> (8 * b));
+}
+
+/* A fan-out GET of [@off, @off + @len) of the pinned object: serve it
+ * (1: its blocks are given out now) unless a block of it was given out
+ * before (0, with the HAVE that says so in *@ret). */
+static int src_give(void *token, uint64_t off, uint64_t len, struct transport_have *ret)
+{
+	struct pin *pin = token;
+	struct node_source *src = pin->src;
+	uint64_t first, last, b;
+	unsigned shift;
+	struct given *g;
+	int r = 1;
+
+	if (pin->part || !len)
+		return 1; /* a partial object serves what it checked, as often as asked */
+	pthread_mutex_lock(&src->lock);
+	g = given_find_locked(pin, true);
+	if (g) {
+		/* the blocks that start in the range (a block longer than one
+		 * GET comes in several) */
+		shift = bsum_shift(g->size);
+		first = ((off >> shift) << shift) == off ? off >> shift : (off >> shift) + 1;
+		last = (off + len - 1) >> shift;
+		for (b = first; b <= last && b < BSUM_BLOCKS_MAX; b++)
+			if (g->bits[b / 64] >> (b % 64) & 1)
+				r = 0;
+		if (r) {
+			for (b = first; b <= last && b < BSUM_BLOCKS_MAX; b++)
+				g->bits[b / 64] |= 1ull << (b % 64);
+			/* (a refusal does not count: the table forgets blocks
+			 * whose fetcher may have died GIVEN_IDLE_NS after the
+			 * last one it gave out) */
+			g->last_ns = mono_ns();
+		} else {
+			given_have_locked(g, ret);
+		}
+	}
+	pthread_mutex_unlock(&src->lock);
+	return r;
+}
+
+/* The GET that @off, @len were given out to did not get them all. */
+static void src_ungive(void *token, uint64_t off, uint64_t len)
+{
+	struct pin *pin = token;
+	uint64_t first, last, b;
+	unsigned shift;
+	struct given *g;
+
+	if (pin->part || !len)
+		return;
+	pthread_mutex_lock(&pin->src->lock);
+	g = given_find_locked(pin, false);
+	if (g) {
+		shift = bsum_shift(g->size);
+		first = ((off >> shift) << shift) == off ? off >> shift : (off >> shift) + 1;
+		last = (off + len - 1) >> shift;
+		for (b = first; b <= last && b < BSUM_BLOCKS_MAX; b++)
+			g->bits[b / 64] &= ~(1ull << (b % 64));
+	}
+	pthread_mutex_unlock(&pin->src->lock);
+}
+
 /* Is [@off, @off + @len) of the pinned object servable?  A sealed one
  * wholly; one being fetched, if every block of the range checked out. */
 static int src_have(void *token, uint64_t off, uint64_t len, struct transport_have *ret)
 {
-	struct node_partial *p = ((struct pin *)token)->part;
+	struct pin *pin = token;
+	struct node_partial *p = pin->part;
 	uint64_t first, last, i;
 	bool all = true;
 
 	if (!p) {
-		ret->flags = TRANSPORT_HAVE_SEALED;
-		ret->nblocks = 0;
+		pthread_mutex_lock(&pin->src->lock);
+		given_have_locked(given_find_locked(pin, false), ret);
+		pthread_mutex_unlock(&pin->src->lock);
 		return 1;
 	}
 	ret->shift = p->shift;
@@ -754,6 +895,14 @@ void node_source_free(struct node_source *src)
 			partial_put(src, p);
 		}
 	}
+	{
+		struct given *g, *gtmp;
+
+		HASH_ITER (hh, src->given, g, gtmp) {
+			HASH_DELETE(hh, src->given, g);
+			free(g);
+		}
+	}
 	pthread_cond_destroy(&src->ended);
 	pthread_mutex_destroy(&src->lock);
 	free(src);
@@ -772,6 +921,8 @@ void node_source_init(struct transport_source *ret, struct node_source *src)
 	ret->close = src_close;
 	ret->have = src_have;
 	ret->wait = src_wait;
+	ret->give = src_give;
+	ret->ungive = src_ungive;
 	ret->map = src_map;
 	ret->attach = src_attach;
 	ret->ctx = src;

@@ -684,9 +684,10 @@ bool fetch_run_chunk(struct node_fetch *f, unsigned ci)
  * source, then its sum.  A source of wire version 2 is asked with
  * WANT_HAVE (what it has comes with every answer) and BUSY_OK (at its
  * serve_slots it answers "busy, ask again after ..." rather than share
- * its rate), a partial one also with PARTIAL_OK (it answers HAVE alone
- * if it has not the block yet) and PARK (a block arriving there is sent
- * once it checks out).  A late GET to a full holder (fanpick's rule 3
+ * its rate) and PARTIAL_OK (a partial source answers HAVE alone if it
+ * has not the block yet, a full one if it gave the block out to another
+ * fetcher already), a partial one also with PARK (a block arriving
+ * there is sent once it checks out).  A late GET to a full holder (fanpick's rule 3
  * waited long enough) is a plain one, which every holder serves.  True
  * if that was the last block.
  */
@@ -711,8 +712,9 @@ static bool fan_run(struct node_fetch *f, const struct fan_task *t)
 			atomic_fetch_sub(&nd->parking, 1);
 	} else if (v2 && !t->late && !transport_plain_rdma(nd->transport, t->h.node, t->h.rdma))
 		/* (flags would take it off RDMA, which serves sealed copies
-		 * without slots: a plain GET there) */
-		flags = TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK;
+		 * without slots: a plain GET there); PARTIAL_OK: a block it
+		 * gave out to another fetcher is "ask that one" */
+		flags = TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK;
 	pthread_mutex_lock(&nd->lock);
 	c->done = 0;
 	pthread_mutex_unlock(&nd->lock);

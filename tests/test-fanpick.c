@@ -227,6 +227,58 @@ TEST(origin_held_back)
 	fanpick_free(fp);
 }
 
+/* A block every full holder gave out that none of our partial sources
+ * has or fetches (its fetcher is one we do not know, maybe one gone)
+ * waits given_ms, not defer_ms; one that a partial source fetches still
+ * waits defer_ms. */
+TEST(given_unknown_fetcher)
+{
+	struct fanpick *fp = fanpick_new(4);
+	uint64_t have = 0, fetching = BITS(0x01), given = BITS(0x03);
+	struct fanpick_src src[2] = {
+	    {.full = true, .fetching = &given},
+	    {.have = &have, .fetching = &fetching},
+	};
+	struct fanpick_tune t = tune;
+	struct fanpick_choice ch;
+	unsigned i, got = 0;
+
+	t.park = false;
+	t.given_ms = 200;
+	/* 2 and 3 are fresh */
+	for (i = 0; i < 2; i++) {
+		ch = next(fp, src, 2, &t, 100);
+		CHECK_EQ(ch.what, FANPICK_FETCH);
+		CHECK(!ch.late);
+		got |= 1u << ch.block;
+	}
+	CHECK_EQ(got, 0x0c);
+	/* 0 (fetched by a source we know) and 1 (given to one we do not)
+	 * are held back since 100: 1 for given_ms */
+	ch = next(fp, src, 2, &t, 100);
+	CHECK_EQ(ch.what, FANPICK_WAIT);
+	CHECK_EQ(ch.until, 300);
+	ch = next(fp, src, 2, &t, 300);
+	CHECK_EQ(ch.what, FANPICK_FETCH);
+	CHECK_EQ(ch.block, 1);
+	CHECK_EQ(ch.src, 0);
+	CHECK(ch.late);
+	/* 0 waits for its fetcher until defer_ms */
+	ch = next(fp, src, 2, &t, 300);
+	CHECK_EQ(ch.what, FANPICK_WAIT);
+	CHECK_EQ(ch.until, 1100);
+	/* a given_ms above defer_ms is defer_ms */
+	fanpick_free(fp);
+	fp = fanpick_new(4);
+	t.given_ms = 5000;
+	fetching = 0;
+	given = BITS(0x0f);
+	ch = next(fp, src, 2, &t, 0);
+	CHECK_EQ(ch.what, FANPICK_WAIT);
+	CHECK_EQ(ch.until, 1000);
+	fanpick_free(fp);
+}
+
 /* Rule 3 holds a block a full holder gave out only while no other full
  * holder can send it: one that did not give it out is asked at once
  * (not late), after the fresh blocks; the wait stays for a block every
@@ -491,6 +543,7 @@ int main(void)
 	RUN(rarest_first);
 	RUN(rarest_ties_random);
 	RUN(origin_held_back);
+	RUN(given_unknown_fetcher);
 	RUN(given_out_elsewhere);
 	RUN(partial_busy_held_back);
 	RUN(park_at_fetcher);

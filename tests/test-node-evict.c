@@ -713,6 +713,53 @@ TEST(evict_after_holder_pruned)
 	world_release(&w);
 }
 
+/* A sealed copy sends each block once to the fan-out GETs (give()); a
+ * second one, and a query, are told which blocks went out. */
+TEST(given_out)
+{
+	struct transport_source ts;
+	struct transport_have h;
+	struct world w;
+	struct meta_obj a;
+	uint64_t size = 0;
+	const uint64_t B = 8u << 20;
+	void *tok;
+
+	world_init(&w, 40u << 20);
+	a = put_object(&w, "given-a", 2 * B + 4096, 0, 0); /* 3 blocks */
+	CHECK_EQ(fetch_all(&w, &a), 0);
+	node_source_init(&ts, w.src);
+	CHECK(ts.give != NULL);
+	CHECK_EQ(ts.open(ts.ctx, "peer-1", a.id, &size, &tok), 0);
+	CHECK_EQ(size, a.size);
+	memset(&h, 0, sizeof(h));
+	CHECK_EQ(ts.have(tok, 0, 0, &h), 1);
+	CHECK(h.flags == TRANSPORT_HAVE_SEALED && h.nblocks == 0); /* nothing given out */
+	CHECK_EQ(ts.give(tok, 0, B, &h), 1);
+	CHECK_EQ(ts.give(tok, 2 * B, 4096, &h), 1);
+	memset(&h, 0, sizeof(h));
+	CHECK_EQ(ts.give(tok, 0, B, &h), 0);
+	CHECK(h.flags == TRANSPORT_HAVE_SEALED && h.nblocks == 3 && h.shift == 23);
+	CHECK_EQ(h.fetching[0], 0x05);
+	CHECK_EQ(h.have[0], 0);
+	memset(&h, 0, sizeof(h));
+	CHECK_EQ(ts.have(tok, B, B, &h), 1);
+	CHECK(h.nblocks == 3 && h.fetching[0] == 0x05);
+	/* a range over a given block and a new one: refused, nothing marked */
+	CHECK_EQ(ts.give(tok, B, B + 1, &h), 0);
+	CHECK_EQ(ts.give(tok, B, B, &h), 1);
+	CHECK_EQ(ts.give(tok, B, B, &h), 0);
+	CHECK_EQ(h.fetching[0], 0x07);
+	/* the second piece of a block (a GET longer than get_max) is served */
+	CHECK_EQ(ts.give(tok, B + 4096, B - 4096, &h), 1);
+	/* a GET whose bytes did not all go out gives its block back */
+	ts.ungive(tok, B, B);
+	CHECK_EQ(ts.give(tok, B, B, &h), 1);
+	CHECK_EQ(ts.give(tok, B, B, &h), 0);
+	ts.close(tok);
+	world_release(&w);
+}
+
 int main(void)
 {
 	harness_begin("fetch-evict");
@@ -733,6 +780,7 @@ int main(void)
 	RUN(evict_leased);
 	RUN(holder_evicts_mid_fetch);
 	RUN(evict_walks_few);
+	RUN(given_out);
 	rm_dir(F.root);
 	return harness_end();
 }

@@ -118,6 +118,32 @@ static int psrc_wait(void *token, uint64_t off, uint64_t len, unsigned ms)
 	}
 }
 
+/* Object 6 (64 KiB, sealed) in blocks of 16 KiB: which of them the
+ * source gave out to fan-out GETs (its give() hook). */
+#define GIVE_ID 6
+#define GIVE_SHIFT 14
+static uint8_t given6;
+
+static int psrc_give(void *token, uint64_t off, uint64_t len, struct transport_have *ret)
+{
+	struct mobj *o = token;
+	uint8_t want = 0;
+
+	if (o->id != GIVE_ID)
+		return 1;
+	for (uint64_t b = off >> GIVE_SHIFT; b <= (off + len - 1) >> GIVE_SHIFT; b++)
+		want |= (uint8_t)(1 << b);
+	if (!(given6 & want)) {
+		given6 |= want;
+		return 1;
+	}
+	ret->flags = TRANSPORT_HAVE_SEALED;
+	ret->shift = GIVE_SHIFT;
+	ret->nblocks = 4;
+	ret->fetching[0] = given6;
+	return 0;
+}
+
 /* A server of the v2 source (its have() hook if @with_have) speaking wire
  * versions up to @wire_max, with @slots and @bwlimit; its address into
  * @addr. */
@@ -134,6 +160,7 @@ static struct transport *psrv_new_cfg(unsigned wire_max, bool with_have, unsigne
 				     .close = msrc_close,
 				     .have = with_have ? psrc_have : NULL,
 				     .wait = with_have ? psrc_wait : NULL,
+				     .give = with_have ? psrc_give : NULL,
 				     .ctx = &src};
 	struct transport *t = transport_new(&cfg, NULL);
 
@@ -774,6 +801,48 @@ TEST(v2_park)
 	transport_free(s);
 }
 
+/* A sealed holder sends each block once to the fan-out GETs (BUSY_OK
+ * and PARTIAL_OK); a second one is told who has it ("given out", as
+ * fetching), and a plain or late GET is always served. */
+TEST(v2_given)
+{
+	struct transport *s, *c = client_new("c-given", NULL, 0, 0);
+	const unsigned fan = TRANSPORT_F_BUSY_OK | TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE;
+	const uint64_t B = 1 << GIVE_SHIFT;
+	struct transport_have h;
+	const char *caps = "tcp,fan1,fan2";
+	char addr[64];
+
+	part_setup();
+	given6 = 0;
+	s = psrv_new(WIRE_V2, true, addr, sizeof(addr));
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	CHECK_EQ(fetch_v2(c, caps, addr, GIVE_ID, 0, B, fan, &h), 0);
+	CHECK(h.flags == TRANSPORT_HAVE_SEALED); /* nothing given out before it */
+	memset(&h, 0, sizeof(h));
+	CHECK_EQ(fetch_v2(c, caps, addr, GIVE_ID, 0, B, fan, &h), -EAGAIN);
+	CHECK(h.flags == TRANSPORT_HAVE_SEALED && h.nblocks == 4 && h.shift == GIVE_SHIFT);
+	CHECK_EQ(h.fetching[0], 0x01);
+	CHECK_EQ(stats(s).given_refused, 1);
+	/* another block is served; then both are given out */
+	CHECK_EQ(fetch_v2(c, caps, addr, GIVE_ID, 2 * B, B, fan, &h), 0);
+	CHECK_EQ(fetch_v2(c, caps, addr, GIVE_ID, 2 * B, B, fan, &h), -EAGAIN);
+	CHECK_EQ(h.fetching[0], 0x05);
+	/* a plain GET, a late one (no BUSY_OK) or one that cannot take a HAVE
+	 * alone (no PARTIAL_OK) is served */
+	CHECK_EQ(fetch_v2(c, caps, addr, GIVE_ID, 0, B, 0, NULL), 0);
+	CHECK_EQ(fetch_v2(c, caps, addr, GIVE_ID, 0, B, TRANSPORT_F_PARTIAL_OK, NULL), 0);
+	CHECK_EQ(fetch_v2(c, caps, addr, GIVE_ID, 0, B, TRANSPORT_F_BUSY_OK, NULL), 0);
+	/* and a peer without "fan2" never sends BUSY_OK: served */
+	CHECK_EQ(fetch_v2(c, "tcp,fan1", addr, GIVE_ID, 0, B, fan, &h), 0);
+	CHECK_EQ(stats(s).given_refused, 2);
+	CHECK_EQ(stats(s).bad_frames, 0);
+	transport_free(c);
+	transport_free(s);
+}
+
 /* A node of the first version 2 ("fan1" without "fan2") closes a
  * connection that sends BUSY_OK or PARK; a client that follows its card
  * never sends them. */
@@ -828,5 +897,6 @@ int main(void)
 	RUN(v2_busy);
 	RUN(v2_park);
 	RUN(v2_fan1_server);
+	RUN(v2_given);
 	return harness_end();
 }

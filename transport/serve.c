@@ -313,7 +313,7 @@ int serve_begin(struct transport *t, const struct wire_msg *get, const char *pee
 {
 	const struct transport_source *src = &t->src;
 	bool query = (get->flags & WIRE_F_WANT_HAVE) && !get->len;
-	struct transport_have h;
+	struct transport_have h, gh;
 	bool have_only, have_first;
 	unsigned retry_ms = 0;
 	uint64_t size;
@@ -348,6 +348,25 @@ int serve_begin(struct transport *t, const struct wire_msg *get, const char *pee
 		h.flags |= TRANSPORT_HAVE_BUSY;
 		h.retry_ms = (uint16_t)retry_ms;
 		COUNT_ADD(node_of(t), busy_sent, 1);
+	} else if (ok && get->len && (get->flags & WIRE_F_BUSY_OK) &&
+		   (get->flags & WIRE_F_PARTIAL_OK) && src->give) {
+		/* a block this node gave out already: its fetcher has it */
+		uint16_t load = h.load;
+
+		memset(&gh, 0, sizeof(gh));
+		ok = src->give(token, get->off, get->len, &gh);
+		if (ok <= 0)
+			slot_give(ret_ctx);
+		if (ok < 0) {
+			err = ok;
+			goto close_token;
+		}
+		if (!ok) {
+			h = gh;
+			h.load = load;
+			COUNT_ADD(node_of(t), given_refused, 1);
+		}
+		ret_ctx->given = ok == 1;
 	}
 	have_only = query || (!ok && (get->flags & WIRE_F_PARTIAL_OK)) || retry_ms;
 	have_first = !have_only && ok && (get->flags & WIRE_F_WANT_HAVE);
@@ -469,6 +488,9 @@ void serve_unsent(struct serve_ctx *ctx, size_t bytes, int err)
 
 void serve_end(struct serve_ctx *ctx)
 {
+	/* not all of it went out: its blocks are not given out after all */
+	if (ctx->given && !ctx->served && ctx->t->src.ungive)
+		ctx->t->src.ungive(ctx->token, ctx->get_off, ctx->get_len);
 	slot_give(ctx);
 	ctx->t->src.close(ctx->token);
 	ctx->token = NULL;

@@ -987,6 +987,7 @@ void transport_stats(const struct transport *t, struct transport_stats *ret)
 	ret->busy_sent = LOAD(busy_sent);
 	ret->busy_received = LOAD(busy_received);
 	ret->parked = LOAD(parked);
+	ret->given_refused = LOAD(given_refused);
 	ret->fetch_eager = ret->bytes_eager = ret->fetch_rdv = ret->bytes_rdv = 0;
 	ret->rdma_conns = ret->rdma_regs = 0;
 	ret->rdma_regs_live = ret->rdma_regs_reused = ret->rdma_regs_dropped = 0;

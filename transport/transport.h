@@ -151,6 +151,17 @@ struct transport_have {
  * (TRANSPORT_F_PARK), so that a GET for a block this node is receiving
  * is answered the moment the block checks out rather than refused.
  *
+ * give() (may be NULL: every such GET is served) is asked before a
+ * fan-out GET (TRANSPORT_F_BUSY_OK and TRANSPORT_F_PARTIAL_OK) of a
+ * servable range is served: 1 to serve it, the source noting its blocks
+ * as given out to a fetcher, who will serve them onward; 0 if a block of
+ * it was given out before: *@ret (zeroed by the caller) is then the HAVE
+ * to answer, as have() fills it, with the blocks given out as fetching;
+ * or -errno.  ungive() (NULL with give()) takes that back for a GET whose
+ * bytes did not all go out.  A source should also forget what it gave
+ * out after a while: a fetcher that got a block may die before it
+ * serves it.
+ *
  * For backends that register memory once per object (RDMA), two more,
  * which may be NULL (RDMA then serves nothing):
  * map() gives the whole pinned object's memory (*ret_addr NULL for an
@@ -179,6 +190,8 @@ struct transport_source {
 	void (*close)(void *token);
 	int (*have)(void *token, uint64_t off, uint64_t len, struct transport_have *ret);
 	int (*wait)(void *token, uint64_t off, uint64_t len, unsigned ms);
+	int (*give)(void *token, uint64_t off, uint64_t len, struct transport_have *ret);
+	void (*ungive)(void *token, uint64_t off, uint64_t len);
 	int (*map)(void *token, void **ret_addr, uint64_t *ret_len, int *ret_fd);
 	int (*attach)(void *token, void *reg, void (*drop)(void *reg), void **ret_cur);
 	void *ctx;
@@ -381,6 +394,8 @@ struct transport_stats {
 	/* fan-out: GETs answered "busy" (serve_slots) and told so, and GETs
 	 * that waited here for a block this node was receiving */
 	uint64_t busy_sent, busy_received, parked;
+	/* fan-out GETs for a block this node gave out to another fetcher */
+	uint64_t given_refused;
 };
 void transport_stats(const struct transport *t, struct transport_stats *ret);
 

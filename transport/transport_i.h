@@ -208,7 +208,7 @@ struct transport_counters {
 	atomic_uint_fast64_t rdma_regs_live, rdma_regs_reused, rdma_regs_dropped;
 	atomic_uint_fast64_t serve_open; /* server connections holding a socket */
 	atomic_uint_fast64_t serving;	 /* GETs pinned now (serve_begin() ... serve_end()) */
-	atomic_uint_fast64_t busy_sent, busy_received, parked;
+	atomic_uint_fast64_t busy_sent, busy_received, parked, given_refused;
 };
 
 #define COUNT_ADD(t, field, n) atomic_fetch_add_explicit(&(t)->cnt.field, (n), memory_order_relaxed)
@@ -361,6 +361,7 @@ struct serve_ctx {
 	uint64_t left; /* bytes not handed out yet */
 	bool more;     /* a piece is still due (an empty range has one) */
 	bool served;   /* the request was counted as served */
+	bool given;    /* the source gave its blocks out for it (give()) */
 };
 
 /*
