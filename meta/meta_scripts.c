@@ -791,8 +791,13 @@ static const char script_release[] =
  * value is a deadline in ms on Redis's clock (so that the nodes' clocks
  * do not matter): a crashed fetcher's entry lapses.  Lapsed entries, and
  * those of nodes whose card is gone, are removed as they are met; a
- * record with many looks at a random 64 of its fields.  ENOENT if the
- * object has no record.
+ * record with many looks at a random 64 of its fields.  Of the live
+ * entries, ARGV[9] are returned: consecutive ones in the record's order
+ * from a place that moves with Redis's clock (microseconds), so that
+ * fetchers that locate again and again meet every other one, not always
+ * the same first few in hash order (16 readers: the 7 nobody ever met
+ * got blocks from the origin that nobody asked of them, and the origin
+ * sent the object twice).  ENOENT if the object has no record.
  */
 static const char script_locate[] =
     LUA_BASE LUA_NODES "local id, me = ARGV[5], ARGV[6]\n"
@@ -830,7 +835,7 @@ static const char script_locate[] =
 		       "  else\n"
 		       "    fs = call('HRANDFIELD', okey(id), 64, 'WITHVALUES')\n"
 		       "  end\n"
-		       "  local got = 0\n"
+		       "  local live = {}\n"
 		       "  for i = 1, #fs - 1, 2 do\n"
 		       "    local f = fs[i]\n"
 		       "    local n = string.sub(f, 4)\n"
@@ -841,11 +846,15 @@ static const char script_locate[] =
 		       "        call('HDEL', okey(id), f)\n"
 		       "        fan_del(id, n)\n"
 		       "        stale = stale + 1\n"
-		       "      elseif got < want then\n"
-		       "        card(n)\n"
-		       "        got = got + 1\n"
+		       "      else\n"
+		       "        live[#live + 1] = n\n"
 		       "      end\n"
 		       "    end\n"
+		       "  end\n"
+		       "  local from = 0\n"
+		       "  if #live > want then from = tonumber(t[2]) % #live end\n"
+		       "  for i = 0, math.min(want, #live) - 1 do\n"
+		       "    card(live[(from + i) % #live + 1])\n"
 		       "  end\n"
 		       "  if ttl > 0 and b then\n"
 		       "    call('HSET', okey(id), '~p:' .. me, string.format('%d', now + ttl))\n"

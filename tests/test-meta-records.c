@@ -1016,6 +1016,51 @@ TEST(fan_many)
 	meta_free(a);
 }
 
+/* A locate's sample of fetchers moves: 15 other fetchers and a sample of
+ * 8, located again and again (as a fetch does, once a second), meets
+ * every one of them, not the same first 8 of the record's hash order. */
+TEST(fan_sample_moves)
+{
+	struct meta *a = mk_connected("t-fans"), *b = mk("t-fans", "node-b", 0, 0);
+	const char *sums = "23:00000000000000010000000000000002";
+	struct meta_locate l;
+	struct meta_obj o;
+	unsigned i, met = 0, seen[15] = {0};
+
+	card_of(a, "node-a", "127.0.0.1:1");
+	card_of(b, "node-b", "127.0.0.1:2");
+	mkobj(a, &o, 9 << 20);
+	CHECK_EQ(meta_publish_sums(a, 1, "f", &o, sums, 0, NULL, NULL), 0);
+	for (i = 0; i < 15; i++) {
+		char node[32], listen[32];
+		struct meta *m;
+
+		snprintf(node, sizeof(node), "f-%u", i);
+		snprintf(listen, sizeof(listen), "127.0.0.1:%u", 3000 + i);
+		m = mk("t-fans", node, 0, 0);
+		card_of(m, node, listen);
+		meta_free(m);
+		rdo("HSET {t-fans}:o:%" PRIu64 " ~p:%s 99999999999999", o.id, node);
+	}
+	for (i = 0; i < 100 && met < 15; i++) {
+		CHECK_EQ(meta_locate_fan(b, o.id, META_LOCATE_SUMS, 30000, 8, &l), 0);
+		CHECK_EQ(l.np, 8);
+		for (size_t k = 0; k < l.np; k++) {
+			unsigned n;
+
+			CHECK_EQ(sscanf(l.partials[k].node, "f-%u", &n), 1);
+			if (n < 15 && !seen[n]++)
+				met++;
+		}
+		meta_locate_release(&l);
+		usleep(1000);
+	}
+	CHECK_EQ(met, 15);
+	printf("# every one of 15 fetchers met in %u locates of 8\n", i);
+	meta_free(b);
+	meta_free(a);
+}
+
 int main(void)
 {
 	harness_begin("test-meta-records");
@@ -1029,5 +1074,6 @@ int main(void)
 	RUN(fan_entries);
 	RUN(fan_lapsed);
 	RUN(fan_many);
+	RUN(fan_sample_moves);
 	return harness_end();
 }
