@@ -710,11 +710,17 @@ static bool fan_run(struct node_fetch *f, const struct fan_task *t)
 			flags |= TRANSPORT_F_PARK;
 		else
 			atomic_fetch_sub(&nd->parking, 1);
-	} else if (v2 && !t->late && !transport_plain_rdma(nd->transport, t->h.node, t->h.rdma))
+	} else if (v2 && !t->late && !transport_plain_rdma(nd->transport, t->h.node, t->h.rdma)) {
 		/* (flags would take it off RDMA, which serves sealed copies
 		 * without slots: a plain GET there); PARTIAL_OK: a block it
-		 * gave out to another fetcher is "ask that one" */
+		 * gave out to another fetcher is "ask that one"; PARK: if this
+		 * node alone asks it, the GET waits there for a slot */
 		flags = TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK;
+		if (atomic_fetch_add(&nd->parking, 1) < (nd->nworkers + 1) / 2)
+			flags |= TRANSPORT_F_PARK;
+		else
+			atomic_fetch_sub(&nd->parking, 1);
+	}
 	pthread_mutex_lock(&nd->lock);
 	c->done = 0;
 	pthread_mutex_unlock(&nd->lock);

@@ -312,7 +312,9 @@ struct transport_req {
  *  - BUSY_OK and PARK need "fan2" on the card too (they are dropped for
  *    a peer without it); PARK goes with PARTIAL_OK.  BUSY_OK: a peer that
  *    already sends its serve_slots GETs may answer -EAGAIN with
- *    TRANSPORT_HAVE_BUSY and a retry_ms in *req->have_out.  PARK: a
+ *    TRANSPORT_HAVE_BUSY and a retry_ms in *req->have_out (with PARK,
+ *    a peer whose slots this node alone holds, and that nobody else
+ *    asks, may instead hold the GET until a slot frees).  PARK: a
  *    peer that is receiving the range (its own fetch) answers once it
  *    has checked it, or -EAGAIN if its fetch of it stops; the wait is
  *    bounded by the peer (about io_timeout_ms / 2).

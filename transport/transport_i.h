@@ -236,10 +236,14 @@ struct tbucket {
 #define TSLOT_TRACK 16
 struct tslots {
 	pthread_mutex_t lock;
-	unsigned max;  /* serve_slots; 0: no limit (fixed) */
-	unsigned busy; /* fan-out GETs sending now (lock) */
+	pthread_cond_t freed;	 /* a slot was given back (lock) */
+	unsigned max;		 /* serve_slots; 0: no limit (fixed) */
+	unsigned busy;		 /* fan-out GETs sending now (lock) */
+	unsigned waiting;	 /* GETs waiting for a slot: 0 or 1 (lock) */
+	int64_t contended_until; /* mono_ns(): another peer was told "busy" (lock) */
 	struct tslot {
 		bool used;		   /* (lock) */
+		uint64_t peer;		   /* a hash of its peer's node name (lock) */
 		int64_t t0_ns;		   /* mono_ns() at its start (lock) */
 		uint64_t len;		   /* its range (lock) */
 		atomic_uint_fast64_t sent; /* bytes handed out (its thread) */
