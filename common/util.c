@@ -243,6 +243,17 @@ int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+uint64_t node_name_key(const char *name)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	if (!name || !*name)
+		return 0;
+	for (; *name; name++)
+		h = (h ^ (uint8_t)*name) * 0x100000001b3ull;
+	return h ? h : 1;
+}
+
 int64_t mono_ns(void)
 {
 	struct timespec ts;

@@ -58,6 +58,9 @@ void csum_buf(const void *buf, size_t len, uint8_t ret_csum[OBJFS_CSUM_LEN]);
 
 /* CLOCK_REALTIME in nanoseconds. */
 int64_t now_ns(void);
+/* A 64-bit hash of a node name (FNV-1a), never 0; 0 for NULL or "". */
+uint64_t node_name_key(const char *name);
+
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t mono_ns(void);
 

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 
@@ -76,10 +77,61 @@ static void region_new(struct node_fetch *f)
 	}
 }
 
+/* a fetch with no room waits for the others this often, this long */
+#define RESERVE_POLL_MS 20
+#define RESERVE_WAIT_TIMEOUTS 5
+
 /* Reserve the object's pages, making room by evicting replicas if the
- * store is full. */
+ * store is full (and the fetches under way end, if need be). */
 static struct log_ratelimit slots_rl =
     LOG_RATELIMIT_INIT("fetches over the object limit", 10000, 5);
+
+/* Fetches under way here that hold room (RUNNING: each holds what it
+ * reserved until it ends, and its copy cannot be evicted before)?  Not
+ * those still reserving, as @f is: they hold none, and two of them must
+ * not wait for each other. */
+static bool others_fetching(struct node_fetch *f)
+{
+	struct node_fetch *g, *tmp;
+	bool others = false;
+
+	pthread_mutex_lock(&f->nd->lock);
+	HASH_ITER (hh, f->nd->fetches, g, tmp)
+		if (g != f && g->state == FETCH_RUNNING) {
+			others = true;
+			break;
+		}
+	pthread_mutex_unlock(&f->nd->lock);
+	return others;
+}
+
+/*
+ * No room for @f, even after eviction: if other fetches are under way
+ * here, the room they hold comes back (or their copies become evictable)
+ * when they end.  Wait for that, trying again every RESERVE_POLL_MS, for
+ * at most RESERVE_WAIT_TIMEOUTS x io_timeout.  Opens whose readers find
+ * the bytes in the page cache (passthrough=off keeps it across an
+ * eviction) return at once and leave their fetches running, so a reader
+ * that goes through objects quickly can have several in flight on a
+ * small store; an ENOSPC then would be about room that is on its way
+ * back.  0, or -ENOSPC.
+ */
+static int reserve_wait(struct node_fetch *f)
+{
+	struct node *nd = f->nd;
+	int64_t end = mono_ns() + (int64_t)RESERVE_WAIT_TIMEOUTS * nd->io_timeout_ms * 1000000;
+	int r = -ENOSPC;
+
+	while (r == -ENOSPC && others_fetching(f) && mono_ns() < end) {
+		struct timespec ts = {0, RESERVE_POLL_MS * 1000000L};
+
+		nanosleep(&ts, NULL);
+		r = store_reserve(f->obj, f->rec.size);
+		if (r == -ENOSPC && node_evict(nd, f->rec.size) > 0)
+			r = store_reserve(f->obj, f->rec.size);
+	}
+	return r;
+}
 
 static int reserve(struct node_fetch *f)
 {
@@ -113,6 +165,8 @@ static int reserve(struct node_fetch *f)
 	r = store_reserve(f->obj, f->rec.size);
 	if (r == -ENOSPC && node_evict(nd, f->rec.size) > 0)
 		r = store_reserve(f->obj, f->rec.size);
+	if (r == -ENOSPC)
+		r = reserve_wait(f);
 	if (r == -ENOSPC) {
 		store_describe_use(nd->store, use, sizeof(use));
 		log_warn("no room in the store for object %" PRIu64 " (%" PRIu64 " bytes): %s",

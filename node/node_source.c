@@ -102,8 +102,11 @@ struct given {
 	uint64_t id;
 	uint64_t size;
 	int64_t last_ns; /* mono_ns() of its last fan-out GET */
-	uint64_t bits[BSUM_BLOCKS_MAX / 64];
+	uint32_t n;	 /* blocks */
 	UT_hash_handle hh;
+	/* per block, who got it: node_name_key() of the peer, 0 if nobody
+	 * (that peer asking again is served: it lost the block) */
+	uint64_t to[];
 };
 
 struct lease_key {
@@ -163,7 +166,7 @@ struct pin {
 	struct node_partial *part; /* an object served in part, or NULL; one reference */
 	bool corrupt;		   /* test hook: the next piece's first byte goes out flipped */
 	uint8_t bad;		   /* that byte, flipped, while it is on the wire */
-	char peer[OBJFS_NODE_MAX]; /* who asked (for the test hook's log line) */
+	char peer[OBJFS_NODE_MAX]; /* who asked (given out; the test hook's log line) */
 };
 
 static void partial_free(struct node_partial *p)
@@ -440,6 +443,7 @@ static int src_open(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size
 	pin->src = src;
 	pin->o = o;
 	pin->l = l;
+	snprintf(pin->peer, sizeof(pin->peer), "%s", peer ? peer : "");
 	*ret_size = store_obj_size(o);
 	*ret_token = pin;
 	return 0;
@@ -452,15 +456,21 @@ static struct given *given_find_locked(struct pin *pin, bool make)
 {
 	struct node_source *src = pin->src;
 	uint64_t id = store_obj_id(pin->o), size = store_obj_size(pin->o);
+	uint32_t n = bsum_blocks(size);
 	int64_t now = mono_ns();
 	struct given *g, *tmp, *old = NULL;
 
 	HASH_FIND(hh, src->given, &id, sizeof(id), g);
-	if (g && (g->size != size || now - g->last_ns > GIVEN_IDLE_NS)) {
-		memset(g->bits, 0, sizeof(g->bits));
-		g->size = size;
+	if (g && g->size != size) {
+		/* another object under the id: start afresh */
+		HASH_DELETE(hh, src->given, g);
+		free(g);
+		src->ngiven--;
+		g = NULL;
 	}
-	if (g || !make || bsum_blocks(size) < 2 || bsum_blocks(size) > BSUM_BLOCKS_MAX)
+	if (g && now - g->last_ns > GIVEN_IDLE_NS)
+		memset(g->to, 0, g->n * sizeof(g->to[0]));
+	if (g || !make || n < 2 || n > BSUM_BLOCKS_MAX)
 		return g;
 	if (src->ngiven >= GIVEN_MAX) {
 		HASH_ITER (hh, src->given, g, tmp)
@@ -470,11 +480,12 @@ static struct given *given_find_locked(struct pin *pin, bool make)
 		free(old);
 		src->ngiven--;
 	}
-	g = calloc(1, sizeof(*g));
+	g = calloc(1, sizeof(*g) + n * sizeof(g->to[0]));
 	if (!g)
 		return NULL;
 	g->id = id;
 	g->size = size;
+	g->n = n;
 	g->last_ns = now;
 	HASH_ADD(hh, src->given, id, sizeof(g->id), g);
 	src->ngiven++;
@@ -491,12 +502,12 @@ static void given_have_locked(const struct given *g, struct transport_have *ret)
 	ret->nblocks = 0;
 	if (!g)
 		return;
-	n = bsum_blocks(g->size);
+	n = g->n;
 	ret->shift = (uint8_t)bsum_shift(g->size);
 	ret->nblocks = n;
-	for (uint32_t i = 0; i < (n + 63) / 64; i++)
-		for (int b = 0; b < 8; b++)
-			ret->fetching[i * 8 + b] = (uint8_t)(g->bits[i] >> (8 * b));
+	for (uint32_t i = 0; i < n; i++)
+		if (g->to[i])
+			ret->fetching[i / 8] |= (uint8_t)(1u << (i % 8));
 }
 
 /* A fan-out GET of [@off, @off + @len) of the pinned object: serve it
@@ -506,13 +517,15 @@ static int src_give(void *token, uint64_t off, uint64_t len, struct transport_ha
 {
 	struct pin *pin = token;
 	struct node_source *src = pin->src;
-	uint64_t first, last, b;
+	uint64_t first, last, b, me;
 	unsigned shift;
 	struct given *g;
 	int r = 1;
 
 	if (pin->part || !len)
 		return 1; /* a partial object serves what it checked, as often as asked */
+	/* (a peer that did not name itself counts as one) */
+	me = node_name_key(pin->peer) ? node_name_key(pin->peer) : 1;
 	pthread_mutex_lock(&src->lock);
 	g = given_find_locked(pin, true);
 	if (g) {
@@ -521,12 +534,12 @@ static int src_give(void *token, uint64_t off, uint64_t len, struct transport_ha
 		shift = bsum_shift(g->size);
 		first = ((off >> shift) << shift) == off ? off >> shift : (off >> shift) + 1;
 		last = (off + len - 1) >> shift;
-		for (b = first; b <= last && b < BSUM_BLOCKS_MAX; b++)
-			if (g->bits[b / 64] >> (b % 64) & 1)
+		for (b = first; b <= last && b < g->n; b++)
+			if (g->to[b] && g->to[b] != me)
 				r = 0;
 		if (r) {
-			for (b = first; b <= last && b < BSUM_BLOCKS_MAX; b++)
-				g->bits[b / 64] |= 1ull << (b % 64);
+			for (b = first; b <= last && b < g->n; b++)
+				g->to[b] = me;
 			/* (a refusal does not count: the table forgets blocks
 			 * whose fetcher may have died GIVEN_IDLE_NS after the
 			 * last one it gave out) */
@@ -543,7 +556,7 @@ static int src_give(void *token, uint64_t off, uint64_t len, struct transport_ha
 static void src_ungive(void *token, uint64_t off, uint64_t len)
 {
 	struct pin *pin = token;
-	uint64_t first, last, b;
+	uint64_t first, last, b, me = node_name_key(pin->peer) ? node_name_key(pin->peer) : 1;
 	unsigned shift;
 	struct given *g;
 
@@ -555,8 +568,9 @@ static void src_ungive(void *token, uint64_t off, uint64_t len)
 		shift = bsum_shift(g->size);
 		first = ((off >> shift) << shift) == off ? off >> shift : (off >> shift) + 1;
 		last = (off + len - 1) >> shift;
-		for (b = first; b <= last && b < BSUM_BLOCKS_MAX; b++)
-			g->bits[b / 64] &= ~(1ull << (b % 64));
+		for (b = first; b <= last && b < g->n; b++)
+			if (g->to[b] == me)
+				g->to[b] = 0;
 	}
 	pthread_mutex_unlock(&pin->src->lock);
 }

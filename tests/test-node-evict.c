@@ -723,7 +723,7 @@ TEST(given_out)
 	struct meta_obj a;
 	uint64_t size = 0;
 	const uint64_t B = 8u << 20;
-	void *tok;
+	void *tok, *tok2;
 
 	world_init(&w, 40u << 20);
 	a = put_object(&w, "given-a", 2 * B + 4096, 0, 0); /* 3 blocks */
@@ -731,31 +731,39 @@ TEST(given_out)
 	node_source_init(&ts, w.src);
 	CHECK(ts.give != NULL);
 	CHECK_EQ(ts.open(ts.ctx, "peer-1", a.id, &size, &tok), 0);
+	CHECK_EQ(ts.open(ts.ctx, "peer-2", a.id, &size, &tok2), 0);
 	CHECK_EQ(size, a.size);
 	memset(&h, 0, sizeof(h));
 	CHECK_EQ(ts.have(tok, 0, 0, &h), 1);
 	CHECK(h.flags == TRANSPORT_HAVE_SEALED && h.nblocks == 0); /* nothing given out */
 	CHECK_EQ(ts.give(tok, 0, B, &h), 1);
 	CHECK_EQ(ts.give(tok, 2 * B, 4096, &h), 1);
+	/* another peer is told who has them: blocks 0 and 2 went out */
 	memset(&h, 0, sizeof(h));
-	CHECK_EQ(ts.give(tok, 0, B, &h), 0);
+	CHECK_EQ(ts.give(tok2, 0, B, &h), 0);
 	CHECK(h.flags == TRANSPORT_HAVE_SEALED && h.nblocks == 3 && h.shift == 23);
 	CHECK_EQ(h.fetching[0], 0x05);
 	CHECK_EQ(h.have[0], 0);
 	memset(&h, 0, sizeof(h));
-	CHECK_EQ(ts.have(tok, B, B, &h), 1);
+	CHECK_EQ(ts.have(tok2, B, B, &h), 1);
 	CHECK(h.nblocks == 3 && h.fetching[0] == 0x05);
+	/* the peer it went to is served again: asking again, it has lost
+	 * it (a fetch that failed, a copy evicted and read again) */
+	CHECK_EQ(ts.give(tok, 0, B, &h), 1);
 	/* a range over a given block and a new one: refused, nothing marked */
-	CHECK_EQ(ts.give(tok, B, B + 1, &h), 0);
-	CHECK_EQ(ts.give(tok, B, B, &h), 1);
+	CHECK_EQ(ts.give(tok2, B, B + 1, &h), 0);
+	CHECK_EQ(ts.give(tok2, B, B, &h), 1);
+	memset(&h, 0, sizeof(h));
 	CHECK_EQ(ts.give(tok, B, B, &h), 0);
 	CHECK_EQ(h.fetching[0], 0x07);
 	/* the second piece of a block (a GET longer than get_max) is served */
-	CHECK_EQ(ts.give(tok, B + 4096, B - 4096, &h), 1);
+	CHECK_EQ(ts.give(tok2, B + 4096, B - 4096, &h), 1);
 	/* a GET whose bytes did not all go out gives its block back */
-	ts.ungive(tok, B, B);
+	ts.ungive(tok2, B, B);
 	CHECK_EQ(ts.give(tok, B, B, &h), 1);
-	CHECK_EQ(ts.give(tok, B, B, &h), 0);
+	CHECK_EQ(ts.give(tok2, B, B, &h), 0); /* peer-1's now */
+	CHECK_EQ(ts.give(tok, B, B, &h), 1);
+	ts.close(tok2);
 	ts.close(tok);
 	world_release(&w);
 }

@@ -174,18 +174,6 @@ void tslots_release(struct tslots *s)
 	pthread_mutex_destroy(&s->lock);
 }
 
-/* A slot's peer: FNV-1a of its node name (0: unknown, never waits). */
-static uint64_t peer_key(const char *node)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	if (!node || !*node)
-		return 0;
-	for (; *node; node++)
-		h = (h ^ (uint8_t)*node) * 0x100000001b3ull;
-	return h ? h : 1;
-}
-
 /* Does @peer hold every slot in use?  s->lock held. */
 static bool slots_all_peer(const struct tslots *s, uint64_t peer)
 {
@@ -250,7 +238,7 @@ static int slot_take(struct serve_ctx *ctx, const char *node, bool may_wait,
 {
 	struct transport *n = node_of(ctx->t);
 	struct tslots *s = &n->slots;
-	uint64_t peer = peer_key(node);
+	uint64_t peer = node_name_key(node); /* 0: unknown, never waits */
 	int64_t now = mono_ns(), end = 0;
 	struct timespec ts;
 	unsigned ms;
