@@ -706,14 +706,18 @@ static bool fan_run(struct node_fetch *f, const struct fan_task *t)
 	v2 = transport_speaks_fan1(nd->transport, t->h.caps);
 	if (v2 && !t->full) {
 		flags = TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK;
-		if (atomic_fetch_add(&nd->parking, 1) < (nd->nworkers + 1) / 2)
-			flags |= TRANSPORT_F_PARK;
-		else
-			atomic_fetch_sub(&nd->parking, 1);
-	} else if (v2 && !t->late && !transport_plain_rdma(nd->transport, t->h.node, t->h.rdma))
-		/* (flags would take it off RDMA, which serves sealed copies
-		 * without slots: a plain GET there); PARTIAL_OK: a block it
-		 * gave out to another fetcher is "ask that one" */
+		/* (a GET over RDMA does not park: no share of them for it) */
+		if (transport_parks(nd->transport, t->h.node, t->h.caps, t->h.rdma)) {
+			if (atomic_fetch_add(&nd->parking, 1) < (nd->nworkers + 1) / 2)
+				flags |= TRANSPORT_F_PARK;
+			else
+				atomic_fetch_sub(&nd->parking, 1);
+		}
+	} else if (v2 && !t->late &&
+		   !transport_plain_rdma(nd->transport, t->h.node, t->h.caps, t->h.rdma))
+		/* (flags would take it off RDMA to a holder without "rfan":
+		 * a plain GET there); PARTIAL_OK: a block it gave out to
+		 * another fetcher is "ask that one" */
 		flags = TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK;
 	pthread_mutex_lock(&nd->lock);
 	c->done = 0;
