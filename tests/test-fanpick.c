@@ -395,6 +395,31 @@ TEST(park_at_fetcher)
 	fanpick_free(fp);
 }
 
+/* A source that does not park (reached over RDMA) is never asked for a
+ * block it is only fetching, even with park: the block waits for it. */
+TEST(no_park_source)
+{
+	struct fanpick *fp = fanpick_new(4);
+	uint64_t have = BITS(0x1), fetching = BITS(0x2);
+	struct fanpick_src src = {.have = &have, .fetching = &fetching, .no_park = true};
+	struct fanpick_choice ch;
+
+	ch = next(fp, &src, 1, &tune, 0);
+	CHECK_EQ(ch.what, FANPICK_FETCH);
+	CHECK_EQ(ch.block, 0);
+	ch = next(fp, &src, 1, &tune, 0);
+	CHECK_EQ(ch.what, FANPICK_WAIT);
+	CHECK_EQ(ch.until, FANPICK_NEVER);
+	CHECK_EQ(src.inflight, 1);
+	/* once it has the block, it is asked */
+	have |= BITS(0x2);
+	fetching = 0;
+	ch = next(fp, &src, 1, &tune, 0);
+	CHECK_EQ(ch.what, FANPICK_FETCH);
+	CHECK_EQ(ch.block, 1);
+	fanpick_free(fp);
+}
+
 /* Rule 4: the least loaded source, our requests and its load; a full
  * holder counts full_bias on top; the cap per source. */
 TEST(least_loaded)
@@ -547,6 +572,7 @@ int main(void)
 	RUN(given_out_elsewhere);
 	RUN(partial_busy_held_back);
 	RUN(park_at_fetcher);
+	RUN(no_park_source);
 	RUN(least_loaded);
 	RUN(avoided);
 	RUN(busy_still_counts);
