@@ -369,7 +369,8 @@ TEST(partial_busy_held_back)
 }
 
 /* With park, a block a partial source is fetching is asked of it (after
- * what can be had now); without, it waits. */
+ * what can be had now); without, or of a source that does not park, it
+ * waits. */
 TEST(park_at_fetcher)
 {
 	struct fanpick *fp = fanpick_new(4);
@@ -385,6 +386,11 @@ TEST(park_at_fetcher)
 	ch = next(fp, &src, 1, &nopark, 0);
 	CHECK_EQ(ch.what, FANPICK_WAIT);
 	CHECK_EQ(ch.until, FANPICK_NEVER);
+	/* a source that does not park (over RDMA): as without park */
+	src.no_park = true;
+	ch = next(fp, &src, 1, &tune, 0);
+	CHECK_EQ(ch.what, FANPICK_WAIT);
+	src.no_park = false;
 	ch = next(fp, &src, 1, &tune, 0);
 	CHECK_EQ(ch.what, FANPICK_FETCH);
 	CHECK_EQ(ch.block, 1);
@@ -392,31 +398,6 @@ TEST(park_at_fetcher)
 	/* 2 and 3: nobody has or fetches them */
 	ch = next(fp, &src, 1, &tune, 0);
 	CHECK_EQ(ch.what, FANPICK_NONE);
-	fanpick_free(fp);
-}
-
-/* A source that does not park (reached over RDMA) is never asked for a
- * block it is only fetching, even with park: the block waits for it. */
-TEST(no_park_source)
-{
-	struct fanpick *fp = fanpick_new(4);
-	uint64_t have = BITS(0x1), fetching = BITS(0x2);
-	struct fanpick_src src = {.have = &have, .fetching = &fetching, .no_park = true};
-	struct fanpick_choice ch;
-
-	ch = next(fp, &src, 1, &tune, 0);
-	CHECK_EQ(ch.what, FANPICK_FETCH);
-	CHECK_EQ(ch.block, 0);
-	ch = next(fp, &src, 1, &tune, 0);
-	CHECK_EQ(ch.what, FANPICK_WAIT);
-	CHECK_EQ(ch.until, FANPICK_NEVER);
-	CHECK_EQ(src.inflight, 1);
-	/* once it has the block, it is asked */
-	have |= BITS(0x2);
-	fetching = 0;
-	ch = next(fp, &src, 1, &tune, 0);
-	CHECK_EQ(ch.what, FANPICK_FETCH);
-	CHECK_EQ(ch.block, 1);
 	fanpick_free(fp);
 }
 
@@ -572,7 +553,6 @@ int main(void)
 	RUN(given_out_elsewhere);
 	RUN(partial_busy_held_back);
 	RUN(park_at_fetcher);
-	RUN(no_park_source);
 	RUN(least_loaded);
 	RUN(avoided);
 	RUN(busy_still_counts);

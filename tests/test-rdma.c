@@ -539,15 +539,6 @@ static int psrc_map(void *token, void **ret_addr, uint64_t *ret_len, int *ret_fd
 	return -EOPNOTSUPP; /* a registration would grant every byte */
 }
 
-static const struct transport_source part_source = {
-    .open = psrc_open,
-    .iov = psrc_iov,
-    .close = src_close,
-    .have = psrc_have,
-    .map = psrc_map,
-    .attach = src_attach,
-};
-
 /* Fetch [@off, @off + @len) of object 7 from the partial holder @peer at
  * @rdma (card @caps) into @dst with @flags. */
 static int part_fetch(struct transport *t, const char *peer, const char *caps, const char *rdma,
@@ -581,6 +572,7 @@ TEST(partial_v2)
 	const unsigned fan = TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK;
 	struct transport *ps = mk("part", "rdma", 2000), *old = mk("part1", "rdma", 2000);
 	char paddr[TRANSPORT_ADDR_MAX], oaddr[TRANSPORT_ADDR_MAX], caps[64];
+	struct transport_source part_source;
 	struct transport_have h;
 	struct transport_stats a, b;
 	uint8_t *dst = malloc(4 * MiB);
@@ -588,6 +580,11 @@ TEST(partial_v2)
 	CHECK(ps && old && dst);
 	if (!ps || !old || !dst)
 		goto out;
+	part_source = source;
+	part_source.open = psrc_open;
+	part_source.iov = psrc_iov;
+	part_source.have = psrc_have;
+	part_source.map = psrc_map;
 	part_mem = mmap(NULL, objs[7].size, PROT_READ | PROT_WRITE, MAP_SHARED, objs[7].fd, 0);
 	CHECK(part_mem != MAP_FAILED);
 	CHECK_EQ(transport_serve(ps, &part_source), 0);
