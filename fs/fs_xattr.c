@@ -465,6 +465,9 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 		OUT("rdma_regs_live: %" PRIu64 "\n", ts.rdma_regs_live);
 		OUT("rdma_regs_reused: %" PRIu64 "\n", ts.rdma_regs_reused);
 		OUT("rdma_regs_dropped: %" PRIu64 "\n", ts.rdma_regs_dropped);
+		/* ranges of objects being fetched served over RDMA, each
+		 * registered for its GET */
+		OUT("rdma_partial_regs: %" PRIu64 "\n", ts.rdma_partial_regs);
 	} else {
 		OUT("transport: none\n");
 	}

@@ -291,7 +291,7 @@ static void scan_word(const struct fanpick *fp, struct scan *sc, bool park, unsi
 		}
 		f = s->fetching ? s->fetching[w] & need : 0;
 		busy |= f;
-		if (park && usable(sc, s))
+		if (park && !s->no_park && usable(sc, s))
 			soon |= f;
 		h = s->have[w] & need;
 		if (!h)
@@ -346,7 +346,7 @@ static int pick_source(const struct scan *sc, const struct fanpick_tune *t, unsi
 		if (!usable(sc, s))
 			continue;
 		if (want == SRC_SOON)
-			ok = !s->full && s->fetching && bit_get(s->fetching, b);
+			ok = !s->full && !s->no_park && s->fetching && bit_get(s->fetching, b);
 		else if (!s->full)
 			ok = s->have && bit_get(s->have, b);
 		else

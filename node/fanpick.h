@@ -33,7 +33,8 @@
  *  c. a fresh block: no partial source has or fetches it and no full
  *     holder gave it out; from a full holder, at random;
  *  d. with tune.park, a block a usable partial source is fetching: the
- *     request waits there until the block is verified;
+ *     request waits there until the block is verified (not a source
+ *     marked no_park);
  *  e. a block no partial source has or fetches, which a full holder
  *     gave out: from a usable full holder that did not give it out
  *     (each still sends a block once; waiting for a fetcher we do not
@@ -109,6 +110,10 @@ struct fanpick_src {
 	unsigned load;	     /* requests it serves, as last told */
 	unsigned inflight;   /* our requests to it (kept by fanpick) */
 	bool full;	     /* holds every block (sealed): @have unused */
+	/* a partial source that answers at once, "not yet", for a block it
+	 * is still fetching (reached over RDMA, which does not park): rule
+	 * d never picks it; its fetching blocks are held back (rule 3) */
+	bool no_park;
 };
 
 struct fanpick_tune {

@@ -133,6 +133,9 @@ static void src_add(struct node *nd, struct node_fan *fan, const struct meta_hol
 	fan->src[k] = s;
 	memset(&fan->view[k], 0, sizeof(fan->view[k]));
 	fan->view[k].full = full;
+	/* (over RDMA a block it is still fetching is "not yet" at once:
+	 * asking for it again and again would only spin) */
+	fan->view[k].no_park = !transport_parks(nd->transport, h->node, h->caps, h->rdma);
 }
 
 void fan_free(struct node_fan *fan)

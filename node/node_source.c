@@ -15,7 +15,8 @@
  * byte ever leaves this node.  The fetch takes it out of the table when
  * it ends (node_source_partial_end()); a GET under way keeps its pin.
  * A partial object takes no lease and cannot be registered whole (map()
- * fails: RDMA peers fetch it over TCP).
+ * fails): the RDMA backend registers the range of each GET of it alone
+ * (have() said SEALED of every sealed object, which tells them apart).
  *
  * Given out (issue 22).  A sealed object sends each of its blocks once to
  * the fan-out fetches (GETs with BUSY_OK | PARTIAL_OK: give()): the

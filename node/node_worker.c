@@ -691,6 +691,20 @@ bool fetch_run_chunk(struct node_fetch *f, unsigned ci)
  * waited long enough) is a plain one, which every holder serves.  True
  * if that was the last block.
  */
+/* TRANSPORT_F_PARK for a GET of @t if the source can hold it (not over
+ * RDMA: its server answers on one thread) and a share of the fetch
+ * workers is left for parked GETs (then it takes one: nd->parking,
+ * given back after the GET), else 0. */
+static unsigned park_flag(struct node *nd, const struct fan_task *t)
+{
+	if (!transport_parks(nd->transport, t->h.node, t->h.caps, t->h.rdma))
+		return 0;
+	if (atomic_fetch_add(&nd->parking, 1) < (nd->nworkers + 1) / 2)
+		return TRANSPORT_F_PARK;
+	atomic_fetch_sub(&nd->parking, 1);
+	return 0;
+}
+
 static bool fan_run(struct node_fetch *f, const struct fan_task *t)
 {
 	struct node *nd = f->nd;
@@ -705,21 +719,16 @@ static bool fan_run(struct node_fetch *f, const struct fan_task *t)
 	th.shift = 0xff; /* no HAVE yet */
 	v2 = transport_speaks_fan1(nd->transport, t->h.caps);
 	if (v2 && !t->full) {
-		flags = TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK;
-		if (atomic_fetch_add(&nd->parking, 1) < (nd->nworkers + 1) / 2)
-			flags |= TRANSPORT_F_PARK;
-		else
-			atomic_fetch_sub(&nd->parking, 1);
-	} else if (v2 && !t->late && !transport_plain_rdma(nd->transport, t->h.node, t->h.rdma)) {
-		/* (flags would take it off RDMA, which serves sealed copies
-		 * without slots: a plain GET there); PARTIAL_OK: a block it
-		 * gave out to another fetcher is "ask that one"; PARK: if this
-		 * node alone asks it, the GET waits there for a slot */
-		flags = TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK;
-		if (atomic_fetch_add(&nd->parking, 1) < (nd->nworkers + 1) / 2)
-			flags |= TRANSPORT_F_PARK;
-		else
-			atomic_fetch_sub(&nd->parking, 1);
+		flags = TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK |
+			park_flag(nd, t);
+	} else if (v2 && !t->late &&
+		   !transport_plain_rdma(nd->transport, t->h.node, t->h.caps, t->h.rdma)) {
+		/* (flags would take it off RDMA to a holder without "rfan":
+		 * a plain GET there); PARTIAL_OK: a block it gave out to
+		 * another fetcher is "ask that one"; PARK: if this node alone
+		 * asks it, the GET waits there for a slot */
+		flags = TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK |
+			park_flag(nd, t);
 	}
 	pthread_mutex_lock(&nd->lock);
 	c->done = 0;

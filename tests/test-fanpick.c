@@ -369,7 +369,8 @@ TEST(partial_busy_held_back)
 }
 
 /* With park, a block a partial source is fetching is asked of it (after
- * what can be had now); without, it waits. */
+ * what can be had now); without, or of a source that does not park, it
+ * waits. */
 TEST(park_at_fetcher)
 {
 	struct fanpick *fp = fanpick_new(4);
@@ -385,6 +386,11 @@ TEST(park_at_fetcher)
 	ch = next(fp, &src, 1, &nopark, 0);
 	CHECK_EQ(ch.what, FANPICK_WAIT);
 	CHECK_EQ(ch.until, FANPICK_NEVER);
+	/* a source that does not park (over RDMA): as without park */
+	src.no_park = true;
+	ch = next(fp, &src, 1, &tune, 0);
+	CHECK_EQ(ch.what, FANPICK_WAIT);
+	src.no_park = false;
 	ch = next(fp, &src, 1, &tune, 0);
 	CHECK_EQ(ch.what, FANPICK_FETCH);
 	CHECK_EQ(ch.block, 1);

@@ -494,6 +494,172 @@ TEST(server_gone_mid_read)
 	transport_free(s.t);
 }
 
+/*
+ * A node fetching object 7 (64 MiB): a source that holds it in part, in
+ * blocks of 1 MiB of which the even ones are verified, in a writable
+ * mapping as a pending object's; map() refuses it, as node_source.c's.
+ */
+#define PART_SHIFT 20
+#define PART_BLOCKS 64
+static uint8_t *part_mem;
+
+static int psrc_open(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size, void **ret)
+{
+	return id == objs[7].id ? src_open(ctx, peer, id, ret_size, ret) : -ENOENT;
+}
+
+static int psrc_iov(void *token, uint64_t off, size_t len, struct iovec *iov, int max,
+		    size_t *ret_bytes)
+{
+	iov[0].iov_base = part_mem + off;
+	iov[0].iov_len = len;
+	*ret_bytes = len;
+	return 1;
+}
+
+static int psrc_have(void *token, uint64_t off, uint64_t len, struct transport_have *ret)
+{
+	uint64_t b;
+	bool all = true;
+
+	ret->shift = PART_SHIFT;
+	ret->nblocks = PART_BLOCKS;
+	for (b = 0; b < PART_BLOCKS; b += 2)
+		ret->have[b / 8] |= (uint8_t)(1u << (b % 8));
+	ret->fetching[0] = 0x02; /* block 1 is on its way */
+	if (!len)
+		return 0;
+	for (b = off >> PART_SHIFT; b <= (off + len - 1) >> PART_SHIFT; b++)
+		all = all && !(b & 1);
+	return all;
+}
+
+static int psrc_map(void *token, void **ret_addr, uint64_t *ret_len, int *ret_fd)
+{
+	return -EOPNOTSUPP; /* a registration would grant every byte */
+}
+
+/* Fetch [@off, @off + @len) of object 7 from the partial holder @peer at
+ * @rdma (card @caps) into @dst with @flags. */
+static int part_fetch(struct transport *t, const char *peer, const char *caps, const char *rdma,
+		      uint64_t off, uint64_t len, unsigned flags, struct transport_have *h,
+		      uint8_t *dst)
+{
+	struct iovec iov = {dst, len};
+	struct transport_req req = {
+	    .peer = peer,
+	    .rdma_addr = rdma,
+	    .caps = caps,
+	    .flags = flags,
+	    .have_out = h,
+	    .id = objs[7].id,
+	    .off = off,
+	    .len = len,
+	    .iov = &iov,
+	    .iovcnt = 1,
+	};
+
+	if (h)
+		memset(h, 0, sizeof(*h));
+	return transport_fetch(t, &req);
+}
+
+/* RDMA version 2 ("rfan"): fan-out flags and HAVE answers, and the
+ * verified blocks of an object held in part served by rendezvous through
+ * a registration of exactly the range, for that GET alone. */
+TEST(partial_v2)
+{
+	const unsigned fan = TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_WANT_HAVE | TRANSPORT_F_BUSY_OK;
+	struct transport *ps = mk("part", "rdma", 2000), *old = mk("part1", "rdma", 2000);
+	char paddr[TRANSPORT_ADDR_MAX], oaddr[TRANSPORT_ADDR_MAX], caps[64];
+	struct transport_source part_source;
+	struct transport_have h;
+	struct transport_stats a, b;
+	uint8_t *dst = malloc(4 * MiB);
+
+	CHECK(ps && old && dst);
+	if (!ps || !old || !dst)
+		goto out;
+	part_source = source;
+	part_source.open = psrc_open;
+	part_source.iov = psrc_iov;
+	part_source.have = psrc_have;
+	part_source.map = psrc_map;
+	/* (a copy: objs[7].fd went with its registration, see src_map()) */
+	part_mem =
+	    mmap(NULL, objs[7].size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(part_mem != MAP_FAILED);
+	if (part_mem == MAP_FAILED)
+		goto out;
+	memcpy(part_mem, objs[7].mem, objs[7].size);
+	CHECK_EQ(transport_serve(ps, &part_source), 0);
+	CHECK_STR(transport_caps(ps), "tcp,rdma,fan1,fan2,rfan");
+	CHECK_EQ(transport_addr_of(ps, "rdma", paddr, sizeof(paddr)), 0);
+	snprintf(caps, sizeof(caps), "%s", transport_caps(ps));
+	CHECK(transport_speaks_fan1(client, caps) && transport_speaks_fan2(client, caps));
+	CHECK(!transport_plain_rdma(client, "part", caps, paddr));
+	CHECK(transport_plain_rdma(client, "part", "tcp,rdma", paddr));
+
+	/* a verified block, as a fan-out GET: by rendezvous, registered for it */
+	a = st(ps);
+	CHECK_EQ(part_fetch(client, "part", caps, paddr, 2 * MiB, MiB, fan, &h, dst), 0);
+	CHECK(!memcmp(dst, objs[7].mem + 2 * MiB, MiB));
+	CHECK_EQ(h.nblocks, 0); /* no HAVE before the bytes over RDMA */
+	b = st(ps);
+	CHECK_EQ(b.rdma_partial_regs, a.rdma_partial_regs + 1);
+	CHECK_EQ(b.bytes_sent, a.bytes_sent + MiB);
+	CHECK_EQ(b.rdma_regs_live, 0); /* nothing registered whole */
+	/* two verified blocks, and a short range: eager */
+	CHECK_EQ(part_fetch(client, "part", caps, paddr, 4 * MiB + 5, 100, fan, &h, dst), 0);
+	CHECK(!memcmp(dst, objs[7].mem + 4 * MiB + 5, 100));
+	CHECK_EQ(part_fetch(client, "part", caps, paddr, 6 * MiB, 3 * MiB, TRANSPORT_F_PARTIAL_OK,
+			    &h, dst),
+		 -EAGAIN); /* block 7 is not verified */
+	/* a block not verified yet: "not yet", with what it has */
+	CHECK_EQ(part_fetch(client, "part", caps, paddr, MiB, MiB, fan | TRANSPORT_F_PARK, &h, dst),
+		 -EAGAIN);
+	CHECK(h.nblocks == PART_BLOCKS && h.shift == PART_SHIFT &&
+	      !(h.flags & TRANSPORT_HAVE_SEALED));
+	CHECK(h.have[0] == 0x55 && h.fetching[0] == 0x02);
+	CHECK_EQ(part_fetch(client, "part", caps, paddr, MiB, MiB, 0, &h, dst), -ENOENT);
+	/* a query */
+	CHECK_EQ(part_fetch(client, "part", caps, paddr, 0, 0, TRANSPORT_F_WANT_HAVE, &h, dst), 0);
+	CHECK(h.nblocks == PART_BLOCKS && h.have[7] == 0x55);
+	CHECK(unpinned(1000));
+	b = st(ps);
+	CHECK_EQ(b.rdma_partial_regs, a.rdma_partial_regs + 2);
+	CHECK_EQ(st(client).fetch_tcp, 0);
+
+	/* a client of version 1 (an old card, no "rfan") gets plain GETs
+	 * served all the same; a query needs version 2 */
+	CHECK_EQ(part_fetch(client, "part", "tcp,rdma", paddr, 0, MiB, 0, NULL, dst), 0);
+	CHECK(!memcmp(dst, objs[7].mem, MiB));
+	CHECK_EQ(
+	    part_fetch(client, "part", "tcp,rdma", paddr, 0, 0, TRANSPORT_F_WANT_HAVE, &h, dst),
+	    -EOPNOTSUPP);
+
+	/* a server of version 1 accepts version 1 only, and says no "rfan" */
+	old->rdma->wire_max = RMSG_V1;
+	CHECK_EQ(transport_serve(old, &part_source), 0);
+	CHECK_STR(transport_caps(old), "tcp,rdma,fan1,fan2");
+	CHECK_EQ(transport_addr_of(old, "rdma", oaddr, sizeof(oaddr)), 0);
+	CHECK_EQ(part_fetch(client, "part1", transport_caps(old), oaddr, 0, MiB, fan, &h, dst),
+		 -EOPNOTSUPP); /* no HAVE from a server of version 1 */
+	CHECK_EQ(part_fetch(client, "part1", transport_caps(old), oaddr, 0, MiB,
+			    TRANSPORT_F_PARTIAL_OK | TRANSPORT_F_BUSY_OK, &h, dst),
+		 0);
+	CHECK(!memcmp(dst, objs[7].mem, MiB));
+	CHECK(part_fetch(client, "part1", caps, oaddr, 0, MiB, fan, &h, dst) <
+	      0); /* a card that lies */
+	CHECK(unpinned(1000));
+out:
+	transport_free(old);
+	transport_free(ps);
+	if (part_mem && part_mem != MAP_FAILED)
+		munmap(part_mem, objs[7].size);
+	free(dst);
+}
+
 /* The message codec, which needs no device. */
 TEST(codec)
 {
@@ -504,7 +670,7 @@ TEST(codec)
 			 .id = 5,
 			 .off = 10,
 			 .len = 20};
-	uint8_t buf[RMSG_HDR + 40];
+	uint8_t buf[RMSG_HDR + 64];
 	struct rmsg d;
 
 	memset(buf, 0, sizeof(buf));
@@ -535,8 +701,31 @@ TEST(codec)
 	CHECK_EQ(rmsg_decode(buf, RMSG_HDR, &d), -EPROTO);
 	m = (struct rmsg){.type = RM_FIN};
 	rmsg_encode(&m, buf);
-	buf[4] = RMSG_VERSION + 1;
+	buf[4] = RMSG_V2 + 1;
 	CHECK_EQ(rmsg_decode(buf, RMSG_HDR, &d), -EPROTO); /* another version */
+	/* version 2: GET flags (WANT_HAVE only for a query) and HAVE */
+	m = (struct rmsg){.type = RM_GET, .flags = RM_F_PARTIAL_OK | RM_F_BUSY_OK, .len = 9};
+	rmsg_encode(&m, buf);
+	CHECK_EQ(rmsg_decode(buf, RMSG_HDR, &d), -EPROTO); /* not in version 1 */
+	m.ver = RMSG_V2;
+	rmsg_encode(&m, buf);
+	CHECK_EQ(rmsg_decode(buf, RMSG_HDR, &d), 0);
+	CHECK(d.ver == RMSG_V2 && d.flags == (RM_F_PARTIAL_OK | RM_F_BUSY_OK));
+	m.flags = RM_F_WANT_HAVE;
+	rmsg_encode(&m, buf);
+	CHECK_EQ(rmsg_decode(buf, RMSG_HDR, &d), -EPROTO); /* a HAVE before bytes */
+	m.len = 0;
+	rmsg_encode(&m, buf);
+	CHECK_EQ(rmsg_decode(buf, RMSG_HDR, &d), 0);
+	m = (struct rmsg){.ver = RMSG_V1, .type = RM_HAVE, .len = 40};
+	rmsg_encode(&m, buf);
+	CHECK_EQ(rmsg_decode(buf, RMSG_HDR + 40, &d), -EPROTO); /* version 1 has none */
+	m.ver = RMSG_V2;
+	rmsg_encode(&m, buf);
+	CHECK_EQ(rmsg_decode(buf, RMSG_HDR + 40, &d), -EPROTO); /* a header alone */
+	m.len = 48;
+	rmsg_encode(&m, buf);
+	CHECK_EQ(rmsg_decode(buf, RMSG_HDR + 40, &d), -EPROTO); /* body shorter than said */
 	CHECK_EQ(rdma_wc_errno(IBV_WC_SUCCESS), 0);
 	CHECK_EQ(rdma_wc_errno(IBV_WC_RETRY_EXC_ERR), -ETIMEDOUT);
 	CHECK_EQ(rdma_wc_errno(IBV_WC_WR_FLUSH_ERR), -ECONNRESET);
@@ -568,8 +757,8 @@ int main(void)
 		fprintf(stderr, "serve: %s\n", strerror(-err));
 		return 1;
 	}
-	/* "fan1" is TCP's wire version 2: RDMA stays version 1 */
-	CHECK_STR(transport_caps(server), "tcp,rdma,fan1,fan2");
+	/* "fan1" is TCP's wire version 2, "rfan" RDMA's */
+	CHECK_STR(transport_caps(server), "tcp,rdma,fan1,fan2,rfan");
 	CHECK(transport_speaks_fan1(server, "tcp,rdma,fan1"));
 	CHECK(!transport_speaks_fan1(client, "tcp,rdma,fan1")); /* fetches over RDMA only */
 	CHECK_STR(transport_rdma_state(server), "on");
@@ -585,6 +774,7 @@ int main(void)
 	RUN(refused);
 	RUN(fallback);
 	RUN(no_fin);
+	RUN(partial_v2);
 	RUN(server_gone_mid_read);
 
 	transport_free(client);

@@ -21,10 +21,21 @@
  * served object is registered once, the first time it is served, with
  * remote read access, and the registration hangs on the object
  * (transport_source.attach) until the object is freed: an rkey reads one
- * sealed object and dies with it.  A rendezvous keeps the object pinned
- * until FIN, or until rdv_pin_ms() passes (the peer vanished).  GETs
- * that arrive while the client has no receive buffer for the answer
- * wait in the connection's queue.
+ * sealed object and dies with it.  An object held in part (being
+ * fetched) is never registered whole: a GET of verified blocks of it
+ * gets a registration of exactly its range, for itself alone.  A
+ * rendezvous keeps the object pinned (and such a registration) until
+ * FIN, or until rdv_budget_ns() passes (the peer vanished).  GETs that
+ * arrive while the client has no receive buffer for the answer wait in
+ * the connection's queue.
+ *
+ * Versions.  A connection speaks version 1 of the messages, or version 2
+ * to a peer whose card has "rfan" (transport.c chooses; the private data
+ * says which, and the server answers in it): a GET may then carry the
+ * fan-out flags (PARTIAL_OK, BUSY_OK, WANT_HAVE for a query; never PARK,
+ * which would hold up the server's connection thread), and be answered
+ * RM_HAVE, which carries wire.c's HAVE and ends the request ("not yet",
+ * -EAGAIN, or a query's answer).
  *
  * OBJFS_RDMA_PATH=eager|rendezvous in the environment forces one path
  * for every range (eager ranges larger than the eager size go as several
@@ -65,8 +76,10 @@ struct rwait {
 	uint64_t tag;
 	enum wstate state;
 	int err;
-	uint64_t id, off, len; /* the range asked */
-	struct iovec *iov;     /* its destination */
+	uint64_t id, off, len;		 /* the range asked */
+	uint8_t flags;			 /* its GET's RM_F_* beyond RM_F_EAGER */
+	struct transport_have *have_out; /* where a HAVE answer goes; NULL: nowhere */
+	struct iovec *iov;		 /* its destination */
 	int iovcnt;
 	uint64_t raddr; /* RDV */
 	uint32_t rkey;
@@ -144,6 +157,33 @@ static void iov_put(struct iovec *iov, int cnt, uint64_t at, const uint8_t *src,
 	}
 }
 
+/*
+ * An RM_HAVE for @w: a wire.c HAVE echoing its GET, where the GET allowed
+ * one (as on TCP: alone, after PARTIAL_OK or for a query; busy, only
+ * after BUSY_OK for a range with bytes).  It ends the request: "not yet"
+ * (-EAGAIN) for a range, 0 for a query.  c->lock held.
+ */
+static int have_take_locked(struct rwait *w, const uint8_t *body, size_t len)
+{
+	struct wire_msg h;
+	bool ok;
+
+	if (wire_decode(body, len, &h) != (int)len || h.type != WIRE_HAVE || h.ver != WIRE_V2 ||
+	    h.flags || h.id != w->id || h.off != w->off)
+		return -EPROTO;
+	if (h.have.flags & TRANSPORT_HAVE_BUSY)
+		ok = (w->flags & RM_F_BUSY_OK) && w->len;
+	else
+		ok = (w->flags & RM_F_PARTIAL_OK) || ((w->flags & RM_F_WANT_HAVE) && !w->len);
+	if (!ok)
+		return -EPROTO;
+	if (w->have_out)
+		*w->have_out = h.have;
+	w->err = w->len ? -EAGAIN : 0;
+	w->state = W_DONE;
+	return 0;
+}
+
 static int cli_msg(struct rconn *rc, const struct rmsg *m, const uint8_t *body, size_t len)
 {
 	struct rcli *c = (struct rcli *)rc;
@@ -182,6 +222,9 @@ static int cli_msg(struct rconn *rc, const struct rmsg *m, const uint8_t *body, 
 	case RM_ERR:
 		w->err = -(int)m->status;
 		w->state = W_DONE;
+		break;
+	case RM_HAVE:
+		err = have_take_locked(w, body, len);
 		break;
 	default:
 		err = -EPROTO;
@@ -233,7 +276,7 @@ static int send_wait_locked(struct rconn *c, struct rmsg *m, const void *body, s
 /* Ask for one range; @w is filled in and goes on the list.  c->lock held. */
 static int get_locked(struct rcli *c, struct rwait *w, bool eager, int64_t deadline)
 {
-	struct rmsg m = {.type = RM_GET, .flags = eager ? RM_F_EAGER : 0};
+	struct rmsg m = {.type = RM_GET, .flags = (uint8_t)((eager ? RM_F_EAGER : 0) | w->flags)};
 	int err;
 
 	while (c->inflight >= c->peer_nrecv) {
@@ -263,11 +306,19 @@ static uint64_t deadline_of(struct transport *t)
 	return (uint64_t)mono_ns() + (uint64_t)t->io_timeout_ms * 1000000ULL;
 }
 
+/* Does an answer of @err leave the connection in step (the peer said
+ * so), so that the requests still out on it may go on? */
+static bool answer_in_step(int err)
+{
+	return err == -ENOENT || err == -ERANGE || err == -EAGAIN;
+}
+
 /*
  * The eager path: the range in pieces of at most @piece bytes (one piece
- * unless forced), EAGER_WINDOW out at once.
+ * unless forced), EAGER_WINDOW out at once, each GET with @flags.
  */
-static int fetch_eager(struct rcli *c, const struct transport_req *req, uint64_t piece)
+static int fetch_eager(struct rcli *c, const struct transport_req *req, uint64_t piece,
+		       uint8_t flags)
 {
 	struct rconn *rc = &c->rc;
 	struct transport *t = rc->t;
@@ -288,6 +339,8 @@ static int fetch_eager(struct rcli *c, const struct transport_req *req, uint64_t
 			x->id = req->id;
 			x->off = req->off + at;
 			x->len = req->len - at < piece ? req->len - at : piece;
+			x->flags = flags;
+			x->have_out = req->have_out;
 			cnt = iov_slice(req->iov, req->iovcnt, at, x->len, iov[sent % EAGER_WINDOW],
 					8);
 			if (cnt < 0) {
@@ -328,7 +381,7 @@ static int fetch_eager(struct rcli *c, const struct transport_req *req, uint64_t
 	if (err) {
 		/* the rest are dropped with the connection: a late answer
 		 * must find no request to write into */
-		if (err != -ENOENT && err != -ERANGE)
+		if (!answer_in_step(err))
 			rconn_fail_locked(rc, err);
 		for (i = done; i < sent; i++)
 			wait_del_locked(c, &w[i % EAGER_WINDOW]);
@@ -442,7 +495,7 @@ static int read_all_locked(struct rcli *c, struct rwait *w, const struct transpo
 	return err;
 }
 
-static int fetch_rdv(struct rcli *c, const struct transport_req *req)
+static int fetch_rdv(struct rcli *c, const struct transport_req *req, uint8_t flags)
 {
 	struct rconn *rc = &c->rc;
 	struct transport *t = rc->t;
@@ -470,6 +523,8 @@ static int fetch_rdv(struct rcli *c, const struct transport_req *req)
 	w->id = req->id;
 	w->off = req->off;
 	w->len = req->len;
+	w->flags = flags;
+	w->have_out = req->have_out;
 	pthread_mutex_lock(&rc->lock);
 	err = get_locked(c, w, false, deadline);
 	if (err) {
@@ -487,7 +542,7 @@ static int fetch_rdv(struct rcli *c, const struct transport_req *req)
 		err = w->err ? w->err : -EPROTO;
 	else
 		err = read_all_locked(c, w, req, keys);
-	if (err && err != -ENOENT && err != -ERANGE)
+	if (err && !answer_in_step(err))
 		rconn_fail_locked(rc, err);
 	if (w->state == W_RDV && !rc->err && !rdma_test_no_fin) {
 		struct rmsg fin = {.type = RM_FIN, .tag = w->tag, .id = w->id, .off = w->off};
@@ -512,19 +567,43 @@ leak:
 	return err;
 }
 
+/*
+ * The GET flags of @req on @c: none in version 1.  Never PARK (a server
+ * answers on its connection's thread, which must not wait), and
+ * WANT_HAVE only for a query (there is no HAVE before the bytes over
+ * RDMA: req->have_out is written only by a HAVE that ends the request).
+ */
+static uint8_t rm_flags(const struct rcli *c, const struct transport_req *req)
+{
+	uint8_t f = 0;
+
+	if (c->rc.ver < RMSG_V2)
+		return 0;
+	if (req->flags & TRANSPORT_F_PARTIAL_OK)
+		f |= RM_F_PARTIAL_OK;
+	if ((req->flags & TRANSPORT_F_WANT_HAVE) && !req->len)
+		f |= RM_F_WANT_HAVE;
+	if ((req->flags & TRANSPORT_F_BUSY_OK) && req->len)
+		f |= RM_F_BUSY_OK;
+	return f;
+}
+
 static int rd_fetch(struct tconn *tc, const struct transport_req *req)
 {
 	struct rcli *c = (struct rcli *)tc;
 	uint64_t eager_max = c->rc.t->rdma_eager_max;
 	enum path path = forced_path();
+	uint8_t flags = rm_flags(c, req);
 
+	if ((req->flags & TRANSPORT_F_WANT_HAVE) && !(flags & RM_F_WANT_HAVE) && !req->len)
+		return -EOPNOTSUPP; /* a query needs version 2 */
 	if (eager_max > c->rc.rsize - RMSG_HDR)
 		eager_max = c->rc.rsize - RMSG_HDR;
 	if (path == PATH_EAGER)
-		return fetch_eager(c, req, eager_max);
+		return fetch_eager(c, req, eager_max, flags);
 	if ((path == PATH_HYBRID && req->len <= eager_max) || !req->len)
-		return fetch_eager(c, req, eager_max);
-	return fetch_rdv(c, req);
+		return fetch_eager(c, req, eager_max, flags);
+	return fetch_rdv(c, req, flags);
 }
 
 static bool rd_idle_ok(struct tconn *tc)
@@ -612,7 +691,7 @@ void rconn_param(struct rconn *c, struct rdma_conn_param *p, struct rpriv *priv)
 	}
 	memset(priv, 0, sizeof(*priv));
 	priv->magic = RMSG_MAGIC;
-	priv->version = RMSG_VERSION;
+	priv->version = c->ver;
 	priv->nrecv = c->nrecv;
 	priv->rsize = c->rsize;
 	memset(p, 0, sizeof(*p));
@@ -624,10 +703,10 @@ void rconn_param(struct rconn *c, struct rdma_conn_param *p, struct rpriv *priv)
 	p->rnr_retry_count = 7;
 }
 
-bool rpriv_ok(const struct rpriv *p)
+bool rpriv_ok(const struct rpriv *p, unsigned ver_max)
 {
-	return p->magic == RMSG_MAGIC && p->version == RMSG_VERSION && p->nrecv >= 2 &&
-	       p->nrecv <= 4096 && p->rsize >= RMSG_HDR + WIRE_MSG_MAX &&
+	return p->magic == RMSG_MAGIC && p->version >= RMSG_V1 && p->version <= ver_max &&
+	       p->nrecv >= 2 && p->nrecv <= 4096 && p->rsize >= RMSG_HDR + WIRE_MSG_MAX &&
 	       p->rsize <= RMSG_HDR + TRANSPORT_RDMA_EAGER_MAX;
 }
 
@@ -670,8 +749,8 @@ static int cli_handshake(struct rcli *c)
 	return err;
 }
 
-/* @ver is TCP's: RDMA messages have a version of their own, and carry a
- * version 1 handshake */
+/* @ver is the version of RDMA messages to speak (RMSG_V2 to a peer whose
+ * card has "rfan"), not TCP's: the handshake they carry is version 1 */
 static int rd_connect(struct transport *t, const char *addr, unsigned ver, struct tconn **ret)
 {
 	int64_t deadline = mono_ns() + (int64_t)t->io_timeout_ms * 1000000LL;
@@ -722,17 +801,20 @@ static int rd_connect(struct transport *t, const char *addr, unsigned ver, struc
 	err = cm_expect(ech, deadline, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL, NULL);
 	if (err)
 		goto teardown;
-	rsize = RMSG_HDR + (eager > WIRE_MSG_MAX ? eager : WIRE_MSG_MAX);
+	/* room for a HAVE (version 2) however small the eager size */
+	rsize = RMSG_HDR + (eager > WIRE_MSG_MAX_V2 ? eager : WIRE_MSG_MAX_V2);
 	err = rconn_setup(t, &c->rc, id, ech, CLI_NRECV, rsize, CLI_NSEND);
 	if (err)
 		goto teardown;
+	c->rc.ver = ver >= RMSG_V2 ? RMSG_V2 : RMSG_V1;
 	rconn_param(&c->rc, &param, &mine);
 	if (rdma_connect(id, &param)) {
 		err = -ECONNREFUSED;
 		goto teardown;
 	}
 	err = cm_expect(ech, deadline, RDMA_CM_EVENT_ESTABLISHED, &theirs, &has_priv);
-	if (!err && (!has_priv || !rpriv_ok(&theirs)))
+	/* a server accepts in the version asked, or rejects */
+	if (!err && (!has_priv || !rpriv_ok(&theirs, c->rc.ver) || theirs.version != c->rc.ver))
 		err = -EPROTO;
 	if (err)
 		goto teardown;
@@ -798,6 +880,8 @@ const struct transport_ops rdma_ops = {
     .streams_per_peer = 2,
     .range_min = 8 << 20,
     .shared = true,
+    .wire_max = RMSG_V2,
+    .v2_token = "rfan",
     .serve = rd_serve,
     .stop = rd_stop,
     .addr = rd_addr,

@@ -411,6 +411,7 @@ int rconn_send(struct rconn *c, struct rmsg *m, const void *body, size_t blen,
 	if (c->credits < (m->type == RM_CREDIT ? 1 : 2) || !c->free_slots)
 		goto out;
 	slot = (unsigned)__builtin_ctzll(c->free_slots);
+	m->ver = c->ver;
 	m->credits = (uint16_t)(c->unreported > UINT16_MAX ? UINT16_MAX : c->unreported);
 	slot_buf = c->ring + (size_t)c->nrecv * c->rsize + (size_t)slot * RMSG_SLOT;
 	rmsg_encode(m, slot_buf);
@@ -533,6 +534,8 @@ static void on_wc(struct rconn *c, const struct ibv_wc *wc)
 	}
 	buf = c->ring + (size_t)i * c->rsize;
 	err = rmsg_decode(buf, wc->byte_len, &m);
+	if (!err && m.ver != c->ver)
+		err = -EPROTO; /* every message in the connection's version */
 	if (!err) {
 		pthread_mutex_lock(&c->lock);
 		c->credits += m.credits;

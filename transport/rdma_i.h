@@ -43,9 +43,13 @@
 /* ---- messages (docs/protocol.md, "RDMA") ---- */
 
 #define RMSG_MAGIC 0x4d44524fU /* "ORDM" */
-#define RMSG_VERSION 1
+/* version 1; version 2 (a peer whose card has "rfan") adds the GET flags
+ * PARTIAL_OK, WANT_HAVE (a query) and BUSY_OK, and RM_HAVE */
+#define RMSG_V1 1
+#define RMSG_V2 2
 #define RMSG_HDR 56
-#define RMSG_SLOT 256 /* a send slot: a header and at most an auth body */
+/* a send slot: a header and at most a wire message (an auth body or a HAVE) */
+#define RMSG_SLOT (RMSG_HDR + WIRE_MSG_MAX_V2)
 
 enum rmsg_type {
 	RM_AUTH = 1,   /* either way: one wire.c handshake message as body */
@@ -55,11 +59,16 @@ enum rmsg_type {
 	RM_ERR = 5,    /* server -> client: echo, status (a positive errno) */
 	RM_FIN = 6,    /* client -> server: tag; the range was read */
 	RM_CREDIT = 7, /* either way: credits only */
+	RM_HAVE = 8,   /* v2, server -> client: echo, a wire.c HAVE as body */
 };
 
-#define RM_F_EAGER 0x01 /* GET: reply with DATA (the range fits a receive buffer) */
+#define RM_F_EAGER 0x01	     /* GET: reply with DATA (the range fits a receive buffer) */
+#define RM_F_PARTIAL_OK 0x02 /* GET (v2): lacking part of the range, answer HAVE */
+#define RM_F_WANT_HAVE 0x04  /* GET (v2), length 0 only: a query, answered HAVE */
+#define RM_F_BUSY_OK 0x08    /* GET (v2): at its slots, the server may answer HAVE, busy */
 
 struct rmsg {
+	uint8_t ver; /* RMSG_V1 or RMSG_V2: the connection's (rconn_send() sets it) */
 	uint8_t type;
 	uint8_t flags;
 	uint16_t credits; /* receive buffers posted again since the last report */
@@ -71,16 +80,17 @@ struct rmsg {
 	uint64_t addr;
 };
 
-/* Encode @m's header into @buf (RMSG_HDR bytes). */
+/* Encode @m's header into @buf (RMSG_HDR bytes); ver 0 encodes as 1. */
 void rmsg_encode(const struct rmsg *m, uint8_t *buf);
 /* Decode a message of @len bytes: 0, or -EPROTO (bad magic, version,
- * type, or a length that disagrees with @len). */
+ * type, a type or flag its version lacks, or a length that disagrees with
+ * @len).  The caller checks that ret->ver is the connection's. */
 int rmsg_decode(const uint8_t *buf, size_t len, struct rmsg *ret);
 
 /* What each side tells the other when connecting (private data). */
 struct rpriv {
-	uint32_t magic; /* RMSG_MAGIC */
-	uint8_t version;
+	uint32_t magic;	 /* RMSG_MAGIC */
+	uint8_t version; /* the connection's: RMSG_V1, or RMSG_V2 to a "rfan" card */
 	uint8_t pad[3];
 	uint32_t nrecv; /* receive buffers posted */
 	uint32_t rsize; /* bytes each */
@@ -173,6 +183,7 @@ struct rconn {
 	uint8_t *ring; /* nrecv * rsize receive buffers, then nsend send slots */
 	unsigned nrecv, rsize, nsend;
 	uint32_t peer_rsize; /* the peer's receive buffers: what a SEND may fill */
+	uint8_t ver;	     /* RMSG_V1 or RMSG_V2, fixed before the thread starts */
 
 	pthread_t thread;
 	bool thread_started;
@@ -238,8 +249,9 @@ struct rregion {
 /* The connection parameters (and private data, in @priv, which must
  * live until rdma_connect()/rdma_accept()) of @c. */
 void rconn_param(struct rconn *c, struct rdma_conn_param *p, struct rpriv *priv);
-/* Is a peer's private data one we can work with? */
-bool rpriv_ok(const struct rpriv *p);
+/* Is a peer's private data one we can work with, in a version up to
+ * @ver_max? */
+bool rpriv_ok(const struct rpriv *p, unsigned ver_max);
 int fcntl_nonblock(int fd);
 /* Point @out (room for @max) at [@at, @at + @len) of @iov: the entries
  * used, or -1 if it does not fit. */

@@ -10,7 +10,7 @@
 void rmsg_encode(const struct rmsg *m, uint8_t *buf)
 {
 	put_u32(buf, RMSG_MAGIC);
-	buf[4] = RMSG_VERSION;
+	buf[4] = m->ver ? m->ver : RMSG_V1;
 	buf[5] = m->type;
 	buf[6] = m->flags;
 	buf[7] = 0;
@@ -24,15 +24,24 @@ void rmsg_encode(const struct rmsg *m, uint8_t *buf)
 	put_u64(buf + 48, m->addr);
 }
 
+/* The flags a GET may carry in version @ver. */
+static uint8_t get_flags_allowed(unsigned ver)
+{
+	return ver >= RMSG_V2 ? RM_F_EAGER | RM_F_PARTIAL_OK | RM_F_WANT_HAVE | RM_F_BUSY_OK
+			      : RM_F_EAGER;
+}
+
 int rmsg_decode(const uint8_t *buf, size_t len, struct rmsg *ret)
 {
 	size_t body;
 
-	if (len < RMSG_HDR || get_u32(buf) != RMSG_MAGIC || buf[4] != RMSG_VERSION)
+	if (len < RMSG_HDR || get_u32(buf) != RMSG_MAGIC ||
+	    (buf[4] != RMSG_V1 && buf[4] != RMSG_V2))
 		return -EPROTO;
 	if (buf[7] || buf[10] || buf[11])
 		return -EPROTO;
 	memset(ret, 0, sizeof(*ret));
+	ret->ver = buf[4];
 	ret->type = buf[5];
 	ret->flags = buf[6];
 	ret->credits = (uint16_t)(buf[8] | buf[9] << 8);
@@ -53,7 +62,15 @@ int rmsg_decode(const uint8_t *buf, size_t len, struct rmsg *ret)
 	case RM_ERR:
 		return !body && ret->status && ret->status <= WIRE_STATUS_MAX ? 0 : -EPROTO;
 	case RM_GET:
-		return !body && !(ret->flags & ~RM_F_EAGER) ? 0 : -EPROTO;
+		if (body || ret->flags & ~get_flags_allowed(ret->ver))
+			return -EPROTO;
+		/* a HAVE before the bytes is TCP's alone */
+		return (ret->flags & RM_F_WANT_HAVE) && ret->len ? -EPROTO : 0;
+	case RM_HAVE:
+		return ret->ver >= RMSG_V2 && !ret->flags && !ret->status && ret->len == body &&
+			       body >= WIRE_HDR_LEN + WIRE_HAVE_FIXED && body <= WIRE_MSG_MAX_V2
+			   ? 0
+			   : -EPROTO;
 	case RM_RDV:
 	case RM_FIN:
 	case RM_CREDIT:

@@ -4,6 +4,12 @@
  * channel and reaps those that died; each connection is then answered
  * on its own thread (rdma_conn.c), here in srv_msg() and friends.
  *
+ * A GET goes through serve.c (serve_begin(): slots, HAVE answers, given
+ * out blocks, as over TCP) and is answered RDV, DATA, ERR or (version 2)
+ * HAVE.  Its bytes are read through the object's registration, or, for
+ * an object held in part, a registration of the range alone
+ * (range_reg()), freed with the GET's pin.
+ *
  * Ownership.  srv->conns (srv->lock) owns the connections; only the
  * listener thread (and rd_stop(), after it stopped) frees them, once
  * their own thread has been joined.  A connection's pins, eager sends in
@@ -32,10 +38,12 @@
 #define LISTEN_BACKLOG 64
 #define REAP_MS 200
 
-/* A rendezvous in progress: the object stays pinned until FIN. */
+/* A rendezvous in progress: the object stays pinned until FIN, and the
+ * registration of a range of an object held in part lives as long. */
 struct pin {
 	uint64_t tag;
 	struct serve_ctx ctx;
+	struct rreg *own; /* the GET's own registration, or NULL */
 	int64_t until;
 	struct pin *next;
 };
@@ -48,6 +56,7 @@ struct rsrv_conn {
 	bool close_after_send;
 	struct pin *pins;
 	struct serve_ctx eager[SRV_NSEND]; /* pinned until the SEND completes */
+	struct rreg *eager_own[SRV_NSEND]; /* and its own registration, if any */
 	bool eager_live[SRV_NSEND];
 	struct rmsg queue[SRV_QUEUE]; /* GETs waiting for a credit or a slot */
 	unsigned qhead, qlen;
@@ -152,6 +161,99 @@ static int send_err(struct rsrv_conn *c, const struct rmsg *get, int status)
 	return rconn_send(&c->rc, &m, NULL, 0, NULL, 0, NULL, false);
 }
 
+/* Answer @get (version 2) with the wire.c HAVE @have as body. */
+static int send_have(struct rsrv_conn *c, const struct rmsg *get, const struct wire_msg *have)
+{
+	struct rmsg m = {.type = RM_HAVE, .tag = get->tag, .id = get->id, .off = get->off};
+	uint8_t buf[WIRE_MSG_MAX_V2];
+	int n;
+
+	n = wire_encode(have, buf, sizeof(buf));
+	if (n < 0)
+		return send_err(c, get, EIO); /* serve_begin() checked it: never */
+	m.len = (uint64_t)n;
+	return rconn_send(&c->rc, &m, buf, (size_t)n, NULL, 0, NULL, false);
+}
+
+/* The wire.c flags of a GET's RM_F_* (version 2; version 1 has none). */
+static uint16_t get_wire_flags(uint8_t f)
+{
+	return (uint16_t)((f & RM_F_PARTIAL_OK ? WIRE_F_PARTIAL_OK : 0) |
+			  (f & RM_F_WANT_HAVE ? WIRE_F_WANT_HAVE : 0) |
+			  (f & RM_F_BUSY_OK ? WIRE_F_BUSY_OK : 0));
+}
+
+/*
+ * Take every piece of @ctx's range from serve_next(), and check they are
+ * one run of memory, which starts at *@ret_base.  The pieces' bytes come
+ * out of the node's bandwidth bucket here, before the peer reads them
+ * (serve_bwlimit holds over RDMA too, at the price of this thread waiting
+ * off the bucket's debt).  0, or -errno with the counts taken back.
+ */
+static int serve_all(struct rsrv_conn *c, struct serve_ctx *ctx, uint8_t **ret_base,
+		     size_t *ret_bytes)
+{
+	uint8_t *base = NULL;
+	size_t total = 0, bytes = 0;
+	struct iovec iov;
+	int n;
+
+	while (serve_more(ctx)) {
+		n = serve_next(ctx, (size_t)ctx->get_len, &iov, 1, &bytes, &c->rc.stop);
+		if (n < 0 ||
+		    (bytes && (n != 1 || (total && (uint8_t *)iov.iov_base != base + total)))) {
+			n = n < 0 ? n : -EIO;
+			serve_unsent(ctx, total + (n == -EIO ? bytes : 0), n);
+			return n;
+		}
+		if (!total)
+			base = iov.iov_base;
+		total += bytes;
+	}
+	*ret_base = base;
+	*ret_bytes = total;
+	return 0;
+}
+
+/*
+ * What the peer reads [@base, @base + @len) of @ctx's object through: the
+ * object's registration (sealed), or, for an object held in part, which
+ * must never be registered whole, one of exactly that range (its blocks
+ * all verified: serve_begin() checked) for this GET alone, which the
+ * caller frees in *@ret_own when the GET is done; with remote read access
+ * for a rendezvous (@remote), local access only for an eager SEND.  The
+ * range's address in it goes to *@ret_addr, its keys to *@ret_lkey and
+ * *@ret_rkey.
+ */
+static int range_reg(struct rsrv_conn *c, struct serve_ctx *ctx, uint8_t *base, size_t len,
+		     bool remote, struct rreg **ret_own, uint64_t *ret_addr, uint32_t *ret_lkey,
+		     uint32_t *ret_rkey)
+{
+	struct rreg *r;
+	int err;
+
+	*ret_own = NULL;
+	if (ctx->partial) {
+		err = rreg_new(c->rc.t, c->rc.dev, base, len, remote ? IBV_ACCESS_REMOTE_READ : 0,
+			       &r);
+		if (err)
+			return err;
+		COUNT_ADD(c->rc.t, rdma_partial_regs, 1);
+		*ret_own = r;
+		*ret_addr = (uintptr_t)base;
+	} else {
+		err = obj_reg(c, ctx, &r);
+		if (err)
+			return err;
+		/* the registration covers the whole object from its offset 0,
+		 * in a mapping that may be its own (rreg_object()) */
+		*ret_addr = (uintptr_t)r->mr->addr + ctx->get_off;
+	}
+	*ret_lkey = r->mr->lkey;
+	*ret_rkey = r->mr->rkey;
+	return 0;
+}
+
 /* Answer one GET, which has a credit and a slot waiting for it. */
 static int answer(struct rsrv_conn *c, const struct rmsg *get)
 {
@@ -160,47 +262,56 @@ static int answer(struct rsrv_conn *c, const struct rmsg *get)
 	struct wire_msg reply;
 	struct serve_ctx ctx;
 	struct ibv_sge sge;
-	struct iovec iov;
-	struct rreg *reg = NULL;
+	struct rreg *own = NULL;
 	struct rmsg m;
+	uint64_t addr = 0;
+	uint32_t lkey = 0, rkey = 0;
 	unsigned slot;
 	size_t bytes = 0;
-	int n, err;
+	uint8_t *base;
+	bool eager = get->flags & RM_F_EAGER;
+	int r, err;
 
-	if (serve_begin(t, &wget, c->rc.peer, c->auth.node, &c->rc.stop, &ctx, &reply))
-		return send_err(c, get, reply.status);
-	if ((get->flags & RM_F_EAGER) && get->len > c->rc.peer_rsize - RMSG_HDR) {
+	wget.ver = c->rc.ver >= RMSG_V2 ? WIRE_V2 : WIRE_V1;
+	wget.flags = get_wire_flags(get->flags);
+	r = serve_begin(t, &wget, c->rc.peer, c->auth.node, &c->rc.stop, &ctx, &reply);
+	if (r == 1)
+		return reply.type == WIRE_HAVE ? send_have(c, get, &reply)
+					       : send_err(c, get, reply.status);
+	if (r) {
+		/* 2, a HAVE before the bytes: WANT_HAVE with a length, which
+		 * rmsg_decode() refuses */
+		serve_end(&ctx);
+		return send_err(c, get, EIO);
+	}
+	if (eager && get->len > c->rc.peer_rsize - RMSG_HDR) {
 		serve_end(&ctx);
 		bad_frame(c, "eager GET larger than its receive buffers");
 		return -EPROTO;
 	}
-	err = obj_reg(c, &ctx, &reg);
-	if (err == -ENODATA)
-		err = 0; /* an empty object */
-	n = err ? err : serve_next(&ctx, get->len, &iov, 1, &bytes, &c->rc.stop);
-	if (n < 0 || (get->len && (n != 1 || bytes != get->len))) {
-		err = n < 0 ? n : -EIO;
+	err = serve_all(c, &ctx, &base, &bytes);
+	if (!err && bytes) {
+		err = range_reg(c, &ctx, base, bytes, !eager, &own, &addr, &lkey, &rkey);
+		if (err == -ENODATA)
+			err = 0; /* an empty object (no bytes either: never) */
+		if (err)
+			serve_unsent(&ctx, bytes, err);
+	}
+	if (err) {
 		transport_log(t, TLOG_CONN, LOGL_WARN,
 			      "transport: rdma: cannot serve object %" PRIu64 " to %s: %s", get->id,
 			      c->rc.peer, strerror(-err));
-		if (n >= 0)
-			serve_unsent(&ctx, bytes, err);
 		serve_end(&ctx);
 		return send_err(c, get, -err);
 	}
 	m = (struct rmsg){.tag = get->tag, .id = get->id, .off = get->off, .len = get->len};
-	if (get->flags & RM_F_EAGER) {
+	if (eager) {
 		m.type = RM_DATA;
-		/* the registration covers the whole object from its offset 0,
-		 * in a mapping that may be its own (rreg_object()) */
-		sge = (struct ibv_sge){.length = (uint32_t)bytes};
-		if (bytes)
-			sge.addr = (uintptr_t)reg->mr->addr + get->off;
-		if (bytes)
-			sge.lkey = reg->mr->lkey;
+		sge = (struct ibv_sge){.addr = addr, .length = (uint32_t)bytes, .lkey = lkey};
 		err = rconn_send(&c->rc, &m, NULL, 0, &sge, bytes ? 1 : 0, &slot, false);
 		if (!err) {
 			c->eager[slot] = ctx; /* unpinned when the SEND completes */
+			c->eager_own[slot] = own;
 			c->eager_live[slot] = true;
 			return 0;
 		}
@@ -208,12 +319,13 @@ static int answer(struct rsrv_conn *c, const struct rmsg *get)
 		struct pin *p = calloc(1, sizeof(*p));
 
 		m.type = RM_RDV;
-		m.addr = bytes ? (uintptr_t)reg->mr->addr + get->off : 0;
-		m.status = bytes ? reg->mr->rkey : 0;
+		m.addr = addr;
+		m.status = rkey;
 		err = p ? rconn_send(&c->rc, &m, NULL, 0, NULL, 0, NULL, false) : -ENOMEM;
 		if (!err) {
 			p->tag = get->tag;
 			p->ctx = ctx;
+			p->own = own;
 			p->until = mono_ns() + rdv_budget_ns(t, get->len);
 			p->next = c->pins;
 			c->pins = p;
@@ -221,6 +333,7 @@ static int answer(struct rsrv_conn *c, const struct rmsg *get)
 		}
 		free(p);
 	}
+	rreg_free(own);
 	serve_unsent(&ctx, bytes, err);
 	serve_end(&ctx);
 	return err;
@@ -249,6 +362,15 @@ static int run_queue(struct rsrv_conn *c)
 	return err;
 }
 
+/* The GET of @p is done (FIN, its time is up, or the connection went):
+ * its own registration goes before the pin that keeps its memory. */
+static void pin_free(struct pin *p)
+{
+	rreg_free(p->own);
+	serve_end(&p->ctx);
+	free(p);
+}
+
 static int fin(struct rsrv_conn *c, uint64_t tag)
 {
 	struct pin **pp, *p;
@@ -259,8 +381,7 @@ static int fin(struct rsrv_conn *c, uint64_t tag)
 	if (!p)
 		return 0; /* it timed out: nothing to let go */
 	*pp = p->next;
-	serve_end(&p->ctx);
-	free(p);
+	pin_free(p);
 	return 0;
 }
 
@@ -328,6 +449,8 @@ static void srv_send_done(struct rconn *rc, unsigned slot)
 
 	if (slot < SRV_NSEND && c->eager_live[slot]) {
 		c->eager_live[slot] = false;
+		rreg_free(c->eager_own[slot]);
+		c->eager_own[slot] = NULL;
 		serve_end(&c->eager[slot]);
 	}
 	if (c->close_after_send) {
@@ -366,8 +489,7 @@ static void srv_tick(struct rconn *rc)
 			      " in time; unpinning it",
 			      rc->peer, p->ctx.id);
 		*pp = p->next;
-		serve_end(&p->ctx);
-		free(p);
+		pin_free(p);
 	}
 	if (run_queue(c))
 		rconn_fail(rc, -EPROTO);
@@ -389,12 +511,13 @@ static void conn_free(struct rsrv_conn *c)
 	rconn_teardown(&c->rc);
 	while ((p = c->pins)) {
 		c->pins = p->next;
-		serve_end(&p->ctx);
-		free(p);
+		pin_free(p);
 	}
 	for (i = 0; i < SRV_NSEND; i++)
-		if (c->eager_live[i])
+		if (c->eager_live[i]) {
+			rreg_free(c->eager_own[i]);
 			serve_end(&c->eager[i]);
+		}
 	COUNT_SUB(c->rc.t, conns_open, 1);
 	free(c);
 }
@@ -426,7 +549,7 @@ static void accept_one(struct rdma_server *srv, struct rdma_cm_id *id, const str
 	int err = -ENOMEM;
 
 	auth_addr_str(rdma_get_peer_addr(id), sizeof(struct sockaddr_storage), name, sizeof(name));
-	if (!rpriv_ok(theirs)) {
+	if (!rpriv_ok(theirs, t->wire_max)) {
 		COUNT_ADD(t, bad_frames, 1);
 		transport_log(t, TLOG_BAD_FRAME, LOGL_WARN,
 			      "transport: rdma: refused %s: unknown connection parameters", name);
@@ -456,6 +579,7 @@ static void accept_one(struct rdma_server *srv, struct rdma_cm_id *id, const str
 	}
 	c->rc.credits = (int)theirs->nrecv;
 	c->rc.peer_rsize = theirs->rsize;
+	c->rc.ver = theirs->version; /* the client's, which we speak (or it was refused) */
 	auth_srv_init(&c->auth, peer_local(id));
 	c->hs_until = mono_ns() + (int64_t)t->io_timeout_ms * 1000000LL;
 	rconn_param(&c->rc, &param, &mine);

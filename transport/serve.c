@@ -215,6 +215,10 @@ static unsigned slot_retry_ms(const struct tslots *s, uint64_t rate, uint64_t se
 		else
 			bps = ran >= RATE_MIN_NS && sent ? (double)sent * 1e9 / (double)ran : 0;
 		ms = bps > 0 ? (double)left * 1e3 / bps : RETRY_GUESS_MS;
+		/* over RDMA the bytes are all handed out before the peer
+		 * reads them: the slot frees at its FIN, some time later */
+		if (!left && sl->rdma)
+			ms = RETRY_GUESS_MS;
 		if (best < 0 || ms < best)
 			best = ms;
 	}
@@ -281,6 +285,7 @@ static int slot_take(struct serve_ctx *ctx, const char *node, bool may_wait,
 			s->s[i].peer = peer;
 			s->s[i].t0_ns = mono_ns();
 			s->s[i].len = ctx->get_len;
+			s->s[i].rdma = ctx->t->parent != NULL;
 			atomic_store_explicit(&s->s[i].sent, 0, memory_order_relaxed);
 			ctx->slot = (int)i;
 			break;
@@ -410,6 +415,9 @@ int serve_begin(struct transport *t, const struct wire_msg *get, const char *pee
 	ret_ctx->t = t;
 	ret_ctx->get_len = get->len;
 	ret_ctx->slot = -1;
+	/* (have() says SEALED of a sealed object; an empty range has no
+	 * bytes to register) */
+	ret_ctx->partial = (get->len || query) && !(h.flags & TRANSPORT_HAVE_SEALED);
 	if (ok && get->len && (get->flags & WIRE_F_BUSY_OK) &&
 	    slot_take(ret_ctx, node, get->flags & WIRE_F_PARK, stop, &retry_ms) == -EBUSY) {
 		h.flags |= TRANSPORT_HAVE_BUSY;

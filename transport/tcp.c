@@ -1270,6 +1270,7 @@ const struct transport_ops tcp_ops = {
     .streams_per_peer = TCP_STREAMS_PER_PEER,
     .range_min = TCP_RANGE_MIN,
     .wire_max = WIRE_V2,
+    .v2_token = "fan1",
     .serve = tcp_serve,
     .stop = tcp_stop,
     .addr = tcp_addr,

@@ -37,13 +37,18 @@
  * RDMA_RETRY_NS.
  *
  * Wire versions.  A serving transport whose TCP speaks version 2 adds
- * the token "fan1" to its caps.  A fetch speaks version 2 to a peer only
- * if the caps of the peer's card (req->caps) have that token, so a node
- * that predates version 2 never sees it; every other peer gets version
- * 1, exactly as before.  The version is fixed per connection: the peer
- * entry remembers it, and a change (the peer's card gained or lost the
- * token) makes a new generation, as a new address does.  Requests with
- * flags go over TCP, which alone speaks version 2 (transport_fetch()).
+ * the token "fan1" to its caps, and one whose RDMA speaks version 2 of
+ * its messages (GET flags and HAVE, as TCP's version 2) adds "rfan"
+ * (each backend's ops->v2_token).  A fetch speaks version 2 of a backend
+ * to a peer only if the caps of the peer's card (req->caps) have that
+ * backend's token, so a node that predates it never sees it; every other
+ * peer gets version 1, exactly as before.  The version is fixed per
+ * connection: the peer entry (of each half) remembers it, and a change
+ * (the peer's card gained or lost the token) makes a new generation, as
+ * a new address does.  A request with flags goes over RDMA to a peer of
+ * "rfan" (PARK dropped: a server answers on its connection's thread,
+ * which must not wait), else over TCP to a peer of "fan1", else without
+ * them (transport_fetch()).
  *
  * Counters are relaxed atomics; transport_stats() reads each on its own,
  * so a snapshot is not atomic as a whole.
@@ -67,7 +72,9 @@
 #define DEFAULT_CONNS_PER_PEER 4
 #define RDMA_RETRY_NS (30 * 1000000000LL)
 /* the caps token of a node whose TCP serves wire version 2, and of one
- * that also takes BUSY_OK and PARK */
+ * that also takes BUSY_OK and PARK; that of a node whose RDMA serves its
+ * messages' version 2 (GET flags and HAVE) is the RDMA backend's
+ * v2_token, "rfan" */
 #define CAP_FAN1 "fan1"
 #define CAP_FAN2 "fan2"
 
@@ -374,40 +381,77 @@ bool transport_reaches(const struct transport *t, const char *caps, const char *
 	return addr && *addr && token_in(caps, t->ops->name);
 }
 
+/* The card token of a peer whose server of @t's backend speaks its
+ * version 2. */
+static const char *v2_token(const struct transport *t)
+{
+	return t->ops->v2_token ? t->ops->v2_token : CAP_FAN1;
+}
+
+/* The version of its messages @t's own backend speaks to a peer whose
+ * card has @caps: 2 if the card says its server speaks it. */
+static unsigned wire_ver_for(const struct transport *t, const char *caps)
+{
+	return t->wire_max >= 2 && token_in(caps, v2_token(t)) ? 2 : 1;
+}
+
+/* Would a fetch from a peer whose card has @caps speak TCP's version 2? */
+static bool tcp_v2(const struct transport *t, const char *caps)
+{
+	/* an "rdma" transport fetches over RDMA only */
+	return t && t->mode != TMODE_RDMA && wire_ver_for(t, caps) >= WIRE_V2;
+}
+
+/* ... or RDMA's (the peer serves RDMA, and its card has "rfan")? */
+static bool rdma_v2(const struct transport *t, const char *caps)
+{
+	return t && t->rdma && token_in(caps, t->rdma->ops->name) &&
+	       wire_ver_for(t->rdma, caps) >= 2;
+}
+
 bool transport_speaks_fan1(const struct transport *t, const char *caps)
 {
-	/* an "rdma" transport fetches over RDMA only, which speaks version 1 */
-	return t && t->mode != TMODE_RDMA && t->wire_max >= WIRE_V2 && token_in(caps, CAP_FAN1);
+	return tcp_v2(t, caps) || rdma_v2(t, caps);
 }
 
 bool transport_speaks_fan2(const struct transport *t, const char *caps)
 {
-	return transport_speaks_fan1(t, caps) && token_in(caps, CAP_FAN2);
+	/* RDMA's version 2 takes BUSY_OK (PARK is dropped there) */
+	return (tcp_v2(t, caps) && token_in(caps, CAP_FAN2)) || rdma_v2(t, caps);
 }
 
 static bool addr_ok(const char *addr);
 static bool rdma_down(struct transport *t, const char *peer, int64_t until);
 
-bool transport_plain_rdma(struct transport *t, const char *peer, const char *rdma_addr)
+bool transport_plain_rdma(struct transport *t, const char *peer, const char *caps,
+			  const char *rdma_addr)
 {
-	return t && t->rdma && peer && addr_ok(rdma_addr) && !rdma_down(t, peer, 0);
+	return t && t->rdma && peer && addr_ok(rdma_addr) && !rdma_v2(t, caps) &&
+	       !rdma_down(t, peer, 0);
 }
 
-/* The wire version to speak to a peer whose card has @caps. */
-static unsigned wire_ver_for(const struct transport *t, const char *caps)
+bool transport_parks(struct transport *t, const char *peer, const char *caps, const char *rdma_addr)
 {
-	return transport_speaks_fan1(t, caps) ? WIRE_V2 : WIRE_V1;
+	bool tcp_ok = t && t->mode != TMODE_RDMA;
+	bool over_rdma = t && t->rdma && peer && addr_ok(rdma_addr) && rdma_v2(t, caps) &&
+			 !(tcp_ok && rdma_down(t, peer, 0));
+
+	return !over_rdma && tcp_v2(t, caps) && token_in(caps, CAP_FAN2);
 }
 
 /* What the card says once serving: the backends, then "fan1,fan2" if
- * TCP serves version 2 (old nodes ignore a token they do not know). */
+ * TCP serves version 2, and "rfan" if RDMA serves its version 2 (old
+ * nodes ignore a token they do not know). */
 static void caps_build(struct transport *t)
 {
-	snprintf(t->caps, sizeof(t->caps), "%s%s%s%s", t->ops->caps, t->rdma ? "," : "",
+	bool rfan = t->rdma && t->rdma->wire_max >= 2;
+
+	snprintf(t->caps, sizeof(t->caps), "%s%s%s%s%s%s", t->ops->caps, t->rdma ? "," : "",
 		 t->rdma ? t->rdma->ops->caps : "",
 		 t->wire_max < WIRE_V2 ? ""
 		 : t->fan2	       ? "," CAP_FAN1 "," CAP_FAN2
-				       : "," CAP_FAN1);
+				       : "," CAP_FAN1,
+		 rfan ? "," : "", rfan ? v2_token(t->rdma) : "");
 }
 
 static int serve_rdma(struct transport *t, const struct transport_source *src);
@@ -817,12 +861,81 @@ static bool rdma_down(struct transport *t, const char *peer, int64_t until)
 	return down;
 }
 
+/*
+ * The flags @req keeps on TCP to its peer: BUSY_OK and PARK only with
+ * "fan2" on its card (a peer of the first version 2 rejects what it does
+ * not know); -EOPNOTSUPP for WANT_HAVE to a peer that does not speak
+ * version 2 (@v2).  To such a peer the rest are passed on, for a version
+ * 1 connection to ignore (a range it lacks is ENOENT, as always).
+ */
+static int tcp_flags(const struct transport_req *req, bool v2)
+{
+	unsigned f = req->flags;
+
+	if (!v2 && (f & TRANSPORT_F_WANT_HAVE))
+		return -EOPNOTSUPP;
+	if (!token_in(req->caps, CAP_FAN2))
+		f &= ~(unsigned)(TRANSPORT_F_BUSY_OK | TRANSPORT_F_PARK);
+	return (int)f;
+}
+
+/*
+ * Fetch over RDMA, and with "auto" over TCP when that fails for the
+ * connection: the range again at once, and that peer for RDMA_RETRY_NS.
+ * @req's flags are RDMA's (a peer of "rfan", or none); over TCP they
+ * are what tcp_flags() leaves of @flags, with @v2 of tcp_v2().
+ */
+static int fetch_rdma(struct transport *t, const struct transport_req *req, bool tcp_ok,
+		      unsigned flags, bool v2)
+{
+	struct progress_floor pf = {.fn = req->progress, .arg = req->arg};
+	struct transport_req again = *req;
+	int err, f;
+
+	again.progress = progress_seen;
+	again.arg = &pf;
+	err = fetch_on(t->rdma, &again, req->rdma_addr);
+	if (!err || !tcp_ok || !conn_failure(err))
+		return err;
+	COUNT_ADD(t, rdma_fallbacks, 1);
+	/* a peer known to the TCP cache keeps the note */
+	pthread_mutex_lock(&t->lock);
+	{
+		struct tconn *drop = NULL;
+
+		(void)peer_get(t, req->peer, req->addr, wire_ver_for(t, req->caps), &drop);
+		pthread_mutex_unlock(&t->lock);
+		conn_close_list(t, drop);
+	}
+	(void)rdma_down(t, req->peer, mono_ns() + RDMA_RETRY_NS);
+	transport_log(t, TLOG_CONN, LOGL_WARN,
+		      "transport: RDMA to '%s' at %s failed (%s); fetching over TCP, and "
+		      "from that peer for %llds",
+		      req->peer, req->rdma_addr, strerror(-err), RDMA_RETRY_NS / 1000000000LL);
+	again.flags = flags;
+	f = tcp_flags(&again, v2);
+	if (f < 0)
+		return err; /* a query TCP cannot ask */
+	again.flags = (unsigned)f;
+	if (req->progress) {
+		again.progress = progress_floored;
+		again.arg = &pf;
+	} else {
+		again.progress = NULL;
+	}
+	err = fetch_on(t, &again, req->addr);
+	if (!err) {
+		COUNT_ADD(t, fetch_tcp, 1);
+		COUNT_ADD(t, bytes_tcp, req->len);
+	}
+	return err;
+}
+
 int transport_fetch(struct transport *t, const struct transport_req *req)
 {
-	struct progress_floor pf;
-	struct transport_req again, plain;
-	bool tcp_ok, rdma_ok, v2;
-	int err;
+	struct transport_req mine;
+	bool tcp_ok, rdma_ok, v2, rv2;
+	int err, f;
 
 	if (!t || !req || !req->peer || node_name_validate(req->peer))
 		return -EINVAL;
@@ -837,59 +950,38 @@ int transport_fetch(struct transport *t, const struct transport_req *req)
 	rdma_ok = t->rdma && addr_ok(req->rdma_addr);
 	if (!tcp_ok && !rdma_ok)
 		return -EINVAL;
-	/* only TCP speaks version 2: flags to a peer that has it go there */
-	v2 = tcp_ok && transport_speaks_fan1(t, req->caps);
-	if ((req->flags & TRANSPORT_F_WANT_HAVE) && !v2)
-		return -EOPNOTSUPP;
-	if ((req->flags & (TRANSPORT_F_BUSY_OK | TRANSPORT_F_PARK)) &&
-	    !transport_speaks_fan2(t, req->caps)) {
-		/* a peer of the first version 2 rejects what it does not know */
-		plain = *req;
-		plain.flags &= ~(unsigned)(TRANSPORT_F_BUSY_OK | TRANSPORT_F_PARK);
-		req = &plain;
+	/* over RDMA unless it failed to this peer lately (and TCP can) */
+	if (rdma_ok && tcp_ok && rdma_down(t, req->peer, 0))
+		rdma_ok = false;
+	v2 = tcp_ok && tcp_v2(t, req->caps);
+	rv2 = rdma_ok && rdma_v2(t, req->caps);
+	mine = *req;
+	if (req->flags && rdma_ok && rv2) {
+		/* RDMA's version 2: every flag but PARK (a server thread
+		 * answers at once) */
+		mine.flags &= ~(unsigned)TRANSPORT_F_PARK;
+		err = fetch_rdma(t, &mine, tcp_ok, req->flags, v2);
+		goto out;
 	}
+	/* flags go where a version 2 speaks them: TCP, if RDMA cannot */
 	if (req->flags && v2)
 		rdma_ok = false;
-	if (rdma_ok && !(tcp_ok && rdma_down(t, req->peer, 0))) {
-		pf = (struct progress_floor){.fn = req->progress, .arg = req->arg};
-		again = *req;
-		again.progress = progress_seen;
-		again.arg = &pf;
-		err = fetch_on(t->rdma, &again, req->rdma_addr);
-		if (!err || !tcp_ok || !conn_failure(err))
-			return err;
-		COUNT_ADD(t, rdma_fallbacks, 1);
-		/* a peer known to the TCP cache keeps the note */
-		pthread_mutex_lock(&t->lock);
-		{
-			struct tconn *drop = NULL;
-
-			(void)peer_get(t, req->peer, req->addr, wire_ver_for(t, req->caps), &drop);
-			pthread_mutex_unlock(&t->lock);
-			conn_close_list(t, drop);
-		}
-		(void)rdma_down(t, req->peer, mono_ns() + RDMA_RETRY_NS);
-		transport_log(t, TLOG_CONN, LOGL_WARN,
-			      "transport: RDMA to '%s' at %s failed (%s); fetching over TCP, and "
-			      "from that peer for %llds",
-			      req->peer, req->rdma_addr, strerror(-err),
-			      RDMA_RETRY_NS / 1000000000LL);
-		if (req->progress) {
-			again.progress = progress_floored;
-			again.arg = &pf;
-		} else {
-			again.progress = NULL;
-		}
-		err = fetch_on(t, &again, req->addr);
-	} else {
-		err = fetch_on(t, req, req->addr);
-		if (err == -EAGAIN && req->have_out && (req->have_out->flags & TRANSPORT_HAVE_BUSY))
-			COUNT_ADD(t, busy_received, 1);
+	f = tcp_flags(req, v2);
+	if (f < 0)
+		return f;
+	mine.flags = (unsigned)f;
+	if (rdma_ok) {
+		err = fetch_rdma(t, &mine, tcp_ok, (unsigned)f, v2);
+		goto out;
 	}
+	err = fetch_on(t, &mine, req->addr);
 	if (!err) {
 		COUNT_ADD(t, fetch_tcp, 1);
 		COUNT_ADD(t, bytes_tcp, req->len);
 	}
+out:
+	if (err == -EAGAIN && req->have_out && (req->have_out->flags & TRANSPORT_HAVE_BUSY))
+		COUNT_ADD(t, busy_received, 1);
 	return err;
 }
 
@@ -988,6 +1080,7 @@ void transport_stats(const struct transport *t, struct transport_stats *ret)
 	ret->busy_received = LOAD(busy_received);
 	ret->parked = LOAD(parked);
 	ret->given_refused = LOAD(given_refused);
+	ret->rdma_partial_regs = 0;
 	ret->fetch_eager = ret->bytes_eager = ret->fetch_rdv = ret->bytes_rdv = 0;
 	ret->rdma_conns = ret->rdma_regs = 0;
 	ret->rdma_regs_live = ret->rdma_regs_reused = ret->rdma_regs_dropped = 0;
@@ -1013,6 +1106,7 @@ void transport_stats(const struct transport *t, struct transport_stats *ret)
 		ret->rdma_regs_live = LOAD(rdma_regs_live);
 		ret->rdma_regs_reused = LOAD(rdma_regs_reused);
 		ret->rdma_regs_dropped = LOAD(rdma_regs_dropped);
+		ret->rdma_partial_regs = LOAD(rdma_partial_regs);
 	}
 #undef LOAD
 }

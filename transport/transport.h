@@ -30,8 +30,10 @@
  * side may use version 2: requests that accept a partial answer, and the
  * HAVE answer that says which blocks of an object the holder has
  * verified (struct transport_have; the source's have() hook).  A server
- * answers each connection in the version of its HELLO.  RDMA speaks
- * version 1 only.  docs/protocol.md has the details.
+ * answers each connection in the version of its HELLO.  RDMA has
+ * versions of its own: version 2 of its messages, spoken to a peer whose
+ * card has "rfan", carries the same flags (all but PARK) and HAVE; every
+ * other peer gets version 1.  docs/protocol.md has the details.
  *
  * Connections.  Made on demand, the first time a peer is needed, from the
  * address in the peer's endpoint card, and cached per peer (a uthash table
@@ -163,7 +165,7 @@ struct transport_have {
  * serves it.
  *
  * For backends that register memory once per object (RDMA), two more,
- * which may be NULL (RDMA then serves nothing):
+ * which may be NULL (RDMA then serves nothing but objects held in part):
  * map() gives the whole pinned object's memory (*ret_addr NULL for an
  * empty one), valid while the object lives (past close()) once a
  * registration hangs on it (attach()), and a new read-write descriptor
@@ -173,7 +175,11 @@ struct transport_have {
  * a read-only mapping refuses: the backend then maps the file anew, still
  * granting peers read access only).  A registration grants a peer every
  * byte of the object, so map() of an object held only in part (see
- * have() above) must fail (-EOPNOTSUPP: the peer then fetches over TCP).
+ * have() above) must fail (-EOPNOTSUPP).  The backend then registers,
+ * for one GET, exactly the range iov() gives of it (all of it servable:
+ * have() said 1), and deregisters it when the GET is done, before
+ * close(); have() must say TRANSPORT_HAVE_SEALED of every sealed object
+ * (which is what tells the two apart).
  * attach() hangs the backend's registration @reg of that memory on the
  * object: the source calls @drop(@reg) exactly once, when the object is
  * freed (evicted or unlinked, and no longer pinned), before its memory
@@ -295,8 +301,9 @@ struct transport_req {
  * do not cover the range, unknown flags, WANT_HAVE without have_out).
  * On error the range may be partly written.
  *
- * Flags need a peer whose card has "fan1" (req->caps) and go over TCP
- * (RDMA speaks version 1 only): to any other peer, PARTIAL_OK is
+ * Flags need a peer whose card has "rfan" (they then go over RDMA, when
+ * this node fetches from it over RDMA and that has not just failed) or
+ * "fan1" (over TCP) in req->caps: to any other peer, PARTIAL_OK is
  * dropped (a range the peer lacks is -ENOENT, as always) and WANT_HAVE
  * is -EOPNOTSUPP, before anything is sent.  With them:
  *  - PARTIAL_OK: -EAGAIN means "not yet": the peer holds the object
@@ -305,12 +312,15 @@ struct transport_req {
  *    (earlier GETs of a range longer than 1 GiB may have been).  The
  *    connection stays usable.
  *  - WANT_HAVE: on 0, *req->have_out holds the peer's HAVE, sent before
- *    the bytes; with req->len 0 the HAVE is all that is fetched (a
- *    query, answered whatever the peer holds of the object, or -ENOENT
- *    if nothing).  Without PARTIAL_OK, a range the peer lacks is
- *    -ENOENT.
- *  - BUSY_OK and PARK need "fan2" on the card too (they are dropped for
- *    a peer without it); PARK goes with PARTIAL_OK.  BUSY_OK: a peer that
+ *    the bytes, over TCP; over RDMA no HAVE comes before bytes, and on 0
+ *    with req->len > 0 *req->have_out is left as it was.  With req->len
+ *    0 the HAVE is all that is fetched (a query, answered whatever the
+ *    peer holds of the object, or -ENOENT if nothing), over either.
+ *    Without PARTIAL_OK, a range the peer lacks is -ENOENT.
+ *  - BUSY_OK and PARK need "fan2" on the card too over TCP (they are
+ *    dropped for a peer without it); over RDMA BUSY_OK is kept and PARK
+ *    dropped (the GET is answered at once: "not yet", -EAGAIN, for a
+ *    block the peer is still receiving).  PARK goes with PARTIAL_OK.  BUSY_OK: a peer that
  *    already sends its serve_slots GETs may answer -EAGAIN with
  *    TRANSPORT_HAVE_BUSY and a retry_ms in *req->have_out (with PARK,
  *    a peer whose slots this node alone holds, and that nobody else
@@ -319,23 +329,33 @@ struct transport_req {
  *    has checked it, or -EAGAIN if its fetch of it stops; the wait is
  *    bounded by the peer (about io_timeout_ms / 2).
  * *req->have_out is written only when a HAVE arrived (0 with
- * WANT_HAVE, or -EAGAIN).
+ * WANT_HAVE over TCP or for a query, or -EAGAIN).
  */
 int transport_fetch(struct transport *t, const struct transport_req *req);
 
 /*
- * Will fetches from a peer whose card advertises @caps speak wire
- * version 2 (its card has "fan1", and @t's TCP speaks it), so that
- * TRANSPORT_F_* flags and HAVE answers work?
+ * Will fetches from a peer whose card advertises @caps speak a version 2
+ * (its card has "fan1" and @t's TCP speaks it, or it has "rfan" and @t
+ * fetches over RDMA, which speaks it), so that TRANSPORT_F_* flags and
+ * HAVE answers work?
  */
 bool transport_speaks_fan1(const struct transport *t, const char *caps);
-/* And does it take BUSY_OK and PARK (its card has "fan2")? */
+/* And does it take BUSY_OK (and PARK, over TCP): its card has "fan2", or
+ * "rfan" (RDMA drops PARK)? */
 bool transport_speaks_fan2(const struct transport *t, const char *caps);
 
-/* Would a fetch without flags from @peer, whose card gives @rdma_addr,
- * go over RDMA now (this node fetches over RDMA, the peer serves it, and
- * RDMA to it has not just failed)?  A fetch with flags goes over TCP. */
-bool transport_plain_rdma(struct transport *t, const char *peer, const char *rdma_addr);
+/* Would a fetch with TRANSPORT_F_PARK from @peer, whose card gives @caps
+ * and @rdma_addr, keep the flag now (it goes over TCP to a card with
+ * "fan2"), rather than lose it (over RDMA, or to an older card)? */
+bool transport_parks(struct transport *t, const char *peer, const char *caps,
+		     const char *rdma_addr);
+
+/* Would a fetch without flags from @peer, whose card gives @caps and
+ * @rdma_addr, go over RDMA now (this node fetches over RDMA, the peer
+ * serves it, and RDMA to it has not just failed) while one with flags
+ * would not (the card lacks "rfan": flags would take it to TCP)? */
+bool transport_plain_rdma(struct transport *t, const char *peer, const char *caps,
+			  const char *rdma_addr);
 
 /* What the fetch engine should know of the backend. */
 struct transport_tuning {
@@ -360,8 +380,9 @@ bool transport_reaches(const struct transport *t, const char *caps, const char *
 
 /* What this node advertises on its card: what it serves ("tcp" or
  * "tcp,rdma"), then, once serving, "fan1" if its TCP server accepts wire
- * version 2 ("tcp,fan1,fan2", "tcp,rdma,fan1,fan2").  Valid until
- * transport_free(). */
+ * version 2 ("tcp,fan1,fan2", "tcp,rdma,fan1,fan2"), and "rfan" if its
+ * RDMA server accepts version 2 of its messages
+ * ("tcp,rdma,fan1,fan2,rfan").  Valid until transport_free(). */
 const char *transport_caps(const struct transport *t);
 
 /* Close the cached connections to @peer (it died, or its card changed). */
@@ -398,6 +419,9 @@ struct transport_stats {
 	uint64_t busy_sent, busy_received, parked;
 	/* fan-out GETs for a block this node gave out to another fetcher */
 	uint64_t given_refused;
+	/* RDMA: registrations of a range of an object held in part (being
+	 * fetched), each for one GET */
+	uint64_t rdma_partial_regs;
 };
 void transport_stats(const struct transport *t, struct transport_stats *ret);
 

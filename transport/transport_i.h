@@ -144,10 +144,14 @@ struct transport_ops {
 	 * is then thread-safe on one connection, and broken is set by
 	 * whichever notices); else each fetch borrows one of its own. */
 	bool shared;
-	/* the highest wire version (WIRE_V*) the backend speaks, as client
-	 * and server; 0 means WIRE_V1.  Only a backend that speaks WIRE_V2
-	 * reads req->flags and req->have_out; the others leave them be. */
+	/* the highest version of its messages the backend speaks, as client
+	 * and server (TCP: WIRE_V*; RDMA: RMSG_V*, a protocol of its own);
+	 * 0 means 1.  Only a backend that speaks 2 reads req->flags and
+	 * req->have_out, on a connection in version 2; the others leave them
+	 * be.  Version 2 is spoken to a peer whose card has @v2_token (NULL:
+	 * "fan1"), which a node serving it puts on its card. */
 	unsigned wire_max;
+	const char *v2_token;
 	/* Bind, listen and start serving t->src.  0 or -errno. */
 	int (*serve)(struct transport *t);
 	/* Stop serving: wake and join every server thread, close their
@@ -209,6 +213,7 @@ struct transport_counters {
 	atomic_uint_fast64_t serve_open; /* server connections holding a socket */
 	atomic_uint_fast64_t serving;	 /* GETs pinned now (serve_begin() ... serve_end()) */
 	atomic_uint_fast64_t busy_sent, busy_received, parked, given_refused;
+	atomic_uint_fast64_t rdma_partial_regs;
 };
 
 #define COUNT_ADD(t, field, n) atomic_fetch_add_explicit(&(t)->cnt.field, (n), memory_order_relaxed)
@@ -246,6 +251,7 @@ struct tslots {
 		uint64_t peer;		   /* a hash of its peer's node name (lock) */
 		int64_t t0_ns;		   /* mono_ns() at its start (lock) */
 		uint64_t len;		   /* its range (lock) */
+		bool rdma;		   /* served over RDMA: handed out at once (lock) */
 		atomic_uint_fast64_t sent; /* bytes handed out (its thread) */
 	} s[TSLOT_TRACK];
 };
@@ -277,7 +283,8 @@ struct transport {
 	uint64_t get_max;
 	/* the highest wire version this transport speaks and serves: its
 	 * backend's (ops->wire_max); tests lower it, before serving, to
-	 * play a node that predates version 2 */
+	 * play a node that predates version 2 (of TCP, or of RDMA's
+	 * messages: then no "rfan") */
 	unsigned wire_max;
 	/* it takes WIRE_F_BUSY_OK and WIRE_F_PARK (and says "fan2"); tests
 	 * clear it, before serving, to play a node of the first version 2,
@@ -366,6 +373,9 @@ struct serve_ctx {
 	bool more;     /* a piece is still due (an empty range has one) */
 	bool served;   /* the request was counted as served */
 	bool given;    /* the source gave its blocks out for it (give()) */
+	/* the source holds the object in part (have() did not say SEALED):
+	 * its memory must not be registered whole (map() refuses it) */
+	bool partial;
 };
 
 /*
@@ -386,7 +396,9 @@ struct serve_ctx {
  *      for a range not wholly servable, or a query: WANT_HAVE, length 0).
  *   2: as 0, but a version 2 GET with WANT_HAVE: *@ret_reply is the HAVE
  *      to send first, then the DATA header of serve_data_hdr().
- * A version 1 GET (every RDMA one) is only ever answered 0 or 1 (ERR).
+ * A version 1 GET is only ever answered 0 or 1 (ERR); RDMA never sends
+ * WANT_HAVE with a length (so never gets 2) nor PARK (a parked GET would
+ * hold up its connection's only thread).
  */
 int serve_begin(struct transport *t, const struct wire_msg *get, const char *peer, const char *node,
 		const atomic_bool *stop, struct serve_ctx *ret_ctx, struct wire_msg *ret_reply);
