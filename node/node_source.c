@@ -511,6 +511,21 @@ static void given_have_locked(const struct given *g, struct transport_have *ret)
 			ret->fetching[i / 8] |= (uint8_t)(1u << (i % 8));
 }
 
+/* The blocks of @g that start in [@off, @off + @len), as [*@first,
+ * *@end) (a block longer than one GET comes in several, and only the
+ * first carries it). */
+static void given_blocks(const struct given *g, uint64_t off, uint64_t len, uint64_t *first,
+			 uint64_t *end)
+{
+	unsigned shift = bsum_shift(g->size);
+	uint64_t last = (off + len - 1) >> shift;
+
+	*first = ((off >> shift) << shift) == off ? off >> shift : (off >> shift) + 1;
+	*end = last + 1 < g->n ? last + 1 : g->n;
+	if (*first > *end)
+		*first = *end;
+}
+
 /* A fan-out GET of [@off, @off + @len) of the pinned object: serve it
  * (1: its blocks are given out now) unless a block of it was given out
  * before (0, with the HAVE that says so in *@ret). */
@@ -518,8 +533,7 @@ static int src_give(void *token, uint64_t off, uint64_t len, struct transport_ha
 {
 	struct pin *pin = token;
 	struct node_source *src = pin->src;
-	uint64_t first, last, b, me;
-	unsigned shift;
+	uint64_t first, end, b, me;
 	struct given *g;
 	int r = 1;
 
@@ -530,16 +544,12 @@ static int src_give(void *token, uint64_t off, uint64_t len, struct transport_ha
 	pthread_mutex_lock(&src->lock);
 	g = given_find_locked(pin, true);
 	if (g) {
-		/* the blocks that start in the range (a block longer than one
-		 * GET comes in several) */
-		shift = bsum_shift(g->size);
-		first = ((off >> shift) << shift) == off ? off >> shift : (off >> shift) + 1;
-		last = (off + len - 1) >> shift;
-		for (b = first; b <= last && b < g->n; b++)
+		given_blocks(g, off, len, &first, &end);
+		for (b = first; b < end; b++)
 			if (g->to[b] && g->to[b] != me)
 				r = 0;
 		if (r) {
-			for (b = first; b <= last && b < g->n; b++)
+			for (b = first; b < end; b++)
 				g->to[b] = me;
 			/* (a refusal does not count: the table forgets blocks
 			 * whose fetcher may have died GIVEN_IDLE_NS after the
@@ -557,8 +567,7 @@ static int src_give(void *token, uint64_t off, uint64_t len, struct transport_ha
 static void src_ungive(void *token, uint64_t off, uint64_t len)
 {
 	struct pin *pin = token;
-	uint64_t first, last, b, me = node_name_key(pin->peer) ? node_name_key(pin->peer) : 1;
-	unsigned shift;
+	uint64_t first, end, b, me = node_name_key(pin->peer) ? node_name_key(pin->peer) : 1;
 	struct given *g;
 
 	if (pin->part || !len)
@@ -566,10 +575,8 @@ static void src_ungive(void *token, uint64_t off, uint64_t len)
 	pthread_mutex_lock(&pin->src->lock);
 	g = given_find_locked(pin, false);
 	if (g) {
-		shift = bsum_shift(g->size);
-		first = ((off >> shift) << shift) == off ? off >> shift : (off >> shift) + 1;
-		last = (off + len - 1) >> shift;
-		for (b = first; b <= last && b < g->n; b++)
+		given_blocks(g, off, len, &first, &end);
+		for (b = first; b < end; b++)
 			if (g->to[b] == me)
 				g->to[b] = 0;
 	}
