@@ -1024,7 +1024,9 @@ int store_set_path(struct store_obj *o, const char *path)
 
 void store_unlink(struct store_obj *o)
 {
+	uint64_t seq = 0;
 	struct store *s;
+	bool renamed;
 	int r;
 
 	if (!o)
@@ -1042,9 +1044,11 @@ void store_unlink(struct store_obj *o)
 			log_debug("store: cannot remove record of %016" PRIx64 ": %s", o->id,
 				  strerror(-r));
 	}
-	store_file_unlink_i(o);
+	renamed = store_file_unlink_i(o, &seq);
 	pthread_mutex_lock(&s->lock);
 	store_tab_del_i(&s->table, o);
+	if (renamed)
+		o->gone_seq = seq; /* hnext's word: out of the table now */
 	o->linked = false;
 	o->unlinked = true;
 	/* its mapping stays until the last reference goes */

@@ -201,7 +201,30 @@ struct arena {
  * own file, check it against the record's checksum and write @o's new
  * record.  @o has the record's size; single threaded.  -EBADMSG.
  */
+static int upgrade_copy(struct store_obj *o, const struct rec *rec, const struct arena *a);
+
 static int upgrade_one(struct store_obj *o, const struct rec *rec, const struct arena *a)
+{
+	/* written as a pending object is: its mapping's length lives here
+	 * until the freeze */
+	struct store_writing w = {0};
+	int r;
+
+	o->w = &w;
+	r = upgrade_copy(o, rec, a);
+	if (r < 0 && o->map) {
+		munmap(o->map, w.map_len);
+		o->map = NULL;
+	}
+	o->w = NULL;
+	if (r == 0) {
+		store_file_rest_i(o); /* at rest: no mapping */
+		o->recorded = true;   /* the log gets it (store_catalog_adopt_i()) */
+	}
+	return r;
+}
+
+static int upgrade_copy(struct store_obj *o, const struct rec *rec, const struct arena *a)
 {
 	uint8_t csum[OBJFS_CSUM_LEN];
 	char name[STORE_ID_HEX + 1];
@@ -227,11 +250,8 @@ static int upgrade_one(struct store_obj *o, const struct rec *rec, const struct 
 	if (memcmp(csum, rec->csum, OBJFS_CSUM_LEN))
 		return -EBADMSG;
 	r = store_file_seal_i(o);
-	if (r == 0) {
+	if (r == 0)
 		store_file_freeze_i(o);
-		store_file_rest_i(o); /* at rest: no mapping */
-		o->recorded = true;   /* the log gets it (store_catalog_adopt_i()) */
-	}
 	return r;
 }
 

@@ -79,6 +79,26 @@ static struct log_ratelimit file_rl =
 static struct log_ratelimit inode_rl =
     LOG_RATELIMIT_INIT("object files refused for the store's inodes", 10000, 1);
 
+static uint64_t round_up(uint64_t n, uint64_t unit);
+
+/* What sealed @o's mapping covers: its size in whole pages (whole huge
+ * pages on hugetlbfs).  A function of the size, kept nowhere (8 B an
+ * object at rest); a pending object's is o->w->map_len. */
+static uint64_t sealed_map_len(const struct store_obj *o)
+{
+	const struct store *s = obj_store(o);
+	uint64_t size = atomic_load_explicit(&o->size, memory_order_relaxed);
+
+	return round_up(s->kind == STORE_FS_HUGETLBFS ? round_up(size, s->unit) : size, STORE_PAGE);
+}
+
+/* @o's mapping length, pending or sealed: o->lock held, or the last
+ * reference (a sealed object's w is gone by then). */
+static uint64_t map_len_of(const struct store_obj *o)
+{
+	return o->w ? o->w->map_len : sealed_map_len(o);
+}
+
 static uint64_t round_up(uint64_t n, uint64_t unit)
 {
 	return (n + unit - 1) / unit * unit;
@@ -661,11 +681,11 @@ static int remap(struct store_obj *o, uint64_t len, uint64_t from)
 		(void)madvise((uint8_t *)p + from / STORE_PAGE * STORE_PAGE,
 			      len - from / STORE_PAGE * STORE_PAGE, MADV_POPULATE_WRITE);
 	if (old) {
-		*old = (struct store_old_map){o->map, o->map_len, o->w->old_maps};
+		*old = (struct store_old_map){o->map, o->w->map_len, o->w->old_maps};
 		o->w->old_maps = old;
 	}
 	o->map = p;
-	o->map_len = len;
+	o->w->map_len = len;
 	return 0;
 }
 
@@ -750,8 +770,8 @@ int store_file_grow_i(struct store_obj *o, uint64_t want, bool exact)
 		if (r < 0)
 			return r;
 	}
-	if (goal > o->map_len || !o->map) {
-		r = goal ? remap(o, goal, fresh ? 0 : o->map_len) : 0;
+	if (goal > o->w->map_len || !o->map) {
+		r = goal ? remap(o, goal, fresh ? 0 : o->w->map_len) : 0;
 		if (r < 0) {
 			(void)ftruncate(o->fd, (off_t)len);
 			goto fail;
@@ -831,44 +851,43 @@ int store_file_seal_i(struct store_obj *o)
 
 void store_file_freeze_i(struct store_obj *o)
 {
-	struct store *s = obj_store(o);
-	uint64_t size = atomic_load_explicit(&o->size, memory_order_relaxed);
-	uint64_t maplen =
-	    round_up(s->kind == STORE_FS_HUGETLBFS ? round_up(size, s->unit) : size, STORE_PAGE);
+	uint64_t maplen = sealed_map_len(o);
 
 	(void)fchmod(o->fd, 0400);
 	unmap_old(o);
-	if (o->map && maplen < o->map_len)
-		munmap(o->map + maplen, o->map_len - maplen);
+	if (o->map && maplen < o->w->map_len)
+		munmap(o->map + maplen, o->w->map_len - maplen);
 	if (maplen == 0 && o->map) {
-		munmap(o->map, o->map_len);
+		munmap(o->map, o->w->map_len);
 		o->map = NULL;
 	} else if (o->map && mprotect(o->map, maplen, PROT_READ) < 0) {
 		log_debug("store: cannot make object %016" PRIx64 " read-only: %s", o->id,
 			  strerror(errno));
 	}
-	o->map_len = maplen;
+	o->w->map_len = maplen; /* sealed_map_len() once w goes */
 	/* at rest a sealed object holds no descriptor: opened by name */
 	if (o->fd >= 0)
 		close(o->fd);
 	o->fd = -1;
 }
 
-void store_file_unlink_i(struct store_obj *o)
+bool store_file_unlink_i(struct store_obj *o, uint64_t *ret_seq)
 {
 	struct store *s = obj_store(o);
 	char name[STORE_ID_HEX + 1], gone[32];
+	uint64_t seq;
 
 	if (!o->has_file || o->renamed)
-		return;
+		return false;
 	pthread_mutex_lock(&s->lock);
-	o->gone_seq = s->seq++;
+	seq = s->seq++;
 	pthread_mutex_unlock(&s->lock);
 	store_file_name_i(o->id, name);
-	seq_name(GONE_PREFIX, o->gone_seq, gone, sizeof(gone));
+	seq_name(GONE_PREFIX, seq, gone, sizeof(gone));
 	if (renameat(s->data_fd, name, s->data_fd, gone) == 0) {
 		o->renamed = true;
-		return;
+		*ret_seq = seq;
+		return true;
 	}
 	log_debug("store: cannot rename data/%s: %s", name, strerror(errno));
 	/* the name must go (a new object may take the id): the file lives
@@ -885,15 +904,17 @@ void store_file_unlink_i(struct store_obj *o)
 	unlinkat(s->data_fd, name, 0);
 	o->has_file = o->fd >= 0;
 	o->recyclable = false;
+	return false;
 }
 
 void store_file_close_i(struct store_obj *o)
 {
 	unmap_old(o);
 	if (o->map)
-		munmap(o->map, o->map_len);
+		munmap(o->map, map_len_of(o));
 	o->map = NULL;
-	o->map_len = 0;
+	if (o->w)
+		o->w->map_len = 0;
 	if (o->fd >= 0)
 		close(o->fd);
 	o->fd = -1;
@@ -970,7 +991,7 @@ void store_file_free_i(struct store_obj *o)
 
 	unmap_old(o);
 	if (o->map)
-		munmap(o->map, o->map_len);
+		munmap(o->map, map_len_of(o));
 	o->map = NULL;
 	seq_name(GONE_PREFIX, o->gone_seq, gone, sizeof(gone));
 	seq_name(FREE_PREFIX, o->gone_seq, name, sizeof(name));
@@ -1067,7 +1088,6 @@ int store_file_adopt_i(struct store_obj *o, const uint8_t *csum)
 			return -EBADMSG;
 	}
 	o->has_file = true;
-	o->map_len = round_up(want, STORE_PAGE);
 	o->alloc = round_up(size, s->unit);
 	held = (uint64_t)st.st_blocks * 512;
 	o->extra = s->kind == STORE_FS_OWN_TMPFS && held > o->alloc ? held - o->alloc : 0;
@@ -1077,7 +1097,7 @@ int store_file_adopt_i(struct store_obj *o, const uint8_t *csum)
 void store_file_rest_i(struct store_obj *o)
 {
 	if (o->map)
-		munmap(o->map, o->map_len);
+		munmap(o->map, sealed_map_len(o));
 	o->map = NULL;
 }
 
@@ -1165,7 +1185,7 @@ static void mapped_trim_locked(struct store *s, struct unmap *ret, size_t *n)
 			mapped_push_locked(s, o);
 			continue;
 		}
-		ret[(*n)++] = (struct unmap){o->map, o->map_len};
+		ret[(*n)++] = (struct unmap){o->map, sealed_map_len(o)};
 		atomic_store_explicit(&o->map, NULL, memory_order_relaxed);
 		s->maps_dropped++;
 	}
@@ -1206,7 +1226,7 @@ int store_file_map_i(struct store_obj *o)
 	fd = store_file_open_i(o, O_RDONLY);
 	if (fd < 0)
 		return fd;
-	p = mmap(NULL, o->map_len, PROT_READ, MAP_SHARED, fd, 0);
+	p = mmap(NULL, sealed_map_len(o), PROT_READ, MAP_SHARED, fd, 0);
 	close(fd);
 	if (p == MAP_FAILED)
 		return -errno;
@@ -1228,7 +1248,7 @@ int store_file_mapping_i(struct store_obj *o, uint8_t **ret)
 	uint8_t *p = atomic_load_explicit(&o->map, memory_order_acquire);
 	int r = 0;
 
-	if (p || !o->map_len) {
+	if (p || !sealed_map_len(o)) {
 		/* for the clock (mapped_trim_locked()); a load first, so
 		 * that readers of a hot object share its cache line */
 		if (p && !atomic_load_explicit(&o->map_used, memory_order_relaxed))

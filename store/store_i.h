@@ -24,7 +24,7 @@
  *   obj->lock       an object's lock (obj_lock(): one of
  *                   store->obj_locks, by id); its pending state: size (stores),
  *                   its file while pending (fd appears, alloc, map,
- *                   map_len, w->old_maps), path, w->gen, the one write of
+ *                   w->map_len, w->old_maps), path, w->gen, the one write of
  *                   sealed, the registration slot (reg), and
  *                   a sealed object's mapping being made (map goes from
  *                   NULL to set only under it).  File I/O for the object
@@ -61,7 +61,7 @@
  * is shared and never change after (store->dir_fd and the other fds,
  * capacity, unit, kind, verify; obj->s, obj->id), or are atomic
  * (obj->refs, obj->lease_refs, obj->size loads, obj->sealed loads).  Once an object is
- * sealed its map_len never changes.
+ * sealed its mapping's length never changes.
  *
  * At rest, a sealed object holds no descriptor and, once the mapping
  * cache lets it go, no mapping: its file is opened by name when someone
@@ -192,12 +192,19 @@ struct store_obj {
 	 * (s->lock, with lru_list) */
 	struct store_obj *lprev, *lnext;
 
-	struct store_obj *hnext; /* its chain in s->table (or adoption's); s->lock */
+	union {
+		/* its chain in s->table (or adoption's); s->lock */
+		struct store_obj *hnext;
+		/* once out of the table for good (store_unlink(), or
+		 * unlinked before it had a file): its name is
+		 * data/.gone-<gone_seq>; lock (8 B an object at rest) */
+		uint64_t gone_seq;
+	};
 
 	atomic_uint_fast64_t size; /* relaxed; stores under lock */
 	/*
 	 * The object's file (data/<id>, renamed data/.gone-<n> at unlink) and
-	 * its mapping, MAP_SHARED over [0, map_len): read-write while
+	 * its mapping, MAP_SHARED over [0, w->map_len): read-write while
 	 * pending, read-only once sealed.  fd is -1 until the first byte
 	 * needs a home, and again once sealed (the file is opened by name
 	 * when needed), unless the file lost its name at unlink (fd sits
@@ -205,16 +212,15 @@ struct store_obj {
 	 * object's map is NULL until first used and whenever the mapping
 	 * cache took it away (see the top).  alloc is what the object is charged against the
 	 * capacity (s->used): while pending, the file's length; once
-	 * sealed, its size rounded up to s->unit.  A pending object that
+	 * sealed, its size rounded up to s->unit.  A sealed object's mapping
+	 * covers its size in whole pages (store_files.c sealed_map_len()).  A pending object that
 	 * grows maps its file again, longer, and keeps the old mappings on
 	 * old_maps until it is sealed or freed, so that a pointer handed out
 	 * before (store_obj_iov()) stays good.  Pending: written under lock.
 	 * Sealed: immutable, read without a lock.
 	 */
 	_Atomic(uint8_t *) map; /* sealed: acquire loads, release stores */
-	size_t map_len;
 	uint64_t alloc;
-	uint64_t gone_seq; /* lock: its name is data/.gone-<gone_seq> once unlinked */
 	/* s->lock: what the filesystem holds for the sealed object beyond
 	 * alloc (a huge page its seal could not split), in s->extra */
 	uint64_t extra;
@@ -258,6 +264,7 @@ struct store_writing {
 	uint64_t hash_gen;     /* gen when hst was started */
 	/* mappings of the file before it grew (store_file_grow_i()); obj->lock */
 	struct store_old_map *old_maps;
+	size_t map_len; /* obj->lock: what obj->map covers */
 };
 
 /* A freed file kept for reuse: data/.free-<seq>, its pages still there
@@ -396,8 +403,11 @@ int store_file_seal_i(struct store_obj *o);
 /* Once sealed for good: the file read-only, mapped read-only over just
  * the object, the old mappings gone. */
 void store_file_freeze_i(struct store_obj *o);
-/* At unlink: rename the file out of the way of a new object with this id. */
-void store_file_unlink_i(struct store_obj *o);
+/* At unlink, before @o leaves the table: rename the file out of the way
+ * of a new object with this id.  true if it was renamed: the caller sets
+ * o->gone_seq to *@ret_seq once @o is out of the table (they share a
+ * word with hnext). */
+bool store_file_unlink_i(struct store_obj *o, uint64_t *ret_seq);
 /* The last reference went: unmap, uncharge, and put the file in the pool
  * or delete it.  No lock held; @o is nobody's any more. */
 void store_file_free_i(struct store_obj *o);
