@@ -66,6 +66,7 @@ static const struct fuse_lowlevel_ops fs_ops = {
     .readdir = fs_op_readdir,
     .readdirplus = fs_op_readdirplus,
     .releasedir = fs_op_releasedir,
+    .mknod = fs_op_mknod,
     .mkdir = fs_op_mkdir,
     .rmdir = fs_op_rmdir,
     .unlink = fs_op_unlink,

@@ -154,6 +154,7 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			fuse_reply_err(req, fs_reply_errno(fs, r, "overwrite", parent, name));
 			return;
 		}
+		p->md.attr = e.attr; /* the new object keeps the name's owner and mode */
 		pthread_mutex_lock(&fs->lock);
 		p->next = fs->pending;
 		fs->pending = p;
@@ -213,7 +214,9 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	pthread_mutex_lock(&fs->lock);
 	in = inode_find(fs, ino);
-	is_file = in && in->kind == META_FILE;
+	/* a file's attributes change only by setattr, which every node
+	 * hears of ("attr": attr_stale) */
+	is_file = in && in->kind == META_FILE && (in->pending || !in->sealed || !in->attr_stale);
 	fresh = in && in->kind == META_DIR && in->dir_at &&
 		mono_ns() - in->dir_at < (int64_t)(FS_DIR_ATTR_TIMEOUT * 1e9);
 	pthread_mutex_unlock(&fs->lock);
@@ -222,8 +225,9 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 
-	/* directories: refresh mtime and link count from Redis, but fall
-	 * back to what we know when Redis is away */
+	/* directories, and files whose owner, mode or times changed
+	 * elsewhere: read again from Redis, but fall back to what we know
+	 * when Redis is away */
 	r = meta_getattr(fs->meta, ino, &e);
 	pthread_mutex_lock(&fs->lock);
 	in = inode_find(fs, ino);
@@ -663,6 +667,8 @@ void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	struct fs *fs = fuse_req_userdata(req);
+	int64_t now = now_ns();
+	struct meta_attr attr;
 	struct meta_entry e;
 	struct inode *in;
 	int r;
@@ -674,9 +680,10 @@ void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 	}
 	pthread_mutex_lock(&fs->lock);
 	r = pending_find(fs, parent, name) ? -EEXIST : 0;
+	fs_new_attr(fs, req, parent, META_DIR, mode, now, &attr);
 	pthread_mutex_unlock(&fs->lock);
 	if (r == 0)
-		r = meta_mkdir(fs->meta, parent, name, now_ns(), &e);
+		r = meta_mkdir_attr(fs->meta, parent, name, now, &attr, &e);
 	if (r < 0) {
 		fuse_reply_err(req, fs_reply_errno(fs, r, "mkdir", parent, name));
 		return;

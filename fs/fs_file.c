@@ -247,6 +247,9 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 	p->writers = 1;
 	p->created_ns = mono_ns();
 	p->mappable = (fi->flags & O_ACCMODE) == O_RDWR;
+	pthread_mutex_lock(&fs->lock);
+	fs_new_attr(fs, req, parent, META_FILE, mode, now_ns(), &p->md.attr);
+	pthread_mutex_unlock(&fs->lock);
 	h = handle_new(req, store_obj_ref(p->obj), p, true);
 	if (!h) {
 		r = -ENOMEM;
@@ -487,6 +490,12 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct pending *p;
 	int r;
 
+	if ((fi->flags & O_ACCMODE) == O_ACCMODE) {
+		/* neither read, write nor both: Linux lets it through (for
+		 * ioctls), POSIX leaves it undefined; objfs has no use for it */
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
 	pthread_mutex_lock(&fs->lock);
 	in = inode_find(fs, ino);
 	if (!in || in->kind != META_FILE) {
@@ -904,6 +913,107 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_err(req, 0);
 }
 
+/* The times @to_set asks for, into @a and *@mtime (UTIME_NOW: now). */
+static unsigned setattr_times(const struct stat *attr, int to_set, struct meta_attr *a,
+			      int64_t *mtime)
+{
+	int64_t now = now_ns();
+	unsigned what = 0;
+
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+		a->atime_ns = now;
+		what |= META_SET_ATIME;
+	} else if (to_set & FUSE_SET_ATTR_ATIME) {
+		a->atime_ns = (int64_t)attr->st_atim.tv_sec * 1000000000LL + attr->st_atim.tv_nsec;
+		what |= META_SET_ATIME;
+	}
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+		*mtime = now;
+		what |= META_SET_MTIME;
+	} else if (to_set & FUSE_SET_ATTR_MTIME) {
+		*mtime = (int64_t)attr->st_mtim.tv_sec * 1000000000LL + attr->st_mtim.tv_nsec;
+		what |= META_SET_MTIME;
+	}
+	return what;
+}
+
+/*
+ * chmod, chown and utimensat: a pending file keeps them for its seal; a
+ * sealed file's or a directory's change in Redis, for every node (the
+ * kernel checked who may: default_permissions).  0 or -errno.
+ */
+static int setattr_meta(struct fs *fs, fuse_ino_t ino, const struct stat *attr, int to_set)
+{
+	struct meta_attr a = {0}, base;
+	struct meta_entry e;
+	unsigned what = 0;
+	int64_t mtime = 0;
+	struct inode *in;
+	int r;
+
+	if (to_set & FUSE_SET_ATTR_UID) {
+		a.uid = (uint32_t)attr->st_uid;
+		what |= META_SET_UID;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		a.gid = (uint32_t)attr->st_gid;
+		what |= META_SET_GID;
+	}
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		a.mode = attr->st_mode & 07777;
+		what |= META_SET_MODE;
+	}
+	what |= setattr_times(attr, to_set, &a, &mtime);
+	if (!what)
+		return 0;
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find(fs, ino);
+	if (in && in->pending)
+		pending_settle_locked(fs, in->pending);
+	in = inode_find(fs, ino);
+	if (!in) {
+		pthread_mutex_unlock(&fs->lock);
+		return -ESTALE;
+	}
+	if (in->kind == META_FILE && in->pending) {
+		struct node_meta *md = &in->pending->md;
+
+		if (!md->attr.set)
+			fs_default_attr(fs, META_FILE, 0, &md->attr);
+		if (what & META_SET_UID)
+			md->attr.uid = a.uid;
+		if (what & META_SET_GID)
+			md->attr.gid = a.gid;
+		if (what & META_SET_MODE)
+			md->attr.mode = a.mode;
+		if (what & META_SET_ATIME) {
+			md->atime_set = true;
+			md->atime_ns = a.atime_ns;
+		}
+		if (what & META_SET_MTIME) {
+			md->mtime_set = true;
+			md->mtime_ns = mtime;
+		}
+		pthread_mutex_unlock(&fs->lock);
+		return 0;
+	}
+	if (in->kind == META_FILE && !in->sealed) {
+		pthread_mutex_unlock(&fs->lock);
+		return -ENOENT; /* a discarded write */
+	}
+	fs_shown_attr(fs, in, &base);
+	pthread_mutex_unlock(&fs->lock);
+	r = meta_setattr(fs->meta, ino, what, &a, mtime, &base, &e);
+	if (r < 0)
+		return r == -ENOENT ? -ESTALE : r;
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find(fs, ino);
+	if (in && in->kind == e.kind)
+		inode_update(fs, in, &e);
+	pthread_mutex_unlock(&fs->lock);
+	return 0;
+}
+
 void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		   struct fuse_file_info *fi)
 {
@@ -944,11 +1054,22 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 			pthread_mutex_unlock(&fs->lock);
 		}
 	}
-	/* mode, owner and times are fixed at seal; changing them is accepted
-	 * and has no effect, so tar and cp -p work on the mount */
 	store_obj_unref(obj);
+	if (r == 0)
+		r = setattr_meta(fs, ino, attr, to_set);
 	if (r < 0)
-		fuse_reply_err(req, -r);
+		fuse_reply_err(req, fs_reply_errno(fs, r, "setattr", ino, NULL));
 	else
 		fs_reply_attr(req, fs, ino);
+}
+
+void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	(void)rdev;
+	/* objects are regular files: no devices, FIFOs or sockets (bind(2)
+	 * of a Unix socket comes here too) */
+	log_debug("refusing mknod of '%s' in directory %" PRIu64 " (mode %o): objfs holds "
+		  "regular files and directories only",
+		  name, (uint64_t)parent, (unsigned)mode);
+	fuse_reply_err(req, EPERM);
 }

@@ -287,7 +287,24 @@ int rep_obj(redisReply *const *f, uint64_t id, struct meta_obj *ret)
 	return 0;
 }
 
-/* {"d<id>", mtime, nsub} or {"f<id>", size, csum, mtime, origin} */
+/* The attributes of @kind @id, whose mtime is @mtime_ns, as
+ * meta_attr_text() writes them; nil: none.  -EBADMSG (logged) if not
+ * that. */
+static int rep_attr(const redisReply *r, const char *kind, uint64_t id, int64_t mtime_ns,
+		    struct meta_attr *ret)
+{
+	const char *t = rep_text(r, META_ATTR_TEXT_MAX - 1);
+
+	memset(ret, 0, sizeof(*ret));
+	if (r && r->type == REDIS_REPLY_NIL)
+		return 0;
+	if (!t || meta_attr_parse(t, mtime_ns, ret) < 0)
+		return bad_field(kind, id, "attr", r);
+	return 0;
+}
+
+/* {"d<id>", mtime, nsub[, attr]} or {"f<id>", size, csum, mtime, origin[,
+ * attr]} (attr nil: none) */
 static int rep_lookup(const redisReply *rep, struct meta_entry *ret)
 {
 	struct meta_entry e;
@@ -297,14 +314,20 @@ static int rep_lookup(const redisReply *rep, struct meta_entry *ret)
 	    rep_entry(rep->element[0], &e.kind, &e.id) < 0)
 		return -EBADMSG;
 	if (e.kind == META_DIR) {
-		if (rep->elements != 3)
+		if (rep->elements != 3 && rep->elements != 4)
 			return -EBADMSG;
 		if (rep_i64(rep->element[1], &e.obj.mtime_ns) < 0)
 			return bad_field("directory", e.id, "/mtime", rep->element[1]);
 		if (rep_u64(rep->element[2], &e.nsub) < 0)
 			return bad_field("directory", e.id, "/nsub", rep->element[2]);
+		if (rep->elements == 4 &&
+		    rep_attr(rep->element[3], "directory", e.id, e.obj.mtime_ns, &e.attr) < 0)
+			return -EBADMSG;
 		e.obj.id = e.id;
-	} else if (rep->elements != 5 || rep_obj(rep->element + 1, e.id, &e.obj) < 0) {
+	} else if ((rep->elements != 5 && rep->elements != 6) ||
+		   rep_obj(rep->element + 1, e.id, &e.obj) < 0 ||
+		   (rep->elements == 6 &&
+		    rep_attr(rep->element[5], "object", e.id, e.obj.mtime_ns, &e.attr) < 0)) {
 		return -EBADMSG;
 	}
 	*ret = e;
@@ -476,6 +499,41 @@ int meta_getattr(struct meta *m, uint64_t id, struct meta_entry *ret)
 	if (r == 0 && e.id != id)
 		r = -EBADMSG;
 	if (r == 0)
+		*ret = e;
+	return r;
+}
+
+int meta_setattr(struct meta *m, uint64_t id, unsigned what, const struct meta_attr *a,
+		 int64_t mtime_ns, const struct meta_attr *base, struct meta_entry *ret)
+{
+	static const char letters[] = "ugmat";
+	char w[sizeof(letters)], bt[META_ATTR_TEXT_MAX], mode[16];
+	struct meta_entry e;
+	redisReply *rep;
+	size_t n = 0;
+	unsigned i;
+	int r;
+
+	if (!id || !a || !base || !base->set || (what & ~0x1fu) || a->mode > 07777 ||
+	    a->uid == UINT32_MAX || a->gid == UINT32_MAX)
+		return -EINVAL;
+	for (i = 0; i < 5; i++)
+		if (what & (1u << i))
+			w[n++] = letters[i];
+	w[n] = '\0';
+	r = meta_attr_text(base, INT64_MIN, bt);
+	if (r < 0)
+		return r;
+	snprintf(mode, sizeof(mode), "%" PRIo32, a->mode);
+	r = script_self(m, MS_SETATTR, &rep, "usuusiis", id, w, (uint64_t)a->uid, (uint64_t)a->gid,
+			mode, a->atime_ns, mtime_ns, bt);
+	if (r < 0)
+		return r;
+	r = rep_lookup(rep, &e);
+	freeReplyObject(rep);
+	if (r == 0 && e.id != id)
+		r = -EBADMSG;
+	if (r == 0 && ret)
 		*ret = e;
 	return r;
 }
@@ -667,15 +725,24 @@ int meta_draw_id(uint64_t *ret_id)
 int meta_mkdir(struct meta *m, uint64_t parent, const char *name, int64_t mtime_ns,
 	       struct meta_entry *ret)
 {
+	return meta_mkdir_attr(m, parent, name, mtime_ns, NULL, ret);
+}
+
+int meta_mkdir_attr(struct meta *m, uint64_t parent, const char *name, int64_t mtime_ns,
+		    const struct meta_attr *attr, struct meta_entry *ret)
+{
+	char at[META_ATTR_TEXT_MAX];
 	redisReply *rep;
 	uint64_t id;
 	int i, r;
 
 	r = parent ? name_validate(name) : -EINVAL;
+	if (r == 0)
+		r = meta_attr_text(attr, mtime_ns, at);
 	for (i = 0; r == 0 || (r == -EAGAIN && i < ID_TRIES); i++) {
 		r = meta_draw_id(&id);
 		if (r == 0)
-			r = script_self(m, MS_MKDIR, &rep, "usiu", parent, name, mtime_ns, id);
+			r = script_self(m, MS_MKDIR, &rep, "usius", parent, name, mtime_ns, id, at);
 		if (r == 0)
 			break;
 	}
@@ -689,6 +756,8 @@ int meta_mkdir(struct meta *m, uint64_t parent, const char *name, int64_t mtime_
 		ret->id = id;
 		ret->obj.id = id;
 		ret->obj.mtime_ns = mtime_ns;
+		if (attr && attr->set)
+			ret->attr = *attr;
 	}
 	return r;
 }
@@ -836,7 +905,14 @@ bool meta_bsum_text_ok(const char *b)
 int meta_publish_sums(struct meta *m, uint64_t parent, const char *name, const struct meta_obj *obj,
 		      const char *bsum, unsigned flags, uint64_t *ret_replaced, char *ret_path)
 {
-	char hex[OBJFS_CSUM_HEX];
+	return meta_publish_attr(m, parent, name, obj, bsum, NULL, flags, ret_replaced, ret_path);
+}
+
+int meta_publish_attr(struct meta *m, uint64_t parent, const char *name, const struct meta_obj *obj,
+		      const char *bsum, const struct meta_attr *attr, unsigned flags,
+		      uint64_t *ret_replaced, char *ret_path)
+{
+	char hex[OBJFS_CSUM_HEX], at[META_ATTR_TEXT_MAX];
 	const char *path;
 	redisReply *rep;
 	uint64_t old, seq;
@@ -847,10 +923,12 @@ int meta_publish_sums(struct meta *m, uint64_t parent, const char *name, const s
 	if (r == 0)
 		r = meta_obj_check(obj, hex);
 	if (r == 0)
-		r = script_(m, MS_PUBLISH, (flags & META_PUBLISH_SELF) != 0, &rep, "usuusisssus",
+		r = meta_attr_text(attr, obj->mtime_ns, at);
+	if (r == 0)
+		r = script_(m, MS_PUBLISH, (flags & META_PUBLISH_SELF) != 0, &rep, "usuusisssuss",
 			    parent, name, obj->id, obj->size, hex, obj->mtime_ns, obj->origin,
 			    (flags & META_PUBLISH_REPLACE) ? "1" : "0", m->node,
-			    (uint64_t)atomic_load(&m->seq_seen), bsum ? bsum : "", args_end);
+			    (uint64_t)atomic_load(&m->seq_seen), bsum ? bsum : "", at, args_end);
 	if (r < 0)
 		return r;
 	r = -EBADMSG;

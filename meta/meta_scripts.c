@@ -92,9 +92,26 @@
 				"end\n" /* a directory whose field @f is not what a script wrote   \
 					 */                                                        \
 				"local FATTRS = '^ (%d+) (%-?%d+) (%x+) (%S*)$'\n"                 \
-				"local function fval(id, size, mtime, csum, origin)\n"             \
-				"  return 'f' .. id .. ' ' .. size .. ' ' .. mtime .. ' ' .. "     \
+				"local FATTRS2 = '^ (%d+) (%-?%d+) (%x+) (%S*) (%d+ %d+ "          \
+				"[0-7]+.*)$'\n" /* owner, group, mode, and atime and ctime unless  \
+						 * both are the mtime */                                                                                  \
+				"local function isattr(s)\n"                                       \
+				"  return type(s) == 'string' and\n"                               \
+				"         (string.match(s, '^%d+ %d+ [0-7]+$') ~= nil or\n"        \
+				"          string.match(s, '^%d+ %d+ [0-7]+ %-?%d+ %-?%d+$') ~= "  \
+				"nil)\n"                                                           \
+				"end\n"                                                            \
+				"local function fattrs(rest)\n"                                    \
+				"  local sz, mt, cs, og, at = string.match(rest, FATTRS2)\n"       \
+				"  if sz and isattr(at) then return sz, mt, cs, og, at end\n"      \
+				"  sz, mt, cs, og = string.match(rest, FATTRS)\n"                  \
+				"  return sz, mt, cs, og, false\n"                                 \
+				"end\n"                                                            \
+				"local function fval(id, size, mtime, csum, origin, attr)\n"       \
+				"  local v = 'f' .. id .. ' ' .. size .. ' ' .. mtime .. ' ' .. "  \
 				"csum .. ' ' .. origin\n"                                          \
+				"  if attr and attr ~= '' then v = v .. ' ' .. attr end\n"         \
+				"  return v\n"                                                     \
 				"end\n"                                                            \
 				"local function isfile(v, id)\n"                                   \
 				"  return type(v) == 'string' and string.match(v, '^f(%d+)') == "  \
@@ -121,7 +138,7 @@
 	"end\n" /* entry @name of directory @dir, "d<id>" / "f<id>" -> kind, id */                 \
 	"local function parse(v, dir, name)\n"                                                     \
 	"  local k, id, rest = string.match(v, '^([df])(%d+)(.*)$')\n"                             \
-	"  if rest and rest ~= '' and (k == 'd' or not string.match(rest, FATTRS)) then\n"         \
+	"  if rest and rest ~= '' and (k == 'd' or not fattrs(rest)) then\n"                       \
 	"    k = nil\n"                                                                            \
 	"  end\n"                                                                                  \
 	"  if not k or not isid(id) then\n"                                                        \
@@ -162,7 +179,7 @@
 			     "  if call('EXISTS', okey(id)) == 1 then fail('ENOTDIR') end\n"       \
 			     "  fail('ENOENT')\n"                                                  \
 			     "end\n"                                                               \
-			     "local RESERVED = {'/mtime', '/parent', '/name', '/nsub'}\n"          \
+			     "local RESERVED = {'/mtime', '/parent', '/name', '/nsub', '/attr'}\n" \
 			     "local function isempty(id)\n"                                        \
 			     "  local n = call('HLEN', dkey(id))\n"                                \
 			     "  for _, f in ipairs(RESERVED) do\n"                                 \
@@ -174,10 +191,13 @@
 			     "  return isid(id) and call('EXISTS', dkey(id), okey(id), "           \
 			     "hkey(id), tkey(id)) == 0\n"                                          \
 			     "end\n"                                                               \
-			     "local function newdir(parent, name, id, mtime)\n"                    \
+			     "local function newdir(parent, name, id, mtime, attr)\n"              \
 			     "  call('HSET', dkey(id), '/mtime', mtime, '/parent', parent, "       \
 			     "'/name', name,\n"                                                    \
 			     "       '/nsub', '0')\n"                                              \
+			     "  if attr and attr ~= '' then call('HSET', dkey(id), '/attr', "      \
+			     "attr) "                                                              \
+			     "end\n"                                                               \
 			     "  call('HSET', dkey(parent), name, 'd' .. id, '/mtime', mtime)\n"    \
 			     "  call('HINCRBY', dkey(parent), '/nsub', 1)\n"                       \
 			     "end\n"                                                               \
@@ -222,24 +242,24 @@ static const char script_lookup[] =
 	   "end\n"
 	   "local k, id = parse(v, parent, name)\n"
 	   "if k == 'd' then\n"
-	   "  local a = call('HMGET', dkey(id), '/mtime', '/nsub')\n"
-	   "  return {v, a[1], a[2]}\n"
+	   "  local a = call('HMGET', dkey(id), '/mtime', '/nsub', '/attr')\n"
+	   "  return {v, a[1], a[2], a[3]}\n"
 	   "end\n"
-	   "local sz, mt, cs, og = string.match(string.sub(v, #id + 2), FATTRS)\n"
-	   "if sz then return {k .. id, sz, cs, mt, og} end\n"
-	   "local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
-	   "return {k .. id, a[1], a[2], a[3], a[4]}\n";
+	   "local sz, mt, cs, og, at = fattrs(string.sub(v, #id + 2))\n"
+	   "if sz then return {k .. id, sz, cs, mt, og, at} end\n"
+	   "local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin', 'attr')\n"
+	   "return {k .. id, a[1], a[2], a[3], a[4], a[5]}\n";
 
 /* ARGV[5] id.  Same reply as lookup. */
 static const char script_getattr[] =
     LUA_NS "local id = ARGV[5]\n"
 	   "if call('EXISTS', dkey(id)) == 1 then\n"
-	   "  local a = call('HMGET', dkey(id), '/mtime', '/nsub')\n"
-	   "  return {'d' .. id, a[1], a[2]}\n"
+	   "  local a = call('HMGET', dkey(id), '/mtime', '/nsub', '/attr')\n"
+	   "  return {'d' .. id, a[1], a[2], a[3]}\n"
 	   "end\n"
 	   "if call('EXISTS', okey(id)) == 1 then\n"
-	   "  local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
-	   "  return {'f' .. id, a[1], a[2], a[3], a[4]}\n"
+	   "  local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin', 'attr')\n"
+	   "  return {'f' .. id, a[1], a[2], a[3], a[4], a[5]}\n"
 	   "end\n"
 	   "fail('ENOENT')\n";
 
@@ -271,15 +291,16 @@ static const char script_readdir_page[] =
 	   "    local ok, k, id = pcall(parse, v, dir, name)\n"
 	   "    local e, a = {v}\n"
 	   "    if ok and k == 'd' then\n"
-	   "      ok, a = pcall(call, 'HMGET', dkey(id), '/mtime', '/nsub')\n"
-	   "      if ok then e = {v, a[1], a[2]} end\n"
+	   "      ok, a = pcall(call, 'HMGET', dkey(id), '/mtime', '/nsub', '/attr')\n"
+	   "      if ok then e = {v, a[1], a[2], a[3]} end\n"
 	   "    elseif ok then\n"
-	   "      local sz, mt, cs, og = string.match(string.sub(v, #id + 2), FATTRS)\n"
+	   "      local sz, mt, cs, og, at = fattrs(string.sub(v, #id + 2))\n"
 	   "      if sz then\n"
-	   "        e = {k .. id, sz, cs, mt, og}\n"
+	   "        e = {k .. id, sz, cs, mt, og, at}\n"
 	   "      else\n"
-	   "        ok, a = pcall(call, 'HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
-	   "        if ok then e = {k .. id, a[1], a[2], a[3], a[4]} end\n"
+	   "        ok, a = pcall(call, 'HMGET', okey(id), 'size', 'csum', 'mtime', 'origin',\n"
+	   "                      'attr')\n"
+	   "        if ok then e = {k .. id, a[1], a[2], a[3], a[4], a[5]} end\n"
 	   "      end\n"
 	   "    end\n"
 	   "    out[#out + 1] = name\n"
@@ -289,7 +310,8 @@ static const char script_readdir_page[] =
 	   "return {page[1], out}\n";
 
 /* ARGV[5] parent, ARGV[6] name, ARGV[7] mtime, ARGV[8] the new id (EAGAIN
- * if it is in use).  Returns the new id. */
+ * if it is in use), ARGV[9] its owner, mode and times ("": none; see
+ * script_setattr).  Returns the new id. */
 static const char script_mkdir[] =
     LUA_NS "local parent, name, id = ARGV[5], ARGV[6], ARGV[8]\n"
 	   "needdir(parent)\n"
@@ -298,7 +320,8 @@ static const char script_mkdir[] =
 	   "if v == 'd' .. id then return id end\n"
 	   "if v then fail('EEXIST') end\n"
 	   "if not unused(id) then fail('EAGAIN') end\n"
-	   "newdir(parent, name, id, ARGV[7])\n"
+	   "if ARGV[9] ~= '' and not isattr(ARGV[9]) then fail('EINVAL') end\n"
+	   "newdir(parent, name, id, ARGV[7], ARGV[9])\n"
 	   "inval('mkdir', parent, name, id)\n"
 	   "return id\n";
 
@@ -321,7 +344,9 @@ static const char script_rmdir[] = LUA_NS "local parent, name = ARGV[5], ARGV[6]
  * ARGV[5] parent, ARGV[6] name, ARGV[7] id, ARGV[8] size, ARGV[9] csum,
  * ARGV[10] mtime, ARGV[11] origin, ARGV[12] replace ("0"/"1"), ARGV[13]
  * this node, ARGV[14] the highest write sequence this node has seen,
- * ARGV[15] the object's block sums ("": none; field bsum, see bsum.h).
+ * ARGV[15] the object's block sums ("": none; field bsum, see bsum.h),
+ * ARGV[16] its owner, mode and times ("<uid> <gid> <mode> <atime>
+ * <ctime>", see script_setattr; "": none).
  * Returns {replaced id or "0", full path or "", write sequence}.
  * Publishing the same id under the same name again (a retry after a lost
  * reply) succeeds and replaces nothing.  ENOTUNIQ if the id belongs to
@@ -335,6 +360,7 @@ static const char script_rmdir[] = LUA_NS "local parent, name = ARGV[5], ARGV[6]
 static const char script_publish[] =
     LUA_NS "local parent, name, id = ARGV[5], ARGV[6], ARGV[7]\n"
 	   "needdir(parent)\n"
+	   "if ARGV[16] ~= '' and not isattr(ARGV[16]) then fail('EINVAL') end\n"
 	   "local rec = call('HMGET', okey(id), 'size', 'csum')\n"
 	   "if rec[1] or rec[2] then\n"
 	   "  if rec[1] ~= ARGV[8] or rec[2] ~= ARGV[9] then fail('ENOTUNIQ') end\n"
@@ -356,9 +382,10 @@ static const char script_publish[] =
 	   "call('HSET', okey(id), 'size', ARGV[8], 'csum', ARGV[9], 'mtime', ARGV[10],\n"
 	   "            'origin', ARGV[11], 'parent', parent, 'name', name)\n"
 	   "if ARGV[15] ~= '' then call('HSET', okey(id), 'bsum', ARGV[15]) end\n"
+	   "if ARGV[16] ~= '' then call('HSET', okey(id), 'attr', ARGV[16]) end\n"
 	   "call('SADD', hkey(id), ARGV[13])\n"
-	   "call('HSET', dkey(parent), name, fval(id, ARGV[8], ARGV[10], ARGV[9], ARGV[11]),\n"
-	   "     '/mtime', NOW)\n"
+	   "call('HSET', dkey(parent), name,\n"
+	   "     fval(id, ARGV[8], ARGV[10], ARGV[9], ARGV[11], ARGV[16]), '/mtime', NOW)\n"
 	   "if replaced ~= '0' then\n"
 	   "  inval('replace', parent, name, id)\n"
 	   "else\n"
@@ -390,6 +417,65 @@ static const char script_objpath[] =
 	   "if not isid(a[1]) or not a[2] or a[2] == '' then return '' end\n"
 	   "if not isfile(call('HGET', dkey(a[1]), a[2]), id) then return '' end\n"
 	   "return pathof(a[1], a[2])\n";
+
+/*
+ * ARGV[5] id, ARGV[6] what changes: some of the letters "ugmat" (uid,
+ * gid, mode, atime, mtime), ARGV[7] uid, ARGV[8] gid, ARGV[9] mode
+ * (octal), ARGV[10] atime, ARGV[11] mtime, ARGV[12] the attributes an
+ * entry without any shows ("<uid> <gid> <mode> <atime> <ctime>": the
+ * caller's mount defaults).  The change is merged here, so that two
+ * nodes changing different fields at once both keep theirs; ctime
+ * becomes now.  A file's attributes live in its record (field "attr"),
+ * and in its entry for lookups and listings; a directory's in its own
+ * hash ("/attr"); mtime where it was ("mtime", "/mtime").  Returns what
+ * getattr returns after the change.  ENOENT if @id is neither.
+ */
+static const char script_setattr[] = LUA_NS
+    "local id, what = ARGV[5], ARGV[6]\n"
+    "local function has(c) return string.find(what, c, 1, true) ~= nil end\n"
+    "if not isattr(ARGV[12]) or not string.match(ARGV[7], '^%d+$') or\n"
+    "   not string.match(ARGV[8], '^%d+$') or not string.match(ARGV[9], '^[0-7]+$') or\n"
+    "   not string.match(ARGV[10], '^%-?%d+$') or not string.match(ARGV[11], '^%-?%d+$')\n"
+    "then\n"
+    "  fail('EINVAL')\n"
+    "end\n"
+    /* @cur as changed; @mt the mtime before, the atime of attributes
+     * that have none of their own */
+    "local function merged(cur, mt)\n"
+    "  if not isattr(cur) then cur = ARGV[12] end\n"
+    "  local u, g, m, a = string.match(cur, '^(%d+) (%d+) ([0-7]+) ?(%-?%d*)')\n"
+    "  if a == '' then a = mt or '0' end\n"
+    "  if has('u') then u = ARGV[7] end\n"
+    "  if has('g') then g = ARGV[8] end\n"
+    "  if has('m') then m = ARGV[9] end\n"
+    "  if has('a') then a = ARGV[10] end\n"
+    "  return u .. ' ' .. g .. ' ' .. m .. ' ' .. a .. ' ' .. NOW\n"
+    "end\n"
+    "local mt = has('t') and ARGV[11]\n"
+    "if call('EXISTS', dkey(id)) == 1 then\n"
+    "  local b = call('HMGET', dkey(id), '/attr', '/mtime')\n"
+    "  local at = merged(b[1], b[2])\n"
+    "  call('HSET', dkey(id), '/attr', at)\n"
+    "  if mt then call('HSET', dkey(id), '/mtime', mt) end\n"
+    "  local a = call('HMGET', dkey(id), '/mtime', '/nsub')\n"
+    "  inval('attr', '0', '-', id)\n"
+    "  return {'d' .. id, a[1], a[2], at}\n"
+    "end\n"
+    "local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin', 'attr', 'parent',\n"
+    "               'name')\n"
+    "if not a[1] and not a[2] then fail('ENOENT') end\n"
+    "if not a[1] or not a[2] or not a[3] or not a[4] then\n"
+    "  fail('EBADMSG object ' .. id .. ': its record lacks size, csum, mtime or origin')\n"
+    "end\n"
+    "local at = merged(a[5], a[3])\n"
+    "if mt then a[3] = mt end\n"
+    "local v = isid(a[6]) and a[7] and a[7] ~= '' and call('HGET', dkey(a[6]), a[7])\n"
+    "call('HSET', okey(id), 'attr', at, 'mtime', a[3])\n"
+    "if v and isfile(v, id) then\n"
+    "  call('HSET', dkey(a[6]), a[7], fval(id, a[1], a[3], a[2], a[4], at))\n"
+    "end\n"
+    "inval('attr', '0', '-', id)\n"
+    "return {'f' .. id, a[1], a[2], a[3], a[4], at}\n";
 
 /* ARGV[5] this node, ARGV[6] "<id> <size> <csum hex>;" per object.
  * Returns {state, path} per object: L (its record describes these bytes;
@@ -966,6 +1052,7 @@ const char *const meta_script_src[META_NSCRIPTS] = {
     [MS_SYNC_HOLDERS] = script_sync_holders,
     [MS_REREGISTER_BATCH] = script_reregister_batch,
     [MS_FAN_LEAVE] = script_fan_leave,
+    [MS_SETATTR] = script_setattr,
 };
 
 const char *const meta_script_name[META_NSCRIPTS] = {
@@ -994,6 +1081,7 @@ const char *const meta_script_name[META_NSCRIPTS] = {
     [MS_SYNC_HOLDERS] = "sync_holders",
     [MS_REREGISTER_BATCH] = "reregister_batch",
     [MS_FAN_LEAVE] = "fan_leave",
+    [MS_SETATTR] = "setattr",
 };
 
 /*
@@ -1033,6 +1121,7 @@ static const char *const script_keyspec[META_NSCRIPTS] = {
     [MS_SYNC_HOLDERS] = "N",
     [MS_REREGISTER_BATCH] = "N",
     [MS_FAN_LEAVE] = "o5 F",
+    [MS_SETATTR] = "N d5 o5",
 };
 
 /* Append key "{P}:<what><arg>" to @a's keys. */
