@@ -216,7 +216,9 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	in = inode_find(fs, ino);
 	/* a file's attributes change only by setattr, which every node
 	 * hears of ("attr": attr_stale) */
-	is_file = in && in->kind == META_FILE && (in->pending || !in->sealed || !in->attr_stale);
+	is_file =
+	    in && ((in->kind == META_FILE && (in->pending || !in->sealed || !in->attr_stale)) ||
+		   (in->kind == META_LINK && !in->attr_stale));
 	fresh = in && in->kind == META_DIR && in->dir_at &&
 		mono_ns() - in->dir_at < (int64_t)(FS_DIR_ATTR_TIMEOUT * 1e9);
 	pthread_mutex_unlock(&fs->lock);
@@ -556,7 +558,9 @@ static size_t dir_fill(fuse_req_t req, struct fs *fs, uint64_t ino, struct dirli
 
 			name = ent_name(d, de);
 			ep.attr.st_ino = de->e.id;
-			ep.attr.st_mode = de->e.kind == META_DIR ? S_IFDIR : S_IFREG;
+			ep.attr.st_mode = de->e.kind == META_DIR    ? S_IFDIR
+					  : de->e.kind == META_LINK ? S_IFLNK
+								    : S_IFREG;
 			if (plus)
 				in = plus_inode(fs, ino, name, de);
 			if (in)
@@ -699,6 +703,60 @@ void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 	}
 	inode_update(fs, in, &e);
 	fs_reply_entry_unlock(req, fs, in);
+}
+
+void fs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fuse_req_userdata(req);
+	int64_t now = now_ns();
+	struct meta_attr attr;
+	struct meta_entry e;
+	struct inode *in;
+	int r;
+
+	r = name_validate(name);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	pthread_mutex_lock(&fs->lock);
+	r = pending_find(fs, parent, name) ? -EEXIST : 0;
+	/* a link's own mode is always 0777: its target's decides */
+	fs_new_attr(fs, req, parent, META_LINK, 0777, now, &attr);
+	pthread_mutex_unlock(&fs->lock);
+	if (r == 0)
+		r = meta_symlink(fs->meta, parent, name, target, now, &attr, &e);
+	if (r < 0) {
+		fuse_reply_err(req, fs_reply_errno(fs, r, "symlink", parent, name));
+		return;
+	}
+	pthread_mutex_lock(&fs->lock);
+	dir_touched(fs, parent, false);
+	in = inode_get(fs, e.id, META_LINK);
+	if (!in) {
+		pthread_mutex_unlock(&fs->lock);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	inode_update(fs, in, &e);
+	fs_reply_entry_unlock(req, fs, in);
+}
+
+void fs_op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = fuse_req_userdata(req);
+	char *buf = malloc(META_LINK_MAX + 1);
+	int r;
+
+	/* the kernel keeps it (FUSE_CAP_CACHE_SYMLINKS): a link's target
+	 * never changes */
+	r = buf ? meta_readlink(fs->meta, ino, buf, META_LINK_MAX + 1) : -ENOMEM;
+	if (r < 0)
+		fuse_reply_err(req, r == -ENOENT ? ESTALE
+						 : fs_reply_errno(fs, r, "readlink", ino, NULL));
+	else
+		fuse_reply_readlink(req, buf);
+	free(buf);
 }
 
 void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)

@@ -500,7 +500,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	in = inode_find(fs, ino);
 	if (!in || in->kind != META_FILE) {
 		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_err(req, in ? EISDIR : ESTALE);
+		fuse_reply_err(req, !in ? ESTALE : in->kind == META_LINK ? ELOOP : EISDIR);
 		return;
 	}
 	if (in->pending)

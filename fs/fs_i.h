@@ -333,6 +333,8 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
+void fs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name);
+void fs_op_readlink(fuse_req_t req, fuse_ino_t ino);
 void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		   struct fuse_file_info *fi);
 /* Did an O_TRUNC open ask, a moment ago, for @id to be replaced?  Takes

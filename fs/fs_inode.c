@@ -485,7 +485,8 @@ void dcache_learn(struct fs *fs, uint64_t parent, const char *name, enum meta_ki
 
 void dcache_seen(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind, uint64_t id)
 {
-	if (kind == META_FILE && !node_holds(fs->nd, id))
+	/* a link is not held here: offline, it could not be read */
+	if ((kind == META_FILE && !node_holds(fs->nd, id)) || kind == META_LINK)
 		dcache_del(fs, parent, name);
 	else
 		dcache_put(fs, parent, name, kind, id);
@@ -511,6 +512,11 @@ void inode_update(struct fs *fs, struct inode *in, const struct meta_entry *e)
 		in->dir_mtime = e->obj.mtime_ns;
 		in->dir_nsub = e->nsub;
 		in->dir_at = mono_ns();
+		in->attr = e->attr;
+		in->attr_stale = false;
+	} else if (e->kind == META_LINK) {
+		in->obj.size = e->obj.size; /* the target's length */
+		in->obj.mtime_ns = e->obj.mtime_ns;
 		in->attr = e->attr;
 		in->attr_stale = false;
 	} else if (!in->pending) {
@@ -716,6 +722,13 @@ void fs_fill_attr(struct fs *fs, struct inode *in, struct stat *st)
 		/* an entry made or removed moves the mtime, and the ctime */
 		if (a.ctime_ns < mtime)
 			a.ctime_ns = mtime;
+	} else if (in->kind == META_LINK) {
+		fs_shown_attr(fs, in, &a);
+		a.mode = 0777; /* as Linux shows every link */
+		st->st_mode = S_IFLNK;
+		st->st_nlink = 1;
+		st->st_size = (off_t)in->obj.size;
+		mtime = in->obj.mtime_ns;
 	} else if (in->pending) {
 		const struct node_meta *md = &in->pending->md;
 		uint64_t size = store_obj_size(in->pending->obj);

@@ -249,17 +249,17 @@ static int rep_entry(const redisReply *r, enum meta_kind *kind, uint64_t *id)
 	char buf[22];
 	size_t n;
 
-	if (!s || (s[0] != 'd' && s[0] != 'f'))
+	if (!s || (s[0] != 'd' && s[0] != 'f' && s[0] != 'l'))
 		return -EBADMSG;
 	sp = strchr(s, ' ');
 	n = sp ? (size_t)(sp - s - 1) : strlen(s + 1);
-	if ((sp && s[0] == 'd') || n >= sizeof(buf))
+	if ((sp && s[0] != 'f') || n >= sizeof(buf))
 		return -EBADMSG;
 	memcpy(buf, s + 1, n);
 	buf[n] = '\0';
 	if (parse_id(buf, id) < 0)
 		return -EBADMSG;
-	*kind = s[0] == 'd' ? META_DIR : META_FILE;
+	*kind = s[0] == 'd' ? META_DIR : s[0] == 'l' ? META_LINK : META_FILE;
 	return 0;
 }
 
@@ -322,6 +322,18 @@ static int rep_lookup(const redisReply *rep, struct meta_entry *ret)
 			return bad_field("directory", e.id, "/nsub", rep->element[2]);
 		if (rep->elements == 4 &&
 		    rep_attr(rep->element[3], "directory", e.id, e.obj.mtime_ns, &e.attr) < 0)
+			return -EBADMSG;
+		e.obj.id = e.id;
+	} else if (e.kind == META_LINK) {
+		/* {"l<id>", mtime, size (the target's length), attr} */
+		if (rep->elements != 4)
+			return -EBADMSG;
+		if (rep_i64(rep->element[1], &e.obj.mtime_ns) < 0)
+			return bad_field("symbolic link", e.id, "m", rep->element[1]);
+		if (rep_u64(rep->element[2], &e.obj.size) < 0 || !e.obj.size ||
+		    e.obj.size > META_LINK_MAX)
+			return bad_field("symbolic link", e.id, "t", rep->element[2]);
+		if (rep_attr(rep->element[3], "symbolic link", e.id, e.obj.mtime_ns, &e.attr) < 0)
 			return -EBADMSG;
 		e.obj.id = e.id;
 	} else if ((rep->elements != 5 && rep->elements != 6) ||
@@ -762,6 +774,58 @@ int meta_mkdir_attr(struct meta *m, uint64_t parent, const char *name, int64_t m
 	return r;
 }
 
+int meta_symlink(struct meta *m, uint64_t parent, const char *name, const char *target,
+		 int64_t mtime_ns, const struct meta_attr *attr, struct meta_entry *ret)
+{
+	char at[META_ATTR_TEXT_MAX];
+	struct meta_entry e;
+	redisReply *rep;
+	uint64_t id;
+	size_t len = target ? strnlen(target, META_LINK_MAX + 1) : 0;
+	int i, r;
+
+	r = parent ? name_validate(name) : -EINVAL;
+	if (r == 0 && (!len || len > META_LINK_MAX))
+		r = len ? -ENAMETOOLONG : -ENOENT;
+	if (r == 0)
+		r = meta_attr_text(attr, mtime_ns, at);
+	for (i = 0; r == 0 || (r == -EAGAIN && i < ID_TRIES); i++) {
+		r = meta_draw_id(&id);
+		if (r == 0)
+			r = script_self(m, MS_SYMLINK, &rep, "usiuss", parent, name, mtime_ns, id,
+					target, at);
+		if (r == 0)
+			break;
+	}
+	if (r < 0)
+		return r;
+	r = rep_lookup(rep, &e);
+	freeReplyObject(rep);
+	if (r == 0 && (e.kind != META_LINK || e.id != id))
+		r = -EBADMSG;
+	if (r == 0 && ret)
+		*ret = e;
+	return r;
+}
+
+int meta_readlink(struct meta *m, uint64_t id, char *buf, size_t len)
+{
+	const char *t;
+	redisReply *rep;
+	int r;
+
+	r = id && len > META_LINK_MAX ? script(m, MS_READLINK, &rep, "u", id) : -EINVAL;
+	if (r < 0)
+		return r;
+	t = rep_text(rep, META_LINK_MAX);
+	if (t && *t)
+		memcpy(buf, t, strlen(t) + 1);
+	else
+		r = bad_field("symbolic link", id, "t", rep);
+	freeReplyObject(rep);
+	return r;
+}
+
 /* rmdir and unlink: a name in, an id out */
 static int remove_name(struct meta *m, enum meta_script s, uint64_t parent, const char *name,
 		       uint64_t *ret_id)
@@ -970,9 +1034,10 @@ int meta_path(struct meta *m, uint64_t parent, const char *name, enum meta_kind 
 		goto clean_rep;
 	kind = rep_text(rep->element[0], 1);
 	path = rep_text(rep->element[2], OBJFS_PATH_MAX - 1);
-	if (!kind || (kind[0] != 'd' && kind[0] != 'f') || !path || (path[0] && path[0] != '/'))
+	if (!kind || (kind[0] != 'd' && kind[0] != 'f' && kind[0] != 'l') || !path ||
+	    (path[0] && path[0] != '/'))
 		goto clean_rep;
-	*ret_kind = kind[0] == 'd' ? META_DIR : META_FILE;
+	*ret_kind = kind[0] == 'd' ? META_DIR : kind[0] == 'l' ? META_LINK : META_FILE;
 	*ret_id = id;
 	memcpy(ret_path, path, strlen(path) + 1);
 	r = 0;

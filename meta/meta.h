@@ -35,7 +35,8 @@
  *                                           key; without " <attr>" as
  *                                           older versions wrote it, and
  *                                           "f<id>" alone sends them to the
- *                                           record).  Older versions take
+ *                                           record), or "l<id>" (a
+ *                                           symbolic link).  Older versions take
  *                                           an entry with <attr> for a
  *                                           corrupt one: do not mix them
  *                                           with this one on a namespace
@@ -59,6 +60,10 @@
  *                               meta_locate_fan())
  *   {P}:h:<id>          set     nodes holding a sealed copy of the object
  *                               (meta_locate() drops those whose card expired)
+ *   {P}:s:<id>          hash    symbolic link (entry "l<id>"): "t" its
+ *                               target, "m" its mtime, "a" its attributes
+ *                               (struct meta_attr), "p" and "n" where it
+ *                               is linked (kept up by rename)
  *   {P}:t:<id>          string  tombstone of a deleted object (unlink,
  *                               replace): the deletion time in ns, kept for
  *                               META_TOMBSTONE_TTL seconds so that a node
@@ -207,7 +212,9 @@ void meta_last_error(const struct meta *m, char *buf, size_t len);
 enum meta_kind {
 	META_DIR = 1,
 	META_FILE = 2,
+	META_LINK = 3, /* a symbolic link */
 };
+#define META_LINK_MAX 4095 /* bytes of a symbolic link's target */
 
 /* The immutable record of a sealed object. */
 struct meta_obj {
@@ -309,6 +316,20 @@ int meta_mkdir(struct meta *m, uint64_t parent, const char *name, int64_t mtime_
 /* meta_mkdir(), the directory owned by @attr (NULL: none recorded). */
 int meta_mkdir_attr(struct meta *m, uint64_t parent, const char *name, int64_t mtime_ns,
 		    const struct meta_attr *attr, struct meta_entry *ret);
+
+/*
+ * Create symbolic link @name in @parent to @target (1 to META_LINK_MAX
+ * bytes, any but NUL: objfs never follows it, the kernel does), owned by
+ * @attr (NULL: none recorded).  Entry "l<id>", and hash {P}:s:<id> with
+ * its target.  0 and *@ret (kind META_LINK; obj.size the target's
+ * length, obj.mtime_ns), -EEXIST, -ENOENT (@parent gone, or @target
+ * empty), -ENAMETOOLONG, -ENOTDIR.
+ */
+int meta_symlink(struct meta *m, uint64_t parent, const char *name, const char *target,
+		 int64_t mtime_ns, const struct meta_attr *attr, struct meta_entry *ret);
+/* The target of symbolic link @id into @buf (@len > META_LINK_MAX).
+ * -ENOENT, -EBADMSG, -EIO. */
+int meta_readlink(struct meta *m, uint64_t id, char *buf, size_t len);
 
 /* What meta_setattr() changes */
 #define META_SET_UID (1u << 0)

@@ -65,6 +65,7 @@
 	"local function okey(id) return T .. 'o:' .. id end\n"                                     \
 	"local function hkey(id) return T .. 'h:' .. id end\n"                                     \
 	"local function tkey(id) return T .. 't:' .. id end\n"                                     \
+	"local function skey(id) return T .. 's:' .. id end\n"                                     \
 	"local FAN = T .. 'fan'\n"                                                                 \
 	"local function fan_add(id, n, d)\n"                                                       \
 	"  redis.pcall('ZADD', FAN, d, id .. ' ' .. n)\n"                                          \
@@ -94,7 +95,7 @@
 				"local FATTRS = '^ (%d+) (%-?%d+) (%x+) (%S*)$'\n"                 \
 				"local FATTRS2 = '^ (%d+) (%-?%d+) (%x+) (%S*) (%d+ %d+ "          \
 				"[0-7]+.*)$'\n" /* owner, group, mode, and atime and ctime unless  \
-						 * both are the mtime */                                                                                  \
+						 * both are the mtime */                           \
 				"local function isattr(s)\n"                                       \
 				"  return type(s) == 'string' and\n"                               \
 				"         (string.match(s, '^%d+ %d+ [0-7]+$') ~= nil or\n"        \
@@ -123,93 +124,99 @@
 				"end\n"
 
 /* Helpers of the namespace scripts, and the (idempotent) init. */
-#define LUA_NS                                                                                     \
-	LUA_BASE                                                                                   \
-	"local CTR = NS .. 'ctr'\n"                                                                \
-	"if call('EXISTS', CTR, NS .. 'epoch', NS .. 'd:1') ~= 3 then\n"                           \
-	"  call('SETNX', CTR, '1')\n"                                                              \
-	"  if call('SETNX', NS .. 'epoch', ARGV[2]) == 1 then\n"                                   \
-	"    call('SPUBLISH', CHAN, '- resync 0 - 0')\n"                                           \
-	"  end\n"                                                                                  \
-	"  if call('EXISTS', NS .. 'd:1') == 0 then\n"                                             \
-	"    call('HSET', NS .. 'd:1', '/mtime', NOW, '/parent', '1', '/name', '',\n"              \
-	"                '/nsub', '0')\n"                                                          \
-	"  end\n"                                                                                  \
-	"end\n" /* entry @name of directory @dir, "d<id>" / "f<id>" -> kind, id */                 \
-	"local function parse(v, dir, name)\n"                                                     \
-	"  local k, id, rest = string.match(v, '^([df])(%d+)(.*)$')\n"                             \
-	"  if rest and rest ~= '' and (k == 'd' or not fattrs(rest)) then\n"                       \
-	"    k = nil\n"                                                                            \
-	"  end\n"                                                                                  \
-	"  if not k or not isid(id) then\n"                                                        \
-	"    fail('EBADMSG directory ' .. dir .. \": entry '\" .. name .. \"' is \" .. "           \
-	"shown(v))\n"                                                                              \
-	"  end\n"                                                                                  \
-	"  return k, id\n"                                                                         \
-	"end\n" /* the entry @name of @dir names directory @id: it must exist */                   \
-	"local function needsub(dir, name, id)\n"                                                  \
-	"  if call('EXISTS', dkey(id)) == 0 then\n"                                                \
-	"    fail('EBADMSG directory ' .. dir .. \": entry '\" .. name .. \"' names directory \" " \
-	"..\n"                                                                                     \
-	"         id .. ', which does not exist')\n"                                               \
-	"  end\n"                                                                                  \
-	"end\n" /* the full path of @name in directory @parent ('' if deeper or longer             \
-		 * than a path may be) */                                                          \
-	"local function pathof(parent, name)\n"                                                    \
-	"  local parts, cur, path = {}, parent, ''\n"                                              \
-	"  for i = 1, " STR(                                                                       \
-	    META_PATH_DEPTH) " do\n"                                                               \
-			     "    if cur == '1' then\n"                                            \
-			     "      for j = #parts, 1, -1 do path = path .. '/' .. parts[j] end\n" \
-			     "      path = path .. '/' .. name\n"                                  \
-			     "      break\n"                                                       \
-			     "    end\n"                                                           \
-			     "    local a = call('HMGET', dkey(cur), '/parent', '/name')\n"        \
-			     "    if not isid(a[1]) then badfield(cur, '/parent', a[1]) end\n"     \
-			     "    if not a[2] or a[2] == '' then badfield(cur, '/name', a[2]) "    \
-			     "end\n"                                                               \
-			     "    parts[#parts + 1] = a[2]\n"                                      \
-			     "    cur = a[1]\n"                                                    \
-			     "  end\n"                                                             \
-			     "  if #path >= 4096 then return '' end\n"                             \
-			     "  return path\n"                                                     \
-			     "end\n" /* a directory that must exist */                             \
-			     "local function needdir(id)\n"                                        \
-			     "  if call('EXISTS', dkey(id)) == 1 then return end\n"                \
-			     "  if call('EXISTS', okey(id)) == 1 then fail('ENOTDIR') end\n"       \
-			     "  fail('ENOENT')\n"                                                  \
-			     "end\n"                                                               \
-			     "local RESERVED = {'/mtime', '/parent', '/name', '/nsub', '/attr'}\n" \
-			     "local function isempty(id)\n"                                        \
-			     "  local n = call('HLEN', dkey(id))\n"                                \
-			     "  for _, f in ipairs(RESERVED) do\n"                                 \
-			     "    n = n - call('HEXISTS', dkey(id), f)\n"                          \
-			     "  end\n"                                                             \
-			     "  return n <= 0\n"                                                   \
-			     "end\n"                                                               \
-			     "local function unused(id)\n"                                         \
-			     "  return isid(id) and call('EXISTS', dkey(id), okey(id), "           \
-			     "hkey(id), tkey(id)) == 0\n"                                          \
-			     "end\n"                                                               \
-			     "local function newdir(parent, name, id, mtime, attr)\n"              \
-			     "  call('HSET', dkey(id), '/mtime', mtime, '/parent', parent, "       \
-			     "'/name', name,\n"                                                    \
-			     "       '/nsub', '0')\n"                                              \
-			     "  if attr and attr ~= '' then call('HSET', dkey(id), '/attr', "      \
-			     "attr) "                                                              \
-			     "end\n"                                                               \
-			     "  call('HSET', dkey(parent), name, 'd' .. id, '/mtime', mtime)\n"    \
-			     "  call('HINCRBY', dkey(parent), '/nsub', 1)\n"                       \
-			     "end\n"                                                               \
-			     "local function placed(id, parent, name)\n"                           \
-			     "  if call('EXISTS', okey(id)) == 1 then\n"                           \
-			     "    call('HSET', okey(id), 'parent', parent, 'name', name)\n"        \
-			     "  end\n"                                                             \
-			     "end\n"                                                               \
-			     "local function inval(kind, parent, name, id)\n"                      \
-			     "  local msg = ORIGIN .. ' ' .. kind .. ' ' .. parent .. ' ' .. "     \
-			     "name .. ' ' .. id\n"                                                 \
-			     "  call('SPUBLISH', CHAN, msg)\n"                                     \
+#define LUA_NS                                                                                                                                  \
+	LUA_BASE                                                                                                                                \
+	"local CTR = NS .. 'ctr'\n"                                                                                                             \
+	"if call('EXISTS', CTR, NS .. 'epoch', NS .. 'd:1') ~= 3 then\n"                                                                        \
+	"  call('SETNX', CTR, '1')\n"                                                                                                           \
+	"  if call('SETNX', NS .. 'epoch', ARGV[2]) == 1 then\n"                                                                                \
+	"    call('SPUBLISH', CHAN, '- resync 0 - 0')\n"                                                                                        \
+	"  end\n"                                                                                                                               \
+	"  if call('EXISTS', NS .. 'd:1') == 0 then\n"                                                                                          \
+	"    call('HSET', NS .. 'd:1', '/mtime', NOW, '/parent', '1', '/name', '',\n"                                                           \
+	"                '/nsub', '0')\n"                                                                                                       \
+	"  end\n"                                                                                                                               \
+	"end\n" /* entry @name of directory @dir, "d<id>" / "f<id>" -> kind, id */                                                              \
+	"local function parse(v, dir, name)\n"                                                                                                  \
+	"  local k, id, rest = string.match(v, '^([dfl])(%d+)(.*)$')\n"                                                                         \
+	"  if rest and rest ~= '' and (k ~= 'f' or not fattrs(rest)) then\n"                                                                    \
+	"    k = nil\n"                                                                                                                         \
+	"  end\n"                                                                                                                               \
+	"  if not k or not isid(id) then\n"                                                                                                     \
+	"    fail('EBADMSG directory ' .. dir .. \": entry '\" .. name .. \"' is \" .. "                                                        \
+	"shown(v))\n"                                                                                                                           \
+	"  end\n"                                                                                                                               \
+	"  return k, id\n"                                                                                                                      \
+	"end\n" /* the entry @name of @dir names directory @id: it must exist */                                                                \
+	"local function needsub(dir, name, id)\n"                                                                                               \
+	"  if call('EXISTS', dkey(id)) == 0 then\n"                                                                                             \
+	"    fail('EBADMSG directory ' .. dir .. \": entry '\" .. name .. \"' names directory \" "                                              \
+	"..\n"                                                                                                                                  \
+	"         id .. ', which does not exist')\n"                                                                                            \
+	"  end\n"                                                                                                                               \
+	"end\n" /* the full path of @name in directory @parent ('' if deeper or longer                                                          \
+		 * than a path may be) */                                                                                                       \
+	"local function pathof(parent, name)\n"                                                                                                 \
+	"  local parts, cur, path = {}, parent, ''\n"                                                                                           \
+	"  for i = 1, " STR(                                                                                                                    \
+	    META_PATH_DEPTH) " do\n"                                                                                                            \
+			     "    if cur == '1' then\n"                                                                                         \
+			     "      for j = #parts, 1, -1 do path = path .. '/' .. parts[j] end\n"                                              \
+			     "      path = path .. '/' .. name\n"                                                                               \
+			     "      break\n"                                                                                                    \
+			     "    end\n"                                                                                                        \
+			     "    local a = call('HMGET', dkey(cur), '/parent', '/name')\n"                                                     \
+			     "    if not isid(a[1]) then badfield(cur, '/parent', a[1]) end\n"                                                  \
+			     "    if not a[2] or a[2] == '' then badfield(cur, '/name', a[2]) "                                                 \
+			     "end\n"                                                                                                            \
+			     "    parts[#parts + 1] = a[2]\n"                                                                                   \
+			     "    cur = a[1]\n"                                                                                                 \
+			     "  end\n"                                                                                                          \
+			     "  if #path >= 4096 then return '' end\n"                                                                          \
+			     "  return path\n"                                                                                                  \
+			     "end\n" /* a directory that must exist */                                                                          \
+			     "local function needdir(id)\n"                                                                                     \
+			     "  if call('EXISTS', dkey(id)) == 1 then return end\n"                                                             \
+			     "  if call('EXISTS', okey(id)) == 1 then fail('ENOTDIR') end\n"                                                    \
+			     "  fail('ENOENT')\n"                                                                                               \
+			     "end\n"                                                                                                            \
+			     "local RESERVED = {'/mtime', '/parent', '/name', '/nsub', '/attr'}\n"                                              \
+			     "local function isempty(id)\n"                                                                                     \
+			     "  local n = call('HLEN', dkey(id))\n"                                                                             \
+			     "  for _, f in ipairs(RESERVED) do\n"                                                                              \
+			     "    n = n - call('HEXISTS', dkey(id), f)\n"                                                                       \
+			     "  end\n"                                                                                                          \
+			     "  return n <= 0\n"                                                                                                \
+			     "end\n"                                                                                                            \
+			     "local function unused(id)\n"                                                                                      \
+			     "  return isid(id) and call('EXISTS', dkey(id), okey(id), "                                                        \
+			     "hkey(id), tkey(id), skey(id)) == 0\n"                                                                             \
+			     "end\n"                                                                                                            \
+			     "local function newdir(parent, name, id, mtime, attr)\n"                                                           \
+			     "  call('HSET', dkey(id), '/mtime', mtime, '/parent', parent, "                                                    \
+			     "'/name', name,\n"                                                                                                 \
+			     "       '/nsub', '0')\n"                                                                                           \
+			     "  if attr and attr ~= '' then call('HSET', dkey(id), '/attr', "                                                   \
+			     "attr) "                                                                                                           \
+			     "end\n"                                                                                                            \
+			     "  call('HSET', dkey(parent), name, 'd' .. id, '/mtime', mtime)\n"                                                 \
+			     "  call('HINCRBY', dkey(parent), '/nsub', 1)\n"                                                                    \
+			     "end\n"                                                                                                            \
+			     "local function placed(id, parent, name)\n"                                                                        \
+			     "  if call('EXISTS', okey(id)) == 1 then\n"                                                                        \
+			     "    call('HSET', okey(id), 'parent', parent, 'name', name)\n"                                                     \
+			     "  elseif call('EXISTS', skey(id)) == 1 then\n"                                                                    \
+			     "    call('HSET', skey(id), 'p', parent, 'n', name)\n"                                                             \
+			     "  end\n"                                                                                                          \
+			     "end\n" /* what lookup returns of symbolic link @id: its mtime, */ /* size (the target's length) and attributes */ \
+			     "local function linkattrs(id)\n"                                                                                   \
+			     "  local a = call('HMGET', skey(id), 'm', 't', 'a')\n"                                                             \
+			     "  return {'l' .. id, a[1], a[2] and tostring(#a[2]), a[3]}\n"                                                     \
+			     "end\n"                                                                                                            \
+			     "local function inval(kind, parent, name, id)\n"                                                                   \
+			     "  local msg = ORIGIN .. ' ' .. kind .. ' ' .. parent .. ' ' .. "                                                  \
+			     "name .. ' ' .. id\n"                                                                                              \
+			     "  call('SPUBLISH', CHAN, msg)\n"                                                                                  \
 			     "end\n"
 
 /* ARGV: (header).  The namespace init alone, run on every new connection
@@ -245,6 +252,7 @@ static const char script_lookup[] =
 	   "  local a = call('HMGET', dkey(id), '/mtime', '/nsub', '/attr')\n"
 	   "  return {v, a[1], a[2], a[3]}\n"
 	   "end\n"
+	   "if k == 'l' then return linkattrs(id) end\n"
 	   "local sz, mt, cs, og, at = fattrs(string.sub(v, #id + 2))\n"
 	   "if sz then return {k .. id, sz, cs, mt, og, at} end\n"
 	   "local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin', 'attr')\n"
@@ -261,6 +269,7 @@ static const char script_getattr[] =
 	   "  local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin', 'attr')\n"
 	   "  return {'f' .. id, a[1], a[2], a[3], a[4], a[5]}\n"
 	   "end\n"
+	   "if call('EXISTS', skey(id)) == 1 then return linkattrs(id) end\n"
 	   "fail('ENOENT')\n";
 
 /* ARGV[5] directory id.  Returns the whole hash (meta.c skips the "/"
@@ -293,6 +302,9 @@ static const char script_readdir_page[] =
 	   "    if ok and k == 'd' then\n"
 	   "      ok, a = pcall(call, 'HMGET', dkey(id), '/mtime', '/nsub', '/attr')\n"
 	   "      if ok then e = {v, a[1], a[2], a[3]} end\n"
+	   "    elseif ok and k == 'l' then\n"
+	   "      ok, a = pcall(linkattrs, id)\n"
+	   "      if ok then e = a end\n"
 	   "    elseif ok then\n"
 	   "      local sz, mt, cs, og, at = fattrs(string.sub(v, #id + 2))\n"
 	   "      if sz then\n"
@@ -372,6 +384,7 @@ static const char script_publish[] =
 	   "if v then\n"
 	   "  local k, oid = parse(v, parent, name)\n"
 	   "  if k == 'd' then fail('EISDIR') end\n"
+	   "  if k == 'l' then fail('EEXIST') end\n"
 	   "  if oid ~= id then\n"
 	   "    if ARGV[12] ~= '1' then fail('EEXIST') end\n"
 	   "    replaced = oid\n"
@@ -461,6 +474,13 @@ static const char script_setattr[] = LUA_NS
     "  inval('attr', '0', '-', id)\n"
     "  return {'d' .. id, a[1], a[2], at}\n"
     "end\n"
+    "if call('EXISTS', skey(id)) == 1 then\n"
+    "  local b = call('HMGET', skey(id), 'a', 'm')\n"
+    "  call('HSET', skey(id), 'a', merged(b[1], b[2]))\n"
+    "  if mt then call('HSET', skey(id), 'm', mt) end\n"
+    "  inval('attr', '0', '-', id)\n"
+    "  return linkattrs(id)\n"
+    "end\n"
     "local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin', 'attr', 'parent',\n"
     "               'name')\n"
     "if not a[1] and not a[2] then fail('ENOENT') end\n"
@@ -476,6 +496,34 @@ static const char script_setattr[] = LUA_NS
     "end\n"
     "inval('attr', '0', '-', id)\n"
     "return {'f' .. id, a[1], a[2], a[3], a[4], at}\n";
+
+/*
+ * ARGV[5] parent, ARGV[6] name, ARGV[7] mtime, ARGV[8] the new id (EAGAIN
+ * if it is in use), ARGV[9] the target (1 to 4,095 bytes, no NUL; meta.c
+ * checks), ARGV[10] owner, mode and times (see script_setattr).  A
+ * symbolic link is entry "l<id>" and hash s:<id>: "t" its target, "m"
+ * its mtime, "a" its attributes, "p" and "n" where it is linked.
+ * Returns what lookup returns of it.  A repeat of this very call (a
+ * retry after a lost reply) finds its link there and returns it.
+ */
+static const char script_symlink[] =
+    LUA_NS "local parent, name, id = ARGV[5], ARGV[6], ARGV[8]\n"
+	   "needdir(parent)\n"
+	   "if ARGV[10] ~= '' and not isattr(ARGV[10]) then fail('EINVAL') end\n"
+	   "local v = call('HGET', dkey(parent), name)\n"
+	   "if v == 'l' .. id then return linkattrs(id) end\n"
+	   "if v then fail('EEXIST') end\n"
+	   "if not unused(id) then fail('EAGAIN') end\n"
+	   "call('HSET', skey(id), 't', ARGV[9], 'm', ARGV[7], 'p', parent, 'n', name)\n"
+	   "if ARGV[10] ~= '' then call('HSET', skey(id), 'a', ARGV[10]) end\n"
+	   "call('HSET', dkey(parent), name, 'l' .. id, '/mtime', NOW)\n"
+	   "inval('symlink', parent, name, id)\n"
+	   "return linkattrs(id)\n";
+
+/* ARGV[5] a symbolic link's id.  Returns its target. */
+static const char script_readlink[] = LUA_NS "local t = call('HGET', skey(ARGV[5]), 't')\n"
+					     "if not t then fail('ENOENT') end\n"
+					     "return t\n";
 
 /* ARGV[5] this node, ARGV[6] "<id> <size> <csum hex>;" per object.
  * Returns {state, path} per object: L (its record describes these bytes;
@@ -528,7 +576,11 @@ static const char script_unlink[] = LUA_NS "local parent, name = ARGV[5], ARGV[6
 					   "if k == 'd' then fail('EISDIR') end\n"
 					   "call('HDEL', dkey(parent), name)\n"
 					   "call('HSET', dkey(parent), '/mtime', NOW)\n"
-					   "bury(id)\n"
+					   "if k == 'l' then\n"
+					   "  call('DEL', skey(id))\n"
+					   "else\n"
+					   "  bury(id)\n"
+					   "end\n"
 					   "inval('unlink', parent, name, id)\n"
 					   "return id\n";
 
@@ -580,8 +632,8 @@ static const char script_rename[] =
 			      "nn) end\n"
 			      "  if tk == 'd' then call('HSET', dkey(tid), '/parent', op, '/name', "
 			      "on) end\n"
-			      "  if sk == 'f' then placed(sid, np, nn) end\n"
-			      "  if tk == 'f' then placed(tid, op, on) end\n"
+			      "  if sk ~= 'd' then placed(sid, np, nn) end\n"
+			      "  if tk ~= 'd' then placed(tid, op, on) end\n"
 			      "  if op ~= np then\n"
 			      "    if sk == 'd' then\n"
 			      "      call('HINCRBY', opd, '/nsub', -1)\n"
@@ -601,9 +653,9 @@ static const char script_rename[] =
 			      "  return '0'\n"
 			      "end\n"
 			      "if tv then\n"
-			      "  if sk == 'f' and tk == 'd' then fail('EISDIR') end\n"
-			      "  if sk == 'd' and tk == 'f' then fail('ENOTDIR') end\n"
-			      "  if tk == 'f' and ARGV[11] ~= '1' then fail('EEXIST') end\n"
+			      "  if sk ~= 'd' and tk == 'd' then fail('EISDIR') end\n"
+			      "  if sk == 'd' and tk ~= 'd' then fail('ENOTDIR') end\n"
+			      "  if tk ~= 'd' and ARGV[11] ~= '1' then fail('EEXIST') end\n"
 			      "  if tk == 'd' and not isempty(tid) then fail('ENOTEMPTY') end\n"
 			      "end\n"
 			      "local replaced = '0'\n"
@@ -611,6 +663,8 @@ static const char script_rename[] =
 			      "  replaced = tid\n"
 			      "  if tk == 'f' then\n"
 			      "    bury(tid)\n"
+			      "  elseif tk == 'l' then\n"
+			      "    call('DEL', skey(tid))\n"
 			      "  else\n"
 			      "    call('DEL', dkey(tid))\n"
 			      "    call('HINCRBY', npd, '/nsub', -1)\n"
@@ -618,7 +672,7 @@ static const char script_rename[] =
 			      "end\n"
 			      "call('HDEL', opd, on)\n"
 			      "call('HSET', npd, nn, sv)\n"
-			      "if sk == 'f' then placed(sid, np, nn) end\n"
+			      "if sk ~= 'd' then placed(sid, np, nn) end\n"
 			      "if sk == 'd' then\n"
 			      "  call('HSET', dkey(sid), '/parent', np, '/name', nn)\n"
 			      "  if op ~= np then\n"
@@ -1053,6 +1107,8 @@ const char *const meta_script_src[META_NSCRIPTS] = {
     [MS_REREGISTER_BATCH] = script_reregister_batch,
     [MS_FAN_LEAVE] = script_fan_leave,
     [MS_SETATTR] = script_setattr,
+    [MS_SYMLINK] = script_symlink,
+    [MS_READLINK] = script_readlink,
 };
 
 const char *const meta_script_name[META_NSCRIPTS] = {
@@ -1082,6 +1138,8 @@ const char *const meta_script_name[META_NSCRIPTS] = {
     [MS_REREGISTER_BATCH] = "reregister_batch",
     [MS_FAN_LEAVE] = "fan_leave",
     [MS_SETATTR] = "setattr",
+    [MS_SYMLINK] = "symlink",
+    [MS_READLINK] = "readlink",
 };
 
 /*
@@ -1089,7 +1147,7 @@ const char *const meta_script_name[META_NSCRIPTS] = {
  * (counter, epoch, root: the init of every namespace script may write
  * them), "S" the set of nodes, "F" the index of fetcher entries, and a
  * letter and an ARGV index for the key of that id or node: d directory,
- * o object record, h holders, t tombstone, c node card.  Keys a script
+ * o object record, h holders, t tombstone, s symbolic link, c node card.  Keys a script
  * only finds on its way (the parents of a path, the entry's object) are
  * not known before it runs; they share the hash tag, so Redis Cluster
  * still runs the script in one slot, and every script reads them before
@@ -1100,7 +1158,7 @@ static const char *const script_keyspec[META_NSCRIPTS] = {
     [MS_EPOCH] = "N",
     [MS_ALLOC] = "N",
     [MS_LOOKUP] = "N d5",
-    [MS_GETATTR] = "N d5 o5",
+    [MS_GETATTR] = "N d5 o5 s5",
     [MS_READDIR] = "N d5",
     [MS_MKDIR] = "N d5 d8 o8 h8 t8",
     [MS_RMDIR] = "N d5",
@@ -1121,7 +1179,9 @@ static const char *const script_keyspec[META_NSCRIPTS] = {
     [MS_SYNC_HOLDERS] = "N",
     [MS_REREGISTER_BATCH] = "N",
     [MS_FAN_LEAVE] = "o5 F",
-    [MS_SETATTR] = "N d5 o5",
+    [MS_SETATTR] = "N d5 o5 s5",
+    [MS_SYMLINK] = "N d5 d8 o8 h8 t8 s8",
+    [MS_READLINK] = "N s5",
 };
 
 /* Append key "{P}:<what><arg>" to @a's keys. */
@@ -1141,7 +1201,7 @@ static int key_add(const struct meta *m, struct args *a, int *nk, const char *wh
 int script_keys(const struct meta *m, enum meta_script s, struct args *a)
 {
 	static const char *const kinds[] = {
-	    ['d'] = "d:", ['o'] = "o:", ['h'] = "h:", ['t'] = "t:", ['c'] = "node:"};
+	    ['d'] = "d:", ['o'] = "o:", ['h'] = "h:", ['t'] = "t:", ['s'] = "s:", ['c'] = "node:"};
 	const char *p = script_keyspec[s];
 	int nk = 0, r = 0, i;
 

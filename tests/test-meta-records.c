@@ -1202,6 +1202,98 @@ TEST(attributes)
 	meta_free(m);
 }
 
+/* Issue 23: symbolic links.  Entry "l<id>" and hash s:<id>; lookup,
+ * getattr and listings say what they are (their size the target's
+ * length); readlink gives the target, any bytes but NUL; rename moves
+ * them and keeps their place in the hash, unlink and a rename over one
+ * delete the hash; a link's name is taken for publish and mkdir; bad
+ * targets are refused and a damaged hash is a corrupt record. */
+TEST(symlinks)
+{
+	struct meta *m = mk_connected("t-ln"), *b = mk("t-ln", "node-b", 0, 0);
+	const char *odd = "../a b/\n\xc3\xa9 tab\there";
+	struct meta_attr at = {.set = true, .uid = 5, .gid = 6, .mode = 0777};
+	struct meta_dirent_plus *ents = NULL;
+	char target[META_LINK_MAX + 2], buf[256];
+	struct meta_entry e, l;
+	struct meta_obj o;
+	uint64_t cursor = 0, id;
+	size_t n = 0;
+
+	at.atime_ns = at.ctime_ns = 77;
+	CHECK_EQ(meta_symlink(m, 1, "ln", odd, 77, &at, &l), 0);
+	CHECK(l.kind == META_LINK && l.obj.size == strlen(odd) && l.obj.mtime_ns == 77);
+	CHECK(l.attr.set && l.attr.uid == 5 && l.attr.mode == 0777);
+	rget(buf, sizeof(buf), "HGET {t-ln}:d:1 ln");
+	snprintf(target, sizeof(target), "l%" PRIu64, l.id);
+	CHECK_STR(buf, target);
+	CHECK_EQ(meta_lookup(b, 1, "ln", &e), 0);
+	CHECK(e.kind == META_LINK && e.id == l.id && e.obj.size == strlen(odd) && e.attr.gid == 6);
+	CHECK_EQ(meta_getattr(b, l.id, &e), 0);
+	CHECK(e.kind == META_LINK && e.obj.mtime_ns == 77);
+	CHECK_EQ(meta_readlink(b, l.id, target, sizeof(target)), 0);
+	CHECK_STR(target, odd);
+	CHECK_EQ(meta_readlink(b, l.id, buf, sizeof(buf)), -EINVAL); /* too small a buffer */
+	CHECK_EQ(meta_readdir_page(b, 1, &cursor, &ents, &n), 0);
+	CHECK(n == 1 && ents[0].attr && ents[0].e.kind == META_LINK &&
+	      ents[0].e.obj.size == strlen(odd));
+	free(ents);
+
+	/* names taken, bad targets */
+	CHECK_EQ(meta_symlink(m, 1, "ln", "x", 1, NULL, NULL), -EEXIST);
+	CHECK_EQ(meta_mkdir(m, 1, "ln", 1, NULL), -EEXIST);
+	mkobj(m, &o, 4);
+	CHECK_EQ(meta_publish(m, 1, "ln", &o, META_PUBLISH_REPLACE, NULL, NULL), -EEXIST);
+	CHECK_EQ(meta_symlink(m, 1, "e", "", 1, NULL, NULL), -ENOENT);
+	memset(target, 'y', META_LINK_MAX + 1);
+	target[META_LINK_MAX + 1] = '\0';
+	CHECK_EQ(meta_symlink(m, 1, "long", target, 1, NULL, NULL), -ENAMETOOLONG);
+	target[META_LINK_MAX] = '\0';
+	CHECK_EQ(meta_symlink(m, 1, "long", target, 1, NULL, &e), 0);
+	CHECK_EQ(e.obj.size, META_LINK_MAX);
+	CHECK(!e.attr.set);
+
+	/* setattr: lchown and lutimes */
+	at = (struct meta_attr){.set = true, .uid = 9, .gid = 9, .mode = 0777};
+	l.attr.uid = 1000;
+	CHECK_EQ(meta_setattr(m, l.id, META_SET_UID | META_SET_MTIME, &l.attr, 555, &at, &e), 0);
+	CHECK(e.kind == META_LINK && e.attr.uid == 1000 && e.attr.gid == 6 &&
+	      e.obj.mtime_ns == 555);
+
+	/* rename keeps it a link, and its place */
+	CHECK_EQ(meta_mkdir(m, 1, "d", 1, &e), 0);
+	CHECK_EQ(meta_rename(m, 1, "ln", e.id, "moved", 0, false, NULL), 0);
+	rget(buf, sizeof(buf), "HGET {t-ln}:s:%" PRIu64 " n", l.id);
+	CHECK_STR(buf, "moved");
+	CHECK_EQ(meta_lookup(b, e.id, "moved", &e), 0);
+	CHECK(e.kind == META_LINK && e.id == l.id);
+	/* a link is not a directory: rename over one, or of one onto a dir */
+	CHECK_EQ(meta_rename(m, 1, "long", 1, "d", 0, true, NULL), -EISDIR);
+	/* rename over it replaces it (with replace_files), and its hash goes */
+	id = lookup_id(m, 1, "d");
+	CHECK_EQ(meta_rename(m, 1, "long", id, "moved", 0, false, NULL), -EEXIST);
+	CHECK_EQ(meta_rename(m, 1, "long", id, "moved", 0, true, NULL), 0);
+	rget(buf, sizeof(buf), "EXISTS {t-ln}:s:%" PRIu64, l.id);
+	CHECK_STR(buf, "0");
+	id = lookup_id(m, id, "moved");
+	CHECK_EQ(meta_readlink(b, id, target, sizeof(target)), 0);
+	CHECK_EQ(strlen(target), META_LINK_MAX);
+	/* unlink deletes the hash, and leaves no tombstone */
+	CHECK_EQ(meta_unlink(m, lookup_id(m, 1, "d"), "moved", NULL), 0);
+	rget(buf, sizeof(buf), "EXISTS {t-ln}:s:%" PRIu64 " {t-ln}:t:%" PRIu64, id, id);
+	CHECK_STR(buf, "0");
+	CHECK_EQ(meta_readlink(b, id, target, sizeof(target)), -ENOENT);
+
+	/* damage */
+	CHECK_EQ(meta_symlink(m, 1, "x", "t", 1, NULL, &l), 0);
+	rdo("HDEL {t-ln}:s:%" PRIu64 " m", l.id);
+	CHECK_EQ(meta_lookup(b, 1, "x", &e), -EBADMSG);
+	rdo("HSET {t-ln}:d:1 y l%" PRIu64 "x", l.id);
+	CHECK_EQ(meta_lookup(b, 1, "y", &e), -EBADMSG);
+	meta_free(b);
+	meta_free(m);
+}
+
 int main(void)
 {
 	harness_begin("test-meta-records");
@@ -1217,5 +1309,6 @@ int main(void)
 	RUN(fan_many);
 	RUN(fan_sample_moves);
 	RUN(attributes);
+	RUN(symlinks);
 	return harness_end();
 }
