@@ -668,9 +668,13 @@ void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	free(d);
 }
 
-void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+/* mkdir and symlink: a new entry @name of @kind in @parent, made by the
+ * caller with @mode (a link: to @target), and its entry as the reply. */
+static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, enum meta_kind kind,
+		       mode_t mode, const char *target)
 {
 	struct fs *fs = fuse_req_userdata(req);
+	const char *what = kind == META_DIR ? "mkdir" : "symlink";
 	int64_t now = now_ns();
 	struct meta_attr attr;
 	struct meta_entry e;
@@ -684,18 +688,21 @@ void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 	}
 	pthread_mutex_lock(&fs->lock);
 	r = pending_find(fs, parent, name) ? -EEXIST : 0;
-	fs_new_attr(fs, req, parent, META_DIR, mode, now, &attr);
+	fs_new_attr(fs, req, parent, kind, mode, now, &attr);
 	pthread_mutex_unlock(&fs->lock);
 	if (r == 0)
-		r = meta_mkdir_attr(fs->meta, parent, name, now, &attr, &e);
+		r = kind == META_DIR ? meta_mkdir_attr(fs->meta, parent, name, now, &attr, &e)
+				     : meta_symlink(fs->meta, parent, name, target, now, &attr, &e);
 	if (r < 0) {
-		fuse_reply_err(req, fs_reply_errno(fs, r, "mkdir", parent, name));
+		fuse_reply_err(req, fs_reply_errno(fs, r, what, parent, name));
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
-	dir_touched(fs, parent, true);
-	dcache_put(fs, parent, name, META_DIR, e.id);
-	in = inode_get(fs, e.id, META_DIR);
+	/* a new directory changes the parent's link count */
+	dir_touched(fs, parent, kind == META_DIR);
+	if (kind == META_DIR)
+		dcache_put(fs, parent, name, META_DIR, e.id);
+	in = inode_get(fs, e.id, kind);
 	if (!in) {
 		pthread_mutex_unlock(&fs->lock);
 		fuse_reply_err(req, ENOMEM);
@@ -705,41 +712,15 @@ void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 	fs_reply_entry_unlock(req, fs, in);
 }
 
+void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	make_entry(req, parent, name, META_DIR, mode, NULL);
+}
+
 void fs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
 {
-	struct fs *fs = fuse_req_userdata(req);
-	int64_t now = now_ns();
-	struct meta_attr attr;
-	struct meta_entry e;
-	struct inode *in;
-	int r;
-
-	r = name_validate(name);
-	if (r < 0) {
-		fuse_reply_err(req, -r);
-		return;
-	}
-	pthread_mutex_lock(&fs->lock);
-	r = pending_find(fs, parent, name) ? -EEXIST : 0;
 	/* a link's own mode is always 0777: its target's decides */
-	fs_new_attr(fs, req, parent, META_LINK, 0777, now, &attr);
-	pthread_mutex_unlock(&fs->lock);
-	if (r == 0)
-		r = meta_symlink(fs->meta, parent, name, target, now, &attr, &e);
-	if (r < 0) {
-		fuse_reply_err(req, fs_reply_errno(fs, r, "symlink", parent, name));
-		return;
-	}
-	pthread_mutex_lock(&fs->lock);
-	dir_touched(fs, parent, false);
-	in = inode_get(fs, e.id, META_LINK);
-	if (!in) {
-		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	inode_update(fs, in, &e);
-	fs_reply_entry_unlock(req, fs, in);
+	make_entry(req, parent, name, META_LINK, 0777, target);
 }
 
 void fs_op_readlink(fuse_req_t req, fuse_ino_t ino)
