@@ -72,6 +72,7 @@ static const struct fuse_lowlevel_ops fs_ops = {
     .mknod = fs_op_mknod,
     .symlink = fs_op_symlink,
     .readlink = fs_op_readlink,
+    .link = fs_op_link,
     .mkdir = fs_op_mkdir,
     .rmdir = fs_op_rmdir,
     .unlink = fs_op_unlink,

@@ -114,6 +114,7 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct meta_entry e;
 	struct pending *p;
 	struct inode *in;
+	uint64_t seen;
 	int r;
 
 	r = name_validate(name);
@@ -132,6 +133,7 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fs_reply_entry_unlock(req, fs, in);
 		return;
 	}
+	seen = fs->attr_seq;
 	pthread_mutex_unlock(&fs->lock);
 
 	r = meta_lookup(fs->meta, parent, name, &e);
@@ -171,8 +173,8 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	in = inode_get(fs, e.id, e.kind);
 	if (!in)
 		goto no_mem;
-	inode_update(fs, in, &e);
-	if (e.kind == META_FILE)
+	inode_update_as_of(fs, in, &e, seen);
+	if (e.kind != META_DIR)
 		inode_set_name(in, parent, name);
 	fs_reply_entry_unlock(req, fs, in);
 	return;
@@ -210,6 +212,7 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct meta_entry e;
 	struct inode *in;
 	bool is_file, fresh;
+	uint64_t seen;
 	int r;
 
 	pthread_mutex_lock(&fs->lock);
@@ -221,6 +224,7 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		   (in->kind == META_LINK && !in->attr_stale));
 	fresh = in && in->kind == META_DIR && in->dir_at &&
 		mono_ns() - in->dir_at < (int64_t)(FS_DIR_ATTR_TIMEOUT * 1e9);
+	seen = fs->attr_seq;
 	pthread_mutex_unlock(&fs->lock);
 	if (is_file || fresh) {
 		fs_reply_attr(req, fs, ino);
@@ -242,7 +246,7 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!in)
 		in = inode_get(fs, ino, e.kind);
 	if (in && r == 0)
-		inode_update(fs, in, &e);
+		inode_update_as_of(fs, in, &e, seen);
 	pthread_mutex_unlock(&fs->lock);
 	if (!in)
 		fuse_reply_err(req, ENOMEM);
@@ -288,7 +292,8 @@ struct dir_ent {
 struct dirlist {
 	pthread_mutex_t lock;
 	bool loaded;
-	uint64_t gen; /* the directory's dir_gen when the listing was read */
+	uint64_t gen;	   /* the directory's dir_gen when the listing was read */
+	uint64_t attr_seq; /* fs->attr_seq then */
 	struct dir_ent *ents;
 	size_t n, cap;
 	char *names;
@@ -432,6 +437,7 @@ static int dirlist_load(struct fs *fs, struct dirlist *d, uint64_t dir)
 	pthread_mutex_lock(&fs->lock);
 	in = inode_find(fs, dir);
 	d->gen = in ? in->dir_gen : 0;
+	d->attr_seq = fs->attr_seq;
 	pthread_mutex_unlock(&fs->lock);
 	do {
 		if (++pages > DIR_PAGES_MAX)
@@ -498,7 +504,7 @@ void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
  * more).  Called with fs->lock held.
  */
 static struct inode *plus_inode(struct fs *fs, uint64_t dir, const char *name,
-				const struct dir_ent *de)
+				const struct dir_ent *de, uint64_t seen)
 {
 	struct inode *in;
 
@@ -521,8 +527,8 @@ static struct inode *plus_inode(struct fs *fs, uint64_t dir, const char *name,
 	in = inode_get(fs, de->e.id, de->e.kind);
 	if (!in)
 		return NULL;
-	inode_update(fs, in, &de->e);
-	if (de->e.kind == META_FILE)
+	inode_update_as_of(fs, in, &de->e, seen);
+	if (de->e.kind != META_DIR)
 		inode_set_name(in, dir, name);
 	dcache_seen(fs, dir, name, de->e.kind, de->e.id);
 	return in;
@@ -562,7 +568,7 @@ static size_t dir_fill(fuse_req_t req, struct fs *fs, uint64_t ino, struct dirli
 					  : de->e.kind == META_LINK ? S_IFLNK
 								    : S_IFREG;
 			if (plus)
-				in = plus_inode(fs, ino, name, de);
+				in = plus_inode(fs, ino, name, de, d->attr_seq);
 			if (in)
 				fs_fill_entry(fs, in, &ep);
 		}
@@ -723,6 +729,59 @@ void fs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const 
 	make_entry(req, parent, name, META_LINK, 0777, target);
 }
 
+void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct fs *fs = fuse_req_userdata(req);
+	struct meta_attr base;
+	struct meta_entry e;
+	struct inode *in;
+	int r;
+
+	r = name_validate(newname);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find(fs, ino);
+	if (in && in->pending)
+		pending_settle_locked(fs, in->pending);
+	in = inode_find(fs, ino);
+	if (!in) {
+		r = -ESTALE;
+	} else if (in->kind != META_FILE) {
+		r = -EPERM; /* directories and symbolic links have one name */
+	} else if (in->pending || !in->sealed) {
+		/* it has no name in Redis before its seal */
+		log_info("refusing a second name for object %" PRIu64
+			 " while it is being written: it may have more once it is closed",
+			 (uint64_t)ino);
+		r = -EPERM;
+	} else if (pending_find(fs, newparent, newname)) {
+		r = -EEXIST;
+	} else {
+		fs_shown_attr(fs, in, &base);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (r == 0)
+		r = meta_link(fs->meta, ino, newparent, newname, &base, &e);
+	if (r < 0) {
+		fuse_reply_err(req, fs_reply_errno(fs, r, "link", newparent, newname));
+		return;
+	}
+	pthread_mutex_lock(&fs->lock);
+	dir_touched(fs, newparent, false);
+	in = inode_get(fs, ino, META_FILE);
+	if (!in) {
+		pthread_mutex_unlock(&fs->lock);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	inode_attr_changed(fs, in);
+	inode_update(fs, in, &e);
+	fs_reply_entry_unlock(req, fs, in);
+}
+
 void fs_op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct fs *fs = fuse_req_userdata(req);
@@ -796,6 +855,7 @@ void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fuse_req_userdata(req);
 	struct pending *p, *dead = NULL;
+	struct inode *in;
 	uint64_t id;
 	int r;
 
@@ -820,7 +880,18 @@ void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	dcache_forget(fs, parent, name);
 	dir_touched_unlocked(fs, parent, false);
-	node_unlinked(fs->nd, id); /* its name is gone */
+	if (r == 0) {
+		node_unlinked(fs->nd, id); /* its name is gone */
+	} else {
+		/* one of its names: it lives on, with one name less */
+		pthread_mutex_lock(&fs->lock);
+		in = inode_find(fs, id);
+		if (in) {
+			in->attr_stale = true;
+			inode_attr_changed(fs, in);
+		}
+		pthread_mutex_unlock(&fs->lock);
+	}
 	fuse_reply_err(req, 0);
 }
 

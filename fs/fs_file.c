@@ -96,6 +96,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +218,10 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 		goto fail;
 	if (!S_ISREG(mode)) {
 		r = -EPERM;
+		goto fail;
+	}
+	if ((fi->flags & O_ACCMODE) == O_ACCMODE) {
+		r = -EINVAL; /* as open(2): neither read, write nor both */
 		goto fail;
 	}
 	pthread_mutex_lock(&fs->lock);
@@ -738,6 +743,8 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		p->writer_tid = tid;
 		p->writer_tgid = wtgid;
 	}
+	if (r == 0)
+		p->md.mtime_set = false; /* a write after utimensat moves it again */
 	if (r == 0 && mk > 0)
 		p->killed_sig = mk;
 	else if (r == 0 && (tid > 0 || mk == 0))
@@ -913,7 +920,18 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_err(req, 0);
 }
 
-/* The times @to_set asks for, into @a and *@mtime (UTIME_NOW: now). */
+/* @ts in ns since the epoch; false if it does not fit (before 1678 or
+ * after 2262: times are kept in 64-bit ns). */
+static bool ts_ns(const struct timespec *ts, int64_t *ret)
+{
+	if (ts->tv_sec > INT64_MAX / 1000000000LL - 1 || ts->tv_sec < INT64_MIN / 1000000000LL + 1)
+		return false;
+	*ret = (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec;
+	return true;
+}
+
+/* The times @to_set asks for, into @a and *@mtime (UTIME_NOW: now);
+ * UINT_MAX for a time that cannot be kept. */
 static unsigned setattr_times(const struct stat *attr, int to_set, struct meta_attr *a,
 			      int64_t *mtime)
 {
@@ -924,14 +942,16 @@ static unsigned setattr_times(const struct stat *attr, int to_set, struct meta_a
 		a->atime_ns = now;
 		what |= META_SET_ATIME;
 	} else if (to_set & FUSE_SET_ATTR_ATIME) {
-		a->atime_ns = (int64_t)attr->st_atim.tv_sec * 1000000000LL + attr->st_atim.tv_nsec;
+		if (!ts_ns(&attr->st_atim, &a->atime_ns))
+			return UINT_MAX;
 		what |= META_SET_ATIME;
 	}
 	if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
 		*mtime = now;
 		what |= META_SET_MTIME;
 	} else if (to_set & FUSE_SET_ATTR_MTIME) {
-		*mtime = (int64_t)attr->st_mtim.tv_sec * 1000000000LL + attr->st_mtim.tv_nsec;
+		if (!ts_ns(&attr->st_mtim, mtime))
+			return UINT_MAX;
 		what |= META_SET_MTIME;
 	}
 	return what;
@@ -946,7 +966,7 @@ static int setattr_meta(struct fs *fs, fuse_ino_t ino, const struct stat *attr, 
 {
 	struct meta_attr a = {0}, base;
 	struct meta_entry e;
-	unsigned what = 0;
+	unsigned what = 0, times;
 	int64_t mtime = 0;
 	struct inode *in;
 	int r;
@@ -963,7 +983,10 @@ static int setattr_meta(struct fs *fs, fuse_ino_t ino, const struct stat *attr, 
 		a.mode = attr->st_mode & 07777;
 		what |= META_SET_MODE;
 	}
-	what |= setattr_times(attr, to_set, &a, &mtime);
+	times = setattr_times(attr, to_set, &a, &mtime);
+	if (times == UINT_MAX)
+		return -EINVAL;
+	what |= times;
 	if (!what)
 		return 0;
 	pthread_mutex_lock(&fs->lock);
@@ -974,6 +997,14 @@ static int setattr_meta(struct fs *fs, fuse_ino_t ino, const struct stat *attr, 
 	if (!in) {
 		pthread_mutex_unlock(&fs->lock);
 		return -ESTALE;
+	}
+	if (in->kind == META_FILE && in->pending && in->pending->sealing) {
+		/* its seal took the metadata already, and is not done */
+		pthread_mutex_unlock(&fs->lock);
+		log_warn("object %" PRIu64 " is still being sealed: its owner, mode or times "
+			 "cannot change yet",
+			 (uint64_t)ino);
+		return -EBUSY;
 	}
 	if (in->kind == META_FILE && in->pending) {
 		struct node_meta *md = &in->pending->md;
@@ -1008,8 +1039,10 @@ static int setattr_meta(struct fs *fs, fuse_ino_t ino, const struct stat *attr, 
 		return r == -ENOENT ? -ESTALE : r;
 	pthread_mutex_lock(&fs->lock);
 	in = inode_find(fs, ino);
-	if (in && in->kind == e.kind)
+	if (in && in->kind == e.kind) {
+		inode_attr_changed(fs, in);
 		inode_update(fs, in, &e);
+	}
 	pthread_mutex_unlock(&fs->lock);
 	return 0;
 }

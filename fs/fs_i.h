@@ -159,6 +159,7 @@ struct inode {
 	struct meta_attr attr;
 	/* another node changed them: GETATTR reads them again; fs->lock */
 	bool attr_stale;
+	uint64_t attr_seq;	 /* fs->attr_seq at their last change; fs->lock */
 	struct inode_rec obj;	 /* sealed attributes; fs->lock */
 	struct pending *pending; /* while written here; fs->lock */
 	/* files: the name it was last looked up or created by (for a
@@ -248,6 +249,10 @@ struct fs {
 	/* inodes freed since the tick last gave the allocator's free
 	 * memory back (fs_tick()), and how often it did; fs->lock */
 	uint64_t inodes_freed, heap_trims;
+	/* +1 at every change of an owner, mode or time this node learns of
+	 * (its own setattr, another node's "attr"): what Redis said before
+	 * such a change must not undo it (inode_update_as_of()); fs->lock */
+	uint64_t attr_seq;
 	/* the origins inodes name (struct inode_rec); fs->lock; freed with
 	 * the fs: as many as nodes ever wrote an object seen here */
 	struct origin_name *origins;
@@ -334,6 +339,7 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
 void fs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name);
+void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
 void fs_op_readlink(fuse_req_t req, fuse_ino_t ino);
 void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		   struct fuse_file_info *fi);
@@ -412,6 +418,11 @@ void inode_put_handle(struct fs *fs, uint64_t ino);
 void inode_free_all(struct fs *fs);
 /* Update @in from a meta entry. */
 void inode_update(struct fs *fs, struct inode *in, const struct meta_entry *e);
+/* inode_update() with what Redis said when fs->attr_seq was @seen: its
+ * owner, mode and times only if they have not changed since. */
+void inode_update_as_of(struct fs *fs, struct inode *in, const struct meta_entry *e, uint64_t seen);
+/* @in's owner, mode or times changed (setattr, "attr"); fs->lock held. */
+void inode_attr_changed(struct fs *fs, struct inode *in);
 /* Keep @mo as @in's sealed record; the record of @in as a meta_obj. */
 void inode_set_rec(struct fs *fs, struct inode *in, const struct meta_obj *mo);
 void inode_get_rec(const struct inode *in, struct meta_obj *ret);

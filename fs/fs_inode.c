@@ -527,6 +527,23 @@ void inode_update(struct fs *fs, struct inode *in, const struct meta_entry *e)
 	}
 }
 
+void inode_update_as_of(struct fs *fs, struct inode *in, const struct meta_entry *e, uint64_t seen)
+{
+	struct meta_attr keep = in->attr;
+	bool stale = in->attr_stale;
+
+	inode_update(fs, in, e);
+	if (in->attr_seq > seen) {
+		in->attr = keep;
+		in->attr_stale = stale;
+	}
+}
+
+void inode_attr_changed(struct fs *fs, struct inode *in)
+{
+	in->attr_seq = ++fs->attr_seq;
+}
+
 /* @name kept once for the fs's life; "" if out of memory (a record
  * without its origin: a fetch then asks Redis for the holders). */
 static const char *origin_intern(struct fs *fs, const char *name)
@@ -753,7 +770,7 @@ void fs_fill_attr(struct fs *fs, struct inode *in, struct stat *st)
 		if (!fs->cfg.allow_overwrite)
 			a.mode &= ~0222u;
 		st->st_mode = S_IFREG;
-		st->st_nlink = 1;
+		st->st_nlink = a.nlink > 1 ? a.nlink : 1; /* its names */
 		st->st_size = (off_t)in->obj.size;
 		st->st_blocks =
 		    (blkcnt_t)((in->obj.size + STORE_PAGE - 1) / STORE_PAGE * (STORE_PAGE / 512));

@@ -165,6 +165,7 @@ static void attr_changed(struct fs *fs, const struct meta_inval *ev)
 	if (in) {
 		in->attr_stale = true;
 		in->dir_at = 0;
+		inode_attr_changed(fs, in);
 	}
 	pthread_mutex_unlock(&fs->lock);
 	if (known && fs->se && atomic_load(&fs->mounted))

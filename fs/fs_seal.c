@@ -80,12 +80,8 @@ int fs_seal_pending(struct fs *fs, struct pending *p, bool told)
 			inode_set_rec(fs, in, &mo);
 			/* as node_seal_publish_meta() published it */
 			in->attr = md.attr;
-			if (in->attr.set && !lost) {
-				in->attr.atime_ns = md.atime_set ? md.atime_ns : mo.mtime_ns;
-				in->attr.ctime_ns = now_ns();
-			} else {
+			if (lost)
 				in->attr.set = false;
-			}
 		}
 	}
 	p->sealing = false;

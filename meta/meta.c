@@ -808,6 +808,30 @@ int meta_symlink(struct meta *m, uint64_t parent, const char *name, const char *
 	return r;
 }
 
+int meta_link(struct meta *m, uint64_t id, uint64_t parent, const char *name,
+	      const struct meta_attr *base, struct meta_entry *ret)
+{
+	char bt[META_ATTR_TEXT_MAX];
+	struct meta_entry e;
+	redisReply *rep;
+	int r;
+
+	r = id && parent && base && base->set ? name_validate(name) : -EINVAL;
+	if (r == 0)
+		r = meta_attr_text(base, INT64_MIN, bt);
+	if (r == 0)
+		r = script_self(m, MS_LINK, &rep, "uuss", id, parent, name, bt);
+	if (r < 0)
+		return r;
+	r = rep_lookup(rep, &e);
+	freeReplyObject(rep);
+	if (r == 0 && (e.kind != META_FILE || e.id != id))
+		r = -EBADMSG;
+	if (r == 0 && ret)
+		*ret = e;
+	return r;
+}
+
 int meta_readlink(struct meta *m, uint64_t id, char *buf, size_t len)
 {
 	const char *t;
@@ -839,9 +863,18 @@ static int remove_name(struct meta *m, enum meta_script s, uint64_t parent, cons
 		r = script_self(m, s, &rep, "us", parent, name);
 	if (r < 0)
 		return r;
-	r = rep_id(rep, &id);
+	/* unlink of a file with other names: {id, "1"} */
+	if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+		const char *lives = rep_text(rep->element[1], 1);
+
+		r = lives && !strcmp(lives, "1") ? rep_id(rep->element[0], &id) : -EBADMSG;
+		if (r == 0)
+			r = 1;
+	} else {
+		r = rep_id(rep, &id);
+	}
 	freeReplyObject(rep);
-	if (r == 0 && ret_id)
+	if (r >= 0 && ret_id)
 		*ret_id = id;
 	return r;
 }

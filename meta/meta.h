@@ -47,7 +47,9 @@
  *                               it, the bytes never), "origin" (node),
  *                               "attr" (owner, mode, atime, ctime: see
  *                               struct meta_attr; missing in records of
- *                               older versions),
+ *                               older versions), "=<parent>/<name>" (a
+ *                               name besides "parent"/"name": a hard
+ *                               link; meta_link()),
  *                               "parent" and "name" (where it is linked;
  *                               kept up by rename), "bsum" (an object of
  *                               several 8 MiB blocks: a sum per block,
@@ -228,8 +230,9 @@ struct meta_obj {
 /*
  * Owner, mode and times of a file or directory: metadata, which changes
  * (meta_setattr()) while an object's bytes never do.  Stored as text
- * "<uid> <gid> <mode, octal>[ <atime ns> <ctime ns>]" (the times left out
- * while both are the mtime, as they are when it is made): in a directory's
+ * "<uid> <gid> <mode, octal>[ <atime ns> <ctime ns>[ <names>]]" (the times
+ * left out while both are the mtime, as they are when it is made, and a
+ * file's number of names while it has one): in a directory's
  * hash ("/attr"), and in an object's record ("attr") and its entry (see
  * the key schema).  The mtime is where it was: the directory's "/mtime",
  * the record's "mtime".  An entry written before owners existed has none
@@ -240,8 +243,11 @@ struct meta_attr {
 	uint32_t uid, gid;
 	uint32_t mode; /* permission bits, at most 07777 */
 	int64_t atime_ns, ctime_ns;
+	/* a file's names (hard links): 0 or 1 for one; written when above
+	 * 1, as a sixth field */
+	uint32_t nlink;
 };
-#define META_ATTR_TEXT_MAX 64 /* bytes of the text, with its NUL */
+#define META_ATTR_TEXT_MAX 96 /* bytes of the text, with its NUL */
 /* @a as stored ("" if not set) for an entry whose mtime is @mtime_ns:
  * -EINVAL if a field is out of range (uid or gid (uint32_t)-1, mode above
  * 07777). */
@@ -327,6 +333,18 @@ int meta_mkdir_attr(struct meta *m, uint64_t parent, const char *name, int64_t m
  */
 int meta_symlink(struct meta *m, uint64_t parent, const char *name, const char *target,
 		 int64_t mtime_ns, const struct meta_attr *attr, struct meta_entry *ret);
+/*
+ * Give file @id another name, @name in @parent (link(2)), and count its
+ * names in its attributes (nlink), which take @base (the mount's
+ * defaults) if it has none; every entry of the file shows the new count.
+ * 0 and *@ret (may be NULL) as meta_lookup() gives the new name; -EPERM
+ * for a directory or a symbolic link; -ENOENT, -EEXIST, -ENOTDIR.  Its
+ * record keeps the name as "=<parent>/<name>"; unlink, rename and
+ * replace of one name leave the others (meta_unlink() says 1), and the
+ * object goes with the last.
+ */
+int meta_link(struct meta *m, uint64_t id, uint64_t parent, const char *name,
+	      const struct meta_attr *base, struct meta_entry *ret);
 /* The target of symbolic link @id into @buf (@len > META_LINK_MAX).
  * -ENOENT, -EBADMSG, -EIO. */
 int meta_readlink(struct meta *m, uint64_t id, char *buf, size_t len);
@@ -393,7 +411,9 @@ int meta_publish_attr(struct meta *m, uint64_t parent, const char *name, const s
 
 /*
  * Unlink file @name: remove the entry, the object record and its holder
- * set.  *ret_id gets the object id.  -ENOENT, -EISDIR.
+ * set (a symbolic link: its hash).  *ret_id gets the object id.  1 (not
+ * 0) if the file has other names (hard links): only this one went, and
+ * the object lives on.  -ENOENT, -EISDIR.
  */
 int meta_unlink(struct meta *m, uint64_t parent, const char *name, uint64_t *ret_id);
 

@@ -73,6 +73,7 @@ enum meta_script {
 	MS_SETATTR,
 	MS_SYMLINK,
 	MS_READLINK,
+	MS_LINK,
 	META_NSCRIPTS
 };
 

@@ -100,6 +100,9 @@
 				"  return type(s) == 'string' and\n"                               \
 				"         (string.match(s, '^%d+ %d+ [0-7]+$') ~= nil or\n"        \
 				"          string.match(s, '^%d+ %d+ [0-7]+ %-?%d+ %-?%d+$') ~= "  \
+				"nil or\n"                                                         \
+				"          string.match(s, '^%d+ %d+ [0-7]+ %-?%d+ %-?%d+ %d+$') " \
+				"~= "                                                              \
 				"nil)\n"                                                           \
 				"end\n"                                                            \
 				"local function fattrs(rest)\n"                                    \
@@ -124,99 +127,185 @@
 				"end\n"
 
 /* Helpers of the namespace scripts, and the (idempotent) init. */
-#define LUA_NS                                                                                                                                  \
-	LUA_BASE                                                                                                                                \
-	"local CTR = NS .. 'ctr'\n"                                                                                                             \
-	"if call('EXISTS', CTR, NS .. 'epoch', NS .. 'd:1') ~= 3 then\n"                                                                        \
-	"  call('SETNX', CTR, '1')\n"                                                                                                           \
-	"  if call('SETNX', NS .. 'epoch', ARGV[2]) == 1 then\n"                                                                                \
-	"    call('SPUBLISH', CHAN, '- resync 0 - 0')\n"                                                                                        \
-	"  end\n"                                                                                                                               \
-	"  if call('EXISTS', NS .. 'd:1') == 0 then\n"                                                                                          \
-	"    call('HSET', NS .. 'd:1', '/mtime', NOW, '/parent', '1', '/name', '',\n"                                                           \
-	"                '/nsub', '0')\n"                                                                                                       \
-	"  end\n"                                                                                                                               \
-	"end\n" /* entry @name of directory @dir, "d<id>" / "f<id>" -> kind, id */                                                              \
-	"local function parse(v, dir, name)\n"                                                                                                  \
-	"  local k, id, rest = string.match(v, '^([dfl])(%d+)(.*)$')\n"                                                                         \
-	"  if rest and rest ~= '' and (k ~= 'f' or not fattrs(rest)) then\n"                                                                    \
-	"    k = nil\n"                                                                                                                         \
-	"  end\n"                                                                                                                               \
-	"  if not k or not isid(id) then\n"                                                                                                     \
-	"    fail('EBADMSG directory ' .. dir .. \": entry '\" .. name .. \"' is \" .. "                                                        \
-	"shown(v))\n"                                                                                                                           \
-	"  end\n"                                                                                                                               \
-	"  return k, id\n"                                                                                                                      \
-	"end\n" /* the entry @name of @dir names directory @id: it must exist */                                                                \
-	"local function needsub(dir, name, id)\n"                                                                                               \
-	"  if call('EXISTS', dkey(id)) == 0 then\n"                                                                                             \
-	"    fail('EBADMSG directory ' .. dir .. \": entry '\" .. name .. \"' names directory \" "                                              \
-	"..\n"                                                                                                                                  \
-	"         id .. ', which does not exist')\n"                                                                                            \
-	"  end\n"                                                                                                                               \
-	"end\n" /* the full path of @name in directory @parent ('' if deeper or longer                                                          \
-		 * than a path may be) */                                                                                                       \
-	"local function pathof(parent, name)\n"                                                                                                 \
-	"  local parts, cur, path = {}, parent, ''\n"                                                                                           \
-	"  for i = 1, " STR(                                                                                                                    \
-	    META_PATH_DEPTH) " do\n"                                                                                                            \
-			     "    if cur == '1' then\n"                                                                                         \
-			     "      for j = #parts, 1, -1 do path = path .. '/' .. parts[j] end\n"                                              \
-			     "      path = path .. '/' .. name\n"                                                                               \
-			     "      break\n"                                                                                                    \
-			     "    end\n"                                                                                                        \
-			     "    local a = call('HMGET', dkey(cur), '/parent', '/name')\n"                                                     \
-			     "    if not isid(a[1]) then badfield(cur, '/parent', a[1]) end\n"                                                  \
-			     "    if not a[2] or a[2] == '' then badfield(cur, '/name', a[2]) "                                                 \
-			     "end\n"                                                                                                            \
-			     "    parts[#parts + 1] = a[2]\n"                                                                                   \
-			     "    cur = a[1]\n"                                                                                                 \
-			     "  end\n"                                                                                                          \
-			     "  if #path >= 4096 then return '' end\n"                                                                          \
-			     "  return path\n"                                                                                                  \
-			     "end\n" /* a directory that must exist */                                                                          \
-			     "local function needdir(id)\n"                                                                                     \
-			     "  if call('EXISTS', dkey(id)) == 1 then return end\n"                                                             \
-			     "  if call('EXISTS', okey(id)) == 1 then fail('ENOTDIR') end\n"                                                    \
-			     "  fail('ENOENT')\n"                                                                                               \
-			     "end\n"                                                                                                            \
-			     "local RESERVED = {'/mtime', '/parent', '/name', '/nsub', '/attr'}\n"                                              \
-			     "local function isempty(id)\n"                                                                                     \
-			     "  local n = call('HLEN', dkey(id))\n"                                                                             \
-			     "  for _, f in ipairs(RESERVED) do\n"                                                                              \
-			     "    n = n - call('HEXISTS', dkey(id), f)\n"                                                                       \
-			     "  end\n"                                                                                                          \
-			     "  return n <= 0\n"                                                                                                \
-			     "end\n"                                                                                                            \
-			     "local function unused(id)\n"                                                                                      \
-			     "  return isid(id) and call('EXISTS', dkey(id), okey(id), "                                                        \
-			     "hkey(id), tkey(id), skey(id)) == 0\n"                                                                             \
-			     "end\n"                                                                                                            \
-			     "local function newdir(parent, name, id, mtime, attr)\n"                                                           \
-			     "  call('HSET', dkey(id), '/mtime', mtime, '/parent', parent, "                                                    \
-			     "'/name', name,\n"                                                                                                 \
-			     "       '/nsub', '0')\n"                                                                                           \
-			     "  if attr and attr ~= '' then call('HSET', dkey(id), '/attr', "                                                   \
-			     "attr) "                                                                                                           \
-			     "end\n"                                                                                                            \
-			     "  call('HSET', dkey(parent), name, 'd' .. id, '/mtime', mtime)\n"                                                 \
-			     "  call('HINCRBY', dkey(parent), '/nsub', 1)\n"                                                                    \
-			     "end\n"                                                                                                            \
-			     "local function placed(id, parent, name)\n"                                                                        \
-			     "  if call('EXISTS', okey(id)) == 1 then\n"                                                                        \
-			     "    call('HSET', okey(id), 'parent', parent, 'name', name)\n"                                                     \
-			     "  elseif call('EXISTS', skey(id)) == 1 then\n"                                                                    \
-			     "    call('HSET', skey(id), 'p', parent, 'n', name)\n"                                                             \
-			     "  end\n"                                                                                                          \
-			     "end\n" /* what lookup returns of symbolic link @id: its mtime, */ /* size (the target's length) and attributes */ \
-			     "local function linkattrs(id)\n"                                                                                   \
-			     "  local a = call('HMGET', skey(id), 'm', 't', 'a')\n"                                                             \
-			     "  return {'l' .. id, a[1], a[2] and tostring(#a[2]), a[3]}\n"                                                     \
-			     "end\n"                                                                                                            \
-			     "local function inval(kind, parent, name, id)\n"                                                                   \
-			     "  local msg = ORIGIN .. ' ' .. kind .. ' ' .. parent .. ' ' .. "                                                  \
-			     "name .. ' ' .. id\n"                                                                                              \
-			     "  call('SPUBLISH', CHAN, msg)\n"                                                                                  \
+#define LUA_NS                                                                                     \
+	LUA_BASE                                                                                   \
+	"local CTR = NS .. 'ctr'\n"                                                                \
+	"if call('EXISTS', CTR, NS .. 'epoch', NS .. 'd:1') ~= 3 then\n"                           \
+	"  call('SETNX', CTR, '1')\n"                                                              \
+	"  if call('SETNX', NS .. 'epoch', ARGV[2]) == 1 then\n"                                   \
+	"    call('SPUBLISH', CHAN, '- resync 0 - 0')\n"                                           \
+	"  end\n"                                                                                  \
+	"  if call('EXISTS', NS .. 'd:1') == 0 then\n"                                             \
+	"    call('HSET', NS .. 'd:1', '/mtime', NOW, '/parent', '1', '/name', '',\n"              \
+	"                '/nsub', '0')\n"                                                          \
+	"  end\n"                                                                                  \
+	"end\n" /* entry @name of directory @dir, "d<id>" / "f<id>" -> kind, id */                 \
+	"local function parse(v, dir, name)\n"                                                     \
+	"  local k, id, rest = string.match(v, '^([dfl])(%d+)(.*)$')\n"                            \
+	"  if rest and rest ~= '' and (k ~= 'f' or not fattrs(rest)) then\n"                       \
+	"    k = nil\n"                                                                            \
+	"  end\n"                                                                                  \
+	"  if not k or not isid(id) then\n"                                                        \
+	"    fail('EBADMSG directory ' .. dir .. \": entry '\" .. name .. \"' is \" .. "           \
+	"shown(v))\n"                                                                              \
+	"  end\n"                                                                                  \
+	"  return k, id\n"                                                                         \
+	"end\n" /* the entry @name of @dir names directory @id: it must exist */                   \
+	"local function needsub(dir, name, id)\n"                                                  \
+	"  if call('EXISTS', dkey(id)) == 0 then\n"                                                \
+	"    fail('EBADMSG directory ' .. dir .. \": entry '\" .. name .. \"' names directory \" " \
+	"..\n"                                                                                     \
+	"         id .. ', which does not exist')\n"                                               \
+	"  end\n"                                                                                  \
+	"end\n" /* the full path of @name in directory @parent ('' if deeper or longer             \
+		 * than a path may be) */                                                          \
+	"local function pathof(parent, name)\n"                                                    \
+	"  local parts, cur, path = {}, parent, ''\n"                                              \
+	"  for i = 1, " STR(                                                                       \
+	    META_PATH_DEPTH) " do\n"                                                               \
+			     "    if cur == '1' then\n"                                            \
+			     "      for j = #parts, 1, -1 do path = path .. '/' .. parts[j] end\n" \
+			     "      path = path .. '/' .. name\n"                                  \
+			     "      break\n"                                                       \
+			     "    end\n"                                                           \
+			     "    local a = call('HMGET', dkey(cur), '/parent', '/name')\n"        \
+			     "    if not isid(a[1]) then badfield(cur, '/parent', a[1]) end\n"     \
+			     "    if not a[2] or a[2] == '' then badfield(cur, '/name', a[2]) "    \
+			     "end\n"                                                               \
+			     "    parts[#parts + 1] = a[2]\n"                                      \
+			     "    cur = a[1]\n"                                                    \
+			     "  end\n"                                                             \
+			     "  if #path >= 4096 then return '' end\n"                             \
+			     "  return path\n"                                                     \
+			     "end\n" /* a directory that must exist */                             \
+			     "local function needdir(id)\n"                                        \
+			     "  if call('EXISTS', dkey(id)) == 1 then return end\n"                \
+			     "  if call('EXISTS', okey(id)) == 1 then fail('ENOTDIR') end\n"       \
+			     "  fail('ENOENT')\n"                                                  \
+			     "end\n"                                                               \
+			     "local RESERVED = {'/mtime', '/parent', '/name', '/nsub', '/attr'}\n" \
+			     "local function isempty(id)\n"                                        \
+			     "  local n = call('HLEN', dkey(id))\n"                                \
+			     "  for _, f in ipairs(RESERVED) do\n"                                 \
+			     "    n = n - call('HEXISTS', dkey(id), f)\n"                          \
+			     "  end\n"                                                             \
+			     "  return n <= 0\n"                                                   \
+			     "end\n"                                                               \
+			     "local function unused(id)\n"                                         \
+			     "  return isid(id) and call('EXISTS', dkey(id), okey(id), "           \
+			     "hkey(id), tkey(id), skey(id)) == 0\n"                                \
+			     "end\n"                                                               \
+			     "local function newdir(parent, name, id, mtime, attr)\n"              \
+			     "  call('HSET', dkey(id), '/mtime', mtime, '/parent', parent, "       \
+			     "'/name', name,\n"                                                    \
+			     "       '/nsub', '0')\n"                                              \
+			     "  if attr and attr ~= '' then call('HSET', dkey(id), '/attr', "      \
+			     "attr) "                                                              \
+			     "end\n"                                                               \
+			     "  call('HSET', dkey(parent), name, 'd' .. id, '/mtime', mtime)\n"    \
+			     "  call('HINCRBY', dkey(parent), '/nsub', 1)\n"                       \
+			     "end\n" /* placed(): a file's or link's record says where it is;      \
+				      * linkattrs(): what lookup returns of a symbolic link (its   \
+				      * mtime, size: its target's length, attributes);             \
+				      * attrparts() and attrjoin(): attribute text (meta.h, struct \
+				      * meta_attr) to fields and back, the atime and ctime the     \
+				      * mtime @mt when left out, names n (1 when left out);        \
+				      * namesof(): the names {parent, name} whose entries name     \
+				      * file @id (record @a, fields RECF), its record's own first, \
+				      * then                                                       \
+				      * those of its "=<parent>/<name>" fields (hard links); reads \
+				      * only.  unname_plan() (reads only) and unname_apply(): name \
+				      * @parent/@name of file @id goes (the caller removes the     \
+				      * entry); the plan is nil when it was the last one (the      \
+				      * caller buries the object), else the apply moves the        \
+				      * record's own name to another if need be, counts the names  \
+				      * left, and writes every entry left.  moved(): name @op/@on  \
+				      * of file @id is @np/@nn now. */                             \
+			     "local function placed(id, parent, name)\n"                           \
+			     "  if call('EXISTS', okey(id)) == 1 then\n"                           \
+			     "    call('HSET', okey(id), 'parent', parent, 'name', name)\n"        \
+			     "  elseif call('EXISTS', skey(id)) == 1 then\n"                       \
+			     "    call('HSET', skey(id), 'p', parent, 'n', name)\n"                \
+			     "  end\n"                                                             \
+			     "end\n"                                                               \
+			     "local function linkattrs(id)\n"                                      \
+			     "  local a = call('HMGET', skey(id), 'm', 't', 'a')\n"                \
+			     "  return {'l' .. id, a[1], a[2] and tostring(#a[2]), a[3]}\n"        \
+			     "end\n"                                                               \
+			     "local function inval(kind, parent, name, id)\n"                      \
+			     "  local msg = ORIGIN .. ' ' .. kind .. ' ' .. parent .. ' ' .. "     \
+			     "name .. ' ' .. id\n"                                                 \
+			     "  call('SPUBLISH', CHAN, msg)\n"                                     \
+			     "end\n"                                                               \
+			     "local function attrparts(s, mt)\n"                                   \
+			     "  if not isattr(s) then return nil end\n"                            \
+			     "  local u, g, m, rest = string.match(s, '^(%d+) (%d+) "              \
+			     "([0-7]+)(.*)$')\n"                                                   \
+			     "  local a, c, n = string.match(rest, '^ (%-?%d+) (%-?%d+) "          \
+			     "?(%d*)$')\n"                                                         \
+			     "  if not a then a, c = mt or '0', mt or '0' end\n"                   \
+			     "  return u, g, m, a, c, tonumber(n) or 1\n"                          \
+			     "end\n"                                                               \
+			     "local function attrjoin(u, g, m, a, c, n)\n"                         \
+			     "  local s = u .. ' ' .. g .. ' ' .. m .. ' ' .. a .. ' ' .. c\n"     \
+			     "  if n > 1 then s = s .. ' ' .. string.format('%d', n) end\n"        \
+			     "  return s\n"                                                        \
+			     "end\n"                                                               \
+			     "local RECF = {'size', 'csum', 'mtime', 'origin', 'attr', 'parent', " \
+			     "'name'}\n"                                                           \
+			     "local function namesof(id, a)\n"                                     \
+			     "  local out = {}\n"                                                  \
+			     "  local function add(p, n)\n"                                        \
+			     "    if isid(p) and n and n ~= '' and isfile(call('HGET', dkey(p), "  \
+			     "n), id) then\n"                                                      \
+			     "      out[#out + 1] = {p, n}\n"                                      \
+			     "    end\n"                                                           \
+			     "  end\n"                                                             \
+			     "  add(a[6], a[7])\n"                                                 \
+			     "  for _, f in ipairs(call('HKEYS', okey(id))) do\n"                  \
+			     "    local p, n = string.match(f, '^=(%d+)/(.+)$')\n"                 \
+			     "    if p then add(p, n) end\n"                                       \
+			     "  end\n"                                                             \
+			     "  return out\n"                                                      \
+			     "end\n"                                                               \
+			     "local function unname_plan(id, parent, name)\n"                      \
+			     "  local a = call('HMGET', okey(id), unpack(RECF))\n"                 \
+			     "  if not a[1] or not a[2] or not a[3] or not a[4] then return nil "  \
+			     "end\n"                                                               \
+			     "  local rest = {}\n"                                                 \
+			     "  for _, pn in ipairs(namesof(id, a)) do\n"                          \
+			     "    if pn[1] ~= parent or pn[2] ~= name then rest[#rest + 1] = pn "  \
+			     "end\n"                                                               \
+			     "  end\n"                                                             \
+			     "  if #rest == 0 then return nil end\n"                               \
+			     "  local u, g, m, at = attrparts(a[5], a[3])\n"                       \
+			     "  if not u then u, g, m, at = '0', '0', '444', a[3] end\n"           \
+			     "  return {id = id, a = a, rest = rest, gone = {parent, name},\n"     \
+			     "          attr = attrjoin(u, g, m, at, NOW, #rest)}\n"               \
+			     "end\n"                                                               \
+			     "local function unname_apply(pl)\n"                                   \
+			     "  local id, a, r1 = pl.id, pl.a, pl.rest[1]\n"                       \
+			     "  call('HDEL', okey(id), '=' .. pl.gone[1] .. '/' .. pl.gone[2])\n"  \
+			     "  if a[6] == pl.gone[1] and a[7] == pl.gone[2] then\n"               \
+			     "    call('HDEL', okey(id), '=' .. r1[1] .. '/' .. r1[2])\n"          \
+			     "    call('HSET', okey(id), 'parent', r1[1], 'name', r1[2])\n"        \
+			     "  end\n"                                                             \
+			     "  call('HSET', okey(id), 'attr', pl.attr)\n"                         \
+			     "  local v = fval(id, a[1], a[3], a[2], a[4], pl.attr)\n"             \
+			     "  for _, pn in ipairs(pl.rest) do call('HSET', dkey(pn[1]), pn[2], " \
+			     "v) end\n"                                                            \
+			     "  inval('attr', '0', '-', id)\n"                                     \
+			     "end\n"                                                               \
+			     "local function moved(id, op, on, np, nn)\n"                          \
+			     "  local a = call('HMGET', okey(id), 'parent', 'name')\n"             \
+			     "  local f = '=' .. op .. '/' .. on\n"                                \
+			     "  if (a[1] ~= op or a[2] ~= on) and call('HEXISTS', okey(id), f) "   \
+			     "== 1 then\n"                                                         \
+			     "    call('HDEL', okey(id), f)\n"                                     \
+			     "    call('HSET', okey(id), '=' .. np .. '/' .. nn, '1')\n"           \
+			     "  else\n"                                                            \
+			     "    placed(id, np, nn)\n"                                            \
+			     "  end\n"                                                             \
 			     "end\n"
 
 /* ARGV: (header).  The namespace init alone, run on every new connection
@@ -380,18 +469,26 @@ static const char script_publish[] =
 	   "  fail('ENOTUNIQ')\n"
 	   "end\n"
 	   "local v = call('HGET', dkey(parent), name)\n"
-	   "local replaced = '0'\n"
+	   "local replaced, rk = '0', nil\n"
 	   "if v then\n"
 	   "  local k, oid = parse(v, parent, name)\n"
 	   "  if k == 'd' then fail('EISDIR') end\n"
-	   "  if k == 'l' then fail('EEXIST') end\n"
 	   "  if oid ~= id then\n"
 	   "    if ARGV[12] ~= '1' then fail('EEXIST') end\n"
-	   "    replaced = oid\n"
+	   "    replaced, rk = oid, k\n"
 	   "  end\n"
 	   "end\n"
 	   "local path = pathof(parent, name)\n"
-	   "if replaced ~= '0' then bury(replaced) end\n"
+	   /* a file replaced that has other names lives on; a link goes */
+	   "local rpl = rk == 'f' and unname_plan(replaced, parent, name)\n"
+	   "if rpl then\n"
+	   "  unname_apply(rpl)\n"
+	   "  replaced = '0'\n"
+	   "elseif rk == 'l' then\n"
+	   "  call('DEL', skey(replaced))\n"
+	   "elseif replaced ~= '0' then\n"
+	   "  bury(replaced)\n"
+	   "end\n"
 	   "call('HSET', okey(id), 'size', ARGV[8], 'csum', ARGV[9], 'mtime', ARGV[10],\n"
 	   "            'origin', ARGV[11], 'parent', parent, 'name', name)\n"
 	   "if ARGV[15] ~= '' then call('HSET', okey(id), 'bsum', ARGV[15]) end\n"
@@ -453,16 +550,19 @@ static const char script_setattr[] = LUA_NS
     "  fail('EINVAL')\n"
     "end\n"
     /* @cur as changed; @mt the mtime before, the atime of attributes
-     * that have none of their own */
+     * that have none of their own (a number, or EBADMSG before any
+     * write) */
     "local function merged(cur, mt)\n"
+    "  if not string.match(mt or '', '^%-?%d+$') then\n"
+    "    fail('EBADMSG ' .. id .. ': its mtime is ' .. shown(mt))\n"
+    "  end\n"
     "  if not isattr(cur) then cur = ARGV[12] end\n"
-    "  local u, g, m, a = string.match(cur, '^(%d+) (%d+) ([0-7]+) ?(%-?%d*)')\n"
-    "  if a == '' then a = mt or '0' end\n"
+    "  local u, g, m, a, c, n = attrparts(cur, mt)\n"
     "  if has('u') then u = ARGV[7] end\n"
     "  if has('g') then g = ARGV[8] end\n"
     "  if has('m') then m = ARGV[9] end\n"
     "  if has('a') then a = ARGV[10] end\n"
-    "  return u .. ' ' .. g .. ' ' .. m .. ' ' .. a .. ' ' .. NOW\n"
+    "  return attrjoin(u, g, m, a, NOW, n)\n"
     "end\n"
     "local mt = has('t') and ARGV[11]\n"
     "if call('EXISTS', dkey(id)) == 1 then\n"
@@ -489,11 +589,11 @@ static const char script_setattr[] = LUA_NS
     "end\n"
     "local at = merged(a[5], a[3])\n"
     "if mt then a[3] = mt end\n"
-    "local v = isid(a[6]) and a[7] and a[7] ~= '' and call('HGET', dkey(a[6]), a[7])\n"
+    /* every name of the file shows the change (hard links) */
+    "local names = namesof(id, a)\n"
     "call('HSET', okey(id), 'attr', at, 'mtime', a[3])\n"
-    "if v and isfile(v, id) then\n"
-    "  call('HSET', dkey(a[6]), a[7], fval(id, a[1], a[3], a[2], a[4], at))\n"
-    "end\n"
+    "local v = fval(id, a[1], a[3], a[2], a[4], at)\n"
+    "for _, pn in ipairs(names) do call('HSET', dkey(pn[1]), pn[2], v) end\n"
     "inval('attr', '0', '-', id)\n"
     "return {'f' .. id, a[1], a[2], a[3], a[4], at}\n";
 
@@ -524,6 +624,43 @@ static const char script_symlink[] =
 static const char script_readlink[] = LUA_NS "local t = call('HGET', skey(ARGV[5]), 't')\n"
 					     "if not t then fail('ENOENT') end\n"
 					     "return t\n";
+
+/*
+ * ARGV[5] a file's id, ARGV[6] the new name's directory, ARGV[7] the new
+ * name, ARGV[8] the attributes a file without any shows (the caller's
+ * mount defaults).  Gives the file another name (link(2)): the record
+ * keeps it as field "=<parent>/<name>" (the record's own "parent" and
+ * "name" stay the first), the attributes count the names, and every
+ * entry of the file is written again with them.  Returns what lookup
+ * returns of the new name.  EPERM for a directory or a symbolic link,
+ * ENOENT if there is no such file, EEXIST if the name is taken (by
+ * another file: a repeat of this very call finds its name there and
+ * returns it).
+ */
+static const char script_link[] =
+    LUA_NS "local id, np, nn = ARGV[5], ARGV[6], ARGV[7]\n"
+	   "needdir(np)\n"
+	   "if not isattr(ARGV[8]) then fail('EINVAL') end\n"
+	   "if call('EXISTS', dkey(id), skey(id)) > 0 then fail('EPERM') end\n"
+	   "local a = call('HMGET', okey(id), unpack(RECF))\n"
+	   "if not a[1] and not a[2] then fail('ENOENT') end\n"
+	   "if not a[1] or not a[2] or not string.match(a[3] or '', '^%-?%d+$') or not a[4] then\n"
+	   "  fail('EBADMSG object ' .. id .. ': its record lacks size, csum, mtime or origin')\n"
+	   "end\n"
+	   "local v = call('HGET', dkey(np), nn)\n"
+	   "if v and isfile(v, id) then return {'f' .. id, a[1], a[2], a[3], a[4], a[5]} end\n"
+	   "if v then fail('EEXIST') end\n"
+	   "local names = namesof(id, a)\n"
+	   "if #names == 0 then fail('ENOENT') end\n"
+	   "local u, g, m, at = attrparts(isattr(a[5]) and a[5] or ARGV[8], a[3])\n"
+	   "a[5] = attrjoin(u, g, m, at, NOW, #names + 1)\n"
+	   "call('HSET', okey(id), '=' .. np .. '/' .. nn, '1', 'attr', a[5])\n"
+	   "local fv = fval(id, a[1], a[3], a[2], a[4], a[5])\n"
+	   "for _, pn in ipairs(names) do call('HSET', dkey(pn[1]), pn[2], fv) end\n"
+	   "call('HSET', dkey(np), nn, fv, '/mtime', NOW)\n"
+	   "inval('link', np, nn, id)\n"
+	   "inval('attr', '0', '-', id)\n"
+	   "return {'f' .. id, a[1], a[2], a[3], a[4], a[5]}\n";
 
 /* ARGV[5] this node, ARGV[6] "<id> <size> <csum hex>;" per object.
  * Returns {state, path} per object: L (its record describes these bytes;
@@ -574,8 +711,15 @@ static const char script_unlink[] = LUA_NS "local parent, name = ARGV[5], ARGV[6
 					   "if not v then fail('ENOENT') end\n"
 					   "local k, id = parse(v, parent, name)\n"
 					   "if k == 'd' then fail('EISDIR') end\n"
+					   /* a file with other names lives on */
+					   "local pl = k == 'f' and unname_plan(id, parent, name)\n"
 					   "call('HDEL', dkey(parent), name)\n"
 					   "call('HSET', dkey(parent), '/mtime', NOW)\n"
+					   "if pl then\n"
+					   "  unname_apply(pl)\n"
+					   "  inval('unlink-name', parent, name, id)\n"
+					   "  return {id, '1'}\n"
+					   "end\n"
 					   "if k == 'l' then\n"
 					   "  call('DEL', skey(id))\n"
 					   "else\n"
@@ -632,8 +776,10 @@ static const char script_rename[] =
 			      "nn) end\n"
 			      "  if tk == 'd' then call('HSET', dkey(tid), '/parent', op, '/name', "
 			      "on) end\n"
-			      "  if sk ~= 'd' then placed(sid, np, nn) end\n"
-			      "  if tk ~= 'd' then placed(tid, op, on) end\n"
+			      "  if sk == 'f' then moved(sid, op, on, np, nn) end\n"
+			      "  if sk == 'l' then placed(sid, np, nn) end\n"
+			      "  if tk == 'f' then moved(tid, np, nn, op, on) end\n"
+			      "  if tk == 'l' then placed(tid, op, on) end\n"
 			      "  if op ~= np then\n"
 			      "    if sk == 'd' then\n"
 			      "      call('HINCRBY', opd, '/nsub', -1)\n"
@@ -659,7 +805,11 @@ static const char script_rename[] =
 			      "  if tk == 'd' and not isempty(tid) then fail('ENOTEMPTY') end\n"
 			      "end\n"
 			      "local replaced = '0'\n"
-			      "if tv then\n"
+			      /* a file replaced that has other names lives on */
+			      "local tpl = tv and tk == 'f' and unname_plan(tid, np, nn)\n"
+			      "if tpl then\n"
+			      "  unname_apply(tpl)\n"
+			      "elseif tv then\n"
 			      "  replaced = tid\n"
 			      "  if tk == 'f' then\n"
 			      "    bury(tid)\n"
@@ -672,7 +822,8 @@ static const char script_rename[] =
 			      "end\n"
 			      "call('HDEL', opd, on)\n"
 			      "call('HSET', npd, nn, sv)\n"
-			      "if sk ~= 'd' then placed(sid, np, nn) end\n"
+			      "if sk == 'f' then moved(sid, op, on, np, nn) end\n"
+			      "if sk == 'l' then placed(sid, np, nn) end\n"
 			      "if sk == 'd' then\n"
 			      "  call('HSET', dkey(sid), '/parent', np, '/name', nn)\n"
 			      "  if op ~= np then\n"
@@ -1109,6 +1260,7 @@ const char *const meta_script_src[META_NSCRIPTS] = {
     [MS_SETATTR] = script_setattr,
     [MS_SYMLINK] = script_symlink,
     [MS_READLINK] = script_readlink,
+    [MS_LINK] = script_link,
 };
 
 const char *const meta_script_name[META_NSCRIPTS] = {
@@ -1140,6 +1292,7 @@ const char *const meta_script_name[META_NSCRIPTS] = {
     [MS_SETATTR] = "setattr",
     [MS_SYMLINK] = "symlink",
     [MS_READLINK] = "readlink",
+    [MS_LINK] = "link",
 };
 
 /*
@@ -1160,7 +1313,7 @@ static const char *const script_keyspec[META_NSCRIPTS] = {
     [MS_LOOKUP] = "N d5",
     [MS_GETATTR] = "N d5 o5 s5",
     [MS_READDIR] = "N d5",
-    [MS_MKDIR] = "N d5 d8 o8 h8 t8",
+    [MS_MKDIR] = "N d5 d8 o8 h8 t8 s8",
     [MS_RMDIR] = "N d5",
     [MS_PUBLISH] = "N d5 o7 h7 t7 F",
     [MS_UNLINK] = "N d5 F",
@@ -1182,6 +1335,7 @@ static const char *const script_keyspec[META_NSCRIPTS] = {
     [MS_SETATTR] = "N d5 o5 s5",
     [MS_SYMLINK] = "N d5 d8 o8 h8 t8 s8",
     [MS_READLINK] = "N s5",
+    [MS_LINK] = "N d5 o5 s5 d6",
 };
 
 /* Append key "{P}:<what><arg>" to @a's keys. */

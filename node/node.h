@@ -211,9 +211,9 @@ struct node_meta {
 };
 /* node_seal_publish(), publishing @md with the object (NULL: none): its
  * mtime is @md's if set (else the seal's time), its atime too, its ctime
- * the seal's time. */
+ * the seal's time; md->attr gets them, as published. */
 int node_seal_publish_meta(struct node *nd, struct store_obj *o, uint64_t parent, const char *name,
-			   unsigned flags, int killed_sig, const struct node_meta *md,
+			   unsigned flags, int killed_sig, struct node_meta *md,
 			   enum node_sealed *ret);
 
 /* Object @id lost its name here (unlinked, or replaced by another): its

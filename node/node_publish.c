@@ -315,7 +315,7 @@ static int seal_bytes(struct node *nd, struct store_obj *o, const char *name, bo
 }
 
 static int seal_publish(struct node *nd, struct store_obj *o, uint64_t parent, const char *name,
-			unsigned flags, int sig, const struct node_meta *md, enum node_sealed *ret)
+			unsigned flags, int sig, struct node_meta *md, enum node_sealed *ret)
 {
 	bool told = flags & NODE_SEAL_TOLD, replace = flags & NODE_SEAL_REPLACE;
 	uint64_t id = store_obj_id(o);
@@ -329,6 +329,7 @@ static int seal_publish(struct node *nd, struct store_obj *o, uint64_t parent, c
 		attr = md->attr;
 		attr.atime_ns = md->atime_set ? md->atime_ns : mtime;
 		attr.ctime_ns = now;
+		md->attr = attr; /* as published */
 	}
 	*ret = NODE_SEAL_FAILED;
 	r = seal_bytes(nd, o, name, told, mtime, &sums);
@@ -370,7 +371,7 @@ int node_seal_publish(struct node *nd, struct store_obj *o, uint64_t parent, con
 }
 
 int node_seal_publish_meta(struct node *nd, struct store_obj *o, uint64_t parent, const char *name,
-			   unsigned flags, int killed_sig, const struct node_meta *md,
+			   unsigned flags, int killed_sig, struct node_meta *md,
 			   enum node_sealed *ret)
 {
 	struct sealing me = {.id = store_obj_id(o)}, **pp;

@@ -1243,7 +1243,7 @@ TEST(symlinks)
 	CHECK_EQ(meta_symlink(m, 1, "ln", "x", 1, NULL, NULL), -EEXIST);
 	CHECK_EQ(meta_mkdir(m, 1, "ln", 1, NULL), -EEXIST);
 	mkobj(m, &o, 4);
-	CHECK_EQ(meta_publish(m, 1, "ln", &o, META_PUBLISH_REPLACE, NULL, NULL), -EEXIST);
+	CHECK_EQ(meta_publish(m, 1, "ln", &o, 0, NULL, NULL), -EEXIST);
 	CHECK_EQ(meta_symlink(m, 1, "e", "", 1, NULL, NULL), -ENOENT);
 	memset(target, 'y', META_LINK_MAX + 1);
 	target[META_LINK_MAX + 1] = '\0';
@@ -1284,12 +1284,97 @@ TEST(symlinks)
 	CHECK_STR(buf, "0");
 	CHECK_EQ(meta_readlink(b, id, target, sizeof(target)), -ENOENT);
 
+	/* a file published with replace (allow_overwrite) takes a link's name */
+	CHECK_EQ(meta_symlink(m, 1, "rl", "t", 1, NULL, &l), 0);
+	CHECK_EQ(meta_publish(m, 1, "rl", &o, META_PUBLISH_REPLACE, &id, NULL), 0);
+	CHECK_EQ(id, l.id);
+	rget(buf, sizeof(buf), "EXISTS {t-ln}:s:%" PRIu64, l.id);
+	CHECK_STR(buf, "0");
+	CHECK_EQ(meta_lookup(b, 1, "rl", &e), 0);
+	CHECK(e.kind == META_FILE && e.id == o.id);
+
 	/* damage */
 	CHECK_EQ(meta_symlink(m, 1, "x", "t", 1, NULL, &l), 0);
 	rdo("HDEL {t-ln}:s:%" PRIu64 " m", l.id);
 	CHECK_EQ(meta_lookup(b, 1, "x", &e), -EBADMSG);
 	rdo("HSET {t-ln}:d:1 y l%" PRIu64 "x", l.id);
 	CHECK_EQ(meta_lookup(b, 1, "y", &e), -EBADMSG);
+	meta_free(b);
+	meta_free(m);
+}
+
+/* Issue 23: hard links.  A file gets more names (meta_link()); every
+ * entry and the record count them; a change of attributes shows under
+ * every name; unlink, rename and replace of one name leave the others,
+ * the record's own name moving to one that is left; the object goes
+ * with its last name.  Directories and symbolic links get EPERM. */
+TEST(hard_links)
+{
+	struct meta *m = mk_connected("t-hl"), *b = mk("t-hl", "node-b", 0, 0);
+	struct meta_attr base = {.set = true, .uid = 1, .gid = 2, .mode = 0644}, ch = {0};
+	struct meta_entry e, d, l;
+	struct meta_obj o, o2;
+	uint64_t id, rep;
+	char buf[256], f[64];
+
+	mkobj(m, &o, 5);
+	CHECK_EQ(meta_publish(m, 1, "f", &o, 0, NULL, NULL), 0);
+	CHECK_EQ(meta_mkdir(m, 1, "d", 1, &d), 0);
+	CHECK_EQ(meta_link(m, o.id, d.id, "g", &base, &e), 0);
+	CHECK(e.kind == META_FILE && e.id == o.id && e.attr.nlink == 2 && e.attr.uid == 1);
+	CHECK_EQ(meta_link(m, o.id, d.id, "g", &base, &e), 0); /* a repeat */
+	CHECK_EQ(meta_lookup(b, 1, "f", &e), 0);
+	CHECK(e.id == o.id && e.attr.nlink == 2 && e.obj.size == 5);
+	snprintf(f, sizeof(f), "=%" PRIu64 "/g", d.id);
+	rget(buf, sizeof(buf), "HGET {t-hl}:o:%" PRIu64 " %s", o.id, f);
+	CHECK_STR(buf, "1");
+	CHECK_EQ(meta_link(m, o.id, 1, "h", &base, &e), 0);
+	CHECK_EQ(e.attr.nlink, 3);
+	CHECK_EQ(meta_lookup(b, d.id, "g", &e), 0);
+	CHECK_EQ(e.attr.nlink, 3);
+	/* what may not be linked */
+	CHECK_EQ(meta_link(m, o.id, 1, "d", &base, NULL), -EEXIST);
+	CHECK_EQ(meta_link(m, d.id, 1, "dl", &base, NULL), -EPERM);
+	CHECK_EQ(meta_symlink(m, 1, "sl", "t", 1, NULL, &l), 0);
+	CHECK_EQ(meta_link(m, l.id, 1, "sl2", &base, NULL), -EPERM);
+	CHECK_EQ(meta_link(m, 424242424242ULL, 1, "x", &base, NULL), -ENOENT);
+	/* a change shows under every name */
+	ch.mode = 0600;
+	CHECK_EQ(meta_setattr(m, o.id, META_SET_MODE, &ch, 0, &base, &e), 0);
+	CHECK(e.attr.mode == 0600 && e.attr.nlink == 3);
+	CHECK_EQ(meta_lookup(b, d.id, "g", &e), 0);
+	CHECK(e.attr.mode == 0600 && e.attr.nlink == 3);
+	CHECK_EQ(meta_lookup(b, 1, "h", &e), 0);
+	CHECK(e.attr.mode == 0600);
+	/* unlink of the record's own name: 1, the record moves to another */
+	CHECK_EQ(meta_unlink(m, 1, "f", &id), 1);
+	CHECK_EQ(id, o.id);
+	CHECK_EQ(meta_lookup(b, d.id, "g", &e), 0);
+	CHECK(e.id == o.id && e.attr.nlink == 2);
+	rget(buf, sizeof(buf), "HGET {t-hl}:o:%" PRIu64 " parent", o.id);
+	snprintf(f, sizeof(f), "%" PRIu64, d.id);
+	CHECK(!strcmp(buf, f) || !strcmp(buf, "1"));
+	CHECK_EQ(meta_object_exists(b, o.id), 1);
+	/* rename of a name that is not the record's own */
+	CHECK_EQ(meta_rename(m, 1, "h", d.id, "h2", 0, false, NULL), 0);
+	CHECK_EQ(meta_lookup(b, d.id, "h2", &e), 0);
+	CHECK(e.id == o.id && e.attr.nlink == 2);
+	/* a rename of one name over another of the same file changes nothing */
+	CHECK_EQ(meta_rename(m, d.id, "h2", d.id, "g", 0, true, &rep), 0);
+	CHECK_EQ(rep, 0);
+	CHECK_EQ(meta_lookup(b, d.id, "h2", &e), 0);
+	/* another file renamed over one name: the object keeps the other */
+	mkobj(m, &o2, 7);
+	CHECK_EQ(meta_publish(m, 1, "other", &o2, 0, NULL, NULL), 0);
+	CHECK_EQ(meta_rename(m, 1, "other", d.id, "g", 0, true, &rep), 0);
+	CHECK_EQ(rep, 0);
+	CHECK_EQ(meta_object_exists(b, o.id), 1);
+	CHECK_EQ(meta_lookup(b, d.id, "h2", &e), 0);
+	CHECK(e.id == o.id && e.attr.nlink == 1);
+	/* its last name goes with the object */
+	CHECK_EQ(meta_unlink(m, d.id, "h2", &id), 0);
+	CHECK_EQ(meta_object_exists(b, o.id), 0);
+	CHECK_EQ(meta_object_deleted(b, o.id), 1);
 	meta_free(b);
 	meta_free(m);
 }
@@ -1310,5 +1395,6 @@ int main(void)
 	RUN(fan_sample_moves);
 	RUN(attributes);
 	RUN(symlinks);
+	RUN(hard_links);
 	return harness_end();
 }

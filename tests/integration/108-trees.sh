@@ -1,12 +1,13 @@
 #!/bin/bash
 # Issue 23: trees as people copy them.  A tree with symbolic links
-# (relative, absolute, dangling, to a directory), modes 0400-0755, two
-# owners and old mtimes goes into the mount with cp -a, tar and rsync -a,
-# and comes back out; what comes out equals what went in (type, mode,
-# owner, link count, mtime, target, size, and the bytes), on the writing
-# node and on another.  A second rsync -a transfers no file.  A tree
-# shaped like the Hugging Face hub cache reads through its symlinks on
-# another node, byte-exact.  (Hard links are not there yet: none here.)
+# (relative, absolute, dangling, to a directory), hard links, modes
+# 0400-0755, two owners and old mtimes goes into the mount with cp -a,
+# tar and rsync -aH, and comes back out; what comes out equals what went
+# in (type, mode, owner, link count, mtime, target, size, and the bytes),
+# on the writing node and on another.  A second rsync transfers no file.
+# A tree shaped like the Hugging Face hub cache reads through its
+# symlinks on another node, byte-exact.  Hard links: one name's unlink,
+# rename and replace leave the others, on every node.
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
 
@@ -56,9 +57,13 @@ ln -s sub "$src/dirlink"
 ln -s /nonexistent/target "$src/dangling"
 ln -s /etc/hostname "$src/absolute"
 ln -s "a name with spaces and ünïcödé" "$src/oddtarget"
+ln "$src/sub/big" "$src/hardbig"
+ln "$src/hub/blobs/blob2" "$src/sub/deeper/blob2-again"
+ln "$src/hub/blobs/blob2" "$src/blob2-third"
 chmod 0400 "$src/plain"
 chmod 0640 "$src/sub/mine"
 chmod 0755 "$src/sub/deeper/hundred"
+chmod 0600 "$src/hub/blobs/blob2"
 chmod 0700 "$src/sub/deeper"
 chmod 0750 "$src/sub"
 chown -R 1234:1234 "$src/sub"
@@ -87,12 +92,12 @@ mkdir "$T/tar-back"
 assert_ok tar -C "$T/tar-back" -xpf "$T/back.tar"
 same_tree "$src" "$T/tar-back" || fail "the tree tar took out differs"
 
-step "rsync -a in; a second run transfers no file"
-assert_ok rsync -a "$src/" "$A/rs/"
+step "rsync -aH in; a second run transfers no file"
+assert_ok rsync -aH "$src/" "$A/rs/"
 eventually 10 same_tree "$src" "$A/rs"
-assert_ok rsync -a --stats "$src/" "$A/rs/"
-assert_match 'Number of regular files transferred: 0' "$CAPTURED" "the second rsync -a"
-assert_ok rsync -a "$B/rs/" "$T/rs-back/"
+assert_ok rsync -aH --stats "$src/" "$A/rs/"
+assert_match 'Number of regular files transferred: 0' "$CAPTURED" "the second rsync -aH"
+assert_ok rsync -aH "$B/rs/" "$T/rs-back/"
 same_tree "$src" "$T/rs-back" || fail "the tree rsync took out of b differs"
 
 step "a Hugging Face hub cache, read through its symlinks on the other node"
@@ -103,6 +108,27 @@ assert_eq "../../blobs/blob1" "$(readlink "$B/cp/hub/snapshots/abc123/config.jso
 assert_eq "$(cat "$src/plain")" "$(cat "$B/cp/plain")" "plain on b"
 assert_eq "$(ls "$src/sub" | tr '\n' ' ')" "$(ls "$B/cp/dirlink/" | tr '\n' ' ')" "a link to a directory, followed"
 assert_fails_with "No such file or directory" cat "$B/cp/dangling"
+
+step "hard links: one name's unlink, rename and replace leave the others, on every node"
+assert_eq 3 "$(stat -c %h "$A/cp/blob2-third")" "names of blob2"
+assert_eq "$(stat -c %i "$A/cp/hub/blobs/blob2")" "$(stat -c %i "$B/cp/sub/deeper/blob2-again")" "one inode, on both nodes"
+rm "$A/cp/hub/blobs/blob2"
+eventually 10 sh -c "[ \"\$(stat -c %h '$B/cp/blob2-third')\" = 2 ]"
+assert_same "$src/blob2-third" "$B/cp/blob2-third"
+mv "$A/cp/sub/deeper/blob2-again" "$A/cp/renamed"
+eventually 10 sh -c "[ -e '$B/cp/renamed' ] && [ ! -e '$B/cp/sub/deeper/blob2-again' ]"
+assert_same "$src/blob2-third" "$B/cp/renamed"
+echo other >"$T/otherfile"
+cp "$T/otherfile" "$A/cp/other"
+mv -f "$A/cp/other" "$A/cp/renamed"
+assert_eq "other" "$(cat "$B/cp/renamed")" "a file renamed over one name"
+eventually 10 sh -c "[ \"\$(stat -c %h '$B/cp/blob2-third')\" = 1 ]"
+assert_same "$src/blob2-third" "$B/cp/blob2-third"
+chmod 0640 "$A/cp/hardbig"
+eventually 15 sh -c "[ \"\$(stat -c %a '$B/cp/sub/big')\" = 640 ]"
+assert_errno EPERM 'os.link(A[0], A[1])' "$A/cp/sub" "$A/cp/sublink"
+assert_errno EPERM 'os.link(A[0], A[1], follow_symlinks=False)' "$A/cp/dirlink" "$A/cp/dirlink2"
+assert_errno EEXIST 'os.link(A[0], A[1])' "$A/cp/plain" "$A/cp/hardbig"
 
 step "symlinks: rename, unlink, replace, and what they may not do"
 ln -s plain "$A/cp/l1"
