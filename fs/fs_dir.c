@@ -743,10 +743,7 @@ void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, ino);
-	if (in && in->pending)
-		pending_settle_locked(fs, in->pending);
-	in = inode_find(fs, ino);
+	in = inode_find_settled(fs, ino);
 	if (!in) {
 		r = -ESTALE;
 	} else if (in->kind != META_FILE) {

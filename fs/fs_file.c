@@ -990,10 +990,7 @@ static int setattr_meta(struct fs *fs, fuse_ino_t ino, const struct stat *attr, 
 	if (!what)
 		return 0;
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, ino);
-	if (in && in->pending)
-		pending_settle_locked(fs, in->pending);
-	in = inode_find(fs, ino);
+	in = inode_find_settled(fs, ino);
 	if (!in) {
 		pthread_mutex_unlock(&fs->lock);
 		return -ESTALE;

@@ -437,6 +437,9 @@ void pending_remove(struct fs *fs, struct pending *p);
  * outstanding.  May drop and retake fs->lock; @p may be freed meanwhile.
  */
 void pending_settle_locked(struct fs *fs, struct pending *p);
+/* Inode @ino (NULL if none), after the seal of the file being written
+ * there settled (pending_settle_locked()).  fs->lock held. */
+struct inode *inode_find_settled(struct fs *fs, uint64_t ino);
 /* Discard @p and free it (no lock needed: @p is the caller's). */
 void pending_free(struct fs *fs, struct pending *p);
 

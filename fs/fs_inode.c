@@ -619,6 +619,15 @@ static bool unsettled(struct pending *p, bool *ret_sealing)
  * call, each bounded); the second may be a dup()ed descriptor still in
  * use, so it waits SETTLE_WAIT_MS at most.
  */
+struct inode *inode_find_settled(struct fs *fs, uint64_t ino)
+{
+	struct inode *in = inode_find(fs, ino);
+
+	if (in && in->pending)
+		pending_settle_locked(fs, in->pending);
+	return inode_find(fs, ino);
+}
+
 void pending_settle_locked(struct fs *fs, struct pending *p)
 {
 	uint64_t id = p->id; /* @p may be freed while we wait */

@@ -346,6 +346,21 @@ static int rep_lookup(const redisReply *rep, struct meta_entry *ret)
 	return 0;
 }
 
+/* What a script returned of @id (of @kind; 0: any), as lookup returns
+ * it, into *@ret (may be NULL); frees @rep.  -EBADMSG if not that. */
+static int rep_entry_of(redisReply *rep, enum meta_kind kind, uint64_t id, struct meta_entry *ret)
+{
+	struct meta_entry e;
+	int r = rep_lookup(rep, &e);
+
+	freeReplyObject(rep);
+	if (r == 0 && (e.id != id || (kind && e.kind != kind)))
+		r = -EBADMSG;
+	if (r == 0 && ret)
+		*ret = e;
+	return r;
+}
+
 /* An integer reply of 0 or 1 */
 static int rep_bool(const redisReply *rep)
 {
@@ -499,20 +514,13 @@ int meta_lookup(struct meta *m, uint64_t parent, const char *name, struct meta_e
 
 int meta_getattr(struct meta *m, uint64_t id, struct meta_entry *ret)
 {
-	struct meta_entry e;
 	redisReply *rep;
 	int r;
 
 	r = id ? script(m, MS_GETATTR, &rep, "u", id) : -EINVAL;
 	if (r < 0)
 		return r;
-	r = rep_lookup(rep, &e);
-	freeReplyObject(rep);
-	if (r == 0 && e.id != id)
-		r = -EBADMSG;
-	if (r == 0)
-		*ret = e;
-	return r;
+	return rep_entry_of(rep, 0, id, ret);
 }
 
 int meta_setattr(struct meta *m, uint64_t id, unsigned what, const struct meta_attr *a,
@@ -520,7 +528,6 @@ int meta_setattr(struct meta *m, uint64_t id, unsigned what, const struct meta_a
 {
 	static const char letters[] = "ugmat";
 	char w[sizeof(letters)], bt[META_ATTR_TEXT_MAX], mode[16];
-	struct meta_entry e;
 	redisReply *rep;
 	size_t n = 0;
 	unsigned i;
@@ -541,13 +548,7 @@ int meta_setattr(struct meta *m, uint64_t id, unsigned what, const struct meta_a
 			mode, a->atime_ns, mtime_ns, bt);
 	if (r < 0)
 		return r;
-	r = rep_lookup(rep, &e);
-	freeReplyObject(rep);
-	if (r == 0 && e.id != id)
-		r = -EBADMSG;
-	if (r == 0 && ret)
-		*ret = e;
-	return r;
+	return rep_entry_of(rep, 0, id, ret);
 }
 
 static void obj_key(const struct meta *m, char kind, uint64_t id, char *buf, size_t len)
@@ -778,7 +779,6 @@ int meta_symlink(struct meta *m, uint64_t parent, const char *name, const char *
 		 int64_t mtime_ns, const struct meta_attr *attr, struct meta_entry *ret)
 {
 	char at[META_ATTR_TEXT_MAX];
-	struct meta_entry e;
 	redisReply *rep;
 	uint64_t id;
 	size_t len = target ? strnlen(target, META_LINK_MAX + 1) : 0;
@@ -799,20 +799,13 @@ int meta_symlink(struct meta *m, uint64_t parent, const char *name, const char *
 	}
 	if (r < 0)
 		return r;
-	r = rep_lookup(rep, &e);
-	freeReplyObject(rep);
-	if (r == 0 && (e.kind != META_LINK || e.id != id))
-		r = -EBADMSG;
-	if (r == 0 && ret)
-		*ret = e;
-	return r;
+	return rep_entry_of(rep, META_LINK, id, ret);
 }
 
 int meta_link(struct meta *m, uint64_t id, uint64_t parent, const char *name,
 	      const struct meta_attr *base, struct meta_entry *ret)
 {
 	char bt[META_ATTR_TEXT_MAX];
-	struct meta_entry e;
 	redisReply *rep;
 	int r;
 
@@ -823,13 +816,7 @@ int meta_link(struct meta *m, uint64_t id, uint64_t parent, const char *name,
 		r = script_self(m, MS_LINK, &rep, "uuss", id, parent, name, bt);
 	if (r < 0)
 		return r;
-	r = rep_lookup(rep, &e);
-	freeReplyObject(rep);
-	if (r == 0 && (e.kind != META_FILE || e.id != id))
-		r = -EBADMSG;
-	if (r == 0 && ret)
-		*ret = e;
-	return r;
+	return rep_entry_of(rep, META_FILE, id, ret);
 }
 
 int meta_readlink(struct meta *m, uint64_t id, char *buf, size_t len)
