@@ -156,7 +156,10 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			fuse_reply_err(req, fs_reply_errno(fs, r, "overwrite", parent, name));
 			return;
 		}
-		p->md.attr = e.attr; /* the new object keeps the name's owner and mode */
+				/* the new object keeps the name's owner and mode, not its
+		 * count of names: it has this one */
+		p->md.attr = e.attr;
+		p->md.attr.nlink = 0;
 		pthread_mutex_lock(&fs->lock);
 		p->next = fs->pending;
 		fs->pending = p;

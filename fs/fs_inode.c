@@ -679,10 +679,18 @@ int fs_reply_errno(struct fs *fs, int err, const char *what, uint64_t parent, co
 	return -err;
 }
 
+/* @ns in a timespec: tv_nsec is never negative, so a time before the
+ * epoch rounds its seconds down */
 static void set_time(struct timespec *ts, int64_t ns)
 {
-	ts->tv_sec = ns / 1000000000LL;
-	ts->tv_nsec = ns % 1000000000LL;
+	int64_t sec = ns / 1000000000LL, nsec = ns % 1000000000LL;
+
+	if (nsec < 0) {
+		nsec += 1000000000LL;
+		sec--;
+	}
+	ts->tv_sec = sec;
+	ts->tv_nsec = nsec;
 }
 
 void fs_default_attr(struct fs *fs, enum meta_kind kind, int64_t mtime_ns, struct meta_attr *ret)

@@ -294,7 +294,7 @@
 			     "  local v = fval(id, a[1], a[3], a[2], a[4], pl.attr)\n"             \
 			     "  for _, pn in ipairs(pl.rest) do call('HSET', dkey(pn[1]), pn[2], " \
 			     "v) end\n"                                                            \
-			     "  inval('attr', '0', '-', id)\n"                                     \
+			     "  call('SPUBLISH', CHAN, '- attr 0 - ' .. id)\n"                     \
 			     "end\n"                                                               \
 			     "local function moved(id, op, on, np, nn)\n"                          \
 			     "  local a = call('HMGET', okey(id), 'parent', 'name')\n"             \
