@@ -251,7 +251,8 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 			    !strcmp(opt, "serve_bwlimit") || !strcmp(opt, "passthrough") ||
 			    !strcmp(opt, "serve_slots") || !strcmp(opt, "transport") ||
 			    !strcmp(opt, "rdma_eager_max") || !strcmp(opt, "map_cache") ||
-			    !strcmp(opt, "rdma_regs"))
+			    !strcmp(opt, "rdma_regs") || !strcmp(opt, "uid") ||
+			    !strcmp(opt, "gid") || !strcmp(opt, "umask"))
 				r = fail(err, errlen, "option '%s' needs a value (%s=...)", opt,
 					 opt);
 			else
@@ -364,6 +365,39 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 					 val, TRANSPORT_RDMA_EAGER_MAX >> 10);
 			else
 				c->rdma_eager_max = (uint32_t)size;
+		} else if (!strcmp(opt, "uid") || !strcmp(opt, "gid")) {
+			uint64_t n;
+
+			/* (uint32_t)-1 is "no change" to chown(2): never an owner */
+			if (parse_u64(val, &n) < 0 || n >= UINT32_MAX) {
+				r = fail(err, errlen,
+					 "invalid option '%s=%s': a numeric %s id, from 0 to %u",
+					 opt, val, opt[0] == 'u' ? "user" : "group",
+					 UINT32_MAX - 1);
+			} else if (opt[0] == 'u') {
+				c->uid = (uint32_t)n;
+				c->uid_set = true;
+			} else {
+				c->gid = (uint32_t)n;
+				c->gid_set = true;
+			}
+		} else if (!strcmp(opt, "umask")) {
+			char *end;
+			unsigned long n;
+
+			errno = 0;
+			n = strtoul(val, &end, 8);
+			if (errno || *end || val[0] < '0' || val[0] > '7' || n > 0777 ||
+			    strlen(val) > 4)
+				r = fail(
+				    err, errlen,
+				    "invalid option 'umask=%s': an octal mask like 022, at most "
+				    "0777",
+				    val);
+			else {
+				c->umask = (uint32_t)n;
+				c->umask_set = true;
+			}
 		} else if (!strcmp(opt, "map_cache")) {
 			uint64_t n;
 

@@ -75,6 +75,11 @@ struct config {
 	 * only (node_source_test_corrupt()) */
 	bool test_corrupt_serve;
 	bool nosuid, nodev, noexec, noatime;
+	/* uid=, gid=, umask=: the owner and mode shown by entries that have
+	 * none (written before owners existed); default the daemon's uid and
+	 * gid, and 022 */
+	bool uid_set, gid_set, umask_set;
+	uint32_t uid, gid, umask;
 
 	/* the options given so far, "NAME=VALUE" or "NAME": one may come
 	 * again only with the same value */

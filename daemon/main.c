@@ -106,6 +106,12 @@ static const char usage[] =
     "  prefix=NAME      Redis key prefix / cluster name (default objfs)\n"
     "  allow_overwrite  an O_TRUNC open of an existing name writes a new object\n"
     "  allow_other      let other users access the mount\n"
+    "  uid=N, gid=N     owner shown by files and directories written before\n"
+    "                   objfs kept owners (default: the daemon's user and group);\n"
+    "                   newer ones have their creator's, which chown changes\n"
+    "  umask=MASK       mode of those older entries: 0777 (directories) or 0666\n"
+    "                   (files) less MASK (octal, default 022); a sealed file\n"
+    "                   never shows write bits unless allow_overwrite\n"
     "  secret_file=PATH cluster secret (16+ bytes, mode 600) that peers prove\n"
     "                   they know; without it only loopback peers are served\n"
     "  rundir=DIR       sockets and logs (default /run/objfs/PREFIX-NODE)\n"
@@ -863,6 +869,9 @@ static int run(struct daemon *d)
 	    .debug = d->cfg.debug,
 	    .passthrough = !d->cfg.passthrough_off,
 	    .transport = d->transport,
+	    .uid = d->cfg.uid_set ? d->cfg.uid : (uint32_t)getuid(),
+	    .gid = d->cfg.gid_set ? d->cfg.gid : (uint32_t)getgid(),
+	    .umask = d->cfg.umask_set ? d->cfg.umask : 022,
 	};
 	nc = (struct node_config){
 	    .node = d->cfg.node,

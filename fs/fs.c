@@ -43,6 +43,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * past the first batch only once a name was stat()ed: `ls -l` of
 	 * 100k files is as fast (1.25 s cold), plain `ls` takes 0.67 s
 	 * instead of 1.04 s, since the kernel makes no inodes for it. */
+	/* a symbolic link's target never changes: the kernel may keep it */
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
 	if (conn->capable & FUSE_CAP_READDIRPLUS_AUTO)
@@ -66,6 +69,10 @@ static const struct fuse_lowlevel_ops fs_ops = {
     .readdir = fs_op_readdir,
     .readdirplus = fs_op_readdirplus,
     .releasedir = fs_op_releasedir,
+    .mknod = fs_op_mknod,
+    .symlink = fs_op_symlink,
+    .readlink = fs_op_readlink,
+    .link = fs_op_link,
     .mkdir = fs_op_mkdir,
     .rmdir = fs_op_rmdir,
     .unlink = fs_op_unlink,

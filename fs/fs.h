@@ -47,6 +47,10 @@ struct fs_config {
 	/* the transport the node fetches with, for the status report (not
 	 * owned; may be NULL) */
 	struct transport *transport;
+	/* what a file or directory without an owner of its own shows (one
+	 * written before objfs kept owners): uid and gid, and the mode 0777
+	 * (directories) or 0666 (files) less umask */
+	uint32_t uid, gid, umask;
 };
 
 /* None of @m, @s and @nd is owned; all must outlive the fs.  Sets @nd's

@@ -114,6 +114,7 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct meta_entry e;
 	struct pending *p;
 	struct inode *in;
+	uint64_t seen;
 	int r;
 
 	r = name_validate(name);
@@ -132,6 +133,7 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fs_reply_entry_unlock(req, fs, in);
 		return;
 	}
+	seen = fs->attr_seq;
 	pthread_mutex_unlock(&fs->lock);
 
 	r = meta_lookup(fs->meta, parent, name, &e);
@@ -154,6 +156,10 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			fuse_reply_err(req, fs_reply_errno(fs, r, "overwrite", parent, name));
 			return;
 		}
+				/* the new object keeps the name's owner and mode, not its
+		 * count of names: it has this one */
+		p->md.attr = e.attr;
+		p->md.attr.nlink = 0;
 		pthread_mutex_lock(&fs->lock);
 		p->next = fs->pending;
 		fs->pending = p;
@@ -170,8 +176,8 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	in = inode_get(fs, e.id, e.kind);
 	if (!in)
 		goto no_mem;
-	inode_update(fs, in, &e);
-	if (e.kind == META_FILE)
+	inode_update_as_of(fs, in, &e, seen);
+	if (e.kind != META_DIR)
 		inode_set_name(in, parent, name);
 	fs_reply_entry_unlock(req, fs, in);
 	return;
@@ -209,21 +215,28 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct meta_entry e;
 	struct inode *in;
 	bool is_file, fresh;
+	uint64_t seen;
 	int r;
 
 	pthread_mutex_lock(&fs->lock);
 	in = inode_find(fs, ino);
-	is_file = in && in->kind == META_FILE;
+	/* a file's attributes change only by setattr, which every node
+	 * hears of ("attr": attr_stale) */
+	is_file =
+	    in && ((in->kind == META_FILE && (in->pending || !in->sealed || !in->attr_stale)) ||
+		   (in->kind == META_LINK && !in->attr_stale));
 	fresh = in && in->kind == META_DIR && in->dir_at &&
 		mono_ns() - in->dir_at < (int64_t)(FS_DIR_ATTR_TIMEOUT * 1e9);
+	seen = fs->attr_seq;
 	pthread_mutex_unlock(&fs->lock);
 	if (is_file || fresh) {
 		fs_reply_attr(req, fs, ino);
 		return;
 	}
 
-	/* directories: refresh mtime and link count from Redis, but fall
-	 * back to what we know when Redis is away */
+	/* directories, and files whose owner, mode or times changed
+	 * elsewhere: read again from Redis, but fall back to what we know
+	 * when Redis is away */
 	r = meta_getattr(fs->meta, ino, &e);
 	pthread_mutex_lock(&fs->lock);
 	in = inode_find(fs, ino);
@@ -236,7 +249,7 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!in)
 		in = inode_get(fs, ino, e.kind);
 	if (in && r == 0)
-		inode_update(fs, in, &e);
+		inode_update_as_of(fs, in, &e, seen);
 	pthread_mutex_unlock(&fs->lock);
 	if (!in)
 		fuse_reply_err(req, ENOMEM);
@@ -282,7 +295,8 @@ struct dir_ent {
 struct dirlist {
 	pthread_mutex_t lock;
 	bool loaded;
-	uint64_t gen; /* the directory's dir_gen when the listing was read */
+	uint64_t gen;	   /* the directory's dir_gen when the listing was read */
+	uint64_t attr_seq; /* fs->attr_seq then */
 	struct dir_ent *ents;
 	size_t n, cap;
 	char *names;
@@ -426,6 +440,7 @@ static int dirlist_load(struct fs *fs, struct dirlist *d, uint64_t dir)
 	pthread_mutex_lock(&fs->lock);
 	in = inode_find(fs, dir);
 	d->gen = in ? in->dir_gen : 0;
+	d->attr_seq = fs->attr_seq;
 	pthread_mutex_unlock(&fs->lock);
 	do {
 		if (++pages > DIR_PAGES_MAX)
@@ -492,7 +507,7 @@ void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
  * more).  Called with fs->lock held.
  */
 static struct inode *plus_inode(struct fs *fs, uint64_t dir, const char *name,
-				const struct dir_ent *de)
+				const struct dir_ent *de, uint64_t seen)
 {
 	struct inode *in;
 
@@ -515,8 +530,8 @@ static struct inode *plus_inode(struct fs *fs, uint64_t dir, const char *name,
 	in = inode_get(fs, de->e.id, de->e.kind);
 	if (!in)
 		return NULL;
-	inode_update(fs, in, &de->e);
-	if (de->e.kind == META_FILE)
+	inode_update_as_of(fs, in, &de->e, seen);
+	if (de->e.kind != META_DIR)
 		inode_set_name(in, dir, name);
 	dcache_seen(fs, dir, name, de->e.kind, de->e.id);
 	return in;
@@ -552,9 +567,11 @@ static size_t dir_fill(fuse_req_t req, struct fs *fs, uint64_t ino, struct dirli
 
 			name = ent_name(d, de);
 			ep.attr.st_ino = de->e.id;
-			ep.attr.st_mode = de->e.kind == META_DIR ? S_IFDIR : S_IFREG;
+			ep.attr.st_mode = de->e.kind == META_DIR    ? S_IFDIR
+					  : de->e.kind == META_LINK ? S_IFLNK
+								    : S_IFREG;
 			if (plus)
-				in = plus_inode(fs, ino, name, de);
+				in = plus_inode(fs, ino, name, de, d->attr_seq);
 			if (in)
 				fs_fill_entry(fs, in, &ep);
 		}
@@ -660,9 +677,15 @@ void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	free(d);
 }
 
-void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+/* mkdir and symlink: a new entry @name of @kind in @parent, made by the
+ * caller with @mode (a link: to @target), and its entry as the reply. */
+static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, enum meta_kind kind,
+		       mode_t mode, const char *target)
 {
 	struct fs *fs = fuse_req_userdata(req);
+	const char *what = kind == META_DIR ? "mkdir" : "symlink";
+	int64_t now = now_ns();
+	struct meta_attr attr;
 	struct meta_entry e;
 	struct inode *in;
 	int r;
@@ -674,17 +697,21 @@ void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 	}
 	pthread_mutex_lock(&fs->lock);
 	r = pending_find(fs, parent, name) ? -EEXIST : 0;
+	fs_new_attr(fs, req, parent, kind, mode, now, &attr);
 	pthread_mutex_unlock(&fs->lock);
 	if (r == 0)
-		r = meta_mkdir(fs->meta, parent, name, now_ns(), &e);
+		r = kind == META_DIR ? meta_mkdir_attr(fs->meta, parent, name, now, &attr, &e)
+				     : meta_symlink(fs->meta, parent, name, target, now, &attr, &e);
 	if (r < 0) {
-		fuse_reply_err(req, fs_reply_errno(fs, r, "mkdir", parent, name));
+		fuse_reply_err(req, fs_reply_errno(fs, r, what, parent, name));
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
-	dir_touched(fs, parent, true);
-	dcache_put(fs, parent, name, META_DIR, e.id);
-	in = inode_get(fs, e.id, META_DIR);
+	/* a new directory changes the parent's link count */
+	dir_touched(fs, parent, kind == META_DIR);
+	if (kind == META_DIR)
+		dcache_put(fs, parent, name, META_DIR, e.id);
+	in = inode_get(fs, e.id, kind);
 	if (!in) {
 		pthread_mutex_unlock(&fs->lock);
 		fuse_reply_err(req, ENOMEM);
@@ -692,6 +719,84 @@ void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 	}
 	inode_update(fs, in, &e);
 	fs_reply_entry_unlock(req, fs, in);
+}
+
+void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	make_entry(req, parent, name, META_DIR, mode, NULL);
+}
+
+void fs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
+{
+	/* a link's own mode is always 0777: its target's decides */
+	make_entry(req, parent, name, META_LINK, 0777, target);
+}
+
+void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct fs *fs = fuse_req_userdata(req);
+	struct meta_attr base;
+	struct meta_entry e;
+	struct inode *in;
+	int r;
+
+	r = name_validate(newname);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find_settled(fs, ino);
+	if (!in) {
+		r = -ESTALE;
+	} else if (in->kind != META_FILE) {
+		r = -EPERM; /* directories and symbolic links have one name */
+	} else if (in->pending || !in->sealed) {
+		/* it has no name in Redis before its seal */
+		log_info("refusing a second name for object %" PRIu64
+			 " while it is being written: it may have more once it is closed",
+			 (uint64_t)ino);
+		r = -EPERM;
+	} else if (pending_find(fs, newparent, newname)) {
+		r = -EEXIST;
+	} else {
+		fs_shown_attr(fs, in, &base);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (r == 0)
+		r = meta_link(fs->meta, ino, newparent, newname, &base, &e);
+	if (r < 0) {
+		fuse_reply_err(req, fs_reply_errno(fs, r, "link", newparent, newname));
+		return;
+	}
+	pthread_mutex_lock(&fs->lock);
+	dir_touched(fs, newparent, false);
+	in = inode_get(fs, ino, META_FILE);
+	if (!in) {
+		pthread_mutex_unlock(&fs->lock);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	inode_attr_changed(fs, in);
+	inode_update(fs, in, &e);
+	fs_reply_entry_unlock(req, fs, in);
+}
+
+void fs_op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = fuse_req_userdata(req);
+	char *buf = malloc(META_LINK_MAX + 1);
+	int r;
+
+	/* the kernel keeps it (FUSE_CAP_CACHE_SYMLINKS): a link's target
+	 * never changes */
+	r = buf ? meta_readlink(fs->meta, ino, buf, META_LINK_MAX + 1) : -ENOMEM;
+	if (r < 0)
+		fuse_reply_err(req, r == -ENOENT ? ESTALE
+						 : fs_reply_errno(fs, r, "readlink", ino, NULL));
+	else
+		fuse_reply_readlink(req, buf);
+	free(buf);
 }
 
 void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -750,6 +855,7 @@ void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fuse_req_userdata(req);
 	struct pending *p, *dead = NULL;
+	struct inode *in;
 	uint64_t id;
 	int r;
 
@@ -774,7 +880,18 @@ void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	dcache_forget(fs, parent, name);
 	dir_touched_unlocked(fs, parent, false);
-	node_unlinked(fs->nd, id); /* its name is gone */
+	if (r == 0) {
+		node_unlinked(fs->nd, id); /* its name is gone */
+	} else {
+		/* one of its names: it lives on, with one name less */
+		pthread_mutex_lock(&fs->lock);
+		in = inode_find(fs, id);
+		if (in) {
+			in->attr_stale = true;
+			inode_attr_changed(fs, in);
+		}
+		pthread_mutex_unlock(&fs->lock);
+	}
 	fuse_reply_err(req, 0);
 }
 

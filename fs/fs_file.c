@@ -96,6 +96,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,6 +220,10 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 		r = -EPERM;
 		goto fail;
 	}
+	if ((fi->flags & O_ACCMODE) == O_ACCMODE) {
+		r = -EINVAL; /* as open(2): neither read, write nor both */
+		goto fail;
+	}
 	pthread_mutex_lock(&fs->lock);
 	r = pending_find(fs, parent, name) ? -EEXIST : 0;
 	fresh = r == 0 && neg_take(fs, parent, name);
@@ -247,6 +252,9 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 	p->writers = 1;
 	p->created_ns = mono_ns();
 	p->mappable = (fi->flags & O_ACCMODE) == O_RDWR;
+	pthread_mutex_lock(&fs->lock);
+	fs_new_attr(fs, req, parent, META_FILE, mode, now_ns(), &p->md.attr);
+	pthread_mutex_unlock(&fs->lock);
 	h = handle_new(req, store_obj_ref(p->obj), p, true);
 	if (!h) {
 		r = -ENOMEM;
@@ -487,11 +495,17 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct pending *p;
 	int r;
 
+	if ((fi->flags & O_ACCMODE) == O_ACCMODE) {
+		/* neither read, write nor both: Linux lets it through (for
+		 * ioctls), POSIX leaves it undefined; objfs has no use for it */
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
 	pthread_mutex_lock(&fs->lock);
 	in = inode_find(fs, ino);
 	if (!in || in->kind != META_FILE) {
 		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_err(req, in ? EISDIR : ESTALE);
+		fuse_reply_err(req, !in ? ESTALE : in->kind == META_LINK ? ELOOP : EISDIR);
 		return;
 	}
 	if (in->pending)
@@ -729,6 +743,8 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		p->writer_tid = tid;
 		p->writer_tgid = wtgid;
 	}
+	if (r == 0)
+		p->md.mtime_set = false; /* a write after utimensat moves it again */
 	if (r == 0 && mk > 0)
 		p->killed_sig = mk;
 	else if (r == 0 && (tid > 0 || mk == 0))
@@ -904,6 +920,130 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_err(req, 0);
 }
 
+/* @ts in ns since the epoch; false if it does not fit (before 1678 or
+ * after 2262: times are kept in 64-bit ns). */
+static bool ts_ns(const struct timespec *ts, int64_t *ret)
+{
+	if (ts->tv_sec > INT64_MAX / 1000000000LL - 1 || ts->tv_sec < INT64_MIN / 1000000000LL + 1)
+		return false;
+	*ret = (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec;
+	return true;
+}
+
+/* The times @to_set asks for, into @a and *@mtime (UTIME_NOW: now);
+ * UINT_MAX for a time that cannot be kept. */
+static unsigned setattr_times(const struct stat *attr, int to_set, struct meta_attr *a,
+			      int64_t *mtime)
+{
+	int64_t now = now_ns();
+	unsigned what = 0;
+
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+		a->atime_ns = now;
+		what |= META_SET_ATIME;
+	} else if (to_set & FUSE_SET_ATTR_ATIME) {
+		if (!ts_ns(&attr->st_atim, &a->atime_ns))
+			return UINT_MAX;
+		what |= META_SET_ATIME;
+	}
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+		*mtime = now;
+		what |= META_SET_MTIME;
+	} else if (to_set & FUSE_SET_ATTR_MTIME) {
+		if (!ts_ns(&attr->st_mtim, mtime))
+			return UINT_MAX;
+		what |= META_SET_MTIME;
+	}
+	return what;
+}
+
+/*
+ * chmod, chown and utimensat: a pending file keeps them for its seal; a
+ * sealed file's or a directory's change in Redis, for every node (the
+ * kernel checked who may: default_permissions).  0 or -errno.
+ */
+static int setattr_meta(struct fs *fs, fuse_ino_t ino, const struct stat *attr, int to_set)
+{
+	struct meta_attr a = {0}, base;
+	struct meta_entry e;
+	unsigned what = 0, times;
+	int64_t mtime = 0;
+	struct inode *in;
+	int r;
+
+	if (to_set & FUSE_SET_ATTR_UID) {
+		a.uid = (uint32_t)attr->st_uid;
+		what |= META_SET_UID;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		a.gid = (uint32_t)attr->st_gid;
+		what |= META_SET_GID;
+	}
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		a.mode = attr->st_mode & 07777;
+		what |= META_SET_MODE;
+	}
+	times = setattr_times(attr, to_set, &a, &mtime);
+	if (times == UINT_MAX)
+		return -EINVAL;
+	what |= times;
+	if (!what)
+		return 0;
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find_settled(fs, ino);
+	if (!in) {
+		pthread_mutex_unlock(&fs->lock);
+		return -ESTALE;
+	}
+	if (in->kind == META_FILE && in->pending && in->pending->sealing) {
+		/* its seal took the metadata already, and is not done */
+		pthread_mutex_unlock(&fs->lock);
+		log_warn("object %" PRIu64 " is still being sealed: its owner, mode or times "
+			 "cannot change yet",
+			 (uint64_t)ino);
+		return -EBUSY;
+	}
+	if (in->kind == META_FILE && in->pending) {
+		struct node_meta *md = &in->pending->md;
+
+		if (!md->attr.set)
+			fs_default_attr(fs, META_FILE, 0, &md->attr);
+		if (what & META_SET_UID)
+			md->attr.uid = a.uid;
+		if (what & META_SET_GID)
+			md->attr.gid = a.gid;
+		if (what & META_SET_MODE)
+			md->attr.mode = a.mode;
+		if (what & META_SET_ATIME) {
+			md->atime_set = true;
+			md->atime_ns = a.atime_ns;
+		}
+		if (what & META_SET_MTIME) {
+			md->mtime_set = true;
+			md->mtime_ns = mtime;
+		}
+		pthread_mutex_unlock(&fs->lock);
+		return 0;
+	}
+	if (in->kind == META_FILE && !in->sealed) {
+		pthread_mutex_unlock(&fs->lock);
+		return -ENOENT; /* a discarded write */
+	}
+	fs_shown_attr(fs, in, &base);
+	pthread_mutex_unlock(&fs->lock);
+	r = meta_setattr(fs->meta, ino, what, &a, mtime, &base, &e);
+	if (r < 0)
+		return r == -ENOENT ? -ESTALE : r;
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find(fs, ino);
+	if (in && in->kind == e.kind) {
+		inode_attr_changed(fs, in);
+		inode_update(fs, in, &e);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return 0;
+}
+
 void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		   struct fuse_file_info *fi)
 {
@@ -944,11 +1084,22 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 			pthread_mutex_unlock(&fs->lock);
 		}
 	}
-	/* mode, owner and times are fixed at seal; changing them is accepted
-	 * and has no effect, so tar and cp -p work on the mount */
 	store_obj_unref(obj);
+	if (r == 0)
+		r = setattr_meta(fs, ino, attr, to_set);
 	if (r < 0)
-		fuse_reply_err(req, -r);
+		fuse_reply_err(req, fs_reply_errno(fs, r, "setattr", ino, NULL));
 	else
 		fs_reply_attr(req, fs, ino);
+}
+
+void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	(void)rdev;
+	/* objects are regular files: no devices, FIFOs or sockets (bind(2)
+	 * of a Unix socket comes here too) */
+	log_debug("refusing mknod of '%s' in directory %" PRIu64 " (mode %o): objfs holds "
+		  "regular files and directories only",
+		  name, (uint64_t)parent, (unsigned)mode);
+	fuse_reply_err(req, EPERM);
 }

@@ -101,9 +101,12 @@ struct pending {
 	/* a handle on it was opened O_RDWR, which a writable shared mapping
 	 * needs: only then does FLUSH read /proc/<pid>/maps; fs->lock */
 	bool mappable;
-	pid_t mapper_tid;     /* a FLUSH found it mapped shared and writable by this
-			       * thread: the seal at RELEASE asks how it ended; fs->lock */
-	int64_t created_ns;   /* mono_ns(); for reaping replacements nobody opened */
+	pid_t mapper_tid;   /* a FLUSH found it mapped shared and writable by this
+			     * thread: the seal at RELEASE asks how it ended; fs->lock */
+	int64_t created_ns; /* mono_ns(); for reaping replacements nobody opened */
+	/* its creator's uid, gid and mode, and what setattr changed since
+	 * (utimensat before the seal: cp -p, tar); published with it; fs->lock */
+	struct node_meta md;
 	struct pending *next; /* fs->lock */
 };
 
@@ -150,7 +153,13 @@ struct inode {
 	 * the id is registered; fs->lock */
 	uint32_t backing_id;
 	struct store_obj *pt_obj;
-	bool sealed;		 /* fs->lock */
+	bool sealed; /* fs->lock */
+	/* owner, mode, atime and ctime (not set: the mount's defaults;
+	 * a pending file's are its pending's md); fs->lock */
+	struct meta_attr attr;
+	/* another node changed them: GETATTR reads them again; fs->lock */
+	bool attr_stale;
+	uint64_t attr_seq;	 /* fs->attr_seq at their last change; fs->lock */
 	struct inode_rec obj;	 /* sealed attributes; fs->lock */
 	struct pending *pending; /* while written here; fs->lock */
 	/* files: the name it was last looked up or created by (for a
@@ -240,6 +249,10 @@ struct fs {
 	/* inodes freed since the tick last gave the allocator's free
 	 * memory back (fs_tick()), and how often it did; fs->lock */
 	uint64_t inodes_freed, heap_trims;
+	/* +1 at every change of an owner, mode or time this node learns of
+	 * (its own setattr, another node's "attr"): what Redis said before
+	 * such a change must not undo it (inode_update_as_of()); fs->lock */
+	uint64_t attr_seq;
 	/* the origins inodes name (struct inode_rec); fs->lock; freed with
 	 * the fs: as many as nodes ever wrote an object seen here */
 	struct origin_name *origins;
@@ -324,6 +337,10 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
+void fs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name);
+void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
+void fs_op_readlink(fuse_req_t req, fuse_ino_t ino);
 void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		   struct fuse_file_info *fi);
 /* Did an O_TRUNC open ask, a moment ago, for @id to be replaced?  Takes
@@ -401,6 +418,11 @@ void inode_put_handle(struct fs *fs, uint64_t ino);
 void inode_free_all(struct fs *fs);
 /* Update @in from a meta entry. */
 void inode_update(struct fs *fs, struct inode *in, const struct meta_entry *e);
+/* inode_update() with what Redis said when fs->attr_seq was @seen: its
+ * owner, mode and times only if they have not changed since. */
+void inode_update_as_of(struct fs *fs, struct inode *in, const struct meta_entry *e, uint64_t seen);
+/* @in's owner, mode or times changed (setattr, "attr"); fs->lock held. */
+void inode_attr_changed(struct fs *fs, struct inode *in);
 /* Keep @mo as @in's sealed record; the record of @in as a meta_obj. */
 void inode_set_rec(struct fs *fs, struct inode *in, const struct meta_obj *mo);
 void inode_get_rec(const struct inode *in, struct meta_obj *ret);
@@ -415,6 +437,9 @@ void pending_remove(struct fs *fs, struct pending *p);
  * outstanding.  May drop and retake fs->lock; @p may be freed meanwhile.
  */
 void pending_settle_locked(struct fs *fs, struct pending *p);
+/* Inode @ino (NULL if none), after the seal of the file being written
+ * there settled (pending_settle_locked()).  fs->lock held. */
+struct inode *inode_find_settled(struct fs *fs, uint64_t ino);
 /* Discard @p and free it (no lock needed: @p is the caller's). */
 void pending_free(struct fs *fs, struct pending *p);
 
@@ -459,6 +484,18 @@ void dcache_learn(struct fs *fs, uint64_t parent, const char *name, enum meta_ki
 
 /* Attributes of @in for the kernel. */
 void fs_fill_attr(struct fs *fs, struct inode *in, struct stat *st);
+/* What an entry of @kind with no owner of its own shows (the mount's
+ * uid=, gid=, umask=), its atime and ctime @mtime_ns. */
+void fs_default_attr(struct fs *fs, enum meta_kind kind, int64_t mtime_ns, struct meta_attr *ret);
+/* Sealed or directory @in's owner, mode and times as recorded, or the
+ * defaults; fs->lock held. */
+void fs_shown_attr(struct fs *fs, const struct inode *in, struct meta_attr *ret);
+/* What a file or directory @kind that @req's caller makes in @parent with
+ * @mode (the kernel took the umask off) records: the caller's uid and
+ * gid (the directory's gid if it is set-group-ID), times @now.  fs->lock
+ * held. */
+void fs_new_attr(struct fs *fs, fuse_req_t req, uint64_t parent, enum meta_kind kind, mode_t mode,
+		 int64_t now, struct meta_attr *ret);
 /* How long the kernel may cache @in's attributes. */
 double fs_attr_timeout(const struct inode *in);
 /* The entry of @in as a lookup gives it (no reference taken). */

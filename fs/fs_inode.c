@@ -485,7 +485,8 @@ void dcache_learn(struct fs *fs, uint64_t parent, const char *name, enum meta_ki
 
 void dcache_seen(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind, uint64_t id)
 {
-	if (kind == META_FILE && !node_holds(fs->nd, id))
+	/* a link is not held here: offline, it could not be read */
+	if ((kind == META_FILE && !node_holds(fs->nd, id)) || kind == META_LINK)
 		dcache_del(fs, parent, name);
 	else
 		dcache_put(fs, parent, name, kind, id);
@@ -511,10 +512,36 @@ void inode_update(struct fs *fs, struct inode *in, const struct meta_entry *e)
 		in->dir_mtime = e->obj.mtime_ns;
 		in->dir_nsub = e->nsub;
 		in->dir_at = mono_ns();
+		in->attr = e->attr;
+		in->attr_stale = false;
+	} else if (e->kind == META_LINK) {
+		in->obj.size = e->obj.size; /* the target's length */
+		in->obj.mtime_ns = e->obj.mtime_ns;
+		in->attr = e->attr;
+		in->attr_stale = false;
 	} else if (!in->pending) {
 		in->sealed = true;
 		inode_set_rec(fs, in, &e->obj);
+		in->attr = e->attr;
+		in->attr_stale = false;
 	}
+}
+
+void inode_update_as_of(struct fs *fs, struct inode *in, const struct meta_entry *e, uint64_t seen)
+{
+	struct meta_attr keep = in->attr;
+	bool stale = in->attr_stale;
+
+	inode_update(fs, in, e);
+	if (in->attr_seq > seen) {
+		in->attr = keep;
+		in->attr_stale = stale;
+	}
+}
+
+void inode_attr_changed(struct fs *fs, struct inode *in)
+{
+	in->attr_seq = ++fs->attr_seq;
 }
 
 /* @name kept once for the fs's life; "" if out of memory (a record
@@ -592,6 +619,15 @@ static bool unsettled(struct pending *p, bool *ret_sealing)
  * call, each bounded); the second may be a dup()ed descriptor still in
  * use, so it waits SETTLE_WAIT_MS at most.
  */
+struct inode *inode_find_settled(struct fs *fs, uint64_t ino)
+{
+	struct inode *in = inode_find(fs, ino);
+
+	if (in && in->pending)
+		pending_settle_locked(fs, in->pending);
+	return inode_find(fs, ino);
+}
+
 void pending_settle_locked(struct fs *fs, struct pending *p)
 {
 	uint64_t id = p->id; /* @p may be freed while we wait */
@@ -643,47 +679,126 @@ int fs_reply_errno(struct fs *fs, int err, const char *what, uint64_t parent, co
 	return -err;
 }
 
+/* @ns in a timespec: tv_nsec is never negative, so a time before the
+ * epoch rounds its seconds down */
 static void set_time(struct timespec *ts, int64_t ns)
 {
-	ts->tv_sec = ns / 1000000000LL;
-	ts->tv_nsec = ns % 1000000000LL;
+	int64_t sec = ns / 1000000000LL, nsec = ns % 1000000000LL;
+
+	if (nsec < 0) {
+		nsec += 1000000000LL;
+		sec--;
+	}
+	ts->tv_sec = sec;
+	ts->tv_nsec = nsec;
+}
+
+void fs_default_attr(struct fs *fs, enum meta_kind kind, int64_t mtime_ns, struct meta_attr *ret)
+{
+	*ret = (struct meta_attr){.set = true,
+				  .uid = fs->cfg.uid,
+				  .gid = fs->cfg.gid,
+				  .mode = (kind == META_DIR ? 0777 : 0666) & ~fs->cfg.umask,
+				  .atime_ns = mtime_ns,
+				  .ctime_ns = mtime_ns};
+}
+
+void fs_shown_attr(struct fs *fs, const struct inode *in, struct meta_attr *ret)
+{
+	int64_t mtime = in->kind == META_DIR ? in->dir_mtime : in->obj.mtime_ns;
+
+	if (in->attr.set)
+		*ret = in->attr;
+	else
+		fs_default_attr(fs, in->kind, mtime, ret);
+}
+
+void fs_new_attr(struct fs *fs, fuse_req_t req, uint64_t parent, enum meta_kind kind, mode_t mode,
+		 int64_t now, struct meta_attr *ret)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct inode *dir = inode_find(fs, parent);
+	struct meta_attr da;
+
+	*ret = (struct meta_attr){.set = true,
+				  .uid = ctx->uid,
+				  .gid = ctx->gid,
+				  .mode = mode & 07777,
+				  .atime_ns = now,
+				  .ctime_ns = now};
+	/* a set-group-ID directory gives its group, and its bit to
+	 * directories (as ext4 and tmpfs do) */
+	if (dir && dir->kind == META_DIR) {
+		fs_shown_attr(fs, dir, &da);
+		if (da.mode & S_ISGID) {
+			ret->gid = da.gid;
+			if (kind == META_DIR)
+				ret->mode |= S_ISGID;
+		}
+	}
 }
 
 void fs_fill_attr(struct fs *fs, struct inode *in, struct stat *st)
 {
+	struct meta_attr a;
+	int64_t mtime;
+
 	memset(st, 0, sizeof(*st));
 	st->st_ino = in->ino;
-	st->st_uid = getuid();
-	st->st_gid = getgid();
 	st->st_blksize = 1 << 20;
 	if (in->kind == META_DIR) {
-		st->st_mode = S_IFDIR | 0755;
+		fs_shown_attr(fs, in, &a);
+		st->st_mode = S_IFDIR;
 		st->st_nlink = 2 + in->dir_nsub;
 		st->st_size = 4096;
 		st->st_blocks = 8;
-		set_time(&st->st_mtim, in->dir_mtime);
+		mtime = in->dir_mtime;
+		/* an entry made or removed moves the mtime, and the ctime */
+		if (a.ctime_ns < mtime)
+			a.ctime_ns = mtime;
+	} else if (in->kind == META_LINK) {
+		fs_shown_attr(fs, in, &a);
+		a.mode = 0777; /* as Linux shows every link */
+		st->st_mode = S_IFLNK;
+		st->st_nlink = 1;
+		st->st_size = (off_t)in->obj.size;
+		mtime = in->obj.mtime_ns;
 	} else if (in->pending) {
+		const struct node_meta *md = &in->pending->md;
 		uint64_t size = store_obj_size(in->pending->obj);
 
-		st->st_mode = S_IFREG | 0644;
+		mtime = md->mtime_set ? md->mtime_ns : now_ns();
+		a = md->attr;
+		if (!a.set)
+			fs_default_attr(fs, META_FILE, mtime, &a);
+		a.atime_ns = md->atime_set ? md->atime_ns : mtime;
+		a.ctime_ns = mtime;
+		st->st_mode = S_IFREG;
 		st->st_nlink = 1;
 		st->st_size = (off_t)size;
 		st->st_blocks =
 		    (blkcnt_t)((size + STORE_PAGE - 1) / STORE_PAGE * (STORE_PAGE / 512));
-		set_time(&st->st_mtim, now_ns());
 	} else {
-		/* sealed bytes never change; with allow_overwrite the name may
-		 * be given to a new object by an O_TRUNC open, which the kernel
-		 * checks against these bits (default_permissions) */
-		st->st_mode = S_IFREG | (fs->cfg.allow_overwrite ? 0644 : 0444);
-		st->st_nlink = 1;
+		fs_shown_attr(fs, in, &a);
+		/* sealed bytes never change: no write bits.  With
+		 * allow_overwrite the name may be given to a new object by an
+		 * O_TRUNC open, which the kernel checks against these bits
+		 * (default_permissions) */
+		if (!fs->cfg.allow_overwrite)
+			a.mode &= ~0222u;
+		st->st_mode = S_IFREG;
+		st->st_nlink = a.nlink > 1 ? a.nlink : 1; /* its names */
 		st->st_size = (off_t)in->obj.size;
 		st->st_blocks =
 		    (blkcnt_t)((in->obj.size + STORE_PAGE - 1) / STORE_PAGE * (STORE_PAGE / 512));
-		set_time(&st->st_mtim, in->obj.mtime_ns);
+		mtime = in->obj.mtime_ns;
 	}
-	st->st_atim = st->st_mtim;
-	st->st_ctim = st->st_mtim;
+	st->st_mode |= a.mode & 07777;
+	st->st_uid = a.uid;
+	st->st_gid = a.gid;
+	set_time(&st->st_mtim, mtime);
+	set_time(&st->st_atim, a.atime_ns);
+	set_time(&st->st_ctim, a.ctime_ns);
 }
 
 double fs_attr_timeout(const struct inode *in)

@@ -147,6 +147,31 @@ static void drop_deleted(struct fs *fs, uint64_t id)
 		node_gone(fs->nd, id);
 }
 
+/* A file's or directory's owner, mode or times changed: read them again
+ * at the next GETATTR, and make the kernel ask (its copy may be cached
+ * for an hour).  This node's own change is in both already. */
+static void attr_changed(struct fs *fs, const struct meta_inval *ev)
+{
+	struct inode *in;
+	bool known;
+
+	if (ev->origin[0] && !strcmp(ev->origin, fs->cfg.node)) {
+		FS_COUNT(fs, inval_own, 1);
+		return;
+	}
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find(fs, ev->id);
+	known = in != NULL;
+	if (in) {
+		in->attr_stale = true;
+		in->dir_at = 0;
+		inode_attr_changed(fs, in);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (known && fs->se && atomic_load(&fs->mounted))
+		fuse_lowlevel_notify_inval_inode(fs->se, ev->id, -1, 0);
+}
+
 void fs_on_inval(void *arg, const struct meta_inval *ev)
 {
 	struct fs *fs = arg;
@@ -167,6 +192,10 @@ void fs_on_inval(void *arg, const struct meta_inval *ev)
 	FS_COUNT(fs, invalidations, 1);
 	if (!strcmp(ev->kind, "gone")) {
 		drop_deleted(fs, ev->id);
+		return;
+	}
+	if (!strcmp(ev->kind, "attr")) {
+		attr_changed(fs, ev);
 		return;
 	}
 	/* The name cache learns what the name means now, rather than

@@ -31,6 +31,7 @@ int fs_seal_pending(struct fs *fs, struct pending *p, bool told)
 	char name[OBJFS_NAME_MAX + 1];
 	bool discard, failed, free_now, lost = false, unsealed = false;
 	enum node_sealed how = NODE_SEAL_FAILED;
+	struct node_meta md;
 	unsigned flags;
 	uint64_t parent;
 	struct inode *in;
@@ -46,9 +47,10 @@ int fs_seal_pending(struct fs *fs, struct pending *p, bool told)
 	parent = p->parent;
 	memcpy(name, p->name, sizeof(name));
 	flags = (p->replace ? NODE_SEAL_REPLACE : 0) | (told ? NODE_SEAL_TOLD : 0);
+	md = p->md;
 	pthread_mutex_unlock(&fs->lock);
 	if (!discard) {
-		r = node_seal_publish(fs->nd, p->obj, parent, name, flags, sig, &how);
+		r = node_seal_publish_meta(fs->nd, p->obj, parent, name, flags, sig, &md, &how);
 		if (how == NODE_SEAL_FAILED && !told) {
 			/* the writer's close(2) returned 0: keep it, and try again */
 			pthread_mutex_lock(&fs->lock);
@@ -76,6 +78,10 @@ int fs_seal_pending(struct fs *fs, struct pending *p, bool told)
 			in->sealed = true;
 			node_record_of(fs->nd, p->obj, &mo);
 			inode_set_rec(fs, in, &mo);
+			/* as node_seal_publish_meta() published it */
+			in->attr = md.attr;
+			if (lost)
+				in->attr.set = false;
 		}
 	}
 	p->sealing = false;

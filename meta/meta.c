@@ -249,17 +249,17 @@ static int rep_entry(const redisReply *r, enum meta_kind *kind, uint64_t *id)
 	char buf[22];
 	size_t n;
 
-	if (!s || (s[0] != 'd' && s[0] != 'f'))
+	if (!s || (s[0] != 'd' && s[0] != 'f' && s[0] != 'l'))
 		return -EBADMSG;
 	sp = strchr(s, ' ');
 	n = sp ? (size_t)(sp - s - 1) : strlen(s + 1);
-	if ((sp && s[0] == 'd') || n >= sizeof(buf))
+	if ((sp && s[0] != 'f') || n >= sizeof(buf))
 		return -EBADMSG;
 	memcpy(buf, s + 1, n);
 	buf[n] = '\0';
 	if (parse_id(buf, id) < 0)
 		return -EBADMSG;
-	*kind = s[0] == 'd' ? META_DIR : META_FILE;
+	*kind = s[0] == 'd' ? META_DIR : s[0] == 'l' ? META_LINK : META_FILE;
 	return 0;
 }
 
@@ -287,7 +287,24 @@ int rep_obj(redisReply *const *f, uint64_t id, struct meta_obj *ret)
 	return 0;
 }
 
-/* {"d<id>", mtime, nsub} or {"f<id>", size, csum, mtime, origin} */
+/* The attributes of @kind @id, whose mtime is @mtime_ns, as
+ * meta_attr_text() writes them; nil: none.  -EBADMSG (logged) if not
+ * that. */
+static int rep_attr(const redisReply *r, const char *kind, uint64_t id, int64_t mtime_ns,
+		    struct meta_attr *ret)
+{
+	const char *t = rep_text(r, META_ATTR_TEXT_MAX - 1);
+
+	memset(ret, 0, sizeof(*ret));
+	if (r && r->type == REDIS_REPLY_NIL)
+		return 0;
+	if (!t || meta_attr_parse(t, mtime_ns, ret) < 0)
+		return bad_field(kind, id, "attr", r);
+	return 0;
+}
+
+/* {"d<id>", mtime, nsub[, attr]} or {"f<id>", size, csum, mtime, origin[,
+ * attr]} (attr nil: none) */
 static int rep_lookup(const redisReply *rep, struct meta_entry *ret)
 {
 	struct meta_entry e;
@@ -297,18 +314,51 @@ static int rep_lookup(const redisReply *rep, struct meta_entry *ret)
 	    rep_entry(rep->element[0], &e.kind, &e.id) < 0)
 		return -EBADMSG;
 	if (e.kind == META_DIR) {
-		if (rep->elements != 3)
+		if (rep->elements != 3 && rep->elements != 4)
 			return -EBADMSG;
 		if (rep_i64(rep->element[1], &e.obj.mtime_ns) < 0)
 			return bad_field("directory", e.id, "/mtime", rep->element[1]);
 		if (rep_u64(rep->element[2], &e.nsub) < 0)
 			return bad_field("directory", e.id, "/nsub", rep->element[2]);
+		if (rep->elements == 4 &&
+		    rep_attr(rep->element[3], "directory", e.id, e.obj.mtime_ns, &e.attr) < 0)
+			return -EBADMSG;
 		e.obj.id = e.id;
-	} else if (rep->elements != 5 || rep_obj(rep->element + 1, e.id, &e.obj) < 0) {
+	} else if (e.kind == META_LINK) {
+		/* {"l<id>", mtime, size (the target's length), attr} */
+		if (rep->elements != 4)
+			return -EBADMSG;
+		if (rep_i64(rep->element[1], &e.obj.mtime_ns) < 0)
+			return bad_field("symbolic link", e.id, "m", rep->element[1]);
+		if (rep_u64(rep->element[2], &e.obj.size) < 0 || !e.obj.size ||
+		    e.obj.size > META_LINK_MAX)
+			return bad_field("symbolic link", e.id, "t", rep->element[2]);
+		if (rep_attr(rep->element[3], "symbolic link", e.id, e.obj.mtime_ns, &e.attr) < 0)
+			return -EBADMSG;
+		e.obj.id = e.id;
+	} else if ((rep->elements != 5 && rep->elements != 6) ||
+		   rep_obj(rep->element + 1, e.id, &e.obj) < 0 ||
+		   (rep->elements == 6 &&
+		    rep_attr(rep->element[5], "object", e.id, e.obj.mtime_ns, &e.attr) < 0)) {
 		return -EBADMSG;
 	}
 	*ret = e;
 	return 0;
+}
+
+/* What a script returned of @id (of @kind; 0: any), as lookup returns
+ * it, into *@ret (may be NULL); frees @rep.  -EBADMSG if not that. */
+static int rep_entry_of(redisReply *rep, enum meta_kind kind, uint64_t id, struct meta_entry *ret)
+{
+	struct meta_entry e;
+	int r = rep_lookup(rep, &e);
+
+	freeReplyObject(rep);
+	if (r == 0 && (e.id != id || (kind && e.kind != kind)))
+		r = -EBADMSG;
+	if (r == 0 && ret)
+		*ret = e;
+	return r;
 }
 
 /* An integer reply of 0 or 1 */
@@ -464,20 +514,41 @@ int meta_lookup(struct meta *m, uint64_t parent, const char *name, struct meta_e
 
 int meta_getattr(struct meta *m, uint64_t id, struct meta_entry *ret)
 {
-	struct meta_entry e;
 	redisReply *rep;
 	int r;
 
 	r = id ? script(m, MS_GETATTR, &rep, "u", id) : -EINVAL;
 	if (r < 0)
 		return r;
-	r = rep_lookup(rep, &e);
-	freeReplyObject(rep);
-	if (r == 0 && e.id != id)
-		r = -EBADMSG;
-	if (r == 0)
-		*ret = e;
-	return r;
+	return rep_entry_of(rep, 0, id, ret);
+}
+
+int meta_setattr(struct meta *m, uint64_t id, unsigned what, const struct meta_attr *a,
+		 int64_t mtime_ns, const struct meta_attr *base, struct meta_entry *ret)
+{
+	static const char letters[] = "ugmat";
+	char w[sizeof(letters)], bt[META_ATTR_TEXT_MAX], mode[16];
+	redisReply *rep;
+	size_t n = 0;
+	unsigned i;
+	int r;
+
+	if (!id || !a || !base || !base->set || (what & ~0x1fu) || a->mode > 07777 ||
+	    a->uid == UINT32_MAX || a->gid == UINT32_MAX)
+		return -EINVAL;
+	for (i = 0; i < 5; i++)
+		if (what & (1u << i))
+			w[n++] = letters[i];
+	w[n] = '\0';
+	r = meta_attr_text(base, INT64_MIN, bt);
+	if (r < 0)
+		return r;
+	snprintf(mode, sizeof(mode), "%" PRIo32, a->mode);
+	r = script_self(m, MS_SETATTR, &rep, "usuusiis", id, w, (uint64_t)a->uid, (uint64_t)a->gid,
+			mode, a->atime_ns, mtime_ns, bt);
+	if (r < 0)
+		return r;
+	return rep_entry_of(rep, 0, id, ret);
 }
 
 static void obj_key(const struct meta *m, char kind, uint64_t id, char *buf, size_t len)
@@ -667,15 +738,24 @@ int meta_draw_id(uint64_t *ret_id)
 int meta_mkdir(struct meta *m, uint64_t parent, const char *name, int64_t mtime_ns,
 	       struct meta_entry *ret)
 {
+	return meta_mkdir_attr(m, parent, name, mtime_ns, NULL, ret);
+}
+
+int meta_mkdir_attr(struct meta *m, uint64_t parent, const char *name, int64_t mtime_ns,
+		    const struct meta_attr *attr, struct meta_entry *ret)
+{
+	char at[META_ATTR_TEXT_MAX];
 	redisReply *rep;
 	uint64_t id;
 	int i, r;
 
 	r = parent ? name_validate(name) : -EINVAL;
+	if (r == 0)
+		r = meta_attr_text(attr, mtime_ns, at);
 	for (i = 0; r == 0 || (r == -EAGAIN && i < ID_TRIES); i++) {
 		r = meta_draw_id(&id);
 		if (r == 0)
-			r = script_self(m, MS_MKDIR, &rep, "usiu", parent, name, mtime_ns, id);
+			r = script_self(m, MS_MKDIR, &rep, "usius", parent, name, mtime_ns, id, at);
 		if (r == 0)
 			break;
 	}
@@ -689,7 +769,71 @@ int meta_mkdir(struct meta *m, uint64_t parent, const char *name, int64_t mtime_
 		ret->id = id;
 		ret->obj.id = id;
 		ret->obj.mtime_ns = mtime_ns;
+		if (attr && attr->set)
+			ret->attr = *attr;
 	}
+	return r;
+}
+
+int meta_symlink(struct meta *m, uint64_t parent, const char *name, const char *target,
+		 int64_t mtime_ns, const struct meta_attr *attr, struct meta_entry *ret)
+{
+	char at[META_ATTR_TEXT_MAX];
+	redisReply *rep;
+	uint64_t id;
+	size_t len = target ? strnlen(target, META_LINK_MAX + 1) : 0;
+	int i, r;
+
+	r = parent ? name_validate(name) : -EINVAL;
+	if (r == 0 && (!len || len > META_LINK_MAX))
+		r = len ? -ENAMETOOLONG : -ENOENT;
+	if (r == 0)
+		r = meta_attr_text(attr, mtime_ns, at);
+	for (i = 0; r == 0 || (r == -EAGAIN && i < ID_TRIES); i++) {
+		r = meta_draw_id(&id);
+		if (r == 0)
+			r = script_self(m, MS_SYMLINK, &rep, "usiuss", parent, name, mtime_ns, id,
+					target, at);
+		if (r == 0)
+			break;
+	}
+	if (r < 0)
+		return r;
+	return rep_entry_of(rep, META_LINK, id, ret);
+}
+
+int meta_link(struct meta *m, uint64_t id, uint64_t parent, const char *name,
+	      const struct meta_attr *base, struct meta_entry *ret)
+{
+	char bt[META_ATTR_TEXT_MAX];
+	redisReply *rep;
+	int r;
+
+	r = id && parent && base && base->set ? name_validate(name) : -EINVAL;
+	if (r == 0)
+		r = meta_attr_text(base, INT64_MIN, bt);
+	if (r == 0)
+		r = script_self(m, MS_LINK, &rep, "uuss", id, parent, name, bt);
+	if (r < 0)
+		return r;
+	return rep_entry_of(rep, META_FILE, id, ret);
+}
+
+int meta_readlink(struct meta *m, uint64_t id, char *buf, size_t len)
+{
+	const char *t;
+	redisReply *rep;
+	int r;
+
+	r = id && len > META_LINK_MAX ? script(m, MS_READLINK, &rep, "u", id) : -EINVAL;
+	if (r < 0)
+		return r;
+	t = rep_text(rep, META_LINK_MAX);
+	if (t && *t)
+		memcpy(buf, t, strlen(t) + 1);
+	else
+		r = bad_field("symbolic link", id, "t", rep);
+	freeReplyObject(rep);
 	return r;
 }
 
@@ -706,9 +850,18 @@ static int remove_name(struct meta *m, enum meta_script s, uint64_t parent, cons
 		r = script_self(m, s, &rep, "us", parent, name);
 	if (r < 0)
 		return r;
-	r = rep_id(rep, &id);
+	/* unlink of a file with other names: {id, "1"} */
+	if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+		const char *lives = rep_text(rep->element[1], 1);
+
+		r = lives && !strcmp(lives, "1") ? rep_id(rep->element[0], &id) : -EBADMSG;
+		if (r == 0)
+			r = 1;
+	} else {
+		r = rep_id(rep, &id);
+	}
 	freeReplyObject(rep);
-	if (r == 0 && ret_id)
+	if (r >= 0 && ret_id)
 		*ret_id = id;
 	return r;
 }
@@ -836,7 +989,14 @@ bool meta_bsum_text_ok(const char *b)
 int meta_publish_sums(struct meta *m, uint64_t parent, const char *name, const struct meta_obj *obj,
 		      const char *bsum, unsigned flags, uint64_t *ret_replaced, char *ret_path)
 {
-	char hex[OBJFS_CSUM_HEX];
+	return meta_publish_attr(m, parent, name, obj, bsum, NULL, flags, ret_replaced, ret_path);
+}
+
+int meta_publish_attr(struct meta *m, uint64_t parent, const char *name, const struct meta_obj *obj,
+		      const char *bsum, const struct meta_attr *attr, unsigned flags,
+		      uint64_t *ret_replaced, char *ret_path)
+{
+	char hex[OBJFS_CSUM_HEX], at[META_ATTR_TEXT_MAX];
 	const char *path;
 	redisReply *rep;
 	uint64_t old, seq;
@@ -847,10 +1007,12 @@ int meta_publish_sums(struct meta *m, uint64_t parent, const char *name, const s
 	if (r == 0)
 		r = meta_obj_check(obj, hex);
 	if (r == 0)
-		r = script_(m, MS_PUBLISH, (flags & META_PUBLISH_SELF) != 0, &rep, "usuusisssus",
+		r = meta_attr_text(attr, obj->mtime_ns, at);
+	if (r == 0)
+		r = script_(m, MS_PUBLISH, (flags & META_PUBLISH_SELF) != 0, &rep, "usuusisssuss",
 			    parent, name, obj->id, obj->size, hex, obj->mtime_ns, obj->origin,
 			    (flags & META_PUBLISH_REPLACE) ? "1" : "0", m->node,
-			    (uint64_t)atomic_load(&m->seq_seen), bsum ? bsum : "", args_end);
+			    (uint64_t)atomic_load(&m->seq_seen), bsum ? bsum : "", at, args_end);
 	if (r < 0)
 		return r;
 	r = -EBADMSG;
@@ -892,9 +1054,10 @@ int meta_path(struct meta *m, uint64_t parent, const char *name, enum meta_kind 
 		goto clean_rep;
 	kind = rep_text(rep->element[0], 1);
 	path = rep_text(rep->element[2], OBJFS_PATH_MAX - 1);
-	if (!kind || (kind[0] != 'd' && kind[0] != 'f') || !path || (path[0] && path[0] != '/'))
+	if (!kind || (kind[0] != 'd' && kind[0] != 'f' && kind[0] != 'l') || !path ||
+	    (path[0] && path[0] != '/'))
 		goto clean_rep;
-	*ret_kind = kind[0] == 'd' ? META_DIR : META_FILE;
+	*ret_kind = kind[0] == 'd' ? META_DIR : kind[0] == 'l' ? META_LINK : META_FILE;
 	*ret_id = id;
 	memcpy(ret_path, path, strlen(path) + 1);
 	r = 0;

@@ -24,18 +24,32 @@
  *                                 "/parent" parent directory id (root: 1)
  *                                 "/name"   own name ("" for root)
  *                                 "/nsub"   number of child directories
+ *                                 "/attr"   owner, mode, atime and ctime
+ *                                           (struct meta_attr; missing in
+ *                                           directories of older versions)
  *                                 <name>    "d<id>" (directory), or
  *                                           "f<id> <size> <mtime> <csum>
- *                                           <origin>" (file: the object's
- *                                           immutable attributes, so that
+ *                                           <origin> <attr>" (file: the
+ *                                           object's attributes, so that
  *                                           lookup and listing read one
- *                                           key; "f<id>" alone, as older
- *                                           versions wrote it, sends them
- *                                           to the record)
+ *                                           key; without " <attr>" as
+ *                                           older versions wrote it, and
+ *                                           "f<id>" alone sends them to the
+ *                                           record), or "l<id>" (a
+ *                                           symbolic link).  Older versions take
+ *                                           an entry with <attr> for a
+ *                                           corrupt one: do not mix them
+ *                                           with this one on a namespace
  *                               ('/' cannot occur in a name, so the reserved
  *                               fields never collide with children)
  *   {P}:o:<id>          hash    object record: "size", "csum" (32 hex digits,
- *                               xxh3-128), "mtime" (ns), "origin" (node),
+ *                               xxh3-128), "mtime" (ns; utimensat changes
+ *                               it, the bytes never), "origin" (node),
+ *                               "attr" (owner, mode, atime, ctime: see
+ *                               struct meta_attr; missing in records of
+ *                               older versions), "=<parent>/<name>" (a
+ *                               name besides "parent"/"name": a hard
+ *                               link; meta_link()),
  *                               "parent" and "name" (where it is linked;
  *                               kept up by rename), "bsum" (an object of
  *                               several 8 MiB blocks: a sum per block,
@@ -48,6 +62,10 @@
  *                               meta_locate_fan())
  *   {P}:h:<id>          set     nodes holding a sealed copy of the object
  *                               (meta_locate() drops those whose card expired)
+ *   {P}:s:<id>          hash    symbolic link (entry "l<id>"): "t" its
+ *                               target, "m" its mtime, "a" its attributes
+ *                               (struct meta_attr), "p" and "n" where it
+ *                               is linked (kept up by rename)
  *   {P}:t:<id>          string  tombstone of a deleted object (unlink,
  *                               replace): the deletion time in ns, kept for
  *                               META_TOMBSTONE_TTL seconds so that a node
@@ -80,7 +98,9 @@
  *                               publish, replace, unlink, rename-from,
  *                               rename-to, mkdir, rmdir, and "gone 0 - <id>"
  *                               when an object is deleted (unlink, replace,
- *                               rename over it), "resync 0 - 0" when Redis
+ *                               rename over it), "attr 0 - <id>" when a
+ *                               file's or directory's owner, mode or
+ *                               times changed, "resync 0 - 0" when Redis
  *                               lost writes (the epoch had to be made
  *                               again, or the write sequence went back):
  *                               every node reconciles at once
@@ -194,7 +214,9 @@ void meta_last_error(const struct meta *m, char *buf, size_t len);
 enum meta_kind {
 	META_DIR = 1,
 	META_FILE = 2,
+	META_LINK = 3, /* a symbolic link */
 };
+#define META_LINK_MAX 4095 /* bytes of a symbolic link's target */
 
 /* The immutable record of a sealed object. */
 struct meta_obj {
@@ -205,6 +227,32 @@ struct meta_obj {
 	char origin[OBJFS_NODE_MAX];
 };
 
+/*
+ * Owner, mode and times of a file or directory: metadata, which changes
+ * (meta_setattr()) while an object's bytes never do.  Stored as text
+ * "<uid> <gid> <mode, octal>[ <atime ns> <ctime ns>[ <names>]]" (the times
+ * left out while both are the mtime, as they are when it is made, and a
+ * file's number of names while it has one): in a directory's
+ * hash ("/attr"), and in an object's record ("attr") and its entry (see
+ * the key schema).  The mtime is where it was: the directory's "/mtime",
+ * the record's "mtime".  An entry written before owners existed has none
+ * (set false): the mount shows its defaults (uid=, gid=, umask=).
+ */
+struct meta_attr {
+	bool set;
+	uint32_t uid, gid;
+	uint32_t mode; /* permission bits, at most 07777 */
+	int64_t atime_ns, ctime_ns;
+	/* a file's names (hard links): 0 or 1 for one; written when above
+	 * 1, as a sixth field */
+	uint32_t nlink;
+};
+#define META_ATTR_TEXT_MAX 96 /* bytes of the text, with its NUL */
+/* @a as stored ("" if not set) for an entry whose mtime is @mtime_ns:
+ * -EINVAL if a field is out of range (uid or gid (uint32_t)-1, mode above
+ * 07777). */
+int meta_attr_text(const struct meta_attr *a, int64_t mtime_ns, char buf[META_ATTR_TEXT_MAX]);
+
 /* What a name in a directory resolves to. */
 struct meta_entry {
 	enum meta_kind kind;
@@ -213,6 +261,7 @@ struct meta_entry {
 	 * (the directory's mtime) are set, plus nsub below. */
 	struct meta_obj obj;
 	uint64_t nsub;
+	struct meta_attr attr;
 };
 
 /* Look up @name in directory @parent.  0, -ENOENT (no such name),
@@ -270,6 +319,54 @@ int meta_readdir_page(struct meta *m, uint64_t dir, uint64_t *cursor, struct met
  * -EEXIST, -ENOENT (@parent gone), -ENOTDIR. */
 int meta_mkdir(struct meta *m, uint64_t parent, const char *name, int64_t mtime_ns,
 	       struct meta_entry *ret);
+/* meta_mkdir(), the directory owned by @attr (NULL: none recorded). */
+int meta_mkdir_attr(struct meta *m, uint64_t parent, const char *name, int64_t mtime_ns,
+		    const struct meta_attr *attr, struct meta_entry *ret);
+
+/*
+ * Create symbolic link @name in @parent to @target (1 to META_LINK_MAX
+ * bytes, any but NUL: objfs never follows it, the kernel does), owned by
+ * @attr (NULL: none recorded).  Entry "l<id>", and hash {P}:s:<id> with
+ * its target.  0 and *@ret (kind META_LINK; obj.size the target's
+ * length, obj.mtime_ns), -EEXIST, -ENOENT (@parent gone, or @target
+ * empty), -ENAMETOOLONG, -ENOTDIR.
+ */
+int meta_symlink(struct meta *m, uint64_t parent, const char *name, const char *target,
+		 int64_t mtime_ns, const struct meta_attr *attr, struct meta_entry *ret);
+/*
+ * Give file @id another name, @name in @parent (link(2)), and count its
+ * names in its attributes (nlink), which take @base (the mount's
+ * defaults) if it has none; every entry of the file shows the new count.
+ * 0 and *@ret (may be NULL) as meta_lookup() gives the new name; -EPERM
+ * for a directory or a symbolic link; -ENOENT, -EEXIST, -ENOTDIR.  Its
+ * record keeps the name as "=<parent>/<name>"; unlink, rename and
+ * replace of one name leave the others (meta_unlink() says 1), and the
+ * object goes with the last.
+ */
+int meta_link(struct meta *m, uint64_t id, uint64_t parent, const char *name,
+	      const struct meta_attr *base, struct meta_entry *ret);
+/* The target of symbolic link @id into @buf (@len > META_LINK_MAX).
+ * -ENOENT, -EBADMSG, -EIO. */
+int meta_readlink(struct meta *m, uint64_t id, char *buf, size_t len);
+
+/* What meta_setattr() changes */
+#define META_SET_UID (1u << 0)
+#define META_SET_GID (1u << 1)
+#define META_SET_MODE (1u << 2)
+#define META_SET_ATIME (1u << 3)
+#define META_SET_MTIME (1u << 4)
+/*
+ * Change the fields @what of directory or object @id's attributes to
+ * @a's (and its mtime to @mtime_ns with META_SET_MTIME), atomically: the
+ * rest stay as Redis has them, or as @base (the mount's defaults) for an
+ * entry that has none; the ctime becomes now.  A file's entry changes
+ * with its record.  *@ret (may be NULL) gets what meta_getattr() would
+ * now.  Publishes an invalidation ("attr"), so that every node reads
+ * them again.  -ENOENT, -EINVAL, -EBADMSG, -EIO.  The caller checks who
+ * may (the kernel does, with default_permissions).
+ */
+int meta_setattr(struct meta *m, uint64_t id, unsigned what, const struct meta_attr *a,
+		 int64_t mtime_ns, const struct meta_attr *base, struct meta_entry *ret);
 
 /* Remove empty directory @name.  -ENOENT, -ENOTDIR (a file),
  * -ENOTEMPTY.  *ret_id (may be NULL) gets the removed directory's id. */
@@ -305,10 +402,18 @@ int meta_publish(struct meta *m, uint64_t parent, const char *name, const struct
  * such text. */
 int meta_publish_sums(struct meta *m, uint64_t parent, const char *name, const struct meta_obj *obj,
 		      const char *bsum, unsigned flags, uint64_t *ret_replaced, char *ret_path);
+/* meta_publish_sums(), and the object's owner, mode and times @attr
+ * (NULL or not set: none recorded; ctime and atime are usually its
+ * mtime) in its record and its entry.  -EINVAL for a bad @attr. */
+int meta_publish_attr(struct meta *m, uint64_t parent, const char *name, const struct meta_obj *obj,
+		      const char *bsum, const struct meta_attr *attr, unsigned flags,
+		      uint64_t *ret_replaced, char *ret_path);
 
 /*
  * Unlink file @name: remove the entry, the object record and its holder
- * set.  *ret_id gets the object id.  -ENOENT, -EISDIR.
+ * set (a symbolic link: its hash).  *ret_id gets the object id.  1 (not
+ * 0) if the file has other names (hard links): only this one went, and
+ * the object lives on.  -ENOENT, -EISDIR.
  */
 int meta_unlink(struct meta *m, uint64_t parent, const char *name, uint64_t *ret_id);
 

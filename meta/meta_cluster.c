@@ -407,8 +407,10 @@ static int parse_inval(const char *s, size_t len, struct meta_inval *ret)
 	last = memrchr(s, ' ', len);
 	if (!sp2 || last <= sp2 || span_id(last + 1, len - (size_t)(last + 1 - s), &ev.id) < 0)
 		return -EBADMSG;
-	/* "gone 0 - <id>": an object deleted, no name involved */
-	if (sp1 - s == 4 && !memcmp(s, "gone", 4) && sp2 - sp1 == 2 && sp1[1] == '0')
+	/* "gone 0 - <id>": an object deleted, "attr 0 - <id>": its owner,
+	 * mode or times changed; no name involved */
+	if (sp1 - s == 4 && (!memcmp(s, "gone", 4) || !memcmp(s, "attr", 4)) && sp2 - sp1 == 2 &&
+	    sp1[1] == '0')
 		ev.parent = 0;
 	else if (span_id(sp1 + 1, (size_t)(sp2 - sp1 - 1), &ev.parent) < 0)
 		return -EBADMSG;

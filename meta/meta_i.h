@@ -70,6 +70,10 @@ enum meta_script {
 	MS_SYNC_HOLDERS,
 	MS_REREGISTER_BATCH,
 	MS_FAN_LEAVE,
+	MS_SETATTR,
+	MS_SYMLINK,
+	MS_READLINK,
+	MS_LINK,
 	META_NSCRIPTS
 };
 
@@ -380,6 +384,9 @@ int rep_i64(const redisReply *r, int64_t *ret);
 int parse_id(const char *s, uint64_t *ret);
 /* An object record from its fields size, csum, mtime, origin. */
 int rep_obj(redisReply *const *f, uint64_t id, struct meta_obj *ret);
+/* Text @t as meta_attr_text() writes it, for an entry whose mtime is
+ * @mtime_ns, into *@ret (meta_attr.c).  -EBADMSG if it is not that. */
+int meta_attr_parse(const char *t, int64_t mtime_ns, struct meta_attr *ret);
 /* The fields of a node card, in the order the scripts return them
  * (LUA_NODES in meta_scripts.c). */
 #define META_CARD_FIELDS 9

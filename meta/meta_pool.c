@@ -250,7 +250,7 @@ int pool_errno_of(const char *str)
 	    {"ENOENT", ENOENT},	    {"EEXIST", EEXIST},		{"ENOTDIR", ENOTDIR},
 	    {"EISDIR", EISDIR},	    {"ENOTEMPTY", ENOTEMPTY},	{"EINVAL", EINVAL},
 	    {"EBADMSG", EBADMSG},   {"EADDRINUSE", EADDRINUSE}, {"ELOOP", ELOOP},
-	    {"ENOTUNIQ", ENOTUNIQ}, {"EAGAIN", EAGAIN},
+	    {"ENOTUNIQ", ENOTUNIQ}, {"EAGAIN", EAGAIN},		{"EPERM", EPERM},
 	};
 	const char *s = str ? str : "";
 	size_t i, n;

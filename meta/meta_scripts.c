@@ -65,6 +65,7 @@
 	"local function okey(id) return T .. 'o:' .. id end\n"                                     \
 	"local function hkey(id) return T .. 'h:' .. id end\n"                                     \
 	"local function tkey(id) return T .. 't:' .. id end\n"                                     \
+	"local function skey(id) return T .. 's:' .. id end\n"                                     \
 	"local FAN = T .. 'fan'\n"                                                                 \
 	"local function fan_add(id, n, d)\n"                                                       \
 	"  redis.pcall('ZADD', FAN, d, id .. ' ' .. n)\n"                                          \
@@ -92,9 +93,29 @@
 				"end\n" /* a directory whose field @f is not what a script wrote   \
 					 */                                                        \
 				"local FATTRS = '^ (%d+) (%-?%d+) (%x+) (%S*)$'\n"                 \
-				"local function fval(id, size, mtime, csum, origin)\n"             \
-				"  return 'f' .. id .. ' ' .. size .. ' ' .. mtime .. ' ' .. "     \
+				"local FATTRS2 = '^ (%d+) (%-?%d+) (%x+) (%S*) (%d+ %d+ "          \
+				"[0-7]+.*)$'\n" /* owner, group, mode, and atime and ctime unless  \
+						 * both are the mtime */                           \
+				"local function isattr(s)\n"                                       \
+				"  return type(s) == 'string' and\n"                               \
+				"         (string.match(s, '^%d+ %d+ [0-7]+$') ~= nil or\n"        \
+				"          string.match(s, '^%d+ %d+ [0-7]+ %-?%d+ %-?%d+$') ~= "  \
+				"nil or\n"                                                         \
+				"          string.match(s, '^%d+ %d+ [0-7]+ %-?%d+ %-?%d+ %d+$') " \
+				"~= "                                                              \
+				"nil)\n"                                                           \
+				"end\n"                                                            \
+				"local function fattrs(rest)\n"                                    \
+				"  local sz, mt, cs, og, at = string.match(rest, FATTRS2)\n"       \
+				"  if sz and isattr(at) then return sz, mt, cs, og, at end\n"      \
+				"  sz, mt, cs, og = string.match(rest, FATTRS)\n"                  \
+				"  return sz, mt, cs, og, false\n"                                 \
+				"end\n"                                                            \
+				"local function fval(id, size, mtime, csum, origin, attr)\n"       \
+				"  local v = 'f' .. id .. ' ' .. size .. ' ' .. mtime .. ' ' .. "  \
 				"csum .. ' ' .. origin\n"                                          \
+				"  if attr and attr ~= '' then v = v .. ' ' .. attr end\n"         \
+				"  return v\n"                                                     \
 				"end\n"                                                            \
 				"local function isfile(v, id)\n"                                   \
 				"  return type(v) == 'string' and string.match(v, '^f(%d+)') == "  \
@@ -120,8 +141,8 @@
 	"  end\n"                                                                                  \
 	"end\n" /* entry @name of directory @dir, "d<id>" / "f<id>" -> kind, id */                 \
 	"local function parse(v, dir, name)\n"                                                     \
-	"  local k, id, rest = string.match(v, '^([df])(%d+)(.*)$')\n"                             \
-	"  if rest and rest ~= '' and (k == 'd' or not string.match(rest, FATTRS)) then\n"         \
+	"  local k, id, rest = string.match(v, '^([dfl])(%d+)(.*)$')\n"                            \
+	"  if rest and rest ~= '' and (k ~= 'f' or not fattrs(rest)) then\n"                       \
 	"    k = nil\n"                                                                            \
 	"  end\n"                                                                                  \
 	"  if not k or not isid(id) then\n"                                                        \
@@ -162,7 +183,7 @@
 			     "  if call('EXISTS', okey(id)) == 1 then fail('ENOTDIR') end\n"       \
 			     "  fail('ENOENT')\n"                                                  \
 			     "end\n"                                                               \
-			     "local RESERVED = {'/mtime', '/parent', '/name', '/nsub'}\n"          \
+			     "local RESERVED = {'/mtime', '/parent', '/name', '/nsub', '/attr'}\n" \
 			     "local function isempty(id)\n"                                        \
 			     "  local n = call('HLEN', dkey(id))\n"                                \
 			     "  for _, f in ipairs(RESERVED) do\n"                                 \
@@ -172,24 +193,119 @@
 			     "end\n"                                                               \
 			     "local function unused(id)\n"                                         \
 			     "  return isid(id) and call('EXISTS', dkey(id), okey(id), "           \
-			     "hkey(id), tkey(id)) == 0\n"                                          \
+			     "hkey(id), tkey(id), skey(id)) == 0\n"                                \
 			     "end\n"                                                               \
-			     "local function newdir(parent, name, id, mtime)\n"                    \
+			     "local function newdir(parent, name, id, mtime, attr)\n"              \
 			     "  call('HSET', dkey(id), '/mtime', mtime, '/parent', parent, "       \
 			     "'/name', name,\n"                                                    \
 			     "       '/nsub', '0')\n"                                              \
+			     "  if attr and attr ~= '' then call('HSET', dkey(id), '/attr', "      \
+			     "attr) "                                                              \
+			     "end\n"                                                               \
 			     "  call('HSET', dkey(parent), name, 'd' .. id, '/mtime', mtime)\n"    \
 			     "  call('HINCRBY', dkey(parent), '/nsub', 1)\n"                       \
-			     "end\n"                                                               \
+			     "end\n" /* placed(): a file's or link's record says where it is;      \
+				      * linkattrs(): what lookup returns of a symbolic link (its   \
+				      * mtime, size: its target's length, attributes);             \
+				      * attrparts() and attrjoin(): attribute text (meta.h, struct \
+				      * meta_attr) to fields and back, the atime and ctime the     \
+				      * mtime @mt when left out, names n (1 when left out);        \
+				      * namesof(): the names {parent, name} whose entries name     \
+				      * file @id (record @a, fields RECF), its record's own first, \
+				      * then                                                       \
+				      * those of its "=<parent>/<name>" fields (hard links); reads \
+				      * only.  unname_plan() (reads only) and unname_apply(): name \
+				      * @parent/@name of file @id goes (the caller removes the     \
+				      * entry); the plan is nil when it was the last one (the      \
+				      * caller buries the object), else the apply moves the        \
+				      * record's own name to another if need be, counts the names  \
+				      * left, and writes every entry left.  moved(): name @op/@on  \
+				      * of file @id is @np/@nn now. */                             \
 			     "local function placed(id, parent, name)\n"                           \
 			     "  if call('EXISTS', okey(id)) == 1 then\n"                           \
 			     "    call('HSET', okey(id), 'parent', parent, 'name', name)\n"        \
+			     "  elseif call('EXISTS', skey(id)) == 1 then\n"                       \
+			     "    call('HSET', skey(id), 'p', parent, 'n', name)\n"                \
 			     "  end\n"                                                             \
+			     "end\n"                                                               \
+			     "local function linkattrs(id)\n"                                      \
+			     "  local a = call('HMGET', skey(id), 'm', 't', 'a')\n"                \
+			     "  return {'l' .. id, a[1], a[2] and tostring(#a[2]), a[3]}\n"        \
 			     "end\n"                                                               \
 			     "local function inval(kind, parent, name, id)\n"                      \
 			     "  local msg = ORIGIN .. ' ' .. kind .. ' ' .. parent .. ' ' .. "     \
 			     "name .. ' ' .. id\n"                                                 \
 			     "  call('SPUBLISH', CHAN, msg)\n"                                     \
+			     "end\n"                                                               \
+			     "local function attrparts(s, mt)\n"                                   \
+			     "  if not isattr(s) then return nil end\n"                            \
+			     "  local u, g, m, rest = string.match(s, '^(%d+) (%d+) "              \
+			     "([0-7]+)(.*)$')\n"                                                   \
+			     "  local a, c, n = string.match(rest, '^ (%-?%d+) (%-?%d+) "          \
+			     "?(%d*)$')\n"                                                         \
+			     "  if not a then a, c = mt or '0', mt or '0' end\n"                   \
+			     "  return u, g, m, a, c, tonumber(n) or 1\n"                          \
+			     "end\n"                                                               \
+			     "local function attrjoin(u, g, m, a, c, n)\n"                         \
+			     "  local s = u .. ' ' .. g .. ' ' .. m .. ' ' .. a .. ' ' .. c\n"     \
+			     "  if n > 1 then s = s .. ' ' .. string.format('%d', n) end\n"        \
+			     "  return s\n"                                                        \
+			     "end\n"                                                               \
+			     "local RECF = {'size', 'csum', 'mtime', 'origin', 'attr', 'parent', " \
+			     "'name'}\n"                                                           \
+			     "local function namesof(id, a)\n"                                     \
+			     "  local out = {}\n"                                                  \
+			     "  local function add(p, n)\n"                                        \
+			     "    if isid(p) and n and n ~= '' and isfile(call('HGET', dkey(p), "  \
+			     "n), id) then\n"                                                      \
+			     "      out[#out + 1] = {p, n}\n"                                      \
+			     "    end\n"                                                           \
+			     "  end\n"                                                             \
+			     "  add(a[6], a[7])\n"                                                 \
+			     "  for _, f in ipairs(call('HKEYS', okey(id))) do\n"                  \
+			     "    local p, n = string.match(f, '^=(%d+)/(.+)$')\n"                 \
+			     "    if p then add(p, n) end\n"                                       \
+			     "  end\n"                                                             \
+			     "  return out\n"                                                      \
+			     "end\n"                                                               \
+			     "local function unname_plan(id, parent, name)\n"                      \
+			     "  local a = call('HMGET', okey(id), unpack(RECF))\n"                 \
+			     "  if not a[1] or not a[2] or not a[3] or not a[4] then return nil "  \
+			     "end\n"                                                               \
+			     "  local rest = {}\n"                                                 \
+			     "  for _, pn in ipairs(namesof(id, a)) do\n"                          \
+			     "    if pn[1] ~= parent or pn[2] ~= name then rest[#rest + 1] = pn "  \
+			     "end\n"                                                               \
+			     "  end\n"                                                             \
+			     "  if #rest == 0 then return nil end\n"                               \
+			     "  local u, g, m, at = attrparts(a[5], a[3])\n"                       \
+			     "  if not u then u, g, m, at = '0', '0', '444', a[3] end\n"           \
+			     "  return {id = id, a = a, rest = rest, gone = {parent, name},\n"     \
+			     "          attr = attrjoin(u, g, m, at, NOW, #rest)}\n"               \
+			     "end\n"                                                               \
+			     "local function unname_apply(pl)\n"                                   \
+			     "  local id, a, r1 = pl.id, pl.a, pl.rest[1]\n"                       \
+			     "  call('HDEL', okey(id), '=' .. pl.gone[1] .. '/' .. pl.gone[2])\n"  \
+			     "  if a[6] == pl.gone[1] and a[7] == pl.gone[2] then\n"               \
+			     "    call('HDEL', okey(id), '=' .. r1[1] .. '/' .. r1[2])\n"          \
+			     "    call('HSET', okey(id), 'parent', r1[1], 'name', r1[2])\n"        \
+			     "  end\n"                                                             \
+			     "  call('HSET', okey(id), 'attr', pl.attr)\n"                         \
+			     "  local v = fval(id, a[1], a[3], a[2], a[4], pl.attr)\n"             \
+			     "  for _, pn in ipairs(pl.rest) do call('HSET', dkey(pn[1]), pn[2], " \
+			     "v) end\n"                                                            \
+			     "  call('SPUBLISH', CHAN, '- attr 0 - ' .. id)\n"                     \
+			     "end\n"                                                               \
+			     "local function moved(id, op, on, np, nn)\n"                          \
+			     "  local a = call('HMGET', okey(id), 'parent', 'name')\n"             \
+			     "  local f = '=' .. op .. '/' .. on\n"                                \
+			     "  if (a[1] ~= op or a[2] ~= on) and call('HEXISTS', okey(id), f) "   \
+			     "== 1 then\n"                                                         \
+			     "    call('HDEL', okey(id), f)\n"                                     \
+			     "    call('HSET', okey(id), '=' .. np .. '/' .. nn, '1')\n"           \
+			     "  else\n"                                                            \
+			     "    placed(id, np, nn)\n"                                            \
+			     "  end\n"                                                             \
 			     "end\n"
 
 /* ARGV: (header).  The namespace init alone, run on every new connection
@@ -222,25 +338,27 @@ static const char script_lookup[] =
 	   "end\n"
 	   "local k, id = parse(v, parent, name)\n"
 	   "if k == 'd' then\n"
-	   "  local a = call('HMGET', dkey(id), '/mtime', '/nsub')\n"
-	   "  return {v, a[1], a[2]}\n"
+	   "  local a = call('HMGET', dkey(id), '/mtime', '/nsub', '/attr')\n"
+	   "  return {v, a[1], a[2], a[3]}\n"
 	   "end\n"
-	   "local sz, mt, cs, og = string.match(string.sub(v, #id + 2), FATTRS)\n"
-	   "if sz then return {k .. id, sz, cs, mt, og} end\n"
-	   "local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
-	   "return {k .. id, a[1], a[2], a[3], a[4]}\n";
+	   "if k == 'l' then return linkattrs(id) end\n"
+	   "local sz, mt, cs, og, at = fattrs(string.sub(v, #id + 2))\n"
+	   "if sz then return {k .. id, sz, cs, mt, og, at} end\n"
+	   "local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin', 'attr')\n"
+	   "return {k .. id, a[1], a[2], a[3], a[4], a[5]}\n";
 
 /* ARGV[5] id.  Same reply as lookup. */
 static const char script_getattr[] =
     LUA_NS "local id = ARGV[5]\n"
 	   "if call('EXISTS', dkey(id)) == 1 then\n"
-	   "  local a = call('HMGET', dkey(id), '/mtime', '/nsub')\n"
-	   "  return {'d' .. id, a[1], a[2]}\n"
+	   "  local a = call('HMGET', dkey(id), '/mtime', '/nsub', '/attr')\n"
+	   "  return {'d' .. id, a[1], a[2], a[3]}\n"
 	   "end\n"
 	   "if call('EXISTS', okey(id)) == 1 then\n"
-	   "  local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
-	   "  return {'f' .. id, a[1], a[2], a[3], a[4]}\n"
+	   "  local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin', 'attr')\n"
+	   "  return {'f' .. id, a[1], a[2], a[3], a[4], a[5]}\n"
 	   "end\n"
+	   "if call('EXISTS', skey(id)) == 1 then return linkattrs(id) end\n"
 	   "fail('ENOENT')\n";
 
 /* ARGV[5] directory id.  Returns the whole hash (meta.c skips the "/"
@@ -271,15 +389,19 @@ static const char script_readdir_page[] =
 	   "    local ok, k, id = pcall(parse, v, dir, name)\n"
 	   "    local e, a = {v}\n"
 	   "    if ok and k == 'd' then\n"
-	   "      ok, a = pcall(call, 'HMGET', dkey(id), '/mtime', '/nsub')\n"
-	   "      if ok then e = {v, a[1], a[2]} end\n"
+	   "      ok, a = pcall(call, 'HMGET', dkey(id), '/mtime', '/nsub', '/attr')\n"
+	   "      if ok then e = {v, a[1], a[2], a[3]} end\n"
+	   "    elseif ok and k == 'l' then\n"
+	   "      ok, a = pcall(linkattrs, id)\n"
+	   "      if ok then e = a end\n"
 	   "    elseif ok then\n"
-	   "      local sz, mt, cs, og = string.match(string.sub(v, #id + 2), FATTRS)\n"
+	   "      local sz, mt, cs, og, at = fattrs(string.sub(v, #id + 2))\n"
 	   "      if sz then\n"
-	   "        e = {k .. id, sz, cs, mt, og}\n"
+	   "        e = {k .. id, sz, cs, mt, og, at}\n"
 	   "      else\n"
-	   "        ok, a = pcall(call, 'HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
-	   "        if ok then e = {k .. id, a[1], a[2], a[3], a[4]} end\n"
+	   "        ok, a = pcall(call, 'HMGET', okey(id), 'size', 'csum', 'mtime', 'origin',\n"
+	   "                      'attr')\n"
+	   "        if ok then e = {k .. id, a[1], a[2], a[3], a[4], a[5]} end\n"
 	   "      end\n"
 	   "    end\n"
 	   "    out[#out + 1] = name\n"
@@ -289,7 +411,8 @@ static const char script_readdir_page[] =
 	   "return {page[1], out}\n";
 
 /* ARGV[5] parent, ARGV[6] name, ARGV[7] mtime, ARGV[8] the new id (EAGAIN
- * if it is in use).  Returns the new id. */
+ * if it is in use), ARGV[9] its owner, mode and times ("": none; see
+ * script_setattr).  Returns the new id. */
 static const char script_mkdir[] =
     LUA_NS "local parent, name, id = ARGV[5], ARGV[6], ARGV[8]\n"
 	   "needdir(parent)\n"
@@ -298,7 +421,8 @@ static const char script_mkdir[] =
 	   "if v == 'd' .. id then return id end\n"
 	   "if v then fail('EEXIST') end\n"
 	   "if not unused(id) then fail('EAGAIN') end\n"
-	   "newdir(parent, name, id, ARGV[7])\n"
+	   "if ARGV[9] ~= '' and not isattr(ARGV[9]) then fail('EINVAL') end\n"
+	   "newdir(parent, name, id, ARGV[7], ARGV[9])\n"
 	   "inval('mkdir', parent, name, id)\n"
 	   "return id\n";
 
@@ -321,7 +445,9 @@ static const char script_rmdir[] = LUA_NS "local parent, name = ARGV[5], ARGV[6]
  * ARGV[5] parent, ARGV[6] name, ARGV[7] id, ARGV[8] size, ARGV[9] csum,
  * ARGV[10] mtime, ARGV[11] origin, ARGV[12] replace ("0"/"1"), ARGV[13]
  * this node, ARGV[14] the highest write sequence this node has seen,
- * ARGV[15] the object's block sums ("": none; field bsum, see bsum.h).
+ * ARGV[15] the object's block sums ("": none; field bsum, see bsum.h),
+ * ARGV[16] its owner, mode and times ("<uid> <gid> <mode> <atime>
+ * <ctime>", see script_setattr; "": none).
  * Returns {replaced id or "0", full path or "", write sequence}.
  * Publishing the same id under the same name again (a retry after a lost
  * reply) succeeds and replaces nothing.  ENOTUNIQ if the id belongs to
@@ -335,6 +461,7 @@ static const char script_rmdir[] = LUA_NS "local parent, name = ARGV[5], ARGV[6]
 static const char script_publish[] =
     LUA_NS "local parent, name, id = ARGV[5], ARGV[6], ARGV[7]\n"
 	   "needdir(parent)\n"
+	   "if ARGV[16] ~= '' and not isattr(ARGV[16]) then fail('EINVAL') end\n"
 	   "local rec = call('HMGET', okey(id), 'size', 'csum')\n"
 	   "if rec[1] or rec[2] then\n"
 	   "  if rec[1] ~= ARGV[8] or rec[2] ~= ARGV[9] then fail('ENOTUNIQ') end\n"
@@ -342,23 +469,33 @@ static const char script_publish[] =
 	   "  fail('ENOTUNIQ')\n"
 	   "end\n"
 	   "local v = call('HGET', dkey(parent), name)\n"
-	   "local replaced = '0'\n"
+	   "local replaced, rk = '0', nil\n"
 	   "if v then\n"
 	   "  local k, oid = parse(v, parent, name)\n"
 	   "  if k == 'd' then fail('EISDIR') end\n"
 	   "  if oid ~= id then\n"
 	   "    if ARGV[12] ~= '1' then fail('EEXIST') end\n"
-	   "    replaced = oid\n"
+	   "    replaced, rk = oid, k\n"
 	   "  end\n"
 	   "end\n"
 	   "local path = pathof(parent, name)\n"
-	   "if replaced ~= '0' then bury(replaced) end\n"
+	   /* a file replaced that has other names lives on; a link goes */
+	   "local rpl = rk == 'f' and unname_plan(replaced, parent, name)\n"
+	   "if rpl then\n"
+	   "  unname_apply(rpl)\n"
+	   "  replaced = '0'\n"
+	   "elseif rk == 'l' then\n"
+	   "  call('DEL', skey(replaced))\n"
+	   "elseif replaced ~= '0' then\n"
+	   "  bury(replaced)\n"
+	   "end\n"
 	   "call('HSET', okey(id), 'size', ARGV[8], 'csum', ARGV[9], 'mtime', ARGV[10],\n"
 	   "            'origin', ARGV[11], 'parent', parent, 'name', name)\n"
 	   "if ARGV[15] ~= '' then call('HSET', okey(id), 'bsum', ARGV[15]) end\n"
+	   "if ARGV[16] ~= '' then call('HSET', okey(id), 'attr', ARGV[16]) end\n"
 	   "call('SADD', hkey(id), ARGV[13])\n"
-	   "call('HSET', dkey(parent), name, fval(id, ARGV[8], ARGV[10], ARGV[9], ARGV[11]),\n"
-	   "     '/mtime', NOW)\n"
+	   "call('HSET', dkey(parent), name,\n"
+	   "     fval(id, ARGV[8], ARGV[10], ARGV[9], ARGV[11], ARGV[16]), '/mtime', NOW)\n"
 	   "if replaced ~= '0' then\n"
 	   "  inval('replace', parent, name, id)\n"
 	   "else\n"
@@ -390,6 +527,140 @@ static const char script_objpath[] =
 	   "if not isid(a[1]) or not a[2] or a[2] == '' then return '' end\n"
 	   "if not isfile(call('HGET', dkey(a[1]), a[2]), id) then return '' end\n"
 	   "return pathof(a[1], a[2])\n";
+
+/*
+ * ARGV[5] id, ARGV[6] what changes: some of the letters "ugmat" (uid,
+ * gid, mode, atime, mtime), ARGV[7] uid, ARGV[8] gid, ARGV[9] mode
+ * (octal), ARGV[10] atime, ARGV[11] mtime, ARGV[12] the attributes an
+ * entry without any shows ("<uid> <gid> <mode> <atime> <ctime>": the
+ * caller's mount defaults).  The change is merged here, so that two
+ * nodes changing different fields at once both keep theirs; ctime
+ * becomes now.  A file's attributes live in its record (field "attr"),
+ * and in its entry for lookups and listings; a directory's in its own
+ * hash ("/attr"); mtime where it was ("mtime", "/mtime").  Returns what
+ * getattr returns after the change.  ENOENT if @id is neither.
+ */
+static const char script_setattr[] = LUA_NS
+    "local id, what = ARGV[5], ARGV[6]\n"
+    "local function has(c) return string.find(what, c, 1, true) ~= nil end\n"
+    "if not isattr(ARGV[12]) or not string.match(ARGV[7], '^%d+$') or\n"
+    "   not string.match(ARGV[8], '^%d+$') or not string.match(ARGV[9], '^[0-7]+$') or\n"
+    "   not string.match(ARGV[10], '^%-?%d+$') or not string.match(ARGV[11], '^%-?%d+$')\n"
+    "then\n"
+    "  fail('EINVAL')\n"
+    "end\n"
+    /* @cur as changed; @mt the mtime before, the atime of attributes
+     * that have none of their own (a number, or EBADMSG before any
+     * write) */
+    "local function merged(cur, mt)\n"
+    "  if not string.match(mt or '', '^%-?%d+$') then\n"
+    "    fail('EBADMSG ' .. id .. ': its mtime is ' .. shown(mt))\n"
+    "  end\n"
+    "  if not isattr(cur) then cur = ARGV[12] end\n"
+    "  local u, g, m, a, c, n = attrparts(cur, mt)\n"
+    "  if has('u') then u = ARGV[7] end\n"
+    "  if has('g') then g = ARGV[8] end\n"
+    "  if has('m') then m = ARGV[9] end\n"
+    "  if has('a') then a = ARGV[10] end\n"
+    "  return attrjoin(u, g, m, a, NOW, n)\n"
+    "end\n"
+    "local mt = has('t') and ARGV[11]\n"
+    "if call('EXISTS', dkey(id)) == 1 then\n"
+    "  local b = call('HMGET', dkey(id), '/attr', '/mtime')\n"
+    "  local at = merged(b[1], b[2])\n"
+    "  call('HSET', dkey(id), '/attr', at)\n"
+    "  if mt then call('HSET', dkey(id), '/mtime', mt) end\n"
+    "  local a = call('HMGET', dkey(id), '/mtime', '/nsub')\n"
+    "  inval('attr', '0', '-', id)\n"
+    "  return {'d' .. id, a[1], a[2], at}\n"
+    "end\n"
+    "if call('EXISTS', skey(id)) == 1 then\n"
+    "  local b = call('HMGET', skey(id), 'a', 'm')\n"
+    "  call('HSET', skey(id), 'a', merged(b[1], b[2]))\n"
+    "  if mt then call('HSET', skey(id), 'm', mt) end\n"
+    "  inval('attr', '0', '-', id)\n"
+    "  return linkattrs(id)\n"
+    "end\n"
+    "local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin', 'attr', 'parent',\n"
+    "               'name')\n"
+    "if not a[1] and not a[2] then fail('ENOENT') end\n"
+    "if not a[1] or not a[2] or not a[3] or not a[4] then\n"
+    "  fail('EBADMSG object ' .. id .. ': its record lacks size, csum, mtime or origin')\n"
+    "end\n"
+    "local at = merged(a[5], a[3])\n"
+    "if mt then a[3] = mt end\n"
+    /* every name of the file shows the change (hard links) */
+    "local names = namesof(id, a)\n"
+    "call('HSET', okey(id), 'attr', at, 'mtime', a[3])\n"
+    "local v = fval(id, a[1], a[3], a[2], a[4], at)\n"
+    "for _, pn in ipairs(names) do call('HSET', dkey(pn[1]), pn[2], v) end\n"
+    "inval('attr', '0', '-', id)\n"
+    "return {'f' .. id, a[1], a[2], a[3], a[4], at}\n";
+
+/*
+ * ARGV[5] parent, ARGV[6] name, ARGV[7] mtime, ARGV[8] the new id (EAGAIN
+ * if it is in use), ARGV[9] the target (1 to 4,095 bytes, no NUL; meta.c
+ * checks), ARGV[10] owner, mode and times (see script_setattr).  A
+ * symbolic link is entry "l<id>" and hash s:<id>: "t" its target, "m"
+ * its mtime, "a" its attributes, "p" and "n" where it is linked.
+ * Returns what lookup returns of it.  A repeat of this very call (a
+ * retry after a lost reply) finds its link there and returns it.
+ */
+static const char script_symlink[] =
+    LUA_NS "local parent, name, id = ARGV[5], ARGV[6], ARGV[8]\n"
+	   "needdir(parent)\n"
+	   "if ARGV[10] ~= '' and not isattr(ARGV[10]) then fail('EINVAL') end\n"
+	   "local v = call('HGET', dkey(parent), name)\n"
+	   "if v == 'l' .. id then return linkattrs(id) end\n"
+	   "if v then fail('EEXIST') end\n"
+	   "if not unused(id) then fail('EAGAIN') end\n"
+	   "call('HSET', skey(id), 't', ARGV[9], 'm', ARGV[7], 'p', parent, 'n', name)\n"
+	   "if ARGV[10] ~= '' then call('HSET', skey(id), 'a', ARGV[10]) end\n"
+	   "call('HSET', dkey(parent), name, 'l' .. id, '/mtime', NOW)\n"
+	   "inval('symlink', parent, name, id)\n"
+	   "return linkattrs(id)\n";
+
+/* ARGV[5] a symbolic link's id.  Returns its target. */
+static const char script_readlink[] = LUA_NS "local t = call('HGET', skey(ARGV[5]), 't')\n"
+					     "if not t then fail('ENOENT') end\n"
+					     "return t\n";
+
+/*
+ * ARGV[5] a file's id, ARGV[6] the new name's directory, ARGV[7] the new
+ * name, ARGV[8] the attributes a file without any shows (the caller's
+ * mount defaults).  Gives the file another name (link(2)): the record
+ * keeps it as field "=<parent>/<name>" (the record's own "parent" and
+ * "name" stay the first), the attributes count the names, and every
+ * entry of the file is written again with them.  Returns what lookup
+ * returns of the new name.  EPERM for a directory or a symbolic link,
+ * ENOENT if there is no such file, EEXIST if the name is taken (by
+ * another file: a repeat of this very call finds its name there and
+ * returns it).
+ */
+static const char script_link[] =
+    LUA_NS "local id, np, nn = ARGV[5], ARGV[6], ARGV[7]\n"
+	   "needdir(np)\n"
+	   "if not isattr(ARGV[8]) then fail('EINVAL') end\n"
+	   "if call('EXISTS', dkey(id), skey(id)) > 0 then fail('EPERM') end\n"
+	   "local a = call('HMGET', okey(id), unpack(RECF))\n"
+	   "if not a[1] and not a[2] then fail('ENOENT') end\n"
+	   "if not a[1] or not a[2] or not string.match(a[3] or '', '^%-?%d+$') or not a[4] then\n"
+	   "  fail('EBADMSG object ' .. id .. ': its record lacks size, csum, mtime or origin')\n"
+	   "end\n"
+	   "local v = call('HGET', dkey(np), nn)\n"
+	   "if v and isfile(v, id) then return {'f' .. id, a[1], a[2], a[3], a[4], a[5]} end\n"
+	   "if v then fail('EEXIST') end\n"
+	   "local names = namesof(id, a)\n"
+	   "if #names == 0 then fail('ENOENT') end\n"
+	   "local u, g, m, at = attrparts(isattr(a[5]) and a[5] or ARGV[8], a[3])\n"
+	   "a[5] = attrjoin(u, g, m, at, NOW, #names + 1)\n"
+	   "call('HSET', okey(id), '=' .. np .. '/' .. nn, '1', 'attr', a[5])\n"
+	   "local fv = fval(id, a[1], a[3], a[2], a[4], a[5])\n"
+	   "for _, pn in ipairs(names) do call('HSET', dkey(pn[1]), pn[2], fv) end\n"
+	   "call('HSET', dkey(np), nn, fv, '/mtime', NOW)\n"
+	   "inval('link', np, nn, id)\n"
+	   "inval('attr', '0', '-', id)\n"
+	   "return {'f' .. id, a[1], a[2], a[3], a[4], a[5]}\n";
 
 /* ARGV[5] this node, ARGV[6] "<id> <size> <csum hex>;" per object.
  * Returns {state, path} per object: L (its record describes these bytes;
@@ -440,9 +711,20 @@ static const char script_unlink[] = LUA_NS "local parent, name = ARGV[5], ARGV[6
 					   "if not v then fail('ENOENT') end\n"
 					   "local k, id = parse(v, parent, name)\n"
 					   "if k == 'd' then fail('EISDIR') end\n"
+					   /* a file with other names lives on */
+					   "local pl = k == 'f' and unname_plan(id, parent, name)\n"
 					   "call('HDEL', dkey(parent), name)\n"
 					   "call('HSET', dkey(parent), '/mtime', NOW)\n"
-					   "bury(id)\n"
+					   "if pl then\n"
+					   "  unname_apply(pl)\n"
+					   "  inval('unlink-name', parent, name, id)\n"
+					   "  return {id, '1'}\n"
+					   "end\n"
+					   "if k == 'l' then\n"
+					   "  call('DEL', skey(id))\n"
+					   "else\n"
+					   "  bury(id)\n"
+					   "end\n"
 					   "inval('unlink', parent, name, id)\n"
 					   "return id\n";
 
@@ -494,8 +776,10 @@ static const char script_rename[] =
 			      "nn) end\n"
 			      "  if tk == 'd' then call('HSET', dkey(tid), '/parent', op, '/name', "
 			      "on) end\n"
-			      "  if sk == 'f' then placed(sid, np, nn) end\n"
-			      "  if tk == 'f' then placed(tid, op, on) end\n"
+			      "  if sk == 'f' then moved(sid, op, on, np, nn) end\n"
+			      "  if sk == 'l' then placed(sid, np, nn) end\n"
+			      "  if tk == 'f' then moved(tid, np, nn, op, on) end\n"
+			      "  if tk == 'l' then placed(tid, op, on) end\n"
 			      "  if op ~= np then\n"
 			      "    if sk == 'd' then\n"
 			      "      call('HINCRBY', opd, '/nsub', -1)\n"
@@ -515,16 +799,22 @@ static const char script_rename[] =
 			      "  return '0'\n"
 			      "end\n"
 			      "if tv then\n"
-			      "  if sk == 'f' and tk == 'd' then fail('EISDIR') end\n"
-			      "  if sk == 'd' and tk == 'f' then fail('ENOTDIR') end\n"
-			      "  if tk == 'f' and ARGV[11] ~= '1' then fail('EEXIST') end\n"
+			      "  if sk ~= 'd' and tk == 'd' then fail('EISDIR') end\n"
+			      "  if sk == 'd' and tk ~= 'd' then fail('ENOTDIR') end\n"
+			      "  if tk ~= 'd' and ARGV[11] ~= '1' then fail('EEXIST') end\n"
 			      "  if tk == 'd' and not isempty(tid) then fail('ENOTEMPTY') end\n"
 			      "end\n"
 			      "local replaced = '0'\n"
-			      "if tv then\n"
+			      /* a file replaced that has other names lives on */
+			      "local tpl = tv and tk == 'f' and unname_plan(tid, np, nn)\n"
+			      "if tpl then\n"
+			      "  unname_apply(tpl)\n"
+			      "elseif tv then\n"
 			      "  replaced = tid\n"
 			      "  if tk == 'f' then\n"
 			      "    bury(tid)\n"
+			      "  elseif tk == 'l' then\n"
+			      "    call('DEL', skey(tid))\n"
 			      "  else\n"
 			      "    call('DEL', dkey(tid))\n"
 			      "    call('HINCRBY', npd, '/nsub', -1)\n"
@@ -532,7 +822,8 @@ static const char script_rename[] =
 			      "end\n"
 			      "call('HDEL', opd, on)\n"
 			      "call('HSET', npd, nn, sv)\n"
-			      "if sk == 'f' then placed(sid, np, nn) end\n"
+			      "if sk == 'f' then moved(sid, op, on, np, nn) end\n"
+			      "if sk == 'l' then placed(sid, np, nn) end\n"
 			      "if sk == 'd' then\n"
 			      "  call('HSET', dkey(sid), '/parent', np, '/name', nn)\n"
 			      "  if op ~= np then\n"
@@ -966,6 +1257,10 @@ const char *const meta_script_src[META_NSCRIPTS] = {
     [MS_SYNC_HOLDERS] = script_sync_holders,
     [MS_REREGISTER_BATCH] = script_reregister_batch,
     [MS_FAN_LEAVE] = script_fan_leave,
+    [MS_SETATTR] = script_setattr,
+    [MS_SYMLINK] = script_symlink,
+    [MS_READLINK] = script_readlink,
+    [MS_LINK] = script_link,
 };
 
 const char *const meta_script_name[META_NSCRIPTS] = {
@@ -994,6 +1289,10 @@ const char *const meta_script_name[META_NSCRIPTS] = {
     [MS_SYNC_HOLDERS] = "sync_holders",
     [MS_REREGISTER_BATCH] = "reregister_batch",
     [MS_FAN_LEAVE] = "fan_leave",
+    [MS_SETATTR] = "setattr",
+    [MS_SYMLINK] = "symlink",
+    [MS_READLINK] = "readlink",
+    [MS_LINK] = "link",
 };
 
 /*
@@ -1001,7 +1300,7 @@ const char *const meta_script_name[META_NSCRIPTS] = {
  * (counter, epoch, root: the init of every namespace script may write
  * them), "S" the set of nodes, "F" the index of fetcher entries, and a
  * letter and an ARGV index for the key of that id or node: d directory,
- * o object record, h holders, t tombstone, c node card.  Keys a script
+ * o object record, h holders, t tombstone, s symbolic link, c node card.  Keys a script
  * only finds on its way (the parents of a path, the entry's object) are
  * not known before it runs; they share the hash tag, so Redis Cluster
  * still runs the script in one slot, and every script reads them before
@@ -1012,9 +1311,9 @@ static const char *const script_keyspec[META_NSCRIPTS] = {
     [MS_EPOCH] = "N",
     [MS_ALLOC] = "N",
     [MS_LOOKUP] = "N d5",
-    [MS_GETATTR] = "N d5 o5",
+    [MS_GETATTR] = "N d5 o5 s5",
     [MS_READDIR] = "N d5",
-    [MS_MKDIR] = "N d5 d8 o8 h8 t8",
+    [MS_MKDIR] = "N d5 d8 o8 h8 t8 s8",
     [MS_RMDIR] = "N d5",
     [MS_PUBLISH] = "N d5 o7 h7 t7 F",
     [MS_UNLINK] = "N d5 F",
@@ -1033,6 +1332,10 @@ static const char *const script_keyspec[META_NSCRIPTS] = {
     [MS_SYNC_HOLDERS] = "N",
     [MS_REREGISTER_BATCH] = "N",
     [MS_FAN_LEAVE] = "o5 F",
+    [MS_SETATTR] = "N d5 o5 s5",
+    [MS_SYMLINK] = "N d5 d8 o8 h8 t8 s8",
+    [MS_READLINK] = "N s5",
+    [MS_LINK] = "N d5 o5 s5 d6",
 };
 
 /* Append key "{P}:<what><arg>" to @a's keys. */
@@ -1052,7 +1355,7 @@ static int key_add(const struct meta *m, struct args *a, int *nk, const char *wh
 int script_keys(const struct meta *m, enum meta_script s, struct args *a)
 {
 	static const char *const kinds[] = {
-	    ['d'] = "d:", ['o'] = "o:", ['h'] = "h:", ['t'] = "t:", ['c'] = "node:"};
+	    ['d'] = "d:", ['o'] = "o:", ['h'] = "h:", ['t'] = "t:", ['s'] = "s:", ['c'] = "node:"};
 	const char *p = script_keyspec[s];
 	int nk = 0, r = 0, i;
 

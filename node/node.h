@@ -52,6 +52,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "meta.h"
+
 struct node_fetch;
 struct node;
 struct meta;
@@ -198,6 +200,21 @@ enum node_sealed {
  */
 int node_seal_publish(struct node *nd, struct store_obj *o, uint64_t parent, const char *name,
 		      unsigned flags, int killed_sig, enum node_sealed *ret);
+
+/* What a writer asked of a file's metadata while it wrote it: its owner
+ * and mode (attr; its atime and ctime are ignored), and the times it set
+ * (utimensat before the seal, as cp -p does). */
+struct node_meta {
+	struct meta_attr attr; /* not set: none recorded (the mount's defaults) */
+	bool atime_set, mtime_set;
+	int64_t atime_ns, mtime_ns;
+};
+/* node_seal_publish(), publishing @md with the object (NULL: none): its
+ * mtime is @md's if set (else the seal's time), its atime too, its ctime
+ * the seal's time; md->attr gets them, as published. */
+int node_seal_publish_meta(struct node *nd, struct store_obj *o, uint64_t parent, const char *name,
+			   unsigned flags, int killed_sig, struct node_meta *md,
+			   enum node_sealed *ret);
 
 /* Object @id lost its name here (unlinked, or replaced by another): its
  * copy goes once its readers close it. */

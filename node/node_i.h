@@ -182,7 +182,8 @@ struct unpublished {
 	uint64_t parent;
 	char name[OBJFS_NAME_MAX + 1];
 	bool replace;
-	bool lost; /* its writer was killed: it goes to /lost+found, not @name */
+	bool lost;	       /* its writer was killed: it goes to /lost+found, not @name */
+	struct meta_attr attr; /* its owner, mode and times (not set: none) */
 	/* on nd->unpublished (utlist DL_*) until it is published, also
 	 * while node_publish_retry() publishes it: eviction and reconciling
 	 * must see it all along (it has no record yet); pub_lock */

@@ -110,13 +110,14 @@ char *node_bsum_text(const struct bsums *b)
 
 /* Publish @mo in @parent under a name that does not collide with @name. */
 static int publish_conflict(struct node *nd, uint64_t parent, const char *name,
-			    const struct meta_obj *mo, const char *bsum, char *path)
+			    const struct meta_obj *mo, const char *bsum,
+			    const struct meta_attr *attr, char *path)
 {
 	char alt[OBJFS_NAME_MAX + 1];
 	int r;
 
 	snprintf(alt, sizeof(alt), "%.*s.objfs-%" PRIu64, OBJFS_NAME_MAX - 28, name, mo->id);
-	r = meta_publish_sums(nd->meta, parent, alt, mo, bsum, false, NULL, path);
+	r = meta_publish_attr(nd->meta, parent, alt, mo, bsum, attr, 0, NULL, path);
 	if (r == 0)
 		log_warn("'%s' was created elsewhere while object %" PRIu64
 			 " was written here; kept it as '%s'",
@@ -125,7 +126,7 @@ static int publish_conflict(struct node *nd, uint64_t parent, const char *name,
 }
 
 static void remember_unpublished(struct node *nd, uint64_t id, uint64_t parent, const char *name,
-				 bool replace, bool lost)
+				 bool replace, bool lost, const struct meta_attr *attr)
 {
 	struct unpublished *u = calloc(1, sizeof(*u));
 
@@ -138,6 +139,7 @@ static void remember_unpublished(struct node *nd, uint64_t id, uint64_t parent, 
 	snprintf(u->name, sizeof(u->name), "%s", name);
 	u->replace = replace;
 	u->lost = lost;
+	u->attr = *attr;
 	pthread_mutex_lock(&nd->pub_lock);
 	DL_PREPEND(nd->unpublished, u);
 	pthread_mutex_unlock(&nd->pub_lock);
@@ -178,7 +180,8 @@ static int publish_rekeyed(struct node *nd, struct store_obj *obj, const char *n
 }
 
 static int publish_named(struct node *nd, uint64_t id, uint64_t parent, const char *name,
-			 bool replace, struct store_obj *obj, const char *bsum)
+			 bool replace, struct store_obj *obj, const char *bsum,
+			 const struct meta_attr *attr)
 {
 	char path[OBJFS_PATH_MAX];
 	uint64_t replaced = 0;
@@ -194,14 +197,14 @@ static int publish_named(struct node *nd, uint64_t id, uint64_t parent, const ch
 
 	path[0] = '\0';
 	/* the kernel made this name: it needs no invalidation of ours */
-	r = meta_publish_sums(nd->meta, parent, name, &mo, bsum,
+	r = meta_publish_attr(nd->meta, parent, name, &mo, bsum, attr,
 			      (replace ? META_PUBLISH_REPLACE : 0) | META_PUBLISH_SELF, &replaced,
 			      path);
 	if (r == -ENOTUNIQ)
 		return publish_rekeyed(nd, obj, name);
 	as_named = r == 0;
 	if (r == -EEXIST || r == -EISDIR)
-		r = publish_conflict(nd, parent, name, &mo, bsum, path);
+		r = publish_conflict(nd, parent, name, &mo, bsum, attr, path);
 	if (r == -ENOTUNIQ)
 		return publish_rekeyed(nd, obj, name);
 	if (r == -ENOENT || r == -ENOTDIR) {
@@ -242,10 +245,10 @@ static int publish_named(struct node *nd, uint64_t id, uint64_t parent, const ch
  * id turned out to be another object's: the object was moved to a fresh
  * id in /lost+found, and @id is gone from the store. */
 static int publish(struct node *nd, uint64_t id, uint64_t parent, const char *name, bool replace,
-		   struct store_obj *obj, const struct bsums *sums)
+		   struct store_obj *obj, const struct bsums *sums, const struct meta_attr *attr)
 {
 	char *bsum = node_bsum_text(sums);
-	int r = publish_named(nd, id, parent, name, replace, obj, bsum);
+	int r = publish_named(nd, id, parent, name, replace, obj, bsum, attr);
 
 	free(bsum);
 	return r;
@@ -292,9 +295,9 @@ static const char *sig_name(int sig)
 /* Seal @o's bytes, its block sums into *@ret_sums (see store_seal_sums()).
  * 0, or a negative errno (logged). */
 static int seal_bytes(struct node *nd, struct store_obj *o, const char *name, bool told,
-		      struct bsums **ret_sums)
+		      int64_t mtime_ns, struct bsums **ret_sums)
 {
-	int r = store_seal_sums(o, "", now_ns(), ret_sums);
+	int r = store_seal_sums(o, "", mtime_ns, ret_sums);
 
 	if (r < 0) {
 		NODE_COUNT(nd, seal_failed, 1);
@@ -312,15 +315,24 @@ static int seal_bytes(struct node *nd, struct store_obj *o, const char *name, bo
 }
 
 static int seal_publish(struct node *nd, struct store_obj *o, uint64_t parent, const char *name,
-			unsigned flags, int sig, enum node_sealed *ret)
+			unsigned flags, int sig, struct node_meta *md, enum node_sealed *ret)
 {
 	bool told = flags & NODE_SEAL_TOLD, replace = flags & NODE_SEAL_REPLACE;
 	uint64_t id = store_obj_id(o);
+	int64_t now = now_ns(), mtime = md && md->mtime_set ? md->mtime_ns : now;
 	struct bsums *sums = NULL;
+	struct meta_attr attr = {0};
 	int r, pr;
 
+	/* owner and mode as given; atime the mtime unless set, ctime now */
+	if (md && md->attr.set) {
+		attr = md->attr;
+		attr.atime_ns = md->atime_set ? md->atime_ns : mtime;
+		attr.ctime_ns = now;
+		md->attr = attr; /* as published */
+	}
 	*ret = NODE_SEAL_FAILED;
-	r = seal_bytes(nd, o, name, told, &sums);
+	r = seal_bytes(nd, o, name, told, mtime, &sums);
 	if (r < 0)
 		return told ? (r == -ENOSPC ? -ENOSPC : -EIO) : r;
 	if (sig) {
@@ -333,7 +345,7 @@ static int seal_publish(struct node *nd, struct store_obj *o, uint64_t parent, c
 		pr = publish_lost(nd, o, name);
 	} else {
 		*ret = NODE_SEAL_PUBLISHED;
-		pr = publish(nd, id, parent, name, replace, o, sums);
+		pr = publish(nd, id, parent, name, replace, o, sums, &attr);
 	}
 	free(sums);
 	if (pr == -ENOTUNIQ) {
@@ -344,7 +356,7 @@ static int seal_publish(struct node *nd, struct store_obj *o, uint64_t parent, c
 		log_warn("Redis unreachable: object %" PRIu64 " ('%s') sealed on this node, "
 			 "published when Redis is back",
 			 id, name);
-		remember_unpublished(nd, id, parent, name, replace, sig != 0);
+		remember_unpublished(nd, id, parent, name, replace, sig != 0, &attr);
 		if (!sig)
 			*ret = NODE_SEAL_LATER;
 		return -EIO;
@@ -355,6 +367,13 @@ static int seal_publish(struct node *nd, struct store_obj *o, uint64_t parent, c
 int node_seal_publish(struct node *nd, struct store_obj *o, uint64_t parent, const char *name,
 		      unsigned flags, int killed_sig, enum node_sealed *ret)
 {
+	return node_seal_publish_meta(nd, o, parent, name, flags, killed_sig, NULL, ret);
+}
+
+int node_seal_publish_meta(struct node *nd, struct store_obj *o, uint64_t parent, const char *name,
+			   unsigned flags, int killed_sig, struct node_meta *md,
+			   enum node_sealed *ret)
+{
 	struct sealing me = {.id = store_obj_id(o)}, **pp;
 	int r;
 
@@ -364,7 +383,7 @@ int node_seal_publish(struct node *nd, struct store_obj *o, uint64_t parent, con
 	me.next = nd->sealing;
 	nd->sealing = &me;
 	pthread_mutex_unlock(&nd->pub_lock);
-	r = seal_publish(nd, o, parent, name, flags, killed_sig, ret);
+	r = seal_publish(nd, o, parent, name, flags, killed_sig, md, ret);
 	pthread_mutex_lock(&nd->pub_lock);
 	for (pp = &nd->sealing; *pp != &me; pp = &(*pp)->next)
 		;
@@ -416,7 +435,8 @@ void node_publish_retry(struct node *nd)
 			if (u->lost)
 				r = publish_lost(nd, obj, u->name);
 			else
-				r = publish(nd, u->id, u->parent, u->name, u->replace, obj, NULL);
+				r = publish(nd, u->id, u->parent, u->name, u->replace, obj, NULL,
+					    &u->attr);
 			if (r == 0) {
 				log_info("published object %" PRIu64
 					 " as '%s' now that Redis is back",

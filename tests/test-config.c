@@ -178,6 +178,13 @@ TEST(options)
 	CHECK_EQ(parse(&c, err, "local", "rdma_regs=8"), 0);
 	CHECK_EQ(c.rdma_regs, 8);
 	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "uid=1000,gid=0,umask=027"), 0);
+	CHECK(c.uid_set && c.uid == 1000 && c.gid_set && c.gid == 0);
+	CHECK(c.umask_set && c.umask == 027);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "umask=0,uid=4294967294"), 0);
+	CHECK(c.umask_set && c.umask == 0 && !c.gid_set && c.uid == 4294967294u);
+	config_release(&c);
 
 	CHECK_EQ(parse(&c, err, "local", "listen=[::1]:7000"), 0);
 	CHECK_STR(c.listen_host, "::1");
@@ -233,6 +240,16 @@ TEST(bad_options)
 	    {"rdma_regs=0", "rdma_regs=0"},
 	    {"rdma_regs=65537", "rdma_regs=65537"},
 	    {"rdma_regs=", "rdma_regs"},
+	    {"uid=abc", "uid=abc"},
+	    {"uid=-1", "uid=-1"},
+	    {"uid=4294967295", "uid=4294967295"},
+	    {"uid=", "uid"},
+	    {"gid=1.5", "gid=1.5"},
+	    {"umask=0999", "umask=0999"},
+	    {"umask=1000", "umask=1000"},
+	    {"umask=12345", "umask=12345"},
+	    {"umask=-2", "umask=-2"},
+	    {"umask=", "umask"},
 	    {"listen=h:65536", "listen=h:65536"},
 	    {"store=relative", "store=relative"},
 	    {"prefix=a:b", "prefix=a:b"},

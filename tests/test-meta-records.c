@@ -1061,6 +1061,324 @@ TEST(fan_sample_moves)
 	meta_free(a);
 }
 
+/* Issue 23: owners, modes and times.  A directory made with attributes
+ * has them ("/attr"), a published object in its record and its entry;
+ * lookup, getattr and a listing page return them; setattr merges the
+ * fields asked for (the rest as Redis has them, or the caller's base for
+ * an entry that has none), moves the ctime, changes the mtime where it
+ * lives, and tells every node ("attr 0 - <id>"); entries without
+ * attributes (older versions) still read, as not set; a malformed one is
+ * a corrupt record. */
+TEST(attributes)
+{
+	struct meta *m = mk_connected("t-at"), *b = mk("t-at", "node-b", 0, 0);
+	struct meta_attr at = {.set = true,
+			       .uid = 1234,
+			       .gid = 99,
+			       .mode = 0750,
+			       .atime_ns = 5,
+			       .ctime_ns = 6},
+			 base, ch = {0};
+	struct meta_dirent_plus *ents = NULL;
+	struct meta_entry e, d;
+	struct inval_log l;
+	struct meta_obj o, o2;
+	char buf[256], txt[META_ATTR_TEXT_MAX];
+	uint64_t cursor = 0;
+	size_t n = 0, i;
+
+	inval_init(&l);
+	CHECK_EQ(meta_subscribe(b, inval_cb, &l), 0);
+	CHECK_EQ(meta_attr_text(&at, 7, txt), 0);
+	CHECK_STR(txt, "1234 99 750 5 6");
+	ch = at;
+	ch.atime_ns = ch.ctime_ns = 7; /* both the mtime: left out */
+	CHECK_EQ(meta_attr_text(&ch, 7, txt), 0);
+	CHECK_STR(txt, "1234 99 750");
+	ch.mode = 010000;
+	CHECK_EQ(meta_attr_text(&ch, 7, txt), -EINVAL);
+	ch = at;
+	ch.uid = UINT32_MAX;
+	CHECK_EQ(meta_attr_text(&ch, 7, txt), -EINVAL);
+	CHECK_EQ(meta_mkdir_attr(m, 1, "d", 7, &ch, &d), -EINVAL);
+
+	CHECK_EQ(meta_mkdir_attr(m, 1, "d", 7, &at, &d), 0);
+	rget(buf, sizeof(buf), "HGET {t-at}:d:%" PRIu64 " /attr", d.id);
+	CHECK_STR(buf, "1234 99 750 5 6");
+	CHECK_EQ(meta_lookup(b, 1, "d", &e), 0);
+	CHECK(e.attr.set && e.attr.uid == 1234 && e.attr.gid == 99 && e.attr.mode == 0750);
+	CHECK(e.attr.atime_ns == 5 && e.attr.ctime_ns == 6);
+	mkobj(m, &o, 10);
+	at.mode = 0640;
+	at.atime_ns = at.ctime_ns = o.mtime_ns; /* as a fresh object's */
+	CHECK_EQ(meta_publish_attr(m, d.id, "f", &o, NULL, &at, 0, NULL, NULL), 0);
+	rget(buf, sizeof(buf), "HGET {t-at}:o:%" PRIu64 " attr", o.id);
+	CHECK_STR(buf, "1234 99 640");
+	CHECK_EQ(meta_lookup(b, d.id, "f", &e), 0);
+	CHECK(e.attr.set && e.attr.mode == 0640 && e.obj.size == 10);
+	CHECK(e.attr.atime_ns == o.mtime_ns && e.attr.ctime_ns == o.mtime_ns);
+	CHECK_EQ(meta_getattr(b, o.id, &e), 0);
+	CHECK(e.attr.set && e.attr.uid == 1234 && e.attr.mode == 0640);
+	/* the directory is not empty only for its entry: /attr is reserved */
+	CHECK_EQ(meta_rmdir(m, 1, "d", NULL), -ENOTEMPTY);
+
+	/* an object without attributes, as older versions published it */
+	mkobj(m, &o2, 3);
+	CHECK_EQ(meta_publish(m, d.id, "old", &o2, 0, NULL, NULL), 0);
+	CHECK_EQ(meta_lookup(b, d.id, "old", &e), 0);
+	CHECK(!e.attr.set);
+	CHECK_EQ(meta_readdir_page(b, d.id, &cursor, &ents, &n), 0);
+	CHECK_EQ(n, 2);
+	for (i = 0; i < n; i++) {
+		CHECK(ents[i].attr);
+		if (!strcmp(ents[i].name, "f"))
+			CHECK(ents[i].e.attr.set && ents[i].e.attr.mode == 0640);
+		else
+			CHECK(!ents[i].e.attr.set);
+	}
+	free(ents);
+
+	/* setattr: mode alone on a file keeps the owner; the entry follows */
+	base = (struct meta_attr){.set = true, .uid = 7, .gid = 8, .mode = 0644};
+	ch = (struct meta_attr){.mode = 0600};
+	CHECK_EQ(meta_setattr(m, o.id, META_SET_MODE, &ch, 0, &base, &e), 0);
+	CHECK(e.attr.uid == 1234 && e.attr.gid == 99 && e.attr.mode == 0600);
+	CHECK(e.attr.ctime_ns > o.mtime_ns && e.attr.atime_ns == o.mtime_ns);
+	CHECK_EQ(meta_lookup(b, d.id, "f", &e), 0);
+	CHECK(e.attr.mode == 0600 && e.obj.csum[0] == o.csum[0] && e.obj.size == 10);
+	/* times: the mtime is the record's and the entry's */
+	ch = (struct meta_attr){.atime_ns = 1000};
+	CHECK_EQ(meta_setattr(m, o.id, META_SET_ATIME | META_SET_MTIME, &ch, 2000, &base, &e), 0);
+	CHECK(e.attr.atime_ns == 1000 && e.obj.mtime_ns == 2000 && e.attr.mode == 0600);
+	CHECK_EQ(meta_lookup(b, d.id, "f", &e), 0);
+	CHECK(e.obj.mtime_ns == 2000 && e.attr.atime_ns == 1000);
+	rget(buf, sizeof(buf), "HGET {t-at}:o:%" PRIu64 " mtime", o.id);
+	CHECK_STR(buf, "2000");
+	/* an entry without attributes takes the caller's base, then the change */
+	ch = (struct meta_attr){.uid = 55};
+	CHECK_EQ(meta_setattr(m, o2.id, META_SET_UID, &ch, 0, &base, &e), 0);
+	CHECK(e.attr.set && e.attr.uid == 55 && e.attr.gid == 8 && e.attr.mode == 0644);
+	CHECK_EQ(meta_lookup(b, d.id, "old", &e), 0);
+	CHECK(e.attr.set && e.attr.uid == 55);
+	/* a directory: /attr and /mtime */
+	ch = (struct meta_attr){.gid = 4321};
+	CHECK_EQ(meta_setattr(m, d.id, META_SET_GID | META_SET_MTIME, &ch, 42, &base, &e), 0);
+	CHECK(e.kind == META_DIR && e.attr.uid == 1234 && e.attr.gid == 4321);
+	CHECK_EQ(meta_getattr(b, d.id, &e), 0);
+	CHECK(e.attr.gid == 4321 && e.obj.mtime_ns == 42);
+	/* every node hears of each change by id */
+	for (int t = 0; t < 200; t++) {
+		pthread_mutex_lock(&l.lock);
+		n = 0;
+		for (i = 0; i < (size_t)l.n; i++)
+			n += !strcmp(l.ev[i].kind, "attr") && l.ev[i].parent == 0 &&
+			     (l.ev[i].id == o.id || l.ev[i].id == o2.id || l.ev[i].id == d.id);
+		pthread_mutex_unlock(&l.lock);
+		if (n >= 4)
+			break;
+		usleep(10000);
+	}
+	CHECK_EQ(n, 4);
+	/* bad input; no such id */
+	CHECK_EQ(meta_setattr(m, o.id, 1u << 7, &ch, 0, &base, &e), -EINVAL);
+	base.set = false;
+	CHECK_EQ(meta_setattr(m, o.id, META_SET_UID, &ch, 0, &base, &e), -EINVAL);
+	base.set = true;
+	CHECK_EQ(meta_setattr(m, 424242424242ULL, META_SET_UID, &ch, 0, &base, &e), -ENOENT);
+
+	/* damaged attributes are a corrupt record, named */
+	rdo("HSET {t-at}:d:%" PRIu64 " /attr %s", d.id, "1 2 9999 0 0");
+	CHECK_EQ(meta_getattr(b, d.id, &e), -EBADMSG);
+	rdo("HSET {t-at}:d:%" PRIu64 " /attr %s", d.id, "1 2 755 0 0");
+	CHECK_EQ(meta_getattr(b, d.id, &e), 0);
+	rdo("HSET {t-at}:o:%" PRIu64 " attr x", o.id);
+	CHECK_EQ(meta_getattr(b, o.id, &e), -EBADMSG);
+	/* and setattr over it starts from the base */
+	ch = (struct meta_attr){.mode = 0444};
+	CHECK_EQ(meta_setattr(m, o.id, META_SET_MODE, &ch, 0, &base, &e), 0);
+	CHECK(e.attr.uid == 7 && e.attr.mode == 0444);
+	meta_unsubscribe(b);
+	meta_free(b);
+	meta_free(m);
+}
+
+/* Issue 23: symbolic links.  Entry "l<id>" and hash s:<id>; lookup,
+ * getattr and listings say what they are (their size the target's
+ * length); readlink gives the target, any bytes but NUL; rename moves
+ * them and keeps their place in the hash, unlink and a rename over one
+ * delete the hash; a link's name is taken for publish and mkdir; bad
+ * targets are refused and a damaged hash is a corrupt record. */
+TEST(symlinks)
+{
+	struct meta *m = mk_connected("t-ln"), *b = mk("t-ln", "node-b", 0, 0);
+	const char *odd = "../a b/\n\xc3\xa9 tab\there";
+	struct meta_attr at = {.set = true, .uid = 5, .gid = 6, .mode = 0777};
+	struct meta_dirent_plus *ents = NULL;
+	char target[META_LINK_MAX + 2], buf[256];
+	struct meta_entry e, l;
+	struct meta_obj o;
+	uint64_t cursor = 0, id;
+	size_t n = 0;
+
+	at.atime_ns = at.ctime_ns = 77;
+	CHECK_EQ(meta_symlink(m, 1, "ln", odd, 77, &at, &l), 0);
+	CHECK(l.kind == META_LINK && l.obj.size == strlen(odd) && l.obj.mtime_ns == 77);
+	CHECK(l.attr.set && l.attr.uid == 5 && l.attr.mode == 0777);
+	rget(buf, sizeof(buf), "HGET {t-ln}:d:1 ln");
+	snprintf(target, sizeof(target), "l%" PRIu64, l.id);
+	CHECK_STR(buf, target);
+	CHECK_EQ(meta_lookup(b, 1, "ln", &e), 0);
+	CHECK(e.kind == META_LINK && e.id == l.id && e.obj.size == strlen(odd) && e.attr.gid == 6);
+	CHECK_EQ(meta_getattr(b, l.id, &e), 0);
+	CHECK(e.kind == META_LINK && e.obj.mtime_ns == 77);
+	CHECK_EQ(meta_readlink(b, l.id, target, sizeof(target)), 0);
+	CHECK_STR(target, odd);
+	CHECK_EQ(meta_readlink(b, l.id, buf, sizeof(buf)), -EINVAL); /* too small a buffer */
+	CHECK_EQ(meta_readdir_page(b, 1, &cursor, &ents, &n), 0);
+	CHECK(n == 1 && ents[0].attr && ents[0].e.kind == META_LINK &&
+	      ents[0].e.obj.size == strlen(odd));
+	free(ents);
+
+	/* names taken, bad targets */
+	CHECK_EQ(meta_symlink(m, 1, "ln", "x", 1, NULL, NULL), -EEXIST);
+	CHECK_EQ(meta_mkdir(m, 1, "ln", 1, NULL), -EEXIST);
+	mkobj(m, &o, 4);
+	CHECK_EQ(meta_publish(m, 1, "ln", &o, 0, NULL, NULL), -EEXIST);
+	CHECK_EQ(meta_symlink(m, 1, "e", "", 1, NULL, NULL), -ENOENT);
+	memset(target, 'y', META_LINK_MAX + 1);
+	target[META_LINK_MAX + 1] = '\0';
+	CHECK_EQ(meta_symlink(m, 1, "long", target, 1, NULL, NULL), -ENAMETOOLONG);
+	target[META_LINK_MAX] = '\0';
+	CHECK_EQ(meta_symlink(m, 1, "long", target, 1, NULL, &e), 0);
+	CHECK_EQ(e.obj.size, META_LINK_MAX);
+	CHECK(!e.attr.set);
+
+	/* setattr: lchown and lutimes */
+	at = (struct meta_attr){.set = true, .uid = 9, .gid = 9, .mode = 0777};
+	l.attr.uid = 1000;
+	CHECK_EQ(meta_setattr(m, l.id, META_SET_UID | META_SET_MTIME, &l.attr, 555, &at, &e), 0);
+	CHECK(e.kind == META_LINK && e.attr.uid == 1000 && e.attr.gid == 6 &&
+	      e.obj.mtime_ns == 555);
+
+	/* rename keeps it a link, and its place */
+	CHECK_EQ(meta_mkdir(m, 1, "d", 1, &e), 0);
+	CHECK_EQ(meta_rename(m, 1, "ln", e.id, "moved", 0, false, NULL), 0);
+	rget(buf, sizeof(buf), "HGET {t-ln}:s:%" PRIu64 " n", l.id);
+	CHECK_STR(buf, "moved");
+	CHECK_EQ(meta_lookup(b, e.id, "moved", &e), 0);
+	CHECK(e.kind == META_LINK && e.id == l.id);
+	/* a link is not a directory: rename over one, or of one onto a dir */
+	CHECK_EQ(meta_rename(m, 1, "long", 1, "d", 0, true, NULL), -EISDIR);
+	/* rename over it replaces it (with replace_files), and its hash goes */
+	id = lookup_id(m, 1, "d");
+	CHECK_EQ(meta_rename(m, 1, "long", id, "moved", 0, false, NULL), -EEXIST);
+	CHECK_EQ(meta_rename(m, 1, "long", id, "moved", 0, true, NULL), 0);
+	rget(buf, sizeof(buf), "EXISTS {t-ln}:s:%" PRIu64, l.id);
+	CHECK_STR(buf, "0");
+	id = lookup_id(m, id, "moved");
+	CHECK_EQ(meta_readlink(b, id, target, sizeof(target)), 0);
+	CHECK_EQ(strlen(target), META_LINK_MAX);
+	/* unlink deletes the hash, and leaves no tombstone */
+	CHECK_EQ(meta_unlink(m, lookup_id(m, 1, "d"), "moved", NULL), 0);
+	rget(buf, sizeof(buf), "EXISTS {t-ln}:s:%" PRIu64 " {t-ln}:t:%" PRIu64, id, id);
+	CHECK_STR(buf, "0");
+	CHECK_EQ(meta_readlink(b, id, target, sizeof(target)), -ENOENT);
+
+	/* a file published with replace (allow_overwrite) takes a link's name */
+	CHECK_EQ(meta_symlink(m, 1, "rl", "t", 1, NULL, &l), 0);
+	CHECK_EQ(meta_publish(m, 1, "rl", &o, META_PUBLISH_REPLACE, &id, NULL), 0);
+	CHECK_EQ(id, l.id);
+	rget(buf, sizeof(buf), "EXISTS {t-ln}:s:%" PRIu64, l.id);
+	CHECK_STR(buf, "0");
+	CHECK_EQ(meta_lookup(b, 1, "rl", &e), 0);
+	CHECK(e.kind == META_FILE && e.id == o.id);
+
+	/* damage */
+	CHECK_EQ(meta_symlink(m, 1, "x", "t", 1, NULL, &l), 0);
+	rdo("HDEL {t-ln}:s:%" PRIu64 " m", l.id);
+	CHECK_EQ(meta_lookup(b, 1, "x", &e), -EBADMSG);
+	rdo("HSET {t-ln}:d:1 y l%" PRIu64 "x", l.id);
+	CHECK_EQ(meta_lookup(b, 1, "y", &e), -EBADMSG);
+	meta_free(b);
+	meta_free(m);
+}
+
+/* Issue 23: hard links.  A file gets more names (meta_link()); every
+ * entry and the record count them; a change of attributes shows under
+ * every name; unlink, rename and replace of one name leave the others,
+ * the record's own name moving to one that is left; the object goes
+ * with its last name.  Directories and symbolic links get EPERM. */
+TEST(hard_links)
+{
+	struct meta *m = mk_connected("t-hl"), *b = mk("t-hl", "node-b", 0, 0);
+	struct meta_attr base = {.set = true, .uid = 1, .gid = 2, .mode = 0644}, ch = {0};
+	struct meta_entry e, d, l;
+	struct meta_obj o, o2;
+	uint64_t id, rep;
+	char buf[256], f[64];
+
+	mkobj(m, &o, 5);
+	CHECK_EQ(meta_publish(m, 1, "f", &o, 0, NULL, NULL), 0);
+	CHECK_EQ(meta_mkdir(m, 1, "d", 1, &d), 0);
+	CHECK_EQ(meta_link(m, o.id, d.id, "g", &base, &e), 0);
+	CHECK(e.kind == META_FILE && e.id == o.id && e.attr.nlink == 2 && e.attr.uid == 1);
+	CHECK_EQ(meta_link(m, o.id, d.id, "g", &base, &e), 0); /* a repeat */
+	CHECK_EQ(meta_lookup(b, 1, "f", &e), 0);
+	CHECK(e.id == o.id && e.attr.nlink == 2 && e.obj.size == 5);
+	snprintf(f, sizeof(f), "=%" PRIu64 "/g", d.id);
+	rget(buf, sizeof(buf), "HGET {t-hl}:o:%" PRIu64 " %s", o.id, f);
+	CHECK_STR(buf, "1");
+	CHECK_EQ(meta_link(m, o.id, 1, "h", &base, &e), 0);
+	CHECK_EQ(e.attr.nlink, 3);
+	CHECK_EQ(meta_lookup(b, d.id, "g", &e), 0);
+	CHECK_EQ(e.attr.nlink, 3);
+	/* what may not be linked */
+	CHECK_EQ(meta_link(m, o.id, 1, "d", &base, NULL), -EEXIST);
+	CHECK_EQ(meta_link(m, d.id, 1, "dl", &base, NULL), -EPERM);
+	CHECK_EQ(meta_symlink(m, 1, "sl", "t", 1, NULL, &l), 0);
+	CHECK_EQ(meta_link(m, l.id, 1, "sl2", &base, NULL), -EPERM);
+	CHECK_EQ(meta_link(m, 424242424242ULL, 1, "x", &base, NULL), -ENOENT);
+	/* a change shows under every name */
+	ch.mode = 0600;
+	CHECK_EQ(meta_setattr(m, o.id, META_SET_MODE, &ch, 0, &base, &e), 0);
+	CHECK(e.attr.mode == 0600 && e.attr.nlink == 3);
+	CHECK_EQ(meta_lookup(b, d.id, "g", &e), 0);
+	CHECK(e.attr.mode == 0600 && e.attr.nlink == 3);
+	CHECK_EQ(meta_lookup(b, 1, "h", &e), 0);
+	CHECK(e.attr.mode == 0600);
+	/* unlink of the record's own name: 1, the record moves to another */
+	CHECK_EQ(meta_unlink(m, 1, "f", &id), 1);
+	CHECK_EQ(id, o.id);
+	CHECK_EQ(meta_lookup(b, d.id, "g", &e), 0);
+	CHECK(e.id == o.id && e.attr.nlink == 2);
+	rget(buf, sizeof(buf), "HGET {t-hl}:o:%" PRIu64 " parent", o.id);
+	snprintf(f, sizeof(f), "%" PRIu64, d.id);
+	CHECK(!strcmp(buf, f) || !strcmp(buf, "1"));
+	CHECK_EQ(meta_object_exists(b, o.id), 1);
+	/* rename of a name that is not the record's own */
+	CHECK_EQ(meta_rename(m, 1, "h", d.id, "h2", 0, false, NULL), 0);
+	CHECK_EQ(meta_lookup(b, d.id, "h2", &e), 0);
+	CHECK(e.id == o.id && e.attr.nlink == 2);
+	/* a rename of one name over another of the same file changes nothing */
+	CHECK_EQ(meta_rename(m, d.id, "h2", d.id, "g", 0, true, &rep), 0);
+	CHECK_EQ(rep, 0);
+	CHECK_EQ(meta_lookup(b, d.id, "h2", &e), 0);
+	/* another file renamed over one name: the object keeps the other */
+	mkobj(m, &o2, 7);
+	CHECK_EQ(meta_publish(m, 1, "other", &o2, 0, NULL, NULL), 0);
+	CHECK_EQ(meta_rename(m, 1, "other", d.id, "g", 0, true, &rep), 0);
+	CHECK_EQ(rep, 0);
+	CHECK_EQ(meta_object_exists(b, o.id), 1);
+	CHECK_EQ(meta_lookup(b, d.id, "h2", &e), 0);
+	CHECK(e.id == o.id && e.attr.nlink == 1);
+	/* its last name goes with the object */
+	CHECK_EQ(meta_unlink(m, d.id, "h2", &id), 0);
+	CHECK_EQ(meta_object_exists(b, o.id), 0);
+	CHECK_EQ(meta_object_deleted(b, o.id), 1);
+	meta_free(b);
+	meta_free(m);
+}
+
 int main(void)
 {
 	harness_begin("test-meta-records");
@@ -1075,5 +1393,8 @@ int main(void)
 	RUN(fan_lapsed);
 	RUN(fan_many);
 	RUN(fan_sample_moves);
+	RUN(attributes);
+	RUN(symlinks);
+	RUN(hard_links);
 	return harness_end();
 }
