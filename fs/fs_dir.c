@@ -156,7 +156,7 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			fuse_reply_err(req, fs_reply_errno(fs, r, "overwrite", parent, name));
 			return;
 		}
-				/* the new object keeps the name's owner and mode, not its
+		/* the new object keeps the name's owner and mode, not its
 		 * count of names: it has this one */
 		p->md.attr = e.attr;
 		p->md.attr.nlink = 0;
