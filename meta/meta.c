@@ -180,8 +180,7 @@ void meta_log_bad_reply(const char *what, const char *key, const char *str)
 		meta_log_corrupt("%s", meta_esc(s, len, esc, sizeof(esc)));
 }
 
-/* Field @field of record @kind @id (an object, a directory) is @r: rejected. */
-static int bad_field(const char *kind, uint64_t id, const char *field, const redisReply *r)
+int rep_bad_field(const char *kind, uint64_t id, const char *field, const redisReply *r)
 {
 	char shown[META_SHOWN_MAX];
 
@@ -275,13 +274,13 @@ int rep_obj(redisReply *const *f, uint64_t id, struct meta_obj *ret)
 	csum = rep_text(f[1], 2 * OBJFS_CSUM_LEN);
 	origin = rep_text(f[3], OBJFS_NODE_MAX - 1);
 	if (rep_u64(f[0], &o.size) < 0 || o.size > INT64_MAX)
-		return bad_field("object", id, "size", f[0]);
+		return rep_bad_field("object", id, "size", f[0]);
 	if (!csum || csum_from_hex(csum, o.csum) < 0)
-		return bad_field("object", id, "csum", f[1]);
+		return rep_bad_field("object", id, "csum", f[1]);
 	if (rep_i64(f[2], &o.mtime_ns) < 0)
-		return bad_field("object", id, "mtime", f[2]);
+		return rep_bad_field("object", id, "mtime", f[2]);
 	if (!origin || node_name_validate(origin) < 0)
-		return bad_field("object", id, "origin", f[3]);
+		return rep_bad_field("object", id, "origin", f[3]);
 	memcpy(o.origin, origin, strlen(origin) + 1);
 	*ret = o;
 	return 0;
@@ -299,7 +298,7 @@ static int rep_attr(const redisReply *r, const char *kind, uint64_t id, int64_t 
 	if (r && r->type == REDIS_REPLY_NIL)
 		return 0;
 	if (!t || meta_attr_parse(t, mtime_ns, ret) < 0)
-		return bad_field(kind, id, "attr", r);
+		return rep_bad_field(kind, id, "attr", r);
 	return 0;
 }
 
@@ -317,9 +316,9 @@ static int rep_lookup(const redisReply *rep, struct meta_entry *ret)
 		if (rep->elements != 3 && rep->elements != 4)
 			return -EBADMSG;
 		if (rep_i64(rep->element[1], &e.obj.mtime_ns) < 0)
-			return bad_field("directory", e.id, "/mtime", rep->element[1]);
+			return rep_bad_field("directory", e.id, "/mtime", rep->element[1]);
 		if (rep_u64(rep->element[2], &e.nsub) < 0)
-			return bad_field("directory", e.id, "/nsub", rep->element[2]);
+			return rep_bad_field("directory", e.id, "/nsub", rep->element[2]);
 		if (rep->elements == 4 &&
 		    rep_attr(rep->element[3], "directory", e.id, e.obj.mtime_ns, &e.attr) < 0)
 			return -EBADMSG;
@@ -329,10 +328,10 @@ static int rep_lookup(const redisReply *rep, struct meta_entry *ret)
 		if (rep->elements != 4)
 			return -EBADMSG;
 		if (rep_i64(rep->element[1], &e.obj.mtime_ns) < 0)
-			return bad_field("symbolic link", e.id, "m", rep->element[1]);
+			return rep_bad_field("symbolic link", e.id, "m", rep->element[1]);
 		if (rep_u64(rep->element[2], &e.obj.size) < 0 || !e.obj.size ||
 		    e.obj.size > META_LINK_MAX)
-			return bad_field("symbolic link", e.id, "t", rep->element[2]);
+			return rep_bad_field("symbolic link", e.id, "t", rep->element[2]);
 		if (rep_attr(rep->element[3], "symbolic link", e.id, e.obj.mtime_ns, &e.attr) < 0)
 			return -EBADMSG;
 		e.obj.id = e.id;
@@ -346,9 +345,7 @@ static int rep_lookup(const redisReply *rep, struct meta_entry *ret)
 	return 0;
 }
 
-/* What a script returned of @id (of @kind; 0: any), as lookup returns
- * it, into *@ret (may be NULL); frees @rep.  -EBADMSG if not that. */
-static int rep_entry_of(redisReply *rep, enum meta_kind kind, uint64_t id, struct meta_entry *ret)
+int rep_entry_of(redisReply *rep, enum meta_kind kind, uint64_t id, struct meta_entry *ret)
 {
 	struct meta_entry e;
 	int r = rep_lookup(rep, &e);
@@ -518,34 +515,6 @@ int meta_getattr(struct meta *m, uint64_t id, struct meta_entry *ret)
 	int r;
 
 	r = id ? script(m, MS_GETATTR, &rep, "u", id) : -EINVAL;
-	if (r < 0)
-		return r;
-	return rep_entry_of(rep, 0, id, ret);
-}
-
-int meta_setattr(struct meta *m, uint64_t id, unsigned what, const struct meta_attr *a,
-		 int64_t mtime_ns, const struct meta_attr *base, struct meta_entry *ret)
-{
-	static const char letters[] = "ugmat";
-	char w[sizeof(letters)], bt[META_ATTR_TEXT_MAX], mode[16];
-	redisReply *rep;
-	size_t n = 0;
-	unsigned i;
-	int r;
-
-	if (!id || !a || !base || !base->set || (what & ~0x1fu) || a->mode > 07777 ||
-	    a->uid == UINT32_MAX || a->gid == UINT32_MAX)
-		return -EINVAL;
-	for (i = 0; i < 5; i++)
-		if (what & (1u << i))
-			w[n++] = letters[i];
-	w[n] = '\0';
-	r = meta_attr_text(base, INT64_MIN, bt);
-	if (r < 0)
-		return r;
-	snprintf(mode, sizeof(mode), "%" PRIo32, a->mode);
-	r = script_self(m, MS_SETATTR, &rep, "usuusiis", id, w, (uint64_t)a->uid, (uint64_t)a->gid,
-			mode, a->atime_ns, mtime_ns, bt);
 	if (r < 0)
 		return r;
 	return rep_entry_of(rep, 0, id, ret);
@@ -731,10 +700,6 @@ int meta_draw_id(uint64_t *ret_id)
 	return 0;
 }
 
-/* Tries before giving up on finding an unused id: each draw collides with
- * an id Redis knows with a chance below 2^-30 even at 2^33 objects. */
-#define ID_TRIES 8
-
 int meta_mkdir(struct meta *m, uint64_t parent, const char *name, int64_t mtime_ns,
 	       struct meta_entry *ret)
 {
@@ -772,68 +737,6 @@ int meta_mkdir_attr(struct meta *m, uint64_t parent, const char *name, int64_t m
 		if (attr && attr->set)
 			ret->attr = *attr;
 	}
-	return r;
-}
-
-int meta_symlink(struct meta *m, uint64_t parent, const char *name, const char *target,
-		 int64_t mtime_ns, const struct meta_attr *attr, struct meta_entry *ret)
-{
-	char at[META_ATTR_TEXT_MAX];
-	redisReply *rep;
-	uint64_t id;
-	size_t len = target ? strnlen(target, META_LINK_MAX + 1) : 0;
-	int i, r;
-
-	r = parent ? name_validate(name) : -EINVAL;
-	if (r == 0 && (!len || len > META_LINK_MAX))
-		r = len ? -ENAMETOOLONG : -ENOENT;
-	if (r == 0)
-		r = meta_attr_text(attr, mtime_ns, at);
-	for (i = 0; r == 0 || (r == -EAGAIN && i < ID_TRIES); i++) {
-		r = meta_draw_id(&id);
-		if (r == 0)
-			r = script_self(m, MS_SYMLINK, &rep, "usiuss", parent, name, mtime_ns, id,
-					target, at);
-		if (r == 0)
-			break;
-	}
-	if (r < 0)
-		return r;
-	return rep_entry_of(rep, META_LINK, id, ret);
-}
-
-int meta_link(struct meta *m, uint64_t id, uint64_t parent, const char *name,
-	      const struct meta_attr *base, struct meta_entry *ret)
-{
-	char bt[META_ATTR_TEXT_MAX];
-	redisReply *rep;
-	int r;
-
-	r = id && parent && base && base->set ? name_validate(name) : -EINVAL;
-	if (r == 0)
-		r = meta_attr_text(base, INT64_MIN, bt);
-	if (r == 0)
-		r = script_self(m, MS_LINK, &rep, "uuss", id, parent, name, bt);
-	if (r < 0)
-		return r;
-	return rep_entry_of(rep, META_FILE, id, ret);
-}
-
-int meta_readlink(struct meta *m, uint64_t id, char *buf, size_t len)
-{
-	const char *t;
-	redisReply *rep;
-	int r;
-
-	r = id && len > META_LINK_MAX ? script(m, MS_READLINK, &rep, "u", id) : -EINVAL;
-	if (r < 0)
-		return r;
-	t = rep_text(rep, META_LINK_MAX);
-	if (t && *t)
-		memcpy(buf, t, strlen(t) + 1);
-	else
-		r = bad_field("symbolic link", id, "t", rep);
-	freeReplyObject(rep);
 	return r;
 }
 

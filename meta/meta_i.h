@@ -384,6 +384,15 @@ int rep_i64(const redisReply *r, int64_t *ret);
 int parse_id(const char *s, uint64_t *ret);
 /* An object record from its fields size, csum, mtime, origin. */
 int rep_obj(redisReply *const *f, uint64_t id, struct meta_obj *ret);
+/* Field @field of record @kind @id (an object, a directory) is @r:
+ * logged as corrupt; -EBADMSG. */
+int rep_bad_field(const char *kind, uint64_t id, const char *field, const redisReply *r);
+/* What a script returned of @id (of @kind; 0: any), as lookup returns
+ * it, into *@ret (may be NULL); frees @rep.  -EBADMSG if not that. */
+int rep_entry_of(redisReply *rep, enum meta_kind kind, uint64_t id, struct meta_entry *ret);
+/* Tries before giving up on finding an unused id: each draw collides with
+ * an id Redis knows with a chance below 2^-30 even at 2^33 objects. */
+#define ID_TRIES 8
 /* Text @t as meta_attr_text() writes it, for an entry whose mtime is
  * @mtime_ns, into *@ret (meta_attr.c).  -EBADMSG if it is not that. */
 int meta_attr_parse(const char *t, int64_t mtime_ns, struct meta_attr *ret);
