@@ -217,6 +217,10 @@ enum meta_kind {
 	META_LINK = 3, /* a symbolic link */
 };
 #define META_LINK_MAX 4095 /* bytes of a symbolic link's target */
+/* names a file may have (hard links): meta_link() gives -EMLINK past it.
+ * Every entry of a file carries its count, so a link writes them all:
+ * the bound keeps that below a millisecond (ext4 stops at 65,000). */
+#define META_NAMES_MAX 1000
 
 /* The immutable record of a sealed object. */
 struct meta_obj {
@@ -338,7 +342,8 @@ int meta_symlink(struct meta *m, uint64_t parent, const char *name, const char *
  * names in its attributes (nlink), which take @base (the mount's
  * defaults) if it has none; every entry of the file shows the new count.
  * 0 and *@ret (may be NULL) as meta_lookup() gives the new name; -EPERM
- * for a directory or a symbolic link; -ENOENT, -EEXIST, -ENOTDIR.  Its
+ * for a directory or a symbolic link; -EMLINK past META_NAMES_MAX names;
+ * -ENOENT, -EEXIST, -ENOTDIR.  Its
  * record keeps the name as "=<parent>/<name>"; unlink, rename and
  * replace of one name leave the others (meta_unlink() says 1), and the
  * object goes with the last.

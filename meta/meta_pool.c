@@ -251,6 +251,7 @@ int pool_errno_of(const char *str)
 	    {"EISDIR", EISDIR},	    {"ENOTEMPTY", ENOTEMPTY},	{"EINVAL", EINVAL},
 	    {"EBADMSG", EBADMSG},   {"EADDRINUSE", EADDRINUSE}, {"ELOOP", ELOOP},
 	    {"ENOTUNIQ", ENOTUNIQ}, {"EAGAIN", EAGAIN},		{"EPERM", EPERM},
+	    {"EMLINK", EMLINK},
 	};
 	const char *s = str ? str : "";
 	size_t i, n;

@@ -633,34 +633,37 @@ static const char script_readlink[] = LUA_NS "local t = call('HGET', skey(ARGV[5
  * "name" stay the first), the attributes count the names, and every
  * entry of the file is written again with them.  Returns what lookup
  * returns of the new name.  EPERM for a directory or a symbolic link,
- * ENOENT if there is no such file, EEXIST if the name is taken (by
+ * ENOENT if there is no such file, EMLINK if it has META_NAMES_MAX
+ * names already, EEXIST if the name is taken (by
  * another file: a repeat of this very call finds its name there and
  * returns it).
  */
-static const char script_link[] =
-    LUA_NS "local id, np, nn = ARGV[5], ARGV[6], ARGV[7]\n"
-	   "needdir(np)\n"
-	   "if not isattr(ARGV[8]) then fail('EINVAL') end\n"
-	   "if call('EXISTS', dkey(id), skey(id)) > 0 then fail('EPERM') end\n"
-	   "local a = call('HMGET', okey(id), unpack(RECF))\n"
-	   "if not a[1] and not a[2] then fail('ENOENT') end\n"
-	   "if not a[1] or not a[2] or not string.match(a[3] or '', '^%-?%d+$') or not a[4] then\n"
-	   "  fail('EBADMSG object ' .. id .. ': its record lacks size, csum, mtime or origin')\n"
-	   "end\n"
-	   "local v = call('HGET', dkey(np), nn)\n"
-	   "if v and isfile(v, id) then return {'f' .. id, a[1], a[2], a[3], a[4], a[5]} end\n"
-	   "if v then fail('EEXIST') end\n"
-	   "local names = namesof(id, a)\n"
-	   "if #names == 0 then fail('ENOENT') end\n"
-	   "local u, g, m, at = attrparts(isattr(a[5]) and a[5] or ARGV[8], a[3])\n"
-	   "a[5] = attrjoin(u, g, m, at, NOW, #names + 1)\n"
-	   "call('HSET', okey(id), '=' .. np .. '/' .. nn, '1', 'attr', a[5])\n"
-	   "local fv = fval(id, a[1], a[3], a[2], a[4], a[5])\n"
-	   "for _, pn in ipairs(names) do call('HSET', dkey(pn[1]), pn[2], fv) end\n"
-	   "call('HSET', dkey(np), nn, fv, '/mtime', NOW)\n"
-	   "inval('link', np, nn, id)\n"
-	   "inval('attr', '0', '-', id)\n"
-	   "return {'f' .. id, a[1], a[2], a[3], a[4], a[5]}\n";
+static const char script_link[] = LUA_NS
+    "local id, np, nn = ARGV[5], ARGV[6], ARGV[7]\n"
+    "needdir(np)\n"
+    "if not isattr(ARGV[8]) then fail('EINVAL') end\n"
+    "if call('EXISTS', dkey(id), skey(id)) > 0 then fail('EPERM') end\n"
+    "local a = call('HMGET', okey(id), unpack(RECF))\n"
+    "if not a[1] and not a[2] then fail('ENOENT') end\n"
+    "if not a[1] or not a[2] or not string.match(a[3] or '', '^%-?%d+$') or not a[4] then\n"
+    "  fail('EBADMSG object ' .. id .. ': its record lacks size, csum, mtime or origin')\n"
+    "end\n"
+    "local v = call('HGET', dkey(np), nn)\n"
+    "if v and isfile(v, id) then return {'f' .. id, a[1], a[2], a[3], a[4], a[5]} end\n"
+    "if v then fail('EEXIST') end\n"
+    "local names = namesof(id, a)\n"
+    "if #names == 0 then fail('ENOENT') end\n"
+    "if #names >= " STR(
+	META_NAMES_MAX) " then fail('EMLINK') end\n"
+			"local u, g, m, at = attrparts(isattr(a[5]) and a[5] or ARGV[8], a[3])\n"
+			"a[5] = attrjoin(u, g, m, at, NOW, #names + 1)\n"
+			"call('HSET', okey(id), '=' .. np .. '/' .. nn, '1', 'attr', a[5])\n"
+			"local fv = fval(id, a[1], a[3], a[2], a[4], a[5])\n"
+			"for _, pn in ipairs(names) do call('HSET', dkey(pn[1]), pn[2], fv) end\n"
+			"call('HSET', dkey(np), nn, fv, '/mtime', NOW)\n"
+			"inval('link', np, nn, id)\n"
+			"inval('attr', '0', '-', id)\n"
+			"return {'f' .. id, a[1], a[2], a[3], a[4], a[5]}\n";
 
 /* ARGV[5] this node, ARGV[6] "<id> <size> <csum hex>;" per object.
  * Returns {state, path} per object: L (its record describes these bytes;

@@ -1371,6 +1371,19 @@ TEST(hard_links)
 	CHECK_EQ(meta_object_exists(b, o.id), 1);
 	CHECK_EQ(meta_lookup(b, d.id, "h2", &e), 0);
 	CHECK(e.id == o.id && e.attr.nlink == 1);
+	/* names are bounded: each link writes every entry of the file, so
+	 * a file of N names costs O(N) a link (ext4 stops at 65,000 too) */
+	for (int i = 2; i <= META_NAMES_MAX; i++) {
+		snprintf(f, sizeof(f), "n%d", i);
+		if (meta_link(m, o.id, d.id, f, &base, &e) != 0)
+			break;
+	}
+	CHECK_EQ(e.attr.nlink, META_NAMES_MAX);
+	CHECK_EQ(meta_link(m, o.id, d.id, "one-too-many", &base, NULL), -EMLINK);
+	for (int i = 2; i <= META_NAMES_MAX; i++) {
+		snprintf(f, sizeof(f), "n%d", i);
+		CHECK_EQ(meta_unlink(m, d.id, f, NULL), 1);
+	}
 	/* its last name goes with the object */
 	CHECK_EQ(meta_unlink(m, d.id, "h2", &id), 0);
 	CHECK_EQ(meta_object_exists(b, o.id), 0);
