@@ -468,7 +468,7 @@ int meta_connect(struct meta *m)
 	if (r < 0)
 		return r;
 	freeReplyObject(rep);
-	return 0;
+	return meta_layout_settle(m);
 }
 
 const char *meta_url(const struct meta *m)
@@ -527,24 +527,18 @@ static void obj_key(const struct meta *m, char kind, uint64_t id, char *buf, siz
 
 int meta_get_object(struct meta *m, uint64_t id, struct meta_obj *ret)
 {
-	char key[PREFIX_MAX + 32];
-	redisReply *rep;
-	size_t i, nil = 0;
+	struct meta_entry e;
 	int r;
 
-	obj_key(m, 'o', id, key, sizeof(key));
-	r = id ? command(m, &rep, "ssssss", "HMGET", key, "size", "csum", "mtime", "origin")
-	       : -EINVAL;
+	/* layout 2 keeps an object's attributes in its entry: getattr
+	 * follows the record there */
+	r = meta_getattr(m, id, &e);
 	if (r < 0)
 		return r;
-	r = -EBADMSG;
-	if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 4) {
-		for (i = 0; i < 4; i++)
-			nil += rep->element[i]->type == REDIS_REPLY_NIL;
-		r = nil == 4 ? -ENOENT : rep_obj(rep->element, id, ret);
-	}
-	freeReplyObject(rep);
-	return r;
+	if (e.kind != META_FILE)
+		return -ENOENT;
+	*ret = e.obj;
+	return 0;
 }
 
 /*
@@ -1001,34 +995,47 @@ int meta_holders(struct meta *m, uint64_t id, char (**ret_nodes)[OBJFS_NODE_MAX]
 	char key[PREFIX_MAX + 32];
 	char(*nodes)[OBJFS_NODE_MAX];
 	redisReply *rep;
-	size_t i;
+	size_t i, n = 0;
 	int r;
 
-	obj_key(m, 'h', id, key, sizeof(key));
-	r = id ? command(m, &rep, "ss", "SMEMBERS", key) : -EINVAL;
+	/* holders are the record's fields "@<node>" */
+	obj_key(m, 'o', id, key, sizeof(key));
+	r = id ? command(m, &rep, "ss", "HKEYS", key) : -EINVAL;
 	if (r < 0)
 		return r;
 	r = -EBADMSG;
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements > HOLDERS_MAX)
+	if (rep->type != REDIS_REPLY_ARRAY)
 		goto clean_rep;
 	r = -ENOMEM;
-	nodes = calloc(rep->elements + 1, sizeof(*nodes));
+	nodes = calloc(1, sizeof(*nodes));
 	if (!nodes)
 		goto clean_rep;
-	r = -EBADMSG;
 	for (i = 0; i < rep->elements; i++) {
-		const char *s = rep_text(rep->element[i], OBJFS_NODE_MAX - 1);
+		const redisReply *f = rep->element[i];
 		char shown[META_SHOWN_MAX];
+		const char *s;
+		void *grown;
 
-		if (!s || node_name_validate(s) < 0) {
+		if (f->type != REDIS_REPLY_STRING || f->len < 1 || f->str[0] != '@')
+			continue;
+		r = -EBADMSG;
+		s = f->len <= OBJFS_NODE_MAX ? f->str + 1 : NULL;
+		if (!s || memchr(f->str, '\0', f->len) || node_name_validate(s) < 0) {
 			meta_log_corrupt("key '%s': holder %s is not a node name", key,
-					 rep_shown(rep->element[i], shown, sizeof(shown)));
+					 rep_shown(f, shown, sizeof(shown)));
 			goto clean_nodes;
 		}
-		memcpy(nodes[i], s, strlen(s) + 1);
+		if (n == HOLDERS_MAX)
+			goto clean_nodes;
+		r = -ENOMEM;
+		grown = realloc(nodes, (n + 2) * sizeof(*nodes));
+		if (!grown)
+			goto clean_nodes;
+		nodes = grown;
+		memcpy(nodes[n++], s, f->len); /* with its NUL */
 	}
 	*ret_nodes = nodes;
-	*ret_n = rep->elements;
+	*ret_n = n;
 	freeReplyObject(rep);
 	return 0;
 
@@ -1115,8 +1122,19 @@ int meta_add_holder_of(struct meta *m, const struct meta_obj *obj)
 
 int meta_del_holder(struct meta *m, uint64_t id)
 {
-	int r = obj_int_cmd(m, "SREM", 'h', id, true);
+	char key[PREFIX_MAX + 32], field[OBJFS_NODE_MAX + 1];
+	redisReply *rep;
+	int r;
 
+	if (!id)
+		return -EINVAL;
+	obj_key(m, 'o', id, key, sizeof(key));
+	snprintf(field, sizeof(field), "@%s", m->node);
+	r = command(m, &rep, "sss", "HDEL", key, field);
+	if (r < 0)
+		return r;
+	r = rep_bool(rep);
+	freeReplyObject(rep);
 	return r < 0 ? r : 0;
 }
 

@@ -34,34 +34,35 @@
  *                                           lookup and listing read one
  *                                           key; without " <attr>" as
  *                                           older versions wrote it, and
- *                                           "f<id>" alone sends them to the
- *                                           record), or "l<id>" (a
+ *                                           "f<id>" alone is what layout 1
+ *                                           had and migrates), or "l<id>" (a
  *                                           symbolic link).  Older versions take
  *                                           an entry with <attr> for a
  *                                           corrupt one: do not mix them
  *                                           with this one on a namespace
  *                               ('/' cannot occur in a name, so the reserved
  *                               fields never collide with children)
- *   {P}:o:<id>          hash    object record: "size", "csum" (32 hex digits,
- *                               xxh3-128), "mtime" (ns; utimensat changes
- *                               it, the bytes never), "origin" (node),
- *                               "attr" (owner, mode, atime, ctime: see
- *                               struct meta_attr; missing in records of
- *                               older versions), "=<parent>/<name>" (a
- *                               name besides "parent"/"name": a hard
- *                               link; meta_link()),
- *                               "parent" and "name" (where it is linked;
- *                               kept up by rename), "bsum" (an object of
+ *   {P}:layout          string  the layout of the namespace: "2" (meta_i.h,
+ *                               META_LAYOUT); a namespace without it but
+ *                               with a root is of layout 1 (objfs before
+ *                               this key: records held copies of the
+ *                               attributes, and holders were sets h:<id>),
+ *                               which meta_connect() migrates
+ *                               (meta_layout.c); another layout is refused
+ *   {P}:o:<id>          hash    object record: "parent" and "name" (where
+ *                               it is linked; kept up by rename), which
+ *                               lead to its entry, the one place of its
+ *                               size, csum, mtime, origin and attributes;
+ *                               "@<node>" (value ""): a node holding a
+ *                               sealed copy (meta_locate() drops those
+ *                               whose card expired); "=<parent>/<name>"
+ *                               (a name besides "parent"/"name": a hard
+ *                               link; meta_link()), "bsum" (an object of
  *                               several 8 MiB blocks: a sum per block,
  *                               see bsum.h; read only by a fetch of such
- *                               an object, with HGET, so older nodes,
- *                               which HMGET named fields, never see it;
- *                               it goes with the record), "~p:<node>"
- *                               (a node fetching the object: a deadline
- *                               in ms on Redis's clock; see
- *                               meta_locate_fan())
- *   {P}:h:<id>          set     nodes holding a sealed copy of the object
- *                               (meta_locate() drops those whose card expired)
+ *                               an object), "~p:<node>" (a node fetching
+ *                               the object: a deadline in ms on Redis's
+ *                               clock; see meta_locate_fan())
  *   {P}:s:<id>          hash    symbolic link (entry "l<id>"): "t" its
  *                               target, "m" its mtime, "a" its attributes
  *                               (struct meta_attr), "p" and "n" where it
@@ -82,7 +83,11 @@
  *                               if it serves no RDMA; missing on cards
  *                               of older nodes, and a malformed one is
  *                               ignored with a warning: both read as "")
- *   {P}:nodes           set     every node name that ever registered
+ *   {P}:members         set     every node name that ever registered
+ *   {P}:nodes           string  META_LAYOUT_POISON: layout 1 kept the
+ *                               members here, so an older objfsd's node
+ *                               claim fails (WRONGTYPE) and its log names
+ *                               this key
  *   {P}:fan             zset    "<id> <node>" of every fetcher entry
  *                               "~p:<node>" of record o:<id>, scored by its
  *                               deadline, so that a crashed fetcher's

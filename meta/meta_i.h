@@ -74,17 +74,29 @@ enum meta_script {
 	MS_SYMLINK,
 	MS_READLINK,
 	MS_LINK,
+	MS_MIGRATE,
 	META_NSCRIPTS
 };
 
 /* Lua source of each script, indexed by enum meta_script. */
 extern const char *const meta_script_src[META_NSCRIPTS];
+/* the migration's script (meta_layout.c) */
+extern const char meta_script_migrate[];
 /* Short names, for debug messages. */
 extern const char *const meta_script_name[META_NSCRIPTS];
 
 /* Publish walks at most this many "/parent" links to build a path (a
  * deeper one could not fit OBJFS_PATH_MAX anyway; it returns ""). */
 #define META_PATH_DEPTH 2048
+
+/* The layout of the namespace this objfsd reads and writes (key
+ * {P}:layout; meta.h has the schema, meta_layout.c the migration from
+ * layout 1, which had no such key).  {P}:nodes, layout 1's set of
+ * members, holds this text instead, so that an objfsd older than the
+ * layout key fails its node claim (WRONGTYPE) and names the key whose
+ * value says why. */
+#define META_LAYOUT 2
+#define META_LAYOUT_POISON "objfs namespace layout 2: this objfsd is too old for it, upgrade it"
 /* Rename's cycle check walks at most this many, then gives ELOOP. */
 #define META_WALK_MAX 16384
 
@@ -358,6 +370,15 @@ int sentinel_resolve(struct meta *m, struct addr *ret, char *why, size_t wlen);
 int sentinel_watch_start(struct meta *m);
 /* Stop and join it (meta_free()). */
 void sentinel_watch_stop(struct meta *m);
+
+/* ---- the layout (meta_layout.c) ---- */
+
+/* Called by meta_connect() after the init: 0 if the namespace has
+ * layout META_LAYOUT, after migrating one of layout 1; -EBUSY if it has
+ * layout 1 and another node is live on it, -EPROTO if it has another
+ * layout (both logged, and the reason kept for meta_last_error()), or
+ * an errno of Redis. */
+int meta_layout_settle(struct meta *m);
 
 /* ---- calls and replies (meta.c) ---- */
 

@@ -251,7 +251,7 @@ int pool_errno_of(const char *str)
 	    {"EISDIR", EISDIR},	    {"ENOTEMPTY", ENOTEMPTY},	{"EINVAL", EINVAL},
 	    {"EBADMSG", EBADMSG},   {"EADDRINUSE", EADDRINUSE}, {"ELOOP", ELOOP},
 	    {"ENOTUNIQ", ENOTUNIQ}, {"EAGAIN", EAGAIN},		{"EPERM", EPERM},
-	    {"EMLINK", EMLINK},
+	    {"EMLINK", EMLINK},	    {"EPROTO", EPROTO},		{"EBUSY", EBUSY},
 	};
 	const char *s = str ? str : "";
 	size_t i, n;

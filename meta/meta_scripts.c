@@ -15,314 +15,45 @@
  *     EBADMSG, never a Lua runtime error;
  *   - every namespace script starts by recreating the root, the counter and
  *     the epoch if they are missing, so a FLUSHALL (or a Redis that came
- *     back empty) heals on the next call of any node.
+ *     back empty) heals on the next call of any node, and then checks the
+ *     namespace's layout (meta_lua.h, LUA_NS).
  */
 #include "meta.h"
 #include "meta_i.h"
+#include "meta_lua.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#define STR_(x) #x
-#define STR(x) STR_(x)
+/* clang-format off */
 
-/*
- * Helpers of every script.  call() is redis.call() for commands whose
- * first argument is a key: a key of the wrong type (a string where a
- * hash belongs) is a corrupt record, EBADMSG naming the key, not a
- * failure of Redis.  shown() is how a value read back appears in such a
- * message: quoted and cut to 64 bytes, or "missing" (meta.c escapes the
- * whole message before it logs it).  fan_add() and fan_del() keep the
- * index of fetcher entries (meta.h, {P}:fan) with them; it only helps
- * clear entries, so a broken one (a key of the wrong type) fails no
- * script: they use redis.pcall() and ignore its errors.
- */
-#define LUA_BASE                                                                                   \
-	"local P = ARGV[1]\n"                                                                      \
-	"local T = '{' .. P .. '}:'\n"                                                             \
-	"local NS = T\n"                                                                           \
-	"local NOW = ARGV[3]\n"                                                                    \
-	"local ORIGIN = ARGV[4]\n"                                                                 \
-	"local CHAN = T .. 'inval'\n"                                                              \
-	"local function fail(e) error(redis.error_reply(e)) end\n"                                 \
-	"local function call(cmd, key, ...)\n"                                                     \
-	"  local r = redis.pcall(cmd, key, ...)\n"                                                 \
-	"  if type(r) == 'table' and r.err then\n"                                                 \
-	"    if string.find(r.err, '^WRONGTYPE') then\n"                                           \
-	"      fail(\"EBADMSG key '\" .. key .. \"' has the wrong type (\" ..\n"                   \
-	"           redis.call('TYPE', key).ok .. ')')\n"                                          \
-	"    end\n"                                                                                \
-	"    error(r)\n"                                                                           \
-	"  end\n"                                                                                  \
-	"  return r\n"                                                                             \
-	"end\n"                                                                                    \
-	"local function shown(v)\n"                                                                \
-	"  if not v then return 'missing' end\n"                                                   \
-	"  return \"'\" .. string.sub(v, 1, 64) .. \"'\"\n"                                        \
-	"end\n"                                                                                    \
-	"local function dkey(id) return T .. 'd:' .. id end\n"                                     \
-	"local function okey(id) return T .. 'o:' .. id end\n"                                     \
-	"local function hkey(id) return T .. 'h:' .. id end\n"                                     \
-	"local function tkey(id) return T .. 't:' .. id end\n"                                     \
-	"local function skey(id) return T .. 's:' .. id end\n"                                     \
-	"local FAN = T .. 'fan'\n"                                                                 \
-	"local function fan_add(id, n, d)\n"                                                       \
-	"  redis.pcall('ZADD', FAN, d, id .. ' ' .. n)\n"                                          \
-	"end\n"                                                                                    \
-	"local function fan_del(id, n)\n"                                                          \
-	"  redis.pcall('ZREM', FAN, id .. ' ' .. n)\n"                                             \
-	"end\n" /* delete an object's record and holders, leaving a tombstone */                   \
-	"local function bury(id)\n"                                                                \
-	"  local fs = redis.pcall('HKEYS', okey(id))\n"                                            \
-	"  if type(fs) == 'table' and not fs.err then\n"                                           \
-	"    for _, f in ipairs(fs) do\n"                                                          \
-	"      if string.sub(f, 1, 3) == '~p:' then fan_del(id, string.sub(f, 4)) end\n"           \
-	"    end\n"                                                                                \
-	"  end\n"                                                                                  \
-	"  call('DEL', okey(id), hkey(id))\n"                                                      \
-	"  call('SET', tkey(id), NOW, 'EX', " STR(                                                 \
-	    META_TOMBSTONE_TTL) ")\n"                                                              \
-				"  call('SPUBLISH', CHAN, ORIGIN .. ' gone 0 - ' .. id)\n"         \
-				"end\n" /* a decimal uint64 >= 1 without leading zeros */          \
-				"local function isid(s)\n"                                         \
-				"  return type(s) == 'string' and string.match(s, '^[1-9]%d*$') "  \
-				"~= nil and\n"                                                     \
-				"         (#s < 20 or (#s == 20 and s <= "                         \
-				"'18446744073709551615'))\n"                                       \
-				"end\n" /* a directory whose field @f is not what a script wrote   \
-					 */                                                        \
-				"local FATTRS = '^ (%d+) (%-?%d+) (%x+) (%S*)$'\n"                 \
-				"local FATTRS2 = '^ (%d+) (%-?%d+) (%x+) (%S*) (%d+ %d+ "          \
-				"[0-7]+.*)$'\n" /* owner, group, mode, and atime and ctime unless  \
-						 * both are the mtime */                           \
-				"local function isattr(s)\n"                                       \
-				"  return type(s) == 'string' and\n"                               \
-				"         (string.match(s, '^%d+ %d+ [0-7]+$') ~= nil or\n"        \
-				"          string.match(s, '^%d+ %d+ [0-7]+ %-?%d+ %-?%d+$') ~= "  \
-				"nil or\n"                                                         \
-				"          string.match(s, '^%d+ %d+ [0-7]+ %-?%d+ %-?%d+ %d+$') " \
-				"~= "                                                              \
-				"nil)\n"                                                           \
-				"end\n"                                                            \
-				"local function fattrs(rest)\n"                                    \
-				"  local sz, mt, cs, og, at = string.match(rest, FATTRS2)\n"       \
-				"  if sz and isattr(at) then return sz, mt, cs, og, at end\n"      \
-				"  sz, mt, cs, og = string.match(rest, FATTRS)\n"                  \
-				"  return sz, mt, cs, og, false\n"                                 \
-				"end\n"                                                            \
-				"local function fval(id, size, mtime, csum, origin, attr)\n"       \
-				"  local v = 'f' .. id .. ' ' .. size .. ' ' .. mtime .. ' ' .. "  \
-				"csum .. ' ' .. origin\n"                                          \
-				"  if attr and attr ~= '' then v = v .. ' ' .. attr end\n"         \
-				"  return v\n"                                                     \
-				"end\n"                                                            \
-				"local function isfile(v, id)\n"                                   \
-				"  return type(v) == 'string' and string.match(v, '^f(%d+)') == "  \
-				"id\n"                                                             \
-				"end\n"                                                            \
-				"local function badfield(dir, f, v)\n"                             \
-				"  fail('EBADMSG directory ' .. dir .. \": field '\" .. f .. \"' " \
-				"is \" .. shown(v))\n"                                             \
-				"end\n"
-
-/* Helpers of the namespace scripts, and the (idempotent) init. */
-#define LUA_NS                                                                                     \
-	LUA_BASE                                                                                   \
-	"local CTR = NS .. 'ctr'\n"                                                                \
-	"if call('EXISTS', CTR, NS .. 'epoch', NS .. 'd:1') ~= 3 then\n"                           \
-	"  call('SETNX', CTR, '1')\n"                                                              \
-	"  if call('SETNX', NS .. 'epoch', ARGV[2]) == 1 then\n"                                   \
-	"    call('SPUBLISH', CHAN, '- resync 0 - 0')\n"                                           \
-	"  end\n"                                                                                  \
-	"  if call('EXISTS', NS .. 'd:1') == 0 then\n"                                             \
-	"    call('HSET', NS .. 'd:1', '/mtime', NOW, '/parent', '1', '/name', '',\n"              \
-	"                '/nsub', '0')\n"                                                          \
-	"  end\n"                                                                                  \
-	"end\n" /* entry @name of directory @dir, "d<id>" / "f<id>" -> kind, id */                 \
-	"local function parse(v, dir, name)\n"                                                     \
-	"  local k, id, rest = string.match(v, '^([dfl])(%d+)(.*)$')\n"                            \
-	"  if rest and rest ~= '' and (k ~= 'f' or not fattrs(rest)) then\n"                       \
-	"    k = nil\n"                                                                            \
-	"  end\n"                                                                                  \
-	"  if not k or not isid(id) then\n"                                                        \
-	"    fail('EBADMSG directory ' .. dir .. \": entry '\" .. name .. \"' is \" .. "           \
-	"shown(v))\n"                                                                              \
-	"  end\n"                                                                                  \
-	"  return k, id\n"                                                                         \
-	"end\n" /* the entry @name of @dir names directory @id: it must exist */                   \
-	"local function needsub(dir, name, id)\n"                                                  \
-	"  if call('EXISTS', dkey(id)) == 0 then\n"                                                \
-	"    fail('EBADMSG directory ' .. dir .. \": entry '\" .. name .. \"' names directory \" " \
-	"..\n"                                                                                     \
-	"         id .. ', which does not exist')\n"                                               \
-	"  end\n"                                                                                  \
-	"end\n" /* the full path of @name in directory @parent ('' if deeper or longer             \
-		 * than a path may be) */                                                          \
-	"local function pathof(parent, name)\n"                                                    \
-	"  local parts, cur, path = {}, parent, ''\n"                                              \
-	"  for i = 1, " STR(                                                                       \
-	    META_PATH_DEPTH) " do\n"                                                               \
-			     "    if cur == '1' then\n"                                            \
-			     "      for j = #parts, 1, -1 do path = path .. '/' .. parts[j] end\n" \
-			     "      path = path .. '/' .. name\n"                                  \
-			     "      break\n"                                                       \
-			     "    end\n"                                                           \
-			     "    local a = call('HMGET', dkey(cur), '/parent', '/name')\n"        \
-			     "    if not isid(a[1]) then badfield(cur, '/parent', a[1]) end\n"     \
-			     "    if not a[2] or a[2] == '' then badfield(cur, '/name', a[2]) "    \
-			     "end\n"                                                               \
-			     "    parts[#parts + 1] = a[2]\n"                                      \
-			     "    cur = a[1]\n"                                                    \
-			     "  end\n"                                                             \
-			     "  if #path >= 4096 then return '' end\n"                             \
-			     "  return path\n"                                                     \
-			     "end\n" /* a directory that must exist */                             \
-			     "local function needdir(id)\n"                                        \
-			     "  if call('EXISTS', dkey(id)) == 1 then return end\n"                \
-			     "  if call('EXISTS', okey(id)) == 1 then fail('ENOTDIR') end\n"       \
-			     "  fail('ENOENT')\n"                                                  \
-			     "end\n"                                                               \
-			     "local RESERVED = {'/mtime', '/parent', '/name', '/nsub', '/attr'}\n" \
-			     "local function isempty(id)\n"                                        \
-			     "  local n = call('HLEN', dkey(id))\n"                                \
-			     "  for _, f in ipairs(RESERVED) do\n"                                 \
-			     "    n = n - call('HEXISTS', dkey(id), f)\n"                          \
-			     "  end\n"                                                             \
-			     "  return n <= 0\n"                                                   \
-			     "end\n"                                                               \
-			     "local function unused(id)\n"                                         \
-			     "  return isid(id) and call('EXISTS', dkey(id), okey(id), "           \
-			     "hkey(id), tkey(id), skey(id)) == 0\n"                                \
-			     "end\n"                                                               \
-			     "local function newdir(parent, name, id, mtime, attr)\n"              \
-			     "  call('HSET', dkey(id), '/mtime', mtime, '/parent', parent, "       \
-			     "'/name', name,\n"                                                    \
-			     "       '/nsub', '0')\n"                                              \
-			     "  if attr and attr ~= '' then call('HSET', dkey(id), '/attr', "      \
-			     "attr) "                                                              \
-			     "end\n"                                                               \
-			     "  call('HSET', dkey(parent), name, 'd' .. id, '/mtime', mtime)\n"    \
-			     "  call('HINCRBY', dkey(parent), '/nsub', 1)\n"                       \
-			     "end\n" /* placed(): a file's or link's record says where it is;      \
-				      * linkattrs(): what lookup returns of a symbolic link (its   \
-				      * mtime, size: its target's length, attributes);             \
-				      * attrparts() and attrjoin(): attribute text (meta.h, struct \
-				      * meta_attr) to fields and back, the atime and ctime the     \
-				      * mtime @mt when left out, names n (1 when left out);        \
-				      * namesof(): the names {parent, name} whose entries name     \
-				      * file @id (record @a, fields RECF), its record's own first, \
-				      * then                                                       \
-				      * those of its "=<parent>/<name>" fields (hard links); reads \
-				      * only.  unname_plan() (reads only) and unname_apply(): name \
-				      * @parent/@name of file @id goes (the caller removes the     \
-				      * entry); the plan is nil when it was the last one (the      \
-				      * caller buries the object), else the apply moves the        \
-				      * record's own name to another if need be, counts the names  \
-				      * left, and writes every entry left.  moved(): name @op/@on  \
-				      * of file @id is @np/@nn now. */                             \
-			     "local function placed(id, parent, name)\n"                           \
-			     "  if call('EXISTS', okey(id)) == 1 then\n"                           \
-			     "    call('HSET', okey(id), 'parent', parent, 'name', name)\n"        \
-			     "  elseif call('EXISTS', skey(id)) == 1 then\n"                       \
-			     "    call('HSET', skey(id), 'p', parent, 'n', name)\n"                \
-			     "  end\n"                                                             \
-			     "end\n"                                                               \
-			     "local function linkattrs(id)\n"                                      \
-			     "  local a = call('HMGET', skey(id), 'm', 't', 'a')\n"                \
-			     "  return {'l' .. id, a[1], a[2] and tostring(#a[2]), a[3]}\n"        \
-			     "end\n"                                                               \
-			     "local function inval(kind, parent, name, id)\n"                      \
-			     "  local msg = ORIGIN .. ' ' .. kind .. ' ' .. parent .. ' ' .. "     \
-			     "name .. ' ' .. id\n"                                                 \
-			     "  call('SPUBLISH', CHAN, msg)\n"                                     \
-			     "end\n"                                                               \
-			     "local function attrparts(s, mt)\n"                                   \
-			     "  if not isattr(s) then return nil end\n"                            \
-			     "  local u, g, m, rest = string.match(s, '^(%d+) (%d+) "              \
-			     "([0-7]+)(.*)$')\n"                                                   \
-			     "  local a, c, n = string.match(rest, '^ (%-?%d+) (%-?%d+) "          \
-			     "?(%d*)$')\n"                                                         \
-			     "  if not a then a, c = mt or '0', mt or '0' end\n"                   \
-			     "  return u, g, m, a, c, tonumber(n) or 1\n"                          \
-			     "end\n"                                                               \
-			     "local function attrjoin(u, g, m, a, c, n)\n"                         \
-			     "  local s = u .. ' ' .. g .. ' ' .. m .. ' ' .. a .. ' ' .. c\n"     \
-			     "  if n > 1 then s = s .. ' ' .. string.format('%d', n) end\n"        \
-			     "  return s\n"                                                        \
-			     "end\n"                                                               \
-			     "local RECF = {'size', 'csum', 'mtime', 'origin', 'attr', 'parent', " \
-			     "'name'}\n"                                                           \
-			     "local function namesof(id, a)\n"                                     \
-			     "  local out = {}\n"                                                  \
-			     "  local function add(p, n)\n"                                        \
-			     "    if isid(p) and n and n ~= '' and isfile(call('HGET', dkey(p), "  \
-			     "n), id) then\n"                                                      \
-			     "      out[#out + 1] = {p, n}\n"                                      \
-			     "    end\n"                                                           \
-			     "  end\n"                                                             \
-			     "  add(a[6], a[7])\n"                                                 \
-			     "  for _, f in ipairs(call('HKEYS', okey(id))) do\n"                  \
-			     "    local p, n = string.match(f, '^=(%d+)/(.+)$')\n"                 \
-			     "    if p then add(p, n) end\n"                                       \
-			     "  end\n"                                                             \
-			     "  return out\n"                                                      \
-			     "end\n"                                                               \
-			     "local function unname_plan(id, parent, name)\n"                      \
-			     "  local a = call('HMGET', okey(id), unpack(RECF))\n"                 \
-			     "  if not a[1] or not a[2] or not a[3] or not a[4] then return nil "  \
-			     "end\n"                                                               \
-			     "  local rest = {}\n"                                                 \
-			     "  for _, pn in ipairs(namesof(id, a)) do\n"                          \
-			     "    if pn[1] ~= parent or pn[2] ~= name then rest[#rest + 1] = pn "  \
-			     "end\n"                                                               \
-			     "  end\n"                                                             \
-			     "  if #rest == 0 then return nil end\n"                               \
-			     "  local u, g, m, at = attrparts(a[5], a[3])\n"                       \
-			     "  if not u then u, g, m, at = '0', '0', '444', a[3] end\n"           \
-			     "  return {id = id, a = a, rest = rest, gone = {parent, name},\n"     \
-			     "          attr = attrjoin(u, g, m, at, NOW, #rest)}\n"               \
-			     "end\n"                                                               \
-			     "local function unname_apply(pl)\n"                                   \
-			     "  local id, a, r1 = pl.id, pl.a, pl.rest[1]\n"                       \
-			     "  call('HDEL', okey(id), '=' .. pl.gone[1] .. '/' .. pl.gone[2])\n"  \
-			     "  if a[6] == pl.gone[1] and a[7] == pl.gone[2] then\n"               \
-			     "    call('HDEL', okey(id), '=' .. r1[1] .. '/' .. r1[2])\n"          \
-			     "    call('HSET', okey(id), 'parent', r1[1], 'name', r1[2])\n"        \
-			     "  end\n"                                                             \
-			     "  call('HSET', okey(id), 'attr', pl.attr)\n"                         \
-			     "  local v = fval(id, a[1], a[3], a[2], a[4], pl.attr)\n"             \
-			     "  for _, pn in ipairs(pl.rest) do call('HSET', dkey(pn[1]), pn[2], " \
-			     "v) end\n"                                                            \
-			     "  call('SPUBLISH', CHAN, '- attr 0 - ' .. id)\n"                     \
-			     "end\n"                                                               \
-			     "local function moved(id, op, on, np, nn)\n"                          \
-			     "  local a = call('HMGET', okey(id), 'parent', 'name')\n"             \
-			     "  local f = '=' .. op .. '/' .. on\n"                                \
-			     "  if (a[1] ~= op or a[2] ~= on) and call('HEXISTS', okey(id), f) "   \
-			     "== 1 then\n"                                                         \
-			     "    call('HDEL', okey(id), f)\n"                                     \
-			     "    call('HSET', okey(id), '=' .. np .. '/' .. nn, '1')\n"           \
-			     "  else\n"                                                            \
-			     "    placed(id, np, nn)\n"                                            \
-			     "  end\n"                                                             \
-			     "end\n"
-
-/* ARGV: (header).  The namespace init alone, run on every new connection
- * (returns 0: a corrupt epoch must not fail the connection). */
-static const char script_init[] = LUA_NS "return 0\n";
+/* ARGV: (header).  The namespace init alone, run on every new connection.
+ * Returns the layout: "2", "" if there is no layout key (layout 1, which
+ * meta_connect() migrates), "?" if the key is not a string; never an
+ * error of its own (a corrupt epoch must not fail the connection). */
+static const char script_init[] =
+	LUA_HEAL
+	"local l = redis.pcall('GET', LAYOUT)\n"
+	"if l == false then return '' end\n"
+	"if type(l) ~= 'string' then return '?' end\n"
+	"return l\n";
 
 /* ARGV: (header).  Returns the epoch token. */
-static const char script_epoch[] = LUA_NS "return call('GET', NS .. 'epoch')\n";
+static const char script_epoch[] =
+	LUA_NS
+	"return call('GET', NS .. 'epoch')\n";
 
 /* ARGV[5] candidate ids, separated by spaces.  Returns those that
- * nothing in Redis uses (no directory, record, holder set or tombstone),
+ * nothing in Redis uses (no directory, record, symbolic link or tombstone),
  * in the same order. */
-static const char script_alloc[] = LUA_NS "local out = {}\n"
-					  "for c in string.gmatch(ARGV[5], '%S+') do\n"
-					  "  if unused(c) then out[#out + 1] = c end\n"
-					  "end\n"
-					  "return out\n";
+static const char script_alloc[] =
+	LUA_NS
+	"local out = {}\n"
+	"for c in string.gmatch(ARGV[5], '%S+') do\n"
+	"  if unused(c) then out[#out + 1] = c end\n"
+	"end\n"
+	"return out\n";
 
 /*
  * ARGV[5] parent, ARGV[6] name.  Returns {"d<id>", mtime, nsub} or
@@ -330,41 +61,45 @@ static const char script_alloc[] = LUA_NS "local out = {}\n"
  * damaged (meta.c gives EBADMSG).
  */
 static const char script_lookup[] =
-    LUA_NS "local parent, name = ARGV[5], ARGV[6]\n"
-	   "local v = call('HGET', dkey(parent), name)\n"
-	   "if not v then\n"
-	   "  needdir(parent)\n"
-	   "  fail('ENOENT')\n"
-	   "end\n"
-	   "local k, id = parse(v, parent, name)\n"
-	   "if k == 'd' then\n"
-	   "  local a = call('HMGET', dkey(id), '/mtime', '/nsub', '/attr')\n"
-	   "  return {v, a[1], a[2], a[3]}\n"
-	   "end\n"
-	   "if k == 'l' then return linkattrs(id) end\n"
-	   "local sz, mt, cs, og, at = fattrs(string.sub(v, #id + 2))\n"
-	   "if sz then return {k .. id, sz, cs, mt, og, at} end\n"
-	   "local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin', 'attr')\n"
-	   "return {k .. id, a[1], a[2], a[3], a[4], a[5]}\n";
+	LUA_NS
+	"local parent, name = ARGV[5], ARGV[6]\n"
+	"local v = call('HGET', dkey(parent), name)\n"
+	"if not v then\n"
+	"  needdir(parent)\n"
+	"  fail('ENOENT')\n"
+	"end\n"
+	"local k, id = parse(v, parent, name)\n"
+	"if k == 'd' then\n"
+	"  local a = call('HMGET', dkey(id), '/mtime', '/nsub', '/attr')\n"
+	"  return {v, a[1], a[2], a[3]}\n"
+	"end\n"
+	"if k == 'l' then return linkattrs(id) end\n"
+	"local sz, mt, cs, og, at = fattrs(string.sub(v, #id + 2))\n"
+	"if sz then return {k .. id, sz, cs, mt, og, at} end\n"
+	"local a = recof(id) or {}\n"
+	"return {k .. id, a[1], a[2], a[3], a[4], a[5]}\n";
 
 /* ARGV[5] id.  Same reply as lookup. */
 static const char script_getattr[] =
-    LUA_NS "local id = ARGV[5]\n"
-	   "if call('EXISTS', dkey(id)) == 1 then\n"
-	   "  local a = call('HMGET', dkey(id), '/mtime', '/nsub', '/attr')\n"
-	   "  return {'d' .. id, a[1], a[2], a[3]}\n"
-	   "end\n"
-	   "if call('EXISTS', okey(id)) == 1 then\n"
-	   "  local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin', 'attr')\n"
-	   "  return {'f' .. id, a[1], a[2], a[3], a[4], a[5]}\n"
-	   "end\n"
-	   "if call('EXISTS', skey(id)) == 1 then return linkattrs(id) end\n"
-	   "fail('ENOENT')\n";
+	LUA_NS
+	"local id = ARGV[5]\n"
+	"if call('EXISTS', dkey(id)) == 1 then\n"
+	"  local a = call('HMGET', dkey(id), '/mtime', '/nsub', '/attr')\n"
+	"  return {'d' .. id, a[1], a[2], a[3]}\n"
+	"end\n"
+	"local a = recof(id)\n"
+	"if a then\n"
+	"  return {'f' .. id, a[1], a[2], a[3], a[4], a[5]}\n"
+	"end\n"
+	"if call('EXISTS', skey(id)) == 1 then return linkattrs(id) end\n"
+	"fail('ENOENT')\n";
 
 /* ARGV[5] directory id.  Returns the whole hash (meta.c skips the "/"
  * fields). */
-static const char script_readdir[] = LUA_NS "needdir(ARGV[5])\n"
-					    "return call('HGETALL', dkey(ARGV[5]))\n";
+static const char script_readdir[] =
+	LUA_NS
+	"needdir(ARGV[5])\n"
+	"return call('HGETALL', dkey(ARGV[5]))\n";
 
 /*
  * ARGV[5] directory id, ARGV[6] HSCAN cursor ("0" to start).  One page of
@@ -379,67 +114,70 @@ static const char script_readdir[] = LUA_NS "needdir(ARGV[5])\n"
  * does that while the hash is resized): the caller dedupes.
  */
 static const char script_readdir_page[] =
-    LUA_NS "local dir = ARGV[5]\n"
-	   "needdir(dir)\n"
-	   "local page = call('HSCAN', dkey(dir), ARGV[6], 'COUNT', 1000)\n"
-	   "local kv, out = page[2], {}\n"
-	   "for i = 1, #kv, 2 do\n"
-	   "  local name, v = kv[i], kv[i + 1]\n"
-	   "  if string.sub(name, 1, 1) ~= '/' then\n"
-	   "    local ok, k, id = pcall(parse, v, dir, name)\n"
-	   "    local e, a = {v}\n"
-	   "    if ok and k == 'd' then\n"
-	   "      ok, a = pcall(call, 'HMGET', dkey(id), '/mtime', '/nsub', '/attr')\n"
-	   "      if ok then e = {v, a[1], a[2], a[3]} end\n"
-	   "    elseif ok and k == 'l' then\n"
-	   "      ok, a = pcall(linkattrs, id)\n"
-	   "      if ok then e = a end\n"
-	   "    elseif ok then\n"
-	   "      local sz, mt, cs, og, at = fattrs(string.sub(v, #id + 2))\n"
-	   "      if sz then\n"
-	   "        e = {k .. id, sz, cs, mt, og, at}\n"
-	   "      else\n"
-	   "        ok, a = pcall(call, 'HMGET', okey(id), 'size', 'csum', 'mtime', 'origin',\n"
-	   "                      'attr')\n"
-	   "        if ok then e = {k .. id, a[1], a[2], a[3], a[4], a[5]} end\n"
-	   "      end\n"
-	   "    end\n"
-	   "    out[#out + 1] = name\n"
-	   "    out[#out + 1] = e\n"
-	   "  end\n"
-	   "end\n"
-	   "return {page[1], out}\n";
+	LUA_NS
+	"local dir = ARGV[5]\n"
+	"needdir(dir)\n"
+	"local page = call('HSCAN', dkey(dir), ARGV[6], 'COUNT', 1000)\n"
+	"local kv, out = page[2], {}\n"
+	"for i = 1, #kv, 2 do\n"
+	"  local name, v = kv[i], kv[i + 1]\n"
+	"  if string.sub(name, 1, 1) ~= '/' then\n"
+	"    local ok, k, id = pcall(parse, v, dir, name)\n"
+	"    local e, a = {v}\n"
+	"    if ok and k == 'd' then\n"
+	"      ok, a = pcall(call, 'HMGET', dkey(id), '/mtime', '/nsub', '/attr')\n"
+	"      if ok then e = {v, a[1], a[2], a[3]} end\n"
+	"    elseif ok and k == 'l' then\n"
+	"      ok, a = pcall(linkattrs, id)\n"
+	"      if ok then e = a end\n"
+	"    elseif ok then\n"
+	"      local sz, mt, cs, og, at = fattrs(string.sub(v, #id + 2))\n"
+	"      if sz then\n"
+	"        e = {k .. id, sz, cs, mt, og, at}\n"
+	"      else\n"
+	"        ok, a = pcall(recof, id)\n"
+	"        if ok and a then e = {k .. id, a[1], a[2], a[3], a[4], a[5]} end\n"
+	"      end\n"
+	"    end\n"
+	"    out[#out + 1] = name\n"
+	"    out[#out + 1] = e\n"
+	"  end\n"
+	"end\n"
+	"return {page[1], out}\n";
 
 /* ARGV[5] parent, ARGV[6] name, ARGV[7] mtime, ARGV[8] the new id (EAGAIN
  * if it is in use), ARGV[9] its owner, mode and times ("": none; see
  * script_setattr).  Returns the new id. */
 static const char script_mkdir[] =
-    LUA_NS "local parent, name, id = ARGV[5], ARGV[6], ARGV[8]\n"
-	   "needdir(parent)\n"
-	   /* a repeat of this very call (a retry after a lost reply) */
-	   "local v = call('HGET', dkey(parent), name)\n"
-	   "if v == 'd' .. id then return id end\n"
-	   "if v then fail('EEXIST') end\n"
-	   "if not unused(id) then fail('EAGAIN') end\n"
-	   "if ARGV[9] ~= '' and not isattr(ARGV[9]) then fail('EINVAL') end\n"
-	   "newdir(parent, name, id, ARGV[7], ARGV[9])\n"
-	   "inval('mkdir', parent, name, id)\n"
-	   "return id\n";
+	LUA_NS
+	"local parent, name, id = ARGV[5], ARGV[6], ARGV[8]\n"
+	"needdir(parent)\n"
+	/* a repeat of this very call (a retry after a lost reply) */
+	"local v = call('HGET', dkey(parent), name)\n"
+	"if v == 'd' .. id then return id end\n"
+	"if v then fail('EEXIST') end\n"
+	"if not unused(id) then fail('EAGAIN') end\n"
+	"if ARGV[9] ~= '' and not isattr(ARGV[9]) then fail('EINVAL') end\n"
+	"newdir(parent, name, id, ARGV[7], ARGV[9])\n"
+	"inval('mkdir', parent, name, id)\n"
+	"return id\n";
 
 /* ARGV[5] parent, ARGV[6] name.  Returns the removed directory's id. */
-static const char script_rmdir[] = LUA_NS "local parent, name = ARGV[5], ARGV[6]\n"
-					  "needdir(parent)\n"
-					  "local v = call('HGET', dkey(parent), name)\n"
-					  "if not v then fail('ENOENT') end\n"
-					  "local k, id = parse(v, parent, name)\n"
-					  "if k ~= 'd' then fail('ENOTDIR') end\n"
-					  "if not isempty(id) then fail('ENOTEMPTY') end\n"
-					  "call('DEL', dkey(id))\n"
-					  "call('HDEL', dkey(parent), name)\n"
-					  "call('HINCRBY', dkey(parent), '/nsub', -1)\n"
-					  "call('HSET', dkey(parent), '/mtime', NOW)\n"
-					  "inval('rmdir', parent, name, id)\n"
-					  "return id\n";
+static const char script_rmdir[] =
+	LUA_NS
+	"local parent, name = ARGV[5], ARGV[6]\n"
+	"needdir(parent)\n"
+	"local v = call('HGET', dkey(parent), name)\n"
+	"if not v then fail('ENOENT') end\n"
+	"local k, id = parse(v, parent, name)\n"
+	"if k ~= 'd' then fail('ENOTDIR') end\n"
+	"if not isempty(id) then fail('ENOTEMPTY') end\n"
+	"call('DEL', dkey(id))\n"
+	"call('HDEL', dkey(parent), name)\n"
+	"call('HINCRBY', dkey(parent), '/nsub', -1)\n"
+	"call('HSET', dkey(parent), '/mtime', NOW)\n"
+	"inval('rmdir', parent, name, id)\n"
+	"return id\n";
 
 /*
  * ARGV[5] parent, ARGV[6] name, ARGV[7] id, ARGV[8] size, ARGV[9] csum,
@@ -459,74 +197,76 @@ static const char script_rmdir[] = LUA_NS "local parent, name = ARGV[5], ARGV[6]
  * every node is told to reconcile at once ("resync" on P:inval).
  */
 static const char script_publish[] =
-    LUA_NS "local parent, name, id = ARGV[5], ARGV[6], ARGV[7]\n"
-	   "needdir(parent)\n"
-	   "if ARGV[16] ~= '' and not isattr(ARGV[16]) then fail('EINVAL') end\n"
-	   "local rec = call('HMGET', okey(id), 'size', 'csum')\n"
-	   "if rec[1] or rec[2] then\n"
-	   "  if rec[1] ~= ARGV[8] or rec[2] ~= ARGV[9] then fail('ENOTUNIQ') end\n"
-	   "elseif call('EXISTS', tkey(id)) == 1 then\n"
-	   "  fail('ENOTUNIQ')\n"
-	   "end\n"
-	   "local v = call('HGET', dkey(parent), name)\n"
-	   "local replaced, rk = '0', nil\n"
-	   "if v then\n"
-	   "  local k, oid = parse(v, parent, name)\n"
-	   "  if k == 'd' then fail('EISDIR') end\n"
-	   "  if oid ~= id then\n"
-	   "    if ARGV[12] ~= '1' then fail('EEXIST') end\n"
-	   "    replaced, rk = oid, k\n"
-	   "  end\n"
-	   "end\n"
-	   "local path = pathof(parent, name)\n"
-	   /* a file replaced that has other names lives on; a link goes */
-	   "local rpl = rk == 'f' and unname_plan(replaced, parent, name)\n"
-	   "if rpl then\n"
-	   "  unname_apply(rpl)\n"
-	   "  replaced = '0'\n"
-	   "elseif rk == 'l' then\n"
-	   "  call('DEL', skey(replaced))\n"
-	   "elseif replaced ~= '0' then\n"
-	   "  bury(replaced)\n"
-	   "end\n"
-	   "call('HSET', okey(id), 'size', ARGV[8], 'csum', ARGV[9], 'mtime', ARGV[10],\n"
-	   "            'origin', ARGV[11], 'parent', parent, 'name', name)\n"
-	   "if ARGV[15] ~= '' then call('HSET', okey(id), 'bsum', ARGV[15]) end\n"
-	   "if ARGV[16] ~= '' then call('HSET', okey(id), 'attr', ARGV[16]) end\n"
-	   "call('SADD', hkey(id), ARGV[13])\n"
-	   "call('HSET', dkey(parent), name,\n"
-	   "     fval(id, ARGV[8], ARGV[10], ARGV[9], ARGV[11], ARGV[16]), '/mtime', NOW)\n"
-	   "if replaced ~= '0' then\n"
-	   "  inval('replace', parent, name, id)\n"
-	   "else\n"
-	   "  inval('publish', parent, name, id)\n"
-	   "end\n"
-	   "local seq = redis.pcall('INCR', CTR)\n"
-	   "local seen = tonumber(ARGV[14]) or 0\n"
-	   "if type(seq) ~= 'number' or seq <= seen then\n"
-	   "  seq = seen + 1\n"
-	   "  call('SET', CTR, string.format('%d', seq))\n"
-	   "  call('SPUBLISH', CHAN, '- resync 0 - 0')\n"
-	   "end\n"
-	   "return {replaced, path, string.format('%d', seq)}\n";
+	LUA_NS
+	"local parent, name, id = ARGV[5], ARGV[6], ARGV[7]\n"
+	"needdir(parent)\n"
+	"if ARGV[16] ~= '' and not isattr(ARGV[16]) then fail('EINVAL') end\n"
+	"local rec = recof(id)\n"
+	"if rec and rec[1] then\n"
+	"  if rec[1] ~= ARGV[8] or rec[2] ~= ARGV[9] then fail('ENOTUNIQ') end\n"
+	"elseif call('EXISTS', tkey(id)) == 1 then\n"
+	"  fail('ENOTUNIQ')\n"
+	"end\n"
+	"local v = call('HGET', dkey(parent), name)\n"
+	"local replaced, rk = '0', nil\n"
+	"if v then\n"
+	"  local k, oid = parse(v, parent, name)\n"
+	"  if k == 'd' then fail('EISDIR') end\n"
+	"  if oid ~= id then\n"
+	"    if ARGV[12] ~= '1' then fail('EEXIST') end\n"
+	"    replaced, rk = oid, k\n"
+	"  end\n"
+	"end\n"
+	"local path = pathof(parent, name)\n"
+	/* a file replaced that has other names lives on; a link goes */
+	"local rpl = rk == 'f' and unname_plan(replaced, parent, name)\n"
+	"if rpl then\n"
+	"  unname_apply(rpl)\n"
+	"  replaced = '0'\n"
+	"elseif rk == 'l' then\n"
+	"  call('DEL', skey(replaced))\n"
+	"elseif replaced ~= '0' then\n"
+	"  bury(replaced)\n"
+	"end\n"
+	"call('HSET', okey(id), 'parent', parent, 'name', name)\n"
+	"if ARGV[15] ~= '' then call('HSET', okey(id), 'bsum', ARGV[15]) end\n"
+	"hold(id, ARGV[13])\n"
+	"call('HSET', dkey(parent), name,\n"
+	"     fval(id, ARGV[8], ARGV[10], ARGV[9], ARGV[11], ARGV[16]), '/mtime', NOW)\n"
+	"if replaced ~= '0' then\n"
+	"  inval('replace', parent, name, id)\n"
+	"else\n"
+	"  inval('publish', parent, name, id)\n"
+	"end\n"
+	"local seq = redis.pcall('INCR', CTR)\n"
+	"local seen = tonumber(ARGV[14]) or 0\n"
+	"if type(seq) ~= 'number' or seq <= seen then\n"
+	"  seq = seen + 1\n"
+	"  call('SET', CTR, string.format('%d', seq))\n"
+	"  call('SPUBLISH', CHAN, '- resync 0 - 0')\n"
+	"end\n"
+	"return {replaced, path, string.format('%d', seq)}\n";
 
 /* ARGV[5] parent, ARGV[6] name.  Returns {kind, id, full path}. */
-static const char script_path[] = LUA_NS "local parent, name = ARGV[5], ARGV[6]\n"
-					 "needdir(parent)\n"
-					 "local v = call('HGET', dkey(parent), name)\n"
-					 "if not v then fail('ENOENT') end\n"
-					 "local k, id = parse(v, parent, name)\n"
-					 "return {k, id, pathof(parent, name)}\n";
+static const char script_path[] =
+	LUA_NS
+	"local parent, name = ARGV[5], ARGV[6]\n"
+	"needdir(parent)\n"
+	"local v = call('HGET', dkey(parent), name)\n"
+	"if not v then fail('ENOENT') end\n"
+	"local k, id = parse(v, parent, name)\n"
+	"return {k, id, pathof(parent, name)}\n";
 
 /* ARGV[5] object id.  Returns the object's full path now, or "" if its
  * record does not say where it lives (older records) or that place does
  * not name it. */
 static const char script_objpath[] =
-    LUA_NS "local id = ARGV[5]\n"
-	   "local a = call('HMGET', okey(id), 'parent', 'name')\n"
-	   "if not isid(a[1]) or not a[2] or a[2] == '' then return '' end\n"
-	   "if not isfile(call('HGET', dkey(a[1]), a[2]), id) then return '' end\n"
-	   "return pathof(a[1], a[2])\n";
+	LUA_NS
+	"local id = ARGV[5]\n"
+	"local a = call('HMGET', okey(id), 'parent', 'name')\n"
+	"if not isid(a[1]) or not a[2] or a[2] == '' then return '' end\n"
+	"if not isfile(call('HGET', dkey(a[1]), a[2]), id) then return '' end\n"
+	"return pathof(a[1], a[2])\n";
 
 /*
  * ARGV[5] id, ARGV[6] what changes: some of the letters "ugmat" (uid,
@@ -540,62 +280,59 @@ static const char script_objpath[] =
  * hash ("/attr"); mtime where it was ("mtime", "/mtime").  Returns what
  * getattr returns after the change.  ENOENT if @id is neither.
  */
-static const char script_setattr[] = LUA_NS
-    "local id, what = ARGV[5], ARGV[6]\n"
-    "local function has(c) return string.find(what, c, 1, true) ~= nil end\n"
-    "if not isattr(ARGV[12]) or not string.match(ARGV[7], '^%d+$') or\n"
-    "   not string.match(ARGV[8], '^%d+$') or not string.match(ARGV[9], '^[0-7]+$') or\n"
-    "   not string.match(ARGV[10], '^%-?%d+$') or not string.match(ARGV[11], '^%-?%d+$')\n"
-    "then\n"
-    "  fail('EINVAL')\n"
-    "end\n"
-    /* @cur as changed; @mt the mtime before, the atime of attributes
-     * that have none of their own (a number, or EBADMSG before any
-     * write) */
-    "local function merged(cur, mt)\n"
-    "  if not string.match(mt or '', '^%-?%d+$') then\n"
-    "    fail('EBADMSG ' .. id .. ': its mtime is ' .. shown(mt))\n"
-    "  end\n"
-    "  if not isattr(cur) then cur = ARGV[12] end\n"
-    "  local u, g, m, a, c, n = attrparts(cur, mt)\n"
-    "  if has('u') then u = ARGV[7] end\n"
-    "  if has('g') then g = ARGV[8] end\n"
-    "  if has('m') then m = ARGV[9] end\n"
-    "  if has('a') then a = ARGV[10] end\n"
-    "  return attrjoin(u, g, m, a, NOW, n)\n"
-    "end\n"
-    "local mt = has('t') and ARGV[11]\n"
-    "if call('EXISTS', dkey(id)) == 1 then\n"
-    "  local b = call('HMGET', dkey(id), '/attr', '/mtime')\n"
-    "  local at = merged(b[1], b[2])\n"
-    "  call('HSET', dkey(id), '/attr', at)\n"
-    "  if mt then call('HSET', dkey(id), '/mtime', mt) end\n"
-    "  local a = call('HMGET', dkey(id), '/mtime', '/nsub')\n"
-    "  inval('attr', '0', '-', id)\n"
-    "  return {'d' .. id, a[1], a[2], at}\n"
-    "end\n"
-    "if call('EXISTS', skey(id)) == 1 then\n"
-    "  local b = call('HMGET', skey(id), 'a', 'm')\n"
-    "  call('HSET', skey(id), 'a', merged(b[1], b[2]))\n"
-    "  if mt then call('HSET', skey(id), 'm', mt) end\n"
-    "  inval('attr', '0', '-', id)\n"
-    "  return linkattrs(id)\n"
-    "end\n"
-    "local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin', 'attr', 'parent',\n"
-    "               'name')\n"
-    "if not a[1] and not a[2] then fail('ENOENT') end\n"
-    "if not a[1] or not a[2] or not a[3] or not a[4] then\n"
-    "  fail('EBADMSG object ' .. id .. ': its record lacks size, csum, mtime or origin')\n"
-    "end\n"
-    "local at = merged(a[5], a[3])\n"
-    "if mt then a[3] = mt end\n"
-    /* every name of the file shows the change (hard links) */
-    "local names = namesof(id, a)\n"
-    "call('HSET', okey(id), 'attr', at, 'mtime', a[3])\n"
-    "local v = fval(id, a[1], a[3], a[2], a[4], at)\n"
-    "for _, pn in ipairs(names) do call('HSET', dkey(pn[1]), pn[2], v) end\n"
-    "inval('attr', '0', '-', id)\n"
-    "return {'f' .. id, a[1], a[2], a[3], a[4], at}\n";
+static const char script_setattr[] =
+	LUA_NS
+	"local id, what = ARGV[5], ARGV[6]\n"
+	"local function has(c) return string.find(what, c, 1, true) ~= nil end\n"
+	"if not isattr(ARGV[12]) or not string.match(ARGV[7], '^%d+$') or\n"
+	"   not string.match(ARGV[8], '^%d+$') or not string.match(ARGV[9], '^[0-7]+$') or\n"
+	"   not string.match(ARGV[10], '^%-?%d+$') or not string.match(ARGV[11], '^%-?%d+$')\n"
+	"then\n"
+	"  fail('EINVAL')\n"
+	"end\n"
+	/* @cur as changed; @mt the mtime before, the atime of attributes that have none of their own (a number, or EBADMSG before any write) */
+	"local function merged(cur, mt)\n"
+	"  if not string.match(mt or '', '^%-?%d+$') then\n"
+	"    fail('EBADMSG ' .. id .. ': its mtime is ' .. shown(mt))\n"
+	"  end\n"
+	"  if not isattr(cur) then cur = ARGV[12] end\n"
+	"  local u, g, m, a, c, n = attrparts(cur, mt)\n"
+	"  if has('u') then u = ARGV[7] end\n"
+	"  if has('g') then g = ARGV[8] end\n"
+	"  if has('m') then m = ARGV[9] end\n"
+	"  if has('a') then a = ARGV[10] end\n"
+	"  return attrjoin(u, g, m, a, NOW, n)\n"
+	"end\n"
+	"local mt = has('t') and ARGV[11]\n"
+	"if call('EXISTS', dkey(id)) == 1 then\n"
+	"  local b = call('HMGET', dkey(id), '/attr', '/mtime')\n"
+	"  local at = merged(b[1], b[2])\n"
+	"  call('HSET', dkey(id), '/attr', at)\n"
+	"  if mt then call('HSET', dkey(id), '/mtime', mt) end\n"
+	"  local a = call('HMGET', dkey(id), '/mtime', '/nsub')\n"
+	"  inval('attr', '0', '-', id)\n"
+	"  return {'d' .. id, a[1], a[2], at}\n"
+	"end\n"
+	"if call('EXISTS', skey(id)) == 1 then\n"
+	"  local b = call('HMGET', skey(id), 'a', 'm')\n"
+	"  call('HSET', skey(id), 'a', merged(b[1], b[2]))\n"
+	"  if mt then call('HSET', skey(id), 'm', mt) end\n"
+	"  inval('attr', '0', '-', id)\n"
+	"  return linkattrs(id)\n"
+	"end\n"
+	"local a = recof(id)\n"
+	"if not a then fail('ENOENT') end\n"
+	"if not a[1] or not a[2] or not a[3] or not a[4] then\n"
+	"  fail('EBADMSG object ' .. id .. ': its record lacks size, csum, mtime or origin')\n"
+	"end\n"
+	"local at = merged(a[5], a[3])\n"
+	"if mt then a[3] = mt end\n"
+	/* every name of the file shows the change (hard links) */
+	"local names = namesof(id, a)\n"
+	"local v = fval(id, a[1], a[3], a[2], a[4], at)\n"
+	"for _, pn in ipairs(names) do call('HSET', dkey(pn[1]), pn[2], v) end\n"
+	"inval('attr', '0', '-', id)\n"
+	"return {'f' .. id, a[1], a[2], a[3], a[4], at}\n";
 
 /*
  * ARGV[5] parent, ARGV[6] name, ARGV[7] mtime, ARGV[8] the new id (EAGAIN
@@ -607,23 +344,26 @@ static const char script_setattr[] = LUA_NS
  * retry after a lost reply) finds its link there and returns it.
  */
 static const char script_symlink[] =
-    LUA_NS "local parent, name, id = ARGV[5], ARGV[6], ARGV[8]\n"
-	   "needdir(parent)\n"
-	   "if ARGV[10] ~= '' and not isattr(ARGV[10]) then fail('EINVAL') end\n"
-	   "local v = call('HGET', dkey(parent), name)\n"
-	   "if v == 'l' .. id then return linkattrs(id) end\n"
-	   "if v then fail('EEXIST') end\n"
-	   "if not unused(id) then fail('EAGAIN') end\n"
-	   "call('HSET', skey(id), 't', ARGV[9], 'm', ARGV[7], 'p', parent, 'n', name)\n"
-	   "if ARGV[10] ~= '' then call('HSET', skey(id), 'a', ARGV[10]) end\n"
-	   "call('HSET', dkey(parent), name, 'l' .. id, '/mtime', NOW)\n"
-	   "inval('symlink', parent, name, id)\n"
-	   "return linkattrs(id)\n";
+	LUA_NS
+	"local parent, name, id = ARGV[5], ARGV[6], ARGV[8]\n"
+	"needdir(parent)\n"
+	"if ARGV[10] ~= '' and not isattr(ARGV[10]) then fail('EINVAL') end\n"
+	"local v = call('HGET', dkey(parent), name)\n"
+	"if v == 'l' .. id then return linkattrs(id) end\n"
+	"if v then fail('EEXIST') end\n"
+	"if not unused(id) then fail('EAGAIN') end\n"
+	"call('HSET', skey(id), 't', ARGV[9], 'm', ARGV[7], 'p', parent, 'n', name)\n"
+	"if ARGV[10] ~= '' then call('HSET', skey(id), 'a', ARGV[10]) end\n"
+	"call('HSET', dkey(parent), name, 'l' .. id, '/mtime', NOW)\n"
+	"inval('symlink', parent, name, id)\n"
+	"return linkattrs(id)\n";
 
 /* ARGV[5] a symbolic link's id.  Returns its target. */
-static const char script_readlink[] = LUA_NS "local t = call('HGET', skey(ARGV[5]), 't')\n"
-					     "if not t then fail('ENOENT') end\n"
-					     "return t\n";
+static const char script_readlink[] =
+	LUA_NS
+	"local t = call('HGET', skey(ARGV[5]), 't')\n"
+	"if not t then fail('ENOENT') end\n"
+	"return t\n";
 
 /*
  * ARGV[5] a file's id, ARGV[6] the new name's directory, ARGV[7] the new
@@ -638,32 +378,32 @@ static const char script_readlink[] = LUA_NS "local t = call('HGET', skey(ARGV[5
  * another file: a repeat of this very call finds its name there and
  * returns it).
  */
-static const char script_link[] = LUA_NS
-    "local id, np, nn = ARGV[5], ARGV[6], ARGV[7]\n"
-    "needdir(np)\n"
-    "if not isattr(ARGV[8]) then fail('EINVAL') end\n"
-    "if call('EXISTS', dkey(id), skey(id)) > 0 then fail('EPERM') end\n"
-    "local a = call('HMGET', okey(id), unpack(RECF))\n"
-    "if not a[1] and not a[2] then fail('ENOENT') end\n"
-    "if not a[1] or not a[2] or not string.match(a[3] or '', '^%-?%d+$') or not a[4] then\n"
-    "  fail('EBADMSG object ' .. id .. ': its record lacks size, csum, mtime or origin')\n"
-    "end\n"
-    "local v = call('HGET', dkey(np), nn)\n"
-    "if v and isfile(v, id) then return {'f' .. id, a[1], a[2], a[3], a[4], a[5]} end\n"
-    "if v then fail('EEXIST') end\n"
-    "local names = namesof(id, a)\n"
-    "if #names == 0 then fail('ENOENT') end\n"
-    "if #names >= " STR(
-	META_NAMES_MAX) " then fail('EMLINK') end\n"
-			"local u, g, m, at = attrparts(isattr(a[5]) and a[5] or ARGV[8], a[3])\n"
-			"a[5] = attrjoin(u, g, m, at, NOW, #names + 1)\n"
-			"call('HSET', okey(id), '=' .. np .. '/' .. nn, '1', 'attr', a[5])\n"
-			"local fv = fval(id, a[1], a[3], a[2], a[4], a[5])\n"
-			"for _, pn in ipairs(names) do call('HSET', dkey(pn[1]), pn[2], fv) end\n"
-			"call('HSET', dkey(np), nn, fv, '/mtime', NOW)\n"
-			"inval('link', np, nn, id)\n"
-			"inval('attr', '0', '-', id)\n"
-			"return {'f' .. id, a[1], a[2], a[3], a[4], a[5]}\n";
+static const char script_link[] =
+	LUA_NS
+	"local id, np, nn = ARGV[5], ARGV[6], ARGV[7]\n"
+	"needdir(np)\n"
+	"if not isattr(ARGV[8]) then fail('EINVAL') end\n"
+	"if call('EXISTS', dkey(id), skey(id)) > 0 then fail('EPERM') end\n"
+	"local a = recof(id)\n"
+	"if not a then fail('ENOENT') end\n"
+	"if not a[1] or not a[2] or not string.match(a[3] or '', '^%-?%d+$') or not a[4] then\n"
+	"  fail('EBADMSG object ' .. id .. ': its record lacks size, csum, mtime or origin')\n"
+	"end\n"
+	"local v = call('HGET', dkey(np), nn)\n"
+	"if v and isfile(v, id) then return {'f' .. id, a[1], a[2], a[3], a[4], a[5]} end\n"
+	"if v then fail('EEXIST') end\n"
+	"local names = namesof(id, a)\n"
+	"if #names == 0 then fail('ENOENT') end\n"
+	"if #names >= " STR(META_NAMES_MAX) " then fail('EMLINK') end\n"
+	"local u, g, m, at = attrparts(isattr(a[5]) and a[5] or ARGV[8], a[3])\n"
+	"a[5] = attrjoin(u, g, m, at, NOW, #names + 1)\n"
+	"call('HSET', okey(id), '=' .. np .. '/' .. nn, '1')\n"
+	"local fv = fval(id, a[1], a[3], a[2], a[4], a[5])\n"
+	"for _, pn in ipairs(names) do call('HSET', dkey(pn[1]), pn[2], fv) end\n"
+	"call('HSET', dkey(np), nn, fv, '/mtime', NOW)\n"
+	"inval('link', np, nn, id)\n"
+	"inval('attr', '0', '-', id)\n"
+	"return {'f' .. id, a[1], a[2], a[3], a[4], a[5]}\n";
 
 /* ARGV[5] this node, ARGV[6] "<id> <size> <csum hex>;" per object.
  * Returns {state, path} per object: L (its record describes these bytes;
@@ -672,64 +412,67 @@ static const char script_link[] = LUA_NS
  * other bytes), D (a tombstone: deleted), U (neither).  Every read comes
  * before the first write (the SADDs of L objects). */
 static const char script_sync_holders[] =
-    LUA_NS "local me = ARGV[5]\n"
-	   "local ids, st, paths = {}, {}, {}\n"
-	   "for id, size, csum in string.gmatch(ARGV[6], '(%d+) (%d+) (%x+);') do\n"
-	   "  local rec = call('HMGET', okey(id), 'size', 'csum', 'parent', 'name')\n"
-	   "  local s, p = 'U', ''\n"
-	   "  if rec[1] or rec[2] then\n"
-	   "    if rec[1] ~= size or rec[2] ~= csum then\n"
-	   "      s = 'X'\n"
-	   "    else\n"
-	   "      s = 'L'\n"
-	   "      if isid(rec[3]) and rec[4] and rec[4] ~= '' and\n"
-	   "         isfile(call('HGET', dkey(rec[3]), rec[4]), id) then\n"
-	   "        local ok, v = pcall(pathof, rec[3], rec[4])\n"
-	   "        if ok and type(v) == 'string' then p = v end\n"
-	   "      end\n"
-	   "    end\n"
-	   "  elseif call('EXISTS', tkey(id)) == 1 then\n"
-	   "    s = 'D'\n"
-	   "  end\n"
-	   "  ids[#ids + 1] = id\n"
-	   "  st[#st + 1] = s\n"
-	   "  paths[#paths + 1] = p\n"
-	   "end\n"
-	   "local out = {}\n"
-	   "for i, id in ipairs(ids) do\n"
-	   "  if st[i] == 'L' then\n"
-	   "    call('SADD', hkey(id), me)\n"
-	   /* this node the only holder: 'S' */
-	   "    if call('SCARD', hkey(id)) == 1 then st[i] = 'S' end\n"
-	   "  end\n"
-	   "  out[#out + 1] = st[i]\n"
-	   "  out[#out + 1] = paths[i]\n"
-	   "end\n"
-	   "return out\n";
+	LUA_NS
+	"local me = ARGV[5]\n"
+	"local ids, st, paths = {}, {}, {}\n"
+	"for id, size, csum in string.gmatch(ARGV[6], '(%d+) (%d+) (%x+);') do\n"
+	"  local rec = recof(id)\n"
+	"  local s, p = 'U', ''\n"
+	"  if rec and rec[1] then\n"
+	"    if rec[1] ~= size or rec[2] ~= csum then\n"
+	"      s = 'X'\n"
+	"    else\n"
+	"      s = 'L'\n"
+	"      if isid(rec[6]) and rec[7] and rec[7] ~= '' and\n"
+	"         isfile(call('HGET', dkey(rec[6]), rec[7]), id) then\n"
+	"        local ok, v = pcall(pathof, rec[6], rec[7])\n"
+	"        if ok and type(v) == 'string' then p = v end\n"
+	"      end\n"
+	"    end\n"
+	"  elseif call('EXISTS', tkey(id)) == 1 then\n"
+	"    s = 'D'\n"
+	"  end\n"
+	"  ids[#ids + 1] = id\n"
+	"  st[#st + 1] = s\n"
+	"  paths[#paths + 1] = p\n"
+	"end\n"
+	"local out = {}\n"
+	"for i, id in ipairs(ids) do\n"
+	"  if st[i] == 'L' then\n"
+	"    hold(id, me)\n"
+	/* this node the only holder: 'S' */
+	"    if #holders(id) == 1 then st[i] = 'S' end\n"
+	"  end\n"
+	"  out[#out + 1] = st[i]\n"
+	"  out[#out + 1] = paths[i]\n"
+	"end\n"
+	"return out\n";
 
 /* ARGV[5] parent, ARGV[6] name.  Returns the object id. */
-static const char script_unlink[] = LUA_NS "local parent, name = ARGV[5], ARGV[6]\n"
-					   "needdir(parent)\n"
-					   "local v = call('HGET', dkey(parent), name)\n"
-					   "if not v then fail('ENOENT') end\n"
-					   "local k, id = parse(v, parent, name)\n"
-					   "if k == 'd' then fail('EISDIR') end\n"
-					   /* a file with other names lives on */
-					   "local pl = k == 'f' and unname_plan(id, parent, name)\n"
-					   "call('HDEL', dkey(parent), name)\n"
-					   "call('HSET', dkey(parent), '/mtime', NOW)\n"
-					   "if pl then\n"
-					   "  unname_apply(pl)\n"
-					   "  inval('unlink-name', parent, name, id)\n"
-					   "  return {id, '1'}\n"
-					   "end\n"
-					   "if k == 'l' then\n"
-					   "  call('DEL', skey(id))\n"
-					   "else\n"
-					   "  bury(id)\n"
-					   "end\n"
-					   "inval('unlink', parent, name, id)\n"
-					   "return id\n";
+static const char script_unlink[] =
+	LUA_NS
+	"local parent, name = ARGV[5], ARGV[6]\n"
+	"needdir(parent)\n"
+	"local v = call('HGET', dkey(parent), name)\n"
+	"if not v then fail('ENOENT') end\n"
+	"local k, id = parse(v, parent, name)\n"
+	"if k == 'd' then fail('EISDIR') end\n"
+	/* a file with other names lives on */
+	"local pl = k == 'f' and unname_plan(id, parent, name)\n"
+	"call('HDEL', dkey(parent), name)\n"
+	"call('HSET', dkey(parent), '/mtime', NOW)\n"
+	"if pl then\n"
+	"  unname_apply(pl)\n"
+	"  inval('unlink-name', parent, name, id)\n"
+	"  return {id, '1'}\n"
+	"end\n"
+	"if k == 'l' then\n"
+	"  call('DEL', skey(id))\n"
+	"else\n"
+	"  bury(id)\n"
+	"end\n"
+	"inval('unlink', parent, name, id)\n"
+	"return id\n";
 
 /*
  * ARGV[5] old parent, ARGV[6] old name, ARGV[7] new parent, ARGV[8] new
@@ -737,108 +480,106 @@ static const char script_unlink[] = LUA_NS "local parent, name = ARGV[5], ARGV[6
  * "0"/"1").  Returns the replaced id or "0".
  */
 static const char script_rename[] =
-    LUA_NS "local op, on, np, nn = ARGV[5], ARGV[6], ARGV[7], ARGV[8]\n"
-	   "local noreplace, exchange = ARGV[9] == '1', ARGV[10] == '1'\n"
-	   "needdir(op)\n"
-	   "needdir(np)\n"
-	   "local opd, npd = dkey(op), dkey(np)\n"
-	   "local sv = call('HGET', opd, on)\n"
-	   "if not sv then fail('ENOENT') end\n"
-	   "local sk, sid = parse(sv, op, on)\n"
-	   "local tv = call('HGET', npd, nn)\n"
-	   "local tk, tid\n"
-	   "if tv then tk, tid = parse(tv, np, nn) end\n"
-	   "if (op == np and on == nn) or tv == sv then return '0' end\n"
-	   "if exchange and not tv then fail('ENOENT') end\n"
-	   "if tv and noreplace then fail('EEXIST') end\n"
-	   /* is directory @dir @anc or below it? */
-	   "local function below(dir, anc)\n"
-	   "  local cur = dir\n"
-	   "  for i = 1, " STR(
-	       META_WALK_MAX) " do\n"
-			      "    if cur == anc then return true end\n"
-			      "    if cur == '1' then return false end\n"
-			      "    local p = call('HGET', dkey(cur), '/parent')\n"
-			      "    if not isid(p) then badfield(cur, '/parent', p) end\n"
-			      "    cur = p\n"
-			      "  end\n"
-			      "  fail('ELOOP')\n"
-			      "end\n"
-			      "if sk == 'd' then\n"
-			      "  needsub(op, on, sid)\n"
-			      "  if below(np, sid) then fail('EINVAL') end\n"
-			      "end\n"
-			      "if exchange then\n"
-			      "  if tk == 'd' then\n"
-			      "    needsub(np, nn, tid)\n"
-			      "    if below(op, tid) then fail('EINVAL') end\n"
-			      "  end\n"
-			      "  call('HSET', opd, on, tv)\n"
-			      "  call('HSET', npd, nn, sv)\n"
-			      "  if sk == 'd' then call('HSET', dkey(sid), '/parent', np, '/name', "
-			      "nn) end\n"
-			      "  if tk == 'd' then call('HSET', dkey(tid), '/parent', op, '/name', "
-			      "on) end\n"
-			      "  if sk == 'f' then moved(sid, op, on, np, nn) end\n"
-			      "  if sk == 'l' then placed(sid, np, nn) end\n"
-			      "  if tk == 'f' then moved(tid, np, nn, op, on) end\n"
-			      "  if tk == 'l' then placed(tid, op, on) end\n"
-			      "  if op ~= np then\n"
-			      "    if sk == 'd' then\n"
-			      "      call('HINCRBY', opd, '/nsub', -1)\n"
-			      "      call('HINCRBY', npd, '/nsub', 1)\n"
-			      "    end\n"
-			      "    if tk == 'd' then\n"
-			      "      call('HINCRBY', npd, '/nsub', -1)\n"
-			      "      call('HINCRBY', opd, '/nsub', 1)\n"
-			      "    end\n"
-			      "  end\n"
-			      "  call('HSET', opd, '/mtime', NOW)\n"
-			      "  call('HSET', npd, '/mtime', NOW)\n"
-			      "  inval('rename-from', op, on, sid)\n"
-			      "  inval('rename-to', np, nn, sid)\n"
-			      "  inval('rename-from', np, nn, tid)\n"
-			      "  inval('rename-to', op, on, tid)\n"
-			      "  return '0'\n"
-			      "end\n"
-			      "if tv then\n"
-			      "  if sk ~= 'd' and tk == 'd' then fail('EISDIR') end\n"
-			      "  if sk == 'd' and tk ~= 'd' then fail('ENOTDIR') end\n"
-			      "  if tk ~= 'd' and ARGV[11] ~= '1' then fail('EEXIST') end\n"
-			      "  if tk == 'd' and not isempty(tid) then fail('ENOTEMPTY') end\n"
-			      "end\n"
-			      "local replaced = '0'\n"
-			      /* a file replaced that has other names lives on */
-			      "local tpl = tv and tk == 'f' and unname_plan(tid, np, nn)\n"
-			      "if tpl then\n"
-			      "  unname_apply(tpl)\n"
-			      "elseif tv then\n"
-			      "  replaced = tid\n"
-			      "  if tk == 'f' then\n"
-			      "    bury(tid)\n"
-			      "  elseif tk == 'l' then\n"
-			      "    call('DEL', skey(tid))\n"
-			      "  else\n"
-			      "    call('DEL', dkey(tid))\n"
-			      "    call('HINCRBY', npd, '/nsub', -1)\n"
-			      "  end\n"
-			      "end\n"
-			      "call('HDEL', opd, on)\n"
-			      "call('HSET', npd, nn, sv)\n"
-			      "if sk == 'f' then moved(sid, op, on, np, nn) end\n"
-			      "if sk == 'l' then placed(sid, np, nn) end\n"
-			      "if sk == 'd' then\n"
-			      "  call('HSET', dkey(sid), '/parent', np, '/name', nn)\n"
-			      "  if op ~= np then\n"
-			      "    call('HINCRBY', opd, '/nsub', -1)\n"
-			      "    call('HINCRBY', npd, '/nsub', 1)\n"
-			      "  end\n"
-			      "end\n"
-			      "call('HSET', opd, '/mtime', NOW)\n"
-			      "call('HSET', npd, '/mtime', NOW)\n"
-			      "inval('rename-from', op, on, sid)\n"
-			      "inval('rename-to', np, nn, sid)\n"
-			      "return replaced\n";
+	LUA_NS
+	"local op, on, np, nn = ARGV[5], ARGV[6], ARGV[7], ARGV[8]\n"
+	"local noreplace, exchange = ARGV[9] == '1', ARGV[10] == '1'\n"
+	"needdir(op)\n"
+	"needdir(np)\n"
+	"local opd, npd = dkey(op), dkey(np)\n"
+	"local sv = call('HGET', opd, on)\n"
+	"if not sv then fail('ENOENT') end\n"
+	"local sk, sid = parse(sv, op, on)\n"
+	"local tv = call('HGET', npd, nn)\n"
+	"local tk, tid\n"
+	"if tv then tk, tid = parse(tv, np, nn) end\n"
+	"if (op == np and on == nn) or tv == sv then return '0' end\n"
+	"if exchange and not tv then fail('ENOENT') end\n"
+	"if tv and noreplace then fail('EEXIST') end\n"
+	/* is directory @dir @anc or below it? */
+	"local function below(dir, anc)\n"
+	"  local cur = dir\n"
+	"  for i = 1, " STR(META_WALK_MAX) " do\n"
+	"    if cur == anc then return true end\n"
+	"    if cur == '1' then return false end\n"
+	"    local p = call('HGET', dkey(cur), '/parent')\n"
+	"    if not isid(p) then badfield(cur, '/parent', p) end\n"
+	"    cur = p\n"
+	"  end\n"
+	"  fail('ELOOP')\n"
+	"end\n"
+	"if sk == 'd' then\n"
+	"  needsub(op, on, sid)\n"
+	"  if below(np, sid) then fail('EINVAL') end\n"
+	"end\n"
+	"if exchange then\n"
+	"  if tk == 'd' then\n"
+	"    needsub(np, nn, tid)\n"
+	"    if below(op, tid) then fail('EINVAL') end\n"
+	"  end\n"
+	"  call('HSET', opd, on, tv)\n"
+	"  call('HSET', npd, nn, sv)\n"
+	"  if sk == 'd' then call('HSET', dkey(sid), '/parent', np, '/name', nn) end\n"
+	"  if tk == 'd' then call('HSET', dkey(tid), '/parent', op, '/name', on) end\n"
+	"  if sk == 'f' then moved(sid, op, on, np, nn) end\n"
+	"  if sk == 'l' then placed(sid, np, nn) end\n"
+	"  if tk == 'f' then moved(tid, np, nn, op, on) end\n"
+	"  if tk == 'l' then placed(tid, op, on) end\n"
+	"  if op ~= np then\n"
+	"    if sk == 'd' then\n"
+	"      call('HINCRBY', opd, '/nsub', -1)\n"
+	"      call('HINCRBY', npd, '/nsub', 1)\n"
+	"    end\n"
+	"    if tk == 'd' then\n"
+	"      call('HINCRBY', npd, '/nsub', -1)\n"
+	"      call('HINCRBY', opd, '/nsub', 1)\n"
+	"    end\n"
+	"  end\n"
+	"  call('HSET', opd, '/mtime', NOW)\n"
+	"  call('HSET', npd, '/mtime', NOW)\n"
+	"  inval('rename-from', op, on, sid)\n"
+	"  inval('rename-to', np, nn, sid)\n"
+	"  inval('rename-from', np, nn, tid)\n"
+	"  inval('rename-to', op, on, tid)\n"
+	"  return '0'\n"
+	"end\n"
+	"if tv then\n"
+	"  if sk ~= 'd' and tk == 'd' then fail('EISDIR') end\n"
+	"  if sk == 'd' and tk ~= 'd' then fail('ENOTDIR') end\n"
+	"  if tk ~= 'd' and ARGV[11] ~= '1' then fail('EEXIST') end\n"
+	"  if tk == 'd' and not isempty(tid) then fail('ENOTEMPTY') end\n"
+	"end\n"
+	"local replaced = '0'\n"
+	/* a file replaced that has other names lives on */
+	"local tpl = tv and tk == 'f' and unname_plan(tid, np, nn)\n"
+	"if tpl then\n"
+	"  unname_apply(tpl)\n"
+	"elseif tv then\n"
+	"  replaced = tid\n"
+	"  if tk == 'f' then\n"
+	"    bury(tid)\n"
+	"  elseif tk == 'l' then\n"
+	"    call('DEL', skey(tid))\n"
+	"  else\n"
+	"    call('DEL', dkey(tid))\n"
+	"    call('HINCRBY', npd, '/nsub', -1)\n"
+	"  end\n"
+	"end\n"
+	"call('HDEL', opd, on)\n"
+	"call('HSET', npd, nn, sv)\n"
+	"if sk == 'f' then moved(sid, op, on, np, nn) end\n"
+	"if sk == 'l' then placed(sid, np, nn) end\n"
+	"if sk == 'd' then\n"
+	"  call('HSET', dkey(sid), '/parent', np, '/name', nn)\n"
+	"  if op ~= np then\n"
+	"    call('HINCRBY', opd, '/nsub', -1)\n"
+	"    call('HINCRBY', npd, '/nsub', 1)\n"
+	"  end\n"
+	"end\n"
+	"call('HSET', opd, '/mtime', NOW)\n"
+	"call('HSET', npd, '/mtime', NOW)\n"
+	"inval('rename-from', op, on, sid)\n"
+	"inval('rename-to', np, nn, sid)\n"
+	"return replaced\n";
 
 /*
  * rereg(): register object id (size, csum, mtime, origin: its record)
@@ -854,87 +595,87 @@ static const char script_rename[] =
  * name is free (or already this object's); otherwise the object goes to
  * /lost+found/<name>.objfs-<id>.
  */
-#define LUA_REREG                                                                                  \
-	"local function rereg(id, size, csum, mtime, origin, me, want_path, ids)\n"                \
-	"  local rec = call('HMGET', okey(id), 'size', 'csum')\n"                                  \
-	"  if rec[1] or rec[2] then\n"                                                             \
-	"    if rec[1] ~= size or rec[2] ~= csum then fail('ENOTUNIQ') end\n"                      \
-	"    call('SADD', hkey(id), me)\n"                                                         \
-	"    return 0, ''\n"                                                                       \
-	"  end\n" /* "<name>.objfs-<id>", cut on a character boundary to 255 bytes */              \
-	"  local function altname(name)\n"                                                         \
-	"    local suf = '.objfs-' .. id\n"                                                        \
-	"    local cut = 255 - #suf\n"                                                             \
-	"    if #name > cut then\n"                                                                \
-	"      while cut > 0 do\n"                                                                 \
-	"        local b = string.byte(name, cut + 1)\n"                                           \
-	"        if b < 128 or b >= 192 then break end\n"                                          \
-	"        cut = cut - 1\n"                                                                  \
-	"      end\n"                                                                              \
-	"      name = string.sub(name, 1, cut)\n"                                                  \
-	"    end\n"                                                                                \
-	"    return name .. suf\n"                                                                 \
-	"  end\n"                                                                                  \
-	"  local want = fval(id, size, mtime, csum, origin)\n" /* can @comps be used?  Then also   \
-								  how many directories are missing \
-								*/                                 \
-	"  local function usable(comps)\n"                                                         \
-	"    local cur = '1'\n"                                                                    \
-	"    for i = 1, #comps - 1 do\n"                                                           \
-	"      local v = call('HGET', dkey(cur), comps[i])\n"                                      \
-	"      if not v then return true, #comps - i end\n"                                        \
-	"      local k, nid = parse(v, cur, comps[i])\n"                                           \
-	"      if k ~= 'd' then return false, 0 end\n"                                             \
-	"      if call('EXISTS', dkey(nid)) == 0 then fail('EBADMSG') end\n"                       \
-	"      cur = nid\n"                                                                        \
-	"    end\n"                                                                                \
-	"    local v = call('HGET', dkey(cur), comps[#comps])\n"                                   \
-	"    return not v or isfile(v, id), 0\n"                                                   \
-	"  end\n"                                                                                  \
-	"  local comps = {}\n"                                                                     \
-	"  for c in string.gmatch(want_path, '[^/]+') do comps[#comps + 1] = c end\n"              \
-	"  if #comps == 0 then fail('EINVAL') end\n"                                               \
-	"  local moved = 0\n"                                                                      \
-	"  local ok, missing = usable(comps)\n"                                                    \
-	"  if not ok then\n"                                                                       \
-	"    comps = {'lost+found', altname(comps[#comps])}\n"                                     \
-	"    moved = 1\n"                                                                          \
-	"    ok, missing = usable(comps)\n"                                                        \
-	"    if not ok then fail('EEXIST') end\n"                                                  \
-	"  end\n"                                                                                  \
-	"  local mine = {}\n"                                                                      \
-	"  while #mine < missing do\n"                                                             \
-	"    local c = ids[ids.at]\n"                                                              \
-	"    ids.at = ids.at + 1\n"                                                                \
-	"    if not c or not unused(c) then fail('EAGAIN') end\n"                                  \
-	"    mine[#mine + 1] = c\n"                                                                \
-	"  end\n"                                                                                  \
-	"  local cur, path = '1', ''\n"                                                            \
-	"  for i = 1, #comps - 1 do\n"                                                             \
-	"    local v = call('HGET', dkey(cur), comps[i])\n"                                        \
-	"    local nid\n"                                                                          \
-	"    if v then\n"                                                                          \
-	"      local k\n"                                                                          \
-	"      k, nid = parse(v, cur, comps[i])\n"                                                 \
-	"    else\n"                                                                               \
-	"      nid = table.remove(mine, 1)\n"                                                      \
-	"      newdir(cur, comps[i], nid, NOW)\n"                                                  \
-	"      inval('mkdir', cur, comps[i], nid)\n"                                               \
-	"    end\n"                                                                                \
-	"    path = path .. '/' .. comps[i]\n"                                                     \
-	"    cur = nid\n"                                                                          \
-	"  end\n"                                                                                  \
-	"  local name = comps[#comps]\n"                                                           \
-	"  path = path .. '/' .. name\n"                                                           \
-	"  call('HSET', okey(id), 'size', size, 'csum', csum, 'mtime', mtime,\n"                   \
-	"              'origin', origin, 'parent', cur, 'name', name)\n"                           \
-	"  call('SADD', hkey(id), me)\n"                                                           \
-	"  if not isfile(call('HGET', dkey(cur), name), id) then\n"                                \
-	"    call('HSET', dkey(cur), name, want, '/mtime', NOW)\n"                                 \
-	"    inval('publish', cur, name, id)\n"                                                    \
-	"  end\n"                                                                                  \
-	"  return moved, path\n"                                                                   \
-	"end\n"
+#define LUA_REREG \
+	"local function rereg(id, size, csum, mtime, origin, me, want_path, ids)\n" \
+	"  local rec = recof(id)\n" \
+	"  if rec and rec[1] then\n" \
+	"    if rec[1] ~= size or rec[2] ~= csum then fail('ENOTUNIQ') end\n" \
+	"    hold(id, me)\n" \
+	"    return 0, ''\n" \
+	"  end\n" \
+	/* "<name>.objfs-<id>", cut on a character boundary to 255 bytes */ \
+	"  local function altname(name)\n" \
+	"    local suf = '.objfs-' .. id\n" \
+	"    local cut = 255 - #suf\n" \
+	"    if #name > cut then\n" \
+	"      while cut > 0 do\n" \
+	"        local b = string.byte(name, cut + 1)\n" \
+	"        if b < 128 or b >= 192 then break end\n" \
+	"        cut = cut - 1\n" \
+	"      end\n" \
+	"      name = string.sub(name, 1, cut)\n" \
+	"    end\n" \
+	"    return name .. suf\n" \
+	"  end\n" \
+	"  local want = fval(id, size, mtime, csum, origin)\n" \
+	/* can @comps be used?  Then also   \ 								  how many directories are missing \ */ \
+	"  local function usable(comps)\n" \
+	"    local cur = '1'\n" \
+	"    for i = 1, #comps - 1 do\n" \
+	"      local v = call('HGET', dkey(cur), comps[i])\n" \
+	"      if not v then return true, #comps - i end\n" \
+	"      local k, nid = parse(v, cur, comps[i])\n" \
+	"      if k ~= 'd' then return false, 0 end\n" \
+	"      if call('EXISTS', dkey(nid)) == 0 then fail('EBADMSG') end\n" \
+	"      cur = nid\n" \
+	"    end\n" \
+	"    local v = call('HGET', dkey(cur), comps[#comps])\n" \
+	"    return not v or isfile(v, id), 0\n" \
+	"  end\n" \
+	"  local comps = {}\n" \
+	"  for c in string.gmatch(want_path, '[^/]+') do comps[#comps + 1] = c end\n" \
+	"  if #comps == 0 then fail('EINVAL') end\n" \
+	"  local moved = 0\n" \
+	"  local ok, missing = usable(comps)\n" \
+	"  if not ok then\n" \
+	"    comps = {'lost+found', altname(comps[#comps])}\n" \
+	"    moved = 1\n" \
+	"    ok, missing = usable(comps)\n" \
+	"    if not ok then fail('EEXIST') end\n" \
+	"  end\n" \
+	"  local mine = {}\n" \
+	"  while #mine < missing do\n" \
+	"    local c = ids[ids.at]\n" \
+	"    ids.at = ids.at + 1\n" \
+	"    if not c or not unused(c) then fail('EAGAIN') end\n" \
+	"    mine[#mine + 1] = c\n" \
+	"  end\n" \
+	"  local cur, path = '1', ''\n" \
+	"  for i = 1, #comps - 1 do\n" \
+	"    local v = call('HGET', dkey(cur), comps[i])\n" \
+	"    local nid\n" \
+	"    if v then\n" \
+	"      local k\n" \
+	"      k, nid = parse(v, cur, comps[i])\n" \
+	"    else\n" \
+	"      nid = table.remove(mine, 1)\n" \
+	"      newdir(cur, comps[i], nid, NOW)\n" \
+	"      inval('mkdir', cur, comps[i], nid)\n" \
+	"    end\n" \
+	"    path = path .. '/' .. comps[i]\n" \
+	"    cur = nid\n" \
+	"  end\n" \
+	"  local name = comps[#comps]\n" \
+	"  path = path .. '/' .. name\n" \
+	"  call('HSET', okey(id), 'parent', cur, 'name', name)\n" \
+	"  hold(id, me)\n" \
+	"  if not isfile(call('HGET', dkey(cur), name), id) then\n" \
+	"    call('HSET', dkey(cur), name, want, '/mtime', NOW)\n" \
+	"    inval('publish', cur, name, id)\n" \
+	"  end\n" \
+	"  return moved, path\n" \
+	"end\n" \
+	/* ARGV[5] id, ARGV[6] size, ARGV[7] csum, ARGV[8] mtime, ARGV[9] origin, ARGV[10] this node, ARGV[11] absolute path, ARGV[12] fresh ids for the directories it may have to make, separated by spaces.  Returns {moved, path} of rereg(). */
 
 /*
  * ARGV[5] id, ARGV[6] size, ARGV[7] csum, ARGV[8] mtime, ARGV[9] origin,
@@ -943,11 +684,12 @@ static const char script_rename[] =
  * path} of rereg().
  */
 static const char script_reregister[] =
-    LUA_NS LUA_REREG "local ids = {at = 1}\n"
-		     "for c in string.gmatch(ARGV[12], '%S+') do ids[#ids + 1] = c end\n"
-		     "local moved, path = rereg(ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9],\n"
-		     "                          ARGV[10], ARGV[11], ids)\n"
-		     "return {moved, path}\n";
+	LUA_NS LUA_REREG
+	"local ids = {at = 1}\n"
+	"for c in string.gmatch(ARGV[12], '%S+') do ids[#ids + 1] = c end\n"
+	"local moved, path = rereg(ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9],\n"
+	"                          ARGV[10], ARGV[11], ids)\n"
+	"return {moved, path}\n";
 
 /*
  * A batch of rereg(): ARGV[5] this node, ARGV[6] the objects, each
@@ -957,64 +699,46 @@ static const char script_reregister[] =
  * {errno name, ''} for one that failed (before its first write): the
  * caller registers that one on its own.
  */
-static const char script_reregister_batch[] = LUA_NS LUA_REREG
-    "local me, s, ids = ARGV[5], ARGV[6], {at = 1}\n"
-    "for c in string.gmatch(ARGV[7], '%S+') do ids[#ids + 1] = c end\n"
-    "local out, pos = {}, 1\n"
-    "while pos <= #s do\n"
-    "  local id, size, csum, mtime, origin, plen, at = string.match(s,\n"
-    "    '^(%d+) (%d+) (%x+) (%-?%d+) (%S+) (%d+):()', pos)\n"
-    "  if not id then fail('EINVAL') end\n"
-    "  local path = string.sub(s, at, at + tonumber(plen) - 1)\n"
-    "  pos = at + tonumber(plen)\n"
-    "  local ok, moved, got = pcall(rereg, id, size, csum, mtime, origin, me, path, ids)\n"
-    "  if ok then\n"
-    "    out[#out + 1] = tostring(moved)\n"
-    "    out[#out + 1] = got\n"
-    "  else\n"
-    /* error_reply() comes back as a table or its text (Redis 7) */
-    "    if type(moved) == 'table' then moved = moved.err end\n"
-    "    out[#out + 1] = tostring(moved)\n"
-    "    out[#out + 1] = ''\n"
-    "  end\n"
-    "end\n"
-    "return out\n";
-
-/*
- * Helpers of the scripts that read node cards: the card fields in the
- * order ARGV carries them from ARGV[9] on and the scripts return them in,
- * the key of a card, and whether a holder or member is a node name at all
- * (see node_name_validate(); anything else is left alone for
- * meta_cluster.c to report).
- */
-#define LUA_NODES                                                                         \
-	"local FIELDS = {'host', 'pid', 'listen', 'instance', 'started', 'capacity',\n"   \
-	"                'used', 'caps', 'rdma'}\n"                                       \
-	"local function ckey(n) return T .. 'node:' .. n end\n"                           \
-	"local function isnode(n)\n"                                                      \
-	"  return #n <= 63 and string.match(n, '^[A-Za-z0-9_][A-Za-z0-9._-]*$') ~= nil\n" \
-	"end\n" /* does node @n have a card a fetch can use? */                           \
-	"local function live(n)\n"                                                        \
-	"  if not isnode(n) then return false end\n"                                      \
-	"  local l = redis.pcall('HGET', ckey(n), 'listen')\n"                            \
-	"  return type(l) == 'string' and l ~= ''\n"                                      \
+static const char script_reregister_batch[] =
+	LUA_NS LUA_REREG
+	"local me, s, ids = ARGV[5], ARGV[6], {at = 1}\n"
+	"for c in string.gmatch(ARGV[7], '%S+') do ids[#ids + 1] = c end\n"
+	"local out, pos = {}, 1\n"
+	"while pos <= #s do\n"
+	"  local id, size, csum, mtime, origin, plen, at = string.match(s,\n"
+	"    '^(%d+) (%d+) (%x+) (%-?%d+) (%S+) (%d+):()', pos)\n"
+	"  if not id then fail('EINVAL') end\n"
+	"  local path = string.sub(s, at, at + tonumber(plen) - 1)\n"
+	"  pos = at + tonumber(plen)\n"
+	"  local ok, moved, got = pcall(rereg, id, size, csum, mtime, origin, me, path, ids)\n"
+	"  if ok then\n"
+	"    out[#out + 1] = tostring(moved)\n"
+	"    out[#out + 1] = got\n"
+	"  else\n"
+	/* error_reply() comes back as a table or its text (Redis 7) */
+	"    if type(moved) == 'table' then moved = moved.err end\n"
+	"    out[#out + 1] = tostring(moved)\n"
+	"    out[#out + 1] = ''\n"
+	"  end\n"
 	"end\n"
+	"return out\n";
 
 /* Writing this node's card. */
-#define LUA_CARD                                  \
-	LUA_NODES                                 \
-	"local key = ckey(ARGV[5])\n"             \
-	"local function write()\n"                \
-	"  local kv = {}\n"                       \
-	"  for i, f in ipairs(FIELDS) do\n"       \
-	"    kv[#kv + 1] = f\n"                   \
-	"    kv[#kv + 1] = ARGV[8 + i]\n"         \
-	"  end\n"                                 \
-	"  call('DEL', key)\n"                    \
-	"  call('HSET', key, unpack(kv))\n"       \
-	"  call('EXPIRE', key, ARGV[8])\n"        \
-	"  call('SADD', T .. 'nodes', ARGV[5])\n" \
-	"end\n"
+#define LUA_CARD \
+	LUA_NODES \
+	"local key = ckey(ARGV[5])\n" \
+	"local function write()\n" \
+	"  local kv = {}\n" \
+	"  for i, f in ipairs(FIELDS) do\n" \
+	"    kv[#kv + 1] = f\n" \
+	"    kv[#kv + 1] = ARGV[8 + i]\n" \
+	"  end\n" \
+	"  call('DEL', key)\n" \
+	"  call('HSET', key, unpack(kv))\n" \
+	"  call('EXPIRE', key, ARGV[8])\n" \
+	"  call('SADD', T .. 'members', ARGV[5])\n" \
+	"end\n" \
+	/* ARGV[5] node, ARGV[6] instance, ARGV[7] instance that may be replaced (a card meta.c found stale) or "", ARGV[8] ttl, ARGV[9..17] the card (host, pid, listen, instance, started, capacity, used, caps, rdma). Returns {1}, or {0, <the other card's fields in the same order>}. */
 
 /*
  * ARGV[5] node, ARGV[6] instance, ARGV[7] instance that may be replaced
@@ -1023,13 +747,14 @@ static const char script_reregister_batch[] = LUA_NS LUA_REREG
  * Returns {1}, or {0, <the other card's fields in the same order>}.
  */
 static const char script_claim[] =
-    LUA_BASE LUA_CARD "local cur = call('HGET', key, 'instance')\n"
-		      "if cur and cur ~= ARGV[6] and not (ARGV[7] ~= '' and cur == ARGV[7]) then\n"
-		      "  local a = call('HMGET', key, unpack(FIELDS))\n"
-		      "  return {0, a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]}\n"
-		      "end\n"
-		      "write()\n"
-		      "return {1}\n";
+	LUA_BASE LUA_CARD
+	"local cur = call('HGET', key, 'instance')\n"
+	"if cur and cur ~= ARGV[6] and not (ARGV[7] ~= '' and cur == ARGV[7]) then\n"
+	"  local a = call('HMGET', key, unpack(FIELDS))\n"
+	"  return {0, a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]}\n"
+	"end\n"
+	"write()\n"
+	"return {1}\n";
 
 /*
  * Same ARGV as claim; EADDRINUSE if another instance holds the name.
@@ -1041,32 +766,34 @@ static const char script_claim[] =
  * member goes.  Returns 1.
  */
 static const char script_heartbeat[] =
-    LUA_BASE LUA_CARD "local cur = call('HGET', key, 'instance')\n"
-		      "if cur and cur ~= ARGV[6] then fail('EADDRINUSE') end\n"
-		      "write()\n"
-		      "local t = redis.call('TIME')\n"
-		      "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-		      "local due = redis.pcall('ZRANGEBYSCORE', FAN, '-inf', now, 'LIMIT', 0, 64)\n"
-		      "if type(due) == 'table' and not due.err then\n"
-		      "  for _, m in ipairs(due) do\n"
-		      "    local id, n = string.match(m, '^(%d+) (%S+)$')\n"
-		      "    if id then\n"
-		      "      local v = redis.pcall('HGET', okey(id), '~p:' .. n)\n"
-		      "      if type(v) == 'string' and not ((tonumber(v) or 0) > now) then\n"
-		      "        redis.pcall('HDEL', okey(id), '~p:' .. n)\n"
-		      "      end\n"
-		      "    end\n"
-		      "    redis.pcall('ZREM', FAN, m)\n"
-		      "  end\n"
-		      "end\n"
-		      "return 1\n";
+	LUA_BASE LUA_CARD
+	"local cur = call('HGET', key, 'instance')\n"
+	"if cur and cur ~= ARGV[6] then fail('EADDRINUSE') end\n"
+	"write()\n"
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+	"local due = redis.pcall('ZRANGEBYSCORE', FAN, '-inf', now, 'LIMIT', 0, 64)\n"
+	"if type(due) == 'table' and not due.err then\n"
+	"  for _, m in ipairs(due) do\n"
+	"    local id, n = string.match(m, '^(%d+) (%S+)$')\n"
+	"    if id then\n"
+	"      local v = redis.pcall('HGET', okey(id), '~p:' .. n)\n"
+	"      if type(v) == 'string' and not ((tonumber(v) or 0) > now) then\n"
+	"        redis.pcall('HDEL', okey(id), '~p:' .. n)\n"
+	"      end\n"
+	"    end\n"
+	"    redis.pcall('ZREM', FAN, m)\n"
+	"  end\n"
+	"end\n"
+	"return 1\n";
 
 /* ARGV[5] node, ARGV[6] instance.  Returns 1 if the card was deleted. */
 static const char script_release[] =
-    LUA_BASE "local key = T .. 'node:' .. ARGV[5]\n"
-	     "if call('HGET', key, 'instance') ~= ARGV[6] then return 0 end\n"
-	     "call('DEL', key)\n"
-	     "return 1\n";
+	LUA_BASE
+	"local key = T .. 'node:' .. ARGV[5]\n"
+	"if call('HGET', key, 'instance') ~= ARGV[6] then return 0 end\n"
+	"call('DEL', key)\n"
+	"return 1\n";
 
 /*
  * ARGV[5] object id, ARGV[6] this node, ARGV[7] "1" to have the block
@@ -1094,75 +821,78 @@ static const char script_release[] =
  * sent the object twice).  ENOENT if the object has no record.
  */
 static const char script_locate[] =
-    LUA_BASE LUA_NODES "local id, me = ARGV[5], ARGV[6]\n"
-		       "if call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
-		       "local a = call('HMGET', okey(id), 'size', 'csum', 'mtime', 'origin')\n"
-		       "local b = false\n"
-		       "if ARGV[7] == '1' then b = call('HGET', okey(id), 'bsum') end\n"
-		       "local ttl, want = tonumber(ARGV[8]) or 0, tonumber(ARGV[9]) or 0\n"
-		       "local out, stale = {a[1], a[2], a[3], a[4], 0, b, 0}, 0\n"
-		       "local function card(n)\n"
-		       "  local c = redis.pcall('HMGET', ckey(n), 'listen', 'caps', 'rdma')\n"
-		       "  if type(c) ~= 'table' or c.err then c = {} end\n"
-		       "  out[#out + 1] = n\n"
-		       "  out[#out + 1] = c[1] or false\n"
-		       "  out[#out + 1] = c[2] or false\n"
-		       "  out[#out + 1] = c[3] or false\n"
-		       "end\n"
-		       "for _, n in ipairs(call('SMEMBERS', hkey(id))) do\n"
-		       "  if n ~= me then\n"
-		       "    if isnode(n) and call('EXISTS', ckey(n)) == 0 then\n"
-		       "      call('SREM', hkey(id), n)\n"
-		       "      stale = stale + 1\n"
-		       "    else\n"
-		       "      card(n)\n"
-		       "    end\n"
-		       "  end\n"
-		       "end\n"
-		       "out[7] = (#out - 7) / 4\n"
-		       "if want > 0 or (ttl > 0 and b) then\n"
-		       "  local t = redis.call('TIME')\n"
-		       "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-		       "  local fs\n"
-		       "  if call('HLEN', okey(id)) <= 64 then\n"
-		       "    fs = call('HGETALL', okey(id))\n"
-		       "  else\n"
-		       "    fs = call('HRANDFIELD', okey(id), 64, 'WITHVALUES')\n"
-		       "  end\n"
-		       "  local live = {}\n"
-		       "  for i = 1, #fs - 1, 2 do\n"
-		       "    local f = fs[i]\n"
-		       "    local n = string.sub(f, 4)\n"
-		       "    if string.sub(f, 1, 3) == '~p:' and n ~= me then\n"
-		       "      local d = tonumber(fs[i + 1])\n"
-		       "      if not d or d < now or not isnode(n) or\n"
-		       "         call('EXISTS', ckey(n)) == 0 then\n"
-		       "        call('HDEL', okey(id), f)\n"
-		       "        fan_del(id, n)\n"
-		       "        stale = stale + 1\n"
-		       "      else\n"
-		       "        live[#live + 1] = n\n"
-		       "      end\n"
-		       "    end\n"
-		       "  end\n"
-		       "  local from = 0\n"
-		       "  if #live > want then from = tonumber(t[2]) % #live end\n"
-		       "  for i = 0, math.min(want, #live) - 1 do\n"
-		       "    card(live[(from + i) % #live + 1])\n"
-		       "  end\n"
-		       "  if ttl > 0 and b then\n"
-		       "    call('HSET', okey(id), '~p:' .. me, string.format('%d', now + ttl))\n"
-		       "    fan_add(id, me, string.format('%d', now + ttl))\n"
-		       "  end\n"
-		       "end\n"
-		       "out[5] = stale\n"
-		       "return out\n";
+	LUA_BASE LUA_NODES
+	"local id, me = ARGV[5], ARGV[6]\n"
+	"if call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
+	"local a = recof(id)\n"
+	"local b = false\n"
+	"if ARGV[7] == '1' then b = call('HGET', okey(id), 'bsum') end\n"
+	"local ttl, want = tonumber(ARGV[8]) or 0, tonumber(ARGV[9]) or 0\n"
+	"local out, stale = {a[1], a[2], a[3], a[4], 0, b, 0}, 0\n"
+	"local function card(n)\n"
+	"  local c = redis.pcall('HMGET', ckey(n), 'listen', 'caps', 'rdma')\n"
+	"  if type(c) ~= 'table' or c.err then c = {} end\n"
+	"  out[#out + 1] = n\n"
+	"  out[#out + 1] = c[1] or false\n"
+	"  out[#out + 1] = c[2] or false\n"
+	"  out[#out + 1] = c[3] or false\n"
+	"end\n"
+	"for _, n in ipairs(holders(id)) do\n"
+	"  if n ~= me then\n"
+	"    if isnode(n) and call('EXISTS', ckey(n)) == 0 then\n"
+	"      unhold(id, n)\n"
+	"      stale = stale + 1\n"
+	"    else\n"
+	"      card(n)\n"
+	"    end\n"
+	"  end\n"
+	"end\n"
+	"out[7] = (#out - 7) / 4\n"
+	"if want > 0 or (ttl > 0 and b) then\n"
+	"  local t = redis.call('TIME')\n"
+	"  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+	"  local fs\n"
+	"  if call('HLEN', okey(id)) <= 64 then\n"
+	"    fs = call('HGETALL', okey(id))\n"
+	"  else\n"
+	"    fs = call('HRANDFIELD', okey(id), 64, 'WITHVALUES')\n"
+	"  end\n"
+	"  local live = {}\n"
+	"  for i = 1, #fs - 1, 2 do\n"
+	"    local f = fs[i]\n"
+	"    local n = string.sub(f, 4)\n"
+	"    if string.sub(f, 1, 3) == '~p:' and n ~= me then\n"
+	"      local d = tonumber(fs[i + 1])\n"
+	"      if not d or d < now or not isnode(n) or\n"
+	"         call('EXISTS', ckey(n)) == 0 then\n"
+	"        call('HDEL', okey(id), f)\n"
+	"        fan_del(id, n)\n"
+	"        stale = stale + 1\n"
+	"      else\n"
+	"        live[#live + 1] = n\n"
+	"      end\n"
+	"    end\n"
+	"  end\n"
+	"  local from = 0\n"
+	"  if #live > want then from = tonumber(t[2]) % #live end\n"
+	"  for i = 0, math.min(want, #live) - 1 do\n"
+	"    card(live[(from + i) % #live + 1])\n"
+	"  end\n"
+	"  if ttl > 0 and b then\n"
+	"    call('HSET', okey(id), '~p:' .. me, string.format('%d', now + ttl))\n"
+	"    fan_add(id, me, string.format('%d', now + ttl))\n"
+	"  end\n"
+	"end\n"
+	"out[5] = stale\n"
+	"return out\n";
 
 /* ARGV[5] object id, ARGV[6] this node: this node no longer fetches the
  * object (its fetch failed or stopped).  Always 0, record or not. */
-static const char script_fan_leave[] = LUA_BASE "call('HDEL', okey(ARGV[5]), '~p:' .. ARGV[6])\n"
-						"fan_del(ARGV[5], ARGV[6])\n"
-						"return 0\n";
+static const char script_fan_leave[] =
+	LUA_BASE
+	"call('HDEL', okey(ARGV[5]), '~p:' .. ARGV[6])\n"
+	"fan_del(ARGV[5], ARGV[6])\n"
+	"return 0\n";
 
 /*
  * ARGV[5] object id, ARGV[6] this node.  Removes this node from the
@@ -1173,20 +903,21 @@ static const char script_fan_leave[] = LUA_BASE "call('HDEL', okey(ARGV[5]), '~p
  * ENOENT if the object has no record.
  */
 static const char script_release_replica[] =
-    LUA_BASE LUA_NODES "local id, me = ARGV[5], ARGV[6]\n"
-		       "if call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
-		       "local others = 0\n"
-		       "for _, n in ipairs(call('SMEMBERS', hkey(id))) do\n"
-		       "  if n ~= me then\n"
-		       "    if live(n) then\n"
-		       "      call('SREM', hkey(id), me)\n"
-		       "      return 1\n"
-		       "    end\n"
-		       "    others = others + 1\n"
-		       "  end\n"
-		       "end\n"
-		       "if others > 0 then return 2 end\n"
-		       "return 0\n";
+	LUA_BASE LUA_NODES
+	"local id, me = ARGV[5], ARGV[6]\n"
+	"if call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
+	"local others = 0\n"
+	"for _, n in ipairs(holders(id)) do\n"
+	"  if n ~= me then\n"
+	"    if live(n) then\n"
+	"      unhold(id, me)\n"
+	"      return 1\n"
+	"    end\n"
+	"    others = others + 1\n"
+	"  end\n"
+	"end\n"
+	"if others > 0 then return 2 end\n"
+	"return 0\n";
 
 /* ARGV[5] object id, ARGV[6] this node, ARGV[7] "1" to prune, ARGV[8]
  * and ARGV[9] the size and checksum this node's copy has ("" "": not
@@ -1196,43 +927,47 @@ static const char script_release_replica[] =
  * dropped; -1 if the object has no record (deleted), -2 if the record
  * describes other bytes; in both cases nothing changes. */
 static const char script_add_holder[] =
-    LUA_BASE LUA_NODES "local id, me = ARGV[5], ARGV[6]\n"
-		       "local rec = call('HMGET', okey(id), 'size', 'csum')\n"
-		       "if not rec[1] and not rec[2] then return -1 end\n"
-		       "if ARGV[8] ~= '' and (rec[1] ~= ARGV[8] or rec[2] ~= ARGV[9]) then\n"
-		       "  return -2\n"
-		       "end\n"
-		       "if ARGV[10] and ARGV[10] ~= '' and ARGV[8] ~= '' then\n"
-		       "  call('HSETNX', okey(id), 'bsum', ARGV[10])\n"
-		       "end\n"
-		       "call('SADD', hkey(id), me)\n"
-		       "call('HDEL', okey(id), '~p:' .. me)\n"
-		       "fan_del(id, me)\n"
-		       "local gone = 0\n"
-		       "if ARGV[7] ~= '1' then return 0 end\n"
-		       "for _, n in ipairs(call('SMEMBERS', hkey(id))) do\n"
-		       "  if n ~= me and isnode(n) and call('EXISTS', ckey(n)) == 0 then\n"
-		       "    call('SREM', hkey(id), n)\n"
-		       "    gone = gone + 1\n"
-		       "  end\n"
-		       "end\n"
-		       "return gone\n";
+	LUA_BASE LUA_NODES
+	"local id, me = ARGV[5], ARGV[6]\n"
+	"local rec = recof(id)\n"
+	"if not rec then return -1 end\n"
+	"if ARGV[8] ~= '' and (rec[1] ~= ARGV[8] or rec[2] ~= ARGV[9]) then\n"
+	"  return -2\n"
+	"end\n"
+	"if ARGV[10] and ARGV[10] ~= '' and ARGV[8] ~= '' then\n"
+	"  call('HSETNX', okey(id), 'bsum', ARGV[10])\n"
+	"end\n"
+	"hold(id, me)\n"
+	"call('HDEL', okey(id), '~p:' .. me)\n"
+	"fan_del(id, me)\n"
+	"local gone = 0\n"
+	"if ARGV[7] ~= '1' then return 0 end\n"
+	"for _, n in ipairs(holders(id)) do\n"
+	"  if n ~= me and isnode(n) and call('EXISTS', ckey(n)) == 0 then\n"
+	"    unhold(id, n)\n"
+	"    gone = gone + 1\n"
+	"  end\n"
+	"end\n"
+	"return gone\n";
 
 /*
- * ARGV: (header).  Returns for every member of P:nodes: its name, the
+ * ARGV: (header).  Returns for every member of P:members: its name, the
  * PTTL of its card (-2: no card), and the card fields in the order of
  * FIELDS (nil where missing; all nil if the key is not a hash).
  */
 static const char script_members[] =
-    LUA_BASE LUA_NODES "local out = {}\n"
-		       "for _, n in ipairs(call('SMEMBERS', T .. 'nodes')) do\n"
-		       "  out[#out + 1] = n\n"
-		       "  out[#out + 1] = call('PTTL', ckey(n))\n"
-		       "  local c = redis.pcall('HMGET', ckey(n), unpack(FIELDS))\n"
-		       "  if type(c) ~= 'table' or c.err then c = {} end\n"
-		       "  for i = 1, #FIELDS do out[#out + 1] = c[i] or false end\n"
-		       "end\n"
-		       "return out\n";
+	LUA_BASE LUA_NODES
+	"local out = {}\n"
+	"for _, n in ipairs(call('SMEMBERS', T .. 'members')) do\n"
+	"  out[#out + 1] = n\n"
+	"  out[#out + 1] = call('PTTL', ckey(n))\n"
+	"  local c = redis.pcall('HMGET', ckey(n), unpack(FIELDS))\n"
+	"  if type(c) ~= 'table' or c.err then c = {} end\n"
+	"  for i = 1, #FIELDS do out[#out + 1] = c[i] or false end\n"
+	"end\n"
+	"return out\n";
+
+/* clang-format on */
 
 const char *const meta_script_src[META_NSCRIPTS] = {
     [MS_INIT] = script_init,
@@ -1264,6 +999,7 @@ const char *const meta_script_src[META_NSCRIPTS] = {
     [MS_SYMLINK] = script_symlink,
     [MS_READLINK] = script_readlink,
     [MS_LINK] = script_link,
+    [MS_MIGRATE] = meta_script_migrate,
 };
 
 const char *const meta_script_name[META_NSCRIPTS] = {
@@ -1296,14 +1032,15 @@ const char *const meta_script_name[META_NSCRIPTS] = {
     [MS_SYMLINK] = "symlink",
     [MS_READLINK] = "readlink",
     [MS_LINK] = "link",
+    [MS_MIGRATE] = "migrate",
 };
 
 /*
  * The KEYS of each script, from its ARGV: "N" the namespace's own keys
  * (counter, epoch, root: the init of every namespace script may write
- * them), "S" the set of nodes, "F" the index of fetcher entries, and a
+ * them, and the layout), "S" the set of members, "F" the index of fetcher entries, and a
  * letter and an ARGV index for the key of that id or node: d directory,
- * o object record, h holders, t tombstone, s symbolic link, c node card.  Keys a script
+ * o object record, t tombstone, s symbolic link, c node card.  Keys a script
  * only finds on its way (the parents of a path, the entry's object) are
  * not known before it runs; they share the hash tag, so Redis Cluster
  * still runs the script in one slot, and every script reads them before
@@ -1316,29 +1053,30 @@ static const char *const script_keyspec[META_NSCRIPTS] = {
     [MS_LOOKUP] = "N d5",
     [MS_GETATTR] = "N d5 o5 s5",
     [MS_READDIR] = "N d5",
-    [MS_MKDIR] = "N d5 d8 o8 h8 t8 s8",
+    [MS_MKDIR] = "N d5 d8 o8 t8 s8",
     [MS_RMDIR] = "N d5",
-    [MS_PUBLISH] = "N d5 o7 h7 t7 F",
+    [MS_PUBLISH] = "N d5 o7 t7 F",
     [MS_UNLINK] = "N d5 F",
     [MS_RENAME] = "N d5 d7 F",
-    [MS_REREGISTER] = "N o5 h5",
+    [MS_REREGISTER] = "N o5",
     [MS_CLAIM] = "c5 S",
     [MS_HEARTBEAT] = "c5 S F",
     [MS_RELEASE] = "c5",
     [MS_PATH] = "N d5",
-    [MS_LOCATE] = "o5 h5 F",
-    [MS_RELEASE_REPLICA] = "o5 h5",
+    [MS_LOCATE] = "o5 F",
+    [MS_RELEASE_REPLICA] = "o5",
     [MS_MEMBERS] = "S",
-    [MS_ADD_HOLDER] = "o5 h5 F",
+    [MS_ADD_HOLDER] = "o5 F",
     [MS_OBJPATH] = "N o5",
     [MS_READDIR_PAGE] = "N d5",
     [MS_SYNC_HOLDERS] = "N",
     [MS_REREGISTER_BATCH] = "N",
     [MS_FAN_LEAVE] = "o5 F",
     [MS_SETATTR] = "N d5 o5 s5",
-    [MS_SYMLINK] = "N d5 d8 o8 h8 t8 s8",
+    [MS_SYMLINK] = "N d5 d8 o8 t8 s8",
     [MS_READLINK] = "N s5",
     [MS_LINK] = "N d5 o5 s5 d6",
+    [MS_MIGRATE] = "N S",
 };
 
 /* Append key "{P}:<what><arg>" to @a's keys. */
@@ -1358,7 +1096,7 @@ static int key_add(const struct meta *m, struct args *a, int *nk, const char *wh
 int script_keys(const struct meta *m, enum meta_script s, struct args *a)
 {
 	static const char *const kinds[] = {
-	    ['d'] = "d:", ['o'] = "o:", ['h'] = "h:", ['t'] = "t:", ['s'] = "s:", ['c'] = "node:"};
+	    ['d'] = "d:", ['o'] = "o:", ['t'] = "t:", ['s'] = "s:", ['c'] = "node:"};
 	const char *p = script_keyspec[s];
 	int nk = 0, r = 0, i;
 
@@ -1374,8 +1112,12 @@ int script_keys(const struct meta *m, enum meta_script s, struct args *a)
 				r = key_add(m, a, &nk, "epoch", "");
 			if (r == 0)
 				r = key_add(m, a, &nk, "d:", "1");
+			if (r == 0)
+				r = key_add(m, a, &nk, "layout", "");
+			if (r == 0)
+				r = key_add(m, a, &nk, "nodes", "");
 		} else if (kind == 'S') {
-			r = key_add(m, a, &nk, "nodes", "");
+			r = key_add(m, a, &nk, "members", "");
 		} else if (kind == 'F') {
 			r = key_add(m, a, &nk, "fan", "");
 		} else {

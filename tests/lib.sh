@@ -1233,6 +1233,10 @@ redis_ms() {
 	echo $((${t% *} * 1000 + ${t#* } / 1000))
 }
 
+# holders_of ID: the nodes holding object ID, sorted, comma-separated
+# (its record's fields "@<node>")
+holders_of() { rcli HKEYS "{objfs}:o:$1" | sed -n 's/^@//p' | sort | paste -sd,; }
+
 # fan_entries ID: the fetcher entries of object ID, "~p:NODE=DEADLINE"
 # each, in its record, then "index:NODE" for each member of the index of
 # entries ({objfs}:fan, "ID NODE"); empty if there is none

@@ -177,6 +177,29 @@ static void rget(char *buf, size_t len, const char *fmt, ...)
 		freeReplyObject(rep);
 }
 
+/* How many fields of object @id's record (namespace @prefix) start
+ * with @start */
+static int __attribute__((unused)) nfields(const char *prefix, uint64_t id, const char *start)
+{
+	redisReply *rep = redisCommand(raw, "HKEYS {%s}:o:%" PRIu64, prefix, id);
+	int n = 0;
+	size_t i;
+
+	if (rep && rep->type == REDIS_REPLY_ARRAY)
+		for (i = 0; i < rep->elements; i++)
+			n += rep->element[i]->type == REDIS_REPLY_STRING &&
+			     !strncmp(rep->element[i]->str, start, strlen(start));
+	if (rep)
+		freeReplyObject(rep);
+	return n;
+}
+
+/* How many nodes hold it: its fields "@<node>" (layout 2) */
+static int __attribute__((unused)) nholders(const char *prefix, uint64_t id)
+{
+	return nfields(prefix, id, "@");
+}
+
 static struct meta *mk(const char *prefix, const char *node, unsigned pool, unsigned timeout_ms)
 {
 	struct meta_config cfg = {

@@ -259,9 +259,9 @@ TEST(locate)
 	if (n == 1)
 		CHECK_STR(hs[0].node, "node-b");
 	free(hs);
-	rget(buf, sizeof(buf), "SISMEMBER {t-loc}:h:%" PRIu64 " node-c", o.id);
+	rget(buf, sizeof(buf), "HEXISTS {t-loc}:o:%" PRIu64 " @node-c", o.id);
 	CHECK_STR(buf, "0");
-	rget(buf, sizeof(buf), "SISMEMBER {t-loc}:h:%" PRIu64 " node-a", o.id);
+	rget(buf, sizeof(buf), "HEXISTS {t-loc}:o:%" PRIu64 " @node-a", o.id);
 	CHECK_STR(buf, "1");
 	CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
 	CHECK_EQ(n, 1);
@@ -270,12 +270,12 @@ TEST(locate)
 
 	/* this node's own card expired: it is left out, never pruned */
 	rdo("DEL {t-loc}:node:node-a");
-	rdo("SADD {t-loc}:h:%" PRIu64 " node-d", o.id); /* never had a card */
+	rdo("HSET {t-loc}:o:%" PRIu64 " @node-d 1", o.id); /* never had a card */
 	CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
 	CHECK_EQ(n, 1);
 	CHECK_EQ(stale, 1);
 	free(hs);
-	rget(buf, sizeof(buf), "SISMEMBER {t-loc}:h:%" PRIu64 " node-a", o.id);
+	rget(buf, sizeof(buf), "HEXISTS {t-loc}:o:%" PRIu64 " @node-a", o.id);
 	CHECK_STR(buf, "1");
 	/* from b, a is now stale too */
 	CHECK_EQ(meta_locate(b, o.id, &got, &hs, &n, &stale), 0);
@@ -287,7 +287,7 @@ TEST(locate)
 
 	/* malformed cards and names are skipped, and left alone */
 	CHECK_EQ(meta_add_holder(e, o.id), 0);
-	rdo("SADD {t-loc}:h:%" PRIu64 " %s", o.id, "bad node!");
+	rdo("HSET {t-loc}:o:%" PRIu64 " @%s 1", o.id, "bad node!");
 	{
 		static const struct {
 			const char *field, *value;
@@ -318,8 +318,7 @@ TEST(locate)
 		CHECK_EQ(n, 1);
 		CHECK_EQ(stale, 0);
 		free(hs);
-		rget(buf, sizeof(buf), "SCARD {t-loc}:h:%" PRIu64 "", o.id);
-		CHECK_STR(buf, "4"); /* a, b, e, "bad node!" */
+		CHECK_EQ(nholders("t-loc", o.id), 4); /* a, b, e, "bad node!" */
 		/* a card without caps (an older node) is fine */
 		rdo("DEL {t-loc}:node:node-e");
 		claim_card(e, "10.0.0.5:7000", "tcp");
@@ -365,26 +364,29 @@ TEST(locate)
 	CHECK_EQ(meta_locate(a, 987654, &got, &hs, &n, &stale), -ENOENT);
 	CHECK(hs == NULL);
 	CHECK_EQ(meta_locate(a, 0, &got, &hs, &n, &stale), -EINVAL);
-	rdo("HSET {t-loc}:o:%" PRIu64 " size abc", o.id);
-	CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), -EBADMSG);
-	rdo("HSET {t-loc}:o:%" PRIu64 " size 4096", o.id);
-	rdo("HDEL {t-loc}:o:%" PRIu64 " origin", o.id);
-	CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), -EBADMSG);
-	rdo("HSET {t-loc}:o:%" PRIu64 " origin node-a", o.id);
-	CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
+	/* the attributes are the entry's (layout 2): a damaged entry, or a
+	 * record that leads to no entry, is a damaged record */
+	{
+		char ent[256];
+
+		rget(ent, sizeof(ent), "HGET {t-loc}:d:1 obj");
+		char v[256];
+
+		snprintf(v, sizeof(v), "f%" PRIu64 " abc 1 %s node-a", o.id,
+			 "00000000000000000000000000000000");
+		rdo("HSET {t-loc}:d:1 obj %s", v);
+		CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), -EBADMSG);
+		rdo("HSET {t-loc}:d:1 obj %s", ent);
+		rdo("HSET {t-loc}:o:%" PRIu64 " name elsewhere", o.id);
+		CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), -EBADMSG);
+		rdo("HSET {t-loc}:o:%" PRIu64 " name obj", o.id);
+		CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
+	}
 	free(hs);
 	meta_free(a);
 	meta_free(b);
 	meta_free(c);
 	meta_free(e);
-}
-
-static int scard(const char *fmt, uint64_t id)
-{
-	char buf[32];
-
-	rget(buf, sizeof(buf), fmt, id);
-	return atoi(buf);
 }
 
 TEST(release_replica)
@@ -402,38 +404,38 @@ TEST(release_replica)
 
 	/* the only holder */
 	CHECK_EQ(meta_release_replica(a, o.id), 0);
-	CHECK_EQ(scard("SCARD {t-rel}:h:%" PRIu64 "", o.id), 1);
+	CHECK_EQ(nholders("t-rel", o.id), 1);
 
 	/* the only other holder's card has expired: kept, but not the only
 	 * copy (2) */
 	CHECK_EQ(meta_add_holder(b, o.id), 0);
 	rdo("DEL {t-rel}:node:node-b");
 	CHECK_EQ(meta_release_replica(a, o.id), 2);
-	CHECK_EQ(scard("SCARD {t-rel}:h:%" PRIu64 "", o.id), 2);
+	CHECK_EQ(nholders("t-rel", o.id), 2);
 	/* a card without a listen address does not count either */
 	claim_card(b, "10.0.0.2:7000", "tcp");
 	rdo("HSET {t-rel}:node:node-b listen %s", "");
 	CHECK_EQ(meta_release_replica(a, o.id), 2);
-	CHECK_EQ(scard("SCARD {t-rel}:h:%" PRIu64 "", o.id), 2);
+	CHECK_EQ(nholders("t-rel", o.id), 2);
 	/* nor a holder that is not a node */
-	rdo("SADD {t-rel}:h:%" PRIu64 " %s", o.id, "bad node!");
+	rdo("HSET {t-rel}:o:%" PRIu64 " @%s 1", o.id, "bad node!");
 	rdo("HSET %s listen x:1", "{t-rel}:node:bad node!");
 	CHECK_EQ(meta_release_replica(a, o.id), 2);
-	rdo("SREM {t-rel}:h:%" PRIu64 " %s", o.id, "bad node!");
+	rdo("HDEL {t-rel}:o:%" PRIu64 " @%s", o.id, "bad node!");
 
 	/* two live holders: a goes, b stays, and b is now the last */
 	rdo("DEL {t-rel}:node:node-b");
 	claim_card(b, "10.0.0.2:7000", "tcp");
 	CHECK_EQ(meta_release_replica(a, o.id), 1);
-	rget(buf, sizeof(buf), "SISMEMBER {t-rel}:h:%" PRIu64 " node-a", o.id);
+	rget(buf, sizeof(buf), "HEXISTS {t-rel}:o:%" PRIu64 " @node-a", o.id);
 	CHECK_STR(buf, "0");
-	rget(buf, sizeof(buf), "SISMEMBER {t-rel}:h:%" PRIu64 " node-b", o.id);
+	rget(buf, sizeof(buf), "HEXISTS {t-rel}:o:%" PRIu64 " @node-b", o.id);
 	CHECK_STR(buf, "1");
 	CHECK_EQ(meta_release_replica(b, o.id), 0);
-	CHECK_EQ(scard("SCARD {t-rel}:h:%" PRIu64 "", o.id), 1);
+	CHECK_EQ(nholders("t-rel", o.id), 1);
 	/* not a holder, and a live holder exists: nothing to do, may free */
 	CHECK_EQ(meta_release_replica(a, o.id), 1);
-	CHECK_EQ(scard("SCARD {t-rel}:h:%" PRIu64 "", o.id), 1);
+	CHECK_EQ(nholders("t-rel", o.id), 1);
 	/* not a holder, and no live holder: keep the copy */
 	CHECK_EQ(meta_release_replica(c, o.id), 1);
 	rdo("DEL {t-rel}:node:node-b");
@@ -441,7 +443,8 @@ TEST(release_replica)
 
 	CHECK_EQ(meta_release_replica(a, 987654), -ENOENT);
 	CHECK_EQ(meta_release_replica(a, 0), -EINVAL);
-	rdo("SET {t-rel}:h:%" PRIu64 " notaset", o.id);
+	rdo("DEL {t-rel}:o:%" PRIu64 "", o.id);
+	rdo("SET {t-rel}:o:%" PRIu64 " notahash", o.id);
 	CHECK(meta_release_replica(a, o.id) < 0);
 	CHECK(meta_is_up(a));
 	meta_free(a);
@@ -495,7 +498,7 @@ TEST(release_race)
 		ones = (r[0].r == 1) + (r[1].r == 1);
 		CHECK_EQ(ones, 1);
 		CHECK_EQ((r[0].r == 0) + (r[1].r == 0), 1);
-		CHECK_EQ(scard("SCARD {t-race}:h:%" PRIu64 "", o.id), 1);
+		CHECK_EQ(nholders("t-race", o.id), 1);
 	}
 	pthread_barrier_destroy(&start);
 	meta_free(a);
@@ -529,7 +532,7 @@ TEST(members)
 	claim_card(ep, "10.0.0.5:7000", "tcp");
 	rdo("HDEL {t-mem}:node:epsilon caps"); /* older node: fine */
 	rdo("PERSIST {t-mem}:node:epsilon");
-	rdo("SADD {t-mem}:nodes %s", "bad name!");	      /* skipped */
+	rdo("SADD {t-mem}:members %s", "bad name!");	      /* skipped */
 	rdo("HSET {t-mem}:node:alpha rdma %s", "10.0.1.1:x"); /* ignored, card kept */
 
 	CHECK_EQ(meta_members(al, &mb, &n), 0);

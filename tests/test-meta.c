@@ -466,12 +466,12 @@ TEST(holders)
 	free(nodes);
 
 	/* a holder name that is not a node name */
-	rdo("SADD {t-hold}:h:%" PRIu64 " %s", o.id, "bad node!");
+	rdo("HSET {t-hold}:o:%" PRIu64 " @%s 1", o.id, "bad node!");
 	CHECK_EQ(meta_holders(a, o.id, &nodes, &n), -EBADMSG);
 
 	/* adding a holder drops holders whose node has no card (ghosts) */
-	rdo("SREM {t-hold}:h:%" PRIu64 " %s", o.id, "bad node!");
-	rdo("SADD {t-hold}:h:%" PRIu64 " %s", o.id, "ghost");
+	rdo("HDEL {t-hold}:o:%" PRIu64 " @%s", o.id, "bad node!");
+	rdo("HSET {t-hold}:o:%" PRIu64 " @%s 1", o.id, "ghost");
 	{
 		unsigned stale = 99;
 
@@ -485,13 +485,13 @@ TEST(holders)
 	}
 
 	/* a deleted object gets no holder (a fetch that ends after the
-	 * delete must not leave a holder set behind) */
+	 * delete must not leave a record behind) */
 	CHECK_EQ(meta_unlink(a, 1, "h", NULL), 0);
 	CHECK_EQ(meta_add_holder(b, o.id), -ENOENT);
 	{
 		char ex[32];
 
-		rget(ex, sizeof(ex), "EXISTS {t-hold}:h:%" PRIu64 "", o.id);
+		rget(ex, sizeof(ex), "EXISTS {t-hold}:o:%" PRIu64 "", o.id);
 		CHECK_STR(ex, "0");
 	}
 	CHECK_EQ(meta_add_holder(b, 0), -EINVAL);
@@ -858,7 +858,7 @@ TEST(nodes)
 	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), 0); /* again: ours */
 	rget(buf, sizeof(buf), "HGET {t-node}:node:alpha listen");
 	CHECK_STR(buf, "10.0.0.1:7000");
-	rget(buf, sizeof(buf), "SISMEMBER {t-node}:nodes alpha");
+	rget(buf, sizeof(buf), "SISMEMBER {t-node}:members alpha");
 	CHECK_STR(buf, "1");
 	rget(buf, sizeof(buf), "TTL {t-node}:node:alpha");
 	CHECK(atoi(buf) > 0 && atoi(buf) <= 30);

@@ -134,7 +134,6 @@ v=$(rcli --raw HGET "$pfx:d:$dir_id" old)
 assert_match '^f[0-9]+ [0-9]+ -?[0-9]+ [0-9a-f]+ [^ ]* [0-9]+ [0-9]+ [0-7]+( -?[0-9]+ -?[0-9]+)?$' "$v" \
 	"an entry with its owner, mode and times"
 rcli HSET "$pfx:d:$dir_id" old "$(cut -d' ' -f1-5 <<<"$v")" >/dev/null
-rcli HDEL "$pfx:o:$file_id" attr >/dev/null
 rcli HDEL "$pfx:d:$dir_id" /attr >/dev/null
 umount_objfs b || fail "unmount b"
 mount_objfs b "$REDIS_URL" "capacity=64M,allow_other,uid=1234,gid=1240,umask=027"

@@ -50,26 +50,28 @@ wrong_type() {
 
 wrong_type "an object record" wrongtype '{objfs}:o:777001' f777001 stat
 wrong_type "a directory hash" wrongdir '{objfs}:d:777002' d777002 stat
-rcli HSET '{objfs}:o:777003' size 5 csum "$CSUM" mtime 1 origin n2 >/dev/null
-wrong_type "a holder set" wrongholders '{objfs}:h:777003' f777003 cat
+# its entry has the attributes (stat works); a read needs the record,
+# where the holders are
+wrong_type "an object record under a whole entry" wrongholders '{objfs}:o:777003' \
+	"f777003 5 1 $CSUM n2" cat
 assert_eq 5 "$(stat -c %s "$M/wrongholders")" "size of wrongholders"
 
 step "a size that no file can have"
-rcli HSET '{objfs}:o:777004' size 18446744073709551615 csum "$CSUM" mtime 1 origin n2 >/dev/null
-rcli HSET '{objfs}:d:1' hugesize f777004 >/dev/null
+rcli HSET '{objfs}:o:777004' parent 1 name hugesize >/dev/null
+rcli HSET '{objfs}:d:1' hugesize "f777004 18446744073709551615 1 $CSUM n2" >/dev/null
 assert_fails_with "$EIO" stat "$M/hugesize"
 out=$(new_log)
 assert_match "corrupt record.*object 777004.*'size'.*'18446744073709551615'" "$out" "log of a bad size"
 
 step "every rejected field is named with its value"
-rcli HSET '{objfs}:o:777005' size 5 csum xyz mtime 1 origin n2 >/dev/null
-rcli HSET '{objfs}:d:1' badcsum f777005 >/dev/null
+rcli HSET '{objfs}:o:777005' parent 1 name badcsum >/dev/null
+rcli HSET '{objfs}:d:1' badcsum "f777005 5 1 abc n2" >/dev/null
 assert_fails_with "$EIO" stat "$M/badcsum"
-rcli HSET '{objfs}:o:777006' size 5 csum "$CSUM" mtime 1 origin 'a/b' >/dev/null
-rcli HSET '{objfs}:d:1' badorigin f777006 >/dev/null
+rcli HSET '{objfs}:o:777006' parent 1 name badorigin >/dev/null
+rcli HSET '{objfs}:d:1' badorigin "f777006 5 1 $CSUM a/b" >/dev/null
 assert_fails_with "$EIO" stat "$M/badorigin"
 out=$(new_log)
-assert_match "corrupt record.*object 777005.*'csum'.*'xyz'" "$out" "log of a bad csum"
+assert_match "corrupt record.*object 777005.*'csum'.*'abc'" "$out" "log of a bad csum"
 assert_match "corrupt record.*object 777006.*'origin'.*'a/b'" "$out" "log of a bad origin"
 
 step "a bad entry in a directory hides that entry only"

@@ -83,8 +83,10 @@ put a s1
 sid=$(xattr "$A/s1" user.objfs.id)
 [ -n "$sid" ] || fail "no id for s1"
 # another object with the same id, as if written elsewhere after a loss
-rcli HSET "{objfs}:o:$sid" csum 0123456789abcdef0123456789abcdef >/dev/null
-rcli HSET '{objfs}:d:1' z "f$sid" >/dev/null
+# (layout 2: the record leads to the entry that has the attributes)
+entry=$(rcli HGET '{objfs}:d:1' s1)
+rcli HSET '{objfs}:d:1' z "$(awk '{ $4 = "0123456789abcdef0123456789abcdef"; print }' <<<"$entry")" >/dev/null
+rcli HSET "{objfs}:o:$sid" parent 1 name z >/dev/null
 if out=$(cat "$A/z" 2>&1); then
 	cmp -s "$T/data.s1" "$A/z" && fail "a served its copy of $sid under a record that describes other bytes"
 fi

@@ -88,12 +88,12 @@ step "a holder whose card expired is skipped and its entry removed"
 mkdata "$T/w" $((2 << 20))
 cp "$T/w" "$D/w"
 wid=$(xattr "$D/w" user.objfs.id)
-rcli SADD "{objfs}:h:$wid" ghost >/dev/null
-assert_eq "d,ghost" "$(rcli SMEMBERS "{objfs}:h:$wid" | sort | paste -sd,)" "holders with a ghost"
+rcli HSET "{objfs}:o:$wid" @ghost "" >/dev/null
+assert_eq "d,ghost" "$(holders_of "$wid")" "holders with a ghost"
 eventually 10 ls_has "$B" w
 assert_ok cmp "$T/w" "$B/w"
 # b registers (and drops the ghost) after its reader got the bytes
 eventually 10 fetch_state_is "$B/w" '^local '
-assert_eq "b,d" "$(rcli SMEMBERS "{objfs}:h:$wid" | sort | paste -sd,)" "holders after the fetch"
+assert_eq "b,d" "$(holders_of "$wid")" "holders after the fetch"
 n=$(status_of b stale_holders_dropped)
 [ "$n" -ge 1 ] || fail "b dropped no stale holder entry ($n)"

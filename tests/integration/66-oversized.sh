@@ -62,8 +62,7 @@ step "a corrupt record claiming 1000 GiB: refused, nothing evicted"
 mkdata "$T/liar" 4096
 cp "$T/liar" "$A/liar"
 lid=$(xattr "$A/liar" user.objfs.id)
-rcli HSET "{objfs}:o:$lid" size 1073741824000 >/dev/null
-# the directory entry carries the size too (lookup reads it there)
+# the directory entry carries the size (layout 2: the record leads there)
 entry=$(rcli HGET '{objfs}:d:1' liar)
 rcli HSET '{objfs}:d:1' liar "$(awk '{ $2 = "1073741824000"; print }' <<<"$entry")" >/dev/null
 # before b lists it: a listing hands b the attributes it has then

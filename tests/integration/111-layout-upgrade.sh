@@ -1,0 +1,147 @@
+#!/bin/bash
+# Issue 24: the namespace's layout 2 (holders folded into the object
+# record, attributes in the entries only), and the upgrade from layout 1
+# with the real objfsd of layout 1 (commit $OLD, built from this
+# repository's history):
+#   - old nodes write a tree (files of several sizes, an empty directory
+#     and an empty one inside another, a renamed object, a hard link, a
+#     symbolic link, a chmod) and hold copies on two nodes;
+#   - a new node is refused while an old one is live, with the reason;
+#   - the old nodes stop; new nodes mount their stores: the namespace is
+#     migrated, every name, size, mode and checksum intact, and the
+#     objects are fetched from their holders;
+#   - an old node refuses the migrated namespace;
+#   - kill -9 and a restart of a new node change nothing.
+# shellcheck source=SCRIPTDIR/../lib.sh
+. "$(dirname "$0")/../lib.sh"
+
+OLD=b70fc9d
+need git meson ninja python3 sha256sum
+
+# old_build: objfsd of commit $OLD, built once per machine under
+# /var/tmp (every pass of tests/run shares it); skips if this clone has
+# no such commit
+old_build() {
+	local dir=/var/tmp/objfs-layout1-$OLD src
+	if [ -x "$dir/build/daemon/objfsd" ]; then
+		echo "$dir/build/daemon/objfsd"
+		return 0
+	fi
+	git -C "$LIB_DIR/.." cat-file -e "$OLD^{commit}" 2>/dev/null ||
+		skip "commit $OLD (the last objfsd of layout 1) is not in this clone's history"
+	src=$dir.tmp.$$
+	rm -rf "$src"
+	mkdir -p "$src"
+	git -C "$LIB_DIR/.." archive "$OLD" | tar -x -C "$src" ||
+		fail "cannot extract commit $OLD"
+	capture 600 bash -c "cd '$src' && meson setup build >/dev/null && ninja -C build daemon/objfsd" ||
+		fail "building objfsd of $OLD failed: $CAPTURED"
+	rm -rf "$dir"
+	mv "$src" "$dir"
+	# the build directory remembers its source path: build again where it lives
+	capture 600 ninja -C "$dir/build" daemon/objfsd || fail "rebuilding objfsd of $OLD: $CAPTURED"
+	echo "$dir/build/daemon/objfsd"
+}
+
+step "objfsd of layout 1 ($OLD)"
+OLD_OBJFSD=$(old_build)
+NEW_OBJFSD=$OBJFSD
+
+start_redis
+OBJFSD=$OLD_OBJFSD
+mount_objfs a "$REDIS_URL" "capacity=64M"
+mount_objfs b "$REDIS_URL" "capacity=64M"
+OBJFSD=$NEW_OBJFSD
+A=$(mnt_of a)
+B=$(mnt_of b)
+
+step "old nodes write a tree"
+mkdir -p "$A/d/e" "$A/empty/inner" "$A/emptytop"
+for s in 0 1 100 4095 4096 5000 65536 1048577; do
+	head -c "$s" /dev/urandom >"$A/d/f$s"
+done
+mkdata "$T/big" $((3 << 20))
+cp "$T/big" "$A/d/e/big"
+echo renamed >"$A/d/before"
+mv "$A/d/before" "$A/d/e/after"
+ln "$A/d/f100" "$A/hard"
+ln -s d/f100 "$A/soft"
+chmod 600 "$A/d/f5000"
+# b holds copies of some
+eventually 10 ls_has "$B/d" f65536
+cat "$B/d/f65536" "$B/d/e/big" >/dev/null
+
+# snapshot MNT: every path, its type, size (files), mode and checksum
+snapshot() {
+	(cd "$1" && find . -mindepth 1 | LC_ALL=C sort | while read -r p; do
+		if [ -L "$p" ]; then
+			echo "$p link $(readlink "$p")"
+		elif [ -d "$p" ]; then
+			echo "$p dir $(stat -c %a "$p")"
+		else
+			echo "$p file $(stat -c '%s %a %h' "$p") $(sha256_of "$p")"
+		fi
+	done)
+}
+snapshot "$A" >"$T/before"
+[ "$(wc -l <"$T/before")" -ge 17 ] || fail "the tree is too small: $(cat "$T/before")"
+holders_big=$(rcli SMEMBERS "{objfs}:h:$(xattr "$A/d/e/big" user.objfs.id)" | sort | paste -sd,)
+assert_eq "a,b" "$holders_big" "holders of big in layout 1"
+assert_eq 0 "$(rcli EXISTS '{objfs}:layout')" "layout 1 has no layout key"
+
+step "a new node is refused while the old ones are live"
+rc=0
+try_mount c "$REDIS_URL" "capacity=64M" || rc=$?
+[ "$rc" != 0 ] || fail "a new node mounted a namespace of layout 1 with old nodes live"
+assert_match "layout 1.*node '(a|b)'.*is live" "$MOUNT_OUT$(cat "$(log_of c)" 2>/dev/null)" \
+	"why the new node was refused"
+step "refused: $(grep -o "namespace.*" <<<"$MOUNT_OUT$(cat "$(log_of c)" 2>/dev/null)" | head -1)"
+assert_eq 0 "$(rcli EXISTS '{objfs}:layout')" "nothing migrated while old nodes are live"
+
+step "the old nodes stop; new nodes mount their stores"
+umount_objfs a || fail "unmount a"
+umount_objfs b || fail "unmount b"
+mount_objfs a "$REDIS_URL" "capacity=64M"
+assert_match "migrated to layout 2" "$(cat "$(log_of a)")" "a's log"
+step "$(grep -o "namespace.*migrated to layout.*" "$(log_of a)")"
+mount_objfs b "$REDIS_URL" "capacity=64M"
+assert_eq 2 "$(rcli GET '{objfs}:layout')" "the layout key"
+assert_eq "" "$(rcli --scan --pattern '{objfs}:h:*' | head -3)" "holder sets left"
+snapshot "$A" >"$T/after.a"
+diff "$T/before" "$T/after.a" >&2 || fail "the tree on a changed across the migration"
+snapshot "$B" >"$T/after.b"
+diff "$T/before" "$T/after.b" >&2 || fail "the tree on b changed across the migration"
+big_id=$(xattr "$A/d/e/big" user.objfs.id)
+assert_eq 0 "$(rcli HEXISTS "{objfs}:o:$big_id" size)" "big's record keeps no size (its entry has it)"
+assert_eq "a,b" "$(holders_of "$big_id")" "holders of big in layout 2"
+
+step "a third new node fetches everything from the holders"
+mount_objfs c "$REDIS_URL" "capacity=64M"
+snapshot "$(mnt_of c)" >"$T/after.c"
+diff "$T/before" "$T/after.c" >&2 || fail "the tree read on c differs"
+holders_is() { [ "$(holders_of "$1")" = "$2" ] || { echo "holders of $1: $(holders_of "$1")"; return 1; }; }
+eventually 15 holders_is "$big_id" a,b,c
+
+step "new writes on the migrated namespace"
+echo new >"$A/d/new"
+eventually 10 ls_has "$(mnt_of c)/d" new
+assert_eq new "$(cat "$(mnt_of c)/d/new")" "a new file, read on c"
+
+step "an old node refuses the migrated namespace"
+OBJFSD=$OLD_OBJFSD
+rc=0
+try_mount old "$REDIS_URL" "capacity=64M" || rc=$?
+OBJFSD=$NEW_OBJFSD
+[ "$rc" != 0 ] || fail "an objfsd of layout 1 mounted a namespace of layout 2"
+assert_match "nodes.*wrong type|register node" "$MOUNT_OUT$(cat "$(log_of old)" 2>/dev/null)" \
+	"why the old node was refused"
+step "the old node: $(grep -ho "corrupt record.*nodes.*\|cannot register.*" "$(log_of old)" <<<"$MOUNT_OUT" | head -2 | paste -sd' ')"
+assert_match "layout 2" "$(rcli GET '{objfs}:nodes')" "the key the old node's log names"
+
+step "kill -9 and a restart of a"
+kill_node a KILL
+eventually 10 bash -c "! ls '$A' >/dev/null 2>&1"
+umount -l "$A" || true
+mount_objfs a "$REDIS_URL" "capacity=64M"
+snapshot "$A" | grep -v '^\./d/new ' >"$T/after.restart"
+diff "$T/before" "$T/after.restart" >&2 || fail "the tree on a changed across kill -9 and restart"
