@@ -147,18 +147,20 @@
 /*
  * The namespace's init, idempotent: a FLUSHALL (or a Redis that came
  * back empty) heals on the next call of any node.  A namespace made
- * afresh gets layout META_LAYOUT, and {P}:nodes, the member set of
- * layout 1, becomes a string that makes an older objfsd's node claim
- * fail (WRONGTYPE) instead of letting it write records of layout 1.  A
- * namespace of layout 1 (a root and no layout key) is left as it is:
- * meta_connect() migrates it (meta_layout.c).
+ * afresh (no layout key, root, counter or epoch) gets layout
+ * META_LAYOUT, and {P}:nodes, the member set of layout 1, becomes a
+ * string that makes an older objfsd's node claim fail (WRONGTYPE)
+ * instead of letting it write records of layout 1.  A namespace without
+ * a layout key but with a root, counter or epoch is of layout 1 (or lost
+ * its layout key): it is left as it is, and meta_connect() migrates it
+ * (meta_layout.c).
  */
 #define LUA_HEAL \
 	LUA_BASE \
 	"local CTR = NS .. 'ctr'\n" \
 	"local LAYOUT = NS .. 'layout'\n" \
 	"if call('EXISTS', CTR, NS .. 'epoch', NS .. 'd:1', LAYOUT) ~= 4 then\n" \
-	"  if call('EXISTS', LAYOUT, NS .. 'd:1') == 0 then\n" \
+	"  if call('EXISTS', LAYOUT, NS .. 'd:1', CTR, NS .. 'epoch') == 0 then\n" \
 	"    call('SET', LAYOUT, '" STR(META_LAYOUT) "')\n" \
 	"    call('SET', NS .. 'nodes', '" META_LAYOUT_POISON "')\n" \
 	"  end\n" \

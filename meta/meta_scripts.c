@@ -735,6 +735,7 @@ static const char script_reregister_batch[] =
 	"  end\n" \
 	"  call('DEL', key)\n" \
 	"  call('HSET', key, unpack(kv))\n" \
+	"  call('HSET', key, 'layout', '" STR(META_LAYOUT) "')\n" \
 	"  call('EXPIRE', key, ARGV[8])\n" \
 	"  call('SADD', T .. 'members', ARGV[5])\n" \
 	"end\n" \

@@ -248,11 +248,77 @@ TEST(refused)
 	meta_free(m);
 }
 
+/* What review found: a key of the wrong type, a record whose own name is
+ * gone but a hard link's is not, a damaged record, a layout 1 that lost
+ * only its root, a node of layout 2 live on a namespace that lost its
+ * layout key (a restore), and the heartbeat's way back from that. */
+TEST(hard_cases)
+{
+	struct meta *m = mk("t-lay6", "node-new", 0, 0), *b;
+	struct meta_attr base = {.set = true, .mode = 0644};
+	struct meta_entry e;
+	char buf[256], epoch[64];
+
+	write_layout1("t-lay6", NULL);
+	rdo("SET {t-lay6}:o:900 garbage");
+	rdo("HSET {t-lay6}:d:1 hlx %s", "f209 5 1 " CS1 " node-old 0 0 644");
+	rdo("HSET {t-lay6}:o:209 size 5 csum %s mtime 1 origin node-old parent 1 name gone =1/hlx "
+	    "1",
+	    CS1);
+	rdo("HSET {t-lay6}:d:1 dmg f210");
+	rdo("HSET {t-lay6}:o:210 size 5 csum %s mtime abc origin node-old parent 1 name dmg", CS1);
+	rdo("DEL {t-lay6}:d:1"); /* the root alone lost: layout 1 all the same */
+	CHECK_EQ(meta_connect(m), 0);
+	rget(buf, sizeof(buf), "GET {t-lay6}:layout");
+	CHECK_STR(buf, "2");
+	CHECK_EQ(nkeys("t-lay6", "h:*"), 0);
+	meta_free(m);
+
+	/* with a root again */
+	m = mk("t-lay7", "node-new", 0, 0);
+	write_layout1("t-lay7", NULL);
+	rdo("SET {t-lay7}:o:900 garbage");
+	rdo("HSET {t-lay7}:d:1 hlx %s", "f209 5 1 " CS1 " node-old 0 0 644");
+	rdo("HSET {t-lay7}:o:209 size 5 csum %s mtime 1 origin node-old parent 1 name gone =1/hlx "
+	    "1",
+	    CS1);
+	rdo("HSET {t-lay7}:d:1 dmg f210");
+	rdo("HSET {t-lay7}:o:210 size 5 csum %s mtime abc origin node-old parent 1 name dmg", CS1);
+	CHECK_EQ(meta_connect(m), 0);
+	rget(buf, sizeof(buf), "GET {t-lay7}:layout");
+	CHECK_STR(buf, "2");
+	/* the hard link became the record's own name, once */
+	rget(buf, sizeof(buf), "HGET {t-lay7}:o:209 name");
+	CHECK_STR(buf, "hlx");
+	CHECK_EQ(nfields("t-lay7", 209, "="), 0);
+	CHECK_EQ(meta_link(m, 209, 1, "hly", &base, &e), 0);
+	CHECK_EQ(e.attr.nlink, 2);
+	/* the damaged record keeps what a repair needs */
+	CHECK_EQ(nfields("t-lay7", 210, "size"), 1);
+	check_file(m, 1, "f1", 201, 10, 5, 0644);
+
+	/* a restore from before the migration, while a node of layout 2
+	 * is live: its next heartbeat (meta_epoch) migrates again */
+	b = mk("t-lay7", "node-b", 0, 0);
+	rdo("HSET {t-lay7}:node:node-b listen 10.0.0.2:7000 host h2 pid 2 layout 2");
+	rdo("DEL {t-lay7}:layout");
+	rdo("SADD {t-lay7}:h:201 node-c");
+	CHECK_EQ(meta_mkdir(m, 1, "x", 1, NULL), -EPROTO);
+	CHECK_EQ(meta_epoch(m, epoch, sizeof(epoch)), 0);
+	rget(buf, sizeof(buf), "GET {t-lay7}:layout");
+	CHECK_STR(buf, "2");
+	CHECK_EQ(nholders("t-lay7", 201), 3);
+	CHECK_EQ(meta_mkdir(m, 1, "x", 1, NULL), 0);
+	meta_free(b);
+	meta_free(m);
+}
+
 int main(void)
 {
 	harness_begin("test-meta-layout");
 	RUN(migrate);
 	RUN(migrate_again);
 	RUN(refused);
+	RUN(hard_cases);
 	return harness_end();
 }
