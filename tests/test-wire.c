@@ -491,6 +491,16 @@ static void have_roundtrip(const struct transport_have *h)
 	CHECK(out.reqid == 3 && out.id == 4 && out.off == 5);
 	CHECK_EQ(out.len, n - WIRE_HDR_LEN);
 	CHECK(!memcmp(&out.have, h, sizeof(*h)));
+	/* and encodes back to the same bytes: the header's status was its
+	 * retry_ms, the message has none (the fuzzer found a busy HAVE that
+	 * did not) */
+	CHECK_EQ(out.status, 0);
+	{
+		uint8_t again[WIRE_MSG_MAX_V2];
+
+		CHECK_EQ(wire_encode(&out, again, sizeof(again)), n);
+		CHECK(!memcmp(again, buf, (size_t)n));
+	}
 }
 
 TEST(have_codec)
@@ -513,6 +523,10 @@ TEST(have_codec)
 		have_roundtrip(&h);
 		h.flags = TRANSPORT_HAVE_SEALED;
 		have_roundtrip(&h);
+		h.flags = TRANSPORT_HAVE_BUSY;
+		h.retry_ms = (uint16_t)(50 + i);
+		have_roundtrip(&h);
+		h.retry_ms = 0;
 	}
 	/* a sealed holder may say nothing of blocks */
 	memset(&h, 0, sizeof(h));

@@ -309,8 +309,16 @@ int wire_decode_body(struct wire_msg *m, const uint8_t *body, size_t len)
 	case WIRE_AUTH:
 		memcpy(m->proof, body, WIRE_PROOF_LEN);
 		break;
-	case WIRE_HAVE:
-		return decode_have(&m->have, m->status, body, len);
+	case WIRE_HAVE: {
+		int r = decode_have(&m->have, m->status, body, len);
+
+		/* the header's status was have.retry_ms: the message itself
+		 * has none (wire_encode() refuses one), so that it encodes
+		 * back to its bytes */
+		if (r == 0)
+			m->status = 0;
+		return r;
+	}
 	}
 	return 0;
 }
