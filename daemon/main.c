@@ -600,6 +600,15 @@ static int open_meta(struct daemon *d)
 		meta_last_error(d->meta, err, sizeof(err));
 		fail("cannot connect to Redis at %s: %s", meta_url(d->meta),
 		     err[0] ? err : strerror(-r));
+		return r;
+	}
+	/* a namespace of layout 1 is migrated here, before this node
+	 * claims its name or reads a record */
+	r = meta_layout_settle(d->meta);
+	if (r < 0) {
+		meta_last_error(d->meta, err, sizeof(err));
+		fail("cannot use the namespace at %s: %s", meta_url(d->meta),
+		     err[0] ? err : strerror(-r));
 	}
 	return r;
 }

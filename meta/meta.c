@@ -468,7 +468,7 @@ int meta_connect(struct meta *m)
 	if (r < 0)
 		return r;
 	freeReplyObject(rep);
-	return meta_layout_settle(m);
+	return 0;
 }
 
 const char *meta_url(const struct meta *m)
@@ -1147,10 +1147,6 @@ int meta_epoch(struct meta *m, char *buf, size_t len)
 	int r;
 
 	r = script(m, MS_EPOCH, &rep, "");
-	/* the namespace lost its layout key (a restore of a snapshot older
-	 * than the migration): migrate it again, as a mount would */
-	if (r == -EPROTO && meta_layout_settle(m) == 0)
-		r = script(m, MS_EPOCH, &rep, "");
 	if (r < 0)
 		return r;
 	s = rep_text(rep, EPOCH_MAX);

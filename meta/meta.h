@@ -47,7 +47,7 @@
  *                               with a root is of layout 1 (objfs before
  *                               this key: records held copies of the
  *                               attributes, and holders were sets h:<id>),
- *                               which meta_connect() migrates
+ *                               which meta_layout_settle() migrates
  *                               (meta_layout.c); another layout is refused
  *   {P}:o:<id>          hash    object record: "parent" and "name" (where
  *                               it is linked; kept up by rename), which
@@ -205,6 +205,16 @@ void meta_free(struct meta *m);
  * 0, -EIO (unreachable; see meta_last_error()), -EACCES (auth failed).
  */
 int meta_connect(struct meta *m);
+/*
+ * The namespace's layout (meta_layout.c), to check after meta_connect()
+ * and whenever a call gives -EPROTO: 0 if the namespace has this
+ * objfsd's layout, after migrating one of layout 1 (logged); -EBUSY if
+ * it has layout 1 and a node of layout 1 is live on it, -EPROTO if it has
+ * a layout this objfsd does not know (both logged, rate limited, and the
+ * reason kept for meta_last_error()), or an errno of Redis.  Until it
+ * returns 0, the namespace's calls give -EPROTO.
+ */
+int meta_layout_settle(struct meta *m);
 
 /* The URL with any password replaced by "***"; owned by @m. */
 const char *meta_url(const struct meta *m);

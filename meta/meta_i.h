@@ -80,8 +80,6 @@ enum meta_script {
 
 /* Lua source of each script, indexed by enum meta_script. */
 extern const char *const meta_script_src[META_NSCRIPTS];
-/* the migration's script (meta_layout.c) */
-extern const char meta_script_migrate[];
 /* Short names, for debug messages. */
 extern const char *const meta_script_name[META_NSCRIPTS];
 
@@ -370,15 +368,6 @@ int sentinel_resolve(struct meta *m, struct addr *ret, char *why, size_t wlen);
 int sentinel_watch_start(struct meta *m);
 /* Stop and join it (meta_free()). */
 void sentinel_watch_stop(struct meta *m);
-
-/* ---- the layout (meta_layout.c) ---- */
-
-/* Called by meta_connect() after the init: 0 if the namespace has
- * layout META_LAYOUT, after migrating one of layout 1; -EBUSY if it has
- * layout 1 and another node is live on it, -EPROTO if it has another
- * layout (both logged, and the reason kept for meta_last_error()), or
- * an errno of Redis. */
-int meta_layout_settle(struct meta *m);
 
 /* ---- calls and replies (meta.c) ---- */
 

@@ -152,7 +152,7 @@
  * string that makes an older objfsd's node claim fail (WRONGTYPE)
  * instead of letting it write records of layout 1.  A namespace without
  * a layout key but with a root, counter or epoch is of layout 1 (or lost
- * its layout key): it is left as it is, and meta_connect() migrates it
+ * its layout key): it is left as it is, and meta_layout_settle() migrates it
  * (meta_layout.c).
  */
 #define LUA_HEAL \
@@ -200,7 +200,7 @@
 	LUA_HEAL \
 	"if call('GET', LAYOUT) ~= '" STR(META_LAYOUT) "' then\n" \
 	"  fail('EPROTO namespace ' .. P .. ' has layout ' .. shown(call('GET', LAYOUT)) ..\n" \
-	"       ', not " STR(META_LAYOUT) " (meta_connect() migrates layout 1)')\n" \
+	"       ', not " STR(META_LAYOUT) " (meta_layout_settle() migrates layout 1)')\n" \
 	"end\n" \
 	"local function parse(v, dir, name)\n" \
 	"  local k, id, rest = string.match(v, '^([dfl])(%d+)(.*)$')\n" \

@@ -968,6 +968,194 @@ static const char script_members[] =
 	"end\n"
 	"return out\n";
 
+/*
+ * The migration from layout 1 (meta_layout.c), step by step.
+ */
+/*
+ * ARGV[5] the step, ARGV[6] its cursor, ARGV[7] this node, ARGV[8] a
+ * directory (step "dir").  Replies:
+ *   check:   {layout ("" for none), a live node of layout 1 other than
+ *            this one or "", its host, its pid}; with no such node, a
+ *            namespace of layout 1 gets {P}:nodes turned into the string
+ *            that keeps older nodes out (their claim fails) at once, for
+ *            the whole migration
+ *   objs:    {next cursor, records migrated, entries completed, records
+ *            that do not say where they are (older versions: the walk
+ *            of the directories finds them), records left as they were
+ *            (no entry names them, or damaged), keys skipped (of the
+ *            wrong type), the first of those}
+ *   dirs:    {next cursor, directory ids...}
+ *   dir:     {next HSCAN cursor of directory ARGV[8], then as objs}
+ *   holders: {next cursor, holder sets folded, holder sets dropped}
+ *   done:    {}: the layout key is written
+ */
+static const char script_migrate[] =
+	LUA_BASE LUA_NODES
+	"local step, cur, me = ARGV[5], ARGV[6], ARGV[7]\n"
+	"local LAYOUT, NODES, MEMBERS = T .. 'layout', T .. 'nodes', T .. 'members'\n"
+	"local function hkey(id) return T .. 'h:' .. id end\n"
+	/* a live node of layout 1: its card has no field "layout" */
+	"local function busy()\n"
+	"  local ok, ns = pcall(call, 'SMEMBERS', NODES)\n"
+	"  if not ok then ns = {} end\n"
+	"  for _, n in ipairs(ns) do\n"
+	"    if n ~= me and live(n) then\n"
+	"      local c = redis.pcall('HMGET', ckey(n), 'host', 'pid', 'layout')\n"
+	"      if type(c) ~= 'table' or c.err then c = {} end\n"
+	"      if not c[3] then return {n, c[1] or '', c[2] or ''} end\n"
+	"    end\n"
+	"  end\n"
+	"  return nil\n"
+	"end\n"
+	/* the holder set of @id becomes fields of its record */
+	"local function fold(id)\n"
+	"  local ok, hs = pcall(call, 'SMEMBERS', hkey(id))\n"
+	"  if ok then\n"
+	"    for _, n in ipairs(hs) do call('HSET', okey(id), '@' .. n, '') end\n"
+	"  end\n"
+	"  call('DEL', hkey(id))\n"
+	"end\n"
+	/* record @id to layout 2, found at @dir/@name (nil: by the record);
+	 * returns migrated, entries completed, unplaced, left (each 0/1 but
+	 * the second) */
+	"local function migrate(id, dir, name)\n"
+	"  local kv = call('HGETALL', okey(id))\n"
+	"  if #kv == 0 then return 0, 0, 0, 0 end\n"
+	"  local f = {}\n"
+	"  for i = 1, #kv - 1, 2 do f[kv[i]] = kv[i + 1] end\n"
+	"  if not (f.size or f.csum or f.mtime or f.origin or f.attr) then\n"
+	"    fold(id)\n"
+	"    return 0, 0, 0, 0\n"
+	"  end\n"
+	"  local function names(p, n)\n"
+	"    return isid(p) and n and n ~= '' and isfile(call('HGET', dkey(p), n), id)\n"
+	"  end\n"
+	/* its own name is gone: a hard link, or the entry the walk met,
+	 * becomes it */
+	"  if not names(f.parent, f.name) then\n"
+	"    local p2, n2\n"
+	"    for k, _ in pairs(f) do\n"
+	"      local p, n = string.match(k, '^=(%d+)/(.+)$')\n"
+	"      if p and names(p, n) then p2, n2 = p, n break end\n"
+	"    end\n"
+	"    if not p2 and dir then p2, n2 = dir, name end\n"
+	"    if not p2 then\n"
+	"      fold(id)\n"
+	"      if not f.parent then return 0, 0, 1, 0 end\n"
+	"      return 0, 0, 0, 1\n"
+	"    end\n"
+	"    call('HDEL', okey(id), '=' .. p2 .. '/' .. n2)\n"
+	"    call('HSET', okey(id), 'parent', p2, 'name', n2)\n"
+	"    f['=' .. p2 .. '/' .. n2] = nil\n"
+	"    f.parent, f.name = p2, n2\n"
+	"  end\n"
+	"  local full = false\n"
+	"  if f.size and f.csum and f.mtime and f.origin then\n"
+	"    full = fval(id, f.size, f.mtime, f.csum, f.origin, isattr(f.attr) and f.attr)\n"
+	"    if not fattrs(string.sub(full, #id + 2)) then full = false end\n"
+	"  end\n"
+	"  local all, done, whole = {{f.parent, f.name}}, 0, true\n"
+	"  for k, _ in pairs(f) do\n"
+	"    local p, n = string.match(k, '^=(%d+)/(.+)$')\n"
+	"    if p and names(p, n) then all[#all + 1] = {p, n} end\n"
+	"  end\n"
+	"  for _, pn in ipairs(all) do\n"
+	"    local v = call('HGET', dkey(pn[1]), pn[2])\n"
+	"    local sz, _, _, _, at = fattrs(string.sub(v, #id + 2))\n"
+	"    if full and (not sz or (not at and isattr(f.attr))) then\n"
+	"      call('HSET', dkey(pn[1]), pn[2], full)\n"
+	"      done = done + 1\n"
+	"    elseif not sz then\n"
+	"      whole = false\n"
+	"    end\n"
+	"  end\n"
+	"  fold(id)\n"
+	/* a damaged record keeps what a repair would need */
+	"  if not whole then return 0, done, 0, 1 end\n"
+	"  call('HDEL', okey(id), 'size', 'csum', 'mtime', 'origin', 'attr')\n"
+	"  return 1, done, 0, 0\n"
+	"end\n"
+	/* @out: {cursor, migrated, completed, unplaced, left, skipped,
+	 * the first skipped} */
+	"local function count(out, k, ok, a, b, c, d)\n"
+	"  if not ok then\n"
+	"    out[6] = out[6] + 1\n"
+	"    if out[7] == '' then out[7] = k end\n"
+	"    return\n"
+	"  end\n"
+	"  out[2], out[3], out[4], out[5] = out[2] + a, out[3] + b, out[4] + c, out[5] + d\n"
+	"end\n"
+	"if step == 'check' then\n"
+	"  local l = redis.pcall('GET', LAYOUT)\n"
+	"  if l == false then l = '' elseif type(l) ~= 'string' then l = '?' end\n"
+	"  if l ~= '' then return {l, '', '', ''} end\n"
+	"  local b = busy()\n"
+	"  if b then return {l, b[1], b[2], b[3]} end\n"
+	"  if call('TYPE', NODES).ok == 'set' then\n"
+	"    call('SUNIONSTORE', MEMBERS, MEMBERS, NODES)\n"
+	"  end\n"
+	"  call('SET', NODES, '" META_LAYOUT_POISON "')\n"
+	"  return {l, '', '', ''}\n"
+	"end\n"
+	"local function scan(pat)\n"
+	"  return call('SCAN', cur, 'MATCH', T .. pat, 'COUNT', 1000)\n"
+	"end\n"
+	"if step == 'objs' then\n"
+	"  local page = scan('o:*')\n"
+	"  local out = {page[1], 0, 0, 0, 0, 0, ''}\n"
+	"  for _, k in ipairs(page[2]) do\n"
+	"    local id = string.sub(k, #T + 3)\n"
+	"    if isid(id) then count(out, k, pcall(migrate, id)) end\n"
+	"  end\n"
+	"  return out\n"
+	"end\n"
+	"if step == 'dirs' then\n"
+	"  local page = scan('d:*')\n"
+	"  local out = {page[1]}\n"
+	"  for _, k in ipairs(page[2]) do\n"
+	"    local id = string.sub(k, #T + 3)\n"
+	"    if isid(id) then out[#out + 1] = id end\n"
+	"  end\n"
+	"  return out\n"
+	"end\n"
+	"if step == 'dir' then\n"
+	"  local dir = ARGV[8]\n"
+	"  local out = {'0', 0, 0, 0, 0, 0, ''}\n"
+	"  local ok, page = pcall(call, 'HSCAN', dkey(dir), cur, 'COUNT', 1000)\n"
+	"  if not ok then\n"
+	"    count(out, dkey(dir), false)\n"
+	"  else\n"
+	"    out[1] = page[1]\n"
+	"    local kv = page[2]\n"
+	"    for i = 1, #kv - 1, 2 do\n"
+	"      local id = string.match(kv[i + 1], '^f(%d+)')\n"
+	"      if string.sub(kv[i], 1, 1) ~= '/' and isid(id) then\n"
+	"        count(out, okey(id), pcall(migrate, id, dir, kv[i]))\n"
+	"      end\n"
+	"    end\n"
+	"  end\n"
+	"  return out\n"
+	"end\n"
+	"if step == 'holders' then\n"
+	"  local page, out = scan('h:*'), {0, 0}\n"
+	"  for _, k in ipairs(page[2]) do\n"
+	"    local id = string.sub(k, #T + 3)\n"
+	"    if isid(id) and redis.pcall('TYPE', okey(id)).ok == 'hash' then\n"
+	"      fold(id)\n"
+	"      out[1] = out[1] + 1\n"
+	"    else\n"
+	"      call('DEL', k)\n"
+	"      out[2] = out[2] + 1\n"
+	"    end\n"
+	"  end\n"
+	"  return {page[1], out[1], out[2]}\n"
+	"end\n"
+	"if step == 'done' then\n"
+	"  call('SET', LAYOUT, '" STR(META_LAYOUT) "')\n"
+	"  return {}\n"
+	"end\n"
+	"fail('EINVAL')\n";
+
 /* clang-format on */
 
 const char *const meta_script_src[META_NSCRIPTS] = {
@@ -1000,7 +1188,7 @@ const char *const meta_script_src[META_NSCRIPTS] = {
     [MS_SYMLINK] = script_symlink,
     [MS_READLINK] = script_readlink,
     [MS_LINK] = script_link,
-    [MS_MIGRATE] = meta_script_migrate,
+    [MS_MIGRATE] = script_migrate,
 };
 
 const char *const meta_script_name[META_NSCRIPTS] = {

@@ -429,11 +429,17 @@ void node_tick(struct node *nd)
 	char epoch[64];
 	bool changed, retry, resync;
 	unsigned n = 0;
+	int r;
 
 	/* the store's own housekeeping needs no Redis */
 	store_tick(nd->store);
 	resync = atomic_exchange(&nd->resync, false);
-	if (meta_epoch(nd->meta, epoch, sizeof(epoch)) < 0) {
+	r = meta_epoch(nd->meta, epoch, sizeof(epoch));
+	/* the namespace lost its layout key (a restore of a snapshot older
+	 * than the migration): migrate it again, as a mount would */
+	if (r == -EPROTO && meta_layout_settle(nd->meta) == 0)
+		r = meta_epoch(nd->meta, epoch, sizeof(epoch));
+	if (r < 0) {
 		if (resync)
 			atomic_store(&nd->resync, true);
 		return;
@@ -450,7 +456,6 @@ void node_tick(struct node *nd)
 		static struct log_ratelimit rl = LOG_RATELIMIT_INIT("failed reconciles", 60000, 3);
 		int64_t t0 = mono_ns();
 		struct store_stats ss;
-		int r;
 
 		store_stats(nd->store, &ss);
 		r = node_reconcile(nd, &n);

@@ -1,7 +1,7 @@
 /*
  * test-meta-layout: unit tests of the namespace's layout (meta_layout.c):
  * a namespace of layout 1, written key by key as objfs before layout keys
- * wrote it (meta.h of that version), is migrated by meta_connect() with
+ * wrote it (meta.h of that version), is migrated by meta_layout_settle() with
  * no name, object, holder or empty directory lost; a namespace of
  * another layout, or of layout 1 with another node live on it, is
  * refused with the reason; an older objfsd's node claim fails on a
@@ -85,6 +85,14 @@ static void write_layout1(const char *p, const char *node)
 		rdo("HSET {%s}:node:%s listen 10.0.0.9:7000 host h9 pid 99", p, node);
 }
 
+/* What objfsd does at mount */
+static int connect_settle(struct meta *m)
+{
+	int r = meta_connect(m);
+
+	return r < 0 ? r : meta_layout_settle(m);
+}
+
 static void check_file(struct meta *m, uint64_t dir, const char *name, uint64_t id, uint64_t size,
 		       int64_t mtime, unsigned mode)
 {
@@ -112,7 +120,7 @@ TEST(migrate)
 	size_t n;
 
 	write_layout1("t-lay", NULL);
-	CHECK_EQ(meta_connect(m), 0);
+	CHECK_EQ(connect_settle(m), 0);
 
 	/* the layout, the members, and no holder set left */
 	rget(buf, sizeof(buf), "GET {t-lay}:layout");
@@ -175,7 +183,7 @@ TEST(migrate)
 	CHECK_EQ(meta_unlink(m, 1, "hl2", NULL), 1);
 	check_file(m, 100, "hl1", 205, 30, 8, 0644);
 	b = mk("t-lay", "node-b", 0, 0);
-	CHECK_EQ(meta_connect(b), 0);
+	CHECK_EQ(connect_settle(b), 0);
 	CHECK_EQ(meta_add_holder(b, 204), 0);
 	CHECK_EQ(nholders("t-lay", 204), 1);
 	meta_free(b);
@@ -190,13 +198,13 @@ TEST(migrate_again)
 	char buf[64];
 
 	write_layout1("t-lay2", NULL);
-	CHECK_EQ(meta_connect(m), 0);
+	CHECK_EQ(connect_settle(m), 0);
 	rdo("DEL {t-lay2}:layout {t-lay2}:nodes");
 	rdo("SADD {t-lay2}:nodes node-old");
 	rdo("SADD {t-lay2}:h:201 node-c");
 	meta_free(m);
 	m = mk("t-lay2", "node-new", 0, 0);
-	CHECK_EQ(meta_connect(m), 0);
+	CHECK_EQ(connect_settle(m), 0);
 	rget(buf, sizeof(buf), "GET {t-lay2}:layout");
 	CHECK_STR(buf, "2");
 	CHECK_EQ(nholders("t-lay2", 201), 3);
@@ -211,7 +219,7 @@ TEST(refused)
 
 	/* layout 1 with another node live on it: nothing changes */
 	write_layout1("t-lay3", "node-b");
-	CHECK_EQ(meta_connect(m), -EBUSY);
+	CHECK_EQ(connect_settle(m), -EBUSY);
 	meta_last_error(m, why, sizeof(why));
 	CHECK(strstr(why, "layout 1") && strstr(why, "node 'node-b'") && strstr(why, "host h9"));
 	rget(buf, sizeof(buf), "EXISTS {t-lay3}:layout {t-lay3}:o:201");
@@ -219,14 +227,14 @@ TEST(refused)
 	CHECK_EQ(nkeys("t-lay3", "h:*"), 6);
 	/* its card gone, the next mount migrates */
 	rdo("DEL {t-lay3}:node:node-b");
-	CHECK_EQ(meta_connect(m), 0);
+	CHECK_EQ(connect_settle(m), 0);
 	meta_free(m);
 
 	/* a layout this objfsd does not know */
 	m = mk("t-lay4", "node-new", 0, 0);
 	rdo("SET {t-lay4}:layout 3");
 	rdo("HSET {t-lay4}:d:1 /mtime 1 /parent 1 /name %s /nsub 0", "");
-	CHECK_EQ(meta_connect(m), -EPROTO);
+	CHECK_EQ(connect_settle(m), -EPROTO);
 	meta_last_error(m, why, sizeof(why));
 	CHECK(strstr(why, "layout '3'") && strstr(why, "upgrade"));
 	meta_free(m);
@@ -251,7 +259,8 @@ TEST(refused)
 /* What review found: a key of the wrong type, a record whose own name is
  * gone but a hard link's is not, a damaged record, a layout 1 that lost
  * only its root, a node of layout 2 live on a namespace that lost its
- * layout key (a restore), and the heartbeat's way back from that. */
+ * layout key (a restore), and the heartbeat's way back from that
+ * (node_tick() settles the layout when the epoch read gives EPROTO). */
 TEST(hard_cases)
 {
 	struct meta *m = mk("t-lay6", "node-new", 0, 0), *b;
@@ -268,7 +277,7 @@ TEST(hard_cases)
 	rdo("HSET {t-lay6}:d:1 dmg f210");
 	rdo("HSET {t-lay6}:o:210 size 5 csum %s mtime abc origin node-old parent 1 name dmg", CS1);
 	rdo("DEL {t-lay6}:d:1"); /* the root alone lost: layout 1 all the same */
-	CHECK_EQ(meta_connect(m), 0);
+	CHECK_EQ(connect_settle(m), 0);
 	rget(buf, sizeof(buf), "GET {t-lay6}:layout");
 	CHECK_STR(buf, "2");
 	CHECK_EQ(nkeys("t-lay6", "h:*"), 0);
@@ -284,7 +293,7 @@ TEST(hard_cases)
 	    CS1);
 	rdo("HSET {t-lay7}:d:1 dmg f210");
 	rdo("HSET {t-lay7}:o:210 size 5 csum %s mtime abc origin node-old parent 1 name dmg", CS1);
-	CHECK_EQ(meta_connect(m), 0);
+	CHECK_EQ(connect_settle(m), 0);
 	rget(buf, sizeof(buf), "GET {t-lay7}:layout");
 	CHECK_STR(buf, "2");
 	/* the hard link became the record's own name, once */
@@ -304,6 +313,9 @@ TEST(hard_cases)
 	rdo("DEL {t-lay7}:layout");
 	rdo("SADD {t-lay7}:h:201 node-c");
 	CHECK_EQ(meta_mkdir(m, 1, "x", 1, NULL), -EPROTO);
+	CHECK_EQ(meta_epoch(m, epoch, sizeof(epoch)), -EPROTO);
+	/* what node_tick() does then */
+	CHECK_EQ(meta_layout_settle(m), 0);
 	CHECK_EQ(meta_epoch(m, epoch, sizeof(epoch)), 0);
 	rget(buf, sizeof(buf), "GET {t-lay7}:layout");
 	CHECK_STR(buf, "2");
