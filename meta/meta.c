@@ -1033,6 +1033,7 @@ int meta_holders(struct meta *m, uint64_t id, char (**ret_nodes)[OBJFS_NODE_MAX]
 			goto clean_nodes;
 		nodes = grown;
 		memcpy(nodes[n++], s, f->len); /* with its NUL */
+		nodes[n][0] = '\0';	       /* an empty name ends the list, as before */
 	}
 	*ret_nodes = nodes;
 	*ret_n = n;
