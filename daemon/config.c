@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,7 +253,8 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 			    !strcmp(opt, "serve_slots") || !strcmp(opt, "transport") ||
 			    !strcmp(opt, "rdma_eager_max") || !strcmp(opt, "map_cache") ||
 			    !strcmp(opt, "rdma_regs") || !strcmp(opt, "uid") ||
-			    !strcmp(opt, "gid") || !strcmp(opt, "umask"))
+			    !strcmp(opt, "pack_max") || !strcmp(opt, "gid") ||
+			    !strcmp(opt, "umask"))
 				r = fail(err, errlen, "option '%s' needs a value (%s=...)", opt,
 					 opt);
 			else
@@ -365,6 +367,20 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 					 val, TRANSPORT_RDMA_EAGER_MAX >> 10);
 			else
 				c->rdma_eager_max = (uint32_t)size;
+		} else if (!strcmp(opt, "pack_max")) {
+			uint64_t size;
+
+			if (parse_size(val, &size) < 0 ||
+			    (size && (size < CONFIG_PACK_MIN || size > TRANSPORT_RDMA_EAGER_MAX)))
+				r = fail(err, errlen,
+					 "invalid option 'pack_max=%s': the largest object packed "
+					 "with others, a size like 32K, from %u to %uK, or 0 for "
+					 "none",
+					 val, CONFIG_PACK_MIN, TRANSPORT_RDMA_EAGER_MAX >> 10);
+			else {
+				c->pack_max = (uint32_t)size;
+				c->pack_max_set = true;
+			}
 		} else if (!strcmp(opt, "uid") || !strcmp(opt, "gid")) {
 			uint64_t n;
 
@@ -493,6 +509,7 @@ int config_parse_argv(struct config *c, int argc, char **argv, char *err, size_t
 int config_finish(struct config *c, char *err, size_t errlen)
 {
 	char buf[OBJFS_PATH_MAX];
+	uint32_t eager;
 
 	if (!c->prefix && set_str(&c->prefix, "objfs") < 0)
 		return -ENOMEM;
@@ -514,6 +531,19 @@ int config_finish(struct config *c, char *err, size_t errlen)
 	}
 	if (!c->capacity)
 		c->capacity = CONFIG_DEFAULT_CAPACITY;
+	/* a packed object goes to a peer in one eager SEND: never registered
+	 * for an RDMA READ, which would reach its chunk's neighbours */
+	eager = c->rdma_eager_max ? c->rdma_eager_max : TRANSPORT_RDMA_EAGER_DEFAULT;
+	if (c->pack_max_set && c->pack_max > eager)
+		return fail(err, errlen,
+			    "pack_max=%" PRIu32 " is more than rdma_eager_max=%" PRIu32
+			    ": a packed object must fit in one RDMA SEND",
+			    c->pack_max, eager);
+	if (!c->pack_max_set) {
+		c->pack_max = eager < CONFIG_PACK_MAX_DEFAULT ? eager : CONFIG_PACK_MAX_DEFAULT;
+		if (c->pack_max < CONFIG_PACK_MIN)
+			c->pack_max = 0;
+	}
 	/* RDMA where both ends have it, TCP otherwise */
 	if (!c->transport)
 		c->transport = transports[0];

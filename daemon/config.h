@@ -29,8 +29,10 @@ enum spec_kind {
 
 #define CONFIG_DEFAULT_CAPACITY (1ULL << 30)
 #define CONFIG_DEFAULT_PORT 7419
-#define CONFIG_MAP_CACHE_MAX 1048576 /* map_cache=N, at most */
-#define CONFIG_RDMA_REGS_MAX 65536   /* rdma_regs=N, at most */
+#define CONFIG_MAP_CACHE_MAX 1048576	    /* map_cache=N, at most */
+#define CONFIG_RDMA_REGS_MAX 65536	    /* rdma_regs=N, at most */
+#define CONFIG_PACK_MAX_DEFAULT (32u << 10) /* pack_max=SIZE (at most rdma_eager_max) */
+#define CONFIG_PACK_MIN 64		    /* pack_max=SIZE, at least (or 0) */
 
 struct config {
 	enum spec_kind spec_kind;
@@ -51,13 +53,17 @@ struct config {
 	uint32_t rdma_eager_max; /* rdma_eager_max=SIZE (0: the transport's default) */
 	unsigned map_cache;	 /* map_cache=N: idle object mappings kept (0: default) */
 	unsigned rdma_regs;	 /* rdma_regs=N: objects kept registered (0: default) */
-	char *store_dir;	 /* store=, default /dev/shm/objfs-<prefix>-<node> */
-	bool store_default;	 /* store_dir is that default (config_finish()) */
-	uint64_t capacity;	 /* capacity=, default CONFIG_DEFAULT_CAPACITY */
-	char *prefix;		 /* prefix=, default "objfs" */
-	char *secret_file;	 /* secret_file= */
-	char *rundir;		 /* rundir=, default /run/objfs/<prefix>-<node> */
-	char *logfile;		 /* log=, default <rundir>/objfsd.log when in the background */
+	/* pack_max=SIZE: objects up to this size are packed into shared
+	 * chunks (0: none); the default after config_finish() */
+	uint32_t pack_max;
+	bool pack_max_set;
+	char *store_dir;    /* store=, default /dev/shm/objfs-<prefix>-<node> */
+	bool store_default; /* store_dir is that default (config_finish()) */
+	uint64_t capacity;  /* capacity=, default CONFIG_DEFAULT_CAPACITY */
+	char *prefix;	    /* prefix=, default "objfs" */
+	char *secret_file;  /* secret_file= */
+	char *rundir;	    /* rundir=, default /run/objfs/<prefix>-<node> */
+	char *logfile;	    /* log=, default <rundir>/objfsd.log when in the background */
 
 	bool allow_overwrite;
 	bool allow_other;

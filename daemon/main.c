@@ -101,6 +101,10 @@ static const char usage[] =
     "  map_cache=N      sealed objects kept mapped by the daemon when nobody uses\n"
     "                   them (default 256, less if vm.max_map_count is low); an\n"
     "                   object at rest holds no descriptor and no mapping\n"
+    "  pack_max=SIZE    objects up to this size share chunk files in the store,\n"
+    "                   a slot each, rather than a file and a page or more each\n"
+    "                   (default 32K, at most rdma_eager_max; 0: none); they\n"
+    "                   are read through objfsd, never passed through\n"
     "  rdma_regs=N      objects whose memory stays registered for RDMA peers\n"
     "                   when no rendezvous is out (default 256)\n"
     "  prefix=NAME      Redis key prefix / cluster name (default objfs)\n"
@@ -692,6 +696,7 @@ static int open_store(struct daemon *d)
 	    .own_tmpfs = true,
 	    .map_cache = d->cfg.map_cache,
 	    .regs_max = d->cfg.rdma_regs,
+	    .pack_max = d->cfg.pack_max,
 	};
 	struct store_stats ss;
 	char why[PATH_MAX + 64];

@@ -424,7 +424,8 @@ static void backing_close(struct fs *fs, uint32_t id, struct store_obj *o)
 static void reply_open(struct fs *fs, fuse_req_t req, uint64_t ino, struct handle *h,
 		       struct fuse_file_info *fi, uint64_t size)
 {
-	bool sealed, pt_ok = true;
+	/* a packed object has no file to pass through */
+	bool sealed, pt_ok = !store_obj_packed(h->obj);
 	uint32_t id = 0, spare = 0;
 	struct inode *in;
 	int io, r;

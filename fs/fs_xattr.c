@@ -366,6 +366,10 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	OUT("draining: %" PRIu64 "\n", ss.draining);
 	OUT("draining_mapped: %" PRIu64 "\n", ss.held);
 	OUT("pool: %" PRIu64 "\n", ss.pool);
+	OUT("pack_max: %" PRIu64 "\n", ss.pack_max);
+	OUT("packed: %" PRIu64 "\n", ss.packed);
+	OUT("chunks: %" PRIu64 "\n", ss.chunks);
+	OUT("chunk_bytes: %" PRIu64 "\n", ss.chunk_bytes);
 	OUT("files_new: %" PRIu64 "\n", ss.files_new);
 	OUT("files_reused: %" PRIu64 "\n", ss.files_reused);
 	OUT("objects: %" PRIu64 "\n", ss.objects);

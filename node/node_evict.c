@@ -556,10 +556,12 @@ uint64_t node_evict(struct node *nd, uint64_t need)
 	for (round = 0; round < EVICT_ROUNDS; round++) {
 		got = evict_round(nd, need);
 		freed += got;
-		if (!got || free_pages(nd) >= pages(need))
+		/* a packed copy frees a slot, and its page only with its
+		 * neighbours: the store says when the object would fit */
+		if (!got || store_fits(nd->store, need))
 			break;
 	}
-	if (free_pages(nd) < pages(need) && sole_recheck(nd))
+	if (!store_fits(nd->store, need) && sole_recheck(nd))
 		freed += evict_round(nd, need);
 	pthread_mutex_unlock(&nd->evict_lock);
 	return freed;

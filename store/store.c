@@ -374,6 +374,23 @@ fail:
 	return NULL;
 }
 
+bool store_fits(struct store *s, uint64_t size)
+{
+	uint64_t free_bytes, need;
+	bool packed;
+
+	if (store_pack_free_slot_i(s, size, &packed))
+		return true;
+	/* a slot may straddle a page: two at most for one of up to a page */
+	need = packed ? 2 * s->unit : (size + s->unit - 1) / s->unit * s->unit;
+	if (packed && size > s->unit)
+		need = (size + 2 * s->unit - 1) / s->unit * s->unit;
+	pthread_mutex_lock(&s->lock);
+	free_bytes = store_files_free_locked_i(s);
+	pthread_mutex_unlock(&s->lock);
+	return free_bytes >= need;
+}
+
 struct store_obj *store_lookup(struct store *s, uint64_t id)
 {
 	struct store_obj *o;
@@ -576,6 +593,8 @@ int store_obj_attach(struct store_obj *o, void *reg, void (*drop)(void *reg), vo
 	/* a pending object's memory is not final, nor served */
 	if (!obj_is_sealed(o))
 		return -EINVAL;
+	if (o->packed)
+		return -EOPNOTSUPP; /* never registered whole: see store_pack.c */
 	s = obj_store(o);
 	obj_lock(o);
 	if (reg && !o->reg) {
@@ -606,6 +625,12 @@ int store_obj_attach(struct store_obj *o, void *reg, void (*drop)(void *reg), vo
 	if (reg && !r)
 		regs_trim(s);
 	return r;
+}
+
+bool store_obj_packed(const struct store_obj *o)
+{
+	/* immutable once sealed (the acquire orders it) */
+	return obj_is_sealed(o) && o->packed;
 }
 
 int64_t store_obj_mtime(const struct store_obj *o)
@@ -1150,6 +1175,7 @@ void store_stats(struct store *s, struct store_stats *ret)
 	ret->maps_dropped = s->maps_dropped;
 	ret->bad_records = s->bad_records;
 	pthread_mutex_unlock(&s->lock);
+	store_pack_stats_i(s, ret);
 	pthread_mutex_lock(&s->log_lock);
 	ret->catalog_bytes = s->log_size;
 	ret->catalog_lines = s->log_lines;
@@ -1253,6 +1279,7 @@ static void store_free(struct store *s)
 		next = o->lnext;
 		store_obj_free_i(o);
 	}
+	store_pack_close_i(s);
 	store_files_close_i(s);
 	if (s->notes_fd >= 0)
 		close(s->notes_fd);
@@ -1273,6 +1300,7 @@ static void store_free(struct store *s)
 	slab_pool_free(s->obj_pool);
 	pthread_mutex_destroy(&s->obj_pool_lock);
 	pthread_mutex_destroy(&s->log_lock);
+	pthread_mutex_destroy(&s->pack_lock);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -1307,7 +1335,8 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 		goto fail;
 	}
 	cap = cfg->capacity / STORE_PAGE * STORE_PAGE;
-	if (cap < (1ULL << 20) || cap > STORE_CAPACITY_MAX) {
+	if (cap < (1ULL << 20) || cap > STORE_CAPACITY_MAX ||
+	    cfg->pack_max > STORE_PACK_MAX_LIMIT) {
 		r = -EINVAL;
 		goto fail;
 	}
@@ -1340,6 +1369,7 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 		pthread_mutex_init(&s->obj_locks[i], NULL);
 	pthread_mutex_init(&s->obj_pool_lock, NULL);
 	pthread_mutex_init(&s->log_lock, NULL);
+	pthread_mutex_init(&s->pack_lock, NULL);
 	s->obj_pool = slab_pool_new_owned(sizeof(struct store_obj), s);
 	if (!s->obj_pool) {
 		r = -ENOMEM;
@@ -1350,6 +1380,10 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 	if (r < 0)
 		goto fail;
 	r = store_files_open_i(s, cfg->dir, cfg->own_tmpfs);
+	if (r < 0)
+		goto fail;
+	/* slot sizes are multiples of 64 bytes */
+	r = store_pack_open_i(s, (cfg->pack_max + 63) / 64 * 64);
 	if (r < 0)
 		goto fail;
 	r = store_catalog_adopt_i(s, &adopted);

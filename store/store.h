@@ -9,6 +9,10 @@
  *                       exactly its size long, so that the kernel can
  *                       serve the object from it (FUSE passthrough) and a
  *                       transport can register it once (RDMA)
+ *   DIR/data/.pack-<n>-<slot size>  chunk files of small objects
+ *                       (store_config.pack_max): a slot each, 2 MiB
+ *                       files mapped once, charged by the pages they
+ *                       fill (store_pack.c)
  *   DIR/data/.free-<n>  freed files kept for reuse (their pages are
  *                       resident: a first touch costs ~12 us a page here)
  *   DIR/catalog.log     the catalog: a line per sealed object (id, size,
@@ -97,6 +101,10 @@ struct store_config {
 	/* objects a transport's registration may hang on at once, unless in
 	 * use (store_obj_attach(); 0: STORE_REGS_DEFAULT) */
 	uint64_t regs_max;
+	/* objects up to this size are packed into slots of shared chunk
+	 * files (store_pack.c) rather than a file each: 0 for none, at most
+	 * 1 MiB; only on a tmpfs */
+	uint64_t pack_max;
 };
 
 #define STORE_REGS_DEFAULT 256
@@ -178,6 +186,9 @@ struct store_stats {
 	 * pooled and deleted files; a new object gets -ENOSPC once none is
 	 * left.  Both 0 when the filesystem has no such limit */
 	uint64_t inodes, inodes_free;
+	/* packed objects (store_config.pack_max, 0 if off): objects in
+	 * slots, chunk files, and the pages the chunks hold (in used) */
+	uint64_t pack_max, packed, chunks, chunk_bytes;
 };
 void store_stats(struct store *s, struct store_stats *ret);
 
@@ -233,6 +244,14 @@ int store_prefault(struct store *s, const atomic_bool *stop,
  */
 struct store_obj *store_create(struct store *s, uint64_t id, int *ret_err);
 
+/*
+ * Would a new object of @size bytes, written or fetched whole, fit in the
+ * store now: a free slot of its class if it is packed, else pages the
+ * capacity has free?  A snapshot, for eviction (which frees slots, whose
+ * pages may stay for their neighbours) to know when to stop.
+ */
+bool store_fits(struct store *s, uint64_t size);
+
 /* Find an object (pending or sealed) by id and take a reference; NULL if
  * absent or unlinked. */
 struct store_obj *store_lookup(struct store *s, uint64_t id);
@@ -279,6 +298,10 @@ void store_obj_unref_lease(struct store_obj *o);
  * reference may be taken right after.
  */
 bool store_obj_in_use(const struct store_obj *o);
+/* Is sealed @o packed into a chunk with others (store_config.pack_max)?
+ * Then it has no file of its own: store_obj_open_fd(), store_obj_map()
+ * and store_obj_attach() say -EOPNOTSUPP.  false while pending. */
+bool store_obj_packed(const struct store_obj *o);
 /* Only meaningful once sealed. */
 int64_t store_obj_mtime(const struct store_obj *o);
 void store_obj_csum(const struct store_obj *o, uint8_t ret_csum[OBJFS_CSUM_LEN]);

@@ -7,6 +7,8 @@
  *
  *   objfs-catalog 1                                       (the first line)
  *   R <id> <size> <mtime_ns> <csum> =<path> <hash>        an object sealed
+ *   R <id> <size> <mtime_ns> <csum> @<n>:<off> =<path> <hash>  one packed
+ *                                                         in slot <off> of chunk <n>
  *   P <id> =<path> <hash>                                 its new path
  *   D <id> <hash>                                         it is gone
  *
@@ -254,6 +256,12 @@ static size_t line_rec(char *buf, const struct store_obj *o, const char *path)
 		buf[n++] = hex_digits[o->csum[i] >> 4];
 		buf[n++] = hex_digits[o->csum[i] & 15];
 	}
+	if (o->packed) {
+		uint32_t no, off;
+
+		store_pack_slot_i(o, &no, &off);
+		n += (size_t)snprintf(buf + n, 20, " @%08" PRIx32 ":%06" PRIx32, no, off);
+	}
 	put_path(buf, &n, path);
 	put_end(buf, &n);
 	return n;
@@ -282,6 +290,8 @@ struct line {
 	uint64_t id, size;
 	int64_t mtime_ns;
 	uint8_t csum[OBJFS_CSUM_LEN];
+	bool packed; /* in a slot of chunk @chunk at @off (store_pack.c) */
+	uint32_t chunk, off;
 	char path[OBJFS_PATH_MAX];
 };
 
@@ -382,6 +392,38 @@ static void get_path(struct cur *c, char *buf)
 	buf[n] = '\0'; /* the last field: nothing may follow */
 }
 
+/* @n hex digits at @p into *@ret. */
+static bool hex_n(const char *p, unsigned n, uint64_t *ret)
+{
+	uint64_t v = 0;
+	int d;
+
+	while (n--) {
+		d = hex_val(*p++);
+		if (d < 0)
+			return false;
+		v = v << 4 | (uint64_t)d;
+	}
+	*ret = v;
+	return true;
+}
+
+/* A packed object's slot: "@<chunk, 8 hex digits>:<offset, 6>". */
+static void get_slot(struct cur *c, struct line *l)
+{
+	uint64_t no, off;
+
+	if (c->end - c->p < 16 || !hex_n(c->p + 1, 8, &no) || c->p[9] != ':' ||
+	    !hex_n(c->p + 10, 6, &off)) {
+		c->ok = false;
+		return;
+	}
+	l->chunk = (uint32_t)no;
+	l->off = (uint32_t)off;
+	c->p += 16;
+	get_sep(c);
+}
+
 /* Parse line @p of @len bytes (without its newline).  0 or -EBADMSG. */
 static int line_parse(const char *p, size_t len, struct line *ret)
 {
@@ -424,6 +466,9 @@ static int line_parse(const char *p, size_t len, struct line *ret)
 		}
 		if (c.ok)
 			get_sep(&c);
+		ret->packed = c.ok && c.p < c.end && *c.p == '@';
+		if (ret->packed)
+			get_slot(&c, ret);
 		get_path(&c, ret->path);
 		if (ret->size > STORE_SIZE_MAX)
 			c.ok = false;
@@ -873,6 +918,11 @@ static int replay_one(struct store *s, struct replay *pend, const struct line *l
 	memcpy(o->csum, l->csum, OBJFS_CSUM_LEN);
 	o->path_ref = path_at(off); /* read from the log when asked */
 	o->recorded = true;
+	if (l->packed) {
+		/* its slot, kept in alloc until adopted (store_pack_slot_i()) */
+		o->packed = true;
+		o->alloc = (uint64_t)l->chunk << 32 | l->off;
+	}
 	if (store_tab_add_i(&pend->tab, o) < 0) {
 		store_obj_free_i(o);
 		return -ENOMEM;
@@ -969,7 +1019,9 @@ static int adopt_replayed(struct store *s, struct replay *pend, bool *ret_dirty)
 
 	while ((o = pend->head)) {
 		replay_drop(pend, o);
-		if (r == 0)
+		if (r == 0 && o->packed)
+			r = store_pack_adopt_i(o, s->verify ? o->csum : NULL);
+		else if (r == 0)
 			r = store_file_adopt_i(o, s->verify ? o->csum : NULL);
 		if (r == -EBADMSG) {
 			if (!buf)
@@ -1052,7 +1104,8 @@ int store_catalog_adopt_i(struct store *s, uint64_t *ret_bytes)
 		if (fstat(s->log_fd, &st) == 0)
 			s->log_size = (uint64_t)st.st_size;
 	}
-	s->compactions = 0; /* counted from here: at runtime */
+	s->compactions = 0;	/* counted from here: at runtime */
+	store_pack_settle_i(s); /* charges the chunks' pages */
 	*ret_bytes = s->used;
 	return 0;
 }

@@ -60,19 +60,11 @@
 #ifndef STATX_ATTR_MOUNT_ROOT
 #define STATX_ATTR_MOUNT_ROOT 0x00002000
 #endif
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
 
-#define PREFAULT_MIN (64ULL << 20)
-#define PREFAULT_STEP (64ULL << 20)
-#define STORE_POOL_MIN (1ULL << 20) /* smaller files are not worth pooling */
 /* tmpfs size beyond the capacity: a prefault step given up by a writer is
  * still allocated for a moment (see charge_locked()) */
 #define STORE_TMPFS_SLACK ((16ULL << 20) + PREFAULT_STEP)
 #define STORE_TMPFS_SOURCE "objfs-store"
-#define GONE_PREFIX ".gone-"
-#define FREE_PREFIX ".free-"
 
 static struct log_ratelimit file_rl =
     LOG_RATELIMIT_INIT("object files that could not be made or mapped", 10000, 5);
@@ -124,7 +116,7 @@ void store_file_name_i(uint64_t id, char buf[STORE_ID_HEX + 1])
 	snprintf(buf, STORE_ID_HEX + 1, "%016" PRIx64, id);
 }
 
-static void seq_name(const char *prefix, uint64_t seq, char *buf, size_t len)
+void store_files_seq_name_i(const char *prefix, uint64_t seq, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s%016" PRIx64, prefix, seq);
 }
@@ -412,7 +404,7 @@ static uint64_t taken_locked(const struct store *s)
 }
 
 /* Capacity nobody holds. */
-static uint64_t free_locked(const struct store *s)
+uint64_t store_files_free_locked_i(const struct store *s)
 {
 	uint64_t taken = taken_locked(s);
 
@@ -489,14 +481,15 @@ static void pool_drop_locked(struct store *s, size_t i, struct store_pooled *dro
 }
 
 /*
- * Charge @n bytes to the capacity, giving up pooled files (largest first)
+ * Charge @n bytes to the capacity (for @o, or the store's own use if
+ * NULL), giving up pooled files (largest first)
  * if that is what it takes; they are moved to @drop (*@ndrop of them) for
  * the caller to delete once it has let go of s->lock.  -ENOSPC.
  */
 static int charge_locked(struct store *s, struct store_obj *o, uint64_t n,
 			 struct store_pooled *drop, size_t *ndrop)
 {
-	while (free_locked(s) < n && s->npool) {
+	while (store_files_free_locked_i(s) < n && s->npool) {
 		size_t i, big = 0;
 
 		for (i = 1; i < s->npool; i++)
@@ -504,15 +497,15 @@ static int charge_locked(struct store *s, struct store_obj *o, uint64_t n,
 				big = i;
 		pool_drop_locked(s, big, drop, ndrop);
 	}
-	if (free_locked(s) < n && s->prefault_hold) {
+	if (store_files_free_locked_i(s) < n && s->prefault_hold) {
 		/* objects first: the prefault gives up the file it makes */
 		s->prefault_cancel = true;
 		s->prefault_hold = 0;
 	}
-	if (free_locked(s) < n)
+	if (store_files_free_locked_i(s) < n)
 		return -ENOSPC;
 	s->used += n;
-	if (!o->linked)
+	if (o && !o->linked)
 		s->draining += n;
 	return 0;
 }
@@ -520,8 +513,30 @@ static int charge_locked(struct store *s, struct store_obj *o, uint64_t n,
 static void uncharge_locked(struct store *s, struct store_obj *o, uint64_t n)
 {
 	s->used -= n;
-	if (!o->linked)
+	if (o && !o->linked)
 		s->draining -= n;
+}
+
+static void drop_files(struct store *s, struct store_pooled *drop, size_t n);
+
+int store_files_charge_i(struct store *s, uint64_t n)
+{
+	struct store_pooled drop[STORE_POOL_MAX];
+	size_t ndrop = 0;
+	int r;
+
+	pthread_mutex_lock(&s->lock);
+	r = charge_locked(s, NULL, n, drop, &ndrop);
+	pthread_mutex_unlock(&s->lock);
+	drop_files(s, drop, ndrop);
+	return r;
+}
+
+void store_files_uncharge_i(struct store *s, uint64_t n)
+{
+	pthread_mutex_lock(&s->lock);
+	uncharge_locked(s, NULL, n);
+	pthread_mutex_unlock(&s->lock);
 }
 
 /* Delete pooled files given up under s->lock, and take them out of
@@ -533,7 +548,7 @@ static void drop_files(struct store *s, struct store_pooled *drop, size_t n)
 	size_t i;
 
 	for (i = 0; i < n; i++) {
-		seq_name(FREE_PREFIX, drop[i].seq, name, sizeof(name));
+		store_files_seq_name_i(FREE_PREFIX, drop[i].seq, name, sizeof(name));
 		unlinkat(s->data_fd, name, 0);
 		bytes += drop[i].len;
 	}
@@ -619,11 +634,11 @@ static int file_get(struct store_obj *o, uint64_t goal, uint64_t *ret_len)
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (gone)
-		seq_name(GONE_PREFIX, o->gone_seq, name, sizeof(name));
+		store_files_seq_name_i(GONE_PREFIX, o->gone_seq, name, sizeof(name));
 	else
 		store_file_name_i(o->id, name);
 	if (got.len) {
-		seq_name(FREE_PREFIX, got.seq, from, sizeof(from));
+		store_files_seq_name_i(FREE_PREFIX, got.seq, from, sizeof(from));
 		fd = -1;
 		if (renameat(s->data_fd, from, s->data_fd, name) == 0) {
 			fd = openat(s->data_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
@@ -743,6 +758,8 @@ int store_file_grow_i(struct store_obj *o, uint64_t want, bool exact)
 	bool fresh = o->fd < 0;
 	int r;
 
+	if (store_pack_wants_i(o, want))
+		return store_pack_grow_i(o, want, exact);
 	if (want <= o->alloc && o->fd >= 0)
 		return 0;
 	need = round_up(want, s->unit);
@@ -822,6 +839,8 @@ int store_file_seal_i(struct store_obj *o)
 	uint64_t keep, charge, extra;
 	int r;
 
+	if (o->packed)
+		return store_pack_seal_i(o);
 	if (o->fd < 0) {
 		r = store_file_grow_i(o, 0, true);
 		if (r < 0)
@@ -853,6 +872,9 @@ void store_file_freeze_i(struct store_obj *o)
 {
 	uint64_t maplen = sealed_map_len(o);
 
+	store_pack_freeze_i(o); /* the slots it left (see store_pack.c) */
+	if (o->packed)
+		return;
 	(void)fchmod(o->fd, 0400);
 	unmap_old(o);
 	if (o->map && maplen < o->w->map_len)
@@ -883,7 +905,7 @@ bool store_file_unlink_i(struct store_obj *o, uint64_t *ret_seq)
 	seq = s->seq++;
 	pthread_mutex_unlock(&s->lock);
 	store_file_name_i(o->id, name);
-	seq_name(GONE_PREFIX, seq, gone, sizeof(gone));
+	store_files_seq_name_i(GONE_PREFIX, seq, gone, sizeof(gone));
 	if (renameat(s->data_fd, name, s->data_fd, gone) == 0) {
 		o->renamed = true;
 		*ret_seq = seq;
@@ -907,8 +929,28 @@ bool store_file_unlink_i(struct store_obj *o, uint64_t *ret_seq)
 	return false;
 }
 
+void store_file_abandon_i(struct store_obj *o)
+{
+	struct store *s = obj_store(o);
+	char name[STORE_ID_HEX + 1];
+
+	if (o->fd >= 0)
+		close(o->fd);
+	o->fd = -1;
+	if (o->has_file && !o->renamed) {
+		store_file_name_i(o->id, name);
+		unlinkat(s->data_fd, name, 0);
+		o->has_file = false;
+	}
+	pthread_mutex_lock(&s->lock);
+	uncharge_locked(s, o, o->alloc);
+	pthread_mutex_unlock(&s->lock);
+	o->alloc = 0;
+}
+
 void store_file_close_i(struct store_obj *o)
 {
+	store_pack_forget_i(o);
 	unmap_old(o);
 	if (o->map)
 		munmap(o->map, map_len_of(o));
@@ -989,12 +1031,17 @@ void store_file_free_i(struct store_obj *o)
 	/* the file's length rounded up to whole units: what was charged */
 	uint64_t len = o->alloc;
 
+	if (o->packed || (o->w && o->w->old_slots)) {
+		store_pack_free_i(o);
+		if (!o->has_file && o->fd < 0)
+			return;
+	}
 	unmap_old(o);
 	if (o->map)
 		munmap(o->map, map_len_of(o));
 	o->map = NULL;
-	seq_name(GONE_PREFIX, o->gone_seq, gone, sizeof(gone));
-	seq_name(FREE_PREFIX, o->gone_seq, name, sizeof(name));
+	store_files_seq_name_i(GONE_PREFIX, o->gone_seq, gone, sizeof(gone));
+	store_files_seq_name_i(FREE_PREFIX, o->gone_seq, name, sizeof(name));
 	/* a file with extra pages would hold more than the pool counts; a
 	 * file that lost its name (not renamed) cannot be pooled */
 	if (had_file && o->renamed && s->reuse && o->recyclable && !o->extra &&
@@ -1096,7 +1143,7 @@ int store_file_adopt_i(struct store_obj *o, const uint8_t *csum)
 
 void store_file_rest_i(struct store_obj *o)
 {
-	if (o->map)
+	if (o->map && !o->packed)
 		munmap(o->map, sealed_map_len(o));
 	o->map = NULL;
 }
@@ -1114,7 +1161,7 @@ int store_file_open_i(struct store_obj *o, int flags)
 		return -ENOENT;
 	} else {
 		if (o->renamed)
-			seq_name(GONE_PREFIX, o->gone_seq, name, sizeof(name));
+			store_files_seq_name_i(GONE_PREFIX, o->gone_seq, name, sizeof(name));
 		else
 			store_file_name_i(o->id, name);
 		fd = openat(obj_store(o)->data_fd, name, flags | O_CLOEXEC | O_NOFOLLOW);
@@ -1205,8 +1252,8 @@ void store_file_mapped_add_i(struct store_obj *o)
 	struct unmap v[UNMAP_BATCH];
 	size_t n = 0;
 
-	if (!o->map)
-		return;
+	if (!o->map || o->packed)
+		return; /* a packed object's chunk is mapped for good */
 	pthread_mutex_lock(&s->lock);
 	if (o->linked && !o->on_mapped && !o->pinned)
 		mapped_push_locked(s, o);
@@ -1281,6 +1328,8 @@ int store_obj_map(struct store_obj *o, struct store_map *ret)
 
 	if (!o || !ret || !store_obj_sealed(o))
 		return -EINVAL;
+	if (o->packed)
+		return -EOPNOTSUPP; /* its chunk holds other objects */
 	r = store_file_mapping_i(o, &p);
 	if (r < 0)
 		return r;
@@ -1301,7 +1350,7 @@ int store_obj_open_fd(struct store_obj *o)
 
 	if (!o || !store_obj_sealed(o))
 		return -EINVAL;
-	if (obj_store(o)->kind == STORE_FS_HUGETLBFS)
+	if (obj_store(o)->kind == STORE_FS_HUGETLBFS || o->packed)
 		return -EOPNOTSUPP;
 	obj_lock(o);
 	fd = store_file_open_i(o, O_RDONLY);
@@ -1310,164 +1359,4 @@ int store_obj_open_fd(struct store_obj *o)
 	 * (a passthrough mmap maps this file itself, and its handle is
 	 * released at close(2), before munmap): file_alone() sees them */
 	return fd;
-}
-
-/*
- * Touch [@off, @off + @len) of pooled file @fd, allocated already.  On
- * tmpfs, fallocate(2) only reserves pages: each is cleared at its first
- * fault, and on a VM whose host backs guest memory lazily that first
- * write costs about 12 us a page (0.13-0.35 GiB/s; the notes'
- * fuse-and-memory-here.md).  Without this, a store's first fetches paid
- * it in the data path: 8 readers' first 256 MiB fan-out ran at 2x the
- * time of the runs after it, every objfsd in clear_page under
- * shmem_fault.  Best effort: a kernel without MADV_POPULATE_WRITE (5.14)
- * leaves the pages to their first use, as before.
- */
-static void prefault_touch(int fd, uint64_t off, uint64_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
-
-	if (p == MAP_FAILED)
-		return;
-	(void)madvise(p, len, MADV_POPULATE_WRITE);
-	munmap(p, len);
-}
-
-/* May a prefault take @step more bytes of memory now? */
-static bool prefault_may(const struct store_prefault_limit *limit, uint64_t step)
-{
-	return !limit || !limit->room || limit->room(limit->ctx) >= step;
-}
-
-/*
- * One pooled file of @len bytes with its pages allocated, a step at a
- * time; each step is held (s->prefault_hold) before it is allocated, and
- * a writer short of room takes the whole hold back (charge_locked()): the
- * file is then deleted.  If @limit says no more memory part way, the part
- * allocated is kept (if it is worth pooling).  *@ret_bytes gets the bytes
- * pooled.  0, -ENOMEM (@limit said no), -EAGAIN (a writer took the room
- * back, or none is left), -ENOBUFS (the pool has no slot left), -ENOSPC
- * (the filesystem is full, or cannot allocate ahead), -ECANCELED
- * (*@stop), or the errno of open(2).
- */
-static int prefault_one(struct store *s, uint64_t len, const atomic_bool *stop,
-			const struct store_prefault_limit *limit, uint64_t *ret_bytes)
-{
-	char name[32];
-	uint64_t seq, off, step;
-	bool kept = false;
-	int fd, r = 0;
-
-	*ret_bytes = 0;
-	pthread_mutex_lock(&s->lock);
-	seq = s->seq++;
-	pthread_mutex_unlock(&s->lock);
-	seq_name(FREE_PREFIX, seq, name, sizeof(name));
-	fd = openat(s->data_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return -errno;
-	for (off = 0; r == 0 && off < len; off += step) {
-		step = min_u64(PREFAULT_STEP, len - off);
-		if (stop && atomic_load_explicit(stop, memory_order_relaxed)) {
-			r = -ECANCELED;
-			break;
-		}
-		if (!prefault_may(limit, step)) {
-			r = -ENOMEM;
-			break;
-		}
-		pthread_mutex_lock(&s->lock);
-		if (s->prefault_cancel || free_locked(s) < step)
-			r = -EAGAIN;
-		else
-			s->prefault_hold += step;
-		pthread_mutex_unlock(&s->lock);
-		if (r == 0 && fallocate(fd, 0, (off_t)off, (off_t)step) < 0)
-			r = errno == EOPNOTSUPP ? -ENOSPC : -errno;
-		if (r == 0)
-			prefault_touch(fd, off, step);
-		if (r == 0) {
-			pthread_mutex_lock(&s->lock);
-			s->prefault_alloc += step;
-			pthread_mutex_unlock(&s->lock);
-		}
-	}
-	if (r == -ENOMEM) {
-		/* keep what was allocated: whole units, if worth pooling */
-		len = off / s->unit * s->unit;
-		if (len < STORE_POOL_MIN || ftruncate(fd, (off_t)len) < 0)
-			len = 0;
-	}
-	pthread_mutex_lock(&s->lock);
-	if ((r == 0 || (r == -ENOMEM && len)) && !s->prefault_cancel && s->npool < STORE_POOL_MAX) {
-		s->pool[s->npool++] = (struct store_pooled){len, seq};
-		s->pool_bytes += len;
-		s->prefault_alloc = 0;
-		*ret_bytes = len;
-		kept = true;
-	} else if (r == 0) {
-		r = s->prefault_cancel ? -EAGAIN : -ENOBUFS;
-	}
-	s->prefault_hold = 0;
-	pthread_mutex_unlock(&s->lock);
-	close(fd); /* pooled by name */
-	if (!kept) {
-		unlinkat(s->data_fd, name, 0);
-		/* its pages are gone: nothing to count any more */
-		pthread_mutex_lock(&s->lock);
-		s->prefault_alloc = 0;
-		pthread_mutex_unlock(&s->lock);
-	}
-	return r;
-}
-
-int store_prefault(struct store *s, const atomic_bool *stop,
-		   const struct store_prefault_limit *limit, struct store_prefault_report *ret)
-{
-	uint64_t free_bytes, len, room, done = 0, bytes;
-	enum store_prefault_end end = STORE_PREFAULT_DONE;
-	bool taken;
-	int r = 0;
-
-	for (;;) {
-		pthread_mutex_lock(&s->lock);
-		taken = s->prefault_cancel;
-		free_bytes = taken ? 0 : free_locked(s);
-		pthread_mutex_unlock(&s->lock);
-		if (free_bytes < PREFAULT_MIN) {
-			end = taken ? STORE_PREFAULT_TAKEN : STORE_PREFAULT_DONE;
-			break;
-		}
-		/* the largest power of two in half of what is free (a 1 GiB
-		 * fetch into a 4 GiB store then finds a 1 GiB file, rather
-		 * than cutting 3 GiB off one of 4), or in all of it at the end;
-		 * and in the memory the limit leaves */
-		len = free_bytes / 2 >= PREFAULT_MIN ? free_bytes / 2 : free_bytes;
-		room = limit && limit->room ? limit->room(limit->ctx) : UINT64_MAX;
-		if (room < len)
-			len = room;
-		if (len < PREFAULT_MIN) {
-			end = STORE_PREFAULT_MEMORY;
-			break;
-		}
-		len = 1ULL << (63 - __builtin_clzll(len));
-		len = len / s->unit * s->unit;
-		r = prefault_one(s, len, stop, limit, &bytes);
-		done += bytes;
-		if (r == -ENOBUFS)
-			end = STORE_PREFAULT_DONE;
-		else if (r == -ENOMEM)
-			end = STORE_PREFAULT_MEMORY;
-		else if (r == -EAGAIN)
-			end = STORE_PREFAULT_TAKEN;
-		else if (r == -ENOSPC)
-			end = STORE_PREFAULT_FS_FULL;
-		else if (r < 0)
-			return r;
-		if (r < 0)
-			break;
-	}
-	ret->bytes = done;
-	ret->end = end;
-	return 0;
 }

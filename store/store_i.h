@@ -102,8 +102,16 @@
 #define STORE_ID_HEX 16			/* hex digits in a record or file name */
 #define STORE_TMP_PREFIX ".tmp-"
 #define STORE_BAD_SUFFIX ".bad"
-#define STORE_POOL_MAX 64	    /* freed files kept for reuse, at most */
-#define STORE_MAP_CACHE_DEFAULT 256 /* idle mappings of sealed objects kept */
+#define STORE_POOL_MAX 64		/* freed files kept for reuse, at most */
+#define STORE_MAP_CACHE_DEFAULT 256	/* idle mappings of sealed objects kept */
+#define STORE_POOL_MIN (1ULL << 20)	/* smaller freed files are not worth pooling */
+#define PREFAULT_MIN (64ULL << 20)	/* store_prefault()'s smallest file */
+#define PREFAULT_STEP (64ULL << 20)	/* and what it allocates at a time */
+#define STORE_PACK_CHUNK (2ULL << 20)	/* a chunk file of packed objects */
+#define STORE_PACK_CLASSES_MAX 64	/* size classes of their slots, at most */
+#define STORE_PACK_MAX_LIMIT (1u << 20) /* pack_max, at most */
+#define GONE_PREFIX ".gone-"		/* data/.gone-<n>: an unlinked object's file */
+#define FREE_PREFIX ".free-"		/* data/.free-<n>: a pooled file */
 
 static inline uint64_t min_u64(uint64_t a, uint64_t b)
 {
@@ -182,6 +190,10 @@ struct store_obj {
 	 * taken away then): never both.
 	 */
 	uint8_t lru_list : 2, counted_open : 1, on_mapped : 1, pinned : 1;
+	/* lock while pending, immutable once sealed (read then without a
+	 * lock): the object's bytes are in a slot of a chunk (store_pack.c),
+	 * never in a file of its own; a byte of its own, in what was padding */
+	bool packed;
 	int fd; /* the object's file, while it needs one (see below) */
 	/* s->lock: moves on whenever the object moves on s->lru
 	 * (store_walk_cold()); 32 bits, as a wrap only makes a walk go on
@@ -232,6 +244,9 @@ struct store_obj {
 	 * store lock held (dropping one is a syscall).
 	 */
 	void *reg; /* dropped with store->reg_drop */
+	/* lock: the chunk of a packed object's slot (its bytes are at map);
+	 * immutable once sealed */
+	struct store_chunk *chunk;
 	/* lock; set before sealed is published, immutable after */
 	int64_t mtime_ns;
 	uint8_t csum[OBJFS_CSUM_LEN];
@@ -265,6 +280,10 @@ struct store_writing {
 	/* mappings of the file before it grew (store_file_grow_i()); obj->lock */
 	struct store_old_map *old_maps;
 	size_t map_len; /* obj->lock: what obj->map covers */
+	/* obj->lock: slots of chunks it left (store_pack.c), kept like
+	 * old_maps; spilled, it left packing for a file for good */
+	struct store_slot *old_slots;
+	bool spilled;
 };
 
 /* A freed file kept for reuse: data/.free-<seq>, its pages still there
@@ -355,6 +374,19 @@ struct store {
 	 * (store_obj_attach(): the first one's); set once, s->lock */
 	void (*reg_drop)(void *reg);
 
+	/* packed objects (store_pack.c): pack_max is set at open; the rest
+	 * under pack_lock, which nests inside obj->lock and above s->lock */
+	pthread_mutex_t pack_lock;
+	uint32_t pack_max; /* T: objects up to this size are packed (0: none) */
+	uint32_t pack_ncls;
+	uint32_t pack_cls[STORE_PACK_CLASSES_MAX]; /* slot sizes, ascending */
+	struct store_chunk **pack_chunks;	   /* by number */
+	uint32_t pack_nchunks_cap, pack_nchunks;
+	/* of each class, the chunks with a free slot */
+	struct store_chunk *pack_free[STORE_PACK_CLASSES_MAX];
+	uint64_t pack_slots, pack_pages; /* slots used; pages charged */
+	uint64_t pack_chunks_made;
+
 	/* the catalog log (store_catalog.c) */
 	pthread_mutex_t log_lock;
 	int log_fd;	      /* DIR/catalog.log, O_APPEND */
@@ -421,6 +453,18 @@ uint64_t store_files_held_i(struct store *s);
 /* The inodes of data/'s filesystem, and those free now (fstatvfs); 0 and
  * 0 when it has no such limit.  No lock. */
 void store_files_inodes_i(struct store *s, uint64_t *ret_total, uint64_t *ret_free);
+/* Charge @n bytes to the capacity for the store's own use (chunks),
+ * giving up pooled files if need be: 0 or -ENOSPC; and give them back.
+ * Take s->lock. */
+int store_files_charge_i(struct store *s, uint64_t n);
+void store_files_uncharge_i(struct store *s, uint64_t n);
+/* The capacity nobody holds.  s->lock held. */
+uint64_t store_files_free_locked_i(const struct store *s);
+/* data/<@prefix><@seq in 16 hex digits> into @buf. */
+void store_files_seq_name_i(const char *prefix, uint64_t seq, char *buf, size_t len);
+/* A spill into a file failed (store_pack.c): the file it made goes, and
+ * its charge.  o->lock held, o->map NULL. */
+void store_file_abandon_i(struct store_obj *o);
 /* Unmap and close, leaving the file as it is (store_close()). */
 void store_file_close_i(struct store_obj *o);
 /*
@@ -452,6 +496,35 @@ void store_file_mapped_del_i(struct store *s, struct store_obj *o);
 int store_file_open_i(struct store_obj *o, int flags);
 /* The name of @id's file: data/<16 hex digits>. */
 void store_file_name_i(uint64_t id, char buf[STORE_ID_HEX + 1]);
+
+/* ---- store_pack.c: packed objects (see there) ---- */
+
+/* At open, after store_files_open_i(): the classes for @pack_max (0: no
+ * packing), and the chunks in data/.  Then, after the catalog's adoption
+ * (store_pack_adopt_i() for each packed line), store_pack_settle_i(). */
+int store_pack_open_i(struct store *s, uint64_t pack_max);
+void store_pack_settle_i(struct store *s);
+/* Unmap the chunks (store_close(), after the objects). */
+void store_pack_close_i(struct store *s);
+/* Adopt packed @o, whose line's slot store_pack_slot_i() gives (kept in
+ * o->alloc until then); with @csum, check its bytes.  -EBADMSG. */
+int store_pack_adopt_i(struct store_obj *o, const uint8_t *csum);
+/* The chunk number and offset of @o's slot (its catalog line's). */
+void store_pack_slot_i(const struct store_obj *o, uint32_t *ret_no, uint32_t *ret_off);
+/* Does pending @o live in a slot, or should it for @want bytes?  o->lock. */
+bool store_pack_wants_i(const struct store_obj *o, uint64_t want);
+/* store_file_grow_i(), seal_i() and freeze_i() for such an object. */
+int store_pack_grow_i(struct store_obj *o, uint64_t want, bool exact);
+int store_pack_seal_i(struct store_obj *o);
+void store_pack_freeze_i(struct store_obj *o);
+/* The last reference went: its slots are free (a spilled object's old
+ * ones too).  No lock held. */
+void store_pack_free_i(struct store_obj *o);
+/* store_close(): forget its slots, whose chunks go next. */
+void store_pack_forget_i(struct store_obj *o);
+void store_pack_stats_i(struct store *s, struct store_stats *ret);
+/* Is @size packed, and is a slot of its class free?  Takes pack_lock. */
+bool store_pack_free_slot_i(struct store *s, uint64_t size, bool *ret_packed);
 
 /* ---- store_tab.c: objects by id (the caller's lock held) ---- */
 

@@ -374,6 +374,54 @@ TEST(defaults)
 	config_release(&c);
 }
 
+/* pack_max (issue 24): 0 or 64 to 1M, at most rdma_eager_max; by
+ * default 32K, or rdma_eager_max if less */
+TEST(pack_max)
+{
+	struct config c;
+	char err[256];
+
+	CHECK_EQ(parse(&c, err, "local", "node=n,pack_max=16K"), 0);
+	CHECK_EQ(config_finish(&c, err, sizeof(err)), 0);
+	CHECK_EQ(c.pack_max, 16384);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "node=n,pack_max=0"), 0);
+	CHECK_EQ(config_finish(&c, err, sizeof(err)), 0);
+	CHECK_EQ(c.pack_max, 0);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "node=n"), 0);
+	CHECK_EQ(config_finish(&c, err, sizeof(err)), 0);
+	CHECK_EQ(c.pack_max, CONFIG_PACK_MAX_DEFAULT);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "node=n,rdma_eager_max=8K"), 0);
+	CHECK_EQ(config_finish(&c, err, sizeof(err)), 0);
+	CHECK_EQ(c.pack_max, 8192);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "node=n,rdma_eager_max=32"), 0);
+	CHECK_EQ(config_finish(&c, err, sizeof(err)), 0);
+	CHECK_EQ(c.pack_max, 0); /* below the smallest slot */
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "node=n,pack_max=64K,rdma_eager_max=64K"), 0);
+	CHECK_EQ(config_finish(&c, err, sizeof(err)), 0);
+	CHECK_EQ(c.pack_max, 65536);
+	config_release(&c);
+
+	CHECK_EQ(parse(&c, err, "local", "node=n,pack_max=64K"), 0);
+	CHECK_EQ(config_finish(&c, err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "rdma_eager_max") != NULL);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "pack_max=63"), -EINVAL);
+	CHECK(strstr(err, "pack_max=63") != NULL);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "pack_max=2M"), -EINVAL);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "pack_max=x"), -EINVAL);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "pack_max"), -EINVAL);
+	CHECK(strstr(err, "needs a value") != NULL);
+	config_release(&c);
+}
+
 int main(void)
 {
 	RUN(specs);
@@ -383,5 +431,6 @@ int main(void)
 	RUN(twice);
 	RUN(argv);
 	RUN(defaults);
+	RUN(pack_max);
 	return tap_done();
 }

@@ -217,8 +217,9 @@ static int serve_all(struct rsrv_conn *c, struct serve_ctx *ctx, uint8_t **ret_b
 
 /*
  * What the peer reads [@base, @base + @len) of @ctx's object through: the
- * object's registration (sealed), or, for an object held in part, which
- * must never be registered whole, one of exactly that range (its blocks
+ * object's registration (sealed), or, for an object held in part or one
+ * packed in a chunk with others (the store refuses to hand it out
+ * whole), which must never be registered whole, one of exactly that range (its blocks
  * all verified: serve_begin() checked) for this GET alone, which the
  * caller frees in *@ret_own when the GET is done; with remote read access
  * for a rendezvous (@remote), local access only for an eager SEND.  The
@@ -230,21 +231,24 @@ static int range_reg(struct rsrv_conn *c, struct serve_ctx *ctx, uint8_t *base, 
 		     uint32_t *ret_rkey)
 {
 	struct rreg *r;
-	int err;
+	int err = -EOPNOTSUPP;
 
 	*ret_own = NULL;
-	if (ctx->partial) {
+	if (!ctx->partial)
+		err = obj_reg(c, ctx, &r);
+	if (err == -EOPNOTSUPP) {
+		/* held in part, or packed with others (store_pack.c) */
 		err = rreg_new(c->rc.t, c->rc.dev, base, len, remote ? IBV_ACCESS_REMOTE_READ : 0,
 			       &r);
 		if (err)
 			return err;
-		COUNT_ADD(c->rc.t, rdma_partial_regs, 1);
+		if (ctx->partial)
+			COUNT_ADD(c->rc.t, rdma_partial_regs, 1);
 		*ret_own = r;
 		*ret_addr = (uintptr_t)base;
+	} else if (err) {
+		return err;
 	} else {
-		err = obj_reg(c, ctx, &r);
-		if (err)
-			return err;
 		/* the registration covers the whole object from its offset 0,
 		 * in a mapping that may be its own (rreg_object()) */
 		*ret_addr = (uintptr_t)r->mr->addr + ctx->get_off;

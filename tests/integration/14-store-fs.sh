@@ -1,6 +1,6 @@
 #!/bin/bash
 # Where the objects live: each object is a file of its own, exactly its
-# size, in a tmpfs the daemon mounts on STORE/data (huge=within_size,
+# size (one of pack_max=32K or less shares a chunk file with others), in a tmpfs the daemon mounts on STORE/data (huge=within_size,
 # sized for the capacity), which outlives the daemon and is adopted by
 # the next mount; a store= that is itself a tmpfs or a hugetlbfs mount is
 # used as it is.  Each kind: byte-exact files through the mount, the
@@ -24,7 +24,11 @@ check_store() {
 	assert_same "$T/big" "$m/big"
 	assert_same "$T/small" "$m/small"
 	assert_match "$kind" "$(status_of "$name" store_fs)" "store_fs of $name"
-	for f in big small empty; do
+	id=$(printf '%016x' "$(stat -c %i "$m/small")")
+	[ ! -e "$data/$id" ] || fail "the small object has a file of its own: $data/$id"
+	compgen -G "$data/.pack-*" >/dev/null || fail "no chunk file in $data"
+	assert_eq 1 "$(status_of "$name" packed)" "objects packed in $name"
+	for f in big empty; do
 		id=$(printf '%016x' "$(stat -c %i "$m/$f")")
 		[ -f "$data/$id" ] || fail "no file $data/$id for $f"
 		assert_eq "$(stat -c %s "$m/$f")" "$(stat -c %s "$data/$id")" "size of $f's file (or its store may be padded)"

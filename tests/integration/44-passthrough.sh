@@ -37,7 +37,8 @@ in_passthrough() {
 
 step "sealed local objects on a"
 mkdata "$T/f" $((8 << 20))
-mkdata "$T/small" 5000
+# small, but more than pack_max (32K): a file of its own to pass through
+mkdata "$T/small" 40000
 : >"$T/empty"
 cp "$T/f" "$A/f"
 cp "$T/small" "$A/small"

@@ -36,7 +36,8 @@ names="big mid small cold"
 mkdata "$T/big" $((64 << 20))
 mkdata "$T/cold" $((16 << 20))
 mkdata "$T/mid" $(((1 << 20) + 1))
-mkdata "$T/small" 4097
+# small, but above pack_max (32K): passed through like the others
+mkdata "$T/small" 36865
 for f in $names; do
 	cp "$T/$f" "$M/$f"
 	xattr "$M/$f" user.objfs.checksum >"$T/$f.sum"

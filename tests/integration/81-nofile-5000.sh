@@ -84,18 +84,21 @@ PY
 
 # flat WHEN: descriptors and mappings are within a constant of their
 # count at 100 objects: of the store's files, at most the 64 idle
-# mappings map_cache keeps; in all, what threads started since add (a
+# mappings map_cache keeps and the chunks of packed objects; in all, what threads started since add (a
 # FUSE worker's stack and guard page: 64 workers at most)
 flat() {
-	local fds maps sfds smaps
+	local fds maps sfds smaps chunks
 	read -r fds maps sfds smaps <<<"$(held n1)"
 	step "$1: objfsd holds $fds descriptors and $maps mappings, of which $sfds and $smaps" \
 		"of store files (at 100 objects: $FDS0, $MAPS0, $SFDS0, $SMAPS0)"
 	assert_le "$sfds" 4 "$1: objfsd's descriptors of store files"
-	assert_le "$smaps" $((64 + 4)) "$1: objfsd's mappings of store files"
+	# and one for each chunk of packed objects (2 MiB of them, or a
+	# size class with few)
+	chunks=$(status_of n1 chunks)
+	assert_le "$smaps" $((64 + 4 + chunks)) "$1: objfsd's mappings of store files ($chunks chunks)"
 	assert_le "$fds" $((FDS0 + 16)) "$1: objfsd's descriptors"
 	# ASan's allocator maps more as the heap grows
-	[ -n "${OBJFS_SANITIZE:-}" ] || assert_le "$maps" $((MAPS0 + 2 * 64)) "$1: objfsd's mappings"
+	[ -n "${OBJFS_SANITIZE:-}" ] || assert_le "$maps" $((MAPS0 + 2 * 64 + chunks)) "$1: objfsd's mappings"
 }
 
 step "100 objects, then the daemon's descriptors and mappings"

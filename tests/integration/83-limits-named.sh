@@ -6,7 +6,8 @@
 # byte-exact over TCP.  `df -i` shows the object limit: f_ffree is what
 # both the free capacity and the free inodes of the store's filesystem
 # leave, f_files the objects plus that.  Node b's objects live on a tmpfs
-# of 64 inodes: once they are all taken, the next create gets ENOSPC, the
+# of 64 inodes: once they are all taken by objects too big to be packed
+# (pack_max), the next create gets ENOSPC, the
 # log names the limit, and creates work again once some objects go.
 # `objfs status` has a limits: block whose numbers agree with the rest.
 # shellcheck source=SCRIPTDIR/../lib.sh
@@ -151,7 +152,8 @@ for i in range(200):
         sys.exit(0)
     err = None
     try:
-        os.write(fd, b"object %d\n" % i)
+        # more than pack_max (32K): a file, and an inode, each
+        os.write(fd, (b"object %d\n" % i).ljust(40000, b"."))
     except OSError as e:
         err = (e.errno, "write")
     try:
@@ -180,6 +182,9 @@ assert_eq 0 "$(python3 -c 'import os, sys; print(os.statvfs(sys.argv[1]).f_ffree
 
 step "after unlinking some objects, creates work again"
 for i in 0 1 2 3 4; do rm "$B/fill/f$i"; done
-eventually 10 creates_in "$B/fill"
-echo again >"$B/fill/again" || fail "a create on b after freeing inodes failed"
-assert_eq again "$(cat "$B/fill/again")" "the object made after freeing inodes"
+# creates_big_in DIR: a create of an object too big to be packed works
+creates_big_in() { timeout -k 5 30 cp "$T/big" "$1/probe.$(date +%s%N)"; }
+mkdata "$T/big" 40000
+eventually 10 creates_big_in "$B/fill"
+cp "$T/big" "$B/fill/again" || fail "a create on b after freeing inodes failed"
+assert_same "$T/big" "$B/fill/again"
