@@ -379,12 +379,11 @@ bool store_fits(struct store *s, uint64_t size)
 	uint64_t free_bytes, need;
 	bool packed;
 
-	if (store_pack_free_slot_i(s, size, &packed))
+	need = store_pack_need_i(s, size, &packed);
+	if (!packed)
+		need = (size + s->unit - 1) / s->unit * s->unit;
+	else if (!need)
 		return true;
-	/* a slot may straddle a page: two at most for one of up to a page */
-	need = packed ? 2 * s->unit : (size + s->unit - 1) / s->unit * s->unit;
-	if (packed && size > s->unit)
-		need = (size + 2 * s->unit - 1) / s->unit * s->unit;
 	pthread_mutex_lock(&s->lock);
 	free_bytes = store_files_free_locked_i(s);
 	pthread_mutex_unlock(&s->lock);
@@ -1356,8 +1355,12 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 	 * vm.max_map_count at most */
 	if (max_map_count() && s->regs_max > max_map_count() / 16)
 		s->regs_max = max_u64(max_map_count() / 16, 1);
-	/* a registered object may map its file twice (rreg_object()) */
-	s->open_max = open_max(s->map_cache + 2 * s->regs_max);
+	/* a registered object may map its file twice (rreg_object()), and
+	 * each chunk of packed objects is mapped while the store is open: as
+	 * many as the capacity holds, and a class each besides */
+	s->open_max = open_max(
+	    s->map_cache + 2 * s->regs_max +
+	    (cfg->pack_max ? cap / store_pack_chunk_len(cap) + STORE_PACK_CLASSES_MAX : 0));
 	s->verify = cfg->verify;
 	s->reuse = !cfg->no_reuse;
 	/* default attributes: initialization cannot fail on Linux */

@@ -5,7 +5,7 @@
  * restart adopts them: one text line per step, appended with one
  * write(2) to a descriptor kept open, each line ending with its own hash:
  *
- *   objfs-catalog 1                                       (the first line)
+ *   objfs-catalog 2                                       (the first line)
  *   R <id> <size> <mtime_ns> <csum> =<path> <hash>        an object sealed
  *   R <id> <size> <mtime_ns> <csum> @<n>:<off> =<path> <hash>  one packed
  *                                                         in slot <off> of chunk <n>
@@ -64,7 +64,10 @@
 #define LOG_NAME "catalog.log"
 #define LOG_NEW LOG_NAME ".new"
 #define LOG_BAD "catalog.bad"
-#define LOG_HEADER "objfs-catalog 1\n"
+#define LOG_HEADER "objfs-catalog 2\n"
+/* before packed objects (issue 24): read, and written anew as 2, so that
+ * an objfs that cannot read their lines refuses the log */
+#define LOG_HEADER_V1 "objfs-catalog 1\n"
 #define LOG_HEADER_PREFIX "objfs-catalog "
 #define LOG_COMPACT_MIN 4096		 /* dead lines before a runtime compaction */
 #define LOG_RETRY_NS (60 * 1000000000LL) /* after a compaction failed */
@@ -260,7 +263,7 @@ static size_t line_rec(char *buf, const struct store_obj *o, const char *path)
 		uint32_t no, off;
 
 		store_pack_slot_i(o, &no, &off);
-		n += (size_t)snprintf(buf + n, 20, " @%08" PRIx32 ":%06" PRIx32, no, off);
+		n += (size_t)snprintf(buf + n, 24, " @%08" PRIx32 ":%08" PRIx32, no, off);
 	}
 	put_path(buf, &n, path);
 	put_end(buf, &n);
@@ -408,19 +411,19 @@ static bool hex_n(const char *p, unsigned n, uint64_t *ret)
 	return true;
 }
 
-/* A packed object's slot: "@<chunk, 8 hex digits>:<offset, 6>". */
+/* A packed object's slot: "@<chunk, 8 hex digits>:<offset, 8>". */
 static void get_slot(struct cur *c, struct line *l)
 {
 	uint64_t no, off;
 
-	if (c->end - c->p < 16 || !hex_n(c->p + 1, 8, &no) || c->p[9] != ':' ||
-	    !hex_n(c->p + 10, 6, &off)) {
+	if (c->end - c->p < 18 || !hex_n(c->p + 1, 8, &no) || c->p[9] != ':' ||
+	    !hex_n(c->p + 10, 8, &off)) {
 		c->ok = false;
 		return;
 	}
 	l->chunk = (uint32_t)no;
 	l->off = (uint32_t)off;
-	c->p += 16;
+	c->p += 18;
 	get_sep(c);
 }
 
@@ -965,8 +968,11 @@ static int log_replay(struct store *s, struct replay *pend, bool *ret_dirty, uin
 	}
 	p = map;
 	end = map + st.st_size;
-	if ((size_t)(end - p) >= plen && !memcmp(p, LOG_HEADER_PREFIX, plen) &&
-	    ((size_t)(end - p) < hlen || memcmp(p, LOG_HEADER, hlen))) {
+	if ((size_t)(end - p) >= hlen && !memcmp(p, LOG_HEADER_V1, hlen)) {
+		p += hlen;
+		*ret_dirty = true; /* compacted at once, under the new header */
+	} else if ((size_t)(end - p) >= plen && !memcmp(p, LOG_HEADER_PREFIX, plen) &&
+		   ((size_t)(end - p) < hlen || memcmp(p, LOG_HEADER, hlen))) {
 		nl = memchr(p, '\n', (size_t)(end - p));
 		log_error("store: the catalog log begins '%.*s': written by a newer objfs, which "
 			  "this one cannot read",
@@ -1011,12 +1017,43 @@ out:
 
 /* Adopt the replayed objects whose files are whole; the others are bad
  * records.  In log order. */
+/* Replayed @o is a bad record (@why): its line goes to catalog.bad, and
+ * @o is freed.  *@buf and *@path are the caller's, to be freed. */
+static void adopt_bad(struct store *s, struct store_obj *o, const char *why, char **buf,
+		      char **path)
+{
+	if (!*buf)
+		*buf = malloc(LOG_LINE_MAX);
+	if (!*path)
+		*path = malloc(OBJFS_PATH_MAX);
+	log_warn("store: object %016" PRIx64 " of the catalog log %s: set aside in %s", o->id, why,
+		 LOG_BAD);
+	if (*buf && *path) {
+		store_catalog_path_i(o, *path, OBJFS_PATH_MAX);
+		keep_bad(s, *buf, line_rec(*buf, o, *path));
+	} else {
+		s->bad_records++;
+	}
+	store_obj_free_i(o);
+}
+
 static int adopt_replayed(struct store *s, struct replay *pend, bool *ret_dirty)
 {
-	struct store_obj *o;
+	struct store_obj *o, *prev;
 	char *buf = NULL, *path = NULL;
 	int r = 0;
 
+	/* the slots of packed objects, the last line first: a slot is used
+	 * again only once its object is gone, so an earlier line that names
+	 * it is an object whose D line was lost */
+	for (o = pend->tail; o; o = prev) {
+		prev = o->lprev;
+		if (o->packed && store_pack_claim_i(o) < 0) {
+			replay_drop(pend, o);
+			adopt_bad(s, o, "names a slot it does not have", &buf, &path);
+			*ret_dirty = true;
+		}
+	}
 	while ((o = pend->head)) {
 		replay_drop(pend, o);
 		if (r == 0 && o->packed)
@@ -1024,21 +1061,9 @@ static int adopt_replayed(struct store *s, struct replay *pend, bool *ret_dirty)
 		else if (r == 0)
 			r = store_file_adopt_i(o, s->verify ? o->csum : NULL);
 		if (r == -EBADMSG) {
-			if (!buf)
-				buf = malloc(LOG_LINE_MAX);
-			if (!path)
-				path = malloc(OBJFS_PATH_MAX);
-			log_warn("store: object %016" PRIx64 " of the catalog log has no whole "
-				 "file: set aside in %s",
-				 o->id, LOG_BAD);
-			if (buf && path) {
-				store_catalog_path_i(o, path, OBJFS_PATH_MAX);
-				keep_bad(s, buf, line_rec(buf, o, path));
-			} else
-				s->bad_records++;
+			adopt_bad(s, o, "has no whole file", &buf, &path);
 			*ret_dirty = true;
 			r = 0;
-			store_obj_free_i(o);
 			continue;
 		}
 		if (r == 0) {

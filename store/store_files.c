@@ -519,16 +519,25 @@ static void uncharge_locked(struct store *s, struct store_obj *o, uint64_t n)
 
 static void drop_files(struct store *s, struct store_pooled *drop, size_t n);
 
+static bool held_changed(struct store *s);
+
 int store_files_charge_i(struct store *s, uint64_t n)
 {
 	struct store_pooled drop[STORE_POOL_MAX];
 	size_t ndrop = 0;
-	int r;
+	int r, tries;
 
-	pthread_mutex_lock(&s->lock);
-	r = charge_locked(s, NULL, n, drop, &ndrop);
-	pthread_mutex_unlock(&s->lock);
-	drop_files(s, drop, ndrop);
+	/* pages of deleted objects still mapped, measured a while ago, may
+	 * have gone meanwhile: measured again, and tried once more */
+	for (tries = 0; tries < 2; tries++) {
+		pthread_mutex_lock(&s->lock);
+		r = charge_locked(s, NULL, n, drop, &ndrop);
+		pthread_mutex_unlock(&s->lock);
+		drop_files(s, drop, ndrop);
+		ndrop = 0;
+		if (r != -ENOSPC || !held_changed(s))
+			break;
+	}
 	return r;
 }
 
@@ -932,15 +941,19 @@ bool store_file_unlink_i(struct store_obj *o, uint64_t *ret_seq)
 void store_file_abandon_i(struct store_obj *o)
 {
 	struct store *s = obj_store(o);
-	char name[STORE_ID_HEX + 1];
+	char name[32];
 
 	if (o->fd >= 0)
 		close(o->fd);
 	o->fd = -1;
-	if (o->has_file && !o->renamed) {
-		store_file_name_i(o->id, name);
+	if (o->has_file) {
+		if (o->renamed)
+			store_files_seq_name_i(GONE_PREFIX, o->gone_seq, name, sizeof(name));
+		else
+			store_file_name_i(o->id, name);
 		unlinkat(s->data_fd, name, 0);
 		o->has_file = false;
+		o->renamed = false;
 	}
 	pthread_mutex_lock(&s->lock);
 	uncharge_locked(s, o, o->alloc);

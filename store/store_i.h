@@ -102,12 +102,15 @@
 #define STORE_ID_HEX 16			/* hex digits in a record or file name */
 #define STORE_TMP_PREFIX ".tmp-"
 #define STORE_BAD_SUFFIX ".bad"
-#define STORE_POOL_MAX 64		/* freed files kept for reuse, at most */
-#define STORE_MAP_CACHE_DEFAULT 256	/* idle mappings of sealed objects kept */
-#define STORE_POOL_MIN (1ULL << 20)	/* smaller freed files are not worth pooling */
-#define PREFAULT_MIN (64ULL << 20)	/* store_prefault()'s smallest file */
-#define PREFAULT_STEP (64ULL << 20)	/* and what it allocates at a time */
-#define STORE_PACK_CHUNK (2ULL << 20)	/* a chunk file of packed objects */
+#define STORE_POOL_MAX 64	    /* freed files kept for reuse, at most */
+#define STORE_MAP_CACHE_DEFAULT 256 /* idle mappings of sealed objects kept */
+#define STORE_POOL_MIN (1ULL << 20) /* smaller freed files are not worth pooling */
+#define PREFAULT_MIN (64ULL << 20)  /* store_prefault()'s smallest file */
+#define PREFAULT_STEP (64ULL << 20) /* and what it allocates at a time */
+/* a chunk file of packed objects: a power of two in between, so that
+ * a store has about 4,096 chunks at most, a mapping each */
+#define STORE_PACK_CHUNK_MIN (2ULL << 20)
+#define STORE_PACK_CHUNK_MAX (64ULL << 20)
 #define STORE_PACK_CLASSES_MAX 64	/* size classes of their slots, at most */
 #define STORE_PACK_MAX_LIMIT (1u << 20) /* pack_max, at most */
 #define GONE_PREFIX ".gone-"		/* data/.gone-<n>: an unlinked object's file */
@@ -377,7 +380,8 @@ struct store {
 	/* packed objects (store_pack.c): pack_max is set at open; the rest
 	 * under pack_lock, which nests inside obj->lock and above s->lock */
 	pthread_mutex_t pack_lock;
-	uint32_t pack_max; /* T: objects up to this size are packed (0: none) */
+	uint32_t pack_max;   /* T: objects up to this size are packed (0: none) */
+	uint64_t pack_chunk; /* bytes of a new chunk (store_pack_chunk_len()) */
 	uint32_t pack_ncls;
 	uint32_t pack_cls[STORE_PACK_CLASSES_MAX]; /* slot sizes, ascending */
 	struct store_chunk **pack_chunks;	   /* by number */
@@ -499,6 +503,16 @@ void store_file_name_i(uint64_t id, char buf[STORE_ID_HEX + 1]);
 
 /* ---- store_pack.c: packed objects (see there) ---- */
 
+/* The length of new chunks for a store of @capacity bytes. */
+static inline uint64_t store_pack_chunk_len(uint64_t capacity)
+{
+	uint64_t len = STORE_PACK_CHUNK_MIN;
+
+	while (len < STORE_PACK_CHUNK_MAX && capacity / len > 4096)
+		len *= 2;
+	return len;
+}
+
 /* At open, after store_files_open_i(): the classes for @pack_max (0: no
  * packing), and the chunks in data/.  Then, after the catalog's adoption
  * (store_pack_adopt_i() for each packed line), store_pack_settle_i(). */
@@ -506,8 +520,11 @@ int store_pack_open_i(struct store *s, uint64_t pack_max);
 void store_pack_settle_i(struct store *s);
 /* Unmap the chunks (store_close(), after the objects). */
 void store_pack_close_i(struct store *s);
-/* Adopt packed @o, whose line's slot store_pack_slot_i() gives (kept in
- * o->alloc until then); with @csum, check its bytes.  -EBADMSG. */
+/* Claim the slot of packed @o's line (store_pack_slot_i(): kept in
+ * o->alloc until adopted), before any object is adopted: -EBADMSG if no
+ * chunk has it, or another line claimed it first.  Then adopt @o, whose
+ * slot it claimed; with @csum, check its bytes (-EBADMSG). */
+int store_pack_claim_i(struct store_obj *o);
 int store_pack_adopt_i(struct store_obj *o, const uint8_t *csum);
 /* The chunk number and offset of @o's slot (its catalog line's). */
 void store_pack_slot_i(const struct store_obj *o, uint32_t *ret_no, uint32_t *ret_off);
@@ -523,8 +540,10 @@ void store_pack_free_i(struct store_obj *o);
 /* store_close(): forget its slots, whose chunks go next. */
 void store_pack_forget_i(struct store_obj *o);
 void store_pack_stats_i(struct store *s, struct store_stats *ret);
-/* Is @size packed, and is a slot of its class free?  Takes pack_lock. */
-bool store_pack_free_slot_i(struct store *s, uint64_t size, bool *ret_packed);
+/* Is an object of @size bytes packed (*@ret_packed), and what would a
+ * slot for it charge now (0: a free one on pages already held)?  Takes
+ * pack_lock. */
+uint64_t store_pack_need_i(struct store *s, uint64_t size, bool *ret_packed);
 
 /* ---- store_tab.c: objects by id (the caller's lock held) ---- */
 

@@ -3,11 +3,10 @@
  *
  * An object of at most s->pack_max bytes (T) has no file of its own: it
  * sits in a slot of a chunk, data/.pack-<n>-<slot size>, a sparse file of
- * PACK_CHUNK bytes mapped read-write once for as long as the store is
- * open (no descriptor kept).  A chunk holds slots of one size class:
- * steps of 64 bytes up to 1 KiB, then steps of about x1.25 (rounded up
- * to 64 bytes) and every multiple of 4 KiB, up to T.  A slot is taken lowest first, from the chunks
- * of its class that have a free one.
+ * 2 MiB (more in a large store: store_pack_chunk_len()) mapped read-write once for as long as the
+ * store is open (no descriptor kept).  A chunk holds slots of one size class: steps of 64 bytes up
+ * to 1 KiB, then steps of about x1.25 (rounded up to 64 bytes) and every multiple of 4 KiB, up to
+ * T.  A slot is taken lowest first, from the chunks of its class that have a free one.
  *
  * Pages.  A chunk holds memory only where a slot is in use.  Each chunk
  * counts the used slots that touch each of its pages; a page is charged
@@ -69,7 +68,6 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-#define PACK_PAGES (STORE_PACK_CHUNK / STORE_PAGE)
 #define PACK_PREFIX ".pack-"
 #define PACK_CHUNKS_MAX (1u << 24) /* chunk numbers: 8 hex digits, and room */
 
@@ -80,12 +78,13 @@ struct store_chunk {
 	uint32_t nslots; /* slots in the chunk */
 	uint32_t nfree;	 /* pack_lock */
 	uint32_t hint;	 /* pack_lock: no free slot in words below */
-	uint8_t *map;	 /* STORE_PACK_CHUNK bytes, read-write */
+	uint8_t *map;	 /* len bytes, read-write */
+	uint64_t len;	 /* the chunk file's length (s->pack_chunk when made) */
 	/* pack_lock: on s->pack_free[cls] while it has a free slot */
 	struct store_chunk *prev, *next;
 	bool listed;
-	uint16_t pages[PACK_PAGES]; /* pack_lock: used slots touching each page */
-	uint64_t bits[];	    /* pack_lock: used slots */
+	uint16_t *pages; /* pack_lock: used slots touching each page (after bits) */
+	uint64_t bits[]; /* pack_lock: used slots */
 };
 
 /* A slot an object left while pending (w->old_slots). */
@@ -146,14 +145,17 @@ static void chunk_name(uint32_t no, uint32_t slot, char *buf, size_t len)
 	snprintf(buf, len, PACK_PREFIX "%08" PRIx32 "-%" PRIu32, no, slot);
 }
 
-static struct store_chunk *chunk_alloc(uint32_t no, uint32_t slot, uint8_t *map)
+static struct store_chunk *chunk_alloc(uint32_t no, uint32_t slot, uint8_t *map, uint64_t len)
 {
-	uint32_t nslots = (uint32_t)(STORE_PACK_CHUNK / slot);
+	uint32_t nslots = (uint32_t)(len / slot);
 	size_t words = (nslots + 63) / 64;
-	struct store_chunk *c = calloc(1, sizeof(*c) + words * sizeof(uint64_t));
+	struct store_chunk *c =
+	    calloc(1, sizeof(*c) + words * sizeof(uint64_t) + len / STORE_PAGE * sizeof(uint16_t));
 
 	if (!c)
 		return NULL;
+	c->pages = (uint16_t *)(c->bits + words);
+	c->len = len;
 	c->no = no;
 	c->slot = slot;
 	c->nslots = c->nfree = nslots;
@@ -164,13 +166,13 @@ static struct store_chunk *chunk_alloc(uint32_t no, uint32_t slot, uint8_t *map)
 
 /* Map chunk file @fd read-write, huge pages off (a page is the unit of
  * what a chunk holds). */
-static uint8_t *chunk_map(int fd)
+static uint8_t *chunk_map(int fd, uint64_t len)
 {
-	void *p = mmap(NULL, STORE_PACK_CHUNK, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 
 	if (p == MAP_FAILED)
 		return NULL;
-	(void)madvise(p, STORE_PACK_CHUNK, MADV_NOHUGEPAGE);
+	(void)madvise(p, len, MADV_NOHUGEPAGE);
 	return p;
 }
 
@@ -240,17 +242,17 @@ static int chunk_new(struct store *s, int cls, struct store_chunk **ret)
 		r = -errno;
 		goto fail;
 	}
-	if (ftruncate(fd, (off_t)STORE_PACK_CHUNK) < 0 || !(map = chunk_map(fd))) {
+	if (ftruncate(fd, (off_t)s->pack_chunk) < 0 || !(map = chunk_map(fd, s->pack_chunk))) {
 		r = -errno;
 		close(fd);
 		unlinkat(s->data_fd, name, 0);
 		goto fail;
 	}
 	close(fd);
-	c = chunk_alloc(no, slot, map);
+	c = chunk_alloc(no, slot, map, s->pack_chunk);
 	if (!c || table_put(s, c) < 0) {
 		free(c);
-		munmap(map, STORE_PACK_CHUNK);
+		munmap(map, s->pack_chunk);
 		unlinkat(s->data_fd, name, 0);
 		return -ENOMEM;
 	}
@@ -274,7 +276,7 @@ static void chunk_delete(struct store *s, struct store_chunk *c)
 	list_del(s, c);
 	s->pack_chunks[c->no] = NULL;
 	s->pack_nchunks--;
-	munmap(c->map, STORE_PACK_CHUNK);
+	munmap(c->map, c->len);
 	chunk_name(c->no, c->slot, name, sizeof(name));
 	unlinkat(s->data_fd, name, 0);
 	free(c);
@@ -571,14 +573,15 @@ int store_pack_seal_i(struct store_obj *o)
 {
 	struct store *s = obj_store(o);
 	uint64_t size = atomic_load_explicit(&o->size, memory_order_relaxed);
-	int cls = class_of(s, size), r;
+	int cls = class_of(s, size);
 
 	if (s->pack_cls[cls] == o->chunk->slot)
 		return 0;
 	/* a bigger slot than its size needs (it grew by doubling, or was
-	 * cut): worth a copy, not worth failing the seal for */
-	r = move(o, cls);
-	return r == -ENOSPC ? 0 : r;
+	 * cut): worth a copy, not worth failing the seal for (no room, no
+	 * memory, no chunk could be made: it keeps the slot it has) */
+	(void)move(o, cls);
+	return 0;
 }
 
 void store_pack_freeze_i(struct store_obj *o)
@@ -620,16 +623,21 @@ void store_pack_slot_i(const struct store_obj *o, uint32_t *ret_no, uint32_t *re
 
 /* ---- open, adoption, close (single threaded) ---- */
 
-/* Map chunk file @name of data/ into the table; a file that is no chunk
- * of ours goes. */
-static void chunk_adopt(struct store *s, const char *name)
+/*
+ * Map chunk file @name of data/ into the table.  A file that cannot be a
+ * chunk of ours (a name or a length no chunk has: a crash while one was
+ * made, before any slot of it was used) is deleted; one that cannot be
+ * opened or mapped now fails the open, and stays.  0 or -errno.
+ */
+static int chunk_adopt(struct store *s, const char *name)
 {
 	unsigned long long no, slot;
 	struct store_chunk *c;
 	struct stat st;
-	uint8_t *map = NULL;
+	uint64_t len;
+	uint8_t *map;
 	char *end;
-	int fd;
+	int fd, r;
 
 	no = strtoull(name + strlen(PACK_PREFIX), &end, 16);
 	if (end != name + strlen(PACK_PREFIX) + 8 || *end != '-')
@@ -639,18 +647,27 @@ static void chunk_adopt(struct store *s, const char *name)
 	    slot > STORE_PACK_MAX_LIMIT || (no < s->pack_nchunks_cap && s->pack_chunks[no]))
 		goto bad;
 	fd = openat(s->data_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	len = (uint64_t)st.st_size;
+	if (!S_ISREG(st.st_mode) || len < STORE_PACK_CHUNK_MIN || len > STORE_PACK_CHUNK_MAX ||
+	    (len & (len - 1))) {
+		close(fd);
 		goto bad;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == STORE_PACK_CHUNK)
-		map = chunk_map(fd);
+	}
+	map = chunk_map(fd, len);
+	r = map ? 0 : -errno;
 	close(fd);
-	if (!map)
-		goto bad;
-	c = chunk_alloc((uint32_t)no, (uint32_t)slot, map);
+	fd = -1;
+	if (r < 0)
+		goto fail;
+	c = chunk_alloc((uint32_t)no, (uint32_t)slot, map, len);
 	if (!c || table_put(s, c) < 0) {
 		free(c);
-		munmap(map, STORE_PACK_CHUNK);
-		return; /* out of memory: its objects will be bad records */
+		munmap(map, len);
+		return -ENOMEM;
 	}
 	if (s->pack_max) {
 		int cls = class_of(s, slot);
@@ -658,10 +675,16 @@ static void chunk_adopt(struct store *s, const char *name)
 		if (s->pack_cls[cls] == slot)
 			c->cls = cls;
 	}
-	return;
+	return 0;
 bad:
 	log_warn("store: data/%s is no chunk file this store can use: deleted", name);
 	unlinkat(s->data_fd, name, 0);
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	log_error("store: cannot open chunk data/%s: %s", name, strerror(-r));
+	return r;
 }
 
 int store_pack_open_i(struct store *s, uint64_t pack_max)
@@ -669,7 +692,7 @@ int store_pack_open_i(struct store *s, uint64_t pack_max)
 	struct dirent *de;
 	struct statfs sf;
 	DIR *d;
-	int fd;
+	int fd, r = 0;
 
 	/* a tmpfs, the store's or not: sparse files whose pages can be
 	 * punched out, and no disk behind the chunks */
@@ -682,6 +705,7 @@ int store_pack_open_i(struct store *s, uint64_t pack_max)
 	s->pack_max = (uint32_t)pack_max;
 	if (pack_max)
 		classes_make(s, (uint32_t)pack_max);
+	s->pack_chunk = store_pack_chunk_len(s->capacity);
 	/* chunks are adopted even with packing off: their objects stay */
 	fd = openat(s->data_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
@@ -691,10 +715,38 @@ int store_pack_open_i(struct store *s, uint64_t pack_max)
 		close(fd);
 		return -errno;
 	}
-	while ((de = readdir(d)))
+	while (!r && (de = readdir(d)))
 		if (!strncmp(de->d_name, PACK_PREFIX, strlen(PACK_PREFIX)))
-			chunk_adopt(s, de->d_name);
+			r = chunk_adopt(s, de->d_name);
 	closedir(d);
+	return r;
+}
+
+/* The chunk of @o's slot, if its line names one that can hold it. */
+static struct store_chunk *slot_chunk(struct store_obj *o, uint32_t *ret_off)
+{
+	struct store *s = obj_store(o);
+	uint64_t size = atomic_load_explicit(&o->size, memory_order_relaxed);
+	struct store_chunk *c;
+	uint32_t no;
+
+	store_pack_slot_i(o, &no, ret_off);
+	c = no < s->pack_nchunks_cap ? s->pack_chunks[no] : NULL;
+	if (!c || *ret_off % c->slot || *ret_off / c->slot >= c->nslots || size > c->slot)
+		return NULL;
+	return c;
+}
+
+int store_pack_claim_i(struct store_obj *o)
+{
+	struct store_chunk *c;
+	uint32_t off;
+
+	c = slot_chunk(o, &off);
+	if (!c || bit_get(c, off / c->slot))
+		return -EBADMSG;
+	bit_set(c, off / c->slot, true);
+	c->nfree--;
 	return 0;
 }
 
@@ -704,20 +756,19 @@ int store_pack_adopt_i(struct store_obj *o, const uint8_t *csum)
 	uint64_t size = atomic_load_explicit(&o->size, memory_order_relaxed);
 	uint8_t got[OBJFS_CSUM_LEN];
 	struct store_chunk *c;
-	uint32_t no, off;
+	uint32_t off;
 
-	store_pack_slot_i(o, &no, &off);
-	c = no < s->pack_nchunks_cap ? s->pack_chunks[no] : NULL;
-	if (!c || off % c->slot || off / c->slot >= c->nslots || size > c->slot ||
-	    bit_get(c, off / c->slot))
+	c = slot_chunk(o, &off); /* claimed: store_pack_claim_i() */
+	if (!c)
 		return -EBADMSG;
 	if (csum) {
 		store_hash_i(c->map + off, size, got);
-		if (memcmp(got, csum, OBJFS_CSUM_LEN))
+		if (memcmp(got, csum, OBJFS_CSUM_LEN)) {
+			bit_set(c, off / c->slot, false);
+			c->nfree++;
 			return -EBADMSG;
+		}
 	}
-	bit_set(c, off / c->slot, true);
-	c->nfree--;
 	s->pack_slots++;
 	o->alloc = 0;
 	o->chunk = c;
@@ -731,6 +782,7 @@ void store_pack_settle_i(struct store *s)
 
 	for (no = 0; no < s->pack_nchunks_cap; no++) {
 		struct store_chunk *c = s->pack_chunks[no];
+		uint32_t npages;
 
 		if (!c)
 			continue;
@@ -738,18 +790,19 @@ void store_pack_settle_i(struct store *s)
 			chunk_delete(s, c);
 			continue;
 		}
+		npages = (uint32_t)(c->len / STORE_PAGE);
 		for (i = 0; i < c->nslots; i++)
 			if (bit_get(c, i)) {
 				pages_of(c, i * c->slot, &first, &last);
 				for (p = first; p <= last; p++)
 					c->pages[p]++;
 			}
-		for (run = 0, p = 0; p <= PACK_PAGES; p++) {
-			if (p < PACK_PAGES && !c->pages[p])
+		for (run = 0, p = 0; p <= npages; p++) {
+			if (p < npages && !c->pages[p])
 				continue;
 			pages_punch(c, run, p);
 			run = p + 1;
-			if (p < PACK_PAGES) {
+			if (p < npages) {
 				s->pack_pages++;
 				s->used += STORE_PAGE;
 			}
@@ -767,7 +820,7 @@ void store_pack_close_i(struct store *s)
 		struct store_chunk *c = s->pack_chunks[no];
 
 		if (c) {
-			munmap(c->map, STORE_PACK_CHUNK);
+			munmap(c->map, c->len);
 			free(c);
 		}
 	}
@@ -776,17 +829,30 @@ void store_pack_close_i(struct store *s)
 	s->pack_nchunks_cap = s->pack_nchunks = 0;
 }
 
-bool store_pack_free_slot_i(struct store *s, uint64_t size, bool *ret_packed)
+uint64_t store_pack_need_i(struct store *s, uint64_t size, bool *ret_packed)
 {
-	bool free_slot;
+	uint32_t first, last, p, i, n = 0;
+	struct store_chunk *c;
+	int cls;
 
 	*ret_packed = size && size <= s->pack_max;
 	if (!*ret_packed)
-		return false;
+		return 0;
+	cls = class_of(s, size);
 	pthread_mutex_lock(&s->pack_lock);
-	free_slot = s->pack_free[class_of(s, size)] != NULL;
+	c = s->pack_free[cls];
+	if (c) {
+		/* the slot slot_get() would take, on pages that may have
+		 * been punched out */
+		i = slot_find(c);
+		pages_of(c, i * c->slot, &first, &last);
+		for (p = first; p <= last; p++)
+			n += !c->pages[p];
+	} else {
+		n = (s->pack_cls[cls] + STORE_PAGE - 1) / STORE_PAGE; /* a new chunk's first */
+	}
 	pthread_mutex_unlock(&s->pack_lock);
-	return free_slot;
+	return (uint64_t)n * STORE_PAGE;
 }
 
 void store_pack_stats_i(struct store *s, struct store_stats *ret)

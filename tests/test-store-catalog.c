@@ -428,7 +428,7 @@ TEST(log_lines)
 	store_close(s);
 
 	text = catalog_text(&t, &len);
-	CHECK(text && lines_starting(text, len, "objfs-catalog 1") == 1);
+	CHECK(text && lines_starting(text, len, "objfs-catalog 2") == 1);
 	CHECK(text && lines_starting(text, len, "R ") == 4);
 	CHECK(text && lines_starting(text, len, "P 0000000000000002 =/two ") == 1);
 	CHECK(text && lines_starting(text, len, "D 0000000000000004 ") == 1);
@@ -534,9 +534,27 @@ TEST(torn_and_damaged)
 	CHECK_EQ(st.bad_records, 0);
 	store_close(s);
 
-	/* a log written by a newer objfs is refused, not rewritten */
+	/* a log of version 1 (before packed objects) is read, and written
+	 * anew as version 2 */
 	snprintf(path, sizeof(path), "%s/catalog.log", t.dir);
-	spew(path, (const uint8_t *)"objfs-catalog 2\n", 16);
+	text = (char *)slurp(path, &len);
+	CHECK(text && len > 16 && !memcmp(text, "objfs-catalog 2\n", 16));
+	if (text) {
+		text[14] = '1';
+		spew(path, (const uint8_t *)text, len);
+	}
+	free(text);
+	s = must_open(&t, MiB, true);
+	store_stats(s, &st);
+	CHECK_EQ(st.objects, 2);
+	CHECK_EQ(st.bad_records, 0);
+	store_close(s);
+	text = (char *)slurp(path, &len);
+	CHECK(text && len > 16 && !memcmp(text, "objfs-catalog 2\n", 16));
+	free(text);
+
+	/* a log written by a newer objfs is refused, not rewritten */
+	spew(path, (const uint8_t *)"objfs-catalog 3\n", 16);
 	int err = 0;
 	CHECK(!open_store(&t, MiB, true, &err, NULL));
 	CHECK_EQ(err, -EPROTONOSUPPORT);
