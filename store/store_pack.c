@@ -35,9 +35,11 @@
  * a registration or an rkey must reach one object's sealed bytes only.
  *
  * Restart.  A packed object's catalog line names its slot (chunk number
- * and offset).  store_pack_open_i() maps the chunks found in data/,
- * store_pack_adopt_i() checks each line's slot against them (and the
- * bytes against the checksum), and store_pack_settle_i() then punches
+ * and offset).  store_pack_open_i() maps the chunks found in data/;
+ * store_pack_claim_i() claims each line's slot, the last line first (a
+ * slot named twice belongs to the later line: the earlier one's D line
+ * was lost), store_pack_adopt_i() checks the bytes against the checksum,
+ * and store_pack_settle_i() then punches
  * out the pages no adopted slot touches (a crashed writer's, say),
  * charges the rest, and deletes chunks that hold nothing.
  *
