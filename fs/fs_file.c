@@ -415,6 +415,63 @@ static void backing_close(struct fs *fs, uint32_t id, struct store_obj *o)
 }
 
 /*
+ * The largest object whose bytes an open stores in the kernel's page
+ * cache (fill_cache()): a packed one (store_config.pack_max) fits.
+ */
+#define FS_FILL_MAX (64u << 10)
+
+/*
+ * Store sealed @o's bytes, all @size of them, in the page cache of inode
+ * @ino, as the open answered with keep_cache is about to be
+ * (FUSE_NOTIFY_STORE), once per inode: its first read then needs no READ
+ * request, which on a cold open of a small object read through the page
+ * cache (a packed one) would cost a round trip through objfsd as long as
+ * the open's.  Best effort: on any failure the reads come as requests.
+ * Never with fs->lock held; takes it.
+ */
+static void fill_cache(struct fs *fs, uint64_t ino, struct store_obj *o, uint64_t size)
+{
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
+	struct iovec iov;
+	struct inode *in;
+	size_t bytes = 0;
+	bool claimed;
+	int r;
+
+	if (size == 0 || size > FS_FILL_MAX || !fs->se || !atomic_load(&fs->mounted))
+		return;
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find(fs, ino);
+	claimed = in && !in->filled;
+	if (claimed)
+		in->filled = true;
+	pthread_mutex_unlock(&fs->lock);
+	if (!claimed)
+		return;
+	/* sealed, so its bytes stay put while @o is held; one piece, as
+	 * packed and small objects are */
+	r = store_obj_iov(o, 0, (size_t)size, &iov, 1, &bytes);
+	if (r == 1 && bytes == size) {
+		bv.buf[0].mem = iov.iov_base;
+		bv.buf[0].size = bytes;
+		r = fuse_lowlevel_notify_store(fs->se, ino, 0, &bv, 0);
+	} else if (r >= 0)
+		r = -EMSGSIZE;
+	if (r == 0) {
+		FS_COUNT(fs, cache_fills, 1);
+		return;
+	}
+	log_debug("object %" PRIu64 ": its bytes could not be stored in the kernel's cache "
+		  "at the open: %s",
+		  ino, strerror(-r));
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find(fs, ino);
+	if (in)
+		in->filled = false;
+	pthread_mutex_unlock(&fs->lock);
+}
+
+/*
  * Answer the open of a sealed or fetched object @ino with handle @h (not
  * counted yet; @h->obj sealed, or the pending object of @h->fetch): choose
  * how the kernel serves it, register the inode's backing id at its first
@@ -466,6 +523,8 @@ static void reply_open(struct fs *fs, fuse_req_t req, uint64_t ino, struct handl
 		return;
 	}
 
+	if (io == FS_IO_CACHED && sealed)
+		fill_cache(fs, ino, h->obj, size);
 	/* from the reply on, @h may be released (and freed) at any moment */
 	fi->keep_cache = io == FS_IO_CACHED;
 	fi->direct_io = io == FS_IO_DIRECT;

@@ -154,6 +154,9 @@ struct inode {
 	uint32_t backing_id;
 	struct store_obj *pt_obj;
 	bool sealed; /* fs->lock */
+	/* its sealed bytes were stored in the kernel's page cache at an open
+	 * (fill_cache() in fs_file.c); cleared when they are dropped; fs->lock */
+	bool filled;
 	/* owner, mode, atime and ctime (not set: the mount's defaults;
 	 * a pending file's are its pending's md); fs->lock */
 	struct meta_attr attr;
@@ -279,6 +282,9 @@ struct fs {
 		atomic_uint_fast64_t sealed, sealed_at_close, invalidations, inval_own;
 		/* opens answered in each enum fs_io; READ requests served */
 		atomic_uint_fast64_t opens_cached, opens_direct, opens_pt, reads;
+		/* page-cache opens whose bytes were stored in the kernel's
+		 * cache with the open (FUSE_NOTIFY_STORE) */
+		atomic_uint_fast64_t cache_fills;
 		/* directory listings read from Redis (the kernel's cache missed) */
 		atomic_uint_fast64_t listings;
 	} cnt;

@@ -61,6 +61,13 @@ void fs_notify_gone(struct fs *fs, uint64_t parent, const char *name)
 
 void fs_notify_data_gone(struct fs *fs, uint64_t ino)
 {
+	struct inode *in;
+
+	pthread_mutex_lock(&fs->lock);
+	in = inode_find(fs, ino);
+	if (in)
+		in->filled = false;
+	pthread_mutex_unlock(&fs->lock);
 	if (fs->se && atomic_load(&fs->mounted))
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
 }

@@ -2,6 +2,8 @@
 # Small objects packed into shared chunk files (issue 24): objects of up
 # to pack_max (32K) bytes take a slot of a chunk in the store, not a file
 # and a page each, and are read through objfsd.
+#   - the first open of a packed object stores its bytes in the kernel's
+#     page cache: reading it needs no READ request through objfsd;
 #   - mixed sizes on both sides of the threshold are byte-exact through
 #     cat, cp, dd, tar and Python mmap (MAP_SHARED and MAP_PRIVATE), on
 #     the writer's node and fetched by another over TCP, across a clean
@@ -55,6 +57,20 @@ with open(path, "rb") as f:
 EOF
 }
 
+# first_reads NODE: on NODE's mount, read every small object opened
+# there for the first time: its bytes came with the open, so objfsd sees
+# no READ request
+first_reads() {
+	local node=$1 m r0 n
+	m=$(mnt_of "$1")
+	r0=$(status_of "$node" read_requests)
+	for n in $SIZES; do
+		[ "$n" -ge 1 ] && [ "$n" -le 32768 ] && assert_same "$T/src/f$n" "$m/p/f$n"
+	done
+	assert_eq "$r0" "$(status_of "$node" read_requests)" "READ requests on $node for small objects opened afresh"
+	assert_le "$small" "$(status_of "$node" cache_fills)" "cache fills on $node"
+}
+
 # check_all MNT: every size, through each tool
 check_all() {
 	local m=$1 n
@@ -79,6 +95,7 @@ check_all "$A"
 
 step "b fetches them over TCP: the small ones land packed"
 eventually 10 ls_has "$B/p" f1048577
+first_reads b
 check_all "$B"
 eventually 10 status_is b packed "$small"
 
@@ -99,6 +116,7 @@ umount_objfs a
 mount_objfs a "$REDIS_URL" "capacity=256M"
 assert_eq 0 "$(status_of a bad_records)" "bad records after the remount"
 assert_eq $((small + 20)) "$(status_of a packed)" "objects packed on a after the remount"
+first_reads a
 check_all "$A"
 
 step "kill -9 and a restart adopt them too"
