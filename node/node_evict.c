@@ -13,7 +13,10 @@
  * two nodes evicting at once can never drop the last copy.  An object
  * that exists nowhere else stays, and the writer gets ENOSPC.  Nothing is
  * given up unless giving up copies makes the room asked for: an object
- * that cannot fit anyway costs this node none of its replicas.
+ * that cannot fit anyway costs this node none of its replicas.  Packed
+ * copies (store_pack.c) go by the page: a page shared by several slots
+ * comes free only with all of them, so a copy whose page keeps an
+ * object that stays is not given up (evict_round()).
  *
  * "Nobody uses it" is asked of the layer above (hooks->busy(): open,
  * being written), of the unpublished list and the seals in progress
@@ -86,13 +89,42 @@ static const char *const keep_what[KEEP_N][2] = {
     [KEEP_LAST] = {"is the only copy in the cluster", "are the only copies in the cluster"},
 };
 
+/*
+ * A page of the store's chunks that copies found by a round share with
+ * other slots (store_obj_pages()): it comes free only with every used
+ * slot on it.
+ */
+struct page {
+	uint64_t key;
+	uint32_t used;	 /* used slots on it (the most a look saw) */
+	uint32_t found;	 /* copies found on it that may go */
+	uint32_t agreed; /* of those, released by Redis */
+	bool complete;	 /* found reached used: it counts in round.ready_pages */
+	bool counted;	 /* agreed reached used: it counts in round.room */
+	bool broken;	 /* a copy on it stays: so does the page */
+	size_t *mem;	 /* the copies found on it (indexes in round.all) */
+	size_t n, cap;
+	UT_hash_handle hh;
+};
+
+/* A copy a round found that may go. */
 struct cand {
-	uint64_t id;
-	uint64_t size;
+	uint64_t id, size;
+	uint64_t own;	    /* pages that come free with it alone */
+	struct page *pg[2]; /* pages it shares with other slots, or NULL */
+	bool sending;	    /* a GET of it was being answered */
+	bool queued;	    /* on round.ready */
+	bool released;	    /* Redis agreed: on round.rel */
 };
 
 struct cands {
 	struct cand *v;
+	size_t n, cap;
+};
+
+/* Indexes in round.all. */
+struct idxs {
+	size_t *v;
 	size_t n, cap;
 };
 
@@ -101,18 +133,26 @@ struct kept {
 	uint64_t n, bytes, id;
 };
 
-static int cands_add(struct cands *c, uint64_t id, uint64_t size)
+static int grow(void **v, size_t *cap, size_t n, size_t each)
 {
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 64;
-		struct cand *v = realloc(c->v, cap * sizeof(*v));
+	size_t c = *cap ? *cap * 2 : 16;
+	void *p;
 
-		if (!v)
-			return -ENOMEM;
-		c->v = v;
-		c->cap = cap;
-	}
-	c->v[c->n++] = (struct cand){id, size};
+	if (n < *cap)
+		return 0;
+	p = realloc(*v, c * each);
+	if (!p)
+		return -ENOMEM;
+	*v = p;
+	*cap = c;
+	return 0;
+}
+
+static int idxs_add(struct idxs *l, size_t i)
+{
+	if (grow((void **)&l->v, &l->cap, l->n, sizeof(*l->v)) < 0)
+		return -ENOMEM;
+	l->v[l->n++] = i;
 	return 0;
 }
 
@@ -328,89 +368,254 @@ static void evict_one(struct node *nd, const struct cand *c, int64_t deadline_ns
 /* What a round has so far. */
 struct round {
 	struct kept k[KEEP_N];
-	struct cands rel; /* released by Redis, to be dropped */
+	struct cands all;	/* every copy found that may go */
+	struct page *pages;	/* the pages they share, by key */
+	struct idxs ready;	/* to be asked of Redis, in this order */
+	size_t next_ready;	/* ready[next_ready...] not asked yet */
+	uint64_t ready_pages;	/* what those would free */
+	struct idxs sending;	/* copies being sent: found once all the others were */
+	uint64_t sending_pages; /* what those would free, at most */
+	struct idxs rel;	/* released by Redis, to be dropped */
 	uint64_t room, want, freed;
 	char also[128];
-};
-
-/*
- * Ask Redis to release copy @id (@size bytes): this node stops being one
- * of its holders if another live node holds it.  False once Redis is
- * unreachable (the round stops).
- */
-static bool release(struct node *nd, struct round *rd, uint64_t id, uint64_t size)
-{
-	int r = meta_release_replica(nd->meta, id);
-
-	if (r == -ENOENT) {
-		/* deleted meanwhile: its copy is garbage anyway */
-		(void)store_unlink_id(nd->store, id);
-		rd->freed += size;
-		rd->room += pages(size);
-		return true;
-	}
-	if (r < 0) {
-		snprintf(rd->also, sizeof(rd->also), "Redis is unreachable (%s)", strerror(-r));
-		return false;
-	}
-	if (r == 0 || r == 2) {
-		kept_add(&rd->k[KEEP_LAST], id, size);
-		/* the only copy in the cluster: not walked again; a copy
-		 * whose other holders are away (restarting), or that a
-		 * peer fetched lately (it may not be registered yet), is
-		 * asked about again, or it would stay once they hold it */
-		if (r == 0 && !node_source_leased(nd->source, id))
-			store_set_sole(nd->store, id, true);
-		return true;
-	}
-	if (cands_add(&rd->rel, id, size) < 0) {
-		meta_add_holder(nd->meta, id);
-		return true;
-	}
-	rd->room += pages(size);
-	return true;
-}
-
-/* The walk of a round: where it stands and what it found so far. */
-struct gather {
+	/* the walk */
 	struct store_walk w;
 	struct seen *seen;
 	uint64_t walked, limit;
 	bool done; /* every object looked at */
-	struct cands idle, sending;
-	size_t next_idle;    /* idle[next_idle...] not yet asked of Redis */
-	uint64_t idle_pages; /* of those */
-	uint64_t sending_pages;
 };
 
-/* Walk on until the idle copies found and not yet asked of Redis would,
- * with @room, make @want pages, or every object was looked at.  No Redis
- * call: the busy hook, the fetch table, the store. */
-static void gather_more(struct node *nd, struct round *rd, struct gather *g)
+/* *@v less @n, never below 0. */
+static void less(uint64_t *v, uint64_t n)
+{
+	*v = *v > n ? *v - n : 0;
+}
+
+static void round_free(struct round *rd)
+{
+	struct page *p, *tmp;
+
+	HASH_ITER (hh, rd->pages, p, tmp) {
+		HASH_DELETE(hh, rd->pages, p);
+		free(p->mem);
+		free(p);
+	}
+	store_walk_end(&rd->w);
+	seen_free(&rd->seen);
+	free(rd->all.v);
+	free(rd->ready.v);
+	free(rd->sending.v);
+	free(rd->rel.v);
+}
+
+/* Shared page @key, with @used slots on it: the round's entry, made at
+ * its first sight.  NULL if out of memory. */
+static struct page *page_get(struct round *rd, uint64_t key, uint32_t used)
+{
+	struct page *p;
+
+	HASH_FIND(hh, rd->pages, &key, sizeof(key), p);
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			return NULL;
+		p->key = key;
+		HASH_ADD(hh, rd->pages, key, sizeof(p->key), p);
+		if (!p->hh.tbl) {
+			free(p);
+			return NULL;
+		}
+	}
+	/* a slot taken meanwhile keeps the page: the most is what counts */
+	if (used > p->used)
+		p->used = used;
+	return p;
+}
+
+/*
+ * Add copy @id (@size bytes) to rd->all: what it alone frees, and the
+ * pages it shares.  Its index, or -1 if out of memory (it is not given
+ * up, then).
+ */
+static long cand_add(struct node *nd, struct round *rd, uint64_t id, uint64_t size, bool sending)
+{
+	struct cand c = {.id = id, .size = size, .own = pages(size), .sending = sending};
+	struct store_obj *o = store_lookup(nd->store, id);
+	struct store_pages sp;
+	int i;
+
+	if (o && store_obj_pages(o, &sp) == 0) {
+		c.own = sp.own;
+		for (i = 0; i < sp.nshared; i++)
+			if (!(c.pg[i] = page_get(rd, sp.shared[i].key, sp.shared[i].used))) {
+				store_obj_unref(o);
+				return -1;
+			}
+	}
+	store_obj_unref(o);
+	if (grow((void **)&rd->all.v, &rd->all.cap, rd->all.n, sizeof(c)) < 0)
+		return -1;
+	rd->all.v[rd->all.n] = c;
+	return (long)rd->all.n++;
+}
+
+static void queue(struct round *rd, size_t i)
+{
+	struct cand *c = &rd->all.v[i];
+
+	if (c->queued || idxs_add(&rd->ready, i) < 0)
+		return;
+	c->queued = true;
+	rd->ready_pages += c->own;
+}
+
+/*
+ * Copy @i was found: queue it if it frees pages of its own, and every
+ * copy of a shared page once all the page's slots were found.  Without
+ * this, giving up a packed copy whose neighbours stay would free no page
+ * and cost a replica.
+ */
+static void found(struct round *rd, size_t i)
+{
+	struct cand *c = &rd->all.v[i];
+	struct page *p;
+	size_t k;
+	int j;
+
+	if (c->own)
+		queue(rd, i);
+	for (j = 0; j < 2 && (p = c->pg[j]); j++) {
+		if (grow((void **)&p->mem, &p->cap, p->n, sizeof(*p->mem)) < 0) {
+			p->broken = true; /* cannot list its copies: it stays */
+			continue;
+		}
+		p->mem[p->n++] = i;
+		if (++p->found < p->used || p->complete || p->broken)
+			continue;
+		p->complete = true;
+		rd->ready_pages++;
+		for (k = 0; k < p->n; k++)
+			queue(rd, p->mem[k]);
+	}
+}
+
+/* Would giving up copy @c (as far as Redis has agreed to now) free a page? */
+static bool frees_pages(const struct cand *c, bool agreed)
+{
+	int j;
+
+	if (c->own)
+		return true;
+	for (j = 0; j < 2 && c->pg[j]; j++)
+		if (!c->pg[j]->broken && (!agreed || c->pg[j]->counted))
+			return true;
+	return false;
+}
+
+/* Redis's answer on copy @c: its pages count as room once every slot on
+ * them is released, and never once one stays. */
+static void answered(struct round *rd, struct cand *c, bool agreed)
+{
+	struct page *p;
+	int j;
+
+	if (agreed)
+		rd->room += c->own;
+	for (j = 0; j < 2 && (p = c->pg[j]); j++) {
+		if (p->broken || p->counted)
+			continue;
+		if (!agreed) {
+			p->broken = true;
+			if (p->complete)
+				less(&rd->ready_pages, 1);
+		} else if (++p->agreed >= p->used) {
+			p->counted = true;
+			rd->room++;
+			less(&rd->ready_pages, 1);
+		}
+	}
+}
+
+/*
+ * Ask Redis to release copy @i: this node stops being one of its holders
+ * if another live node holds it.  False once Redis is unreachable (the
+ * round stops).
+ */
+static bool release(struct node *nd, struct round *rd, size_t i)
+{
+	struct cand *c = &rd->all.v[i];
+	int r;
+
+	less(&rd->ready_pages, c->own);
+	if (!frees_pages(c, false))
+		return true; /* a neighbour stays: it would free nothing */
+	r = meta_release_replica(nd->meta, c->id);
+	if (r == -ENOENT) {
+		/* deleted meanwhile: its copy is garbage anyway */
+		(void)store_unlink_id(nd->store, c->id);
+		rd->freed += c->size;
+		answered(rd, c, true);
+		return true;
+	}
+	if (r < 0) {
+		snprintf(rd->also, sizeof(rd->also), "Redis is unreachable (%s)", strerror(-r));
+		rd->ready_pages += c->own;
+		return false;
+	}
+	if (r == 0 || r == 2) {
+		kept_add(&rd->k[KEEP_LAST], c->id, c->size);
+		/* the only copy in the cluster: not walked again; a copy
+		 * whose other holders are away (restarting), or that a
+		 * peer fetched lately (it may not be registered yet), is
+		 * asked about again, or it would stay once they hold it */
+		if (r == 0 && !node_source_leased(nd->source, c->id))
+			store_set_sole(nd->store, c->id, true);
+		answered(rd, c, false);
+		return true;
+	}
+	if (idxs_add(&rd->rel, i) < 0) {
+		meta_add_holder(nd->meta, c->id);
+		answered(rd, c, false);
+		return true;
+	}
+	c->released = true;
+	answered(rd, c, true);
+	return true;
+}
+
+/* Walk on until the copies found and not yet asked of Redis would, with
+ * rd->room, make rd->want pages, or every object was looked at.  No
+ * Redis call: the busy hook, the fetch table, the store. */
+static void gather_more(struct node *nd, struct round *rd)
 {
 	struct store_cold batch[EVICT_BATCH];
 	size_t i, n;
+	long c;
 
-	while (!g->done && rd->room + g->idle_pages < rd->want) {
-		if (g->walked >= g->limit ||
-		    !(n = store_walk_cold(nd->store, &g->w, batch, EVICT_BATCH))) {
-			g->done = true;
+	while (!rd->done && rd->room + rd->ready_pages < rd->want) {
+		if (rd->walked >= rd->limit ||
+		    !(n = store_walk_cold(nd->store, &rd->w, batch, EVICT_BATCH))) {
+			rd->done = true;
 			break;
 		}
 		for (i = 0; i < n; i++) {
 			enum keep why;
 
-			g->walked++;
-			if (seen_before(&g->seen, batch[i].id))
+			rd->walked++;
+			if (seen_before(&rd->seen, batch[i].id))
 				continue;
 			why = keep_why(nd, batch[i].id);
-			if (why == KEEP_NOT && cands_add(&g->idle, batch[i].id, batch[i].size) == 0)
-				g->idle_pages += pages(batch[i].size);
-			else if (why == KEEP_SENDING &&
-				 cands_add(&g->sending, batch[i].id, batch[i].size) == 0)
-				g->sending_pages += pages(batch[i].size);
-			else if (!may_go(why))
+			if (!may_go(why)) {
 				kept_add(&rd->k[why], batch[i].id, batch[i].size);
+				continue;
+			}
+			c = cand_add(nd, rd, batch[i].id, batch[i].size, why == KEEP_SENDING);
+			if (c < 0)
+				continue;
+			if (why == KEEP_NOT)
+				found(rd, (size_t)c);
+			else if (idxs_add(&rd->sending, (size_t)c) == 0)
+				rd->sending_pages += rd->all.v[c].own + 2;
 		}
 	}
 }
@@ -418,24 +623,29 @@ static void gather_more(struct node *nd, struct round *rd, struct gather *g)
 /*
  * Two steps, so that nothing is given up for nothing.  First the use
  * order is walked from the least recently used (a batch at a time, no
- * Redis call) until the idle copies found could make room; only then
- * does Redis agree, object by object, to drop this node from the holders
- * of copies that another live node holds, until the copies so released
- * make room (a last copy does not count, and the walk goes on).  Copies
- * being sent come last, once every idle one was found.  If the released
- * copies cannot make room, this node is put back as a holder of each and
- * no copy is dropped.  Then the released copies are dropped, unless one
- * was opened meanwhile (kept, and this node put back as its holder).
- * Rounds take turns (nd->evict_lock), and so do they with reconciling,
- * so that a copy one round (or a reconcile) puts back as held is never
- * one another round is dropping.  A round that walked 1,024 objects or
- * more and found no room answers at once for the next second, unless an
- * object was used or the store's free room grew meanwhile.
+ * Redis call) until the idle copies found could make room.  A copy in a
+ * file of its own makes room alone; a packed copy's slot may share its
+ * pages with others (store_obj_pages()), and such a page makes room only
+ * once every slot on it was found: so packed copies go by the page, the
+ * page whose last slot was found coldest first, and one whose page
+ * holds anything that stays is not given up.  Only then does Redis
+ * agree, object by object, to drop this node from the holders of copies
+ * that another live node holds, until the copies so released make room
+ * (a last copy does not count, nor does its page, and the walk goes on).
+ * Copies being sent come last, once every idle one was found.  If the
+ * released copies cannot make room, this node is put back as a holder
+ * of each and no copy is dropped.  Then the released copies are dropped,
+ * unless one was opened meanwhile, or its page kept a last copy (kept,
+ * and this node put back as its holder).  Rounds take turns
+ * (nd->evict_lock), and so do they with reconciling, so that a copy one
+ * round (or a reconcile) puts back as held is never one another round is
+ * dropping.  A round that walked 1,024 objects or more and found no room
+ * answers at once for the next second, unless an object was used or the
+ * store's free room grew meanwhile.
  */
 static uint64_t evict_round(struct node *nd, uint64_t need)
 {
 	struct round rd = {.want = pages(need)};
-	struct gather g = {0};
 	struct store_stats ss;
 	uint64_t spare = 0, gen;
 	int64_t deadline, now = mono_ns();
@@ -453,44 +663,52 @@ static uint64_t evict_round(struct node *nd, uint64_t need)
 	pthread_mutex_unlock(&nd->lock);
 	store_stats(nd->store, &ss);
 	/* every object once, and a walk that begins again a few times */
-	g.limit = 4 * ss.objects + EVICT_BATCH;
+	rd.limit = 4 * ss.objects + EVICT_BATCH;
 	while (up && rd.room < rd.want) {
-		gather_more(nd, &rd, &g);
-		if (rd.room + g.idle_pages < rd.want &&
-		    (!g.done || rd.room + g.idle_pages + g.sending_pages < rd.want))
+		gather_more(nd, &rd);
+		if (rd.room + rd.ready_pages < rd.want &&
+		    (!rd.done || rd.room + rd.ready_pages + rd.sending_pages < rd.want))
 			break; /* what could go would not make room: Redis is not asked */
-		for (; up && g.next_idle < g.idle.n && rd.room < rd.want; g.next_idle++) {
-			struct cand *c = &g.idle.v[g.next_idle];
-
-			g.idle_pages -= pages(c->size);
-			up = release(nd, &rd, c->id, c->size);
-		}
-		if (rd.room >= rd.want || !g.done)
+		for (; up && rd.next_ready < rd.ready.n && rd.room < rd.want; rd.next_ready++)
+			up = release(nd, &rd, rd.ready.v[rd.next_ready]);
+		if (rd.next_ready == rd.ready.n)
+			rd.ready_pages = 0; /* every copy queued was asked */
+		if (rd.room >= rd.want || !rd.done || !up)
 			continue;
+		if (!rd.sending.n)
+			break;
 		/* every idle copy was asked: those being sent come free last */
-		for (i = 0; up && i < g.sending.n && rd.room < rd.want; i++)
-			up = release(nd, &rd, g.sending.v[i].id, g.sending.v[i].size);
-		for (; i < g.sending.n; i++)
-			kept_add(&rd.k[KEEP_SENDING], g.sending.v[i].id, g.sending.v[i].size);
-		g.sending.n = 0;
-		break;
+		for (i = 0; i < rd.sending.n; i++)
+			found(&rd, rd.sending.v[i]);
+		rd.sending.n = 0;
+		rd.sending_pages = 0;
 	}
-	store_walk_end(&g.w);
-	seen_free(&g.seen);
-	for (i = g.next_idle; i < g.idle.n; i++)
-		spare += g.idle.v[i].size;
-	for (i = 0; i < g.sending.n; i++)
-		kept_add(&rd.k[KEEP_SENDING], g.sending.v[i].id, g.sending.v[i].size);
-	free(g.idle.v);
-	free(g.sending.v);
+	for (i = rd.next_ready; i < rd.ready.n; i++) {
+		struct cand *c = &rd.all.v[rd.ready.v[i]];
+
+		if (c->sending)
+			kept_add(&rd.k[KEEP_SENDING], c->id, c->size);
+		else
+			spare += c->size;
+	}
+	for (i = 0; i < rd.all.n; i++) {
+		struct cand *c = &rd.all.v[i];
+
+		if (c->queued)
+			continue;
+		if (c->sending)
+			kept_add(&rd.k[KEEP_SENDING], c->id, c->size);
+		else
+			spare += c->size;
+	}
 	if (rd.room < rd.want) {
 		for (i = 0; i < rd.rel.n; i++) {
-			meta_add_holder(nd->meta, rd.rel.v[i].id);
-			spare += rd.rel.v[i].size;
+			meta_add_holder(nd->meta, rd.all.v[rd.rel.v[i]].id);
+			spare += rd.all.v[rd.rel.v[i]].size;
 		}
 		say_no_room(nd, need, rd.k, spare, rd.also[0] ? rd.also : NULL);
 		/* a long walk for nothing is not walked again at once */
-		if (up && g.walked >= 1024) {
+		if (up && rd.walked >= 1024) {
 			pthread_mutex_lock(&nd->lock);
 			nd->evict_memo_ns = mono_ns() + EVICT_MEMO_NS;
 			nd->evict_memo_gen = gen;
@@ -498,20 +716,22 @@ static uint64_t evict_round(struct node *nd, uint64_t need)
 			nd->evict_memo_room = free_pages(nd);
 			pthread_mutex_unlock(&nd->lock);
 		}
-		free(rd.rel.v);
+		round_free(&rd);
 		return rd.freed;
 	}
 	deadline = mono_ns() + (int64_t)NODE_EVICT_WAIT_MS * 1000000;
 	for (i = 0; i < rd.rel.n; i++) {
-		if (!may_go(keep_why(nd, rd.rel.v[i].id))) {
-			/* opened meanwhile: keep it, and say so */
-			meta_add_holder(nd->meta, rd.rel.v[i].id);
+		struct cand *c = &rd.all.v[rd.rel.v[i]];
+
+		/* opened meanwhile, or its page keeps a last copy: keep it */
+		if (!frees_pages(c, true) || !may_go(keep_why(nd, c->id))) {
+			meta_add_holder(nd->meta, c->id);
 			continue;
 		}
-		evict_one(nd, &rd.rel.v[i], deadline);
-		rd.freed += rd.rel.v[i].size;
+		evict_one(nd, c, deadline);
+		rd.freed += c->size;
 	}
-	free(rd.rel.v);
+	round_free(&rd);
 	return rd.freed;
 }
 

@@ -632,6 +632,14 @@ bool store_obj_packed(const struct store_obj *o)
 	return obj_is_sealed(o) && o->packed;
 }
 
+int store_obj_pages(struct store_obj *o, struct store_pages *ret)
+{
+	if (!store_obj_packed(o))
+		return -EINVAL;
+	store_pack_pages_i(o, ret);
+	return 0;
+}
+
 int64_t store_obj_mtime(const struct store_obj *o)
 {
 	return obj_is_sealed(o) ? o->mtime_ns : 0;

@@ -506,6 +506,26 @@ struct store_walk {
 size_t store_walk_cold(struct store *s, struct store_walk *w, struct store_cold *ret, size_t n);
 void store_walk_end(struct store_walk *w);
 
+/*
+ * The pages a packed object's slot holds (store_config.pack_max), which
+ * come free only with every slot that touches them: @own, the pages only
+ * its slot touches; @shared[0..@nshared), those it shares with the
+ * slots beside it (at most its first and last), each with a key unique
+ * in the store while it is open and the number of used slots that
+ * touch it now.
+ */
+struct store_pages {
+	uint64_t own;
+	int nshared;
+	struct {
+		uint64_t key;
+		uint32_t used;
+	} shared[2];
+};
+/* Fill @ret for object @o: 0, or -EINVAL if @o is not sealed and packed
+ * (an object in a file of its own holds its pages alone). */
+int store_obj_pages(struct store_obj *o, struct store_pages *ret);
+
 /* ---- notes ---- */
 
 /* Read note @key (a [a-z0-9_-]+ name) into @buf.  -ENOENT if absent. */

@@ -540,6 +540,8 @@ void store_pack_free_i(struct store_obj *o);
 /* store_close(): forget its slots, whose chunks go next. */
 void store_pack_forget_i(struct store_obj *o);
 void store_pack_stats_i(struct store *s, struct store_stats *ret);
+/* store_obj_pages() of sealed packed @o.  Takes pack_lock. */
+void store_pack_pages_i(struct store_obj *o, struct store_pages *ret);
 /* Is an object of @size bytes packed (*@ret_packed), and what would a
  * slot for it charge now (0: a free one on pages already held)?  Takes
  * pack_lock. */

@@ -456,6 +456,27 @@ static uint32_t slot_off(const struct store_obj *o)
 	return (uint32_t)(o->map - o->chunk->map);
 }
 
+void store_pack_pages_i(struct store_obj *o, struct store_pages *ret)
+{
+	struct store *s = obj_store(o);
+	struct store_chunk *c = o->chunk;
+	uint32_t off = slot_off(o), first, last, p;
+
+	memset(ret, 0, sizeof(*ret));
+	pages_of(c, off, &first, &last);
+	pthread_mutex_lock(&s->pack_lock);
+	for (p = first; p <= last; p++) {
+		if ((uint64_t)p * STORE_PAGE >= off &&
+		    (uint64_t)(p + 1) * STORE_PAGE <= (uint64_t)off + c->slot) {
+			ret->own++;
+		} else if (ret->nshared < 2) {
+			ret->shared[ret->nshared].key = (uint64_t)c->no << 32 | p;
+			ret->shared[ret->nshared++].used = c->pages[p];
+		}
+	}
+	pthread_mutex_unlock(&s->pack_lock);
+}
+
 /* Keep @o's slot until the seal or the end (see the top). */
 static int slot_retire(struct store_obj *o)
 {

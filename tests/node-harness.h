@@ -74,6 +74,7 @@ static struct {
 	unsigned seq;
 	unsigned io_timeout_ms; /* the next world's transport's (0: 2000) */
 	bool no_sums;		/* put_object() publishes no block sums */
+	uint64_t pack_max;	/* the local store's store_config.pack_max */
 } F = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
 static struct holder *holder_by_addr(const char *addr)
@@ -381,9 +382,10 @@ struct world {
 	struct node *nd;
 };
 
-static struct store *open_store(char *dir, size_t len, const char *name, uint64_t capacity)
+static struct store *open_store(char *dir, size_t len, const char *name, uint64_t capacity,
+				uint64_t pack_max)
 {
-	struct store_config cfg = {.capacity = capacity};
+	struct store_config cfg = {.capacity = capacity, .pack_max = pack_max};
 	struct store *s;
 	int err = 0;
 
@@ -462,7 +464,7 @@ static void world_init(struct world *w, uint64_t local_capacity)
 		h->m = mk(w->prefix, h->node, 0, 0);
 		CHECK_EQ(meta_connect(h->m), 0);
 		claim(h->m, h->node, h->instance, sizeof(h->instance));
-		h->s = open_store(h->dir, sizeof(h->dir), h->node, 40u << 20);
+		h->s = open_store(h->dir, sizeof(h->dir), h->node, 40u << 20, 0);
 	}
 	snprintf(w->link, sizeof(w->link), "%s/local-%u.sock", R.dir, F.seq);
 	if (symlink(R.sock, w->link) < 0) {
@@ -472,7 +474,7 @@ static void world_init(struct world *w, uint64_t local_capacity)
 	w->m = mk_url(w->link, w->prefix, "local");
 	CHECK_EQ(meta_connect(w->m), 0);
 	claim(w->m, "local", NULL, 0);
-	w->s = open_store(w->dir, sizeof(w->dir), "local", local_capacity);
+	w->s = open_store(w->dir, sizeof(w->dir), "local", local_capacity, F.pack_max);
 	w->t = transport_new_ops(&tc, &fake_ops, &err);
 	CHECK(w->t != NULL);
 	w->src = node_source_new(w->s, 200);

@@ -324,7 +324,7 @@ TEST(serving_leases_tcp)
 	uint8_t *buf = malloc(RANGE);
 
 	F.seq++;
-	s = open_store(dir, sizeof(dir), "srv", 4u << 20);
+	s = open_store(dir, sizeof(dir), "srv", 4u << 20, 0);
 	o = store_create(s, 42, NULL);
 	fill(buf, RANGE, 42);
 	CHECK(o && store_write(o, buf, RANGE, 0) == 0 && store_seal(o, "/x", 1) == 0);
@@ -614,6 +614,71 @@ TEST(evict_past_last_copies)
 	world_release(&w);
 }
 
+/*
+ * Packed copies go by the page: a 1 KiB copy whose page it shares with
+ * this node's own objects would free nothing, so none is given up for a
+ * new page; copies that fill pages by themselves are given up a page at
+ * a time.
+ */
+TEST(evict_by_page)
+{
+	enum { PAGES = 256 }; /* a store of 1 MiB, the least */
+	struct meta_obj r[8], m[8];
+	struct node_stats st;
+	struct store_stats ss;
+	struct world w;
+	int i, k;
+
+	for (k = 0; k < 2; k++) {
+		F.pack_max = 32u << 10;
+		world_init(&w, PAGES * STORE_PAGE);
+		F.pack_max = 0;
+		/* k 0: page 0 holds r0 m0 r1 m1, page 1 r2 m2 r3 m3 (a slot
+		 * each, lowest first); k 1: page 0 holds r0 r1 r2 r3 */
+		for (i = 0; i < 4; i++) {
+			char name[32];
+
+			snprintf(name, sizeof(name), "p%d-r%d", k, i);
+			r[i] = put_object(&w, name, 1024, 0, 0);
+			CHECK_EQ(fetch_all(&w, &r[i]), 0);
+			if (k == 0) {
+				snprintf(name, sizeof(name), "p%d-m%d", k, i);
+				m[i] = put_local_object(&w, name, 1024);
+			}
+		}
+		/* own objects of a page each fill the rest */
+		for (i = 0; i < PAGES - (k == 0 ? 2 : 1); i++) {
+			char name[32];
+
+			snprintf(name, sizeof(name), "p%d-f%d", k, i);
+			(void)put_local_object(&w, name, STORE_PAGE);
+		}
+		store_stats(w.s, &ss);
+		/* the fillers are packed too, a page-long slot each */
+		CHECK_EQ(ss.packed, (uint64_t)(k == 0 ? 8 + PAGES - 2 : 4 + PAGES - 1));
+		CHECK(!store_fits(w.s, STORE_PAGE));
+		node_evict(w.nd, STORE_PAGE);
+		node_stats(w.nd, &st);
+		if (k == 0) {
+			/* giving any copy up would free no page */
+			CHECK_EQ(st.evictions, 0);
+			CHECK(!store_fits(w.s, STORE_PAGE));
+			for (i = 0; i < 4; i++) {
+				CHECK(local_copy_ok(&w, &r[i]));
+				CHECK(held_here(&w, r[i].id));
+				CHECK(in_store(&w, m[i].id));
+			}
+		} else {
+			/* the page of the four goes, and with it the four */
+			CHECK_EQ(st.evictions, 4);
+			CHECK(store_fits(w.s, STORE_PAGE));
+			for (i = 0; i < 4; i++)
+				CHECK(!held_here(&w, r[i].id));
+		}
+		world_release(&w);
+	}
+}
+
 /* A peer whose card lapsed for a while (it restarted) is no live
  * holder, so eviction keeps the copies it holds too; but they are not
  * the only copies in the cluster: once the peer is back, eviction gives
@@ -782,6 +847,7 @@ int main(void)
 	RUN(evict_while_peer_registers);
 	RUN(evict_after_holder_pruned);
 	RUN(evict_only_if_it_helps);
+	RUN(evict_by_page);
 	RUN(deleted_while_fetched);
 	RUN(serving_leases);
 	RUN(serving_leases_tcp);
