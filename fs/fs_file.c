@@ -421,13 +421,30 @@ static void backing_close(struct fs *fs, uint32_t id, struct store_obj *o)
 #define FS_FILL_MAX (64u << 10)
 
 /*
+ * Is the open of @in, a sealed object of @size bytes to be answered in
+ * @io, to store its bytes in the kernel's cache (fill_cache())?  Once per
+ * inode, and not beside a page-cache handle: its pages are there
+ * already, or a read through it may hold one locked while it waits for
+ * objfsd to answer, which the store would wait for.  Marks @in filled if
+ * so.  Called with fs->lock held, before the handle is counted.
+ */
+static bool fill_claim_locked(struct fs *fs, struct inode *in, int io, uint64_t size)
+{
+	if (io != FS_IO_CACHED || size == 0 || size > FS_FILL_MAX || in->filled || in->n_cached ||
+	    !fs->se || !atomic_load(&fs->mounted))
+		return false;
+	in->filled = true;
+	return true;
+}
+
+/*
  * Store sealed @o's bytes, all @size of them, in the page cache of inode
- * @ino, as the open answered with keep_cache is about to be
- * (FUSE_NOTIFY_STORE), once per inode: its first read then needs no READ
- * request, which on a cold open of a small object read through the page
- * cache (a packed one) would cost a round trip through objfsd as long as
- * the open's.  Best effort: on any failure the reads come as requests.
- * Never with fs->lock held; takes it.
+ * @ino (claimed: fill_claim_locked()), as the open answered with
+ * keep_cache is about to be (FUSE_NOTIFY_STORE): its first read then
+ * needs no READ request, which on a cold open of a small object read
+ * through the page cache (a packed one) would cost a round trip through
+ * objfsd as long as the open's.  Best effort: on any failure the reads
+ * come as requests.  Never with fs->lock held; takes it then.
  */
 static void fill_cache(struct fs *fs, uint64_t ino, struct store_obj *o, uint64_t size)
 {
@@ -435,19 +452,8 @@ static void fill_cache(struct fs *fs, uint64_t ino, struct store_obj *o, uint64_
 	struct iovec iov;
 	struct inode *in;
 	size_t bytes = 0;
-	bool claimed;
 	int r;
 
-	if (size == 0 || size > FS_FILL_MAX || !fs->se || !atomic_load(&fs->mounted))
-		return;
-	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, ino);
-	claimed = in && !in->filled;
-	if (claimed)
-		in->filled = true;
-	pthread_mutex_unlock(&fs->lock);
-	if (!claimed)
-		return;
 	/* sealed, so its bytes stay put while @o is held; one piece, as
 	 * packed and small objects are */
 	r = store_obj_iov(o, 0, (size_t)size, &iov, 1, &bytes);
@@ -485,6 +491,7 @@ static void reply_open(struct fs *fs, fuse_req_t req, uint64_t ino, struct handl
 	bool sealed, pt_ok = !store_obj_packed(h->obj);
 	uint32_t id = 0, spare = 0;
 	struct inode *in;
+	bool fill = false;
 	int io, r;
 
 	/* sealed is read under fs->lock: a fetch this open joined may seal
@@ -507,6 +514,7 @@ static void reply_open(struct fs *fs, fuse_req_t req, uint64_t ino, struct handl
 		}
 	}
 	if (io > 0) {
+		fill = sealed && fill_claim_locked(fs, in, io, size);
 		io_count_locked(in, (enum fs_io)io);
 		h->io = (enum fs_io)io;
 		id = in->backing_id;
@@ -523,7 +531,7 @@ static void reply_open(struct fs *fs, fuse_req_t req, uint64_t ino, struct handl
 		return;
 	}
 
-	if (io == FS_IO_CACHED && sealed)
+	if (fill)
 		fill_cache(fs, ino, h->obj, size);
 	/* from the reply on, @h may be released (and freed) at any moment */
 	fi->keep_cache = io == FS_IO_CACHED;

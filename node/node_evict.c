@@ -102,7 +102,10 @@ struct page {
 	bool complete;	 /* found reached used: it counts in round.ready_pages */
 	bool counted;	 /* agreed reached used: it counts in round.room */
 	bool broken;	 /* a copy on it stays: so does the page */
-	size_t *mem;	 /* the copies found on it (indexes in round.all) */
+	/* at the end (settle()): released copies on it that go, and the
+	 * used slots on it now */
+	uint32_t going, now;
+	size_t *mem; /* the copies found on it (indexes in round.all) */
 	size_t n, cap;
 	UT_hash_handle hh;
 };
@@ -115,6 +118,7 @@ struct cand {
 	bool sending;	    /* a GET of it was being answered */
 	bool queued;	    /* on round.ready */
 	bool released;	    /* Redis agreed: on round.rel */
+	bool kept;	    /* released, but opened meanwhile: it stays */
 };
 
 struct cands {
@@ -499,7 +503,8 @@ static void found(struct round *rd, size_t i)
 	}
 }
 
-/* Would giving up copy @c (as far as Redis has agreed to now) free a page? */
+/* Would giving up copy @c free a page: one of its own, or a shared one
+ * all of whose slots were found (@agreed: and released by Redis)? */
 static bool frees_pages(const struct cand *c, bool agreed)
 {
 	int j;
@@ -507,7 +512,7 @@ static bool frees_pages(const struct cand *c, bool agreed)
 	if (c->own)
 		return true;
 	for (j = 0; j < 2 && c->pg[j]; j++)
-		if (!c->pg[j]->broken && (!agreed || c->pg[j]->counted))
+		if (!c->pg[j]->broken && (agreed ? c->pg[j]->counted : c->pg[j]->complete))
 			return true;
 	return false;
 }
@@ -522,13 +527,18 @@ static void answered(struct round *rd, struct cand *c, bool agreed)
 	if (agreed)
 		rd->room += c->own;
 	for (j = 0; j < 2 && (p = c->pg[j]); j++) {
-		if (p->broken || p->counted)
+		if (p->broken)
 			continue;
 		if (!agreed) {
-			p->broken = true;
-			if (p->complete)
+			/* counted already if a slot of it was found twice
+			 * (freed and taken again meanwhile) */
+			if (p->counted)
+				less(&rd->room, 1);
+			else if (p->complete)
 				less(&rd->ready_pages, 1);
-		} else if (++p->agreed >= p->used) {
+			p->broken = true;
+			p->counted = false;
+		} else if (!p->counted && ++p->agreed >= p->used) {
 			p->counted = true;
 			rd->room++;
 			less(&rd->ready_pages, 1);
@@ -617,6 +627,46 @@ static void gather_more(struct node *nd, struct round *rd)
 			else if (idxs_add(&rd->sending, (size_t)c) == 0)
 				rd->sending_pages += rd->all.v[c].own + 2;
 		}
+	}
+}
+
+/*
+ * Before the released copies go: those opened meanwhile stay (kept), and
+ * so does every copy whose shared pages would not come free after all:
+ * a page stays unless the copies going from it are at least the slots
+ * used on it now (read again: a slot found twice, freed and taken again
+ * meanwhile, or one taken since, keeps it).
+ */
+static void settle(struct node *nd, struct round *rd)
+{
+	struct store_pages sp;
+	struct store_obj *o;
+	struct cand *c;
+	size_t i;
+	int j;
+
+	for (i = 0; i < rd->rel.n; i++) {
+		c = &rd->all.v[rd->rel.v[i]];
+		c->kept = !may_go(keep_why(nd, c->id));
+		for (j = 0; !c->kept && j < 2 && c->pg[j]; j++)
+			c->pg[j]->going++;
+	}
+	for (i = 0; i < rd->rel.n; i++) {
+		c = &rd->all.v[rd->rel.v[i]];
+		if (c->kept || !c->pg[0])
+			continue;
+		o = store_lookup(nd->store, c->id);
+		if (o && store_obj_pages(o, &sp) == 0)
+			for (j = 0; j < sp.nshared && j < 2 && c->pg[j]; j++)
+				if (c->pg[j]->key == sp.shared[j].key &&
+				    sp.shared[j].used > c->pg[j]->now)
+					c->pg[j]->now = sp.shared[j].used;
+		store_obj_unref(o);
+	}
+	for (i = 0; i < rd->rel.n; i++) {
+		c = &rd->all.v[rd->rel.v[i]];
+		for (j = 0; j < 2 && c->pg[j]; j++)
+			c->pg[j]->counted = !c->pg[j]->broken && c->pg[j]->going >= c->pg[j]->now;
 	}
 }
 
@@ -719,12 +769,13 @@ static uint64_t evict_round(struct node *nd, uint64_t need)
 		round_free(&rd);
 		return rd.freed;
 	}
+	settle(nd, &rd);
 	deadline = mono_ns() + (int64_t)NODE_EVICT_WAIT_MS * 1000000;
 	for (i = 0; i < rd.rel.n; i++) {
 		struct cand *c = &rd.all.v[rd.rel.v[i]];
 
-		/* opened meanwhile, or its page keeps a last copy: keep it */
-		if (!frees_pages(c, true) || !may_go(keep_why(nd, c->id))) {
+		/* opened meanwhile, or its page stays: keep it */
+		if (c->kept || !frees_pages(c, true)) {
 			meta_add_holder(nd->meta, c->id);
 			continue;
 		}

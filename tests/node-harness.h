@@ -56,7 +56,10 @@ static struct {
 	/* hooks */
 	unsigned n_failed; /* lock */
 	uint64_t busy_id;  /* lock */
-	unsigned n_busy;   /* calls of the busy hook; lock */
+	/* busy_id is busy only from its (busy_late + 1)th look on (an open
+	 * that comes in the middle of an eviction round); lock */
+	unsigned busy_late, busy_looks;
+	unsigned n_busy; /* calls of the busy hook; lock */
 	/* the published hook: its calls, and the last one's arguments; lock */
 	unsigned n_published;
 	uint64_t pub_parent, pub_id;
@@ -338,7 +341,7 @@ static bool hook_busy(void *ctx, uint64_t id)
 	bool busy;
 
 	pthread_mutex_lock(&F.lock);
-	busy = F.busy_id == id;
+	busy = F.busy_id == id && F.busy_looks++ >= F.busy_late;
 	F.n_busy++;
 	pthread_mutex_unlock(&F.lock);
 	return busy;
@@ -447,6 +450,7 @@ static void world_init(struct world *w, uint64_t local_capacity)
 	F.gate_open = true;
 	F.n_failed = 0;
 	F.busy_id = 0;
+	F.busy_late = F.busy_looks = 0;
 	F.n_busy = 0;
 	F.n_published = F.pub_how = F.n_wake = 0;
 	F.evict_on_publish = F.evicted_on_publish = 0;

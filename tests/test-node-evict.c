@@ -618,7 +618,7 @@ TEST(evict_past_last_copies)
  * Packed copies go by the page: a 1 KiB copy whose page it shares with
  * this node's own objects would free nothing, so none is given up for a
  * new page; copies that fill pages by themselves are given up a page at
- * a time.
+ * a time, and none of them if one is opened while Redis is asked.
  */
 TEST(evict_by_page)
 {
@@ -629,7 +629,7 @@ TEST(evict_by_page)
 	struct world w;
 	int i, k;
 
-	for (k = 0; k < 2; k++) {
+	for (k = 0; k < 3; k++) {
 		F.pack_max = 32u << 10;
 		world_init(&w, PAGES * STORE_PAGE);
 		F.pack_max = 0;
@@ -657,6 +657,13 @@ TEST(evict_by_page)
 		/* the fillers are packed too, a page-long slot each */
 		CHECK_EQ(ss.packed, (uint64_t)(k == 0 ? 8 + PAGES - 2 : 4 + PAGES - 1));
 		CHECK(!store_fits(w.s, STORE_PAGE));
+		if (k == 2) {
+			/* r1 is opened after the walk found it */
+			pthread_mutex_lock(&F.lock);
+			F.busy_id = r[1].id;
+			F.busy_late = 1;
+			pthread_mutex_unlock(&F.lock);
+		}
 		node_evict(w.nd, STORE_PAGE);
 		node_stats(w.nd, &st);
 		if (k == 0) {
@@ -667,6 +674,13 @@ TEST(evict_by_page)
 				CHECK(local_copy_ok(&w, &r[i]));
 				CHECK(held_here(&w, r[i].id));
 				CHECK(in_store(&w, m[i].id));
+			}
+		} else if (k == 2) {
+			/* the page stays with r1: so do the other three */
+			CHECK_EQ(st.evictions, 0);
+			for (i = 0; i < 4; i++) {
+				CHECK(local_copy_ok(&w, &r[i]));
+				CHECK(held_here(&w, r[i].id));
 			}
 		} else {
 			/* the page of the four goes, and with it the four */
