@@ -536,6 +536,9 @@ static void reply_open(struct fs *fs, fuse_req_t req, uint64_t ino, struct handl
 	/* from the reply on, @h may be released (and freed) at any moment */
 	fi->keep_cache = io == FS_IO_CACHED;
 	fi->direct_io = io == FS_IO_DIRECT;
+	/* a read-only handle of a sealed object: its FLUSH would do nothing
+	 * (fs_op_flush()), so close(2) need not wait for one */
+	fi->noflush = 1;
 	r = io == FS_IO_PT ? fs_pt_reply_open(fs->pt, req, fi, id) : fuse_reply_open(req, fi);
 	if (r == -ENOENT) {
 		handle_release(fs, ino, h); /* interrupted: the kernel never opened it */
@@ -855,6 +858,7 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pid_t tid = fuse_req_ctx(req)->pid, wtid = 0, wtgid = 0, mapper = 0;
 	int r = 0, killed = -1;
 
+	FS_COUNT(fs, flushes, 1);
 	if (p && h->writable && tid > 0) {
 		pthread_mutex_lock(&fs->lock);
 		wtid = p->writer_tid;

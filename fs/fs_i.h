@@ -285,6 +285,9 @@ struct fs {
 		/* page-cache opens whose bytes were stored in the kernel's
 		 * cache with the open (FUSE_NOTIFY_STORE) */
 		atomic_uint_fast64_t cache_fills;
+		/* FLUSH requests (close(2) of a handle that was not opened
+		 * noflush) */
+		atomic_uint_fast64_t flushes;
 		/* directory listings read from Redis (the kernel's cache missed) */
 		atomic_uint_fast64_t listings;
 	} cnt;

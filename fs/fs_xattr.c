@@ -411,6 +411,7 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	CTR("cached_opens", FS_LOAD(fs, opens_cached));
 	CTR("read_requests", FS_LOAD(fs, reads));
 	CTR("cache_fills", FS_LOAD(fs, cache_fills));
+	CTR("flush_requests", FS_LOAD(fs, flushes));
 	CTR("backing_ids_open", fs_pt_backing_ids(fs->pt));
 	CTR("fetches", fst.fetches);
 	CTR("fetches_direct", fst.direct);

@@ -312,9 +312,25 @@ print("%016x%016x" % (h.high64, h.low64))
 EOF
 }
 
-# A free loopback TCP port (racy, but private to this machine).
+# A free loopback TCP port (racy, but private to this machine), below the
+# kernel's ephemeral range, so that no outgoing connection takes it
+# between its choice and its bind.
 free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+	python3 - <<'EOF'
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(1000):
+    p = random.randrange(10000, max(low, 12000))
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(p)
+    break
+EOF
 }
 
 now() { date +%s.%N; }

@@ -154,17 +154,22 @@ _topo_until() {
 	done
 }
 
-# _topo_ports N: N distinct free loopback ports P in [20000, 40000) whose
-# P+10000 (a cluster node's bus port) is free too.  Racy like every free
-# port, but the ports are bound together while chosen, so never twice.
+# _topo_ports N: N distinct free loopback ports P whose P+10000 (a
+# cluster node's bus port) is free too, both below the kernel's
+# ephemeral range, so that no outgoing connection takes one between its
+# choice and its bind (port 36208 was taken so once).  Racy like every
+# free port, but the ports are bound together while chosen, so never
+# twice.
 _topo_ports() {
 	python3 - "$1" <<'EOF'
 import random, socket, sys
 n, held, ports = int(sys.argv[1]), [], []
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+top = max(low - 10000, 12000)
 for _ in range(1000):
     if len(ports) == n:
         break
-    p = random.randrange(20000, 40000)
+    p = random.randrange(10000, top)
     if p in ports:
         continue
     try:

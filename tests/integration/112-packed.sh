@@ -3,7 +3,8 @@
 # to pack_max (32K) bytes take a slot of a chunk in the store, not a file
 # and a page each, and are read through objfsd.
 #   - the first open of a packed object stores its bytes in the kernel's
-#     page cache: reading it needs no READ request through objfsd;
+#     page cache: reading it needs no READ request through objfsd; and
+#     closing a sealed object sends it no FLUSH;
 #   - mixed sizes on both sides of the threshold are byte-exact through
 #     cat, cp, dd, tar and Python mmap (MAP_SHARED and MAP_PRIVATE), on
 #     the writer's node and fetched by another over TCP, across a clean
@@ -59,16 +60,20 @@ EOF
 
 # first_reads NODE: on NODE's mount, read every small object opened
 # there for the first time: its bytes came with the open, so objfsd sees
-# no READ request
+# no READ request; and closing a sealed object sends no FLUSH, packed or
+# not
 first_reads() {
-	local node=$1 m r0 n
+	local node=$1 m r0 f0 n
 	m=$(mnt_of "$1")
 	r0=$(status_of "$node" read_requests)
+	f0=$(status_of "$node" flush_requests)
 	for n in $SIZES; do
 		[ "$n" -ge 1 ] && [ "$n" -le 32768 ] && assert_same "$T/src/f$n" "$m/p/f$n"
 	done
 	assert_eq "$r0" "$(status_of "$node" read_requests)" "READ requests on $node for small objects opened afresh"
 	assert_le "$small" "$(status_of "$node" cache_fills)" "cache fills on $node"
+	for n in $SIZES; do assert_same "$T/src/f$n" "$m/p/f$n"; done
+	assert_eq "$f0" "$(status_of "$node" flush_requests)" "FLUSH requests on $node for sealed objects"
 }
 
 # check_all MNT: every size, through each tool
