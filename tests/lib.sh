@@ -317,7 +317,7 @@ EOF
 # between its choice and its bind.
 free_port() {
 	python3 - <<'EOF'
-import random, socket
+import random, socket, sys
 low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
 for _ in range(1000):
     p = random.randrange(10000, max(low, 12000))
@@ -330,6 +330,8 @@ for _ in range(1000):
         s.close()
     print(p)
     break
+else:
+    sys.exit("free_port: no free port below %d" % max(low, 12000))
 EOF
 }
 
