@@ -525,6 +525,15 @@ static void obj_key(const struct meta *m, char kind, uint64_t id, char *buf, siz
 	snprintf(buf, len, "{%s}:%c:%" PRIu64, m->prefix, kind, id);
 }
 
+/* The bucket that holds @id's record (meta.h, {P}:r:<b>). */
+static void rec_key(const struct meta *m, uint64_t id, char *buf, size_t len)
+{
+	char digits[24];
+	size_t n = (size_t)snprintf(digits, sizeof(digits), "%" PRIu64, id);
+
+	snprintf(buf, len, "{%s}:r:%s", m->prefix, digits + (n > 4 ? n - 4 : 0));
+}
+
 int meta_get_object(struct meta *m, uint64_t id, struct meta_obj *ret)
 {
 	struct meta_entry e;
@@ -992,37 +1001,49 @@ int meta_rename(struct meta *m, uint64_t oparent, const char *oname, uint64_t np
 
 int meta_holders(struct meta *m, uint64_t id, char (**ret_nodes)[OBJFS_NODE_MAX], size_t *ret_n)
 {
-	char key[PREFIX_MAX + 32];
+	char key[PREFIX_MAX + 32], field[24];
 	char(*nodes)[OBJFS_NODE_MAX];
+	const char *at, *end;
 	redisReply *rep;
-	size_t i, n = 0;
+	size_t n = 0;
 	int r;
 
-	/* holders are the record's fields "@<node>" */
-	obj_key(m, 'o', id, key, sizeof(key));
-	r = id ? command(m, &rep, "ss", "HKEYS", key) : -EINVAL;
+	/* the record is "<parent>/<name>" and "/@<node>" for each holder */
+	rec_key(m, id, key, sizeof(key));
+	snprintf(field, sizeof(field), "%" PRIu64, id);
+	r = id ? command(m, &rep, "sss", "HGET", key, field) : -EINVAL;
 	if (r < 0)
 		return r;
 	r = -EBADMSG;
-	if (rep->type != REDIS_REPLY_ARRAY)
+	if (rep->type != REDIS_REPLY_STRING && rep->type != REDIS_REPLY_NIL)
 		goto clean_rep;
 	r = -ENOMEM;
 	nodes = calloc(1, sizeof(*nodes));
 	if (!nodes)
 		goto clean_rep;
-	for (i = 0; i < rep->elements; i++) {
-		const redisReply *f = rep->element[i];
+	at = rep->type == REDIS_REPLY_STRING ? rep->str : "";
+	end = at + (rep->type == REDIS_REPLY_STRING ? rep->len : 0);
+	/* skip the parent, then the name */
+	at = memchr(at, '/', (size_t)(end - at));
+	at = at ? memchr(at + 1, '/', (size_t)(end - at - 1)) : NULL;
+	while (at && at < end) {
+		const char *h = at + 1, *next = memchr(h, '/', (size_t)(end - h));
+		size_t len = (size_t)((next ? next : end) - h);
 		char shown[META_SHOWN_MAX];
-		const char *s;
 		void *grown;
 
-		if (f->type != REDIS_REPLY_STRING || f->len < 1 || f->str[0] != '@')
-			continue;
+		at = next;
 		r = -EBADMSG;
-		s = f->len <= OBJFS_NODE_MAX ? f->str + 1 : NULL;
-		if (!s || memchr(f->str, '\0', f->len) || node_name_validate(s) < 0) {
-			meta_log_corrupt("key '%s': holder %s is not a node name", key,
-					 rep_shown(f, shown, sizeof(shown)));
+		if (len < 2 || h[0] != '@' || len > OBJFS_NODE_MAX || memchr(h, '\0', len)) {
+			meta_log_corrupt("bucket '%s', record %s: holder '%.*s' is not a node name",
+					 key, field, (int)(len < 64 ? len : 64), h);
+			goto clean_nodes;
+		}
+		memcpy(shown, h + 1, len - 1);
+		shown[len - 1] = '\0';
+		if (node_name_validate(shown) < 0) {
+			meta_log_corrupt("bucket '%s', record %s: holder '%s' is not a node name",
+					 key, field, shown);
 			goto clean_nodes;
 		}
 		if (n == HOLDERS_MAX)
@@ -1032,8 +1053,8 @@ int meta_holders(struct meta *m, uint64_t id, char (**ret_nodes)[OBJFS_NODE_MAX]
 		if (!grown)
 			goto clean_nodes;
 		nodes = grown;
-		memcpy(nodes[n++], s, f->len); /* with its NUL */
-		nodes[n][0] = '\0';	       /* an empty name ends the list, as before */
+		memcpy(nodes[n++], shown, len); /* with its NUL */
+		nodes[n][0] = '\0';		/* an empty name ends the list, as before */
 	}
 	*ret_nodes = nodes;
 	*ret_n = n;
@@ -1123,20 +1144,14 @@ int meta_add_holder_of(struct meta *m, const struct meta_obj *obj)
 
 int meta_del_holder(struct meta *m, uint64_t id)
 {
-	char key[PREFIX_MAX + 32], field[OBJFS_NODE_MAX + 1];
 	redisReply *rep;
 	int r;
 
-	if (!id)
-		return -EINVAL;
-	obj_key(m, 'o', id, key, sizeof(key));
-	snprintf(field, sizeof(field), "@%s", m->node);
-	r = command(m, &rep, "sss", "HDEL", key, field);
+	r = id ? script(m, MS_DEL_HOLDER, &rep, "us", id, m->node) : -EINVAL;
 	if (r < 0)
 		return r;
-	r = rep_bool(rep);
 	freeReplyObject(rep);
-	return r < 0 ? r : 0;
+	return 0;
 }
 
 /* ---- recovery ---- */
@@ -1261,7 +1276,20 @@ int meta_object_path(struct meta *m, uint64_t id, char *ret_path)
 
 int meta_object_exists(struct meta *m, uint64_t id)
 {
-	return obj_int_cmd(m, "EXISTS", 'o', id, false);
+	char key[PREFIX_MAX + 32], field[24];
+	redisReply *rep;
+	int r;
+
+	if (!id)
+		return -EINVAL;
+	rec_key(m, id, key, sizeof(key));
+	snprintf(field, sizeof(field), "%" PRIu64, id);
+	r = command(m, &rep, "sss", "HEXISTS", key, field);
+	if (r < 0)
+		return r;
+	r = rep_bool(rep);
+	freeReplyObject(rep);
+	return r;
 }
 
 int meta_object_deleted(struct meta *m, uint64_t id)

@@ -42,27 +42,36 @@
  *                                           with this one on a namespace
  *                               ('/' cannot occur in a name, so the reserved
  *                               fields never collide with children)
- *   {P}:layout          string  the layout of the namespace: "2" (meta_i.h,
- *                               META_LAYOUT); a namespace without it but
- *                               with a root is of layout 1 (objfs before
- *                               this key: records held copies of the
- *                               attributes, and holders were sets h:<id>),
- *                               which meta_layout_settle() migrates
- *                               (meta_layout.c); another layout is refused
- *   {P}:o:<id>          hash    object record: "parent" and "name" (where
- *                               it is linked; kept up by rename), which
- *                               lead to its entry, the one place of its
- *                               size, csum, mtime, origin and attributes;
- *                               "@<node>" (value ""): a node holding a
- *                               sealed copy (meta_locate() drops those
- *                               whose card expired); "=<parent>/<name>"
- *                               (a name besides "parent"/"name": a hard
- *                               link; meta_link()), "bsum" (an object of
- *                               several 8 MiB blocks: a sum per block,
- *                               see bsum.h; read only by a fetch of such
- *                               an object), "~p:<node>" (a node fetching
- *                               the object: a deadline in ms on Redis's
- *                               clock; see meta_locate_fan())
+ *   {P}:layout          string  the layout of the namespace: "3" (meta_i.h,
+ *                               META_LAYOUT); "2>3" while one of layout 1
+ *                               or 2 is migrated; a namespace without it
+ *                               but with a root is of layout 1 (objfs
+ *                               before this key: records held copies of
+ *                               the attributes, and holders were sets
+ *                               h:<id>); layout 2 kept each record in a
+ *                               hash o:<id> of its own.  meta_layout_settle()
+ *                               migrates both (meta_layout.c); another
+ *                               layout is refused
+ *   {P}:r:<b>           hash    object records, 10,000 buckets: field <id>
+ *                               in bucket <b>, the last four digits of
+ *                               the id (the id itself below 10,000), value
+ *                               "<parent>/<name>" and "/@<node>" for each
+ *                               node holding a sealed copy (meta_locate()
+ *                               drops those whose card expired).  Parent
+ *                               and name are where the object is linked
+ *                               (kept up by rename) and lead to its entry,
+ *                               the one place of its size, csum, mtime,
+ *                               origin and attributes.  No key per object:
+ *                               a small bucket is a listpack, a few dozen
+ *                               bytes a record
+ *   {P}:x:<id>          hash    an object's extras, only while it has any:
+ *                               "=<parent>/<name>" (a name besides the
+ *                               record's: a hard link; meta_link()),
+ *                               "bsum" (an object of several 8 MiB blocks:
+ *                               a sum per block, see bsum.h; read only by
+ *                               a fetch of such an object), "~p:<node>" (a
+ *                               node fetching the object: a deadline in ms
+ *                               on Redis's clock; see meta_locate_fan())
  *   {P}:s:<id>          hash    symbolic link (entry "l<id>"): "t" its
  *                               target, "m" its mtime, "a" its attributes
  *                               (struct meta_attr), "p" and "n" where it
@@ -89,7 +98,7 @@
  *                               claim fails (WRONGTYPE) and its log names
  *                               this key
  *   {P}:fan             zset    "<id> <node>" of every fetcher entry
- *                               "~p:<node>" of record o:<id>, scored by its
+ *                               "~p:<node>" of x:<id>, scored by its
  *                               deadline, so that a crashed fetcher's
  *                               entry can be found and removed once it
  *                               lapsed (by the heartbeats) when no
@@ -644,7 +653,7 @@ struct meta_locate {
  * meta_locate_sums(), and up to @sample (at most META_FAN_SAMPLE_MAX) of
  * the nodes fetching the object; with @advertise_ms, this node becomes
  * one of them for that long (on Redis's clock), if the object has block
- * sums: a field "~p:<node>" of its record, removed when this node
+ * sums: a field "~p:<node>" of its extras x:<id>, removed when this node
  * registers as a holder (meta_add_holder_prune() and friends) or leaves
  * (meta_fan_leave()), by any locate once it lapsed or its node's card
  * is gone, and by the next heartbeat of any node once it lapsed

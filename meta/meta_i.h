@@ -75,6 +75,7 @@ enum meta_script {
 	MS_READLINK,
 	MS_LINK,
 	MS_MIGRATE,
+	MS_DEL_HOLDER,
 	META_NSCRIPTS
 };
 
@@ -93,8 +94,12 @@ extern const char *const meta_script_name[META_NSCRIPTS];
  * members, holds this text instead, so that an objfsd older than the
  * layout key fails its node claim (WRONGTYPE) and names the key whose
  * value says why. */
-#define META_LAYOUT 2
-#define META_LAYOUT_POISON "objfs namespace layout 2: this objfsd is too old for it, upgrade it"
+#define META_LAYOUT 3
+/* The layout key while a namespace of layout 1 or 2 is migrated: nodes
+ * of layout 2 refuse it, nodes of layout 3 go on with the migration. */
+#define META_LAYOUT_MOVING "2>3"
+#define META_LAYOUT_POISON \
+	"objfs namespace layout 2 or later: this objfsd is too old for it, upgrade it"
 /* Rename's cycle check walks at most this many, then gives ELOOP. */
 #define META_WALK_MAX 16384
 

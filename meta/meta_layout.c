@@ -1,6 +1,6 @@
 /*
  * meta_layout: the namespace's layout, checked at connect, and the
- * migration from layout 1.
+ * migrations from layouts 1 and 2.
  *
  * Layout 1 (objfs before the key {P}:layout) kept every object in two
  * keys besides its directory entry: the record o:<id> with size, csum,
@@ -13,9 +13,17 @@
  * string so that an objfsd of layout 1 fails its claim (meta_i.h,
  * META_LAYOUT_POISON).
  *
+ * Layout 3 (meta.h) keeps no key per object: the record is a field of
+ * one of 10,000 bucket hashes, "<parent>/<name>[/@<node>...]", and the
+ * rare or passing fields (hard links, block sums, fetchers) live in a
+ * hash x:<id> of their own while the object has any (about 100 B an
+ * object less in Redis, measured in docs/benchmarks.md).
+ *
  * meta_layout_settle() (objfsd calls it after meta_connect(), and when a
  * heartbeat finds the layout key gone) migrates a namespace of layout 1
- * when no node of layout 1 has a live card on it.  Its first step turns
+ * or 2 when no node of that layout has a live card on it (cards say
+ * their layout since layout 2; layout 1's say none).  Layout 1 goes to
+ * 2 first, then 2 to 3.  For layout 1, its first step turns
  * {P}:nodes into that string at once; then it goes in steps of a SCAN
  * page (each step one script, atomic, repeatable: a migration cut short
  * goes on at the next mount), and writes the layout key last:
@@ -27,10 +35,14 @@
  *      tell those records where they are, then the same as 1;
  *   3. holder sets left (SCAN h:*): of records that 1 met meanwhile, or
  *      of no record at all (deleted);
- *   4. {P}:layout is written (the members moved to {P}:members in the
- *      first step).
+ *   4. {P}:layout becomes META_LAYOUT_MOVING (the members moved to
+ *      {P}:members in the first step);
+ *   5. (layout 2: the check step writes META_LAYOUT_MOVING, which nodes
+ *      of layout 2 refuse) every record (SCAN o:*) becomes its bucket's
+ *      field, its other fields go to x:<id>, and the key goes;
+ *   6. {P}:layout is written: 3.
  * Directories, empty or not, symbolic links and tombstones are the same
- * in both layouts: nothing touches them.  A record no entry names, or a
+ * in all three layouts: nothing touches them.  A record no entry names, or a
  * damaged one, keeps its fields (it was unreachable before too); a key of
  * the wrong type is skipped and named in the log.  The script is
  * meta_scripts.c's script_migrate.
@@ -86,16 +98,16 @@ static long long elem_int(const redisReply *rep, size_t i)
 	return rep->element[i]->integer;
 }
 
-/* A node of layout 1 is live on the namespace (reply elements @at.. are
- * its name, host and pid): say who. */
-static int busy(struct meta *m, const redisReply *rep, size_t at)
+/* A node of the namespace's older layout @l is live on it (reply
+ * elements @at.. are its name, host and pid): say who. */
+static int busy(struct meta *m, const char *l, const redisReply *rep, size_t at)
 {
 	set_why(m,
-		"namespace {%s} has layout 1 (objfs before layout keys) and node '%s' (pid %s on "
-		"host %s) is live on it: stop every objfs node of this namespace, then mount "
-		"again to migrate it to layout %d",
-		m->prefix, elem_text(rep, at), elem_text(rep, at + 2), elem_text(rep, at + 1),
-		META_LAYOUT);
+		"namespace {%s} has layout %s%s and node '%s' (pid %s on host %s) is live on "
+		"it: stop every objfs node of this namespace, then mount again to migrate it "
+		"to layout %d",
+		m->prefix, l[0] ? l : "1", l[0] ? "" : " (objfs before layout keys)",
+		elem_text(rep, at), elem_text(rep, at + 2), elem_text(rep, at + 1), META_LAYOUT);
 	return -EBUSY;
 }
 
@@ -177,11 +189,29 @@ static int each_dir(struct meta *m, const redisReply *rep, struct migration *mg)
 	return 0;
 }
 
-static int migrate(struct meta *m)
+static int step_done(struct meta *m, const char *step)
+{
+	redisReply *rep;
+	int r;
+
+	r = script(m, MS_MIGRATE, &rep, "ssss", step, "0", m->node, "");
+	if (r == 0)
+		freeReplyObject(rep);
+	return r;
+}
+
+static int migrate_failed(struct meta *m, int r)
+{
+	set_why(m, "migrating namespace {%s} to layout %d failed: %s; mount again to go on",
+		m->prefix, META_LAYOUT, strerror(-r));
+	return r;
+}
+
+/* Layout 1 to layout 2 (steps 1 to 4 above). */
+static int migrate1(struct meta *m)
 {
 	struct migration mg = {0};
 	int64_t t0 = mono_ns();
-	redisReply *rep;
 	int r;
 
 	log_info("namespace {%s} at %s has layout 1 (objfs before layout keys): migrating it to "
@@ -193,22 +223,49 @@ static int migrate(struct meta *m)
 		r = run_step(m, "dirs", NULL, each_dir, &mg);
 	if (r == 0)
 		r = run_step(m, "holders", NULL, add_holders, &mg);
-	if (r == 0) {
-		r = script(m, MS_MIGRATE, &rep, "ssss", "done", "0", m->node, "");
-		if (r == 0)
-			freeReplyObject(rep);
-	}
-	if (r < 0) {
-		set_why(m, "migrating namespace {%s} to layout %d failed: %s; mount again to go on",
-			m->prefix, META_LAYOUT, strerror(-r));
-		return r;
-	}
-	log_info("namespace {%s} migrated to layout %d in %.1f s: %lld records, %lld entries "
+	if (r == 0)
+		r = step_done(m, "done");
+	if (r < 0)
+		return migrate_failed(m, r);
+	log_info("namespace {%s} migrated to layout 2 in %.1f s: %lld records, %lld entries "
 		 "given their attributes, %lld holder sets folded into records and %lld of deleted "
 		 "objects dropped; %lld records left as they were (no entry names them, or "
 		 "damaged)",
-		 m->prefix, META_LAYOUT, (double)(mono_ns() - t0) / 1e9, mg.migrated, mg.completed,
-		 mg.folded, mg.dropped, mg.left + (mg.unplaced > 0 ? mg.unplaced : 0));
+		 m->prefix, (double)(mono_ns() - t0) / 1e9, mg.migrated, mg.completed, mg.folded,
+		 mg.dropped, mg.left + (mg.unplaced > 0 ? mg.unplaced : 0));
+	if (mg.skipped)
+		log_warn("namespace {%s}: the migration skipped %lld keys of the wrong type (the "
+			 "first: '%s'); they were unreadable before and stay so: delete them",
+			 m->prefix, mg.skipped, mg.first_skipped);
+	return 0;
+}
+
+static int add_recs(struct meta *m, const redisReply *rep, struct migration *mg)
+{
+	mg->migrated += elem_int(rep, 1);
+	mg->skipped += elem_int(rep, 2);
+	if (!mg->first_skipped[0] && elem_text(rep, 3)[0])
+		snprintf(mg->first_skipped, sizeof(mg->first_skipped), "%s", elem_text(rep, 3));
+	return 0;
+}
+
+/* Layout 2 to layout 3 (steps 5 and 6 above). */
+static int migrate2(struct meta *m)
+{
+	struct migration mg = {0};
+	int64_t t0 = mono_ns();
+	int r;
+
+	log_info("namespace {%s} at %s has layout 2: migrating it to layout %d", m->prefix, m->url,
+		 META_LAYOUT);
+	r = run_step(m, "recs", NULL, add_recs, &mg);
+	if (r == 0)
+		r = step_done(m, "done3");
+	if (r < 0)
+		return migrate_failed(m, r);
+	log_info("namespace {%s} migrated to layout %d in %.1f s: %lld records moved into "
+		 "buckets",
+		 m->prefix, META_LAYOUT, (double)(mono_ns() - t0) / 1e9, mg.migrated);
 	if (mg.skipped)
 		log_warn("namespace {%s}: the migration skipped %lld keys of the wrong type (the "
 			 "first: '%s'); they were unreadable before and stay so: delete them",
@@ -233,8 +290,10 @@ int meta_layout_settle(struct meta *m)
 	l = elem_text(rep, 0);
 	if (!strcmp(l, STR(META_LAYOUT))) {
 		r = 0;
-	} else if (!l[0]) {
-		r = elem_text(rep, 1)[0] ? busy(m, rep, 1) : 1;
+	} else if (!l[0] || !strcmp(l, "2")) {
+		r = elem_text(rep, 1)[0] ? busy(m, l, rep, 1) : l[0] ? 2 : 1;
+	} else if (!strcmp(l, META_LAYOUT_MOVING)) {
+		r = 2;
 	} else {
 		char shown[META_SHOWN_MAX];
 
@@ -246,5 +305,9 @@ int meta_layout_settle(struct meta *m)
 		r = -EPROTO;
 	}
 	freeReplyObject(rep);
-	return r == 1 ? migrate(m) : r;
+	if (r == 1)
+		r = migrate1(m);
+	else if (r != 2)
+		return r;
+	return r < 0 ? r : migrate2(m);
 }

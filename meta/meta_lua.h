@@ -34,12 +34,21 @@
  * leading zeros.  fattrs(): the attributes of a file entry after
  * "f<id>" (owner, mode, atime and ctime may be missing: older entries).
  *
+ * Records (layout 3, meta.h): rkey(id) is the bucket hash whose field
+ * @id is the record "<parent>/<name>[/@<node>...]", xkey(id) the hash of
+ * the object's extras (hard links, block sums, fetchers).  rec(id): the
+ * record as {p = parent, n = name, hs = holders}, nil if there is none;
+ * p and n are false and hs empty if the value is not of that form
+ * (damaged: reads of it say EBADMSG).  recput() writes one back,
+ * recset() sets where it is linked (making the record if need be),
+ * recex() says whether there is one.
+ *
  * recof(id): what a file's record and its entry say together, as
- * {size, csum, mtime, origin, attr, parent, name} (layout 2 keeps the
- * first five in the entry only): nil if there is no record; false
- * fields where the record does not lead to an entry that names @id (its
- * own name first, then its hard links).  holders(), hold(), unhold():
- * the nodes holding a copy, fields "@<node>" of the record.
+ * {size, csum, mtime, origin, attr, parent, name} (the first five live
+ * in the entry only): nil if there is no record; false fields where the
+ * record does not lead to an entry that names @id (its own name first,
+ * then its hard links).  holders(), hold(), unhold(): the nodes holding
+ * a copy (hold() of an object without a record does nothing).
  */
 #define LUA_BASE \
 	"local P = ARGV[1]\n" \
@@ -65,7 +74,8 @@
 	"  return \"'\" .. string.sub(v, 1, 64) .. \"'\"\n" \
 	"end\n" \
 	"local function dkey(id) return T .. 'd:' .. id end\n" \
-	"local function okey(id) return T .. 'o:' .. id end\n" \
+	"local function rkey(id) return T .. 'r:' .. string.sub(id, -4) end\n" \
+	"local function xkey(id) return T .. 'x:' .. id end\n" \
 	"local function tkey(id) return T .. 't:' .. id end\n" \
 	"local function skey(id) return T .. 's:' .. id end\n" \
 	"local FAN = T .. 'fan'\n" \
@@ -76,13 +86,14 @@
 	"  redis.pcall('ZREM', FAN, id .. ' ' .. n)\n" \
 	"end\n" \
 	"local function bury(id)\n" \
-	"  local fs = redis.pcall('HKEYS', okey(id))\n" \
+	"  local fs = redis.pcall('HKEYS', xkey(id))\n" \
 	"  if type(fs) == 'table' and not fs.err then\n" \
 	"    for _, f in ipairs(fs) do\n" \
 	"      if string.sub(f, 1, 3) == '~p:' then fan_del(id, string.sub(f, 4)) end\n" \
 	"    end\n" \
 	"  end\n" \
-	"  call('DEL', okey(id))\n" \
+	"  call('DEL', xkey(id))\n" \
+	"  call('HDEL', rkey(id), id)\n" \
 	"  call('SET', tkey(id), NOW, 'EX', " STR(META_TOMBSTONE_TTL) ")\n" \
 	"  call('SPUBLISH', CHAN, ORIGIN .. ' gone 0 - ' .. id)\n" \
 	"end\n" \
@@ -115,10 +126,31 @@
 	"local function badfield(dir, f, v)\n" \
 	"  fail('EBADMSG directory ' .. dir .. \": field '\" .. f .. \"' is \" .. shown(v))\n" \
 	"end\n" \
+	"local function rec(id)\n" \
+	"  local v = call('HGET', rkey(id), id)\n" \
+	"  if not v then return nil end\n" \
+	"  local p, n, rest = string.match(v, '^(%d+)/([^/]+)(.*)$')\n" \
+	"  local o = {p = false, n = false, hs = {}}\n" \
+	"  if not p or string.gsub(rest, '/@[^/]+', '') ~= '' then return o end\n" \
+	"  o.p, o.n = p, n\n" \
+	"  for h in string.gmatch(rest, '/@([^/]+)') do o.hs[#o.hs + 1] = h end\n" \
+	"  return o\n" \
+	"end\n" \
+	"local function recput(id, o)\n" \
+	"  local v = (o.p or '') .. '/' .. (o.n or '')\n" \
+	"  for _, h in ipairs(o.hs) do v = v .. '/@' .. h end\n" \
+	"  call('HSET', rkey(id), id, v)\n" \
+	"end\n" \
+	"local function recset(id, p, n)\n" \
+	"  local o = rec(id) or {hs = {}}\n" \
+	"  o.p, o.n = p, n\n" \
+	"  recput(id, o)\n" \
+	"end\n" \
+	"local function recex(id) return call('HEXISTS', rkey(id), id) == 1 end\n" \
 	"local function recof(id)\n" \
-	"  local a = call('HMGET', okey(id), 'parent', 'name')\n" \
-	"  if not a[1] and not a[2] and call('EXISTS', okey(id)) == 0 then return nil end\n" \
-	"  local r = {false, false, false, false, false, a[1], a[2]}\n" \
+	"  local o = rec(id)\n" \
+	"  if not o then return nil end\n" \
+	"  local r = {false, false, false, false, false, o.p, o.n}\n" \
 	"  local function from(p, n)\n" \
 	"    if not isid(p) or not n or n == '' then return false end\n" \
 	"    local v = call('HGET', dkey(p), n)\n" \
@@ -127,22 +159,37 @@
 	"    if sz then r[1], r[2], r[3], r[4], r[5] = sz, cs, mt, og, at end\n" \
 	"    return sz ~= nil\n" \
 	"  end\n" \
-	"  if from(a[1], a[2]) then return r end\n" \
-	"  for _, f in ipairs(call('HKEYS', okey(id))) do\n" \
+	"  if from(o.p, o.n) then return r end\n" \
+	"  for _, f in ipairs(call('HKEYS', xkey(id))) do\n" \
 	"    local p, n = string.match(f, '^=(%d+)/(.+)$')\n" \
 	"    if p and from(p, n) then return r end\n" \
 	"  end\n" \
 	"  return r\n" \
 	"end\n" \
 	"local function holders(id)\n" \
-	"  local out = {}\n" \
-	"  for _, f in ipairs(call('HKEYS', okey(id))) do\n" \
-	"    if string.sub(f, 1, 1) == '@' then out[#out + 1] = string.sub(f, 2) end\n" \
-	"  end\n" \
-	"  return out\n" \
+	"  local o = rec(id)\n" \
+	"  return o and o.hs or {}\n" \
 	"end\n" \
-	"local function hold(id, n) call('HSET', okey(id), '@' .. n, '') end\n" \
-	"local function unhold(id, n) call('HDEL', okey(id), '@' .. n) end\n"
+	"local function hold(id, n)\n" \
+	"  local o = rec(id)\n" \
+	"  if not o then return end\n" \
+	"  for _, h in ipairs(o.hs) do\n" \
+	"    if h == n then return end\n" \
+	"  end\n" \
+	"  o.hs[#o.hs + 1] = n\n" \
+	"  recput(id, o)\n" \
+	"end\n" \
+	"local function unhold(id, n)\n" \
+	"  local o = rec(id)\n" \
+	"  if not o then return end\n" \
+	"  for i, h in ipairs(o.hs) do\n" \
+	"    if h == n then\n" \
+	"      table.remove(o.hs, i)\n" \
+	"      recput(id, o)\n" \
+	"      return\n" \
+	"    end\n" \
+	"  end\n" \
+	"end\n"
 
 /*
  * The namespace's init, idempotent: a FLUSHALL (or a Redis that came
@@ -200,7 +247,7 @@
 	LUA_HEAL \
 	"if call('GET', LAYOUT) ~= '" STR(META_LAYOUT) "' then\n" \
 	"  fail('EPROTO namespace ' .. P .. ' has layout ' .. shown(call('GET', LAYOUT)) ..\n" \
-	"       ', not " STR(META_LAYOUT) " (meta_layout_settle() migrates layout 1)')\n" \
+	"       ', not " STR(META_LAYOUT) " (meta_layout_settle() migrates layouts 1 and 2)')\n" \
 	"end\n" \
 	"local function parse(v, dir, name)\n" \
 	"  local k, id, rest = string.match(v, '^([dfl])(%d+)(.*)$')\n" \
@@ -237,7 +284,7 @@
 	"end\n" \
 	"local function needdir(id)\n" \
 	"  if call('EXISTS', dkey(id)) == 1 then return end\n" \
-	"  if call('EXISTS', okey(id)) == 1 then fail('ENOTDIR') end\n" \
+	"  if recex(id) then fail('ENOTDIR') end\n" \
 	"  fail('ENOENT')\n" \
 	"end\n" \
 	"local RESERVED = {'/mtime', '/parent', '/name', '/nsub', '/attr'}\n" \
@@ -249,7 +296,7 @@
 	"  return n <= 0\n" \
 	"end\n" \
 	"local function unused(id)\n" \
-	"  return isid(id) and call('EXISTS', dkey(id), okey(id), tkey(id), skey(id)) == 0\n" \
+	"  return isid(id) and call('EXISTS', dkey(id), tkey(id), skey(id)) == 0 and not recex(id)\n" \
 	"end\n" \
 	"local function newdir(parent, name, id, mtime, attr)\n" \
 	"  call('HSET', dkey(id), '/mtime', mtime, '/parent', parent, '/name', name,\n" \
@@ -259,8 +306,8 @@
 	"  call('HINCRBY', dkey(parent), '/nsub', 1)\n" \
 	"end\n" \
 	"local function placed(id, parent, name)\n" \
-	"  if call('EXISTS', okey(id)) == 1 then\n" \
-	"    call('HSET', okey(id), 'parent', parent, 'name', name)\n" \
+	"  if recex(id) then\n" \
+	"    recset(id, parent, name)\n" \
 	"  elseif call('EXISTS', skey(id)) == 1 then\n" \
 	"    call('HSET', skey(id), 'p', parent, 'n', name)\n" \
 	"  end\n" \
@@ -293,7 +340,7 @@
 	"    end\n" \
 	"  end\n" \
 	"  add(a[6], a[7])\n" \
-	"  for _, f in ipairs(call('HKEYS', okey(id))) do\n" \
+	"  for _, f in ipairs(call('HKEYS', xkey(id))) do\n" \
 	"    local p, n = string.match(f, '^=(%d+)/(.+)$')\n" \
 	"    if p then add(p, n) end\n" \
 	"  end\n" \
@@ -314,21 +361,21 @@
 	"end\n" \
 	"local function unname_apply(pl)\n" \
 	"  local id, a, r1 = pl.id, pl.a, pl.rest[1]\n" \
-	"  call('HDEL', okey(id), '=' .. pl.gone[1] .. '/' .. pl.gone[2])\n" \
+	"  call('HDEL', xkey(id), '=' .. pl.gone[1] .. '/' .. pl.gone[2])\n" \
 	"  if a[6] == pl.gone[1] and a[7] == pl.gone[2] then\n" \
-	"    call('HDEL', okey(id), '=' .. r1[1] .. '/' .. r1[2])\n" \
-	"    call('HSET', okey(id), 'parent', r1[1], 'name', r1[2])\n" \
+	"    call('HDEL', xkey(id), '=' .. r1[1] .. '/' .. r1[2])\n" \
+	"    recset(id, r1[1], r1[2])\n" \
 	"  end\n" \
 	"  local v = fval(id, a[1], a[3], a[2], a[4], pl.attr)\n" \
 	"  for _, pn in ipairs(pl.rest) do call('HSET', dkey(pn[1]), pn[2], v) end\n" \
 	"  call('SPUBLISH', CHAN, '- attr 0 - ' .. id)\n" \
 	"end\n" \
 	"local function moved(id, op, on, np, nn)\n" \
-	"  local a = call('HMGET', okey(id), 'parent', 'name')\n" \
+	"  local a = rec(id) or {}\n" \
 	"  local f = '=' .. op .. '/' .. on\n" \
-	"  if (a[1] ~= op or a[2] ~= on) and call('HEXISTS', okey(id), f) == 1 then\n" \
-	"    call('HDEL', okey(id), f)\n" \
-	"    call('HSET', okey(id), '=' .. np .. '/' .. nn, '1')\n" \
+	"  if (a.p ~= op or a.n ~= on) and call('HEXISTS', xkey(id), f) == 1 then\n" \
+	"    call('HDEL', xkey(id), f)\n" \
+	"    call('HSET', xkey(id), '=' .. np .. '/' .. nn, '1')\n" \
 	"  else\n" \
 	"    placed(id, np, nn)\n" \
 	"  end\n" \

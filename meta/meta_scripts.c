@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* clang-format off */
 
@@ -228,8 +229,8 @@ static const char script_publish[] =
 	"elseif replaced ~= '0' then\n"
 	"  bury(replaced)\n"
 	"end\n"
-	"call('HSET', okey(id), 'parent', parent, 'name', name)\n"
-	"if ARGV[15] ~= '' then call('HSET', okey(id), 'bsum', ARGV[15]) end\n"
+	"recset(id, parent, name)\n"
+	"if ARGV[15] ~= '' then call('HSET', xkey(id), 'bsum', ARGV[15]) end\n"
 	"hold(id, ARGV[13])\n"
 	"call('HSET', dkey(parent), name,\n"
 	"     fval(id, ARGV[8], ARGV[10], ARGV[9], ARGV[11], ARGV[16]), '/mtime', NOW)\n"
@@ -263,10 +264,10 @@ static const char script_path[] =
 static const char script_objpath[] =
 	LUA_NS
 	"local id = ARGV[5]\n"
-	"local a = call('HMGET', okey(id), 'parent', 'name')\n"
-	"if not isid(a[1]) or not a[2] or a[2] == '' then return '' end\n"
-	"if not isfile(call('HGET', dkey(a[1]), a[2]), id) then return '' end\n"
-	"return pathof(a[1], a[2])\n";
+	"local o = rec(id)\n"
+	"if not o or not o.p then return '' end\n"
+	"if not isfile(call('HGET', dkey(o.p), o.n), id) then return '' end\n"
+	"return pathof(o.p, o.n)\n";
 
 /*
  * ARGV[5] id, ARGV[6] what changes: some of the letters "ugmat" (uid,
@@ -397,7 +398,7 @@ static const char script_link[] =
 	"if #names >= " STR(META_NAMES_MAX) " then fail('EMLINK') end\n"
 	"local u, g, m, at = attrparts(isattr(a[5]) and a[5] or ARGV[8], a[3])\n"
 	"a[5] = attrjoin(u, g, m, at, NOW, #names + 1)\n"
-	"call('HSET', okey(id), '=' .. np .. '/' .. nn, '1')\n"
+	"call('HSET', xkey(id), '=' .. np .. '/' .. nn, '1')\n"
 	"local fv = fval(id, a[1], a[3], a[2], a[4], a[5])\n"
 	"for _, pn in ipairs(names) do call('HSET', dkey(pn[1]), pn[2], fv) end\n"
 	"call('HSET', dkey(np), nn, fv, '/mtime', NOW)\n"
@@ -667,7 +668,7 @@ static const char script_rename[] =
 	"  end\n" \
 	"  local name = comps[#comps]\n" \
 	"  path = path .. '/' .. name\n" \
-	"  call('HSET', okey(id), 'parent', cur, 'name', name)\n" \
+	"  recset(id, cur, name)\n" \
 	"  hold(id, me)\n" \
 	"  if not isfile(call('HGET', dkey(cur), name), id) then\n" \
 	"    call('HSET', dkey(cur), name, want, '/mtime', NOW)\n" \
@@ -778,9 +779,9 @@ static const char script_heartbeat[] =
 	"  for _, m in ipairs(due) do\n"
 	"    local id, n = string.match(m, '^(%d+) (%S+)$')\n"
 	"    if id then\n"
-	"      local v = redis.pcall('HGET', okey(id), '~p:' .. n)\n"
+	"      local v = redis.pcall('HGET', xkey(id), '~p:' .. n)\n"
 	"      if type(v) == 'string' and not ((tonumber(v) or 0) > now) then\n"
-	"        redis.pcall('HDEL', okey(id), '~p:' .. n)\n"
+	"        redis.pcall('HDEL', xkey(id), '~p:' .. n)\n"
 	"      end\n"
 	"    end\n"
 	"    redis.pcall('ZREM', FAN, m)\n"
@@ -824,10 +825,10 @@ static const char script_release[] =
 static const char script_locate[] =
 	LUA_BASE LUA_NODES
 	"local id, me = ARGV[5], ARGV[6]\n"
-	"if call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
 	"local a = recof(id)\n"
+	"if not a then fail('ENOENT') end\n"
 	"local b = false\n"
-	"if ARGV[7] == '1' then b = call('HGET', okey(id), 'bsum') end\n"
+	"if ARGV[7] == '1' then b = call('HGET', xkey(id), 'bsum') end\n"
 	"local ttl, want = tonumber(ARGV[8]) or 0, tonumber(ARGV[9]) or 0\n"
 	"local out, stale = {a[1], a[2], a[3], a[4], 0, b, 0}, 0\n"
 	"local function card(n)\n"
@@ -853,10 +854,10 @@ static const char script_locate[] =
 	"  local t = redis.call('TIME')\n"
 	"  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
 	"  local fs\n"
-	"  if call('HLEN', okey(id)) <= 64 then\n"
-	"    fs = call('HGETALL', okey(id))\n"
+	"  if call('HLEN', xkey(id)) <= 64 then\n"
+	"    fs = call('HGETALL', xkey(id))\n"
 	"  else\n"
-	"    fs = call('HRANDFIELD', okey(id), 64, 'WITHVALUES')\n"
+	"    fs = call('HRANDFIELD', xkey(id), 64, 'WITHVALUES')\n"
 	"  end\n"
 	"  local live = {}\n"
 	"  for i = 1, #fs - 1, 2 do\n"
@@ -866,7 +867,7 @@ static const char script_locate[] =
 	"      local d = tonumber(fs[i + 1])\n"
 	"      if not d or d < now or not isnode(n) or\n"
 	"         call('EXISTS', ckey(n)) == 0 then\n"
-	"        call('HDEL', okey(id), f)\n"
+	"        call('HDEL', xkey(id), f)\n"
 	"        fan_del(id, n)\n"
 	"        stale = stale + 1\n"
 	"      else\n"
@@ -880,7 +881,7 @@ static const char script_locate[] =
 	"    card(live[(from + i) % #live + 1])\n"
 	"  end\n"
 	"  if ttl > 0 and b then\n"
-	"    call('HSET', okey(id), '~p:' .. me, string.format('%d', now + ttl))\n"
+	"    call('HSET', xkey(id), '~p:' .. me, string.format('%d', now + ttl))\n"
 	"    fan_add(id, me, string.format('%d', now + ttl))\n"
 	"  end\n"
 	"end\n"
@@ -891,7 +892,7 @@ static const char script_locate[] =
  * object (its fetch failed or stopped).  Always 0, record or not. */
 static const char script_fan_leave[] =
 	LUA_BASE
-	"call('HDEL', okey(ARGV[5]), '~p:' .. ARGV[6])\n"
+	"call('HDEL', xkey(ARGV[5]), '~p:' .. ARGV[6])\n"
 	"fan_del(ARGV[5], ARGV[6])\n"
 	"return 0\n";
 
@@ -906,7 +907,7 @@ static const char script_fan_leave[] =
 static const char script_release_replica[] =
 	LUA_BASE LUA_NODES
 	"local id, me = ARGV[5], ARGV[6]\n"
-	"if call('EXISTS', okey(id)) == 0 then fail('ENOENT') end\n"
+	"if not recex(id) then fail('ENOENT') end\n"
 	"local others = 0\n"
 	"for _, n in ipairs(holders(id)) do\n"
 	"  if n ~= me then\n"
@@ -936,10 +937,10 @@ static const char script_add_holder[] =
 	"  return -2\n"
 	"end\n"
 	"if ARGV[10] and ARGV[10] ~= '' and ARGV[8] ~= '' then\n"
-	"  call('HSETNX', okey(id), 'bsum', ARGV[10])\n"
+	"  call('HSETNX', xkey(id), 'bsum', ARGV[10])\n"
 	"end\n"
 	"hold(id, me)\n"
-	"call('HDEL', okey(id), '~p:' .. me)\n"
+	"call('HDEL', xkey(id), '~p:' .. me)\n"
 	"fan_del(id, me)\n"
 	"local gone = 0\n"
 	"if ARGV[7] ~= '1' then return 0 end\n"
@@ -994,24 +995,32 @@ static const char script_migrate[] =
 	"local step, cur, me = ARGV[5], ARGV[6], ARGV[7]\n"
 	"local LAYOUT, NODES, MEMBERS = T .. 'layout', T .. 'nodes', T .. 'members'\n"
 	"local function hkey(id) return T .. 'h:' .. id end\n"
-	/* a live node of layout 1: its card has no field "layout" */
-	"local function busy()\n"
-	"  local ok, ns = pcall(call, 'SMEMBERS', NODES)\n"
+	"local function okey(id) return T .. 'o:' .. id end\n"
+	/* a live node of an older layout in set @set: the field "layout" of
+	 * its card is missing (layout 1), or with @any not this objfsd's */
+	"local function busy(set, any)\n"
+	"  local ok, ns = pcall(call, 'SMEMBERS', set)\n"
 	"  if not ok then ns = {} end\n"
 	"  for _, n in ipairs(ns) do\n"
 	"    if n ~= me and live(n) then\n"
 	"      local c = redis.pcall('HMGET', ckey(n), 'host', 'pid', 'layout')\n"
 	"      if type(c) ~= 'table' or c.err then c = {} end\n"
-	"      if not c[3] then return {n, c[1] or '', c[2] or ''} end\n"
+	"      if not c[3] or (any and c[3] ~= '" STR(META_LAYOUT) "') then\n"
+	"        return {n, c[1] or '', c[2] or ''}\n"
+	"      end\n"
 	"    end\n"
 	"  end\n"
 	"  return nil\n"
 	"end\n"
-	/* the holder set of @id becomes fields of its record */
+	/* the holder set of @id becomes fields of its record (of layout 3
+	 * if it has one: a namespace that lost its layout key) */
 	"local function fold(id)\n"
 	"  local ok, hs = pcall(call, 'SMEMBERS', hkey(id))\n"
 	"  if ok then\n"
-	"    for _, n in ipairs(hs) do call('HSET', okey(id), '@' .. n, '') end\n"
+	"    local three = recex(id)\n"
+	"    for _, n in ipairs(hs) do\n"
+	"      if three then hold(id, n) else call('HSET', okey(id), '@' .. n, '') end\n"
+	"    end\n"
 	"  end\n"
 	"  call('DEL', hkey(id))\n"
 	"end\n"
@@ -1088,8 +1097,13 @@ static const char script_migrate[] =
 	"if step == 'check' then\n"
 	"  local l = redis.pcall('GET', LAYOUT)\n"
 	"  if l == false then l = '' elseif type(l) ~= 'string' then l = '?' end\n"
+	"  if l == '2' then\n"
+	"    local b = busy(MEMBERS, true)\n"
+	"    if b then return {l, b[1], b[2], b[3]} end\n"
+	"    call('SET', LAYOUT, '" META_LAYOUT_MOVING "')\n"
+	"  end\n"
 	"  if l ~= '' then return {l, '', '', ''} end\n"
-	"  local b = busy()\n"
+	"  local b = busy(NODES, false)\n"
 	"  if b then return {l, b[1], b[2], b[3]} end\n"
 	"  if call('TYPE', NODES).ok == 'set' then\n"
 	"    call('SUNIONSTORE', MEMBERS, MEMBERS, NODES)\n"
@@ -1140,7 +1154,7 @@ static const char script_migrate[] =
 	"  local page, out = scan('h:*'), {0, 0}\n"
 	"  for _, k in ipairs(page[2]) do\n"
 	"    local id = string.sub(k, #T + 3)\n"
-	"    if isid(id) and redis.pcall('TYPE', okey(id)).ok == 'hash' then\n"
+	"    if isid(id) and (redis.pcall('TYPE', okey(id)).ok == 'hash' or recex(id)) then\n"
 	"      fold(id)\n"
 	"      out[1] = out[1] + 1\n"
 	"    else\n"
@@ -1150,11 +1164,59 @@ static const char script_migrate[] =
 	"  end\n"
 	"  return {page[1], out[1], out[2]}\n"
 	"end\n"
+	/* layout 1 is layout 2 now; nodes of layout 2 stay out */
 	"if step == 'done' then\n"
+	"  call('SET', LAYOUT, '" META_LAYOUT_MOVING "')\n"
+	"  return {}\n"
+	"end\n"
+	"if step == 'recs' then\n"
+	"  local page = scan('o:*')\n"
+	"  local out = {page[1], 0, 0, ''}\n"
+	"  for _, k in ipairs(page[2]) do\n"
+	"    local id = string.sub(k, #T + 3)\n"
+	"    local ok, kv = pcall(call, 'HGETALL', k)\n"
+	"    if not isid(id) or not ok then\n"
+	"      out[3] = out[3] + 1\n"
+	"      if out[4] == '' then out[4] = k end\n"
+	"    else\n"
+	"      local o = rec(id) or {p = false, n = false, hs = {}}\n"
+	"      local x = {}\n"
+	"      for i = 1, #kv - 1, 2 do\n"
+	"        local f, v = kv[i], kv[i + 1]\n"
+	"        if f == 'parent' and isid(v) then\n"
+	"          o.p = v\n"
+	"        elseif f == 'name' and v ~= '' and not string.find(v, '/', 1, true) then\n"
+	"          o.n = v\n"
+	"        elseif string.sub(f, 1, 1) == '@' then\n"
+	"          local n = string.sub(f, 2)\n"
+	"          if n ~= '' and not string.find(n, '/', 1, true) then\n"
+	"            o.hs[#o.hs + 1] = n\n"
+	"          end\n"
+	"        elseif f ~= 'parent' and f ~= 'name' then\n"
+	"          x[#x + 1] = f\n"
+	"          x[#x + 1] = v\n"
+	"        end\n"
+	"      end\n"
+	"      recput(id, o)\n"
+	"      if #x > 0 then call('HSET', xkey(id), unpack(x)) end\n"
+	"      call('DEL', k)\n"
+	"      out[2] = out[2] + 1\n"
+	"    end\n"
+	"  end\n"
+	"  return out\n"
+	"end\n"
+	"if step == 'done3' then\n"
 	"  call('SET', LAYOUT, '" STR(META_LAYOUT) "')\n"
 	"  return {}\n"
 	"end\n"
 	"fail('EINVAL')\n";
+
+/* ARGV[5] object id, ARGV[6] this node: it holds no copy any more.
+ * Always 0, record or not. */
+static const char script_del_holder[] =
+	LUA_BASE
+	"unhold(ARGV[5], ARGV[6])\n"
+	"return 0\n";
 
 /* clang-format on */
 
@@ -1189,6 +1251,7 @@ const char *const meta_script_src[META_NSCRIPTS] = {
     [MS_READLINK] = script_readlink,
     [MS_LINK] = script_link,
     [MS_MIGRATE] = script_migrate,
+    [MS_DEL_HOLDER] = script_del_holder,
 };
 
 const char *const meta_script_name[META_NSCRIPTS] = {
@@ -1222,6 +1285,7 @@ const char *const meta_script_name[META_NSCRIPTS] = {
     [MS_READLINK] = "readlink",
     [MS_LINK] = "link",
     [MS_MIGRATE] = "migrate",
+    [MS_DEL_HOLDER] = "del_holder",
 };
 
 /*
@@ -1229,7 +1293,8 @@ const char *const meta_script_name[META_NSCRIPTS] = {
  * (counter, epoch, root: the init of every namespace script may write
  * them, and the layout), "S" the set of members, "F" the index of fetcher entries, and a
  * letter and an ARGV index for the key of that id or node: d directory,
- * o object record, t tombstone, s symbolic link, c node card.  Keys a script
+ * o the bucket of an object record, x an object's extras, t tombstone,
+ * s symbolic link, c node card.  Keys a script
  * only finds on its way (the parents of a path, the entry's object) are
  * not known before it runs; they share the hash tag, so Redis Cluster
  * still runs the script in one slot, and every script reads them before
@@ -1244,7 +1309,7 @@ static const char *const script_keyspec[META_NSCRIPTS] = {
     [MS_READDIR] = "N d5",
     [MS_MKDIR] = "N d5 d8 o8 t8 s8",
     [MS_RMDIR] = "N d5",
-    [MS_PUBLISH] = "N d5 o7 t7 F",
+    [MS_PUBLISH] = "N d5 o7 x7 t7 F",
     [MS_UNLINK] = "N d5 F",
     [MS_RENAME] = "N d5 d7 F",
     [MS_REREGISTER] = "N o5",
@@ -1252,20 +1317,21 @@ static const char *const script_keyspec[META_NSCRIPTS] = {
     [MS_HEARTBEAT] = "c5 S F",
     [MS_RELEASE] = "c5",
     [MS_PATH] = "N d5",
-    [MS_LOCATE] = "o5 F",
+    [MS_LOCATE] = "o5 x5 F",
     [MS_RELEASE_REPLICA] = "o5",
     [MS_MEMBERS] = "S",
-    [MS_ADD_HOLDER] = "o5 F",
+    [MS_ADD_HOLDER] = "o5 x5 F",
     [MS_OBJPATH] = "N o5",
     [MS_READDIR_PAGE] = "N d5",
     [MS_SYNC_HOLDERS] = "N",
     [MS_REREGISTER_BATCH] = "N",
-    [MS_FAN_LEAVE] = "o5 F",
+    [MS_FAN_LEAVE] = "x5 F",
     [MS_SETATTR] = "N d5 o5 s5",
     [MS_SYMLINK] = "N d5 d8 o8 t8 s8",
     [MS_READLINK] = "N s5",
-    [MS_LINK] = "N d5 o5 s5 d6",
+    [MS_LINK] = "N d5 o5 x5 s5 d6",
     [MS_MIGRATE] = "N S",
+    [MS_DEL_HOLDER] = "o5",
 };
 
 /* Append key "{P}:<what><arg>" to @a's keys. */
@@ -1285,7 +1351,7 @@ static int key_add(const struct meta *m, struct args *a, int *nk, const char *wh
 int script_keys(const struct meta *m, enum meta_script s, struct args *a)
 {
 	static const char *const kinds[] = {
-	    ['d'] = "d:", ['o'] = "o:", ['t'] = "t:", ['s'] = "s:", ['c'] = "node:"};
+	    ['d'] = "d:", ['o'] = "r:", ['x'] = "x:", ['t'] = "t:", ['s'] = "s:", ['c'] = "node:"};
 	const char *p = script_keyspec[s];
 	int nk = 0, r = 0, i;
 
@@ -1315,7 +1381,13 @@ int script_keys(const struct meta *m, enum meta_script s, struct args *a)
 			if (kind >= (char)(sizeof(kinds) / sizeof(kinds[0])) || !kinds[(int)kind] ||
 			    idx < 1 || 2 + idx >= a->n)
 				return -EINVAL;
-			r = key_add(m, a, &nk, kinds[(int)kind], a->v[2 + idx]);
+			const char *arg = a->v[2 + idx];
+			size_t len = strlen(arg);
+
+			/* a record is a field of bucket "r:" + the id's last 4 digits */
+			if (kind == 'o' && len > 4)
+				arg += len - 4;
+			r = key_add(m, a, &nk, kinds[(int)kind], arg);
 		}
 		while (*p == ' ')
 			p++;

@@ -1251,17 +1251,59 @@ redis_ms() {
 	echo $((${t% *} * 1000 + ${t#* } / 1000))
 }
 
+# rec_key ID: the bucket of object ID's record (layout 3: its field ID
+# is "<parent>/<name>[/@<node>...]"); rec_of ID: that record, or ""
+rec_key() {
+	local b=$1
+	[ "${#b}" -le 4 ] || b=${b: -4}
+	echo "{objfs}:r:$b"
+}
+rec_of() { rcli HGET "$(rec_key "$1")" "$1"; }
+# rec_exists ID: 1 if object ID has a record, else 0
+rec_exists() { rcli HEXISTS "$(rec_key "$1")" "$1"; }
+
+# rec_place ID PARENT NAME: object ID's record says it is linked as
+# NAME in directory PARENT (its holders stay)
+rec_place() {
+	rcli HSET "$(rec_key "$1")" "$1" "$(rec_of "$1" | sed -E "s#^[^/]*/[^/]*#$2/$3#")" >/dev/null
+}
+
 # holders_of ID: the nodes holding object ID, sorted, comma-separated
-# (its record's fields "@<node>")
-holders_of() { rcli HKEYS "{objfs}:o:$1" | sed -n 's/^@//p' | sort | paste -sd,; }
+# (the "/@<node>" of its record)
+holders_of() { rec_of "$1" | tr '/' '\n' | sed -n 's/^@//p' | sort | paste -sd,; }
 
 # fan_entries ID: the fetcher entries of object ID, "~p:NODE=DEADLINE"
-# each, in its record, then "index:NODE" for each member of the index of
-# entries ({objfs}:fan, "ID NODE"); empty if there is none
+# each, in its extras x:ID, then "index:NODE" for each member of the index
+# of entries ({objfs}:fan, "ID NODE"); empty if there is none
 fan_entries() {
-	rcli HGETALL "{objfs}:o:$1" | paste - - |
+	rcli HGETALL "{objfs}:x:$1" | paste - - |
 		awk -F'\t' '$1 ~ /^~p:/ { printf "%s=%s ", $1, $2 }'
 	rcli ZRANGE '{objfs}:fan' 0 -1 | awk -v id="$1" '$1 == id { printf "index:%s ", $2 }'
+}
+
+# old_objfsd COMMIT WHAT: objfsd of COMMIT (WHAT it is, for the skip
+# message), built once per machine under /var/tmp (every pass of
+# tests/run shares it); skips if this clone has no such commit
+old_objfsd() {
+	local old=$1 dir=/var/tmp/objfs-old-$1 src
+	if [ -x "$dir/build/daemon/objfsd" ]; then
+		echo "$dir/build/daemon/objfsd"
+		return 0
+	fi
+	git -C "$LIB_DIR/.." cat-file -e "$old^{commit}" 2>/dev/null ||
+		skip "commit $old ($2) is not in this clone's history"
+	src=$dir.tmp.$$
+	rm -rf "$src"
+	mkdir -p "$src"
+	git -C "$LIB_DIR/.." archive "$old" | tar -x -C "$src" ||
+		fail "cannot extract commit $old"
+	capture 600 bash -c "cd '$src' && meson setup build >/dev/null && ninja -C build daemon/objfsd" ||
+		fail "building objfsd of $old failed: $CAPTURED"
+	rm -rf "$dir"
+	mv "$src" "$dir"
+	# the build directory remembers its source path: build again where it lives
+	capture 600 ninja -C "$dir/build" daemon/objfsd || fail "rebuilding objfsd of $old: $CAPTURED"
+	echo "$dir/build/daemon/objfsd"
 }
 
 # ---- cleanup ----

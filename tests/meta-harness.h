@@ -177,11 +177,105 @@ static void rget(char *buf, size_t len, const char *fmt, ...)
 		freeReplyObject(rep);
 }
 
-/* How many fields of object @id's record (namespace @prefix) start
- * with @start */
+/* The bucket of object @id's record in namespace @prefix (meta.h,
+ * layout 3: {P}:r:<last 4 digits>), and the field */
+static void __attribute__((unused))
+bucket_of(const char *prefix, uint64_t id, char key[96], char field[24])
+{
+	size_t n = (size_t)snprintf(field, 24, "%" PRIu64, id);
+
+	snprintf(key, 96, "{%s}:r:%s", prefix, field + (n > 4 ? n - 4 : 0));
+}
+
+/* Object @id's record, "<parent>/<name>[/@<node>...]", or "" */
+static void __attribute__((unused)) rec_get(const char *prefix, uint64_t id, char *buf, size_t len)
+{
+	char key[96], field[24];
+
+	bucket_of(prefix, id, key, field);
+	rget(buf, len, "HGET %s %s", key, field);
+}
+
+static void __attribute__((unused)) rec_set(const char *prefix, uint64_t id, const char *v)
+{
+	char key[96], field[24];
+
+	bucket_of(prefix, id, key, field);
+	rdo("HSET %s %s %s", key, field, v);
+}
+
+/* 1 if object @id has a record, else 0 */
+static int __attribute__((unused)) rec_exists(const char *prefix, uint64_t id)
+{
+	char key[96], field[24], buf[8];
+
+	bucket_of(prefix, id, key, field);
+	rget(buf, sizeof(buf), "HEXISTS %s %s", key, field);
+	return atoi(buf);
+}
+
+/* Adds "/@<@node>" to the record (@node may be anything a damaged
+ * record could hold) */
+static void __attribute__((unused)) rec_hold(const char *prefix, uint64_t id, const char *node)
+{
+	char v[4096];
+
+	rec_get(prefix, id, v, sizeof(v));
+	snprintf(v + strlen(v), sizeof(v) - strlen(v), "/@%s", node);
+	rec_set(prefix, id, v);
+}
+
+/* Takes "/@<@node>" out of the record */
+static void __attribute__((unused)) rec_unhold(const char *prefix, uint64_t id, const char *node)
+{
+	char v[4096], h[128];
+	char *at;
+
+	rec_get(prefix, id, v, sizeof(v));
+	snprintf(h, sizeof(h), "/@%s", node);
+	for (at = strstr(v, h); at; at = strstr(at + 1, h))
+		if (at[strlen(h)] == '/' || at[strlen(h)] == '\0') {
+			memmove(at, at + strlen(h), strlen(at + strlen(h)) + 1);
+			break;
+		}
+	rec_set(prefix, id, v);
+}
+
+/* 1 if the record says node @node holds a copy, else 0 */
+static int __attribute__((unused)) rec_holds(const char *prefix, uint64_t id, const char *node)
+{
+	char v[4096], h[128];
+	char *at;
+
+	rec_get(prefix, id, v, sizeof(v));
+	snprintf(h, sizeof(h), "/@%s", node);
+	for (at = strstr(v, h); at; at = strstr(at + 1, h))
+		if (at[strlen(h)] == '/' || at[strlen(h)] == '\0')
+			return 1;
+	return 0;
+}
+
+/* The record's name becomes @name (its parent and holders stay) */
+static void __attribute__((unused)) rec_rename(const char *prefix, uint64_t id, const char *name)
+{
+	char v[4096], out[4200];
+	char *n, *rest;
+
+	rec_get(prefix, id, v, sizeof(v));
+	n = strchr(v, '/');
+	if (!n)
+		return;
+	*n++ = '\0';
+	rest = strchrnul(n, '/');
+	snprintf(out, sizeof(out), "%s/%s%s", v, name, rest);
+	rec_set(prefix, id, out);
+}
+
+/* How many fields of object @id's extras x:<id> (namespace @prefix)
+ * start with @start ("=", "bsum", "~p:"; layout 3) */
 static int __attribute__((unused)) nfields(const char *prefix, uint64_t id, const char *start)
 {
-	redisReply *rep = redisCommand(raw, "HKEYS {%s}:o:%" PRIu64, prefix, id);
+	redisReply *rep = redisCommand(raw, "HKEYS {%s}:x:%" PRIu64, prefix, id);
 	int n = 0;
 	size_t i;
 
@@ -194,10 +288,17 @@ static int __attribute__((unused)) nfields(const char *prefix, uint64_t id, cons
 	return n;
 }
 
-/* How many nodes hold it: its fields "@<node>" (layout 2) */
+/* How many nodes hold it: the "/@<node>" of its record */
 static int __attribute__((unused)) nholders(const char *prefix, uint64_t id)
 {
-	return nfields(prefix, id, "@");
+	char v[4096];
+	int n = 0;
+	char *at;
+
+	rec_get(prefix, id, v, sizeof(v));
+	for (at = strstr(v, "/@"); at; at = strstr(at + 2, "/@"))
+		n++;
+	return n;
 }
 
 static struct meta *mk(const char *prefix, const char *node, unsigned pool, unsigned timeout_ms)

@@ -259,9 +259,9 @@ TEST(locate)
 	if (n == 1)
 		CHECK_STR(hs[0].node, "node-b");
 	free(hs);
-	rget(buf, sizeof(buf), "HEXISTS {t-loc}:o:%" PRIu64 " @node-c", o.id);
+	snprintf(buf, sizeof(buf), "%d", rec_holds("t-loc", o.id, "node-c"));
 	CHECK_STR(buf, "0");
-	rget(buf, sizeof(buf), "HEXISTS {t-loc}:o:%" PRIu64 " @node-a", o.id);
+	snprintf(buf, sizeof(buf), "%d", rec_holds("t-loc", o.id, "node-a"));
 	CHECK_STR(buf, "1");
 	CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
 	CHECK_EQ(n, 1);
@@ -270,12 +270,12 @@ TEST(locate)
 
 	/* this node's own card expired: it is left out, never pruned */
 	rdo("DEL {t-loc}:node:node-a");
-	rdo("HSET {t-loc}:o:%" PRIu64 " @node-d 1", o.id); /* never had a card */
+	rec_hold("t-loc", o.id, "node-d"); /* never had a card */
 	CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
 	CHECK_EQ(n, 1);
 	CHECK_EQ(stale, 1);
 	free(hs);
-	rget(buf, sizeof(buf), "HEXISTS {t-loc}:o:%" PRIu64 " @node-a", o.id);
+	snprintf(buf, sizeof(buf), "%d", rec_holds("t-loc", o.id, "node-a"));
 	CHECK_STR(buf, "1");
 	/* from b, a is now stale too */
 	CHECK_EQ(meta_locate(b, o.id, &got, &hs, &n, &stale), 0);
@@ -287,7 +287,7 @@ TEST(locate)
 
 	/* malformed cards and names are skipped, and left alone */
 	CHECK_EQ(meta_add_holder(e, o.id), 0);
-	rdo("HSET {t-loc}:o:%" PRIu64 " @%s 1", o.id, "bad node!");
+	rec_hold("t-loc", o.id, "bad node!");
 	{
 		static const struct {
 			const char *field, *value;
@@ -377,9 +377,9 @@ TEST(locate)
 		rdo("HSET {t-loc}:d:1 obj %s", v);
 		CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), -EBADMSG);
 		rdo("HSET {t-loc}:d:1 obj %s", ent);
-		rdo("HSET {t-loc}:o:%" PRIu64 " name elsewhere", o.id);
+		rec_rename("t-loc", o.id, "elsewhere");
 		CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), -EBADMSG);
-		rdo("HSET {t-loc}:o:%" PRIu64 " name obj", o.id);
+		rec_rename("t-loc", o.id, "obj");
 		CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
 	}
 	free(hs);
@@ -418,18 +418,18 @@ TEST(release_replica)
 	CHECK_EQ(meta_release_replica(a, o.id), 2);
 	CHECK_EQ(nholders("t-rel", o.id), 2);
 	/* nor a holder that is not a node */
-	rdo("HSET {t-rel}:o:%" PRIu64 " @%s 1", o.id, "bad node!");
+	rec_hold("t-rel", o.id, "bad node!");
 	rdo("HSET %s listen x:1", "{t-rel}:node:bad node!");
 	CHECK_EQ(meta_release_replica(a, o.id), 2);
-	rdo("HDEL {t-rel}:o:%" PRIu64 " @%s", o.id, "bad node!");
+	rec_unhold("t-rel", o.id, "bad node!");
 
 	/* two live holders: a goes, b stays, and b is now the last */
 	rdo("DEL {t-rel}:node:node-b");
 	claim_card(b, "10.0.0.2:7000", "tcp");
 	CHECK_EQ(meta_release_replica(a, o.id), 1);
-	rget(buf, sizeof(buf), "HEXISTS {t-rel}:o:%" PRIu64 " @node-a", o.id);
+	snprintf(buf, sizeof(buf), "%d", rec_holds("t-rel", o.id, "node-a"));
 	CHECK_STR(buf, "0");
-	rget(buf, sizeof(buf), "HEXISTS {t-rel}:o:%" PRIu64 " @node-b", o.id);
+	snprintf(buf, sizeof(buf), "%d", rec_holds("t-rel", o.id, "node-b"));
 	CHECK_STR(buf, "1");
 	CHECK_EQ(meta_release_replica(b, o.id), 0);
 	CHECK_EQ(nholders("t-rel", o.id), 1);
@@ -443,8 +443,13 @@ TEST(release_replica)
 
 	CHECK_EQ(meta_release_replica(a, 987654), -ENOENT);
 	CHECK_EQ(meta_release_replica(a, 0), -EINVAL);
-	rdo("DEL {t-rel}:o:%" PRIu64 "", o.id);
-	rdo("SET {t-rel}:o:%" PRIu64 " notahash", o.id);
+	{
+		char key[96], field[24];
+
+		bucket_of("t-rel", o.id, key, field);
+		rdo("DEL %s", key);
+		rdo("SET %s notahash", key);
+	}
 	CHECK(meta_release_replica(a, o.id) < 0);
 	CHECK(meta_is_up(a));
 	meta_free(a);

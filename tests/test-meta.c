@@ -466,12 +466,12 @@ TEST(holders)
 	free(nodes);
 
 	/* a holder name that is not a node name */
-	rdo("HSET {t-hold}:o:%" PRIu64 " @%s 1", o.id, "bad node!");
+	rec_hold("t-hold", o.id, "bad node!");
 	CHECK_EQ(meta_holders(a, o.id, &nodes, &n), -EBADMSG);
 
 	/* adding a holder drops holders whose node has no card (ghosts) */
-	rdo("HDEL {t-hold}:o:%" PRIu64 " @%s", o.id, "bad node!");
-	rdo("HSET {t-hold}:o:%" PRIu64 " @%s 1", o.id, "ghost");
+	rec_unhold("t-hold", o.id, "bad node!");
+	rec_hold("t-hold", o.id, "ghost");
 	{
 		unsigned stale = 99;
 
@@ -488,12 +488,7 @@ TEST(holders)
 	 * delete must not leave a record behind) */
 	CHECK_EQ(meta_unlink(a, 1, "h", NULL), 0);
 	CHECK_EQ(meta_add_holder(b, o.id), -ENOENT);
-	{
-		char ex[32];
-
-		rget(ex, sizeof(ex), "EXISTS {t-hold}:o:%" PRIu64 "", o.id);
-		CHECK_STR(ex, "0");
-	}
+	CHECK_EQ(rec_exists("t-hold", o.id), 0);
 	CHECK_EQ(meta_add_holder(b, 0), -EINVAL);
 	meta_free(a);
 	meta_free(b);
@@ -828,8 +823,7 @@ TEST(ids_survive_redis_loss)
 	CHECK_EQ(meta_unlink(m, 1, "o", NULL), 0);
 	CHECK_EQ(meta_publish(m, 1, "o", &o, false, NULL, NULL), -ENOTUNIQ);
 	CHECK_EQ(lookup_id(m, 1, "o"), 0);
-	rget(ex, sizeof(ex), "EXISTS {t-ids}:o:%" PRIu64 "", o.id);
-	CHECK_STR(ex, "0");
+	CHECK_EQ(rec_exists("t-ids", o.id), 0);
 	meta_free(m);
 	pthread_mutex_destroy(&l.lock);
 }

@@ -1036,7 +1036,7 @@ TEST(block_sums_recorded)
 	F.no_sums = true;
 	rec = put_object(&w, "odd", size, 2, 0);
 	F.no_sums = false;
-	rdo("HSET {%s}:o:%" PRIu64 " bsum 23:00000000000000010000000000000002", w.prefix, rec.id);
+	rdo("HSET {%s}:x:%" PRIu64 " bsum 23:00000000000000010000000000000002", w.prefix, rec.id);
 	CHECK_EQ(fetch_all(&w, &rec), 0);
 	CHECK(local_copy_ok(&w, &rec));
 	CHECK_EQ(meta_locate_sums(w.m, rec.id, &got, &hs, &n, NULL, &text), 0);

@@ -26,7 +26,7 @@ mount_objfs a "$REDIS_URL" "capacity=256M,serve_bwlimit=32M"
 mount_objfs b "$REDIS_URL" "capacity=256M,serve_bwlimit=32M,test_corrupt_serve"
 for n in c d e; do mount_objfs "$n" "$REDIS_URL" "capacity=256M,serve_bwlimit=32M"; done
 put_object a big $((128 << 20)) b c d e
-assert_match '^23:[0-9a-f]{256}$' "$(rcli HGET "{objfs}:o:$OBJ_ID" bsum)" "16 block sums of big"
+assert_match '^23:[0-9a-f]{256}$' "$(rcli HGET "{objfs}:x:$OBJ_ID" bsum)" "16 block sums of big"
 
 step "b starts reading first"
 cat_bg b big

@@ -33,7 +33,7 @@ assert_match '^fetching ' "$state" "b's fetch before the kill"
 kill_node b KILL
 step "killed b, its fetch at: $state; entries then: $(fan_entries "$id")"
 # its last renewal may have landed just before the kill
-deadline=$(rcli HGET "{objfs}:o:$id" "~p:b")
+deadline=$(rcli HGET "{objfs}:x:$id" "~p:b")
 assert_match '^[0-9]+$' "$deadline" "b's fetcher entry after the kill"
 
 cat_wait c d b

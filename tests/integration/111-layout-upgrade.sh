@@ -1,8 +1,8 @@
 #!/bin/bash
 # Issue 24: the namespace's layout 2 (holders folded into the object
-# record, attributes in the entries only), and the upgrade from layout 1
-# with the real objfsd of layout 1 (commit $OLD, built from this
-# repository's history):
+# record, attributes in the entries only) and 3 (records in buckets), and
+# the upgrade from layout 1 through 2 to 3 with the real objfsd of layout 1
+# (commit $OLD, built from this repository's history):
 #   - old nodes write a tree (files of several sizes, an empty directory
 #     and an empty one inside another, a renamed object, a hard link, a
 #     symbolic link, a chmod) and hold copies on two nodes;
@@ -18,33 +18,8 @@
 OLD=b70fc9d
 need git meson ninja python3 sha256sum
 
-# old_build: objfsd of commit $OLD, built once per machine under
-# /var/tmp (every pass of tests/run shares it); skips if this clone has
-# no such commit
-old_build() {
-	local dir=/var/tmp/objfs-layout1-$OLD src
-	if [ -x "$dir/build/daemon/objfsd" ]; then
-		echo "$dir/build/daemon/objfsd"
-		return 0
-	fi
-	git -C "$LIB_DIR/.." cat-file -e "$OLD^{commit}" 2>/dev/null ||
-		skip "commit $OLD (the last objfsd of layout 1) is not in this clone's history"
-	src=$dir.tmp.$$
-	rm -rf "$src"
-	mkdir -p "$src"
-	git -C "$LIB_DIR/.." archive "$OLD" | tar -x -C "$src" ||
-		fail "cannot extract commit $OLD"
-	capture 600 bash -c "cd '$src' && meson setup build >/dev/null && ninja -C build daemon/objfsd" ||
-		fail "building objfsd of $OLD failed: $CAPTURED"
-	rm -rf "$dir"
-	mv "$src" "$dir"
-	# the build directory remembers its source path: build again where it lives
-	capture 600 ninja -C "$dir/build" daemon/objfsd || fail "rebuilding objfsd of $OLD: $CAPTURED"
-	echo "$dir/build/daemon/objfsd"
-}
-
 step "objfsd of layout 1 ($OLD)"
-OLD_OBJFSD=$(old_build)
+OLD_OBJFSD=$(old_objfsd "$OLD" "the last objfsd of layout 1")
 NEW_OBJFSD=$OBJFSD
 
 start_redis
@@ -103,17 +78,20 @@ umount_objfs a || fail "unmount a"
 umount_objfs b || fail "unmount b"
 mount_objfs a "$REDIS_URL" "capacity=64M"
 assert_match "migrated to layout 2" "$(cat "$(log_of a)")" "a's log"
-step "$(grep -o "namespace.*migrated to layout.*" "$(log_of a)")"
+assert_match "migrated to layout 3" "$(cat "$(log_of a)")" "a's log"
+step "$(grep -o "namespace.*migrated to layout.*" "$(log_of a)" | paste -sd' ')"
 mount_objfs b "$REDIS_URL" "capacity=64M"
-assert_eq 2 "$(rcli GET '{objfs}:layout')" "the layout key"
+assert_eq 3 "$(rcli GET '{objfs}:layout')" "the layout key"
+assert_eq "" "$(rcli --scan --pattern '{objfs}:o:*' | head -3)" "record keys left"
 assert_eq "" "$(rcli --scan --pattern '{objfs}:h:*' | head -3)" "holder sets left"
 snapshot "$A" >"$T/after.a"
 diff "$T/before" "$T/after.a" >&2 || fail "the tree on a changed across the migration"
 snapshot "$B" >"$T/after.b"
 diff "$T/before" "$T/after.b" >&2 || fail "the tree on b changed across the migration"
 big_id=$(xattr "$A/d/e/big" user.objfs.id)
-assert_eq 0 "$(rcli HEXISTS "{objfs}:o:$big_id" size)" "big's record keeps no size (its entry has it)"
-assert_eq "a,b" "$(holders_of "$big_id")" "holders of big in layout 2"
+assert_eq 0 "$(rcli EXISTS "{objfs}:x:$big_id")" "big's extras (its entry has its size)"
+assert_match "^[0-9]+/big/@" "$(rec_of "$big_id")" "big's record"
+assert_eq "a,b" "$(holders_of "$big_id")" "holders of big in layout 3"
 
 step "a third new node fetches everything from the holders"
 mount_objfs c "$REDIS_URL" "capacity=64M"
@@ -132,7 +110,7 @@ OBJFSD=$OLD_OBJFSD
 rc=0
 try_mount old "$REDIS_URL" "capacity=64M" || rc=$?
 OBJFSD=$NEW_OBJFSD
-[ "$rc" != 0 ] || fail "an objfsd of layout 1 mounted a namespace of layout 2"
+[ "$rc" != 0 ] || fail "an objfsd of layout 1 mounted a namespace of layout 3"
 assert_match "nodes.*wrong type|register node" "$MOUNT_OUT$(cat "$(log_of old)" 2>/dev/null)" \
 	"why the old node was refused"
 step "the old node: $(grep -ho "corrupt record.*nodes.*\|cannot register.*" "$(log_of old)" <<<"$MOUNT_OUT" | head -2 | paste -sd' ')"

@@ -48,26 +48,26 @@ wrong_type() {
 	redis_up
 }
 
-wrong_type "an object record" wrongtype '{objfs}:o:777001' f777001 stat
+wrong_type "an object record's bucket" wrongtype '{objfs}:r:7001' f777001 stat
 wrong_type "a directory hash" wrongdir '{objfs}:d:777002' d777002 stat
 # its entry has the attributes (stat works); a read needs the record,
 # where the holders are
-wrong_type "an object record under a whole entry" wrongholders '{objfs}:o:777003' \
+wrong_type "an object record's bucket under a whole entry" wrongholders '{objfs}:r:7003' \
 	"f777003 5 1 $CSUM n2" cat
 assert_eq 5 "$(stat -c %s "$M/wrongholders")" "size of wrongholders"
 
 step "a size that no file can have"
-rcli HSET '{objfs}:o:777004' parent 1 name hugesize >/dev/null
+rcli HSET '{objfs}:r:7004' 777004 1/hugesize >/dev/null
 rcli HSET '{objfs}:d:1' hugesize "f777004 18446744073709551615 1 $CSUM n2" >/dev/null
 assert_fails_with "$EIO" stat "$M/hugesize"
 out=$(new_log)
 assert_match "corrupt record.*object 777004.*'size'.*'18446744073709551615'" "$out" "log of a bad size"
 
 step "every rejected field is named with its value"
-rcli HSET '{objfs}:o:777005' parent 1 name badcsum >/dev/null
+rcli HSET '{objfs}:r:7005' 777005 1/badcsum >/dev/null
 rcli HSET '{objfs}:d:1' badcsum "f777005 5 1 abc n2" >/dev/null
 assert_fails_with "$EIO" stat "$M/badcsum"
-rcli HSET '{objfs}:o:777006' parent 1 name badorigin >/dev/null
+rcli HSET '{objfs}:r:7006' 777006 1/badorigin >/dev/null
 rcli HSET '{objfs}:d:1' badorigin "f777006 5 1 $CSUM a/b" >/dev/null
 assert_fails_with "$EIO" stat "$M/badorigin"
 out=$(new_log)

@@ -36,7 +36,7 @@ assert_fails_with "$EIO" stat "$M/sub/badkind"
 step "a file whose object record is garbage"
 # an object id the daemon has never seen, so it must read the record
 oid=999999
-rcli HSET "{objfs}:o:$oid" size notanumber csum xyz mtime 1 origin n1 >/dev/null
+rcli HSET "$(rec_key "$oid")" "$oid" "size notanumber" >/dev/null
 id=$(rcli HGET '{objfs}:d:1' ok)
 rcli HSET "{objfs}:d:${id#d}" victim "f$oid" >/dev/null
 assert_fails_with "$EIO" stat "$M/ok/victim"

@@ -86,7 +86,7 @@ sid=$(xattr "$A/s1" user.objfs.id)
 # (layout 2: the record leads to the entry that has the attributes)
 entry=$(rcli HGET '{objfs}:d:1' s1)
 rcli HSET '{objfs}:d:1' z "$(awk '{ $4 = "0123456789abcdef0123456789abcdef"; print }' <<<"$entry")" >/dev/null
-rcli HSET "{objfs}:o:$sid" parent 1 name z >/dev/null
+rec_place "$sid" 1 z
 if out=$(cat "$A/z" 2>&1); then
 	cmp -s "$T/data.s1" "$A/z" && fail "a served its copy of $sid under a record that describes other bytes"
 fi

@@ -60,8 +60,8 @@ assert_same "$T/v3" "$M/f"
 step "only one name in the directory, old objects gone from Redis"
 assert_eq f "$(ls_of "$M")" "listing after overwrites"
 id_now=$(xattr "$M/f" user.objfs.id)
-assert_eq 1 "$(rcli EXISTS "{objfs}:o:$id_now")" "the current object's record in Redis"
-assert_eq 0 "$(rcli EXISTS "{objfs}:o:$id1")" "the replaced object's record in Redis"
+assert_eq 1 "$(rec_exists "$id_now")" "the current object's record in Redis"
+assert_eq 0 "$(rec_exists "$id1")" "the replaced object's record in Redis"
 
 step "without allow_overwrite cp onto an existing name fails"
 mount_objfs n2 "$REDIS_URL" "capacity=64M"

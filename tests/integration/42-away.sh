@@ -32,7 +32,7 @@ umount_objfs n2 || fail "unmount of n2 did not stop its processes"
 
 step "and Redis 'forgets' 'forgotten' as a restore from an old snapshot would"
 rcli HDEL '{objfs}:d:1' forgotten >/dev/null
-rcli DEL "{objfs}:o:$fid" >/dev/null
+rcli HDEL "$(rec_key "$fid")" "$fid" >/dev/null
 assert_eq 0 "$(rcli EXISTS "{objfs}:t:$fid")" "a tombstone for the forgotten object"
 
 step "n1 comes back"

@@ -88,7 +88,7 @@ step "a holder whose card expired is skipped and its entry removed"
 mkdata "$T/w" $((2 << 20))
 cp "$T/w" "$D/w"
 wid=$(xattr "$D/w" user.objfs.id)
-rcli HSET "{objfs}:o:$wid" @ghost "" >/dev/null
+rcli HSET "$(rec_key "$wid")" "$wid" "$(rec_of "$wid")/@ghost" >/dev/null
 assert_eq "d,ghost" "$(holders_of "$wid")" "holders with a ghost"
 eventually 10 ls_has "$B" w
 assert_ok cmp "$T/w" "$B/w"

@@ -31,7 +31,7 @@ eventually 3 bash -c "! ls -A '$B' | grep -qx d"
 assert_absent "$B/d"
 assert_eq "$(sha256_of "$T/d")" "$(release_reader r1)" "a reader of the deleted object on b"
 eventually 10 bash -c "[ \"\$(getfattr --only-values -n user.objfs.status '$B' | awk '/^used:/ {print \$2}')\" -lt $used0 ]"
-assert_eq 0 "$(rcli EXISTS "{objfs}:o:$did")" "the record (and holders) of the deleted object"
+assert_eq 0 "$(rec_exists "$did")" "the record (and holders) of the deleted object"
 
 step "a rename on a is seen on b"
 mkdata "$T/r" 10000

@@ -24,9 +24,9 @@ cp "$T/small" "$A/small"
 big=$(id_of big)
 small=$(id_of small)
 [ -n "$big" ] && [ -n "$small" ] || fail "no directory entries for big and small"
-sums=$(rcli HGET "{objfs}:o:$big" bsum)
+sums=$(rcli HGET "{objfs}:x:$big" bsum)
 assert_match '^23:[0-9a-f]{48}$' "$sums"
-assert_eq 0 "$(rcli HEXISTS "{objfs}:o:$small" bsum)" "block sums of a one-block object"
+assert_eq 0 "$(rcli HEXISTS "{objfs}:x:$small" bsum)" "block sums of a one-block object"
 
 step "b fetches both; every block checks out"
 eventually 10 ls_has "$(mnt_of b)" big
@@ -36,11 +36,11 @@ assert_eq 0 "$(status_of b checksum_failures)" "checksum failures on b"
 assert_eq - "$(status_of b checksum_failures_by_peer)" "peers blamed on b"
 
 step "without sums in its record (an older node's object), c's fetch records them"
-rcli HDEL "{objfs}:o:$big" bsum >/dev/null
+rcli HDEL "{objfs}:x:$big" bsum >/dev/null
 eventually 10 ls_has "$(mnt_of c)" big
 cmp "$T/big" "$(mnt_of c)/big" || fail "c read other bytes of big"
-eventually 10 [ "$(rcli HGET "{objfs}:o:$big" bsum)" = "$sums" ]
+eventually 10 [ "$(rcli HGET "{objfs}:x:$big" bsum)" = "$sums" ]
 
 step "unlinked: the record goes, sums and all"
 rm "$A/big"
-eventually 10 [ "$(rcli EXISTS "{objfs}:o:$big")" = 0 ]
+eventually 10 [ "$(rec_exists "$big")$(rcli EXISTS "{objfs}:x:$big")" = 00 ]

@@ -38,5 +38,5 @@ for n in b c d e; do
 done
 
 step "afterwards: no fetcher entry in Redis, nothing pending"
-eventually 10 [ -z "$(rcli HKEYS "{objfs}:o:$id" | grep '^~p:' || true)" ]
+eventually 10 [ -z "$(rcli HKEYS "{objfs}:x:$id" | grep '^~p:' || true)" ]
 for n in b c d e; do eventually 10 status_is "$n" pending 0; done

@@ -55,5 +55,5 @@ assert_le 1 "$partial" "ranges of the object served over RDMA while it was being
 (served_half a b c d) || step "the readers served less than half"
 
 step "afterwards: no fetcher entry in Redis, nothing pending"
-eventually 10 [ -z "$(rcli HKEYS "{objfs}:o:$id" | grep '^~p:' || true)" ]
+eventually 10 [ -z "$(rcli HKEYS "{objfs}:x:$id" | grep '^~p:' || true)" ]
 for n in b c d; do eventually 10 status_is "$n" pending 0; done
