@@ -1023,9 +1023,21 @@ int meta_holders(struct meta *m, uint64_t id, char (**ret_nodes)[OBJFS_NODE_MAX]
 		goto clean_rep;
 	at = rep->type == REDIS_REPLY_STRING ? rep->str : "";
 	end = at + (rep->type == REDIS_REPLY_STRING ? rep->len : 0);
-	/* skip the parent, then the name */
-	at = memchr(at, '/', (size_t)(end - at));
-	at = at ? memchr(at + 1, '/', (size_t)(end - at - 1)) : NULL;
+	/* skip the parent (digits), then the name: as rec() in meta_lua.h */
+	if (at < end) {
+		const char *slash = memchr(at, '/', (size_t)(end - at));
+		const char *p = at;
+
+		while (p < end && *p >= '0' && *p <= '9')
+			p++;
+		if (!slash || p != slash || p == at || slash + 1 >= end || slash[1] == '/') {
+			meta_log_corrupt("bucket '%s', record %s: not '<parent>/<name>...'", key,
+					 field);
+			r = -EBADMSG;
+			goto clean_nodes;
+		}
+		at = memchr(slash + 1, '/', (size_t)(end - slash - 1));
+	}
 	while (at && at < end) {
 		const char *h = at + 1, *next = memchr(h, '/', (size_t)(end - h));
 		size_t len = (size_t)((next ? next : end) - h);
@@ -1089,69 +1101,6 @@ static int obj_int_cmd(struct meta *m, const char *cmd, char kind, uint64_t id, 
 	r = rep_bool(rep);
 	freeReplyObject(rep);
 	return r;
-}
-
-/* @obj NULL: whatever the record says */
-static int add_holder(struct meta *m, uint64_t id, const struct meta_obj *obj, bool prune,
-		      const char *bsum, unsigned *ret_stale)
-{
-	char hex[OBJFS_CSUM_HEX] = "", size[24] = "";
-	redisReply *rep;
-	int r;
-
-	if (obj) {
-		csum_to_hex(obj->csum, hex);
-		snprintf(size, sizeof(size), "%" PRIu64, obj->size);
-	}
-	r = id && meta_bsum_text_ok(bsum) && (!bsum || obj)
-		? script(m, MS_ADD_HOLDER, &rep, "usssss", id, m->node, prune ? "1" : "0", size,
-			 hex, bsum ? bsum : "")
-		: -EINVAL;
-	if (r < 0)
-		return r;
-	if (rep->type != REDIS_REPLY_INTEGER || rep->integer < -2 || rep->integer > INT_MAX)
-		r = -EBADMSG;
-	else if (rep->integer == -1)
-		r = -ENOENT;
-	else if (rep->integer == -2)
-		r = -ENOTUNIQ;
-	else if (ret_stale)
-		*ret_stale = (unsigned)rep->integer;
-	freeReplyObject(rep);
-	return r;
-}
-
-int meta_add_holder_prune(struct meta *m, const struct meta_obj *obj, unsigned *ret_stale)
-{
-	return obj ? add_holder(m, obj->id, obj, true, NULL, ret_stale) : -EINVAL;
-}
-
-int meta_add_holder_sums(struct meta *m, const struct meta_obj *obj, const char *bsum,
-			 unsigned *ret_stale)
-{
-	return obj ? add_holder(m, obj->id, obj, true, bsum, ret_stale) : -EINVAL;
-}
-
-int meta_add_holder(struct meta *m, uint64_t id)
-{
-	return add_holder(m, id, NULL, false, NULL, NULL);
-}
-
-int meta_add_holder_of(struct meta *m, const struct meta_obj *obj)
-{
-	return obj ? add_holder(m, obj->id, obj, false, NULL, NULL) : -EINVAL;
-}
-
-int meta_del_holder(struct meta *m, uint64_t id)
-{
-	redisReply *rep;
-	int r;
-
-	r = id ? script(m, MS_DEL_HOLDER, &rep, "us", id, m->node) : -EINVAL;
-	if (r < 0)
-		return r;
-	freeReplyObject(rep);
-	return 0;
 }
 
 /* ---- recovery ---- */

@@ -530,6 +530,16 @@ int meta_add_holder_prune(struct meta *m, const struct meta_obj *obj, unsigned *
  * before block sums: the first node to fetch it sums its verified copy). */
 int meta_add_holder_sums(struct meta *m, const struct meta_obj *obj, const char *bsum,
 			 unsigned *ret_stale);
+/*
+ * A copy just fetched, registered in one round trip: as
+ * meta_add_holder_sums() (@bsum may be NULL), and the object's full path
+ * now into @ret_path (OBJFS_PATH_MAX bytes): that of @name in directory
+ * @parent if that entry names the object (the name its first open came
+ * by; @name NULL or "": none), else where its record says it is linked
+ * (meta_object_path()), else "".  Errors as meta_add_holder_sums().
+ */
+int meta_add_holder_at(struct meta *m, const struct meta_obj *obj, const char *bsum,
+		       uint64_t parent, const char *name, unsigned *ret_stale, char *ret_path);
 int meta_del_holder(struct meta *m, uint64_t id);
 
 /* ---- recovery ---- */

@@ -207,6 +207,14 @@ static int migrate_failed(struct meta *m, int r)
 	return r;
 }
 
+static void warn_skipped(struct meta *m, const struct migration *mg)
+{
+	if (mg->skipped)
+		log_warn("namespace {%s}: the migration skipped %lld keys of the wrong type (the "
+			 "first: '%s'); they were unreadable before and stay so: delete them",
+			 m->prefix, mg->skipped, mg->first_skipped);
+}
+
 /* Layout 1 to layout 2 (steps 1 to 4 above). */
 static int migrate1(struct meta *m)
 {
@@ -233,10 +241,7 @@ static int migrate1(struct meta *m)
 		 "damaged)",
 		 m->prefix, (double)(mono_ns() - t0) / 1e9, mg.migrated, mg.completed, mg.folded,
 		 mg.dropped, mg.left + (mg.unplaced > 0 ? mg.unplaced : 0));
-	if (mg.skipped)
-		log_warn("namespace {%s}: the migration skipped %lld keys of the wrong type (the "
-			 "first: '%s'); they were unreadable before and stay so: delete them",
-			 m->prefix, mg.skipped, mg.first_skipped);
+	warn_skipped(m, &mg);
 	return 0;
 }
 
@@ -266,10 +271,7 @@ static int migrate2(struct meta *m)
 	log_info("namespace {%s} migrated to layout %d in %.1f s: %lld records moved into "
 		 "buckets",
 		 m->prefix, META_LAYOUT, (double)(mono_ns() - t0) / 1e9, mg.migrated);
-	if (mg.skipped)
-		log_warn("namespace {%s}: the migration skipped %lld keys of the wrong type (the "
-			 "first: '%s'); they were unreadable before and stay so: delete them",
-			 m->prefix, mg.skipped, mg.first_skipped);
+	warn_skipped(m, &mg);
 	return 0;
 }
 

@@ -48,7 +48,8 @@
  * in the entry only): nil if there is no record; false fields where the
  * record does not lead to an entry that names @id (its own name first,
  * then its hard links).  holders(), hold(), unhold(): the nodes holding
- * a copy (hold() of an object without a record does nothing).
+ * a copy (hold() and unhold() of an object without a record, or with a
+ * damaged one, do nothing: recset() is what repairs one).
  */
 #define LUA_BASE \
 	"local P = ARGV[1]\n" \
@@ -172,7 +173,7 @@
 	"end\n" \
 	"local function hold(id, n)\n" \
 	"  local o = rec(id)\n" \
-	"  if not o then return end\n" \
+	"  if not o or not o.p then return end\n" \
 	"  for _, h in ipairs(o.hs) do\n" \
 	"    if h == n then return end\n" \
 	"  end\n" \
@@ -181,7 +182,7 @@
 	"end\n" \
 	"local function unhold(id, n)\n" \
 	"  local o = rec(id)\n" \
-	"  if not o then return end\n" \
+	"  if not o or not o.p then return end\n" \
 	"  for i, h in ipairs(o.hs) do\n" \
 	"    if h == n then\n" \
 	"      table.remove(o.hs, i)\n" \
@@ -189,6 +190,17 @@
 	"      return\n" \
 	"    end\n" \
 	"  end\n" \
+	"end\n"
+
+/*
+ * The layout check of the scripts that do not start with the init (a
+ * record they cannot find must not read as "deleted" while the records
+ * are not in this layout's keys: a restore from before a migration, or
+ * one under way).
+ */
+#define LUA_LAYOUT \
+	"if redis.pcall('GET', T .. 'layout') ~= '" STR(META_LAYOUT) "' then\n" \
+	"  fail('EPROTO namespace ' .. P .. ' does not have layout " STR(META_LAYOUT) " now')\n" \
 	"end\n"
 
 /*

@@ -823,7 +823,7 @@ static const char script_release[] =
  * sent the object twice).  ENOENT if the object has no record.
  */
 static const char script_locate[] =
-	LUA_BASE LUA_NODES
+	LUA_BASE LUA_LAYOUT LUA_NODES
 	"local id, me = ARGV[5], ARGV[6]\n"
 	"local a = recof(id)\n"
 	"if not a then fail('ENOENT') end\n"
@@ -905,7 +905,7 @@ static const char script_fan_leave[] =
  * ENOENT if the object has no record.
  */
 static const char script_release_replica[] =
-	LUA_BASE LUA_NODES
+	LUA_BASE LUA_LAYOUT LUA_NODES
 	"local id, me = ARGV[5], ARGV[6]\n"
 	"if not recex(id) then fail('ENOENT') end\n"
 	"local others = 0\n"
@@ -921,20 +921,39 @@ static const char script_release_replica[] =
 	"if others > 0 then return 2 end\n"
 	"return 0\n";
 
-/* ARGV[5] object id, ARGV[6] this node, ARGV[7] "1" to prune, ARGV[8]
+/*
+ * ARGV[5] object id, ARGV[6] this node, ARGV[7] "1" to prune, ARGV[8]
  * and ARGV[9] the size and checksum this node's copy has ("" "": not
  * checked), ARGV[10] the block sums of the copy, checked, to record if
- * the record has none ("": none).  Adds this node as a holder and, when pruning, drops the
- * holders whose node card is gone (stale entries): returns how many were
- * dropped; -1 if the object has no record (deleted), -2 if the record
- * describes other bytes; in both cases nothing changes. */
+ * the record has none ("": none), ARGV[11] "1" to have the path too,
+ * ARGV[12] and ARGV[13] the directory and name the copy was opened by
+ * ("0" ""; none).  Adds this node as a holder and, when pruning, drops
+ * the holders whose node card is gone (stale entries): returns how many
+ * were dropped; -1 if the object has no record (deleted), -2 if the
+ * record describes other bytes; in both cases nothing changes.  With
+ * ARGV[11], returns {that number, the object's full path}: that of
+ * ARGV[12]/ARGV[13] if that entry names the object, else where its
+ * record says it is linked, else "" (as script_objpath).
+ */
 static const char script_add_holder[] =
-	LUA_BASE LUA_NODES
+	LUA_NS LUA_NODES
 	"local id, me = ARGV[5], ARGV[6]\n"
 	"local rec = recof(id)\n"
-	"if not rec then return -1 end\n"
+	"local function reply(n)\n"
+	"  if ARGV[11] ~= '1' then return n end\n"
+	"  if n < 0 then return {n, ''} end\n"
+	"  local function at(p, nm)\n"
+	"    if not isid(p) or not nm or nm == '' or\n"
+	"       not isfile(call('HGET', dkey(p), nm), id) then return nil end\n"
+	"    local ok, v = pcall(pathof, p, nm)\n"
+	"    if ok and type(v) == 'string' then return v end\n"
+	"    return nil\n"
+	"  end\n"
+	"  return {n, at(ARGV[12], ARGV[13]) or at(rec[6], rec[7]) or ''}\n"
+	"end\n"
+	"if not rec then return reply(-1) end\n"
 	"if ARGV[8] ~= '' and (rec[1] ~= ARGV[8] or rec[2] ~= ARGV[9]) then\n"
-	"  return -2\n"
+	"  return reply(-2)\n"
 	"end\n"
 	"if ARGV[10] and ARGV[10] ~= '' and ARGV[8] ~= '' then\n"
 	"  call('HSETNX', xkey(id), 'bsum', ARGV[10])\n"
@@ -943,14 +962,14 @@ static const char script_add_holder[] =
 	"call('HDEL', xkey(id), '~p:' .. me)\n"
 	"fan_del(id, me)\n"
 	"local gone = 0\n"
-	"if ARGV[7] ~= '1' then return 0 end\n"
+	"if ARGV[7] ~= '1' then return reply(0) end\n"
 	"for _, n in ipairs(holders(id)) do\n"
 	"  if n ~= me and isnode(n) and call('EXISTS', ckey(n)) == 0 then\n"
 	"    unhold(id, n)\n"
 	"    gone = gone + 1\n"
 	"  end\n"
 	"end\n"
-	"return gone\n";
+	"return reply(gone)\n";
 
 /*
  * ARGV: (header).  Returns for every member of P:members: its name, the
@@ -1103,7 +1122,7 @@ static const char script_migrate[] =
 	"    call('SET', LAYOUT, '" META_LAYOUT_MOVING "')\n"
 	"  end\n"
 	"  if l ~= '' then return {l, '', '', ''} end\n"
-	"  local b = busy(NODES, false)\n"
+	"  local b = busy(NODES, false) or busy(MEMBERS, true)\n"
 	"  if b then return {l, b[1], b[2], b[3]} end\n"
 	"  if call('TYPE', NODES).ok == 'set' then\n"
 	"    call('SUNIONSTORE', MEMBERS, MEMBERS, NODES)\n"
@@ -1165,48 +1184,57 @@ static const char script_migrate[] =
 	"  return {page[1], out[1], out[2]}\n"
 	"end\n"
 	/* layout 1 is layout 2 now; nodes of layout 2 stay out */
+	/* each only if the layout key is still what its step expects: an
+	 * objfsd of layout 2 may have written '2' meanwhile */
 	"if step == 'done' then\n"
-	"  call('SET', LAYOUT, '" META_LAYOUT_MOVING "')\n"
+	"  if redis.pcall('EXISTS', LAYOUT) == 0 then\n"
+	"    call('SET', LAYOUT, '" META_LAYOUT_MOVING "')\n"
+	"  end\n"
 	"  return {}\n"
+	"end\n"
+	/* record key @k of object @id to its bucket and x:<id> (again if a
+	 * run was cut short: holders are not added twice); fields it cannot
+	 * keep in the record (a bad parent or name) go to x:<id> too */
+	"local function tobucket(k, id)\n"
+	"  local kv = call('HGETALL', k)\n"
+	"  local o = rec(id) or {p = false, n = false, hs = {}}\n"
+	"  local has = {}\n"
+	"  for _, h in ipairs(o.hs) do has[h] = true end\n"
+	"  for i = 1, #kv - 1, 2 do\n"
+	"    local f, v = kv[i], kv[i + 1]\n"
+	"    local h = string.sub(f, 2)\n"
+	"    if f == 'parent' and isid(v) then\n"
+	"      o.p = v\n"
+	"    elseif f == 'name' and v ~= '' and not string.find(v, '/', 1, true) then\n"
+	"      o.n = v\n"
+	"    elseif string.sub(f, 1, 1) == '@' and h ~= '' and not string.find(h, '/', 1, true) then\n"
+	"      if not has[h] then o.hs[#o.hs + 1] = h end\n"
+	"      has[h] = true\n"
+	"    else\n"
+	"      call('HSET', xkey(id), f, v)\n"
+	"    end\n"
+	"  end\n"
+	"  recput(id, o)\n"
+	"  call('DEL', k)\n"
 	"end\n"
 	"if step == 'recs' then\n"
 	"  local page = scan('o:*')\n"
 	"  local out = {page[1], 0, 0, ''}\n"
 	"  for _, k in ipairs(page[2]) do\n"
 	"    local id = string.sub(k, #T + 3)\n"
-	"    local ok, kv = pcall(call, 'HGETALL', k)\n"
-	"    if not isid(id) or not ok then\n"
+	"    if isid(id) and pcall(tobucket, k, id) then\n"
+	"      out[2] = out[2] + 1\n"
+	"    else\n"
 	"      out[3] = out[3] + 1\n"
 	"      if out[4] == '' then out[4] = k end\n"
-	"    else\n"
-	"      local o = rec(id) or {p = false, n = false, hs = {}}\n"
-	"      local x = {}\n"
-	"      for i = 1, #kv - 1, 2 do\n"
-	"        local f, v = kv[i], kv[i + 1]\n"
-	"        if f == 'parent' and isid(v) then\n"
-	"          o.p = v\n"
-	"        elseif f == 'name' and v ~= '' and not string.find(v, '/', 1, true) then\n"
-	"          o.n = v\n"
-	"        elseif string.sub(f, 1, 1) == '@' then\n"
-	"          local n = string.sub(f, 2)\n"
-	"          if n ~= '' and not string.find(n, '/', 1, true) then\n"
-	"            o.hs[#o.hs + 1] = n\n"
-	"          end\n"
-	"        elseif f ~= 'parent' and f ~= 'name' then\n"
-	"          x[#x + 1] = f\n"
-	"          x[#x + 1] = v\n"
-	"        end\n"
-	"      end\n"
-	"      recput(id, o)\n"
-	"      if #x > 0 then call('HSET', xkey(id), unpack(x)) end\n"
-	"      call('DEL', k)\n"
-	"      out[2] = out[2] + 1\n"
 	"    end\n"
 	"  end\n"
 	"  return out\n"
 	"end\n"
 	"if step == 'done3' then\n"
-	"  call('SET', LAYOUT, '" STR(META_LAYOUT) "')\n"
+	"  if redis.pcall('GET', LAYOUT) == '" META_LAYOUT_MOVING "' then\n"
+	"    call('SET', LAYOUT, '" STR(META_LAYOUT) "')\n"
+	"  end\n"
 	"  return {}\n"
 	"end\n"
 	"fail('EINVAL')\n";
@@ -1320,7 +1348,7 @@ static const char *const script_keyspec[META_NSCRIPTS] = {
     [MS_LOCATE] = "o5 x5 F",
     [MS_RELEASE_REPLICA] = "o5",
     [MS_MEMBERS] = "S",
-    [MS_ADD_HOLDER] = "o5 x5 F",
+    [MS_ADD_HOLDER] = "N o5 x5 F",
     [MS_OBJPATH] = "N o5",
     [MS_READDIR_PAGE] = "N d5",
     [MS_SYNC_HOLDERS] = "N",

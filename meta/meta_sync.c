@@ -1,6 +1,10 @@
 /*
- * meta_sync: what a restarted node asks Redis of its objects, a batch at
- * a time (meta_sync_holders()).  One script call per batch of up to
+ * meta_sync: this node's copies as Redis knows them.  Adding and dropping
+ * this node as a holder of one (meta_add_holder() and friends), with the
+ * object's path in the same call for a copy just fetched
+ * (meta_add_holder_at(): one round trip where there were two or three);
+ * what a restarted node asks Redis of its objects, a batch at a time
+ * (meta_sync_holders()): one script call per batch of up to
  * META_SYNC_BATCH objects, where checking one object used to cost three
  * calls (its record, its tombstone, adding the holder, its path); and
  * registering a batch again once Redis lost them
@@ -10,11 +14,96 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
+#include "util.h"
+
+/* @obj NULL: whatever the record says.  With @ret_path, also the path
+ * (meta_add_holder_at()). */
+static int add_holder(struct meta *m, uint64_t id, const struct meta_obj *obj, bool prune,
+		      const char *bsum, unsigned *ret_stale, uint64_t parent, const char *name,
+		      char *ret_path)
+{
+	char hex[OBJFS_CSUM_HEX] = "", size[24] = "";
+	const redisReply *n = NULL;
+	const char *path = NULL;
+	redisReply *rep;
+	int r;
+
+	if (obj) {
+		csum_to_hex(obj->csum, hex);
+		snprintf(size, sizeof(size), "%" PRIu64, obj->size);
+	}
+	r = id && meta_bsum_text_ok(bsum) && (!bsum || obj)
+		? script(m, MS_ADD_HOLDER, &rep, "ussssssus", id, m->node, prune ? "1" : "0", size,
+			 hex, bsum ? bsum : "", ret_path ? "1" : "0", parent, name ? name : "")
+		: -EINVAL;
+	if (r < 0)
+		return r;
+	if (!ret_path) {
+		n = rep;
+	} else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+		n = rep->element[0];
+		path = rep_text(rep->element[1], OBJFS_PATH_MAX - 1);
+		if (!path || (path[0] && path[0] != '/'))
+			n = NULL;
+	}
+	if (!n || n->type != REDIS_REPLY_INTEGER || n->integer < -2 || n->integer > INT_MAX) {
+		r = -EBADMSG;
+	} else if (n->integer == -1) {
+		r = -ENOENT;
+	} else if (n->integer == -2) {
+		r = -ENOTUNIQ;
+	} else {
+		if (ret_stale)
+			*ret_stale = (unsigned)n->integer;
+		if (ret_path)
+			memcpy(ret_path, path, strlen(path) + 1);
+	}
+	freeReplyObject(rep);
+	return r;
+}
+
+int meta_add_holder_prune(struct meta *m, const struct meta_obj *obj, unsigned *ret_stale)
+{
+	return obj ? add_holder(m, obj->id, obj, true, NULL, ret_stale, 0, NULL, NULL) : -EINVAL;
+}
+
+int meta_add_holder_sums(struct meta *m, const struct meta_obj *obj, const char *bsum,
+			 unsigned *ret_stale)
+{
+	return obj ? add_holder(m, obj->id, obj, true, bsum, ret_stale, 0, NULL, NULL) : -EINVAL;
+}
+
+int meta_add_holder_at(struct meta *m, const struct meta_obj *obj, const char *bsum,
+		       uint64_t parent, const char *name, unsigned *ret_stale, char *ret_path)
+{
+	if (!obj || !ret_path)
+		return -EINVAL;
+	ret_path[0] = '\0';
+	return add_holder(m, obj->id, obj, true, bsum, ret_stale, parent, name, ret_path);
+}
+
+int meta_add_holder(struct meta *m, uint64_t id)
+{
+	return add_holder(m, id, NULL, false, NULL, NULL, 0, NULL, NULL);
+}
+
+int meta_add_holder_of(struct meta *m, const struct meta_obj *obj)
+{
+	return obj ? add_holder(m, obj->id, obj, false, NULL, NULL, 0, NULL, NULL) : -EINVAL;
+}
+
+int meta_del_holder(struct meta *m, uint64_t id)
+{
+	int r = meta_node_obj_script(m, MS_DEL_HOLDER, id);
+
+	return r < 0 ? r : 0;
+}
 
 void meta_sync_release(struct meta_sync *v, size_t n)
 {

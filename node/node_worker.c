@@ -393,26 +393,6 @@ void fetch_fail(struct node_fetch *f, const char *why)
 		nd->hooks.failed(nd->hooks.ctx, f->id);
 }
 
-/* The catalog path of @f's copy: the full path of the name its first
- * open came by, if that name still names it; else where its record says
- * it was published or renamed to (the name was unknown, or renamed
- * meanwhile); else "" (reconciling fixes it later). */
-static void copy_path(struct node_fetch *f, char path[OBJFS_PATH_MAX])
-{
-	char found_path[OBJFS_PATH_MAX];
-	enum meta_kind kind;
-	uint64_t found = 0;
-
-	if (f->name[0] &&
-	    meta_path(f->nd->meta, f->parent, f->name, &kind, &found, found_path) == 0 &&
-	    found == f->id) {
-		snprintf(path, OBJFS_PATH_MAX, "%s", found_path);
-		return;
-	}
-	if (meta_object_path(f->nd->meta, f->id, found_path) == 0)
-		snprintf(path, OBJFS_PATH_MAX, "%s", found_path);
-}
-
 void fetch_after_seal(struct node_fetch *f)
 {
 	struct node *nd = f->nd;
@@ -420,13 +400,18 @@ void fetch_after_seal(struct node_fetch *f)
 	unsigned stale = 0;
 	int r;
 
+	/* one round trip: the holder, and the catalog path of the copy (the
+	 * full path of the name its first open came by if that name still
+	 * names it, else where its record says it is, else "": reconciling
+	 * fixes it later) */
+	path[0] = '\0';
 	if (f->copy_sums) {
 		char *text = node_bsum_text(f->copy_sums);
 
-		r = meta_add_holder_sums(nd->meta, &f->rec, text, &stale);
+		r = meta_add_holder_at(nd->meta, &f->rec, text, f->parent, f->name, &stale, path);
 		free(text);
 	} else {
-		r = meta_add_holder_prune(nd->meta, &f->rec, &stale);
+		r = meta_add_holder_at(nd->meta, &f->rec, NULL, f->parent, f->name, &stale, path);
 	}
 	if (stale) {
 		NODE_COUNT(nd, stale_holders, stale);
@@ -455,8 +440,6 @@ void fetch_after_seal(struct node_fetch *f)
 		log_warn("object %" PRIu64 " was fetched but could not be registered as held "
 			 "here: %s",
 			 f->id, strerror(-r));
-	path[0] = '\0';
-	copy_path(f, path);
 	/* the catalog record: from now on the copy survives a restart */
 	r = store_set_path(f->obj, path);
 	if (r < 0 && r != -ENOENT)

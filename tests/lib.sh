@@ -1265,12 +1265,15 @@ rec_exists() { rcli HEXISTS "$(rec_key "$1")" "$1"; }
 # rec_place ID PARENT NAME: object ID's record says it is linked as
 # NAME in directory PARENT (its holders stay)
 rec_place() {
-	rcli HSET "$(rec_key "$1")" "$1" "$(rec_of "$1" | sed -E "s#^[^/]*/[^/]*#$2/$3#")" >/dev/null
+	local v tail=""
+	v=$(rec_of "$1")
+	[[ $v != */*/* ]] || tail=/${v#*/*/}
+	rcli HSET "$(rec_key "$1")" "$1" "$2/$3$tail" >/dev/null
 }
 
 # holders_of ID: the nodes holding object ID, sorted, comma-separated
 # (the "/@<node>" of its record)
-holders_of() { rec_of "$1" | tr '/' '\n' | sed -n 's/^@//p' | sort | paste -sd,; }
+holders_of() { rec_of "$1" | cut -s -d/ -f3- | tr '/' '\n' | sed -n 's/^@//p' | sort | paste -sd,; }
 
 # fan_entries ID: the fetcher entries of object ID, "~p:NODE=DEADLINE"
 # each, in its extras x:ID, then "index:NODE" for each member of the index
@@ -1279,6 +1282,42 @@ fan_entries() {
 	rcli HGETALL "{objfs}:x:$1" | paste - - |
 		awk -F'\t' '$1 ~ /^~p:/ { printf "%s=%s ", $1, $2 }'
 	rcli ZRANGE '{objfs}:fan' 0 -1 | awk -v id="$1" '$1 == id { printf "index:%s ", $2 }'
+}
+
+# upgrade_tree A B BIG: the tree the layout upgrade tests (111, 113)
+# write through mount A with an older objfsd: files of several sizes,
+# d/e/big of BIG bytes (a copy in $T/big), an empty directory and an
+# empty one inside another, a renamed object, a hard link, a symbolic
+# link, a chmod; mount B then holds copies of d/f65536 and d/e/big
+upgrade_tree() {
+	local a=$1 b=$2 s
+	mkdir -p "$a/d/e" "$a/empty/inner" "$a/emptytop"
+	for s in 0 1 100 4095 4096 5000 65536 1048577; do
+		head -c "$s" /dev/urandom >"$a/d/f$s"
+	done
+	mkdata "$T/big" "$3"
+	cp "$T/big" "$a/d/e/big"
+	echo renamed >"$a/d/before"
+	mv "$a/d/before" "$a/d/e/after"
+	ln "$a/d/f100" "$a/hard"
+	ln -s d/f100 "$a/soft"
+	chmod 600 "$a/d/f5000"
+	eventually 10 ls_has "$b/d" f65536
+	cat "$b/d/f65536" "$b/d/e/big" >/dev/null
+}
+
+# tree_snapshot MNT: every path under MNT, sorted, with its type, size
+# (files), mode, links and checksum
+tree_snapshot() {
+	(cd "$1" && find . -mindepth 1 | LC_ALL=C sort | while read -r p; do
+		if [ -L "$p" ]; then
+			echo "$p link $(readlink "$p")"
+		elif [ -d "$p" ]; then
+			echo "$p dir $(stat -c %a "$p")"
+		else
+			echo "$p file $(stat -c '%s %a %h' "$p") $(sha256_of "$p")"
+		fi
+	done)
 }
 
 # old_objfsd COMMIT WHAT: objfsd of COMMIT (WHAT it is, for the skip

@@ -225,34 +225,45 @@ static void __attribute__((unused)) rec_hold(const char *prefix, uint64_t id, co
 	rec_set(prefix, id, v);
 }
 
+/* Where "/@<@node>" is in record @v (NULL: nowhere); its length in *@len */
+static char *rec_holder_at(char *v, const char *node, size_t *len)
+{
+	char h[128];
+	char *at;
+
+	snprintf(h, sizeof(h), "/@%s", node);
+	*len = strlen(h);
+	/* the holders come after the parent and the name */
+	at = strchr(v, '/');
+	at = at ? strchr(at + 1, '/') : NULL;
+	for (at = at ? strstr(at, h) : NULL; at; at = strstr(at + 1, h))
+		if (at[*len] == '/' || at[*len] == '\0')
+			return at;
+	return NULL;
+}
+
 /* Takes "/@<@node>" out of the record */
 static void __attribute__((unused)) rec_unhold(const char *prefix, uint64_t id, const char *node)
 {
-	char v[4096], h[128];
+	char v[4096];
+	size_t len;
 	char *at;
 
 	rec_get(prefix, id, v, sizeof(v));
-	snprintf(h, sizeof(h), "/@%s", node);
-	for (at = strstr(v, h); at; at = strstr(at + 1, h))
-		if (at[strlen(h)] == '/' || at[strlen(h)] == '\0') {
-			memmove(at, at + strlen(h), strlen(at + strlen(h)) + 1);
-			break;
-		}
+	at = rec_holder_at(v, node, &len);
+	if (at)
+		memmove(at, at + len, strlen(at + len) + 1);
 	rec_set(prefix, id, v);
 }
 
 /* 1 if the record says node @node holds a copy, else 0 */
 static int __attribute__((unused)) rec_holds(const char *prefix, uint64_t id, const char *node)
 {
-	char v[4096], h[128];
-	char *at;
+	char v[4096];
+	size_t len;
 
 	rec_get(prefix, id, v, sizeof(v));
-	snprintf(h, sizeof(h), "/@%s", node);
-	for (at = strstr(v, h); at; at = strstr(at + 1, h))
-		if (at[strlen(h)] == '/' || at[strlen(h)] == '\0')
-			return 1;
-	return 0;
+	return rec_holder_at(v, node, &len) != NULL;
 }
 
 /* The record's name becomes @name (its parent and holders stay) */
@@ -296,7 +307,9 @@ static int __attribute__((unused)) nholders(const char *prefix, uint64_t id)
 	char *at;
 
 	rec_get(prefix, id, v, sizeof(v));
-	for (at = strstr(v, "/@"); at; at = strstr(at + 2, "/@"))
+	at = strchr(v, '/');
+	at = at ? strchr(at + 1, '/') : NULL;
+	for (at = at ? strstr(at, "/@") : NULL; at; at = strstr(at + 2, "/@"))
 		n++;
 	return n;
 }

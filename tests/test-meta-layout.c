@@ -319,12 +319,35 @@ TEST(hard_cases)
 	rdo("SADD {t-lay7}:h:201 node-c");
 	CHECK_EQ(meta_mkdir(m, 1, "x", 1, NULL), -EPROTO);
 	CHECK_EQ(meta_epoch(m, epoch, sizeof(epoch)), -EPROTO);
+	/* meanwhile no call takes a record it cannot find in its bucket
+	 * (here a record key of layout 2, restored) for a deleted object:
+	 * the evictor would drop the last copy, a fetch its copy */
+	rdo("HSET {t-lay7}:d:1 r211 %s", "f211 5 1 " CS1 " node-new 0 0 644");
+	rdo("HSET {t-lay7}:o:211 parent 1 name r211 @node-new %s", "");
+	CHECK_EQ(meta_release_replica(m, 211), -EPROTO);
+	CHECK_EQ(meta_add_holder(m, 211), -EPROTO);
+	{
+		struct meta_holder *hs = NULL;
+		struct meta_obj got;
+		size_t n;
+
+		CHECK_EQ(meta_locate(m, 211, &got, &hs, &n, NULL), -EPROTO);
+		free(hs);
+	}
+	/* a node of layout 2 live on it: no migration */
+	rdo("HSET {t-lay7}:node:node-c listen 10.0.0.3:7000 host h3 pid 3 layout 2");
+	rdo("SADD {t-lay7}:members node-c");
+	CHECK_EQ(meta_layout_settle(m), -EBUSY);
+	rdo("DEL {t-lay7}:node:node-c");
 	/* what node_tick() does then */
 	CHECK_EQ(meta_layout_settle(m), 0);
 	CHECK_EQ(meta_epoch(m, epoch, sizeof(epoch)), 0);
 	rget(buf, sizeof(buf), "GET {t-lay7}:layout");
 	CHECK_STR(buf, "3");
 	CHECK_EQ(nholders("t-lay7", 201), 3);
+	rec_get("t-lay7", 211, buf, sizeof(buf));
+	CHECK_STR(buf, "1/r211/@node-new");
+	CHECK_EQ(meta_release_replica(m, 211), 0); /* the only copy */
 	CHECK_EQ(meta_mkdir(m, 1, "x", 1, NULL), 0);
 	meta_free(b);
 	meta_free(m);

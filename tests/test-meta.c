@@ -648,6 +648,43 @@ TEST(paths)
 	CHECK_EQ(meta_path(m, 999999, "f", &kind, &id, path), -ENOENT);
 	CHECK_EQ(meta_path(m, f.id, "x", &kind, &id, path), -ENOTDIR);
 	CHECK_EQ(meta_path(m, a, "..", &kind, &id, path), -EINVAL);
+
+	/* a fetched copy's holder and path in one call: the name it was
+	 * opened by, else where the record says, else "" */
+	{
+		struct meta *o = mk("t-path", "node-b", 0, 0);
+		struct meta_obj g = f;
+		unsigned stale = 9;
+
+		CHECK_EQ(meta_link(m, f.id, b, "h", &(struct meta_attr){.set = true}, NULL), 0);
+		CHECK_EQ(meta_add_holder_at(o, &f, NULL, b, "h", &stale, path), 0);
+		CHECK_STR(path, "/A/b/h");
+		CHECK_EQ(stale, 1); /* node-a has no card */
+		CHECK_EQ(nholders("t-path", f.id), 1);
+		CHECK_EQ(rec_holds("t-path", f.id, "node-b"), 1);
+		CHECK_EQ(meta_add_holder_at(o, &f, NULL, b, "f", NULL, path), 0);
+		CHECK_STR(path, "/A/g");
+		CHECK_EQ(meta_add_holder_at(o, &f, NULL, 0, NULL, NULL, path), 0);
+		CHECK_STR(path, "/A/g");
+		CHECK_EQ(nholders("t-path", f.id), 1);
+		/* the name opened by was unlinked meanwhile */
+		CHECK_EQ(meta_unlink(m, b, "h", NULL), 1);
+		CHECK_EQ(meta_add_holder_at(o, &f, NULL, b, "h", NULL, path), 0);
+		CHECK_STR(path, "/A/g");
+		g.size++;
+		CHECK_EQ(meta_add_holder_at(o, &g, NULL, a, "g", NULL, path), -ENOTUNIQ);
+		CHECK_STR(path, "");
+		CHECK_EQ(meta_add_holder_at(o, &f, NULL, a, "g", NULL, NULL), -EINVAL);
+		meta_free(o);
+	}
+	{
+		struct meta_obj h;
+
+		mkobj(m, &h, 10);
+		CHECK_EQ(meta_publish(m, a, "gone", &h, false, NULL, NULL), 0);
+		CHECK_EQ(meta_unlink(m, a, "gone", NULL), 0);
+		CHECK_EQ(meta_add_holder_at(m, &h, NULL, a, "gone", NULL, path), -ENOENT);
+	}
 	meta_free(m);
 }
 
