@@ -196,7 +196,7 @@ static void fill_entry(struct fs *fs, struct inode *in, struct fuse_entry_param 
 	e->ino = in->ino;
 	e->generation = 1;
 	fs_fill_attr(fs, in, &e->attr);
-	e->attr_timeout = FS_PENDING_ATTR_TIMEOUT; /* dropped at seal */
+	e->attr_timeout = 0; /* pending: size and mode change at seal */
 	e->entry_timeout = FS_ENTRY_TIMEOUT;
 }
 

@@ -62,11 +62,6 @@
 #define FS_ENTRY_TIMEOUT 3600.0
 #define FS_FILE_ATTR_TIMEOUT 3600.0
 #define FS_DIR_ATTR_TIMEOUT 1.0
-/* A pending file's attributes: the kernel keeps its size up to date as
- * it writes, and the seal drops them (fs_seal.c), when mode, size and
- * times become the object's.  Not 0: a create then waits for one
- * GETATTR less (docs/benchmarks.md). */
-#define FS_PENDING_ATTR_TIMEOUT 1.0
 #define FS_NEG_SLOTS 64
 #define FS_NEG_TTL_NS 1000000000LL
 
@@ -418,9 +413,6 @@ void fs_notify_dir(struct fs *fs, uint64_t dir);
 /* Make the kernel drop its cached pages of @ino.  Never call with
  * fs->lock held, nor from a thread that serves FUSE requests. */
 void fs_notify_data_gone(struct fs *fs, uint64_t ino);
-/* Make the kernel drop its cached attributes of @ino (no page: a thread
- * that serves FUSE requests may).  Never call with fs->lock held. */
-void fs_notify_attr(struct fs *fs, uint64_t ino);
 
 /* ---- fs_inode.c: everything here is called with fs->lock held, unless
  * said otherwise ---- */

@@ -805,8 +805,8 @@ double fs_attr_timeout(const struct inode *in)
 {
 	if (in->kind == META_DIR)
 		return FS_DIR_ATTR_TIMEOUT;
-	/* a pending file's size and mode change at seal, which drops them */
-	return in->pending ? FS_PENDING_ATTR_TIMEOUT : FS_FILE_ATTR_TIMEOUT;
+	/* a pending file's size and mode change at seal: never cache them */
+	return in->pending ? 0.0 : FS_FILE_ATTR_TIMEOUT;
 }
 
 void fs_fill_entry(struct fs *fs, struct inode *in, struct fuse_entry_param *e)

@@ -72,13 +72,6 @@ void fs_notify_data_gone(struct fs *fs, uint64_t ino)
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
 }
 
-void fs_notify_attr(struct fs *fs, uint64_t ino)
-{
-	/* offset -1: the attributes alone, no page is touched */
-	if (fs->se && atomic_load(&fs->mounted))
-		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
-}
-
 /* Drop every listing the kernel may have cached. */
 static void inval_listings(struct fs *fs)
 {

@@ -35,7 +35,6 @@ int fs_seal_pending(struct fs *fs, struct pending *p, bool told)
 	unsigned flags;
 	uint64_t parent;
 	struct inode *in;
-	uint64_t id = p->id;
 	int r = 0, ret = 0, sig;
 
 	pthread_mutex_lock(&fs->lock);
@@ -104,14 +103,9 @@ int fs_seal_pending(struct fs *fs, struct pending *p, bool told)
 			FS_COUNT(fs, sealed_at_close, 1);
 	}
 
-	/* a killed writer's object does not keep the name the kernel knows;
-	 * a sealed one's attributes are the object's now (mode 0444, its
-	 * size and times): the kernel reads them again before anyone sees
-	 * the close return */
+	/* a killed writer's object does not keep the name the kernel knows */
 	if (discard || unsealed || lost)
 		fs_notify_gone(fs, parent, name);
-	else
-		fs_notify_attr(fs, id);
 	if (discard || unsealed)
 		node_discard(fs->nd, p->obj);
 	if (free_now) {
