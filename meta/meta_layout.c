@@ -189,19 +189,37 @@ static int each_dir(struct meta *m, const redisReply *rep, struct migration *mg)
 	return 0;
 }
 
-static int step_done(struct meta *m, const char *step)
+/* Step @step, which leaves the layout key @want, or -EBUSY: a node of
+ * an older layout wrote it meanwhile. */
+static int step_done(struct meta *m, const char *step, const char *want)
 {
 	redisReply *rep;
 	int r;
 
 	r = script(m, MS_MIGRATE, &rep, "ssss", step, "0", m->node, "");
-	if (r == 0)
-		freeReplyObject(rep);
+	if (r < 0)
+		return r;
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 1 ||
+	    rep->element[0]->type != REDIS_REPLY_STRING) {
+		r = -EBADMSG;
+	} else if (strcmp(rep->element[0]->str, want)) {
+		r = -EBUSY;
+	}
+	freeReplyObject(rep);
 	return r;
 }
 
 static int migrate_failed(struct meta *m, int r)
 {
+	if (r == -EBUSY) {
+		set_why(
+		    m,
+		    "namespace {%s}: its layout key changed during the migration (a node of an "
+		    "older layout is live): stop every objfs node of this namespace, then mount "
+		    "again",
+		    m->prefix);
+		return r;
+	}
 	set_why(m, "migrating namespace {%s} to layout %d failed: %s; mount again to go on",
 		m->prefix, META_LAYOUT, strerror(-r));
 	return r;
@@ -232,7 +250,7 @@ static int migrate1(struct meta *m)
 	if (r == 0)
 		r = run_step(m, "holders", NULL, add_holders, &mg);
 	if (r == 0)
-		r = step_done(m, "done");
+		r = step_done(m, "done", META_LAYOUT_MOVING);
 	if (r < 0)
 		return migrate_failed(m, r);
 	log_info("namespace {%s} migrated to layout 2 in %.1f s: %lld records, %lld entries "
@@ -265,7 +283,7 @@ static int migrate2(struct meta *m)
 		 META_LAYOUT);
 	r = run_step(m, "recs", NULL, add_recs, &mg);
 	if (r == 0)
-		r = step_done(m, "done3");
+		r = step_done(m, "done3", STR(META_LAYOUT));
 	if (r < 0)
 		return migrate_failed(m, r);
 	log_info("namespace {%s} migrated to layout %d in %.1f s: %lld records moved into "

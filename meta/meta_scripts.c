@@ -939,17 +939,23 @@ static const char script_add_holder[] =
 	LUA_NS LUA_NODES
 	"local id, me = ARGV[5], ARGV[6]\n"
 	"local rec = recof(id)\n"
-	"local function reply(n)\n"
-	"  if ARGV[11] ~= '1' then return n end\n"
-	"  if n < 0 then return {n, ''} end\n"
+	/* the path, read before the first write; a damaged key on the way
+	 * leaves it "" */
+	"local path = ''\n"
+	"if ARGV[11] == '1' and rec then\n"
 	"  local function at(p, nm)\n"
 	"    if not isid(p) or not nm or nm == '' or\n"
 	"       not isfile(call('HGET', dkey(p), nm), id) then return nil end\n"
-	"    local ok, v = pcall(pathof, p, nm)\n"
-	"    if ok and type(v) == 'string' then return v end\n"
-	"    return nil\n"
+	"    return pathof(p, nm)\n"
 	"  end\n"
-	"  return {n, at(ARGV[12], ARGV[13]) or at(rec[6], rec[7]) or ''}\n"
+	"  local ok, v = pcall(at, ARGV[12], ARGV[13])\n"
+	"  if not (ok and v) then ok, v = pcall(at, rec[6], rec[7]) end\n"
+	"  if ok and type(v) == 'string' then path = v end\n"
+	"end\n"
+	"local function reply(n)\n"
+	"  if ARGV[11] ~= '1' then return n end\n"
+	"  if n < 0 then return {n, ''} end\n"
+	"  return {n, path}\n"
 	"end\n"
 	"if not rec then return reply(-1) end\n"
 	"if ARGV[8] ~= '' and (rec[1] ~= ARGV[8] or rec[2] ~= ARGV[9]) then\n"
@@ -1007,7 +1013,14 @@ static const char script_members[] =
  *   dirs:    {next cursor, directory ids...}
  *   dir:     {next HSCAN cursor of directory ARGV[8], then as objs}
  *   holders: {next cursor, holder sets folded, holder sets dropped}
- *   done:    {}: the layout key is written
+ *   done:    {the layout key}: META_LAYOUT_MOVING is written if there
+ *            is none (layout 1 is layout 2 now)
+ *   recs:    {next cursor, records moved, keys skipped (not a hash, or
+ *            not an id), the first of those}; EBUSY if the layout key is
+ *            not META_LAYOUT_MOVING, EBADMSG (naming it) for a record
+ *            that cannot move
+ *   done3:   {the layout key}: META_LAYOUT is written if it was
+ *            META_LAYOUT_MOVING
  */
 static const char script_migrate[] =
 	LUA_BASE LUA_NODES
@@ -1186,11 +1199,16 @@ static const char script_migrate[] =
 	/* layout 1 is layout 2 now; nodes of layout 2 stay out */
 	/* each only if the layout key is still what its step expects: an
 	 * objfsd of layout 2 may have written '2' meanwhile */
+	"local function layout()\n"
+	"  local l = redis.pcall('GET', LAYOUT)\n"
+	"  if type(l) ~= 'string' then return '' end\n"
+	"  return l\n"
+	"end\n"
 	"if step == 'done' then\n"
 	"  if redis.pcall('EXISTS', LAYOUT) == 0 then\n"
 	"    call('SET', LAYOUT, '" META_LAYOUT_MOVING "')\n"
 	"  end\n"
-	"  return {}\n"
+	"  return {layout()}\n"
 	"end\n"
 	/* record key @k of object @id to its bucket and x:<id> (again if a
 	 * run was cut short: holders are not added twice); fields it cannot
@@ -1217,25 +1235,35 @@ static const char script_migrate[] =
 	"  recput(id, o)\n"
 	"  call('DEL', k)\n"
 	"end\n"
+	/* only while the key says so: an objfsd of layout 2 that wrote '2'
+	 * meanwhile would take the records moved for deleted objects */
 	"if step == 'recs' then\n"
+	"  if layout() ~= '" META_LAYOUT_MOVING "' then\n"
+	"    fail('EBUSY the layout key became ' .. shown(layout()) .. ' during the migration')\n"
+	"  end\n"
 	"  local page = scan('o:*')\n"
 	"  local out = {page[1], 0, 0, ''}\n"
 	"  for _, k in ipairs(page[2]) do\n"
 	"    local id = string.sub(k, #T + 3)\n"
-	"    if isid(id) and pcall(tobucket, k, id) then\n"
-	"      out[2] = out[2] + 1\n"
-	"    else\n"
+	"    if not isid(id) or redis.pcall('TYPE', k).ok ~= 'hash' then\n"
 	"      out[3] = out[3] + 1\n"
 	"      if out[4] == '' then out[4] = k end\n"
+	"    else\n"
+	"      local ok, err = pcall(tobucket, k, id)\n"
+	"      if not ok then\n"
+	"        if type(err) == 'table' then err = err.err end\n"
+	"        fail('EBADMSG record ' .. k .. ' cannot move: ' .. tostring(err))\n"
+	"      end\n"
+	"      out[2] = out[2] + 1\n"
 	"    end\n"
 	"  end\n"
 	"  return out\n"
 	"end\n"
 	"if step == 'done3' then\n"
-	"  if redis.pcall('GET', LAYOUT) == '" META_LAYOUT_MOVING "' then\n"
+	"  if layout() == '" META_LAYOUT_MOVING "' then\n"
 	"    call('SET', LAYOUT, '" STR(META_LAYOUT) "')\n"
 	"  end\n"
-	"  return {}\n"
+	"  return {layout()}\n"
 	"end\n"
 	"fail('EINVAL')\n";
 
@@ -1319,7 +1347,8 @@ const char *const meta_script_name[META_NSCRIPTS] = {
 /*
  * The KEYS of each script, from its ARGV: "N" the namespace's own keys
  * (counter, epoch, root: the init of every namespace script may write
- * them, and the layout), "S" the set of members, "F" the index of fetcher entries, and a
+ * them, and the layout), "L" the layout key alone (LUA_LAYOUT), "S" the
+ * set of members, "F" the index of fetcher entries, and a
  * letter and an ARGV index for the key of that id or node: d directory,
  * o the bucket of an object record, x an object's extras, t tombstone,
  * s symbolic link, c node card.  Keys a script
@@ -1345,8 +1374,8 @@ static const char *const script_keyspec[META_NSCRIPTS] = {
     [MS_HEARTBEAT] = "c5 S F",
     [MS_RELEASE] = "c5",
     [MS_PATH] = "N d5",
-    [MS_LOCATE] = "o5 x5 F",
-    [MS_RELEASE_REPLICA] = "o5",
+    [MS_LOCATE] = "L o5 x5 F",
+    [MS_RELEASE_REPLICA] = "L o5",
     [MS_MEMBERS] = "S",
     [MS_ADD_HOLDER] = "N o5 x5 F",
     [MS_OBJPATH] = "N o5",
@@ -1403,6 +1432,8 @@ int script_keys(const struct meta *m, enum meta_script s, struct args *a)
 			r = key_add(m, a, &nk, "members", "");
 		} else if (kind == 'F') {
 			r = key_add(m, a, &nk, "fan", "");
+		} else if (kind == 'L') {
+			r = key_add(m, a, &nk, "layout", "");
 		} else {
 			/* ARGV[idx] is a->v[2 + idx] */
 			idx = strtol(p, (char **)&p, 10);

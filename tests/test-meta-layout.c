@@ -483,6 +483,17 @@ TEST(migrate2)
 	rdo("SET {t-l2b}:layout 2>3");
 	rdo("HSET {t-l2b}:r:201 201 %s", "1/f1/@node-old");
 	rdo("DEL {t-l2b}:o:201");
+	/* a record whose bucket is damaged cannot move: the migration
+	 * stops, names it, and loses nothing */
+	rdo("SET {t-l2b}:r:204 junk");
+	CHECK_EQ(connect_settle(m), -EBADMSG);
+	meta_last_error(m, why, sizeof(why));
+	CHECK(strstr(why, "layout 3") != NULL);
+	rget(buf, sizeof(buf), "GET {t-l2b}:layout");
+	CHECK_STR(buf, "2>3");
+	rget(buf, sizeof(buf), "HGET {t-l2b}:o:204 name");
+	CHECK_STR(buf, "renamed");
+	rdo("DEL {t-l2b}:r:204");
 	CHECK_EQ(connect_settle(m), 0);
 	rget(buf, sizeof(buf), "GET {t-l2b}:layout");
 	CHECK_STR(buf, "3");
