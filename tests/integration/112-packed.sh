@@ -11,8 +11,8 @@
 #     remount and a kill -9 and restart;
 #   - a packed object deleted while a reader and a mapping hold it keeps
 #     its bytes for them, though new objects of its size come meanwhile;
-#   - the capacity counts the chunks' pages: a node of 2 MiB holds about
-#     2,000 objects of 1 KiB (a page each would be 512), then ENOSPC;
+#   - the capacity counts the chunks' pages: a node of 1 MiB holds about
+#     1,000 objects of 1 KiB (a page each would be 256), then ENOSPC;
 #   - writes on a full node evict fetched copies to make room, never an
 #     object whose only copy it holds.
 # shellcheck source=SCRIPTDIR/../lib.sh
@@ -33,28 +33,97 @@ for n in $SIZES; do
 	[ "$n" -ge 1 ] && [ "$n" -le 32768 ] && small=$((small + 1))
 done
 
-# py_mmap FILE WANT FLAG: FILE mapped with FLAG (MAP_SHARED or
-# MAP_PRIVATE) reads as WANT, and a private mapping takes a write
+# py_mmap MNT: each MNT/p/fN of SIZES mapped MAP_SHARED, and then
+# MAP_PRIVATE, reads as $T/src/fN, a private mapping takes a write, and
+# that write does not reach the file (one python3 for them all: a start
+# takes 0.5 s here)
 py_mmap() {
-	python3 - "$1" "$2" "$3" <<'EOF' || fail "mmap ($3) of $1"
+	local sizes
+	read -ra sizes <<<"$SIZES"
+	timeout -k 5 120 python3 - "$1/p" "$T/src" "${sizes[@]}" <<'EOF' || fail "mmap of $1/p"
 import mmap, sys
-path, want, flag = sys.argv[1:4]
-data = open(want, "rb").read()
-if not data:
-    sys.exit(0)
-with open(path, "rb") as f:
-    if flag == "MAP_SHARED":
-        m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
-    else:
-        m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE,
-                      prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    assert m[:] == data, "bytes differ"
-    if flag == "MAP_PRIVATE":
-        m[0] = (data[0] + 1) % 256
-        assert m[0] != data[0]
-    m.close()
-with open(path, "rb") as f:
-    assert f.read() == data, "a private write reached the file"
+d, src = sys.argv[1:3]
+for n in sys.argv[3:]:
+    path = "%s/f%s" % (d, n)
+    data = open("%s/f%s" % (src, n), "rb").read()
+    if not data:
+        continue
+    for flag in ("MAP_SHARED", "MAP_PRIVATE"):
+        what = "%s (%s)" % (path, flag)
+        with open(path, "rb") as f:
+            if flag == "MAP_SHARED":
+                m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+            else:
+                m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE,
+                              prot=mmap.PROT_READ | mmap.PROT_WRITE)
+            if m[:] != data:
+                sys.exit("%s: bytes differ" % what)
+            if flag == "MAP_PRIVATE":
+                m[0] = (data[0] + 1) % 256
+                if m[0] == data[0]:
+                    sys.exit("%s: a private mapping took no write" % what)
+            m.close()
+        with open(path, "rb") as f:
+            if f.read() != data:
+                sys.exit("%s: a private write reached the file" % what)
+EOF
+}
+
+# py_files MODE SRC DIR FIRST LAST: in one python3 process, what a cp,
+# cat or cmp per file would do to DIR/FIRST ... DIR/LAST, with the same
+# system calls on each file:
+#   write  each gets SRC's bytes (open O_CREAT|O_WRONLY|O_TRUNC, write,
+#          close: the close seals it); stops at the first error and
+#          prints "COUNT ERROR", COUNT the files written and ERROR empty
+#          or "DIR/I: STRERROR" ("No space left on device")
+#   read   each is read to its end (open, read, close), like cat
+#   same   each is read and must hold SRC's bytes, like cmp
+# read and same fail the test at the first file that cannot be read or
+# differs.
+py_files() {
+	timeout -k 5 120 python3 - "$@" <<'EOF' || fail "py_files $*"
+import os, sys
+mode, src, d, first, last = sys.argv[1:6]
+want = open(src, "rb").read()
+n = 0
+for i in range(int(first), int(last) + 1):
+    path = "%s/%d" % (d, i)
+    if mode == "write":
+        fd = None
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o666)
+            done = 0
+            while done < len(want):
+                done += os.write(fd, want[done:])
+            sealing, fd = fd, None
+            os.close(sealing)  # seals the object
+        except OSError as e:
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            print(n, "%s: %s" % (path, os.strerror(e.errno)))
+            sys.exit(0)
+        n = i - int(first) + 1
+        continue
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            chunks = []
+            while True:
+                b = os.read(fd, 131072)
+                if not b:
+                    break
+                chunks.append(b)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        sys.exit("cannot read %s: %s" % (path, os.strerror(e.errno)))
+    if mode == "same" and b"".join(chunks) != want:
+        sys.exit("%s differs from %s" % (path, src))
+if mode == "write":
+    print(n)
 EOF
 }
 
@@ -83,9 +152,8 @@ check_all() {
 		assert_same "$T/src/f$n" "$m/p/f$n"
 		cp "$m/p/f$n" "$T/cp.$n" && assert_same "$T/src/f$n" "$T/cp.$n"
 		dd if="$m/p/f$n" of="$T/dd.$n" bs=4k status=none && assert_same "$T/src/f$n" "$T/dd.$n"
-		py_mmap "$m/p/f$n" "$T/src/f$n" MAP_SHARED
-		py_mmap "$m/p/f$n" "$T/src/f$n" MAP_PRIVATE
 	done
+	py_mmap "$m"
 	rm -rf "$T/untar" && mkdir -p "$T/untar"
 	tar -C "$m" -cf - p | tar -C "$T/untar" -xf - || fail "tar of $m/p"
 	for n in $SIZES; do assert_same "$T/src/f$n" "$T/untar/p/f$n"; done
@@ -136,44 +204,37 @@ assert_same "$T/late" "$A/late"
 for i in $(seq 1 20); do assert_same "$T/n$i" "$A/n$i"; done
 umount_objfs b
 
-step "a node of 2 MiB holds about 2,000 objects of 1 KiB, then says ENOSPC"
-mount_objfs c "$REDIS_URL" "capacity=2M,prefix=pc"
+step "a node of 1 MiB holds about 1,000 objects of 1 KiB, then says ENOSPC"
+mount_objfs c "$REDIS_URL" "capacity=1M,prefix=pc"
 C=$(mnt_of c)
 mkdata "$T/k" 1024
 mkdir "$C/k"
-n=0
-err=
-for i in $(seq 1 3000); do
-	if ! err=$(cp "$T/k" "$C/k/$i" 2>&1); then
-		break
-	fi
-	n=$i
-done
+out=$(py_files write "$T/k" "$C/k" 1 1500)
+read -r n err <<<"$out"
 assert_match "No space left on device" "$err" "the error once full"
-step "c took $n objects of 1 KiB in 2 MiB: used $(status_of c used), chunk_bytes $(status_of c chunk_bytes)"
-assert_le 1900 "$n" "objects of 1 KiB in a store of 2 MiB"
-assert_le "$(status_of c used)" $((2 << 20)) "used within the capacity"
-for i in 1 500 $n; do assert_same "$T/k" "$C/k/$i"; done
+step "c took $n objects of 1 KiB in 1 MiB: used $(status_of c used), chunk_bytes $(status_of c chunk_bytes)"
+assert_le 950 "$n" "objects of 1 KiB in a store of 1 MiB"
+assert_le "$(status_of c used)" $((1 << 20)) "used within the capacity"
+for i in 1 250 $n; do assert_same "$T/k" "$C/k/$i"; done
 umount_objfs c
 
 step "writes on a full node evict fetched copies, never its own"
-mount_objfs d "$REDIS_URL" "capacity=2M,prefix=pd"
+mount_objfs d "$REDIS_URL" "capacity=1M,prefix=pd"
 mount_objfs e "$REDIS_URL" "capacity=256M,prefix=pd"
 D=$(mnt_of d)
 E=$(mnt_of e)
 mkdir "$E/r"
-for i in $(seq 1 1000); do cp "$T/k" "$E/r/$i"; done
-eventually 10 ls_has "$D/r" 1000
-for i in $(seq 1 1000); do cat "$D/r/$i" >/dev/null || fail "d cannot read r/$i"; done
-eventually 10 status_is d packed 1000
+out=$(py_files write "$T/k" "$E/r" 1 500)
+read -r n err <<<"$out"
+assert_eq 500 "$n" "objects e wrote ($err)"
+eventually 10 ls_has "$D/r" 500
+py_files read "$T/k" "$D/r" 1 500
+eventually 10 status_is d packed 500
 mkdir "$D/own"
-n=0
-for i in $(seq 1 3000); do
-	cp "$T/k" "$D/own/$i" 2>/dev/null || break
-	n=$i
-done
-step "d wrote $n objects of its own; evictions $(status_of d evictions)"
-assert_le 1500 "$n" "objects d wrote while evicting copies"
-assert_le 500 "$(status_of d evictions)" "copies d evicted"
-for i in $(seq 1 "$n"); do cmp -s "$T/k" "$D/own/$i" || fail "d's own/$i differs"; done
-for i in 1 500 1000; do assert_same "$T/k" "$E/r/$i"; done
+out=$(py_files write "$T/k" "$D/own" 1 1500)
+read -r n err <<<"$out"
+step "d wrote $n objects of its own ($err); evictions $(status_of d evictions)"
+assert_le 750 "$n" "objects d wrote while evicting copies"
+assert_le 250 "$(status_of d evictions)" "copies d evicted"
+py_files same "$T/k" "$D/own" 1 "$n"
+for i in 1 250 500; do assert_same "$T/k" "$E/r/$i"; done
