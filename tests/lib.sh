@@ -1364,6 +1364,14 @@ _cleanup() {
 	local rc=$? m p left pids f h
 	set +eE
 	trap - ERR
+	# a failure carries what the daemons said went wrong (CI shows only
+	# the test's own output)
+	if [ "$rc" != 0 ] && [ "$rc" != 77 ]; then
+		for f in "$T"/*.log; do
+			grep -qs 'objfsd\[' "$f" || continue
+			grep -E 'objfsd\[(error|warning)\]' "$f" | tail -n 20 | sed "s|^|    $(basename "$f" .log): |" >&2
+		done
+	fi
 	for p in "${BG_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	for m in "${MOUNTS[@]}"; do
 		if is_mounted "$m"; then
