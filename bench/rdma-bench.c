@@ -246,11 +246,12 @@ static void objs_free(void)
 static struct {
 	const char *ip, *dev, *out, *redis_url;
 	int gid;
-	int pin;	   /* the CPU this process runs on, or -1 */
-	char all_cpus[32]; /* "0-N": what perftest's polling runs may use */
+	int pin;		       /* the CPU this process runs on, or -1 */
+	unsigned poll_us, srv_poll_us; /* poll mode's client; the server's */
+	char all_cpus[32];	       /* "0-N": what perftest's polling runs may use */
 	double budget_s;
 	int64_t deadline; /* mono_ns() */
-} opt = {.out = ".", .gid = 1, .pin = -1, .budget_s = 0.5};
+} opt = {.out = ".", .gid = 1, .pin = -1, .budget_s = 0.5, .poll_us = 50};
 
 static struct transport *server;
 static char tcp_addr[TRANSPORT_ADDR_MAX], rdma_addr[TRANSPORT_ADDR_MAX];
@@ -265,6 +266,7 @@ struct client {
 	const char *backend;
 	const char *force; /* OBJFS_RDMA_PATH, or NULL */
 	uint32_t eager_max;
+	uint32_t poll_us; /* rdma_poll_us */
 	struct transport *t;
 	struct transport_region *region;
 	redisContext *redis; /* not a transport: GETs from this Redis */
@@ -321,6 +323,7 @@ static int client_open(struct client *c, const char *node)
 	    .secret_len = sizeof(secret) - 1,
 	    .io_timeout_ms = 5000,
 	    .rdma_eager_max = c->eager_max,
+	    .rdma_poll_us = c->poll_us,
 	};
 	int err;
 
@@ -1222,6 +1225,51 @@ static int mode_throughput(void)
 	return err;
 }
 
+/* ---- polling ---- */
+
+/* Hybrid with events only against hybrid with rdma_poll_us (--poll-us),
+ * 64 B..4 KiB, in the same rounds (issue 25). */
+static int mode_poll(void)
+{
+	struct client pc = {"hybrid-poll", "auto", NULL, 0, opt.poll_us};
+	struct client *set[2] = {&clients[C_HYBRID], &pc};
+	struct lat l[N_SENDLAT][2];
+	int i, err, measured = 0;
+	FILE *f;
+
+	printf("\n== completion polling: hybrid, events only, against hybrid polling %u us after "
+	       "each completion (server polls %u us), p50/p90\n",
+	       opt.poll_us, opt.srv_poll_us);
+	fflush(stdout);
+	err = client_open(&pc, "cli-poll");
+	if (!err) {
+		err = fetch(&pc, &objs[0]);
+		if (err)
+			complain("%s: first fetch: %s", pc.label, strerror(-err));
+	}
+	for (i = 0; i < N_SENDLAT && !err; i++) {
+		err = measure(set, 2, &objs[i], l[i]);
+		if (!err)
+			measured++;
+		fprintf(stderr, "poll: %s done\n", fmt_size(objs[i].size));
+	}
+	client_close(&pc);
+	f = out_file("poll.dat");
+	if (f)
+		fprintf(f, "# size_bytes events_p50 events_p90 poll_p50 poll_p90 (microseconds)\n");
+	printf("%-8s %-20s %-20s %11s %5s\n", "size", "events", "polling", "poll/events", "n");
+	for (i = 0; i < measured; i++) {
+		printf("%-8s %-20s %-20s %10.2fx %5ld\n", fmt_size(objs[i].size), fmt_lat(&l[i][0]),
+		       fmt_lat(&l[i][1]), l[i][1].p50 / l[i][0].p50, l[i][0].n);
+		if (f)
+			fprintf(f, "%" PRIu64 " %.2f %.2f %.2f %.2f\n", objs[i].size, l[i][0].p50,
+				l[i][0].p90, l[i][1].p50, l[i][1].p90);
+	}
+	if (f)
+		fclose(f);
+	return err;
+}
+
 /* ---- main ---- */
 
 static void usage(FILE *out)
@@ -1229,7 +1277,8 @@ static void usage(FILE *out)
 	fprintf(out, "usage: objfs-rdma-bench [--out DIR] [--redis URL] [--budget-ms MS] "
 		     "[--max-seconds S]\n"
 		     "                        [--ip ADDR] [--dev DEV] [--gid N] [--pin CPU]\n"
-		     "                        [latency|redis|sweep|throughput]...\n");
+		     "                        [--poll-us US] [--server-poll-us US]\n"
+		     "                        [latency|redis|sweep|throughput|poll]...\n");
 }
 
 static int setup(void)
@@ -1241,6 +1290,7 @@ static int setup(void)
 	    .secret = secret,
 	    .secret_len = sizeof(secret) - 1,
 	    .io_timeout_ms = 5000,
+	    .rdma_poll_us = opt.srv_poll_us,
 	};
 	int err, k;
 
@@ -1288,8 +1338,11 @@ static int setup(void)
 
 int main(int argc, char **argv)
 {
-	static const char *const names[] = {"latency", "redis", "sweep", "throughput"};
-	int (*const fns[])(void) = {mode_latency, mode_redis, mode_sweep, mode_throughput};
+	static const char *const names[] = {"latency", "redis", "sweep", "throughput", "poll"};
+	int (*const fns[])(void) = {mode_latency, mode_redis, mode_sweep, mode_throughput,
+				    mode_poll};
+	/* run when no mode is named */
+	static const bool dflt[] = {true, true, true, true, false};
 	bool want[ARRAY_SIZE(names)] = {false}, any = false;
 	struct ibv_context **devs;
 	double max_s = 900;
@@ -1334,6 +1387,10 @@ int main(int argc, char **argv)
 			opt.gid = atoi(v);
 		else if (!strcmp(a, "--pin"))
 			opt.pin = atoi(v);
+		else if (!strcmp(a, "--poll-us"))
+			opt.poll_us = (unsigned)atoi(v);
+		else if (!strcmp(a, "--server-poll-us"))
+			opt.srv_poll_us = (unsigned)atoi(v);
 		else {
 			usage(stderr);
 			return 2;
@@ -1380,7 +1437,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	for (k = 0; k < (int)ARRAY_SIZE(names); k++) {
-		if (any && !want[k])
+		if (any ? !want[k] : !dflt[k])
 			continue;
 		if (out_of_time()) {
 			complain("%s: skipped, out of time (--max-seconds %.0f)", names[k], max_s);

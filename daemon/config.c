@@ -252,9 +252,9 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 			    !strcmp(opt, "serve_bwlimit") || !strcmp(opt, "passthrough") ||
 			    !strcmp(opt, "serve_slots") || !strcmp(opt, "transport") ||
 			    !strcmp(opt, "rdma_eager_max") || !strcmp(opt, "map_cache") ||
-			    !strcmp(opt, "rdma_regs") || !strcmp(opt, "uid") ||
-			    !strcmp(opt, "pack_max") || !strcmp(opt, "gid") ||
-			    !strcmp(opt, "umask"))
+			    !strcmp(opt, "rdma_poll") || !strcmp(opt, "rdma_regs") ||
+			    !strcmp(opt, "uid") || !strcmp(opt, "pack_max") ||
+			    !strcmp(opt, "gid") || !strcmp(opt, "umask"))
 				r = fail(err, errlen, "option '%s' needs a value (%s=...)", opt,
 					 opt);
 			else
@@ -367,6 +367,18 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 					 val, TRANSPORT_RDMA_EAGER_MAX >> 10);
 			else
 				c->rdma_eager_max = (uint32_t)size;
+		} else if (!strcmp(opt, "rdma_poll")) {
+			uint64_t us;
+
+			if (parse_u64(val, &us) < 0 || us > TRANSPORT_RDMA_POLL_MAX)
+				r = fail(
+				    err, errlen,
+				    "invalid option 'rdma_poll=%s': how long, in microseconds, "
+				    "an RDMA connection polls for its next completion before it "
+				    "sleeps, from 0 (never) to %u",
+				    val, TRANSPORT_RDMA_POLL_MAX);
+			else
+				c->rdma_poll_us = (uint32_t)us;
 		} else if (!strcmp(opt, "pack_max")) {
 			uint64_t size;
 

@@ -51,6 +51,7 @@ struct config {
 	unsigned serve_slots;
 	const char *transport;	 /* transport=auto|tcp|rdma (a constant; default "auto") */
 	uint32_t rdma_eager_max; /* rdma_eager_max=SIZE (0: the transport's default) */
+	uint32_t rdma_poll_us;	 /* rdma_poll=USEC (0: completion events only) */
 	unsigned map_cache;	 /* map_cache=N: idle object mappings kept (0: default) */
 	unsigned rdma_regs;	 /* rdma_regs=N: objects kept registered (0: default) */
 	/* pack_max=SIZE: objects up to this size are packed into shared

@@ -20,6 +20,7 @@ struct transport *endpoint_new(const struct config *c, char *err, size_t errlen)
 	struct transport_config tc = {
 	    .backend = c->transport,
 	    .rdma_eager_max = c->rdma_eager_max,
+	    .rdma_poll_us = c->rdma_poll_us,
 	    .node = c->node,
 	    .listen_host = c->listen_host,
 	    .listen_port = c->listen_port,

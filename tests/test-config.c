@@ -177,6 +177,13 @@ TEST(options)
 	config_release(&c);
 	CHECK_EQ(parse(&c, err, "local", "rdma_regs=8"), 0);
 	CHECK_EQ(c.rdma_regs, 8);
+	CHECK_EQ(c.rdma_poll_us, 0);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "rdma_poll=10000"), 0);
+	CHECK_EQ(c.rdma_poll_us, 10000);
+	config_release(&c);
+	CHECK_EQ(parse(&c, err, "local", "rdma_poll=0"), 0);
+	CHECK_EQ(c.rdma_poll_us, 0);
 	config_release(&c);
 	CHECK_EQ(parse(&c, err, "local", "uid=1000,gid=0,umask=027"), 0);
 	CHECK(c.uid_set && c.uid == 1000 && c.gid_set && c.gid == 0);
@@ -233,6 +240,10 @@ TEST(bad_options)
 	    {"rdma_eager_max=32Q", "rdma_eager_max=32Q"},
 	    {"rdma_eager_max=-1", "rdma_eager_max=-1"},
 	    {"rdma_eager_max=", "rdma_eager_max"},
+	    {"rdma_poll=10001", "rdma_poll=10001"},
+	    {"rdma_poll=-1", "rdma_poll=-1"},
+	    {"rdma_poll=5ms", "rdma_poll=5ms"},
+	    {"rdma_poll=", "rdma_poll"},
 	    {"map_cache=0", "map_cache=0"},
 	    {"map_cache=lots", "map_cache=lots"},
 	    {"map_cache=1048577", "map_cache=1048577"},

@@ -62,6 +62,14 @@ TEST(config)
 	CHECK(!transport_new(&cfg, &err));
 	CHECK_EQ(err, -EINVAL);
 	cfg.rdma_eager_max = 0;
+	cfg.rdma_poll_us = TRANSPORT_RDMA_POLL_MAX + 1;
+	CHECK(!transport_new(&cfg, &err));
+	CHECK_EQ(err, -EINVAL);
+	cfg.rdma_poll_us = TRANSPORT_RDMA_POLL_MAX;
+	t = transport_new(&cfg, &err);
+	CHECK(t && !err);
+	transport_free(t);
+	cfg.rdma_poll_us = 0;
 	cfg.backend = "tcp";
 	cfg.secret = secret_a;
 	cfg.secret_len = TRANSPORT_SECRET_MIN - 1;

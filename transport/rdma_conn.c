@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -560,14 +561,36 @@ static void on_wc(struct rconn *c, const struct ibv_wc *wc)
 	pthread_mutex_unlock(&c->lock);
 }
 
-static void drain(struct rconn *c)
+/* Handle every completion there is; how many. */
+static int drain(struct rconn *c)
 {
 	struct ibv_wc wc[CQ_BATCH];
-	int n, i;
+	int n, i, all = 0;
 
 	while ((n = ibv_poll_cq(c->cq, CQ_BATCH, wc)) > 0)
-		for (i = 0; i < n; i++)
+		for (i = 0, all += n; i < n; i++)
 			on_wc(c, &wc[i]);
+	return all;
+}
+
+/*
+ * rdma_poll_us: after a completion, keep polling for the next one that
+ * long (restarted by each), so that the answer to a SEND just completed
+ * is picked up without a completion event and a wake-up.  Each empty
+ * poll yields the CPU: on one CPU the thread that waits for the answer
+ * must run as soon as it is handed it.  A completion event armed
+ * before still fires; the loop then finds nothing, and re-arms.
+ */
+static void spin(struct rconn *c)
+{
+	int64_t span = (int64_t)c->t->rdma_poll_us * 1000, until = mono_ns() + span;
+
+	while (span && !atomic_load(&c->stop) && mono_ns() < until) {
+		if (drain(c))
+			until = mono_ns() + span;
+		else
+			sched_yield();
+	}
 }
 
 static void cm_event(struct rconn *c)
@@ -613,7 +636,8 @@ static void *conn_thread(void *arg)
 			ibv_req_notify_cq(cq, 0);
 		}
 		/* after re-arming: nothing that came in between is missed */
-		drain(c);
+		if (drain(c))
+			spin(c);
 		if (pfd[1].revents)
 			cm_event(c);
 		if (c->ops->tick)

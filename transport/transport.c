@@ -155,7 +155,8 @@ struct transport *transport_new_ops(const struct transport_config *cfg,
 		: cfg->secret_len != 0)
 		goto fail;
 
-	if (cfg->rdma_eager_max > TRANSPORT_RDMA_EAGER_MAX)
+	if (cfg->rdma_eager_max > TRANSPORT_RDMA_EAGER_MAX ||
+	    cfg->rdma_poll_us > TRANSPORT_RDMA_POLL_MAX)
 		goto fail;
 
 	err = -ENOMEM;
@@ -169,6 +170,7 @@ struct transport *transport_new_ops(const struct transport_config *cfg,
 	snprintf(t->rdma_state, sizeof(t->rdma_state), "off (transport=%s)", ops->name);
 	t->rdma_eager_max =
 	    cfg->rdma_eager_max ? cfg->rdma_eager_max : TRANSPORT_RDMA_EAGER_DEFAULT;
+	t->rdma_poll_us = cfg->rdma_poll_us;
 	snprintf(t->node, sizeof(t->node), "%s", cfg->node);
 	if (cfg->listen_host) {
 		t->listen_host = strdup(cfg->listen_host);

@@ -67,6 +67,7 @@ struct transport;
 
 #define TRANSPORT_RDMA_EAGER_DEFAULT (32u << 10)
 #define TRANSPORT_RDMA_EAGER_MAX (1u << 20)
+#define TRANSPORT_RDMA_POLL_MAX 10000 /* us */
 
 struct transport_config {
 	const char *backend;	 /* "tcp", "rdma" or "auto" (NULL means "tcp") */
@@ -92,6 +93,11 @@ struct transport_config {
 	 * larger ones rendezvous (RDMA READ); 0 means
 	 * TRANSPORT_RDMA_EAGER_DEFAULT; at most TRANSPORT_RDMA_EAGER_MAX */
 	uint32_t rdma_eager_max;
+	/* RDMA: after a completion, a connection's thread polls its
+	 * completion queue for this many microseconds more (yielding the
+	 * CPU between polls) before it sleeps on completion events again;
+	 * 0 (the default): events only.  At most TRANSPORT_RDMA_POLL_MAX. */
+	uint32_t rdma_poll_us;
 };
 
 /* Blocks a HAVE describes at most, and the flags of struct transport_have. */

@@ -271,6 +271,7 @@ struct transport {
 	char rdma_state[160];	 /* transport_rdma_state(); fixed after serve */
 	char caps[32];		 /* transport_caps(); fixed after serve */
 	uint32_t rdma_eager_max; /* config */
+	uint32_t rdma_poll_us;	 /* config */
 	/* config, fixed after transport_new() */
 	char node[OBJFS_NODE_MAX];
 	char *listen_host;

@@ -15,7 +15,7 @@ done
 
 # The daemon's usage names its options, so a user can find them.
 out=$(timeout -k 5 10 "$OBJFSD" --help 2>&1)
-for opt in capacity store node allow_overwrite transport rdma_eager_max; do
+for opt in capacity store node allow_overwrite transport rdma_eager_max rdma_poll; do
 	assert_match "$opt" "$out" "objfsd --help mentions $opt"
 done
 

@@ -38,6 +38,7 @@ for bin in "$OBJFSD" "$MOUNT_HELPER"; do
 	bad "$bin" 'transport=infiniband.*auto, tcp or rdma' local "$M" -o "$O,transport=infiniband"
 	bad "$bin" 'rdma_eager_max=0' local "$M" -o "$O,rdma_eager_max=0"
 	bad "$bin" 'rdma_eager_max=2M.*1024K' local "$M" -o "$O,rdma_eager_max=2M"
+	bad "$bin" 'rdma_poll=20000.*10000' local "$M" -o "$O,rdma_poll=20000"
 done
 bad "$OBJFSD" node local "$M" -o "$(with_opts "$O" node=bad/name)"
 bad "$OBJFSD" node local "$M" -o "$(with_opts "$O" node=-x)"
