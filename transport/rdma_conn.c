@@ -577,19 +577,24 @@ static int drain(struct rconn *c)
  * rdma_poll_us: after a completion, keep polling for the next one that
  * long (restarted by each), so that the answer to a SEND just completed
  * is picked up without a completion event and a wake-up.  Each empty
- * poll yields the CPU: on one CPU the thread that waits for the answer
- * must run as soon as it is handed it.  A completion event armed
- * before still fires; the loop then finds nothing, and re-arms.
+ * poll calls sched_yield(), which lets a thread waiting for this CPU
+ * run only now and then: polling costs a CPU.  Never beyond
+ * RCONN_TICK_MS in all, so that steady traffic cannot keep tick() (a
+ * server's handshake deadline, its pins' budgets) and the rdma_cm
+ * events from running.  A completion event armed before still fires;
+ * the loop then finds nothing, and re-arms.
  */
 static void spin(struct rconn *c)
 {
-	int64_t span = (int64_t)c->t->rdma_poll_us * 1000, until = mono_ns() + span;
+	int64_t span = (int64_t)c->t->rdma_poll_us * 1000, now = mono_ns();
+	int64_t until = now + span, cap = now + (int64_t)RCONN_TICK_MS * 1000000;
 
-	while (span && !atomic_load(&c->stop) && mono_ns() < until) {
+	while (span && !atomic_load(&c->stop) && now < until && now < cap) {
 		if (drain(c))
 			until = mono_ns() + span;
 		else
 			sched_yield();
+		now = mono_ns();
 	}
 }
 
