@@ -1289,8 +1289,8 @@ static int mode_poll(void)
 			POLL_BLOCKS);
 	printf("%-8s %-20s %-20s %11s %6s\n", "size", "events", "polling", "poll/events", "n");
 	for (i = 0; i < measured; i++) {
-		struct lat e = {.p50 = m[i][0][0], .p90 = m[i][0][1]};
-		struct lat q = {.p50 = m[i][1][0], .p90 = m[i][1][1]};
+		struct lat e = {.p50 = m[i][0][0], .p90 = m[i][0][1], .done = true};
+		struct lat q = {.p50 = m[i][1][0], .p90 = m[i][1][1], .done = true};
 
 		printf("%-8s %-20s %-20s %10.2fx %6ld\n", fmt_size(objs[i].size), fmt_lat(&e),
 		       fmt_lat(&q), q.p50 / e.p50, n[i]);
