@@ -113,25 +113,49 @@ meta_per_op() {
 # ---- running objfs-meta-bench ----
 
 # meta_run KEY OP DIR COUNT ARGS...: one objfs-meta-bench run; appends
-# its rate to MV[KEY], and, for a run in the mount (KEY not ending in
-# "-tmpfs"), its commands per operation to MC[KEY] and ME[KEY]; failed
+# its rate to MV[KEY], and, for a run in the mount (not a baseline's:
+# meta_baseline), its commands per operation to MC[KEY] and ME[KEY]; failed
 # operations add up in MF[KEY]
 meta_run() {
 	local key=$1 op=$2 dir=$3 count=$4 out c0 c1 ok pair
 	shift 4
-	[[ $key == *-tmpfs ]] || c0=$(meta_calls)
+	meta_baseline "$key" || c0=$(meta_calls)
 	out=$(timeout -k 5 900 "$MBENCH" "$op" "$dir" "$count" --max-seconds 600 "$@") ||
 		die "objfs-meta-bench $op $dir $count $* failed"
 	MV[$key]+=" $(value per_s "$out")"
 	ME_LAST_OK=$(value ok "$out")
 	MF[$key]=$((${MF[$key]:-0} + $(value failed "$out") + $(value skipped "$out")))
 	echo "    $op $(basename "$dir") ($*): $(value per_s "$out")/s; ok $(value ok "$out"), failed $(value failed "$out"), skipped $(value skipped "$out"), $(value seconds "$out") s"
-	[[ $key != *-tmpfs ]] || return 0
+	! meta_baseline "$key" || return 0
 	c1=$(meta_calls)
 	ok=$(value ok "$out")
 	read -r -a pair <<<"$(meta_per_op "$c0" "$c1" "$ok")"
 	MC[$key]+=" ${pair[0]}"
 	ME[$key]+=" ${pair[1]}"
+}
+
+# meta_baseline KEY: whether KEY is a baseline's (tmpfs, the FUSE floor),
+# whose runs count no Redis commands
+meta_baseline() { [[ $1 == *-tmpfs || $1 == *-floor || $1 == *-lean ]]; }
+
+# meta_floor KEY WRITERS [--lean]: META_CREATES creates with WRITERS
+# workers on a fresh mount of objfs-fuse-floor (bench/fuse-floor.c: an
+# in-memory FUSE filesystem that answers a create as objfsd does and does
+# nothing else), into MV[KEY]
+meta_floor() {
+	local key=$1 w=$2 m=$W/floor pid i
+	shift 2
+	mkdir -p "$m"
+	"$FLOOR" "$@" "$m" >>"$W/floor.log" 2>&1 &
+	pid=$!
+	for ((i = 0; i < 100; i++)); do
+		mountpoint -q "$m" && break
+		sleep 0.1
+	done
+	mountpoint -q "$m" || die "objfs-fuse-floor $* did not mount on $m (see $W/floor.log)"
+	meta_run "$key" create "$m" "$META_CREATES" --workers "$w"
+	umount "$m" || die "cannot unmount $m"
+	timeout -k 2 10 tail --pid="$pid" -f /dev/null || true
 }
 
 # meta_ls KEY DIR COUNT: time `ls -l DIR >/dev/null` (bounded) into
@@ -188,7 +212,7 @@ wait_faulted_in() {
 # directory
 meta_creates() {
 	local r=$1 w lay args d
-	echo "create rate: $META_CREATES objects of 4 KiB per run, objfs then tmpfs (round $r of $META_ROUNDS)"
+	echo "create rate: $META_CREATES objects of 4 KiB per run, objfs, tmpfs, then (one dir) the FUSE floor (round $r of $META_ROUNDS)"
 	for w in "${META_WRITERS[@]}"; do
 		for lay in one per; do
 			args=(--workers "$w")
@@ -198,6 +222,8 @@ meta_creates() {
 			meta_run "create-$lay-$w" create "$ME_A/$d" "$META_CREATES" "${args[@]}"
 			meta_run "create-$lay-$w-tmpfs" create "$SHM/meta/$d" "$META_CREATES" "${args[@]}"
 		done
+		meta_floor "create-one-$w-floor" "$w"
+		meta_floor "create-one-$w-lean" "$w" --lean
 	done
 }
 
@@ -422,6 +448,10 @@ meta_report() {
 	for w in 1 4; do
 		REPORT+=$(meta_row "unlink in one dir, $w worker(s)" "unlink-$w" op/s)$'\n'
 	done
+	REPORT+="FUSE floor (objfs-fuse-floor: answers a create as objfsd does, in memory, nothing else), create/s 1/4/16 writers one dir:"
+	REPORT+=" $(meta_meds create-one "${META_WRITERS[@]/%/-floor}"); lean (negative entries and attributes cached):"
+	REPORT+=" $(meta_meds create-one "${META_WRITERS[@]/%/-lean}"); objfs/floor 4 writers:"
+	REPORT+=" $(calc "$(meta_med MV create-one-4)" "$(meta_med MV create-one-4-floor)" 'printf "%.3f", a / b')"$'\n'
 	REPORT+="open files limit $ME_NOFILE: at most $ME_PER_NODE objects a node (objfsd keeps a descriptor for every"
 	REPORT+=" object in its store); the trees were made through $((ME_TN + 1)) nodes"$'\n'
 	REPORT+="redis memory: $ME_MEM_PER_OBJ B per object (used_memory across the $ME_MEM_N-object tree)"$'\n'
@@ -429,7 +459,7 @@ meta_report() {
 	REPORT+="keys by shape:"$'\n'"$ME_KEYS"$'\n'
 	# one line per measure to paste into a note
 	t="summary $e:"
-	REPORT+="$t create/s 1/4/16 writers one dir $(meta_meds create-one "${META_WRITERS[@]}"), dir each $(meta_meds create-per "${META_WRITERS[@]}") (tmpfs $(meta_meds create-one "${META_WRITERS[@]/%/-tmpfs}"))"$'\n'
+	REPORT+="$t create/s 1/4/16 writers one dir $(meta_meds create-one "${META_WRITERS[@]}"), dir each $(meta_meds create-per "${META_WRITERS[@]}") (tmpfs $(meta_meds create-one "${META_WRITERS[@]/%/-tmpfs}"); FUSE floor $(meta_meds create-one "${META_WRITERS[@]/%/-floor}"))"$'\n'
 	for n in "${ME_LS_SIZES[@]}"; do
 		REPORT+="$t ls -l $n cold $(meta_fmt s "$(meta_med MV "ls-$n-cold")") s,"
 		REPORT+=" repeated $(meta_fmt s "$(meta_med MV "ls-$n-warm")") s (tmpfs"
@@ -510,7 +540,9 @@ meta_engine() {
 section_meta() {
 	local e n topo=$REPO/tests/redis-topo.sh
 	MBENCH=$BUILD/bench/objfs-meta-bench
+	FLOOR=$BUILD/bench/objfs-fuse-floor
 	[ -x "$MBENCH" ] || die "$MBENCH was not built"
+	[ -x "$FLOOR" ] || die "$FLOOR was not built"
 	if [ -f "$topo" ]; then
 		# shellcheck source=/dev/null
 		. "$topo"
