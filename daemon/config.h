@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "util.h"
 
@@ -111,6 +112,11 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 int config_finish(struct config *c, char *err, size_t errlen);
 
 void config_release(struct config *c);
+
+/* --help's list of the -o options, from the table config_parse_options()
+ * parses with: one entry per option (or group), its default, and the
+ * options mount(8) passes that are ignored */
+void config_usage_options(FILE *f);
 
 /* @spec for a message or the log, with what comes before its last '@'
  * (the password) shown as "***"; @buf, or @spec itself if it has none */
