@@ -57,6 +57,19 @@
  *       the rate of whole objects (open+write+close) per second and p50
  *       and p99 of close and of visible, in microseconds.
  *
+ *   objfs-bench touch SIZE [--repeat N] [--dir DIR]
+ *       What first touches of memory cost on this machine, the price of
+ *       landing bytes in a new mapping (a fetch lands in a new store
+ *       file's mapping; a GET's reply in a reused buffer).  Per round: a
+ *       memcpy of SIZE into a reused buffer (hot); a new file of SIZE in
+ *       DIR (default /dev/shm), fallocate()d, mapped shared and
+ *       populated with MADV_POPULATE_WRITE (populate), a memcpy into the
+ *       mapping (first), another (again); the file mapped anew read-only
+ *       and one byte of each 4 KiB page read (read_touch).  N rounds
+ *       (default 9), medians in microseconds.  On a guest whose
+ *       hypervisor fills its page tables lazily, "first" is many times
+ *       "again" although the pages were populated.
+ *
  * SIZE takes a K, M or G suffix (powers of 1024).  Percentiles are
  * nearest-rank: p99 of 20 samples is the largest.
  *
@@ -68,6 +81,8 @@
  *   open-read dir=D n=N bytes=B p50_us=U p99_us=U mean_us=U max_us=U
  *   close dir=D n=N size=B writers=W per_s=R close_p50_us=U close_p99_us=U
  *       close_max_us=U [visible_p50_us=U visible_p99_us=U visible_max_us=U]
+ *   touch size=B n=N hot_us=U populate_us=U first_us=U again_us=U
+ *       read_touch_us=U
  *
  * Timing uses CLOCK_MONOTONIC.  Nothing here depends on objfs: the same
  * program measures the baselines.
@@ -138,7 +153,8 @@ static void usage(FILE *out)
 		     "       objfs-bench tcp SIZE [--repeat N] [--buf SIZE]\n"
 		     "       objfs-bench redis-get URL SIZE N\n"
 		     "       objfs-bench open-read DIR COUNT [--no-stat]\n"
-		     "       objfs-bench close DIR COUNT SIZE [--writers N] [--visible DIR2]\n");
+		     "       objfs-bench close DIR COUNT SIZE [--writers N] [--visible DIR2]\n"
+		     "       objfs-bench touch SIZE [--repeat N] [--dir DIR]\n");
 }
 
 /* A pre-touched, page-aligned buffer of @size bytes, or NULL. */
@@ -1024,6 +1040,118 @@ out:
 	return rc;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* one round of cmd_touch(): the five times into @t, 0 or -errno */
+static int touch_round(const char *dir, const char *src, char *hot, size_t size, double t[5])
+{
+	char path[4096];
+	volatile char sum = 0;
+	double t0;
+	char *m;
+	size_t i;
+	int fd, r = 0;
+
+	t0 = now_s();
+	memcpy(hot, src, size);
+	t[0] = now_s() - t0;
+	snprintf(path, sizeof(path), "%s/objfs-bench-touch.%ld", dir, (long)getpid());
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0)
+		return -errno;
+	unlink(path);
+	if (ftruncate(fd, (off_t)size) < 0 || fallocate(fd, 0, 0, (off_t)size) < 0) {
+		r = -errno;
+		goto out;
+	}
+	m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		r = -errno;
+		goto out;
+	}
+	t0 = now_s();
+	if (madvise(m, size, MADV_POPULATE_WRITE) < 0)
+		r = -errno;
+	t[1] = now_s() - t0;
+	t0 = now_s();
+	memcpy(m, src, size);
+	t[2] = now_s() - t0;
+	t0 = now_s();
+	memcpy(m, src, size);
+	t[3] = now_s() - t0;
+	munmap(m, size);
+	m = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		r = -errno;
+		goto out;
+	}
+	t0 = now_s();
+	for (i = 0; i < size; i += 4096)
+		sum = (char)(sum + m[i]);
+	t[4] = now_s() - t0;
+	munmap(m, size);
+out:
+	close(fd);
+	return r;
+}
+
+static int cmd_touch(int argc, char **argv)
+{
+	static const char *const names[] = {"hot", "populate", "first", "again", "read_touch"};
+	const char *dir = "/dev/shm";
+	long repeat = 9, i, k;
+	uint64_t size;
+	double *t[5] = {NULL}, round[5];
+	char *src = NULL, *hot = NULL;
+	int rc = 1, r;
+
+	if (argc < 1 || parse_size(argv[0], &size) < 0 || !size || size > (1ULL << 30)) {
+		fprintf(stderr, "objfs-bench touch: SIZE must be 1 to 1G\n");
+		return 2;
+	}
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
+			if (parse_count(argv[++i], 1, 10000, &repeat) < 0) {
+				fprintf(stderr, "objfs-bench touch: --repeat takes 1 to 10000\n");
+				return 2;
+			}
+		} else if (!strcmp(argv[i], "--dir") && i + 1 < argc) {
+			dir = argv[++i];
+		} else {
+			fprintf(stderr, "objfs-bench touch: unknown argument '%s'\n", argv[i]);
+			return 2;
+		}
+	}
+	src = touched_alloc(size);
+	hot = touched_alloc(size);
+	for (k = 0; k < 5; k++)
+		t[k] = calloc((size_t)repeat, sizeof(double));
+	if (!src || !hot || !t[0] || !t[1] || !t[2] || !t[3] || !t[4])
+		goto out;
+	for (i = 0; i < repeat; i++) {
+		r = touch_round(dir, src, hot, size, round);
+		if (r < 0) {
+			fprintf(stderr, "objfs-bench touch: a file in %s: %s\n", dir, strerror(-r));
+			goto out;
+		}
+		for (k = 0; k < 5; k++)
+			t[k][i] = round[k] * 1e6;
+	}
+	printf("touch size=%" PRIu64 " n=%ld", size, repeat);
+	for (k = 0; k < 5; k++)
+		printf(" %s_us=%.1f", names[k], median(t[k], (int)repeat));
+	printf("\n");
+	rc = 0;
+out:
+	for (k = 0; k < 5; k++)
+		free(t[k]);
+	free(src);
+	free(hot);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -1048,6 +1176,8 @@ int main(int argc, char **argv)
 		return cmd_open_read(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "close"))
 		return cmd_close(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "touch"))
+		return cmd_touch(argc - 2, argv + 2);
 	usage(stderr);
 	return 2;
 }
