@@ -230,7 +230,7 @@ static int create_one(const char *path, char *buf, long size, long index)
 	if (fd < 0)
 		return -errno;
 	if (size)
-		r = write_full(fd, buf, (size_t)size);
+		r = util_write_full(fd, buf, (size_t)size);
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
 	return r;
@@ -293,9 +293,9 @@ static void worker_run(const struct meta_job *job, int k, int ready_fd, int go_f
 	while (read(go_fd, &c, 1) < 0 && errno == EINTR)
 		;
 
-	deadline = mono_ns() + (int64_t)(job->max_seconds * 1e9);
+	deadline = util_mono_ns() + (int64_t)(job->max_seconds * 1e9);
 	for (i = lo; i < hi; i++) {
-		if (mono_ns() > deadline) {
+		if (util_mono_ns() > deadline) {
 			res.skipped = hi - i;
 			break;
 		}
@@ -308,12 +308,12 @@ static void worker_run(const struct meta_job *job, int k, int ready_fd, int go_f
 			fprintf(stderr, "objfs-meta-bench: worker %d: %s '%s/%s%07ld': %s\n", k,
 				op_names[job->op], dir, job->prefix, i, strerror(-r));
 	}
-	res.end_ns = mono_ns();
+	res.end_ns = util_mono_ns();
 	free(buf);
 	_exit(write(res_fd, &res, sizeof(res)) == sizeof(res) ? 0 : 1);
 }
 
-/* Read exactly @len bytes from @fd within @deadline_ns (mono_ns()): 0,
+/* Read exactly @len bytes from @fd within @deadline_ns (util_mono_ns()): 0,
  * or -ETIMEDOUT, -EPIPE (every writer gone) or -errno. */
 static int read_by(int fd, void *buf, size_t len, int64_t deadline_ns)
 {
@@ -324,7 +324,7 @@ static int read_by(int fd, void *buf, size_t len, int64_t deadline_ns)
 	int r;
 
 	while (got < len) {
-		left = deadline_ns - mono_ns();
+		left = deadline_ns - util_mono_ns();
 		if (left <= 0)
 			return -ETIMEDOUT;
 		r = poll(&pfd, 1, (int)(left / 1000000) + 1);
@@ -401,12 +401,13 @@ static int run_workers(const struct meta_job *job, struct meta_result *ret_total
 	close(go[0]);
 	close(out[1]);
 	if (r == 0) {
-		r = read_by(ready[0], buf, (size_t)n, mono_ns() + READY_SECONDS * 1000000000ll);
+		r = read_by(ready[0], buf, (size_t)n,
+			    util_mono_ns() + READY_SECONDS * 1000000000ll);
 		if (r < 0)
 			fprintf(stderr, "objfs-meta-bench: the workers did not get ready: %s\n",
 				strerror(-r));
 	}
-	start = mono_ns();
+	start = util_mono_ns();
 	/* the release: every worker's read() on go[0] returns 0 */
 	close(go[1]);
 	for (i = 0; r == 0 && i < n; i++) {

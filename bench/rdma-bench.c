@@ -251,7 +251,7 @@ static struct {
 	unsigned poll_us, srv_poll_us; /* poll mode's client; the server's */
 	char all_cpus[32];	       /* "0-N": what perftest's polling runs may use */
 	double budget_s;
-	int64_t deadline; /* mono_ns() */
+	int64_t deadline; /* util_mono_ns() */
 } opt = {.out = ".", .gid = 1, .pin = -1, .budget_s = 0.5, .poll_us = 50};
 
 static struct transport *server;
@@ -299,7 +299,7 @@ static void complain(const char *fmt, ...)
 
 static bool out_of_time(void)
 {
-	return mono_ns() > opt.deadline;
+	return util_mono_ns() > opt.deadline;
 }
 
 /* Open DIR/NAME for writing, or NULL (warned). */
@@ -465,14 +465,14 @@ static double warm_up(const struct client *c, const struct obj *o)
 			err = -EBADMSG;
 	}
 	for (i = 0; i < warm && !err; i++) {
-		t0 = mono_ns();
+		t0 = util_mono_ns();
 		err = fetch(c, o);
 	}
 	if (err) {
 		complain("%s: fetch of %" PRIu64 " bytes: %s", c->label, o->size, strerror(-err));
 		return err;
 	}
-	return (double)(mono_ns() - t0) / 1e9;
+	return (double)(util_mono_ns() - t0) / 1e9;
 }
 
 /*
@@ -511,19 +511,19 @@ static int measure(struct client *const *cs, int nc, const struct obj *o, struct
 		if (cs[k]->t)
 			transport_stats(cs[k]->t, &a[k]);
 	}
-	stop = mono_ns() + (int64_t)(3 * nc * opt.budget_s * 1e9);
+	stop = util_mono_ns() + (int64_t)(3 * nc * opt.budget_s * 1e9);
 	for (i = 0; i < n && !err; i++) {
 		for (j = 0; j < nc && !err; j++) {
 			k = (int)((i + j) % nc);
 			path_set(cs[k]);
-			t0 = mono_ns();
+			t0 = util_mono_ns();
 			err = fetch(cs[k], o);
-			us[k][i] = (double)(mono_ns() - t0) / 1e3;
+			us[k][i] = (double)(util_mono_ns() - t0) / 1e3;
 			if (err)
 				complain("%s: fetch of %" PRIu64 " bytes: %s", cs[k]->label,
 					 o->size, strerror(-err));
 		}
-		if (i + 1 >= nmin_of(o->size) && mono_ns() > stop) {
+		if (i + 1 >= nmin_of(o->size) && util_mono_ns() > stop) {
 			i++;
 			break;
 		}
@@ -969,7 +969,7 @@ static int perftest_once(const char *tool, const char *args, uint64_t size, long
 {
 	char srv[512], cli[640], log[4096], line[1024], cpus[16];
 	int port = PERFTEST_PORT + perftest_runs++ % 200, attempt, n = -1;
-	int64_t until = mono_ns() + 40000000000LL;
+	int64_t until = util_mono_ns() + 40000000000LL;
 	const char *suffix = *args ? "-e" : "";
 	pid_t pid;
 
@@ -987,7 +987,7 @@ static int perftest_once(const char *tool, const char *args, uint64_t size, long
 	if (pid < 0)
 		return -1;
 	usleep(300000);
-	for (attempt = 0; n < 0 && mono_ns() < until; attempt++) {
+	for (attempt = 0; n < 0 && util_mono_ns() < until; attempt++) {
 		FILE *p = popen(cli, "r");
 		FILE *keep;
 
@@ -1379,7 +1379,7 @@ int main(int argc, char **argv)
 	bool want[ARRAY_SIZE(names)] = {false}, any = false;
 	struct ibv_context **devs;
 	double max_s = 900;
-	int64_t t0 = mono_ns();
+	int64_t t0 = util_mono_ns();
 	int i, k, n = 0, rc = 0;
 
 	opt.ip = getenv("OBJFS_VM_IP");
@@ -1496,7 +1496,7 @@ out:
 	free(dst);
 	if (targets)
 		fclose(targets);
-	printf("\nobjfs-rdma-bench: %.0f s, %d warnings\n", (double)(mono_ns() - t0) / 1e9,
+	printf("\nobjfs-rdma-bench: %.0f s, %d warnings\n", (double)(util_mono_ns() - t0) / 1e9,
 	       warnings);
 	return rc;
 }

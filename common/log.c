@@ -91,20 +91,20 @@ static bool recent_locked(const struct log_ratelimit *rl, uint64_t hash, int64_t
 }
 
 bool log_ratelimit_check(struct log_ratelimit *rl, uint64_t hash, enum log_level level,
-			 int64_t now_ns, unsigned long *ret_missed)
+			 int64_t util_now_ns, unsigned long *ret_missed)
 {
 	bool ok;
 
 	pthread_mutex_lock(&rl->lock);
-	if (!rl->begin || now_ns - rl->begin >= rl->interval_ns) {
-		rl->begin = now_ns ? now_ns : 1;
+	if (!rl->begin || util_now_ns - rl->begin >= rl->interval_ns) {
+		rl->begin = util_now_ns ? util_now_ns : 1;
 		rl->printed = 0;
 	}
-	ok = rl->printed < rl->burst && !recent_locked(rl, hash, now_ns);
+	ok = rl->printed < rl->burst && !recent_locked(rl, hash, util_now_ns);
 	if (ok) {
 		rl->printed++;
 		rl->recent[rl->recent_next] = hash;
-		rl->recent_at[rl->recent_next] = now_ns ? now_ns : 1;
+		rl->recent_at[rl->recent_next] = util_now_ns ? util_now_ns : 1;
 		rl->recent_next = (rl->recent_next + 1) % LOG_RL_RECENT;
 		*ret_missed = rl->missed;
 		rl->missed = 0;
@@ -136,7 +136,7 @@ void log_vmsg_limited(struct log_ratelimit *rl, enum log_level level, const char
 	if (level > max_level)
 		return;
 	vsnprintf(line, sizeof(line), fmt, ap);
-	if (!log_ratelimit_check(rl, line_hash(line), level, mono_ns(), &missed))
+	if (!log_ratelimit_check(rl, line_hash(line), level, util_mono_ns(), &missed))
 		return;
 	if (missed)
 		log_msg(level, "%s: %lu more suppressed", rl->what, missed);
@@ -156,7 +156,7 @@ unsigned long log_ratelimit_flush(struct log_ratelimit *rl)
 {
 	enum log_level level;
 	unsigned long n = 0;
-	int64_t now = mono_ns();
+	int64_t now = util_mono_ns();
 
 	pthread_mutex_lock(&rl->lock);
 	if (rl->missed && now - rl->begin >= rl->interval_ns) {

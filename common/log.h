@@ -79,13 +79,13 @@ void log_ratelimit_init(struct log_ratelimit *rl, const char *what, unsigned int
 void log_ratelimit_release(struct log_ratelimit *rl);
 
 /*
- * The decision alone, at time @now_ns (mono_ns()) for a line whose hash
+ * The decision alone, at time @util_now_ns (util_mono_ns()) for a line whose hash
  * is @hash at @level: true if it may go out, with *@ret_missed set to the
  * lines held back before it (the caller reports them first; the count
  * starts again at 0); false if it is held back (and counted).
  */
 bool log_ratelimit_check(struct log_ratelimit *rl, uint64_t hash, enum log_level level,
-			 int64_t now_ns, unsigned long *ret_missed);
+			 int64_t util_now_ns, unsigned long *ret_missed);
 
 /*
  * log_msg() through @rl: the line goes out if @rl lets it, after a line

@@ -18,7 +18,7 @@
 
 #include "xxh.h"
 
-int parse_u64(const char *s, uint64_t *ret)
+int util_parse_u64(const char *s, uint64_t *ret)
 {
 	uint64_t v = 0;
 
@@ -35,7 +35,7 @@ int parse_u64(const char *s, uint64_t *ret)
 	return 0;
 }
 
-int parse_size(const char *s, uint64_t *ret_size)
+int util_parse_size(const char *s, uint64_t *ret_size)
 {
 	char digits[32];
 	const char *p = s;
@@ -52,7 +52,7 @@ int parse_size(const char *s, uint64_t *ret_size)
 		return n ? -ERANGE : -EINVAL;
 	memcpy(digits, s, n);
 	digits[n] = '\0';
-	r = parse_u64(digits, &v);
+	r = util_parse_u64(digits, &v);
 	if (r < 0)
 		return r;
 	switch (toupper((unsigned char)*p)) {
@@ -92,7 +92,7 @@ int parse_size(const char *s, uint64_t *ret_size)
 	return 0;
 }
 
-void format_size(uint64_t bytes, char *buf, size_t len)
+void util_format_size(uint64_t bytes, char *buf, size_t len)
 {
 	static const char units[] = "KMGTP";
 	uint64_t unit = 1;
@@ -111,7 +111,7 @@ void format_size(uint64_t bytes, char *buf, size_t len)
 			 bytes % unit * 10 / unit, units[u]);
 }
 
-bool utf8_valid(const char *str, size_t len)
+bool util_utf8_valid(const char *str, size_t len)
 {
 	const unsigned char *s = (const unsigned char *)str;
 	size_t i = 0;
@@ -151,7 +151,7 @@ bool utf8_valid(const char *str, size_t len)
 	return true;
 }
 
-int name_validate(const char *name)
+int util_name_validate(const char *name)
 {
 	size_t len;
 
@@ -162,12 +162,12 @@ int name_validate(const char *name)
 		return -EINVAL;
 	if (len > OBJFS_NAME_MAX)
 		return -ENAMETOOLONG;
-	if (!utf8_valid(name, len))
+	if (!util_utf8_valid(name, len))
 		return -EILSEQ;
 	return 0;
 }
 
-int node_name_validate(const char *name)
+int util_node_name_validate(const char *name)
 {
 	size_t len, i;
 
@@ -185,7 +185,7 @@ int node_name_validate(const char *name)
 	return 0;
 }
 
-void csum_to_hex(const uint8_t csum[OBJFS_CSUM_LEN], char out[OBJFS_CSUM_HEX])
+void util_csum_to_hex(const uint8_t csum[OBJFS_CSUM_LEN], char out[OBJFS_CSUM_HEX])
 {
 	static const char hex[] = "0123456789abcdef";
 	int i;
@@ -208,7 +208,7 @@ static int hexval(char c)
 	return -1;
 }
 
-int csum_from_hex(const char *hex, uint8_t ret_csum[OBJFS_CSUM_LEN])
+int util_csum_from_hex(const char *hex, uint8_t ret_csum[OBJFS_CSUM_LEN])
 {
 	uint8_t out[OBJFS_CSUM_LEN];
 	int i;
@@ -226,7 +226,7 @@ int csum_from_hex(const char *hex, uint8_t ret_csum[OBJFS_CSUM_LEN])
 	return 0;
 }
 
-void csum_buf(const void *buf, size_t len, uint8_t ret_csum[OBJFS_CSUM_LEN])
+void util_csum_buf(const void *buf, size_t len, uint8_t ret_csum[OBJFS_CSUM_LEN])
 {
 	XXH128_hash_t h = XXH3_128bits(buf, len);
 	XXH128_canonical_t c;
@@ -235,7 +235,7 @@ void csum_buf(const void *buf, size_t len, uint8_t ret_csum[OBJFS_CSUM_LEN])
 	memcpy(ret_csum, c.digest, OBJFS_CSUM_LEN);
 }
 
-int64_t now_ns(void)
+int64_t util_now_ns(void)
 {
 	struct timespec ts;
 
@@ -243,7 +243,7 @@ int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-uint64_t node_name_key(const char *name)
+uint64_t util_node_name_key(const char *name)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
 
@@ -254,7 +254,7 @@ uint64_t node_name_key(const char *name)
 	return h ? h : 1;
 }
 
-int64_t mono_ns(void)
+int64_t util_mono_ns(void)
 {
 	struct timespec ts;
 
@@ -307,7 +307,7 @@ static int proc_stat(int pid, char *ret_state, int64_t *ret_start_ns)
 	return 0;
 }
 
-bool proc_gone(int pid, int64_t started_ns)
+bool util_proc_gone(int pid, int64_t started_ns)
 {
 	int64_t start_ns;
 	char state;
@@ -325,7 +325,7 @@ bool proc_gone(int pid, int64_t started_ns)
 	return started_ns > 0 && start_ns > started_ns + PROC_START_SLACK_NS;
 }
 
-int write_full(int fd, const void *buf, size_t len)
+int util_write_full(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
 
@@ -345,7 +345,7 @@ int write_full(int fd, const void *buf, size_t len)
 	return 0;
 }
 
-uint64_t nofile_limit(void)
+uint64_t util_nofile_limit(void)
 {
 	struct rlimit rl;
 
@@ -359,7 +359,7 @@ static uint64_t clamp_u64(uint64_t v, uint64_t lo, uint64_t hi)
 	return v < lo ? lo : v > hi ? hi : v;
 }
 
-void fd_budget(uint64_t nofile, struct fd_budget *ret)
+void util_fd_budget(uint64_t nofile, struct util_fd_budget *ret)
 {
 	uint64_t spare;
 
@@ -373,7 +373,7 @@ void fd_budget(uint64_t nofile, struct fd_budget *ret)
 	ret->open_max = nofile > 2 * spare ? nofile - spare : nofile / 2;
 }
 
-void *table_alloc(size_t len)
+void *util_table_alloc(size_t len)
 {
 	void *p;
 
@@ -383,7 +383,7 @@ void *table_alloc(size_t len)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-void table_free(void *p, size_t len)
+void util_table_free(void *p, size_t len)
 {
 	if (p)
 		munmap(p, len);

@@ -89,7 +89,7 @@ static int parse_listen(struct config *c, const char *val, char *err, size_t err
 	hlen = (size_t)(host_end - host_start);
 	if (hlen >= sizeof(host))
 		return fail(err, errlen, "invalid option 'listen=%s': host name too long", val);
-	if (parse_u64(colon + 1, &port) < 0 || port > 65535)
+	if (util_parse_u64(colon + 1, &port) < 0 || port > 65535)
 		return fail(err, errlen,
 			    "invalid option 'listen=%s': port must be 0-65535 (0: any free port)",
 			    val);
@@ -201,7 +201,7 @@ typedef int config_opt_fn(struct config *c, const char *opt, const char *val, ch
 
 static int opt_node(struct config *c, const char *opt, const char *val, char *err, size_t errlen)
 {
-	if (node_name_validate(val) < 0)
+	if (util_node_name_validate(val) < 0)
 		return fail(err, errlen,
 			    "invalid option 'node=%s': use 1-63 of [A-Za-z0-9._-], "
 			    "not starting with '.' or '-'",
@@ -233,7 +233,7 @@ static int opt_capacity(struct config *c, const char *opt, const char *val, char
 {
 	uint64_t size;
 
-	if (parse_size(val, &size) < 0)
+	if (util_parse_size(val, &size) < 0)
 		return fail(err, errlen,
 			    "invalid option 'capacity=%s': expected a size like 512M or 4G", val);
 	if (size < (1ULL << 20))
@@ -266,7 +266,7 @@ static int opt_io_timeout(struct config *c, const char *opt, const char *val, ch
 {
 	uint64_t ms;
 
-	if (parse_u64(val, &ms) < 0 || ms < 100 || ms > 600000)
+	if (util_parse_u64(val, &ms) < 0 || ms < 100 || ms > 600000)
 		return fail(err, errlen, "invalid option 'io_timeout=%s': milliseconds, 100-600000",
 			    val);
 	c->io_timeout_ms = (unsigned)ms;
@@ -278,7 +278,7 @@ static int opt_serve_bwlimit(struct config *c, const char *opt, const char *val,
 {
 	uint64_t bw;
 
-	if (parse_size(val, &bw) < 0 || (bw && bw < 4096))
+	if (util_parse_size(val, &bw) < 0 || (bw && bw < 4096))
 		return fail(err, errlen,
 			    "invalid option 'serve_bwlimit=%s': bytes per second like 100M, at "
 			    "least 4K (0: no limit)",
@@ -292,7 +292,7 @@ static int opt_serve_slots(struct config *c, const char *opt, const char *val, c
 {
 	uint64_t n;
 
-	if (parse_u64(val, &n) < 0 || n > TRANSPORT_SLOTS_MAX)
+	if (util_parse_u64(val, &n) < 0 || n > TRANSPORT_SLOTS_MAX)
 		return fail(err, errlen,
 			    "invalid option 'serve_slots=%s': blocks sent at once to nodes "
 			    "fetching the same object, 0-%u (0: no limit)",
@@ -319,7 +319,7 @@ static int opt_rdma_eager_max(struct config *c, const char *opt, const char *val
 {
 	uint64_t size;
 
-	if (parse_size(val, &size) < 0 || !size || size > TRANSPORT_RDMA_EAGER_MAX)
+	if (util_parse_size(val, &size) < 0 || !size || size > TRANSPORT_RDMA_EAGER_MAX)
 		return fail(err, errlen,
 			    "invalid option 'rdma_eager_max=%s': the largest range sent eager "
 			    "over RDMA, a size like 32K, from 1 to %uK",
@@ -333,7 +333,7 @@ static int opt_rdma_poll(struct config *c, const char *opt, const char *val, cha
 {
 	uint64_t us;
 
-	if (parse_u64(val, &us) < 0 || us > TRANSPORT_RDMA_POLL_MAX)
+	if (util_parse_u64(val, &us) < 0 || us > TRANSPORT_RDMA_POLL_MAX)
 		return fail(err, errlen,
 			    "invalid option 'rdma_poll=%s': how long, in microseconds, an RDMA "
 			    "connection polls for its next completion before it sleeps, from 0 "
@@ -348,7 +348,7 @@ static int opt_pack_max(struct config *c, const char *opt, const char *val, char
 {
 	uint64_t size;
 
-	if (parse_size(val, &size) < 0 ||
+	if (util_parse_size(val, &size) < 0 ||
 	    (size && (size < CONFIG_PACK_MIN || size > TRANSPORT_RDMA_EAGER_MAX)))
 		return fail(err, errlen,
 			    "invalid option 'pack_max=%s': the largest object packed with "
@@ -365,7 +365,7 @@ static int opt_id(struct config *c, const char *opt, const char *val, char *err,
 	uint64_t n;
 
 	/* (uint32_t)-1 is "no change" to chown(2): never an owner */
-	if (parse_u64(val, &n) < 0 || n >= UINT32_MAX)
+	if (util_parse_u64(val, &n) < 0 || n >= UINT32_MAX)
 		return fail(err, errlen, "invalid option '%s=%s': a numeric %s id, from 0 to %u",
 			    opt, val, opt[0] == 'u' ? "user" : "group", UINT32_MAX - 1);
 	if (opt[0] == 'u') {
@@ -398,7 +398,7 @@ static int opt_map_cache(struct config *c, const char *opt, const char *val, cha
 {
 	uint64_t n;
 
-	if (parse_u64(val, &n) < 0 || !n || n > CONFIG_MAP_CACHE_MAX)
+	if (util_parse_u64(val, &n) < 0 || !n || n > CONFIG_MAP_CACHE_MAX)
 		return fail(err, errlen,
 			    "invalid option 'map_cache=%s': idle mappings of objects kept, "
 			    "from 1 to %u",
@@ -412,7 +412,7 @@ static int opt_rdma_regs(struct config *c, const char *opt, const char *val, cha
 {
 	uint64_t n;
 
-	if (parse_u64(val, &n) < 0 || !n || n > CONFIG_RDMA_REGS_MAX)
+	if (util_parse_u64(val, &n) < 0 || !n || n > CONFIG_RDMA_REGS_MAX)
 		return fail(err, errlen,
 			    "invalid option 'rdma_regs=%s': objects kept registered for RDMA "
 			    "when idle, from 1 to %u",
@@ -812,7 +812,7 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		dot = strchr(host, '.');
 		if (dot)
 			*dot = '\0';
-		if (node_name_validate(host) < 0)
+		if (util_node_name_validate(host) < 0)
 			return fail(err, errlen,
 				    "the hostname '%s' is not a valid node name; give node=NAME",
 				    host);

@@ -157,7 +157,7 @@ int endpoint_serve(struct transport *t, const struct config *c, const struct tra
 		return r;
 	}
 	transport_stats(t, &ts);
-	nofile = nofile_limit();
+	nofile = util_nofile_limit();
 	if (nofile)
 		snprintf(lim, sizeof(lim), "%" PRIu64, nofile);
 	else

@@ -42,7 +42,7 @@ static bool answers_ping(const char *sock)
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    write_full(fd, "PING\r\n", 6) == 0) {
+	    util_write_full(fd, "PING\r\n", 6) == 0) {
 		n = read(fd, buf, sizeof(buf) - 1);
 		ok = n >= 5 && !memcmp(buf, "+PONG", 5);
 	}
@@ -61,9 +61,9 @@ static int spawn(struct local_redis *lr, char *err, size_t errlen)
 	 * died: PR_SET_PDEATHSIG sent it SIGTERM and it is on its way out.
 	 * Wait for it, or as it exits it would unlink the socket of ours, and
 	 * meanwhile two servers would write one append-only file. */
-	deadline = mono_ns() + 10 * 1000000000LL;
+	deadline = util_mono_ns() + 10 * 1000000000LL;
 	while (answers_ping(lr->sock)) {
-		if (mono_ns() > deadline) {
+		if (util_mono_ns() > deadline) {
 			snprintf(err, errlen,
 				 "a redis-server still answers on %s after 10 s: is another "
 				 "objfsd using the run directory %s?",
@@ -109,8 +109,8 @@ static int spawn(struct local_redis *lr, char *err, size_t errlen)
 		_exit(127);
 	}
 	lr->pid = pid;
-	deadline = mono_ns() + 10 * 1000000000LL;
-	while (mono_ns() < deadline) {
+	deadline = util_mono_ns() + 10 * 1000000000LL;
+	while (util_mono_ns() < deadline) {
 		int status;
 
 		if (waitpid(pid, &status, WNOHANG) == pid) {
@@ -192,9 +192,9 @@ void local_redis_stop(struct local_redis *lr)
 		return;
 	if (lr->pid > 0) {
 		kill(lr->pid, SIGTERM);
-		deadline = mono_ns() + 5 * 1000000000LL;
+		deadline = util_mono_ns() + 5 * 1000000000LL;
 		while (waitpid(lr->pid, NULL, WNOHANG) == 0) {
-			if (mono_ns() > deadline) {
+			if (util_mono_ns() > deadline) {
 				kill(lr->pid, SIGKILL);
 				waitpid(lr->pid, NULL, 0);
 				break;

@@ -102,7 +102,7 @@ struct daemon {
 	int ready_fd; /* pipe to the waiting parent, or -1 */
 	/* the service manager's socket (NOTIFY_SOCKET), or "" */
 	char notify_socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	int64_t restart_deadline; /* mono_ns(): with restart, wait until then */
+	int64_t restart_deadline; /* util_mono_ns(): with restart, wait until then */
 	FILE *log;
 
 	pthread_t ticker;
@@ -195,7 +195,7 @@ static void random_hex(char *out, size_t nbytes)
 	if (nbytes > sizeof(raw))
 		nbytes = sizeof(raw);
 	if (!f || fread(raw, 1, nbytes, f) != nbytes) {
-		uint64_t x = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 32);
+		uint64_t x = (uint64_t)util_now_ns() ^ ((uint64_t)getpid() << 32);
 
 		for (i = 0; i < nbytes; i++, x = x * 6364136223846793005ULL + 1)
 			raw[i] = (unsigned char)(x >> 56);
@@ -271,7 +271,7 @@ static void notify(struct daemon *d, const char *msg)
 /* With restart and time left: say once why we wait, wait a little, true. */
 static bool restart_wait(struct daemon *d, bool *said, const char *why)
 {
-	if (!d->cfg.restart || mono_ns() >= d->restart_deadline)
+	if (!d->cfg.restart || util_mono_ns() >= d->restart_deadline)
 		return false;
 	if (!*said)
 		log_info("%s; waiting up to %d s for it to let go (restart)", why, RESTART_WAIT_S);
@@ -288,7 +288,7 @@ static void report_ready(struct daemon *d)
 
 	if (d->ready_fd < 0)
 		return;
-	write_full(d->ready_fd, "R", 1);
+	util_write_full(d->ready_fd, "R", 1);
 	close(d->ready_fd);
 	d->ready_fd = -1;
 	fd = open("/dev/null", O_RDWR);
@@ -433,16 +433,16 @@ static void prefault_why(const struct prefault_room *p, const struct store_prefa
 			snprintf(buf, len, "stopped: /proc/meminfo cannot be read");
 			break;
 		}
-		format_size(p->margin, m, sizeof(m));
+		util_format_size(p->margin, m, sizeof(m));
 		if (p->by_cgroup) {
-			format_size(sub_or_0(cg->limit, cg->usage), a, sizeof(a));
-			format_size(cg->limit, b, sizeof(b));
+			util_format_size(sub_or_0(cg->limit, cg->usage), a, sizeof(a));
+			util_format_size(cg->limit, b, sizeof(b));
 			snprintf(buf, len,
 				 "stopped: memory cgroup %s has %s left of its %s (%s), and %s of "
 				 "it stays free",
 				 cg->dir, a, b, cg->file, m);
 		} else {
-			format_size(p->mem.available, a, sizeof(a));
+			util_format_size(p->mem.available, a, sizeof(a));
 			snprintf(
 			    buf, len,
 			    "stopped: this host has %s of memory available (MemAvailable), and "
@@ -469,7 +469,7 @@ static void *prefault_main(void *arg)
 	struct prefault_room room = {0};
 	struct store_prefault_limit limit = {prefault_room, &room};
 	struct store_prefault_report rep;
-	int64_t t0 = mono_ns();
+	int64_t t0 = util_mono_ns();
 	char got[32], why[1024];
 	int r;
 
@@ -480,10 +480,10 @@ static void *prefault_main(void *arg)
 		log_warn("cannot fault the store in: %s", strerror(-r));
 		return NULL;
 	}
-	format_size(rep.bytes, got, sizeof(got));
+	util_format_size(rep.bytes, got, sizeof(got));
 	prefault_why(&room, &rep, why, sizeof(why));
 	log_info("store faulted in: %s of free capacity held in reusable files (%.1f s)%s%s", got,
-		 (double)(mono_ns() - t0) / 1e9, rep.end == STORE_PREFAULT_DONE ? "" : "; ",
+		 (double)(util_mono_ns() - t0) / 1e9, rep.end == STORE_PREFAULT_DONE ? "" : "; ",
 		 rep.end == STORE_PREFAULT_DONE ? "" : why);
 	return NULL;
 }
@@ -609,8 +609,8 @@ static int check_capacity(struct daemon *d)
 	limit = cg->limit < m.total ? cg->limit : m.total;
 	if (d->cfg.capacity <= limit)
 		return 0;
-	format_size(d->cfg.capacity, cap, sizeof(cap));
-	format_size(limit, lim, sizeof(lim));
+	util_format_size(d->cfg.capacity, cap, sizeof(cap));
+	util_format_size(limit, lim, sizeof(lim));
 	if (cg->limit < m.total)
 		snprintf(what, sizeof(what), "the memory of this daemon's cgroup (%s, %s of %s)",
 			 lim, cg->file, cg->dir);
@@ -618,7 +618,7 @@ static int check_capacity(struct daemon *d)
 		snprintf(what, sizeof(what), "this host's memory (%s, MemTotal)", lim);
 	if (d->capacity_default && limit / 2 >= (1ULL << 20)) {
 		d->cfg.capacity = limit / 2 >> 20 << 20;
-		format_size(d->cfg.capacity, lim, sizeof(lim));
+		util_format_size(d->cfg.capacity, lim, sizeof(lim));
 		log_info("the default capacity %s is more than %s: capacity %s", cap, what, lim);
 		return 0;
 	}
@@ -693,7 +693,7 @@ static int claim_node(struct daemon *d)
 	snprintf(d->card.caps, sizeof(d->card.caps), "%s", transport_caps(d->transport));
 	d->card.pid = getpid();
 	random_hex(d->card.instance, 16);
-	d->card.started_ns = now_ns();
+	d->card.started_ns = util_now_ns();
 	fill_card(d);
 	for (;;) {
 		r = meta_node_claim(d->meta, &d->card, CARD_TTL_S, &other);
@@ -741,7 +741,7 @@ static int run(struct daemon *d)
 	unsigned detached = 0;
 	int r;
 
-	d->restart_deadline = mono_ns() + RESTART_WAIT_S * 1000000000LL;
+	d->restart_deadline = util_mono_ns() + RESTART_WAIT_S * 1000000000LL;
 
 	r = mkdir_p(d->cfg.rundir, 0700);
 	if (r < 0) {

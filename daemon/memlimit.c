@@ -74,7 +74,7 @@ static bool read_u64_at(const char *dir, const char *name, uint64_t *ret)
 			*ret = MEMLIMIT_NONE;
 			ok = true;
 		} else {
-			ok = parse_u64(buf, ret) == 0;
+			ok = util_parse_u64(buf, ret) == 0;
 		}
 	}
 	fclose(f);

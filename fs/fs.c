@@ -126,7 +126,7 @@ static bool hook_busy(void *ctx, uint64_t id)
 	bool busy;
 
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, id);
+	in = fs_inode_find(fs, id);
 	busy = in && (in->handles || in->pending);
 	pthread_mutex_unlock(&fs->lock);
 	return busy;
@@ -142,9 +142,9 @@ static void hook_published(void *ctx, uint64_t parent, const char *name, uint64_
 
 	pthread_mutex_lock(&fs->lock);
 	if (how & (NODE_PUB_NAMED | NODE_PUB_LATER))
-		dcache_put(fs, parent, name, META_FILE, id);
+		fs_dcache_put(fs, parent, name, META_FILE, id);
 	if (!(how & NODE_PUB_LATER))
-		dir_touched(fs, parent, false);
+		fs_dir_touched_locked(fs, parent, false);
 	pthread_mutex_unlock(&fs->lock);
 	if (!(how & NODE_PUB_LATER) && (!(how & NODE_PUB_NAMED) || (how & NODE_PUB_REPLACED)))
 		fs_notify_dir(fs, parent);
@@ -222,10 +222,10 @@ void fs_free(struct fs *fs)
 		store_obj_unref(p->obj);
 		free(p);
 	}
-	inode_free_all(fs);
+	fs_inode_free_all(fs);
 	slab_pool_free(fs->inode_slab);
-	inode_origins_free(fs);
-	dcache_free_all(fs);
+	fs_inode_origins_free(fs);
+	fs_dcache_free_all(fs);
 	pthread_mutex_destroy(&fs->lock);
 	pthread_cond_destroy(&fs->settle);
 	free((char *)fs->cfg.mountpoint);
@@ -272,7 +272,7 @@ static void find_mount_raise_readahead(struct fs *fs)
 	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
 	n = snprintf(val, sizeof(val), "%u\n", FS_READAHEAD_KB);
 	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || write_full(fd, val, (size_t)n) < 0)
+	if (fd < 0 || util_write_full(fd, val, (size_t)n) < 0)
 		log_info("cannot raise read-ahead in %s: %s", path, strerror(errno));
 	if (fd >= 0)
 		close(fd);

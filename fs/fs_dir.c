@@ -52,7 +52,7 @@ static struct pending *make_replacement(struct fs *fs, uint64_t parent, const ch
 	p->parent = parent;
 	snprintf(p->name, sizeof(p->name), "%s", name);
 	p->replace = true;
-	p->created_ns = mono_ns();
+	p->created_ns = util_mono_ns();
 	return p;
 }
 
@@ -70,7 +70,7 @@ static bool lookup_offline(fuse_req_t req, struct fs *fs, uint64_t parent, const
 	bool known;
 
 	pthread_mutex_lock(&fs->lock);
-	known = dcache_get(fs, parent, name, &kind, &id);
+	known = fs_dcache_get(fs, parent, name, &kind, &id);
 	pthread_mutex_unlock(&fs->lock);
 	if (!known)
 		return false;
@@ -85,7 +85,7 @@ static bool lookup_offline(fuse_req_t req, struct fs *fs, uint64_t parent, const
 			return false;
 	}
 	pthread_mutex_lock(&fs->lock);
-	in = inode_get(fs, id, kind);
+	in = fs_inode_get(fs, id, kind);
 	if (!in) {
 		pthread_mutex_unlock(&fs->lock);
 		store_obj_unref(o);
@@ -96,12 +96,12 @@ static bool lookup_offline(fuse_req_t req, struct fs *fs, uint64_t parent, const
 
 		in->sealed = true;
 		node_record_of(fs->nd, o, &mo);
-		inode_set_rec(fs, in, &mo);
+		fs_inode_set_rec(fs, in, &mo);
 	}
 	store_obj_unref(o);
 	/* the kernel caches the name: inval_all() must find it */
 	if (kind == META_FILE)
-		inode_set_name(in, parent, name);
+		fs_inode_set_name(in, parent, name);
 	log_debug("Redis unreachable: '%s' in directory %" PRIu64 " resolved from the name cache",
 		  name, parent);
 	fs_reply_entry_unlock(req, fs, in);
@@ -117,19 +117,19 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	uint64_t seen;
 	int r;
 
-	r = name_validate(name);
+	r = util_name_validate(name);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
-	p = pending_find(fs, parent, name);
+	p = fs_pending_find(fs, parent, name);
 	if (p) {
-		in = inode_get(fs, p->id, META_FILE);
+		in = fs_inode_get(fs, p->id, META_FILE);
 		if (!in)
 			goto no_mem;
 		in->pending = p;
-		inode_set_name(in, parent, name);
+		fs_inode_set_name(in, parent, name);
 		fs_reply_entry_unlock(req, fs, in);
 		return;
 	}
@@ -142,8 +142,8 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (r < 0) {
 		pthread_mutex_lock(&fs->lock);
 		if (r == -ENOENT) {
-			dcache_del(fs, parent, name);
-			neg_note(fs, parent, name);
+			fs_dcache_del(fs, parent, name);
+			fs_neg_note(fs, parent, name);
 		}
 		pthread_mutex_unlock(&fs->lock);
 		fuse_reply_err(req, r == -ENOENT ? ENOENT
@@ -163,22 +163,22 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		pthread_mutex_lock(&fs->lock);
 		p->next = fs->pending;
 		fs->pending = p;
-		in = inode_get(fs, p->id, META_FILE);
+		in = fs_inode_get(fs, p->id, META_FILE);
 		if (!in)
 			goto no_mem;
 		in->pending = p;
-		inode_set_name(in, parent, name);
+		fs_inode_set_name(in, parent, name);
 		fs_reply_entry_unlock(req, fs, in);
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
-	dcache_seen(fs, parent, name, e.kind, e.id);
-	in = inode_get(fs, e.id, e.kind);
+	fs_dcache_seen(fs, parent, name, e.kind, e.id);
+	in = fs_inode_get(fs, e.id, e.kind);
 	if (!in)
 		goto no_mem;
-	inode_update_as_of(fs, in, &e, seen);
+	fs_inode_update_as_of(fs, in, &e, seen);
 	if (e.kind != META_DIR)
-		inode_set_name(in, parent, name);
+		fs_inode_set_name(in, parent, name);
 	fs_reply_entry_unlock(req, fs, in);
 	return;
 
@@ -192,7 +192,7 @@ void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 	struct fs *fs = fuse_req_userdata(req);
 
 	pthread_mutex_lock(&fs->lock);
-	inode_forget(fs, ino, nlookup);
+	fs_inode_forget(fs, ino, nlookup);
 	pthread_mutex_unlock(&fs->lock);
 	fuse_reply_none(req);
 }
@@ -204,7 +204,7 @@ void fs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f
 
 	pthread_mutex_lock(&fs->lock);
 	for (i = 0; i < count; i++)
-		inode_forget(fs, forgets[i].ino, forgets[i].nlookup);
+		fs_inode_forget(fs, forgets[i].ino, forgets[i].nlookup);
 	pthread_mutex_unlock(&fs->lock);
 	fuse_reply_none(req);
 }
@@ -219,14 +219,14 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int r;
 
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, ino);
+	in = fs_inode_find(fs, ino);
 	/* a file's attributes change only by setattr, which every node
 	 * hears of ("attr": attr_stale) */
 	is_file =
 	    in && ((in->kind == META_FILE && (in->pending || !in->sealed || !in->attr_stale)) ||
 		   (in->kind == META_LINK && !in->attr_stale));
 	fresh = in && in->kind == META_DIR && in->dir_at &&
-		mono_ns() - in->dir_at < (int64_t)(FS_DIR_ATTR_TIMEOUT * 1e9);
+		util_mono_ns() - in->dir_at < (int64_t)(FS_DIR_ATTR_TIMEOUT * 1e9);
 	seen = fs->attr_seq;
 	pthread_mutex_unlock(&fs->lock);
 	if (is_file || fresh) {
@@ -239,7 +239,7 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * when Redis is away */
 	r = meta_getattr(fs->meta, ino, &e);
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, ino);
+	in = fs_inode_find(fs, ino);
 	if (r < 0 && !(r == -EIO && in)) {
 		pthread_mutex_unlock(&fs->lock);
 		fuse_reply_err(req,
@@ -247,9 +247,9 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	if (!in)
-		in = inode_get(fs, ino, e.kind);
+		in = fs_inode_get(fs, ino, e.kind);
 	if (in && r == 0)
-		inode_update_as_of(fs, in, &e, seen);
+		fs_inode_update_as_of(fs, in, &e, seen);
 	pthread_mutex_unlock(&fs->lock);
 	if (!in)
 		fuse_reply_err(req, ENOMEM);
@@ -438,7 +438,7 @@ static int dirlist_load(struct fs *fs, struct dirlist *d, uint64_t dir)
 
 	dirlist_clear(d);
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, dir);
+	in = fs_inode_find(fs, dir);
 	d->gen = in ? in->dir_gen : 0;
 	d->attr_seq = fs->attr_seq;
 	pthread_mutex_unlock(&fs->lock);
@@ -478,7 +478,7 @@ void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	pthread_mutex_lock(&fs->lock);
 	/* held by the handle: its dir_gen must outlive a FORGET */
-	in = inode_get(fs, ino, META_DIR);
+	in = fs_inode_get(fs, ino, META_DIR);
 	if (in)
 		in->handles++;
 	pthread_mutex_unlock(&fs->lock);
@@ -495,7 +495,7 @@ void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		pthread_mutex_destroy(&d->lock);
 		free(d);
 		pthread_mutex_lock(&fs->lock);
-		inode_put_handle(fs, ino);
+		fs_inode_put_handle(fs, ino);
 		pthread_mutex_unlock(&fs->lock);
 	}
 }
@@ -512,28 +512,28 @@ static struct inode *plus_inode(struct fs *fs, uint64_t dir, const char *name,
 	struct inode *in;
 
 	if (de->pending) {
-		struct pending *p = pending_find(fs, dir, name);
+		struct pending *p = fs_pending_find(fs, dir, name);
 
 		if (p && p->id == de->e.id) {
-			in = inode_get(fs, p->id, META_FILE);
+			in = fs_inode_get(fs, p->id, META_FILE);
 			if (in) {
 				in->pending = p;
-				inode_set_name(in, dir, name);
+				fs_inode_set_name(in, dir, name);
 			}
 			return in;
 		}
-		in = inode_find(fs, de->e.id);
+		in = fs_inode_find(fs, de->e.id);
 		return in && in->sealed && !in->pending ? in : NULL;
 	}
 	if (!de->attr)
 		return NULL;
-	in = inode_get(fs, de->e.id, de->e.kind);
+	in = fs_inode_get(fs, de->e.id, de->e.kind);
 	if (!in)
 		return NULL;
-	inode_update_as_of(fs, in, &de->e, seen);
+	fs_inode_update_as_of(fs, in, &de->e, seen);
 	if (de->e.kind != META_DIR)
-		inode_set_name(in, dir, name);
-	dcache_seen(fs, dir, name, de->e.kind, de->e.id);
+		fs_inode_set_name(in, dir, name);
+	fs_dcache_seen(fs, dir, name, de->e.kind, de->e.id);
 	return in;
 }
 
@@ -584,7 +584,7 @@ static size_t dir_fill(fuse_req_t req, struct fs *fs, uint64_t ino, struct dirli
 		if (len > size - used) {
 			/* not handed over: not looked up either */
 			if (in)
-				inode_forget(fs, in->ino, 0);
+				fs_inode_forget(fs, in->ino, 0);
 			break;
 		}
 		used += len;
@@ -637,7 +637,7 @@ static void dir_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		/* the kernel never saw these entries */
 		pthread_mutex_lock(&fs->lock);
 		for (i = 0; i < nids; i++)
-			inode_forget(fs, ids[i], 1);
+			fs_inode_forget(fs, ids[i], 1);
 		pthread_mutex_unlock(&fs->lock);
 	}
 	free(ids);
@@ -664,9 +664,9 @@ void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	bool stale;
 
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, ino);
+	in = fs_inode_find(fs, ino);
 	stale = d->loaded && in && in->dir_gen != d->gen;
-	inode_put_handle(fs, ino);
+	fs_inode_put_handle(fs, ino);
 	pthread_mutex_unlock(&fs->lock);
 	fuse_reply_err(req, 0);
 	/* the kernel may have cached what we read before a change */
@@ -684,19 +684,19 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, enum
 {
 	struct fs *fs = fuse_req_userdata(req);
 	const char *what = kind == META_DIR ? "mkdir" : "symlink";
-	int64_t now = now_ns();
+	int64_t now = util_now_ns();
 	struct meta_attr attr;
 	struct meta_entry e;
 	struct inode *in;
 	int r;
 
-	r = name_validate(name);
+	r = util_name_validate(name);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
-	r = pending_find(fs, parent, name) ? -EEXIST : 0;
+	r = fs_pending_find(fs, parent, name) ? -EEXIST : 0;
 	fs_new_attr(fs, req, parent, kind, mode, now, &attr);
 	pthread_mutex_unlock(&fs->lock);
 	if (r == 0)
@@ -708,16 +708,16 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, enum
 	}
 	pthread_mutex_lock(&fs->lock);
 	/* a new directory changes the parent's link count */
-	dir_touched(fs, parent, kind == META_DIR);
+	fs_dir_touched_locked(fs, parent, kind == META_DIR);
 	if (kind == META_DIR)
-		dcache_put(fs, parent, name, META_DIR, e.id);
-	in = inode_get(fs, e.id, kind);
+		fs_dcache_put(fs, parent, name, META_DIR, e.id);
+	in = fs_inode_get(fs, e.id, kind);
 	if (!in) {
 		pthread_mutex_unlock(&fs->lock);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	inode_update(fs, in, &e);
+	fs_inode_update(fs, in, &e);
 	fs_reply_entry_unlock(req, fs, in);
 }
 
@@ -740,13 +740,13 @@ void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
 	struct inode *in;
 	int r;
 
-	r = name_validate(newname);
+	r = util_name_validate(newname);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find_settled(fs, ino);
+	in = fs_inode_find_settled(fs, ino);
 	if (!in) {
 		r = -ESTALE;
 	} else if (in->kind != META_FILE) {
@@ -757,7 +757,7 @@ void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
 			 " while it is being written: it may have more once it is closed",
 			 (uint64_t)ino);
 		r = -EPERM;
-	} else if (pending_find(fs, newparent, newname)) {
+	} else if (fs_pending_find(fs, newparent, newname)) {
 		r = -EEXIST;
 	} else {
 		fs_shown_attr(fs, in, &base);
@@ -770,15 +770,15 @@ void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
-	dir_touched(fs, newparent, false);
-	in = inode_get(fs, ino, META_FILE);
+	fs_dir_touched_locked(fs, newparent, false);
+	in = fs_inode_get(fs, ino, META_FILE);
 	if (!in) {
 		pthread_mutex_unlock(&fs->lock);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	inode_attr_changed(fs, in);
-	inode_update(fs, in, &e);
+	fs_inode_attr_changed(fs, in);
+	fs_inode_update(fs, in, &e);
 	fs_reply_entry_unlock(req, fs, in);
 }
 
@@ -806,8 +806,8 @@ void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 	r = meta_rmdir(fs->meta, parent, name, NULL);
 	if (r == 0) {
-		dcache_forget(fs, parent, name);
-		dir_touched_unlocked(fs, parent, true);
+		fs_dcache_forget(fs, parent, name);
+		fs_dir_touched(fs, parent, true);
 	}
 	fuse_reply_err(req, r < 0 ? fs_reply_errno(fs, r, "rmdir", parent, name) : 0);
 }
@@ -820,9 +820,9 @@ static struct pending *pending_drop(struct fs *fs, struct pending *p)
 	/* a seal waiting for its retry stays listed: the retry discards it */
 	if (p->seal_retry)
 		return NULL;
-	pending_remove(fs, p);
+	fs_pending_remove(fs, p);
 	if (p->opens == 0 && !p->sealing) {
-		struct inode *in = inode_find(fs, p->id);
+		struct inode *in = fs_inode_find(fs, p->id);
 
 		if (in && in->pending == p)
 			in->pending = NULL;
@@ -843,10 +843,10 @@ static struct pending *pending_find_settled(struct fs *fs, uint64_t parent, cons
 	int tries;
 
 	for (tries = 0; tries < 4; tries++) {
-		p = pending_find(fs, parent, name);
+		p = fs_pending_find(fs, parent, name);
 		if (!p || !p->sealing || p->seal_retry)
 			return p;
-		pending_settle_locked(fs, p); /* may free p */
+		fs_pending_settle_locked(fs, p); /* may free p */
 	}
 	return NULL;
 }
@@ -864,31 +864,31 @@ void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (p && !p->replace) {
 		dead = pending_drop(fs, p);
 		pthread_mutex_unlock(&fs->lock);
-		pending_free(fs, dead);
+		fs_pending_free(fs, dead);
 		fuse_reply_err(req, 0);
 		return;
 	}
 	if (p)
 		dead = pending_drop(fs, p); /* unlinking drops the replacement too */
 	pthread_mutex_unlock(&fs->lock);
-	pending_free(fs, dead);
+	fs_pending_free(fs, dead);
 
 	r = meta_unlink(fs->meta, parent, name, &id);
 	if (r < 0) {
 		fuse_reply_err(req, fs_reply_errno(fs, r, "unlink", parent, name));
 		return;
 	}
-	dcache_forget(fs, parent, name);
-	dir_touched_unlocked(fs, parent, false);
+	fs_dcache_forget(fs, parent, name);
+	fs_dir_touched(fs, parent, false);
 	if (r == 0) {
 		node_unlinked(fs->nd, id); /* its name is gone */
 	} else {
 		/* one of its names: it lives on, with one name less */
 		pthread_mutex_lock(&fs->lock);
-		in = inode_find(fs, id);
+		in = fs_inode_find(fs, id);
 		if (in) {
 			in->attr_stale = true;
-			inode_attr_changed(fs, in);
+			fs_inode_attr_changed(fs, in);
 		}
 		pthread_mutex_unlock(&fs->lock);
 	}
@@ -927,7 +927,7 @@ static int rename_pending(struct fs *fs, uint64_t parent, const char *name, uint
 		return -EAGAIN;
 	}
 	other = pending_find_settled(fs, nparent, nname);
-	if (pending_find(fs, parent, name) != p) {
+	if (fs_pending_find(fs, parent, name) != p) {
 		pthread_mutex_unlock(&fs->lock);
 		return -EAGAIN;
 	}
@@ -942,7 +942,7 @@ static int rename_pending(struct fs *fs, uint64_t parent, const char *name, uint
 	snprintf(p->name, sizeof(p->name), "%s", nname);
 	p->replace = replace;
 	pthread_mutex_unlock(&fs->lock);
-	pending_free(fs, dead);
+	fs_pending_free(fs, dead);
 	return 0;
 }
 
@@ -955,7 +955,7 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_
 	uint64_t replaced = 0;
 	int r;
 
-	r = name_validate(newname);
+	r = util_name_validate(newname);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
@@ -989,11 +989,11 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_
 		fuse_reply_err(req, fs_reply_errno(fs, r, "rename", parent, name));
 		return;
 	}
-	dcache_forget(fs, parent, name);
-	dcache_forget(fs, newparent, newname);
+	fs_dcache_forget(fs, parent, name);
+	fs_dcache_forget(fs, newparent, newname);
 	pthread_mutex_lock(&fs->lock);
-	dir_touched(fs, parent, true);
-	dir_touched(fs, newparent, true);
+	fs_dir_touched_locked(fs, parent, true);
+	fs_dir_touched_locked(fs, newparent, true);
 	pthread_mutex_unlock(&fs->lock);
 	if (replaced)
 		node_unlinked(fs->nd, replaced); /* its name is gone */

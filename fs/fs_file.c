@@ -123,7 +123,7 @@ static void add_replace_wish(struct fs *fs, uint64_t id)
 			oldest = i;
 	}
 	wishes[oldest].id = id;
-	wishes[oldest].at_ns = mono_ns();
+	wishes[oldest].at_ns = util_mono_ns();
 }
 
 bool fs_take_replace_wish(struct fs *fs, uint64_t id)
@@ -134,7 +134,7 @@ bool fs_take_replace_wish(struct fs *fs, uint64_t id)
 
 	pthread_mutex_lock(&fs->lock);
 	for (i = 0; i < ARRAY_SIZE(fs->wishes); i++) {
-		if (wishes[i].id == id && mono_ns() - wishes[i].at_ns < REPLACE_WISH_NS) {
+		if (wishes[i].id == id && util_mono_ns() - wishes[i].at_ns < REPLACE_WISH_NS) {
 			wishes[i].id = 0;
 			found = true;
 		}
@@ -213,7 +213,7 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 	uint64_t id;
 	int r;
 
-	r = name_validate(name);
+	r = util_name_validate(name);
 	if (r < 0)
 		goto fail;
 	if (!S_ISREG(mode)) {
@@ -225,8 +225,8 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 		goto fail;
 	}
 	pthread_mutex_lock(&fs->lock);
-	r = pending_find(fs, parent, name) ? -EEXIST : 0;
-	fresh = r == 0 && neg_take(fs, parent, name);
+	r = fs_pending_find(fs, parent, name) ? -EEXIST : 0;
+	fresh = r == 0 && fs_neg_take(fs, parent, name);
 	pthread_mutex_unlock(&fs->lock);
 	if (r < 0)
 		goto fail;
@@ -250,10 +250,10 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 	snprintf(p->name, sizeof(p->name), "%s", name);
 	p->opens = 1;
 	p->writers = 1;
-	p->created_ns = mono_ns();
+	p->created_ns = util_mono_ns();
 	p->mappable = (fi->flags & O_ACCMODE) == O_RDWR;
 	pthread_mutex_lock(&fs->lock);
-	fs_new_attr(fs, req, parent, META_FILE, mode, now_ns(), &p->md.attr);
+	fs_new_attr(fs, req, parent, META_FILE, mode, util_now_ns(), &p->md.attr);
 	pthread_mutex_unlock(&fs->lock);
 	h = handle_new(req, store_obj_ref(p->obj), p, true);
 	if (!h) {
@@ -262,7 +262,7 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 	}
 
 	pthread_mutex_lock(&fs->lock);
-	in = inode_get(fs, id, META_FILE);
+	in = fs_inode_get(fs, id, META_FILE);
 	if (!in) {
 		pthread_mutex_unlock(&fs->lock);
 		r = -ENOMEM;
@@ -271,7 +271,7 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 	p->next = fs->pending;
 	fs->pending = p;
 	in->pending = p;
-	inode_set_name(in, parent, name); /* for inval_all() */
+	fs_inode_set_name(in, parent, name); /* for inval_all() */
 	in->nlookup++;
 	in->handles++;
 	h->io = writer_io(fs);
@@ -287,7 +287,7 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 		/* the creator was interrupted: the kernel never saw the entry,
 		 * so it will send neither RELEASE nor FORGET */
 		pthread_mutex_lock(&fs->lock);
-		in = inode_find(fs, id);
+		in = fs_inode_find(fs, id);
 		if (in && in->nlookup)
 			in->nlookup--;
 		pthread_mutex_unlock(&fs->lock);
@@ -471,7 +471,7 @@ static void fill_cache(struct fs *fs, uint64_t ino, struct store_obj *o, uint64_
 		  "at the open: %s",
 		  ino, strerror(-r));
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, ino);
+	in = fs_inode_find(fs, ino);
 	if (in)
 		in->filled = false;
 	pthread_mutex_unlock(&fs->lock);
@@ -497,7 +497,7 @@ static void reply_open(struct fs *fs, fuse_req_t req, uint64_t ino, struct handl
 	/* sealed is read under fs->lock: a fetch this open joined may seal
 	 * @h->obj, and another open pass it through, at any moment before */
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, ino); /* held by in->handles */
+	in = fs_inode_find(fs, ino); /* held by in->handles */
 	sealed = store_obj_sealed(h->obj);
 	io = in ? choose_io_locked(fs, in, sealed, pt_ok, size) : -ESTALE;
 	if (io == FS_IO_PT && !in->backing_id) {
@@ -505,7 +505,7 @@ static void reply_open(struct fs *fs, fuse_req_t req, uint64_t ino, struct handl
 		pt_ok = backing_open(fs, h->obj, &spare) == 0;
 		pthread_mutex_lock(&fs->lock);
 		/* again: other opens and releases may have come meanwhile */
-		in = inode_find(fs, ino);
+		in = fs_inode_find(fs, ino);
 		io = in ? choose_io_locked(fs, in, sealed, pt_ok, size) : -ESTALE;
 		if (io == FS_IO_PT && !in->backing_id) {
 			in->backing_id = spare;
@@ -573,14 +573,14 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, ino);
+	in = fs_inode_find(fs, ino);
 	if (!in || in->kind != META_FILE) {
 		pthread_mutex_unlock(&fs->lock);
 		fuse_reply_err(req, !in ? ESTALE : in->kind == META_LINK ? ELOOP : EISDIR);
 		return;
 	}
 	if (in->pending)
-		pending_settle_locked(fs, in->pending);
+		fs_pending_settle_locked(fs, in->pending);
 	p = in->pending;
 	if (!p && !in->sealed) {
 		pthread_mutex_unlock(&fs->lock);
@@ -648,7 +648,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	in->handles++;
 	have_rec = in->sealed;
 	if (have_rec)
-		inode_get_rec(in, &rec);
+		fs_inode_get_rec(in, &rec);
 	/* the name a fetched copy is catalogued by */
 	name[0] = '\0';
 	if (in->name) {
@@ -676,7 +676,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* held here now, or soon: its name answers while Redis is away */
 	if (name[0]) {
 		pthread_mutex_lock(&fs->lock);
-		dcache_put(fs, parent, name, META_FILE, ino);
+		fs_dcache_put(fs, parent, name, META_FILE, ino);
 		pthread_mutex_unlock(&fs->lock);
 	}
 	/* the handle may be released as soon as the open is answered */
@@ -687,7 +687,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 fail:
 	pthread_mutex_lock(&fs->lock);
-	inode_put_handle(fs, ino);
+	fs_inode_put_handle(fs, ino);
 	pthread_mutex_unlock(&fs->lock);
 	fuse_reply_err(req, r);
 }
@@ -885,7 +885,7 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		 * name goes away now rather than at the seal */
 		if (failed && !p->unlinked && !p->discarded) {
 			p->unlinked = true;
-			pending_remove(fs, p);
+			fs_pending_remove(fs, p);
 			parent = p->parent;
 			memcpy(name, p->name, sizeof(name));
 			hide = true;
@@ -977,10 +977,10 @@ static void handle_release(struct fs *fs, uint64_t ino, struct handle *h)
 	store_obj_unref(h->obj);
 	free(h);
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, ino);
+	in = fs_inode_find(fs, ino);
 	if (in)
 		io_put_locked(in, io, &id, &pt_obj);
-	inode_put_handle(fs, ino);
+	fs_inode_put_handle(fs, ino);
 	pthread_mutex_unlock(&fs->lock);
 	/* the kernel dropped the handle's mode before it sent RELEASE */
 	backing_close(fs, id, pt_obj);
@@ -1007,7 +1007,7 @@ static bool ts_ns(const struct timespec *ts, int64_t *ret)
 static unsigned setattr_times(const struct stat *attr, int to_set, struct meta_attr *a,
 			      int64_t *mtime)
 {
-	int64_t now = now_ns();
+	int64_t now = util_now_ns();
 	unsigned what = 0;
 
 	if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
@@ -1062,7 +1062,7 @@ static int setattr_meta(struct fs *fs, fuse_ino_t ino, const struct stat *attr, 
 	if (!what)
 		return 0;
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find_settled(fs, ino);
+	in = fs_inode_find_settled(fs, ino);
 	if (!in) {
 		pthread_mutex_unlock(&fs->lock);
 		return -ESTALE;
@@ -1107,10 +1107,10 @@ static int setattr_meta(struct fs *fs, fuse_ino_t ino, const struct stat *attr, 
 	if (r < 0)
 		return r == -ENOENT ? -ESTALE : r;
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, ino);
+	in = fs_inode_find(fs, ino);
 	if (in && in->kind == e.kind) {
-		inode_attr_changed(fs, in);
-		inode_update(fs, in, &e);
+		fs_inode_attr_changed(fs, in);
+		fs_inode_update(fs, in, &e);
 	}
 	pthread_mutex_unlock(&fs->lock);
 	return 0;
@@ -1126,7 +1126,7 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 	int r = 0;
 
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, ino);
+	in = fs_inode_find(fs, ino);
 	if (!in) {
 		pthread_mutex_unlock(&fs->lock);
 		fuse_reply_err(req, ESTALE);
@@ -1150,7 +1150,7 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 			r = -ENOSPC; /* the daemon's limit, not the caller's */
 		if (r == -ENOSPC) {
 			pthread_mutex_lock(&fs->lock);
-			in = inode_find(fs, ino);
+			in = fs_inode_find(fs, ino);
 			if (in && in->pending && in->pending->obj == obj)
 				in->pending->failed = true;
 			pthread_mutex_unlock(&fs->lock);

@@ -1,6 +1,10 @@
 /*
  * fs_i.h: state shared by the files of the FUSE layer.
  *
+ * fs may call node, store, meta, transport and common, and nothing calls
+ * fs: node reaches it only through the hooks fs gives it.  fs never
+ * touches Redis, peers or the store's files but through those rooms.
+ *
  *   fs.c          the session, the ops table, connection tuning, the
  *                 node's hooks; creates and frees everything below
  *   fs_dir.c      namespace operations: lookup, getattr, readdir, mkdir,
@@ -103,7 +107,7 @@ struct pending {
 	bool mappable;
 	pid_t mapper_tid;   /* a FLUSH found it mapped shared and writable by this
 			     * thread: the seal at RELEASE asks how it ended; fs->lock */
-	int64_t created_ns; /* mono_ns(); for reaping replacements nobody opened */
+	int64_t created_ns; /* util_mono_ns(); for reaping replacements nobody opened */
 	/* its creator's uid, gid and mode, and what setattr changed since
 	 * (utimensat before the seal: cp -p, tar); published with it; fs->lock */
 	struct node_meta md;
@@ -175,7 +179,7 @@ struct inode {
 	 * or unlink in the directory, and asking Redis each time would cost
 	 * a round trip per create.  A change by another node (its
 	 * invalidation) makes them stale at once; this node's own changes
-	 * update them (dir_touched()). */
+	 * update them (fs_dir_touched_locked()). */
 	int64_t dir_mtime; /* fs->lock */
 	uint64_t dir_nsub; /* fs->lock */
 	int64_t dir_at;	   /* fs->lock */
@@ -213,7 +217,7 @@ static inline size_t dcache_bucket(uint64_t key, size_t nbuckets, unsigned which
 	return (size_t)(which ? key >> 32 : key) & (nbuckets - 1);
 }
 /* The key of (@parent, @name) in the file table; never 0. */
-uint64_t dcache_file_key(uint64_t parent, const char *name);
+uint64_t fs_dcache_file_key(uint64_t parent, const char *name);
 struct dentry {
 	UT_hash_handle hh;
 	struct dentry *prev, *next; /* fs->dcache_lru, most recent first */
@@ -254,7 +258,7 @@ struct fs {
 	uint64_t inodes_freed, heap_trims;
 	/* +1 at every change of an owner, mode or time this node learns of
 	 * (its own setattr, another node's "attr"): what Redis said before
-	 * such a change must not undo it (inode_update_as_of()); fs->lock */
+	 * such a change must not undo it (fs_inode_update_as_of()); fs->lock */
 	uint64_t attr_seq;
 	/* the origins inodes name (struct inode_rec); fs->lock; freed with
 	 * the fs: as many as nodes ever wrote an object seen here */
@@ -269,7 +273,7 @@ struct fs {
 	struct dcache_slot *dcache_files;
 	size_t dcache_nslots, n_dcache_files;
 	unsigned dcache_hand;
-	/* names Redis just said are free (neg_note()); fs->lock */
+	/* names Redis just said are free (fs_neg_note()); fs->lock */
 	struct negative {
 		uint64_t parent;
 		int64_t at; /* mono ns; 0: empty */
@@ -416,80 +420,82 @@ void fs_notify_data_gone(struct fs *fs, uint64_t ino);
 
 /* ---- fs_inode.c: everything here is called with fs->lock held, unless
  * said otherwise ---- */
-struct inode *inode_find(struct fs *fs, uint64_t ino);
+struct inode *fs_inode_find(struct fs *fs, uint64_t ino);
 /* Find or make the inode @ino; NULL only on allocation failure. */
-struct inode *inode_get(struct fs *fs, uint64_t ino, enum meta_kind kind);
-void inode_forget(struct fs *fs, uint64_t ino, uint64_t n);
+struct inode *fs_inode_get(struct fs *fs, uint64_t ino, enum meta_kind kind);
+void fs_inode_forget(struct fs *fs, uint64_t ino, uint64_t n);
 /* Remember the name @in was looked up by (best effort). */
-void inode_set_name(struct inode *in, uint64_t parent, const char *name);
+void fs_inode_set_name(struct inode *in, uint64_t parent, const char *name);
 /* Drop a handle's hold on an inode (see struct inode.handles). */
-void inode_put_handle(struct fs *fs, uint64_t ino);
-void inode_free_all(struct fs *fs);
+void fs_inode_put_handle(struct fs *fs, uint64_t ino);
+void fs_inode_free_all(struct fs *fs);
 /* Update @in from a meta entry. */
-void inode_update(struct fs *fs, struct inode *in, const struct meta_entry *e);
-/* inode_update() with what Redis said when fs->attr_seq was @seen: its
+void fs_inode_update(struct fs *fs, struct inode *in, const struct meta_entry *e);
+/* fs_inode_update() with what Redis said when fs->attr_seq was @seen: its
  * owner, mode and times only if they have not changed since. */
-void inode_update_as_of(struct fs *fs, struct inode *in, const struct meta_entry *e, uint64_t seen);
+void fs_inode_update_as_of(struct fs *fs, struct inode *in, const struct meta_entry *e,
+			   uint64_t seen);
 /* @in's owner, mode or times changed (setattr, "attr"); fs->lock held. */
-void inode_attr_changed(struct fs *fs, struct inode *in);
+void fs_inode_attr_changed(struct fs *fs, struct inode *in);
 /* Keep @mo as @in's sealed record; the record of @in as a meta_obj. */
-void inode_set_rec(struct fs *fs, struct inode *in, const struct meta_obj *mo);
-void inode_get_rec(const struct inode *in, struct meta_obj *ret);
-void inode_origins_free(struct fs *fs);
+void fs_inode_set_rec(struct fs *fs, struct inode *in, const struct meta_obj *mo);
+void fs_inode_get_rec(const struct inode *in, struct meta_obj *ret);
+void fs_inode_origins_free(struct fs *fs);
 
-struct pending *pending_find(struct fs *fs, uint64_t parent, const char *name);
+struct pending *fs_pending_find(struct fs *fs, uint64_t parent, const char *name);
 /* Unlink @p from the overlay; the caller still owns it. */
-void pending_remove(struct fs *fs, struct pending *p);
+void fs_pending_remove(struct fs *fs, struct pending *p);
 /*
  * Wait until @p is sealed if its last handle is gone (a seal is running),
  * or if every handle was closed and only the asynchronous RELEASE is
  * outstanding.  May drop and retake fs->lock; @p may be freed meanwhile.
  */
-void pending_settle_locked(struct fs *fs, struct pending *p);
+void fs_pending_settle_locked(struct fs *fs, struct pending *p);
 /* Inode @ino (NULL if none), after the seal of the file being written
- * there settled (pending_settle_locked()).  fs->lock held. */
-struct inode *inode_find_settled(struct fs *fs, uint64_t ino);
+ * there settled (fs_pending_settle_locked()).  fs->lock held. */
+struct inode *fs_inode_find_settled(struct fs *fs, uint64_t ino);
 /* Discard @p and free it (no lock needed: @p is the caller's). */
-void pending_free(struct fs *fs, struct pending *p);
+void fs_pending_free(struct fs *fs, struct pending *p);
 
-void dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind, uint64_t id);
-void dcache_del(struct fs *fs, uint64_t parent, const char *name);
+void fs_dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
+		   uint64_t id);
+void fs_dcache_del(struct fs *fs, uint64_t parent, const char *name);
 /*
  * The kernel sends LOOKUP, then CREATE, for a new name, both under the
- * directory's lock.  neg_note() remembers that Redis just answered
- * ENOENT for @name; neg_take() tells CREATE whether that answer is at
+ * directory's lock.  fs_neg_note() remembers that Redis just answered
+ * ENOENT for @name; fs_neg_take() tells CREATE whether that answer is at
  * most FS_NEG_TTL_NS old (and forgets it), so that CREATE need not ask
  * Redis again.  A name another node links in between is found at the
  * seal, as one linked while the object is written always was.  Both
  * with fs->lock held.
  */
-void neg_note(struct fs *fs, uint64_t parent, const char *name);
+void fs_neg_note(struct fs *fs, uint64_t parent, const char *name);
 /* This node changed directory @dir: its mtime is now; if @counts, its link
  * count may have changed too, so its attributes are read again.  With
  * fs->lock held. */
-void dir_touched(struct fs *fs, uint64_t dir, bool counts);
-/* dir_touched() taking fs->lock itself. */
-void dir_touched_unlocked(struct fs *fs, uint64_t dir, bool counts);
-bool neg_take(struct fs *fs, uint64_t parent, const char *name);
-bool dcache_get(struct fs *fs, uint64_t parent, const char *name, enum meta_kind *ret_kind,
-		uint64_t *ret_id);
-void dcache_free_all(struct fs *fs);
-/* dcache_del() and dcache_put() taking fs->lock themselves. */
-void dcache_forget(struct fs *fs, uint64_t parent, const char *name);
+void fs_dir_touched_locked(struct fs *fs, uint64_t dir, bool counts);
+/* fs_dir_touched_locked() taking fs->lock itself. */
+void fs_dir_touched(struct fs *fs, uint64_t dir, bool counts);
+bool fs_neg_take(struct fs *fs, uint64_t parent, const char *name);
+bool fs_dcache_get(struct fs *fs, uint64_t parent, const char *name, enum meta_kind *ret_kind,
+		   uint64_t *ret_id);
+void fs_dcache_free_all(struct fs *fs);
+/* fs_dcache_del() and fs_dcache_put() taking fs->lock themselves. */
+void fs_dcache_forget(struct fs *fs, uint64_t parent, const char *name);
 /* A file was published at (@parent, @name): the cache keeps it if this
  * node holds @id (it answers for local objects while Redis is away: a
  * file held elsewhere could not be opened then), else forgets the name,
  * so that what other nodes publish does not fill it. */
-void dcache_learn_file(struct fs *fs, uint64_t parent, const char *name, uint64_t id);
+void fs_dcache_learn_file(struct fs *fs, uint64_t parent, const char *name, uint64_t id);
 /* What Redis said (@parent, @name) means, under fs->lock: remembered if
  * a directory or a file this node holds or is fetching (node_holds()),
  * else forgotten (the cache is for this node's objects; opening one that
  * is fetched remembers it, and a lookup while its fetch runs must not
  * forget it). */
-void dcache_seen(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
-		 uint64_t id);
-void dcache_learn(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
-		  uint64_t id);
+void fs_dcache_seen(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
+		    uint64_t id);
+void fs_dcache_learn(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
+		     uint64_t id);
 
 /* Attributes of @in for the kernel. */
 void fs_fill_attr(struct fs *fs, struct inode *in, struct stat *st);

@@ -23,7 +23,7 @@
  * The kernel sends RELEASE asynchronously: when FLUSH could not seal an
  * object (see fs_file.c), close(2) returns before it is sealed.
  * Operations that must see the sealed state (an open for write, stat,
- * getxattr) wait briefly in pending_settle_locked() for a pending object
+ * getxattr) wait briefly in fs_pending_settle_locked() for a pending object
  * whose handles have all been flushed (closed) to settle.
  *
  * Unless a comment says otherwise, functions here are called with fs->lock
@@ -43,7 +43,7 @@
 #define SETTLE_WAIT_MS 500
 #define SEAL_WAIT_NS (60 * 1000000000LL)
 
-struct inode *inode_find(struct fs *fs, uint64_t ino)
+struct inode *fs_inode_find(struct fs *fs, uint64_t ino)
 {
 	struct inode *in = NULL;
 
@@ -51,9 +51,9 @@ struct inode *inode_find(struct fs *fs, uint64_t ino)
 	return in;
 }
 
-struct inode *inode_get(struct fs *fs, uint64_t ino, enum meta_kind kind)
+struct inode *fs_inode_get(struct fs *fs, uint64_t ino, enum meta_kind kind)
 {
-	struct inode *in = inode_find(fs, ino);
+	struct inode *in = fs_inode_find(fs, ino);
 
 	if (in) {
 		in->kind = kind;
@@ -65,7 +65,7 @@ struct inode *inode_get(struct fs *fs, uint64_t ino, enum meta_kind kind)
 	in->ino = ino;
 	in->kind = kind;
 	HASH_ADD(hh, fs->inodes, ino, sizeof(in->ino), in);
-	if (inode_find(fs, ino) != in) { /* the table could not grow */
+	if (fs_inode_find(fs, ino) != in) { /* the table could not grow */
 		slab_free(fs->inode_slab, in);
 		return NULL;
 	}
@@ -84,7 +84,7 @@ static void inode_maybe_free(struct fs *fs, struct inode *in)
 	fs->inodes_freed++;
 }
 
-void inode_set_name(struct inode *in, uint64_t parent, const char *name)
+void fs_inode_set_name(struct inode *in, uint64_t parent, const char *name)
 {
 	if (in->name && in->parent == parent && !strcmp(in->name, name))
 		return;
@@ -93,9 +93,9 @@ void inode_set_name(struct inode *in, uint64_t parent, const char *name)
 	in->parent = parent;
 }
 
-void inode_forget(struct fs *fs, uint64_t ino, uint64_t n)
+void fs_inode_forget(struct fs *fs, uint64_t ino, uint64_t n)
 {
-	struct inode *in = inode_find(fs, ino);
+	struct inode *in = fs_inode_find(fs, ino);
 
 	if (!in)
 		return;
@@ -103,9 +103,9 @@ void inode_forget(struct fs *fs, uint64_t ino, uint64_t n)
 	inode_maybe_free(fs, in);
 }
 
-void inode_put_handle(struct fs *fs, uint64_t ino)
+void fs_inode_put_handle(struct fs *fs, uint64_t ino)
 {
-	struct inode *in = inode_find(fs, ino);
+	struct inode *in = fs_inode_find(fs, ino);
 
 	if (!in)
 		return;
@@ -114,7 +114,7 @@ void inode_put_handle(struct fs *fs, uint64_t ino)
 	inode_maybe_free(fs, in);
 }
 
-void inode_free_all(struct fs *fs)
+void fs_inode_free_all(struct fs *fs)
 {
 	struct inode *in, *tmp;
 
@@ -127,7 +127,7 @@ void inode_free_all(struct fs *fs)
 	}
 }
 
-struct pending *pending_find(struct fs *fs, uint64_t parent, const char *name)
+struct pending *fs_pending_find(struct fs *fs, uint64_t parent, const char *name)
 {
 	struct pending *p;
 
@@ -137,7 +137,7 @@ struct pending *pending_find(struct fs *fs, uint64_t parent, const char *name)
 	return NULL;
 }
 
-void pending_remove(struct fs *fs, struct pending *p)
+void fs_pending_remove(struct fs *fs, struct pending *p)
 {
 	struct pending **pp;
 
@@ -211,7 +211,7 @@ static uint64_t mix64(uint64_t h)
 	return h;
 }
 
-uint64_t dcache_file_key(uint64_t parent, const char *name)
+uint64_t fs_dcache_file_key(uint64_t parent, const char *name)
 {
 	uint64_t h = mix64(parent ^ 0x9e3779b97f4a7c15ULL);
 	size_t len;
@@ -306,7 +306,7 @@ static void files_grow(struct fs *fs)
 	struct dcache_slot *t;
 
 	/* page-aligned, so each bucket is a cache line */
-	if (n > DCACHE_FILES_MAX || !(t = table_alloc(n * sizeof(*t))))
+	if (n > DCACHE_FILES_MAX || !(t = util_table_alloc(n * sizeof(*t))))
 		return;
 	for (i = 0; i < fs->dcache_nslots; i++) {
 		struct dcache_slot *s = &fs->dcache_files[i];
@@ -314,7 +314,7 @@ static void files_grow(struct fs *fs)
 		if (s->key)
 			kept += files_insert(t, n, s->key, s->id, &fs->dcache_hand);
 	}
-	table_free(fs->dcache_files, fs->dcache_nslots * sizeof(*t));
+	util_table_free(fs->dcache_files, fs->dcache_nslots * sizeof(*t));
 	fs->dcache_files = t;
 	fs->dcache_nslots = n;
 	fs->n_dcache_files = kept;
@@ -348,7 +348,8 @@ static void files_del(struct fs *fs, uint64_t key)
 
 /* ---- the name cache ---- */
 
-void dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind, uint64_t id)
+void fs_dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
+		   uint64_t id)
 {
 	char key[32 + OBJFS_NAME_MAX];
 	struct dentry *d = dcache_find(fs, parent, name);
@@ -357,10 +358,10 @@ void dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind
 	if (kind == META_FILE) {
 		if (d)
 			dcache_drop(fs, d);
-		files_put(fs, dcache_file_key(parent, name), id);
+		files_put(fs, fs_dcache_file_key(parent, name), id);
 		return;
 	}
-	files_del(fs, dcache_file_key(parent, name));
+	files_del(fs, fs_dcache_file_key(parent, name));
 	if (d) {
 		dcache_unhook(fs, d);
 	} else {
@@ -384,30 +385,30 @@ void dcache_put(struct fs *fs, uint64_t parent, const char *name, enum meta_kind
 	d->id = id;
 }
 
-void dcache_del(struct fs *fs, uint64_t parent, const char *name)
+void fs_dcache_del(struct fs *fs, uint64_t parent, const char *name)
 {
 	struct dentry *d = dcache_find(fs, parent, name);
 
 	if (d)
 		dcache_drop(fs, d);
-	files_del(fs, dcache_file_key(parent, name));
+	files_del(fs, fs_dcache_file_key(parent, name));
 }
 
-void dir_touched(struct fs *fs, uint64_t dir, bool counts)
+void fs_dir_touched_locked(struct fs *fs, uint64_t dir, bool counts)
 {
-	struct inode *in = inode_find(fs, dir);
+	struct inode *in = fs_inode_find(fs, dir);
 
 	if (!in || in->kind != META_DIR)
 		return;
-	in->dir_mtime = now_ns();
+	in->dir_mtime = util_now_ns();
 	if (counts)
 		in->dir_at = 0;
 }
 
-void dir_touched_unlocked(struct fs *fs, uint64_t dir, bool counts)
+void fs_dir_touched(struct fs *fs, uint64_t dir, bool counts)
 {
 	pthread_mutex_lock(&fs->lock);
-	dir_touched(fs, dir, counts);
+	fs_dir_touched_locked(fs, dir, counts);
 	pthread_mutex_unlock(&fs->lock);
 }
 
@@ -420,27 +421,27 @@ static struct negative *neg_slot(struct fs *fs, uint64_t parent, const char *nam
 	return &fs->neg[h % FS_NEG_SLOTS];
 }
 
-void neg_note(struct fs *fs, uint64_t parent, const char *name)
+void fs_neg_note(struct fs *fs, uint64_t parent, const char *name)
 {
 	struct negative *n = neg_slot(fs, parent, name);
 
 	n->parent = parent;
-	n->at = mono_ns();
+	n->at = util_mono_ns();
 	snprintf(n->name, sizeof(n->name), "%s", name);
 }
 
-bool neg_take(struct fs *fs, uint64_t parent, const char *name)
+bool fs_neg_take(struct fs *fs, uint64_t parent, const char *name)
 {
 	struct negative *n = neg_slot(fs, parent, name);
 	bool fresh = n->at && n->parent == parent && !strcmp(n->name, name) &&
-		     mono_ns() - n->at <= FS_NEG_TTL_NS;
+		     util_mono_ns() - n->at <= FS_NEG_TTL_NS;
 
 	n->at = 0;
 	return fresh;
 }
 
-bool dcache_get(struct fs *fs, uint64_t parent, const char *name, enum meta_kind *ret_kind,
-		uint64_t *ret_id)
+bool fs_dcache_get(struct fs *fs, uint64_t parent, const char *name, enum meta_kind *ret_kind,
+		   uint64_t *ret_id)
 {
 	struct dentry *d = dcache_find(fs, parent, name);
 	struct dcache_slot *s;
@@ -452,7 +453,7 @@ bool dcache_get(struct fs *fs, uint64_t parent, const char *name, enum meta_kind
 		*ret_id = d->id;
 		return true;
 	}
-	s = files_find(fs, dcache_file_key(parent, name));
+	s = files_find(fs, fs_dcache_file_key(parent, name));
 	if (!s)
 		return false;
 	*ret_kind = META_FILE;
@@ -460,7 +461,7 @@ bool dcache_get(struct fs *fs, uint64_t parent, const char *name, enum meta_kind
 	return true;
 }
 
-void dcache_free_all(struct fs *fs)
+void fs_dcache_free_all(struct fs *fs)
 {
 	struct dentry *d, *tmp;
 
@@ -470,48 +471,49 @@ void dcache_free_all(struct fs *fs)
 	}
 	fs->n_dcache = 0;
 	fs->dcache_lru = fs->dcache_cold = NULL;
-	table_free(fs->dcache_files, fs->dcache_nslots * sizeof(*fs->dcache_files));
+	util_table_free(fs->dcache_files, fs->dcache_nslots * sizeof(*fs->dcache_files));
 	fs->dcache_files = NULL;
 	fs->dcache_nslots = fs->n_dcache_files = 0;
 }
 
-void dcache_learn(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
-		  uint64_t id)
+void fs_dcache_learn(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
+		     uint64_t id)
 {
 	pthread_mutex_lock(&fs->lock);
-	dcache_put(fs, parent, name, kind, id);
+	fs_dcache_put(fs, parent, name, kind, id);
 	pthread_mutex_unlock(&fs->lock);
 }
 
-void dcache_seen(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind, uint64_t id)
+void fs_dcache_seen(struct fs *fs, uint64_t parent, const char *name, enum meta_kind kind,
+		    uint64_t id)
 {
 	/* a link is not held here: offline, it could not be read */
 	if ((kind == META_FILE && !node_holds(fs->nd, id)) || kind == META_LINK)
-		dcache_del(fs, parent, name);
+		fs_dcache_del(fs, parent, name);
 	else
-		dcache_put(fs, parent, name, kind, id);
+		fs_dcache_put(fs, parent, name, kind, id);
 }
 
-void dcache_learn_file(struct fs *fs, uint64_t parent, const char *name, uint64_t id)
+void fs_dcache_learn_file(struct fs *fs, uint64_t parent, const char *name, uint64_t id)
 {
 	pthread_mutex_lock(&fs->lock);
-	dcache_seen(fs, parent, name, META_FILE, id);
+	fs_dcache_seen(fs, parent, name, META_FILE, id);
 	pthread_mutex_unlock(&fs->lock);
 }
 
-void dcache_forget(struct fs *fs, uint64_t parent, const char *name)
+void fs_dcache_forget(struct fs *fs, uint64_t parent, const char *name)
 {
 	pthread_mutex_lock(&fs->lock);
-	dcache_del(fs, parent, name);
+	fs_dcache_del(fs, parent, name);
 	pthread_mutex_unlock(&fs->lock);
 }
 
-void inode_update(struct fs *fs, struct inode *in, const struct meta_entry *e)
+void fs_inode_update(struct fs *fs, struct inode *in, const struct meta_entry *e)
 {
 	if (e->kind == META_DIR) {
 		in->dir_mtime = e->obj.mtime_ns;
 		in->dir_nsub = e->nsub;
-		in->dir_at = mono_ns();
+		in->dir_at = util_mono_ns();
 		in->attr = e->attr;
 		in->attr_stale = false;
 	} else if (e->kind == META_LINK) {
@@ -521,25 +523,26 @@ void inode_update(struct fs *fs, struct inode *in, const struct meta_entry *e)
 		in->attr_stale = false;
 	} else if (!in->pending) {
 		in->sealed = true;
-		inode_set_rec(fs, in, &e->obj);
+		fs_inode_set_rec(fs, in, &e->obj);
 		in->attr = e->attr;
 		in->attr_stale = false;
 	}
 }
 
-void inode_update_as_of(struct fs *fs, struct inode *in, const struct meta_entry *e, uint64_t seen)
+void fs_inode_update_as_of(struct fs *fs, struct inode *in, const struct meta_entry *e,
+			   uint64_t seen)
 {
 	struct meta_attr keep = in->attr;
 	bool stale = in->attr_stale;
 
-	inode_update(fs, in, e);
+	fs_inode_update(fs, in, e);
 	if (in->attr_seq > seen) {
 		in->attr = keep;
 		in->attr_stale = stale;
 	}
 }
 
-void inode_attr_changed(struct fs *fs, struct inode *in)
+void fs_inode_attr_changed(struct fs *fs, struct inode *in)
 {
 	in->attr_seq = ++fs->attr_seq;
 }
@@ -567,7 +570,7 @@ static const char *origin_intern(struct fs *fs, const char *name)
 	return o->name;
 }
 
-void inode_set_rec(struct fs *fs, struct inode *in, const struct meta_obj *mo)
+void fs_inode_set_rec(struct fs *fs, struct inode *in, const struct meta_obj *mo)
 {
 	in->obj.size = mo->size;
 	in->obj.mtime_ns = mo->mtime_ns;
@@ -575,7 +578,7 @@ void inode_set_rec(struct fs *fs, struct inode *in, const struct meta_obj *mo)
 	in->obj.origin = mo->origin[0] ? origin_intern(fs, mo->origin) : "";
 }
 
-void inode_get_rec(const struct inode *in, struct meta_obj *ret)
+void fs_inode_get_rec(const struct inode *in, struct meta_obj *ret)
 {
 	memset(ret, 0, sizeof(*ret));
 	ret->id = in->ino;
@@ -585,7 +588,7 @@ void inode_get_rec(const struct inode *in, struct meta_obj *ret)
 	snprintf(ret->origin, sizeof(ret->origin), "%s", in->obj.origin ? in->obj.origin : "");
 }
 
-void inode_origins_free(struct fs *fs)
+void fs_inode_origins_free(struct fs *fs)
 {
 	struct origin_name *o, *tmp;
 
@@ -597,7 +600,7 @@ void inode_origins_free(struct fs *fs)
 
 /* ---- pending objects ---- */
 
-void pending_free(struct fs *fs, struct pending *p)
+void fs_pending_free(struct fs *fs, struct pending *p)
 {
 	if (!p)
 		return;
@@ -619,27 +622,27 @@ static bool unsettled(struct pending *p, bool *ret_sealing)
  * call, each bounded); the second may be a dup()ed descriptor still in
  * use, so it waits SETTLE_WAIT_MS at most.
  */
-struct inode *inode_find_settled(struct fs *fs, uint64_t ino)
+struct inode *fs_inode_find_settled(struct fs *fs, uint64_t ino)
 {
-	struct inode *in = inode_find(fs, ino);
+	struct inode *in = fs_inode_find(fs, ino);
 
 	if (in && in->pending)
-		pending_settle_locked(fs, in->pending);
-	return inode_find(fs, ino);
+		fs_pending_settle_locked(fs, in->pending);
+	return fs_inode_find(fs, ino);
 }
 
-void pending_settle_locked(struct fs *fs, struct pending *p)
+void fs_pending_settle_locked(struct fs *fs, struct pending *p)
 {
 	uint64_t id = p->id; /* @p may be freed while we wait */
-	struct inode *in = inode_find(fs, id);
-	int64_t start = mono_ns();
+	struct inode *in = fs_inode_find(fs, id);
+	int64_t start = util_mono_ns();
 	bool sealing;
 
 	while (in && in->pending == p && unsettled(p, &sealing)) {
 		int64_t limit = sealing ? SEAL_WAIT_NS : SETTLE_WAIT_MS * 1000000LL;
 		struct timespec until;
 
-		if (mono_ns() - start > limit)
+		if (util_mono_ns() - start > limit)
 			break;
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_nsec += 50 * 1000000L;
@@ -648,7 +651,7 @@ void pending_settle_locked(struct fs *fs, struct pending *p)
 			until.tv_nsec -= 1000000000L;
 		}
 		pthread_cond_timedwait(&fs->settle, &fs->lock, &until);
-		in = inode_find(fs, id);
+		in = fs_inode_find(fs, id);
 	}
 }
 
@@ -717,7 +720,7 @@ void fs_new_attr(struct fs *fs, fuse_req_t req, uint64_t parent, enum meta_kind 
 		 int64_t now, struct meta_attr *ret)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	struct inode *dir = inode_find(fs, parent);
+	struct inode *dir = fs_inode_find(fs, parent);
 	struct meta_attr da;
 
 	*ret = (struct meta_attr){.set = true,
@@ -767,7 +770,7 @@ void fs_fill_attr(struct fs *fs, struct inode *in, struct stat *st)
 		const struct node_meta *md = &in->pending->md;
 		uint64_t size = store_obj_size(in->pending->obj);
 
-		mtime = md->mtime_set ? md->mtime_ns : now_ns();
+		mtime = md->mtime_set ? md->mtime_ns : util_now_ns();
 		a = md->attr;
 		if (!a.set)
 			fs_default_attr(fs, META_FILE, mtime, &a);
@@ -838,9 +841,9 @@ void fs_reply_attr(fuse_req_t req, struct fs *fs, fuse_ino_t ino)
 	double timeout;
 
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, ino);
+	in = fs_inode_find(fs, ino);
 	if (in && in->kind == META_FILE && in->pending)
-		pending_settle_locked(fs, in->pending);
+		fs_pending_settle_locked(fs, in->pending);
 	if (!in || (in->kind == META_FILE && !in->pending && !in->sealed)) {
 		pthread_mutex_unlock(&fs->lock);
 		fuse_reply_err(req, in ? ENOENT : ESTALE);

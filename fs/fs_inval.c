@@ -46,7 +46,7 @@ void fs_notify_dir(struct fs *fs, uint64_t dir)
 	struct inode *in;
 
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, dir);
+	in = fs_inode_find(fs, dir);
 	if (in)
 		in->dir_gen++;
 	pthread_mutex_unlock(&fs->lock);
@@ -64,7 +64,7 @@ void fs_notify_data_gone(struct fs *fs, uint64_t ino)
 	struct inode *in;
 
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, ino);
+	in = fs_inode_find(fs, ino);
 	if (in)
 		in->filled = false;
 	pthread_mutex_unlock(&fs->lock);
@@ -147,7 +147,7 @@ static void drop_deleted(struct fs *fs, uint64_t id)
 	bool mine;
 
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, id);
+	in = fs_inode_find(fs, id);
 	mine = in && in->pending;
 	pthread_mutex_unlock(&fs->lock);
 	if (!mine)
@@ -167,12 +167,12 @@ static void attr_changed(struct fs *fs, const struct meta_inval *ev)
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, ev->id);
+	in = fs_inode_find(fs, ev->id);
 	known = in != NULL;
 	if (in) {
 		in->attr_stale = true;
 		in->dir_at = 0;
-		inode_attr_changed(fs, in);
+		fs_inode_attr_changed(fs, in);
 	}
 	pthread_mutex_unlock(&fs->lock);
 	if (known && fs->se && atomic_load(&fs->mounted))
@@ -208,13 +208,13 @@ void fs_on_inval(void *arg, const struct meta_inval *ev)
 	/* The name cache learns what the name means now, rather than
 	 * forgetting it: it must keep answering for this node's objects
 	 * while Redis is unreachable, its own publishes included (a file
-	 * held elsewhere only: forgotten, see dcache_learn_file()). */
+	 * held elsewhere only: forgotten, see fs_dcache_learn_file()). */
 	if (!strcmp(ev->kind, "publish") || !strcmp(ev->kind, "replace"))
-		dcache_learn_file(fs, ev->parent, ev->name, ev->id);
+		fs_dcache_learn_file(fs, ev->parent, ev->name, ev->id);
 	else if (!strcmp(ev->kind, "mkdir"))
-		dcache_learn(fs, ev->parent, ev->name, META_DIR, ev->id);
+		fs_dcache_learn(fs, ev->parent, ev->name, META_DIR, ev->id);
 	else
-		dcache_forget(fs, ev->parent, ev->name);
+		fs_dcache_forget(fs, ev->parent, ev->name);
 	/* A change this node's kernel made through the mount is in its
 	 * caches already.  Telling it again would only cost: the entry
 	 * notification takes the directory's lock, which the next create
@@ -225,7 +225,7 @@ void fs_on_inval(void *arg, const struct meta_inval *ev)
 	} else {
 		/* another node changed the directory: read its attributes
 		 * again; its listing, mtime and link count changed */
-		dir_touched_unlocked(fs, ev->parent, true);
+		fs_dir_touched(fs, ev->parent, true);
 		fs_notify_gone(fs, ev->parent, ev->name);
 	}
 	if (!strcmp(ev->kind, "unlink"))

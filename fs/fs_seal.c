@@ -68,8 +68,8 @@ int fs_seal_pending(struct fs *fs, struct pending *p, bool told)
 		ret = -ENOSPC;
 
 	pthread_mutex_lock(&fs->lock);
-	pending_remove(fs, p);
-	in = inode_find(fs, p->id);
+	fs_pending_remove(fs, p);
+	in = fs_inode_find(fs, p->id);
 	if (in && in->pending == p) {
 		in->pending = NULL;
 		if (!discard && !unsealed) {
@@ -77,7 +77,7 @@ int fs_seal_pending(struct fs *fs, struct pending *p, bool told)
 
 			in->sealed = true;
 			node_record_of(fs->nd, p->obj, &mo);
-			inode_set_rec(fs, in, &mo);
+			fs_inode_set_rec(fs, in, &mo);
 			/* as node_seal_publish_meta() published it */
 			in->attr = md.attr;
 			if (lost)
@@ -136,15 +136,15 @@ void fs_seal_retry(struct fs *fs)
 void fs_reap_pending(struct fs *fs)
 {
 	struct pending *p, *dead = NULL, *next;
-	int64_t now = mono_ns();
+	int64_t now = util_mono_ns();
 
 	pthread_mutex_lock(&fs->lock);
 	for (p = fs->pending; p; p = next) {
 		next = p->next;
 		if (p->opens == 0 && !p->sealing && now - p->created_ns > REAP_AFTER_NS) {
-			struct inode *in = inode_find(fs, p->id);
+			struct inode *in = fs_inode_find(fs, p->id);
 
-			pending_remove(fs, p);
+			fs_pending_remove(fs, p);
 			if (in && in->pending == p)
 				in->pending = NULL;
 			p->next = dead;
@@ -154,7 +154,7 @@ void fs_reap_pending(struct fs *fs)
 	pthread_mutex_unlock(&fs->lock);
 	while ((p = dead)) {
 		dead = p->next;
-		pending_free(fs, p);
+		fs_pending_free(fs, p);
 	}
 }
 

@@ -108,7 +108,7 @@ static uint64_t in_size(struct fs *fs, uint64_t id)
 	uint64_t size = 0;
 
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, id);
+	in = fs_inode_find(fs, id);
 	if (in && in->sealed)
 		size = in->obj.size;
 	pthread_mutex_unlock(&fs->lock);
@@ -190,19 +190,19 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, ino);
+	in = fs_inode_find(fs, ino);
 	if (!in || in->kind != META_FILE) {
 		pthread_mutex_unlock(&fs->lock);
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
 	if (in->pending)
-		pending_settle_locked(fs, in->pending);
+		fs_pending_settle_locked(fs, in->pending);
 	sealed = !in->pending && in->sealed;
 	if (!strcmp(name, XATTR_ID)) {
 		len = (size_t)snprintf(val, sizeof(val), "%" PRIu64, in->ino);
 	} else if (!strcmp(name, XATTR_CSUM) && sealed) {
-		csum_to_hex(in->obj.csum, val);
+		util_csum_to_hex(in->obj.csum, val);
 		len = strlen(val);
 	} else if (!strcmp(name, XATTR_FETCH) && sealed) {
 		uint64_t done = 0, total = 0;
@@ -251,7 +251,7 @@ void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
-	in = inode_find(fs, ino);
+	in = fs_inode_find(fs, ino);
 	is_file = in && in->kind == META_FILE;
 	pthread_mutex_unlock(&fs->lock);
 	if (is_file)
@@ -340,7 +340,7 @@ size_t fs_status(struct fs *fs, char *buf, size_t len)
 	size_t n = 0, n_dcache;
 	uint64_t heap_trims;
 	bool up = meta_is_up(fs->meta);
-	uint64_t nofile = nofile_limit();
+	uint64_t nofile = util_nofile_limit();
 	long fds = fds_open();
 
 	store_stats(fs->store, &ss);

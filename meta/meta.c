@@ -46,30 +46,31 @@
 
 /* ---- calls ---- */
 
-/* Run script @s with its own arguments as @fmt says (see args_vadd()). */
-int script_(struct meta *m, enum meta_script s, bool self, redisReply **ret, const char *fmt, ...)
+/* Run script @s with its own arguments as @fmt says (see meta_args_vadd()). */
+int meta_script_(struct meta *m, enum meta_script s, bool self, redisReply **ret, const char *fmt,
+		 ...)
 {
 	struct args a;
 	struct conn *c;
 	va_list ap;
 	int r;
 
-	r = args_script(m, &a, self);
+	r = meta_args_script(m, &a, self);
 	if (r < 0)
 		return r;
 	va_start(ap, fmt);
-	args_vadd(&a, fmt, ap);
+	meta_args_vadd(&a, fmt, ap);
 	va_end(ap);
-	r = pool_get_call(m, &c);
+	r = meta_pool_get_call(m, &c);
 	if (r < 0)
 		return r;
-	r = pool_script(m, c, s, &a, ret);
-	pool_put(m, c);
+	r = meta_pool_script(m, c, s, &a, ret);
+	meta_pool_put(m, c);
 	return r;
 }
 
 /* One plain command built as @fmt says; an error reply becomes an errno. */
-int command_(struct meta *m, redisReply **ret, const char *fmt, ...)
+int meta_command_(struct meta *m, redisReply **ret, const char *fmt, ...)
 {
 	struct args a = {0};
 	redisReply *rep;
@@ -78,17 +79,17 @@ int command_(struct meta *m, redisReply **ret, const char *fmt, ...)
 	int r;
 
 	va_start(ap, fmt);
-	args_vadd(&a, fmt, ap);
+	meta_args_vadd(&a, fmt, ap);
 	va_end(ap);
-	r = pool_get_call(m, &c);
+	r = meta_pool_get_call(m, &c);
 	if (r < 0)
 		return r;
-	r = pool_cmd(m, c, &a, &rep);
-	pool_put(m, c);
+	r = meta_pool_cmd(m, c, &a, &rep);
+	meta_pool_put(m, c);
 	if (r < 0)
 		return r;
 	if (rep->type == REDIS_REPLY_ERROR) {
-		r = pool_reply_errno(rep);
+		r = meta_pool_reply_errno(rep);
 		if (r == -EBADMSG)
 			meta_log_bad_reply(a.v[0], a.n > 1 ? a.v[1] : NULL, rep->str);
 		else
@@ -119,7 +120,7 @@ void meta_log_corrupt(const char *fmt, ...)
 
 const char *meta_esc(const char *s, size_t len, char *buf, size_t size)
 {
-	bool utf8 = utf8_valid(s, len);
+	bool utf8 = util_utf8_valid(s, len);
 	size_t i, n = 0;
 
 	for (i = 0; i < len; i++) {
@@ -138,7 +139,7 @@ const char *meta_esc(const char *s, size_t len, char *buf, size_t size)
 	return buf;
 }
 
-const char *rep_shown(const redisReply *r, char *buf, size_t size)
+const char *meta_rep_shown(const redisReply *r, char *buf, size_t size)
 {
 	char esc[META_SHOWN_MAX];
 
@@ -180,19 +181,19 @@ void meta_log_bad_reply(const char *what, const char *key, const char *str)
 		meta_log_corrupt("%s", meta_esc(s, len, esc, sizeof(esc)));
 }
 
-int rep_bad_field(const char *kind, uint64_t id, const char *field, const redisReply *r)
+int meta_rep_bad_field(const char *kind, uint64_t id, const char *field, const redisReply *r)
 {
 	char shown[META_SHOWN_MAX];
 
 	meta_log_corrupt("%s %" PRIu64 ": field '%s' is %s", kind, id, field,
-			 rep_shown(r, shown, sizeof(shown)));
+			 meta_rep_shown(r, shown, sizeof(shown)));
 	return -EBADMSG;
 }
 
 /* ---- reply validation ---- */
 
 /* A bulk string of at most @max bytes and without NULs, or NULL. */
-const char *rep_text(const redisReply *r, size_t max)
+const char *meta_rep_text(const redisReply *r, size_t max)
 {
 	if (!r || r->type != REDIS_REPLY_STRING || !r->str || r->len > max ||
 	    strlen(r->str) != r->len)
@@ -200,43 +201,43 @@ const char *rep_text(const redisReply *r, size_t max)
 	return r->str;
 }
 
-int rep_u64(const redisReply *r, uint64_t *ret)
+int meta_rep_u64(const redisReply *r, uint64_t *ret)
 {
-	const char *s = rep_text(r, 20);
+	const char *s = meta_rep_text(r, 20);
 
-	if (!s || parse_u64(s, ret) < 0)
+	if (!s || util_parse_u64(s, ret) < 0)
 		return -EBADMSG;
 	return 0;
 }
 
-int rep_i64(const redisReply *r, int64_t *ret)
+int meta_rep_i64(const redisReply *r, int64_t *ret)
 {
-	const char *s = rep_text(r, 20);
+	const char *s = meta_rep_text(r, 20);
 	bool neg;
 	uint64_t v;
 
 	if (!s)
 		return -EBADMSG;
 	neg = *s == '-';
-	if (parse_u64(s + neg, &v) < 0 || v > (uint64_t)INT64_MAX + neg)
+	if (util_parse_u64(s + neg, &v) < 0 || v > (uint64_t)INT64_MAX + neg)
 		return -EBADMSG;
 	*ret = neg ? (int64_t)(0 - v) : (int64_t)v;
 	return 0;
 }
 
 /* An id: decimal, no leading zero, 1 .. UINT64_MAX. */
-int parse_id(const char *s, uint64_t *ret)
+int meta_parse_id(const char *s, uint64_t *ret)
 {
-	if (*s < '1' || *s > '9' || parse_u64(s, ret) < 0)
+	if (*s < '1' || *s > '9' || util_parse_u64(s, ret) < 0)
 		return -EBADMSG;
 	return 0;
 }
 
 static int rep_id(const redisReply *r, uint64_t *ret)
 {
-	const char *s = rep_text(r, 20);
+	const char *s = meta_rep_text(r, 20);
 
-	return s ? parse_id(s, ret) : -EBADMSG;
+	return s ? meta_parse_id(s, ret) : -EBADMSG;
 }
 
 /* "d<id>", "f<id>", or a file entry with its attributes, "f<id> <size>
@@ -244,7 +245,7 @@ static int rep_id(const redisReply *r, uint64_t *ret)
  * id are read here) */
 static int rep_entry(const redisReply *r, enum meta_kind *kind, uint64_t *id)
 {
-	const char *s = rep_text(r, 256), *sp;
+	const char *s = meta_rep_text(r, 256), *sp;
 	char buf[22];
 	size_t n;
 
@@ -256,7 +257,7 @@ static int rep_entry(const redisReply *r, enum meta_kind *kind, uint64_t *id)
 		return -EBADMSG;
 	memcpy(buf, s + 1, n);
 	buf[n] = '\0';
-	if (parse_id(buf, id) < 0)
+	if (meta_parse_id(buf, id) < 0)
 		return -EBADMSG;
 	*kind = s[0] == 'd' ? META_DIR : s[0] == 'l' ? META_LINK : META_FILE;
 	return 0;
@@ -264,23 +265,23 @@ static int rep_entry(const redisReply *r, enum meta_kind *kind, uint64_t *id)
 
 /* size, csum, mtime, origin.  A size must fit an off_t: the kernel
  * refuses larger ones. */
-int rep_obj(redisReply *const *f, uint64_t id, struct meta_obj *ret)
+int meta_rep_obj(redisReply *const *f, uint64_t id, struct meta_obj *ret)
 {
 	struct meta_obj o;
 	const char *csum, *origin;
 
 	memset(&o, 0, sizeof(o));
 	o.id = id;
-	csum = rep_text(f[1], 2 * OBJFS_CSUM_LEN);
-	origin = rep_text(f[3], OBJFS_NODE_MAX - 1);
-	if (rep_u64(f[0], &o.size) < 0 || o.size > INT64_MAX)
-		return rep_bad_field("object", id, "size", f[0]);
-	if (!csum || csum_from_hex(csum, o.csum) < 0)
-		return rep_bad_field("object", id, "csum", f[1]);
-	if (rep_i64(f[2], &o.mtime_ns) < 0)
-		return rep_bad_field("object", id, "mtime", f[2]);
-	if (!origin || node_name_validate(origin) < 0)
-		return rep_bad_field("object", id, "origin", f[3]);
+	csum = meta_rep_text(f[1], 2 * OBJFS_CSUM_LEN);
+	origin = meta_rep_text(f[3], OBJFS_NODE_MAX - 1);
+	if (meta_rep_u64(f[0], &o.size) < 0 || o.size > INT64_MAX)
+		return meta_rep_bad_field("object", id, "size", f[0]);
+	if (!csum || util_csum_from_hex(csum, o.csum) < 0)
+		return meta_rep_bad_field("object", id, "csum", f[1]);
+	if (meta_rep_i64(f[2], &o.mtime_ns) < 0)
+		return meta_rep_bad_field("object", id, "mtime", f[2]);
+	if (!origin || util_node_name_validate(origin) < 0)
+		return meta_rep_bad_field("object", id, "origin", f[3]);
 	memcpy(o.origin, origin, strlen(origin) + 1);
 	*ret = o;
 	return 0;
@@ -292,13 +293,13 @@ int rep_obj(redisReply *const *f, uint64_t id, struct meta_obj *ret)
 static int rep_attr(const redisReply *r, const char *kind, uint64_t id, int64_t mtime_ns,
 		    struct meta_attr *ret)
 {
-	const char *t = rep_text(r, META_ATTR_TEXT_MAX - 1);
+	const char *t = meta_rep_text(r, META_ATTR_TEXT_MAX - 1);
 
 	memset(ret, 0, sizeof(*ret));
 	if (r && r->type == REDIS_REPLY_NIL)
 		return 0;
 	if (!t || meta_attr_parse(t, mtime_ns, ret) < 0)
-		return rep_bad_field(kind, id, "attr", r);
+		return meta_rep_bad_field(kind, id, "attr", r);
 	return 0;
 }
 
@@ -315,10 +316,10 @@ static int rep_lookup(const redisReply *rep, struct meta_entry *ret)
 	if (e.kind == META_DIR) {
 		if (rep->elements != 3 && rep->elements != 4)
 			return -EBADMSG;
-		if (rep_i64(rep->element[1], &e.obj.mtime_ns) < 0)
-			return rep_bad_field("directory", e.id, "/mtime", rep->element[1]);
-		if (rep_u64(rep->element[2], &e.nsub) < 0)
-			return rep_bad_field("directory", e.id, "/nsub", rep->element[2]);
+		if (meta_rep_i64(rep->element[1], &e.obj.mtime_ns) < 0)
+			return meta_rep_bad_field("directory", e.id, "/mtime", rep->element[1]);
+		if (meta_rep_u64(rep->element[2], &e.nsub) < 0)
+			return meta_rep_bad_field("directory", e.id, "/nsub", rep->element[2]);
 		if (rep->elements == 4 &&
 		    rep_attr(rep->element[3], "directory", e.id, e.obj.mtime_ns, &e.attr) < 0)
 			return -EBADMSG;
@@ -327,16 +328,16 @@ static int rep_lookup(const redisReply *rep, struct meta_entry *ret)
 		/* {"l<id>", mtime, size (the target's length), attr} */
 		if (rep->elements != 4)
 			return -EBADMSG;
-		if (rep_i64(rep->element[1], &e.obj.mtime_ns) < 0)
-			return rep_bad_field("symbolic link", e.id, "m", rep->element[1]);
-		if (rep_u64(rep->element[2], &e.obj.size) < 0 || !e.obj.size ||
+		if (meta_rep_i64(rep->element[1], &e.obj.mtime_ns) < 0)
+			return meta_rep_bad_field("symbolic link", e.id, "m", rep->element[1]);
+		if (meta_rep_u64(rep->element[2], &e.obj.size) < 0 || !e.obj.size ||
 		    e.obj.size > META_LINK_MAX)
-			return rep_bad_field("symbolic link", e.id, "t", rep->element[2]);
+			return meta_rep_bad_field("symbolic link", e.id, "t", rep->element[2]);
 		if (rep_attr(rep->element[3], "symbolic link", e.id, e.obj.mtime_ns, &e.attr) < 0)
 			return -EBADMSG;
 		e.obj.id = e.id;
 	} else if ((rep->elements != 5 && rep->elements != 6) ||
-		   rep_obj(rep->element + 1, e.id, &e.obj) < 0 ||
+		   meta_rep_obj(rep->element + 1, e.id, &e.obj) < 0 ||
 		   (rep->elements == 6 &&
 		    rep_attr(rep->element[5], "object", e.id, e.obj.mtime_ns, &e.attr) < 0)) {
 		return -EBADMSG;
@@ -345,7 +346,7 @@ static int rep_lookup(const redisReply *rep, struct meta_entry *ret)
 	return 0;
 }
 
-int rep_entry_of(redisReply *rep, enum meta_kind kind, uint64_t id, struct meta_entry *ret)
+int meta_rep_entry_of(redisReply *rep, enum meta_kind kind, uint64_t id, struct meta_entry *ret)
 {
 	struct meta_entry e;
 	int r = rep_lookup(rep, &e);
@@ -374,8 +375,8 @@ struct meta *meta_new(const struct meta_config *cfg, int *ret_err)
 	struct meta *m;
 	int r = -EINVAL;
 
-	if (!cfg || !cfg->url || node_name_validate(cfg->node) < 0 || cfg->pool_size > POOL_MAX ||
-	    cfg->timeout_ms > TIMEOUT_MAX_MS ||
+	if (!cfg || !cfg->url || util_node_name_validate(cfg->node) < 0 ||
+	    cfg->pool_size > POOL_MAX || cfg->timeout_ms > TIMEOUT_MAX_MS ||
 	    (cfg->prefix && !chars_in(cfg->prefix, strlen(cfg->prefix), PREFIX_MAX, ALNUM "._-")))
 		goto fail;
 	r = -ENOMEM;
@@ -391,7 +392,7 @@ struct meta *meta_new(const struct meta_config *cfg, int *ret_err)
 	pthread_condattr_destroy(&ca);
 	m->pool_size = cfg->pool_size ? cfg->pool_size : POOL_DEFAULT;
 	m->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : TIMEOUT_DEFAULT_MS;
-	r = pool_parse_url(m, cfg->url, NULL, 0);
+	r = meta_pool_parse_url(m, cfg->url, NULL, 0);
 	if (r < 0)
 		goto clean_m;
 	r = -ENOMEM;
@@ -421,8 +422,8 @@ int meta_url_check(const char *url, char *why, size_t wlen)
 	if (!m)
 		return -ENOMEM;
 	pthread_mutex_init(&m->lock, NULL);
-	r = pool_parse_url(m, url, why, wlen);
-	pool_release(m);
+	r = meta_pool_parse_url(m, url, why, wlen);
+	meta_pool_release(m);
 	pthread_mutex_destroy(&m->lock);
 	free(m);
 	return r;
@@ -439,7 +440,7 @@ void meta_free(struct meta *m)
 		if (m->conns[i].ctx)
 			redisFree(m->conns[i].ctx);
 	free(m->conns);
-	pool_release(m);
+	meta_pool_release(m);
 	pthread_cond_destroy(&m->freed);
 	pthread_mutex_destroy(&m->lock);
 	pthread_mutex_destroy(&m->id_lock);
@@ -456,15 +457,15 @@ int meta_connect(struct meta *m)
 	struct args a;
 	int r;
 
-	r = args_script(m, &a, false);
+	r = meta_args_script(m, &a, false);
 	if (r < 0)
 		return r;
-	r = pool_get(m, &c);
+	r = meta_pool_get(m, &c);
 	if (r < 0)
 		return r == -EACCES || r == -ENOMEM ? r : -EIO;
 	/* a slot that was up already has not run the init lately */
-	r = pool_script(m, c, MS_INIT, &a, &rep);
-	pool_put(m, c);
+	r = meta_pool_script(m, c, MS_INIT, &a, &rep);
+	meta_pool_put(m, c);
 	if (r < 0)
 		return r;
 	freeReplyObject(rep);
@@ -499,9 +500,9 @@ int meta_lookup(struct meta *m, uint64_t parent, const char *name, struct meta_e
 	redisReply *rep;
 	int r;
 
-	r = parent ? name_validate(name) : -EINVAL;
+	r = parent ? util_name_validate(name) : -EINVAL;
 	if (r == 0)
-		r = script(m, MS_LOOKUP, &rep, "us", parent, name);
+		r = meta_script(m, MS_LOOKUP, &rep, "us", parent, name);
 	if (r < 0)
 		return r;
 	r = rep_lookup(rep, ret);
@@ -514,10 +515,10 @@ int meta_getattr(struct meta *m, uint64_t id, struct meta_entry *ret)
 	redisReply *rep;
 	int r;
 
-	r = id ? script(m, MS_GETATTR, &rep, "u", id) : -EINVAL;
+	r = id ? meta_script(m, MS_GETATTR, &rep, "u", id) : -EINVAL;
 	if (r < 0)
 		return r;
-	return rep_entry_of(rep, 0, id, ret);
+	return meta_rep_entry_of(rep, 0, id, ret);
 }
 
 static void obj_key(const struct meta *m, char kind, uint64_t id, char *buf, size_t len)
@@ -564,16 +565,16 @@ static int rep_dirent(uint64_t dir, const redisReply *f, const redisReply *v,
 
 	if (f->type == REDIS_REPLY_STRING && f->len && f->str[0] == '/')
 		return -ENOENT;
-	name = rep_text(f, OBJFS_NAME_MAX);
-	if (!name || name_validate(name) < 0) {
+	name = meta_rep_text(f, OBJFS_NAME_MAX);
+	if (!name || util_name_validate(name) < 0) {
 		meta_log_corrupt("directory %" PRIu64 ": entry %s is not a valid name; skipping it",
-				 dir, rep_shown(f, shown, sizeof(shown)));
+				 dir, meta_rep_shown(f, shown, sizeof(shown)));
 		return -EBADMSG;
 	}
 	if (rep_entry(v, &ret->kind, &ret->id) < 0) {
 		meta_log_corrupt("directory %" PRIu64 ": entry '%s' is %s; skipping it", dir,
 				 meta_esc(name, f->len, esc, sizeof(esc)),
-				 rep_shown(v, shown, sizeof(shown)));
+				 meta_rep_shown(v, shown, sizeof(shown)));
 		return -EBADMSG;
 	}
 	memcpy(ret->name, name, f->len + 1);
@@ -599,7 +600,7 @@ int meta_readdir(struct meta *m, uint64_t dir, struct meta_dirent **ret_ents, si
 	size_t i, n = 0;
 	int r;
 
-	r = dir ? script(m, MS_READDIR, &rep, "u", dir) : -EINVAL;
+	r = dir ? meta_script(m, MS_READDIR, &rep, "u", dir) : -EINVAL;
 	if (r < 0)
 		return r;
 	r = dir_alloc(rep, sizeof(*ents), (void **)&ents);
@@ -651,12 +652,12 @@ int meta_readdir_page(struct meta *m, uint64_t dir, uint64_t *cursor, struct met
 	size_t i, n = 0;
 	int r;
 
-	r = dir && cursor ? script(m, MS_READDIR_PAGE, &rep, "uu", dir, *cursor) : -EINVAL;
+	r = dir && cursor ? meta_script(m, MS_READDIR_PAGE, &rep, "uu", dir, *cursor) : -EINVAL;
 	if (r < 0)
 		return r;
 	r = -EBADMSG;
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
-	    rep_u64(rep->element[0], &next) < 0)
+	    meta_rep_u64(rep->element[0], &next) < 0)
 		goto clean_rep;
 	list = rep->element[1];
 	r = dir_alloc(list, sizeof(*ents), (void **)&ents);
@@ -717,13 +718,14 @@ int meta_mkdir_attr(struct meta *m, uint64_t parent, const char *name, int64_t m
 	uint64_t id;
 	int i, r;
 
-	r = parent ? name_validate(name) : -EINVAL;
+	r = parent ? util_name_validate(name) : -EINVAL;
 	if (r == 0)
 		r = meta_attr_text(attr, mtime_ns, at);
 	for (i = 0; r == 0 || (r == -EAGAIN && i < ID_TRIES); i++) {
 		r = meta_draw_id(&id);
 		if (r == 0)
-			r = script_self(m, MS_MKDIR, &rep, "usius", parent, name, mtime_ns, id, at);
+			r = meta_script_self(m, MS_MKDIR, &rep, "usius", parent, name, mtime_ns, id,
+					     at);
 		if (r == 0)
 			break;
 	}
@@ -751,14 +753,14 @@ static int remove_name(struct meta *m, enum meta_script s, uint64_t parent, cons
 	uint64_t id;
 	int r;
 
-	r = parent ? name_validate(name) : -EINVAL;
+	r = parent ? util_name_validate(name) : -EINVAL;
 	if (r == 0)
-		r = script_self(m, s, &rep, "us", parent, name);
+		r = meta_script_self(m, s, &rep, "us", parent, name);
 	if (r < 0)
 		return r;
 	/* unlink of a file with other names: {id, "1"} */
 	if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
-		const char *lives = rep_text(rep->element[1], 1);
+		const char *lives = meta_rep_text(rep->element[1], 1);
 
 		r = lives && !strcmp(lives, "1") ? rep_id(rep->element[0], &id) : -EBADMSG;
 		if (r == 0)
@@ -788,7 +790,7 @@ static bool ids_take(struct meta *m, uint64_t *ret_id)
 	bool got = false;
 
 	pthread_mutex_lock(&m->id_lock);
-	if (m->nids && mono_ns() - m->ids_at > ID_BLOCK_TTL_NS)
+	if (m->nids && util_mono_ns() - m->ids_at > ID_BLOCK_TTL_NS)
 		m->nids = 0;
 	if (m->nids) {
 		*ret_id = m->ids[--m->nids];
@@ -823,18 +825,19 @@ static int ids_refill(struct meta *m)
 		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%" PRIu64, i ? " " : "",
 					id);
 	}
-	r = script(m, MS_ALLOC, &rep, "s", list);
+	r = meta_script(m, MS_ALLOC, &rep, "s", list);
 	if (r < 0)
 		return r;
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements > ID_BLOCK) {
 		char shown[META_SHOWN_MAX];
 
-		meta_log_corrupt("the id check answered %s", rep_shown(rep, shown, sizeof(shown)));
+		meta_log_corrupt("the id check answered %s",
+				 meta_rep_shown(rep, shown, sizeof(shown)));
 		freeReplyObject(rep);
 		return -EBADMSG;
 	}
 	for (i = 0; i < rep->elements; i++)
-		if (rep_u64(rep->element[i], &got[n]) == 0 && got[n] >= META_ID_MIN)
+		if (meta_rep_u64(rep->element[i], &got[n]) == 0 && got[n] >= META_ID_MIN)
 			n++;
 	freeReplyObject(rep);
 	if (!n)
@@ -842,7 +845,7 @@ static int ids_refill(struct meta *m)
 	pthread_mutex_lock(&m->id_lock);
 	memcpy(m->ids, got, n * sizeof(got[0]));
 	m->nids = (unsigned)n;
-	m->ids_at = mono_ns();
+	m->ids_at = util_mono_ns();
 	pthread_mutex_unlock(&m->id_lock);
 	return 0;
 }
@@ -871,9 +874,9 @@ int meta_alloc_id(struct meta *m, uint64_t *ret_id)
 int meta_obj_check(const struct meta_obj *obj, char hex[OBJFS_CSUM_HEX])
 {
 	if (!obj || obj->id <= META_ROOT_ID || !memchr(obj->origin, '\0', OBJFS_NODE_MAX) ||
-	    node_name_validate(obj->origin) < 0)
+	    util_node_name_validate(obj->origin) < 0)
 		return -EINVAL;
-	csum_to_hex(obj->csum, hex);
+	util_csum_to_hex(obj->csum, hex);
 	return 0;
 }
 
@@ -909,26 +912,27 @@ int meta_publish_attr(struct meta *m, uint64_t parent, const char *name, const s
 	uint_fast64_t seen;
 	int r;
 
-	r = parent && meta_bsum_text_ok(bsum) ? name_validate(name) : -EINVAL;
+	r = parent && meta_bsum_text_ok(bsum) ? util_name_validate(name) : -EINVAL;
 	if (r == 0)
 		r = meta_obj_check(obj, hex);
 	if (r == 0)
 		r = meta_attr_text(attr, obj->mtime_ns, at);
 	if (r == 0)
-		r = script_(m, MS_PUBLISH, (flags & META_PUBLISH_SELF) != 0, &rep, "usuusisssuss",
-			    parent, name, obj->id, obj->size, hex, obj->mtime_ns, obj->origin,
-			    (flags & META_PUBLISH_REPLACE) ? "1" : "0", m->node,
-			    (uint64_t)atomic_load(&m->seq_seen), bsum ? bsum : "", at, args_end);
+		r = meta_script_(
+		    m, MS_PUBLISH, (flags & META_PUBLISH_SELF) != 0, &rep, "usuusisssuss", parent,
+		    name, obj->id, obj->size, hex, obj->mtime_ns, obj->origin,
+		    (flags & META_PUBLISH_REPLACE) ? "1" : "0", m->node,
+		    (uint64_t)atomic_load(&m->seq_seen), bsum ? bsum : "", at, meta_args_end);
 	if (r < 0)
 		return r;
 	r = -EBADMSG;
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 ||
-	    rep_u64(rep->element[0], &old) < 0 || rep_u64(rep->element[2], &seq) < 0)
+	    meta_rep_u64(rep->element[0], &old) < 0 || meta_rep_u64(rep->element[2], &seq) < 0)
 		goto clean_rep;
 	seen = atomic_load(&m->seq_seen);
 	while (seq > seen && !atomic_compare_exchange_weak(&m->seq_seen, &seen, seq))
 		;
-	path = rep_text(rep->element[1], OBJFS_PATH_MAX - 1);
+	path = meta_rep_text(rep->element[1], OBJFS_PATH_MAX - 1);
 	if (!path || (path[0] && path[0] != '/'))
 		goto clean_rep;
 	if (ret_replaced)
@@ -949,17 +953,17 @@ int meta_path(struct meta *m, uint64_t parent, const char *name, enum meta_kind 
 	uint64_t id;
 	int r;
 
-	r = parent ? name_validate(name) : -EINVAL;
+	r = parent ? util_name_validate(name) : -EINVAL;
 	if (r == 0)
-		r = script(m, MS_PATH, &rep, "us", parent, name);
+		r = meta_script(m, MS_PATH, &rep, "us", parent, name);
 	if (r < 0)
 		return r;
 	r = -EBADMSG;
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 ||
-	    rep_u64(rep->element[1], &id) < 0 || id == 0)
+	    meta_rep_u64(rep->element[1], &id) < 0 || id == 0)
 		goto clean_rep;
-	kind = rep_text(rep->element[0], 1);
-	path = rep_text(rep->element[2], OBJFS_PATH_MAX - 1);
+	kind = meta_rep_text(rep->element[0], 1);
+	path = meta_rep_text(rep->element[2], OBJFS_PATH_MAX - 1);
 	if (!kind || (kind[0] != 'd' && kind[0] != 'f' && kind[0] != 'l') || !path ||
 	    (path[0] && path[0] != '/'))
 		goto clean_rep;
@@ -982,17 +986,17 @@ int meta_rename(struct meta *m, uint64_t oparent, const char *oname, uint64_t np
 	if (!oparent || !nparent || (flags & ~(META_RENAME_NOREPLACE | META_RENAME_EXCHANGE)) ||
 	    flags == (META_RENAME_NOREPLACE | META_RENAME_EXCHANGE))
 		return -EINVAL;
-	r = name_validate(oname);
+	r = util_name_validate(oname);
 	if (r == 0)
-		r = name_validate(nname);
+		r = util_name_validate(nname);
 	if (r == 0)
-		r = script_self(m, MS_RENAME, &rep, "usussss", oparent, oname, nparent, nname,
-				flags & META_RENAME_NOREPLACE ? "1" : "0",
-				flags & META_RENAME_EXCHANGE ? "1" : "0",
-				replace_files ? "1" : "0");
+		r = meta_script_self(m, MS_RENAME, &rep, "usussss", oparent, oname, nparent, nname,
+				     flags & META_RENAME_NOREPLACE ? "1" : "0",
+				     flags & META_RENAME_EXCHANGE ? "1" : "0",
+				     replace_files ? "1" : "0");
 	if (r < 0)
 		return r;
-	r = rep_u64(rep, &old);
+	r = meta_rep_u64(rep, &old);
 	freeReplyObject(rep);
 	if (r == 0 && ret_replaced)
 		*ret_replaced = old;
@@ -1011,7 +1015,7 @@ int meta_holders(struct meta *m, uint64_t id, char (**ret_nodes)[OBJFS_NODE_MAX]
 	/* the record is "<parent>/<name>" and "/@<node>" for each holder */
 	rec_key(m, id, key, sizeof(key));
 	snprintf(field, sizeof(field), "%" PRIu64, id);
-	r = id ? command(m, &rep, "sss", "HGET", key, field) : -EINVAL;
+	r = id ? meta_command(m, &rep, "sss", "HGET", key, field) : -EINVAL;
 	if (r < 0)
 		return r;
 	r = -EBADMSG;
@@ -1053,7 +1057,7 @@ int meta_holders(struct meta *m, uint64_t id, char (**ret_nodes)[OBJFS_NODE_MAX]
 		}
 		memcpy(shown, h + 1, len - 1);
 		shown[len - 1] = '\0';
-		if (node_name_validate(shown) < 0) {
+		if (util_node_name_validate(shown) < 0) {
 			meta_log_corrupt("bucket '%s', record %s: holder '%s' is not a node name",
 					 key, field, shown);
 			goto clean_nodes;
@@ -1094,8 +1098,8 @@ static int obj_int_cmd(struct meta *m, const char *cmd, char kind, uint64_t id, 
 	if (!id)
 		return -EINVAL;
 	obj_key(m, kind, id, key, sizeof(key));
-	r = with_node ? command(m, &rep, "sss", cmd, key, m->node)
-		      : command(m, &rep, "ss", cmd, key);
+	r = with_node ? meta_command(m, &rep, "sss", cmd, key, m->node)
+		      : meta_command(m, &rep, "ss", cmd, key);
 	if (r < 0)
 		return r;
 	r = rep_bool(rep);
@@ -1111,16 +1115,16 @@ int meta_epoch(struct meta *m, char *buf, size_t len)
 	redisReply *rep;
 	int r;
 
-	r = script(m, MS_EPOCH, &rep, "");
+	r = meta_script(m, MS_EPOCH, &rep, "");
 	if (r < 0)
 		return r;
-	s = rep_text(rep, EPOCH_MAX);
+	s = meta_rep_text(rep, EPOCH_MAX);
 	r = s && chars_in(s, rep->len, EPOCH_MAX, ALNUM) ? 0 : -EBADMSG;
 	if (r < 0) {
 		char shown[META_SHOWN_MAX];
 
 		meta_log_corrupt("key '{%s}:epoch' is %s", m->prefix,
-				 rep_shown(rep, shown, sizeof(shown)));
+				 meta_rep_shown(rep, shown, sizeof(shown)));
 	}
 	if (r == 0 && rep->len >= len)
 		r = -ERANGE;
@@ -1146,7 +1150,7 @@ int meta_path_check(const char *path)
 			return -EINVAL;
 		memcpy(name, p, n);
 		name[n] = '\0';
-		if (name_validate(name) < 0)
+		if (util_name_validate(name) < 0)
 			return -EINVAL;
 		if (!*e)
 			return 0;
@@ -1182,8 +1186,8 @@ int meta_reregister(struct meta *m, const struct meta_obj *obj, const char *path
 			    (size_t)snprintf(ids + len, cap - len, "%s%" PRIu64, j ? " " : "", id);
 		}
 		if (r == 0)
-			r = script(m, MS_REREGISTER, &rep, "uusissss", obj->id, obj->size, hex,
-				   obj->mtime_ns, obj->origin, m->node, path, ids);
+			r = meta_script(m, MS_REREGISTER, &rep, "uusissss", obj->id, obj->size, hex,
+					obj->mtime_ns, obj->origin, m->node, path, ids);
 		if (r == 0)
 			break;
 	}
@@ -1195,7 +1199,7 @@ int meta_reregister(struct meta *m, const struct meta_obj *obj, const char *path
 	    rep->element[0]->type != REDIS_REPLY_INTEGER ||
 	    (rep->element[0]->integer != 0 && rep->element[0]->integer != 1))
 		goto clean_rep;
-	got = rep_text(rep->element[1], OBJFS_PATH_MAX - 1);
+	got = meta_rep_text(rep->element[1], OBJFS_PATH_MAX - 1);
 	if (!got || (got[0] && got[0] != '/'))
 		goto clean_rep;
 	if (ret_path)
@@ -1212,10 +1216,10 @@ int meta_object_path(struct meta *m, uint64_t id, char *ret_path)
 	redisReply *rep;
 	int r;
 
-	r = id ? script(m, MS_OBJPATH, &rep, "u", id) : -EINVAL;
+	r = id ? meta_script(m, MS_OBJPATH, &rep, "u", id) : -EINVAL;
 	if (r < 0)
 		return r;
-	path = rep_text(rep, OBJFS_PATH_MAX - 1);
+	path = meta_rep_text(rep, OBJFS_PATH_MAX - 1);
 	r = path && (!path[0] || path[0] == '/') ? 0 : -EBADMSG;
 	if (r == 0)
 		memcpy(ret_path, path, strlen(path) + 1);
@@ -1233,7 +1237,7 @@ int meta_object_exists(struct meta *m, uint64_t id)
 		return -EINVAL;
 	rec_key(m, id, key, sizeof(key));
 	snprintf(field, sizeof(field), "%" PRIu64, id);
-	r = command(m, &rep, "sss", "HEXISTS", key, field);
+	r = meta_command(m, &rep, "sss", "HEXISTS", key, field);
 	if (r < 0)
 		return r;
 	r = rep_bool(rep);
@@ -1248,7 +1252,7 @@ int meta_object_deleted(struct meta *m, uint64_t id)
 
 /* ---- node cards ---- */
 
-bool caps_valid(const char *s, size_t len)
+bool meta_caps_valid(const char *s, size_t len)
 {
 	return len == 0 ||
 	       chars_in(s, len, sizeof(((struct meta_card *)0)->caps) - 1, ALNUM ",._-");
@@ -1294,7 +1298,7 @@ static bool card_valid(const struct meta_card *card)
 	       chars_in(card->instance, strlen(card->instance), sizeof(card->instance) - 1,
 			ALNUM "-_") &&
 	       memchr(card->caps, '\0', sizeof(card->caps)) &&
-	       caps_valid(card->caps, strlen(card->caps)) &&
+	       meta_caps_valid(card->caps, strlen(card->caps)) &&
 	       memchr(card->rdma, '\0', sizeof(card->rdma)) &&
 	       (!card->rdma[0] || meta_hostport_valid(card->rdma)) && card->pid > 0;
 }
@@ -1303,16 +1307,17 @@ static bool card_valid(const struct meta_card *card)
 static int args_card(struct meta *m, struct args *a, const struct meta_card *card,
 		     const char *takeover, unsigned ttl_s)
 {
-	int r = args_script(m, a, false);
+	int r = meta_args_script(m, a, false);
 
 	if (r == 0)
-		args_add(a, "sssusissiuuss", m->node, card->instance, takeover, (uint64_t)ttl_s,
-			 card->host, (int64_t)card->pid, card->listen, card->instance,
-			 card->started_ns, card->capacity, card->used, card->caps, card->rdma);
+		meta_args_add(a, "sssusissiuuss", m->node, card->instance, takeover,
+			      (uint64_t)ttl_s, card->host, (int64_t)card->pid, card->listen,
+			      card->instance, card->started_ns, card->capacity, card->used,
+			      card->caps, card->rdma);
 	return r;
 }
 
-const char *rep_rdma(const redisReply *r, const char *node)
+const char *meta_rep_rdma(const redisReply *r, const char *node)
 {
 	static struct log_ratelimit rl =
 	    LOG_RATELIMIT_INIT("meta: ignored rdma addresses", 10000, 4);
@@ -1322,38 +1327,39 @@ const char *rep_rdma(const redisReply *r, const char *node)
 	/* cards of nodes older than RDMA have none */
 	if (r->type == REDIS_REPLY_NIL)
 		return "";
-	addr = rep_text(r, sizeof(((struct meta_card *)0)->rdma) - 1);
+	addr = meta_rep_text(r, sizeof(((struct meta_card *)0)->rdma) - 1);
 	if (addr && (!addr[0] || meta_hostport_valid(addr)))
 		return addr;
 	/* the TCP address may still be good: only RDMA is given up */
 	log_msg_limited(&rl, LOGL_WARN,
 			"meta: node '%s': ignoring the malformed rdma address %s on its card", node,
-			rep_shown(r, shown, sizeof(shown)));
+			meta_rep_shown(r, shown, sizeof(shown)));
 	return "";
 }
 
 /* host, pid, listen, instance, started, capacity, used, caps, rdma (caps
  * and rdma are nil on the cards of older nodes: "") */
-int rep_card(redisReply *const *f, const char *node, struct meta_card *ret)
+int meta_rep_card(redisReply *const *f, const char *node, struct meta_card *ret)
 {
-	const char *host = rep_text(f[0], sizeof(ret->host) - 1);
-	const char *listen = rep_text(f[2], sizeof(ret->listen) - 1);
-	const char *instance = rep_text(f[3], sizeof(ret->instance) - 1);
+	const char *host = meta_rep_text(f[0], sizeof(ret->host) - 1);
+	const char *listen = meta_rep_text(f[2], sizeof(ret->listen) - 1);
+	const char *instance = meta_rep_text(f[3], sizeof(ret->instance) - 1);
 	const char *caps, *rdma;
 	struct meta_card c;
 	int64_t pid;
 
-	caps = f[7]->type == REDIS_REPLY_NIL ? "" : rep_text(f[7], sizeof(ret->caps) - 1);
+	caps = f[7]->type == REDIS_REPLY_NIL ? "" : meta_rep_text(f[7], sizeof(ret->caps) - 1);
 	memset(&c, 0, sizeof(c));
-	if (!host || !listen || !instance || rep_i64(f[1], &pid) < 0 || pid < 0 || pid > INT_MAX ||
-	    rep_i64(f[4], &c.started_ns) < 0 || rep_u64(f[5], &c.capacity) < 0 ||
-	    rep_u64(f[6], &c.used) < 0 || !caps || !caps_valid(caps, strlen(caps)))
+	if (!host || !listen || !instance || meta_rep_i64(f[1], &pid) < 0 || pid < 0 ||
+	    pid > INT_MAX || meta_rep_i64(f[4], &c.started_ns) < 0 ||
+	    meta_rep_u64(f[5], &c.capacity) < 0 || meta_rep_u64(f[6], &c.used) < 0 || !caps ||
+	    !meta_caps_valid(caps, strlen(caps)))
 		return -EBADMSG;
 	memcpy(c.host, host, strlen(host) + 1);
 	memcpy(c.listen, listen, strlen(listen) + 1);
 	memcpy(c.instance, instance, strlen(instance) + 1);
 	memcpy(c.caps, caps, strlen(caps) + 1);
-	rdma = rep_rdma(f[8], node);
+	rdma = meta_rep_rdma(f[8], node);
 	memcpy(c.rdma, rdma, strlen(rdma) + 1);
 	c.pid = (int)pid;
 	*ret = c;
@@ -1370,7 +1376,7 @@ static int claim_once(struct meta *m, struct conn *c, const struct meta_card *ca
 
 	r = args_card(m, &a, card, takeover, ttl_s);
 	if (r == 0)
-		r = pool_script(m, c, MS_CLAIM, &a, &rep);
+		r = meta_pool_script(m, c, MS_CLAIM, &a, &rep);
 	if (r < 0)
 		return r;
 	r = -EBADMSG;
@@ -1380,7 +1386,7 @@ static int claim_once(struct meta *m, struct conn *c, const struct meta_card *ca
 	if (rep->element[0]->integer == 1 && rep->elements == 1)
 		r = 0;
 	else if (rep->element[0]->integer == 0 && rep->elements == 1 + META_CARD_FIELDS &&
-		 rep_card(rep->element + 1, m->node, ret_other) == 0)
+		 meta_rep_card(rep->element + 1, m->node, ret_other) == 0)
 		r = -EADDRINUSE;
 clean_rep:
 	freeReplyObject(rep);
@@ -1391,11 +1397,11 @@ clean_rep:
  * Is @other a card left behind by a dead process on our own host?  Only a
  * card whose host is ours can be judged here: its pid must be gone, a
  * zombie, or now another process that started after the card did (see
- * proc_gone()).  A card of another host lives until its TTL runs out.
+ * util_proc_gone()).  A card of another host lives until its TTL runs out.
  */
 static bool card_stale(const struct meta_card *card, const struct meta_card *other)
 {
-	return !strcmp(card->host, other->host) && proc_gone(other->pid, other->started_ns);
+	return !strcmp(card->host, other->host) && util_proc_gone(other->pid, other->started_ns);
 }
 
 int meta_node_claim(struct meta *m, const struct meta_card *card, unsigned ttl_s,
@@ -1407,7 +1413,7 @@ int meta_node_claim(struct meta *m, const struct meta_card *card, unsigned ttl_s
 
 	if (!card_valid(card) || !ttl_s)
 		return -EINVAL;
-	r = pool_get_call(m, &c);
+	r = meta_pool_get_call(m, &c);
 	if (r < 0)
 		return r;
 	r = claim_once(m, c, card, "", ttl_s, &other);
@@ -1417,7 +1423,7 @@ int meta_node_claim(struct meta *m, const struct meta_card *card, unsigned ttl_s
 			  other.pid);
 		r = claim_once(m, c, card, other.instance, ttl_s, &other);
 	}
-	pool_put(m, c);
+	meta_pool_put(m, c);
 	if (r == -EADDRINUSE && ret_other)
 		*ret_other = other;
 	return r;
@@ -1434,11 +1440,11 @@ int meta_node_heartbeat(struct meta *m, const struct meta_card *card, unsigned t
 		return -EINVAL;
 	r = args_card(m, &a, card, "", ttl_s);
 	if (r == 0)
-		r = pool_get_call(m, &c);
+		r = meta_pool_get_call(m, &c);
 	if (r < 0)
 		return r;
-	r = pool_script(m, c, MS_HEARTBEAT, &a, &rep);
-	pool_put(m, c);
+	r = meta_pool_script(m, c, MS_HEARTBEAT, &a, &rep);
+	meta_pool_put(m, c);
 	if (r < 0)
 		return r;
 	r = rep->type == REDIS_REPLY_INTEGER ? 0 : -EBADMSG;
@@ -1455,7 +1461,7 @@ int meta_node_release(struct meta *m, const char *instance)
 	    strnlen(instance, sizeof(((struct meta_card *)0)->instance)) >=
 		sizeof(((struct meta_card *)0)->instance))
 		return -EINVAL;
-	r = script(m, MS_RELEASE, &rep, "ss", m->node, instance);
+	r = meta_script(m, MS_RELEASE, &rep, "ss", m->node, instance);
 	if (r < 0)
 		return r;
 	r = rep_bool(rep);

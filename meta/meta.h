@@ -186,7 +186,7 @@ struct meta_config {
 	const char *url;
 	/* key prefix, [A-Za-z0-9._-]{1,64}; default "objfs" when NULL */
 	const char *prefix;
-	/* this node's name (see node_name_validate) */
+	/* this node's name (see util_node_name_validate) */
 	const char *node;
 	/* connections in the pool; default 4 when 0 */
 	unsigned pool_size;

@@ -9,7 +9,7 @@
  * reply validators.
  *
  * Subscriber: one thread (struct sub), with a blocking redisContext of its
- * own made by pool_connect() (so it reaches the pool's target: the one
+ * own made by meta_pool_connect() (so it reaches the pool's target: the one
  * server of unix: and redis://, the master the sentinels name, or the
  * master of the namespace's cluster slot; with AUTH and SELECT as for the
  * pool) and a pipe whose read end, once written, tells the thread to
@@ -75,25 +75,25 @@
 #define LOCATE_FIXED 7
 
 /* node, listen, caps, rdma: 0, or -EBADMSG with the reason in @why.  A
- * malformed rdma address only costs the holder its RDMA (rep_rdma()). */
+ * malformed rdma address only costs the holder its RDMA (meta_rep_rdma()). */
 static int rep_holder(redisReply *const *f, struct meta_holder *ret, const char **why)
 {
-	const char *node = rep_text(f[0], OBJFS_NODE_MAX - 1);
-	const char *addr = rep_text(f[1], sizeof(ret->addr) - 1);
+	const char *node = meta_rep_text(f[0], OBJFS_NODE_MAX - 1);
+	const char *addr = meta_rep_text(f[1], sizeof(ret->addr) - 1);
 	const char *caps, *rdma;
 
-	caps = f[2]->type == REDIS_REPLY_NIL ? "" : rep_text(f[2], sizeof(ret->caps) - 1);
+	caps = f[2]->type == REDIS_REPLY_NIL ? "" : meta_rep_text(f[2], sizeof(ret->caps) - 1);
 
 	*why = "holder name is not a node name";
-	if (!node || node_name_validate(node) < 0)
+	if (!node || util_node_name_validate(node) < 0)
 		return -EBADMSG;
 	*why = "no valid listen address";
 	if (!addr || !addr[0])
 		return -EBADMSG;
 	*why = "malformed caps";
-	if (!caps || !caps_valid(caps, strlen(caps)))
+	if (!caps || !meta_caps_valid(caps, strlen(caps)))
 		return -EBADMSG;
-	rdma = rep_rdma(f[3], node);
+	rdma = meta_rep_rdma(f[3], node);
 	memset(ret, 0, sizeof(*ret));
 	memcpy(ret->node, node, strlen(node) + 1);
 	memcpy(ret->addr, addr, strlen(addr) + 1);
@@ -117,7 +117,7 @@ static int rep_bsum(const redisReply *f, uint64_t id, char **ret_bsum)
 	*ret_bsum = NULL;
 	if (f->type == REDIS_REPLY_NIL)
 		return 0;
-	b = rep_text(f, BSUM_TEXT_MAX);
+	b = meta_rep_text(f, BSUM_TEXT_MAX);
 	if (!b || !meta_bsum_text_ok(b)) {
 		meta_log_corrupt("object %" PRIu64 ": its block sums (field 'bsum') are "
 				 "malformed; fetching it without them",
@@ -142,10 +142,10 @@ static size_t rep_nodes(redisReply *const *f, size_t n, uint64_t id, struct meta
 			good++;
 			continue;
 		}
-		s = rep_text(f[i * HOLDER_FIELDS], OBJFS_NODE_MAX - 1);
+		s = meta_rep_text(f[i * HOLDER_FIELDS], OBJFS_NODE_MAX - 1);
 		log_msg_limited(&rl, LOGL_WARN,
 				"meta: object %" PRIu64 ": skipping holder '%s': %s", id,
-				s && node_name_validate(s) == 0 ? s : "?", why);
+				s && util_node_name_validate(s) == 0 ? s : "?", why);
 	}
 	return good;
 }
@@ -160,8 +160,9 @@ int meta_locate_fan(struct meta *m, uint64_t id, unsigned flags, unsigned advert
 
 	if (!id || !ret || sample > META_FAN_SAMPLE_MAX)
 		return -EINVAL;
-	r = script(m, MS_LOCATE, &rep, "ussuu", id, m->node, (flags & META_LOCATE_SUMS) ? "1" : "0",
-		   (uint64_t)advertise_ms, (uint64_t)sample);
+	r = meta_script(m, MS_LOCATE, &rep, "ussuu", id, m->node,
+			(flags & META_LOCATE_SUMS) ? "1" : "0", (uint64_t)advertise_ms,
+			(uint64_t)sample);
 	if (r < 0)
 		return r;
 	r = -EBADMSG;
@@ -170,10 +171,10 @@ int meta_locate_fan(struct meta *m, uint64_t id, unsigned flags, unsigned advert
 	    (rep->elements - LOCATE_FIXED) % HOLDER_FIELDS)
 		goto clean_rep;
 	nodes = (rep->elements - LOCATE_FIXED) / HOLDER_FIELDS;
-	if (rep_obj(e, id, &l.obj) < 0 || e[4]->type != REDIS_REPLY_INTEGER || e[4]->integer < 0 ||
-	    e[4]->integer > UINT_MAX || e[6]->type != REDIS_REPLY_INTEGER || e[6]->integer < 0 ||
-	    (uint64_t)e[6]->integer > nodes || (uint64_t)e[6]->integer > HOLDERS_MAX ||
-	    nodes - (size_t)e[6]->integer > sample)
+	if (meta_rep_obj(e, id, &l.obj) < 0 || e[4]->type != REDIS_REPLY_INTEGER ||
+	    e[4]->integer < 0 || e[4]->integer > UINT_MAX || e[6]->type != REDIS_REPLY_INTEGER ||
+	    e[6]->integer < 0 || (uint64_t)e[6]->integer > nodes ||
+	    (uint64_t)e[6]->integer > HOLDERS_MAX || nodes - (size_t)e[6]->integer > sample)
 		goto clean_rep;
 	nh = (size_t)e[6]->integer;
 	l.stale = (unsigned)e[4]->integer;
@@ -234,7 +235,7 @@ int meta_fan_leave(struct meta *m, uint64_t id)
 	redisReply *rep;
 	int r;
 
-	r = id ? script(m, MS_FAN_LEAVE, &rep, "us", id, m->node) : -EINVAL;
+	r = id ? meta_script(m, MS_FAN_LEAVE, &rep, "us", id, m->node) : -EINVAL;
 	if (r < 0)
 		return r;
 	freeReplyObject(rep);
@@ -247,7 +248,7 @@ int meta_node_obj_script(struct meta *m, enum meta_script ms, uint64_t id)
 	redisReply *rep;
 	int r;
 
-	r = id ? script(m, ms, &rep, "us", id, m->node) : -EINVAL;
+	r = id ? meta_script(m, ms, &rep, "us", id, m->node) : -EINVAL;
 	if (r < 0)
 		return r;
 	if (rep->type != REDIS_REPLY_INTEGER || rep->integer < 0 || rep->integer > 2)
@@ -276,12 +277,12 @@ static int member_cmp(const void *a, const void *b)
 /* One member: 0, or -EBADMSG with the reason in @why. */
 static int rep_member(redisReply *const *f, struct meta_member *ret, const char **why)
 {
-	const char *node = rep_text(f[0], OBJFS_NODE_MAX - 1);
+	const char *node = meta_rep_text(f[0], OBJFS_NODE_MAX - 1);
 	struct meta_member mb;
 
 	memset(&mb, 0, sizeof(mb));
 	*why = "not a node name";
-	if (!node || node_name_validate(node) < 0)
+	if (!node || util_node_name_validate(node) < 0)
 		return -EBADMSG;
 	memcpy(mb.node, node, strlen(node) + 1);
 	*why = "malformed card TTL";
@@ -290,7 +291,7 @@ static int rep_member(redisReply *const *f, struct meta_member *ret, const char 
 	mb.live = f[1]->integer != -2;
 	mb.ttl_ms = mb.live ? f[1]->integer : -1;
 	*why = "malformed card";
-	if (mb.live && rep_card(f + 2, mb.node, &mb.card) < 0)
+	if (mb.live && meta_rep_card(f + 2, mb.node, &mb.card) < 0)
 		return -EBADMSG;
 	*ret = mb;
 	return 0;
@@ -304,7 +305,7 @@ int meta_members(struct meta *m, struct meta_member **ret, size_t *ret_n)
 	size_t i, n = 0;
 	int r;
 
-	r = script(m, MS_MEMBERS, &rep, "");
+	r = meta_script(m, MS_MEMBERS, &rep, "");
 	if (r < 0)
 		return r;
 	r = -EBADMSG;
@@ -325,10 +326,10 @@ int meta_members(struct meta *m, struct meta_member **ret, size_t *ret_n)
 			continue;
 		}
 		{
-			const char *s = rep_text(rep->element[i], OBJFS_NODE_MAX - 1);
+			const char *s = meta_rep_text(rep->element[i], OBJFS_NODE_MAX - 1);
 
 			log_msg_limited(&rl, LOGL_WARN, "meta: skipping member '%s': %s",
-					s && node_name_validate(s) == 0 ? s : "?", why);
+					s && util_node_name_validate(s) == 0 ? s : "?", why);
 		}
 	}
 	qsort(mbs, n, sizeof(*mbs), member_cmp);
@@ -357,7 +358,7 @@ struct sub {
 	bool first_done;      /* guarded by lock */
 };
 
-/* A decimal id of @len bytes at @s (see parse_id()). */
+/* A decimal id of @len bytes at @s (see meta_parse_id()). */
 static int span_id(const char *s, size_t len, uint64_t *ret)
 {
 	char buf[24];
@@ -366,7 +367,7 @@ static int span_id(const char *s, size_t len, uint64_t *ret)
 		return -EBADMSG;
 	memcpy(buf, s, len);
 	buf[len] = '\0';
-	return parse_id(buf, ret);
+	return meta_parse_id(buf, ret);
 }
 
 /*
@@ -389,7 +390,7 @@ static int parse_inval(const char *s, size_t len, struct meta_inval *ret)
 	memcpy(ev.origin, s, (size_t)(sp0 - s));
 	if (!strcmp(ev.origin, "-"))
 		ev.origin[0] = '\0';
-	else if (node_name_validate(ev.origin) < 0)
+	else if (util_node_name_validate(ev.origin) < 0)
 		return -EBADMSG;
 	len -= (size_t)(sp0 + 1 - s);
 	s = sp0 + 1;
@@ -419,7 +420,7 @@ static int parse_inval(const char *s, size_t len, struct meta_inval *ret)
 		return -EBADMSG;
 	memcpy(ev.kind, s, (size_t)(sp1 - s));
 	memcpy(ev.name, sp2 + 1, n);
-	if (name_validate(ev.name) < 0)
+	if (util_name_validate(ev.name) < 0)
 		return -EBADMSG;
 	*ret = ev;
 	return 0;
@@ -440,7 +441,7 @@ static bool push_is(const redisReply *rep, const char *kind, size_t n)
 
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < n || rep->elements < 1)
 		return false;
-	s = rep_text(rep->element[0], 16);
+	s = meta_rep_text(rep->element[0], 16);
 	return s && !strcmp(s, kind);
 }
 
@@ -453,30 +454,31 @@ static int sub_open(struct sub *s, redisContext **ret, char *why, size_t wlen)
 	redisReply *rep;
 	int r;
 
-	r = pool_connect(m, m->timeout_ms < SUB_CONNECT_MS ? m->timeout_ms : SUB_CONNECT_MS, &ctx,
-			 &s->gen, why, wlen);
+	r = meta_pool_connect(m, m->timeout_ms < SUB_CONNECT_MS ? m->timeout_ms : SUB_CONNECT_MS,
+			      &ctx, &s->gen, why, wlen);
 	if (r < 0)
 		return r;
 	r = -ENOMEM;
 	snprintf(why, wlen, "out of memory");
 	if (redisAppendCommand(ctx, "SSUBSCRIBE %s", s->channel) != REDIS_OK)
 		goto clean_ctx;
-	r = pool_ctx_flush(ctx, why, wlen);
+	r = meta_pool_ctx_flush(ctx, why, wlen);
 	if (r == 0)
-		r = pool_ctx_next(ctx, s->wake[0], mono_ns() + (int64_t)m->timeout_ms * 1000000,
-				  &rep, why, wlen);
+		r = meta_pool_ctx_next(ctx, s->wake[0],
+				       util_mono_ns() + (int64_t)m->timeout_ms * 1000000, &rep, why,
+				       wlen);
 	if (r == -ETIMEDOUT)
 		snprintf(why, wlen, "no answer to SSUBSCRIBE within %u ms", m->timeout_ms);
 	if (r < 0)
 		goto clean_ctx;
 	r = 0;
-	if (!push_is(rep, "ssubscribe", 3) || !rep_text(rep->element[1], sizeof(s->channel)) ||
+	if (!push_is(rep, "ssubscribe", 3) || !meta_rep_text(rep->element[1], sizeof(s->channel)) ||
 	    strcmp(rep->element[1]->str, s->channel)) {
 		snprintf(why, wlen, "SSUBSCRIBE: %.200s",
 			 rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
-		r = rep->type == REDIS_REPLY_ERROR ? pool_reply_errno(rep) : -EPROTO;
+		r = rep->type == REDIS_REPLY_ERROR ? meta_pool_reply_errno(rep) : -EPROTO;
 		/* a MOVED: the slot's master is elsewhere now */
-		pool_target_stale(m, s->gen);
+		meta_pool_target_stale(m, s->gen);
 	}
 	freeReplyObject(rep);
 	if (r < 0)
@@ -499,7 +501,7 @@ static void sub_message(struct sub *s, const redisReply *rep)
 	bool ok = p->type == REDIS_REPLY_STRING && p->len <= INVAL_MAX;
 	char esc[INVAL_MAX + 8];
 
-	if (rep->elements != 3 || !rep_text(rep->element[1], sizeof(s->channel)) ||
+	if (rep->elements != 3 || !meta_rep_text(rep->element[1], sizeof(s->channel)) ||
 	    strcmp(rep->element[1]->str, s->channel) || p->type != REDIS_REPLY_STRING ||
 	    parse_inval(p->str, p->len, &ev) < 0) {
 		log_msg_limited(&rl, LOGL_WARN,
@@ -515,20 +517,20 @@ static void sub_message(struct sub *s, const redisReply *rep)
  * changes (-ESTALE), or the thread is to stop (-ECANCELED). */
 static int sub_loop(struct sub *s, redisContext *ctx, char *why, size_t wlen)
 {
-	int64_t ping_at = mono_ns() + (int64_t)SUB_PING_MS * 1000000, pong_by = 0, until;
+	int64_t ping_at = util_mono_ns() + (int64_t)SUB_PING_MS * 1000000, pong_by = 0, until;
 	redisReply *rep;
 	int r;
 
 	for (;;) {
-		if (pool_gen(s->m) != s->gen) {
+		if (meta_pool_gen(s->m) != s->gen) {
 			snprintf(why, wlen, "the Redis master changed");
 			return -ESTALE;
 		}
 		until = pong_by ? pong_by : ping_at;
-		if (until > mono_ns() + (int64_t)SUB_GEN_MS * 1000000)
-			until = mono_ns() + (int64_t)SUB_GEN_MS * 1000000;
-		r = pool_ctx_next(ctx, s->wake[0], until, &rep, why, wlen);
-		if (r == -ETIMEDOUT && mono_ns() < (pong_by ? pong_by : ping_at))
+		if (until > util_mono_ns() + (int64_t)SUB_GEN_MS * 1000000)
+			until = util_mono_ns() + (int64_t)SUB_GEN_MS * 1000000;
+		r = meta_pool_ctx_next(ctx, s->wake[0], until, &rep, why, wlen);
+		if (r == -ETIMEDOUT && util_mono_ns() < (pong_by ? pong_by : ping_at))
 			continue;
 		if (r == -ETIMEDOUT && pong_by) {
 			snprintf(why, wlen, "no answer to PING within %u ms", s->m->timeout_ms);
@@ -539,10 +541,10 @@ static int sub_loop(struct sub *s, redisContext *ctx, char *why, size_t wlen)
 				snprintf(why, wlen, "out of memory");
 				return -ENOMEM;
 			}
-			r = pool_ctx_flush(ctx, why, wlen);
+			r = meta_pool_ctx_flush(ctx, why, wlen);
 			if (r < 0)
 				return r;
-			pong_by = mono_ns() + (int64_t)s->m->timeout_ms * 1000000;
+			pong_by = util_mono_ns() + (int64_t)s->m->timeout_ms * 1000000;
 			continue;
 		}
 		if (r < 0)
@@ -554,7 +556,7 @@ static int sub_loop(struct sub *s, redisContext *ctx, char *why, size_t wlen)
 		} else if (push_is(rep, "sunsubscribe", 1)) {
 			/* Redis drops the subscription when the slot moves */
 			freeReplyObject(rep);
-			pool_target_stale(s->m, s->gen);
+			meta_pool_target_stale(s->m, s->gen);
 			snprintf(why, wlen, "the slot of %s moved away", s->channel);
 			return -ESTALE;
 		} else {
@@ -562,7 +564,7 @@ static int sub_loop(struct sub *s, redisContext *ctx, char *why, size_t wlen)
 		}
 		freeReplyObject(rep);
 		if (!pong_by)
-			ping_at = mono_ns() + (int64_t)SUB_PING_MS * 1000000;
+			ping_at = util_mono_ns() + (int64_t)SUB_PING_MS * 1000000;
 	}
 }
 
@@ -582,13 +584,13 @@ static void sub_tried(struct sub *s)
 static bool sub_wait(struct sub *s, unsigned ms, unsigned *backoff)
 {
 	struct pollfd p = {.fd = s->wake[0], .events = POLLIN};
-	uint64_t gen = pool_gen(s->m);
+	uint64_t gen = meta_pool_gen(s->m);
 	unsigned waited;
 
 	for (waited = 0; waited < ms; waited += SUB_GEN_MS) {
 		if (poll(&p, 1, SUB_GEN_MS) > 0)
 			return true;
-		if (pool_gen(s->m) != gen) {
+		if (meta_pool_gen(s->m) != gen) {
 			*backoff = 0;
 			break;
 		}

@@ -2,13 +2,18 @@
  * meta_i.h: what meta.c, meta_pool.c, meta_route.c, meta_sentinel.c,
  * meta_scripts.c and meta_cluster.c share.  Not for other modules.
  *
+ * meta may use common only: it speaks Redis and knows nothing of the
+ * store, the transport or FUSE; its callers hand it ids, paths and node
+ * names.
+ *
  * struct meta is built by meta.c (meta_new()) and its pool run by
  * meta_pool.c, which sends the commands of meta.c's and meta_cluster.c's
- * calls: a call builds a struct args, borrows a slot with pool_get_call(),
- * runs it with pool_script() or pool_cmd() (or the script() and command()
- * helpers of meta.c), and gives the slot back with pool_put().  The
+ * calls: a call builds a struct args, borrows a slot with
+ * meta_pool_get_call(), runs it with meta_pool_script() or
+ * meta_pool_cmd() (or the meta_script() and meta_command() helpers of
+ * meta.c), and gives the slot back with meta_pool_put().  The
  * reply validators of meta.c are shared too.  The invalidation subscriber
- * (meta_cluster.c) connects on its own with pool_connect().
+ * (meta_cluster.c) connects on its own with meta_pool_connect().
  *
  Every script is called as EVALSHA <sha> <numkeys> <KEYS...> with this
  * ARGV header:
@@ -23,10 +28,10 @@
  *
  * and its own arguments from ARGV[5] on (documented per script in
  * meta_scripts.c).  KEYS are every key the script reads or writes that
- * its arguments name (script_keys()); all carry the hash tag {P}, as do
+ * its arguments name (meta_script_keys()); all carry the hash tag {P}, as do
  * the keys a script finds on its way (a walk up the parents), so a script
  * runs in one Redis Cluster slot.  A script fails with an error reply that names an errno
- * ("ENOENT", which Redis 7 sends as "ERR ENOENT"); pool_reply_errno() in
+ * ("ENOENT", which Redis 7 sends as "ERR ENOENT"); meta_pool_reply_errno() in
  * meta_pool.c maps it back.
  */
 #ifndef OBJFS_META_I_H
@@ -202,7 +207,7 @@ struct meta {
 /* ---- argument vectors (meta_pool.c) ---- */
 
 #define ARGS_MAX 32
-/* keys a script declares (script_keys()), and the room for one */
+/* keys a script declares (meta_script_keys()), and the room for one */
 #define ARGS_KEYS_MAX 10
 #define KEY_MAX (PREFIX_MAX + 40)
 
@@ -213,30 +218,30 @@ struct args {
 	size_t len[ARGS_MAX];
 	char num[ARGS_MAX][24];
 	char token[2 * 16 + 1];
-	/* the KEYS of a script call, set by script_keys() */
+	/* the KEYS of a script call, set by meta_script_keys() */
 	char keys[ARGS_KEYS_MAX][KEY_MAX];
 	char nkeys[12];
 	bool keyed;
 };
 
-/* Ends the arguments of args_add(), script() and command(), so that a
+/* Ends the arguments of meta_args_add(), meta_script() and meta_command(), so that a
  * format that does not match its arguments trips an assertion. */
-extern const char args_end[];
+extern const char meta_args_end[];
 
-void args_vadd(struct args *a, const char *fmt, va_list ap);
-void args_add_(struct args *a, const char *fmt, ...);
-#define args_add(a, fmt, ...) args_add_(a, fmt, ##__VA_ARGS__, args_end)
+void meta_args_vadd(struct args *a, const char *fmt, va_list ap);
+void meta_args_add_(struct args *a, const char *fmt, ...);
+#define meta_args_add(a, fmt, ...) meta_args_add_(a, fmt, ##__VA_ARGS__, meta_args_end)
 
 /* Start the ARGV of a script: three slots for EVALSHA sha numkeys, then
  * the header above, with ARGV[4] this node's name if @self (the change is
  * made through this node's kernel, which therefore knows it already) or
  * "-".  0 or a negative errno (no random token). */
-int args_script(const struct meta *m, struct args *a, bool self);
+int meta_args_script(const struct meta *m, struct args *a, bool self);
 
 /* Put the KEYS of script @s (meta_scripts.c says which, from its ARGV)
  * between "EVALSHA sha numkeys" and the ARGV of @a, once.  0, or -EINVAL
  * if an ARGV it needs is missing. */
-int script_keys(const struct meta *m, enum meta_script s, struct args *a);
+int meta_script_keys(const struct meta *m, enum meta_script s, struct args *a);
 
 /* meta.c's checks of what a caller sends: 0 or -EINVAL.  An absolute
  * path of valid names; an object record (its checksum in hex into
@@ -248,90 +253,90 @@ int meta_obj_check(const struct meta_obj *obj, char hex[OBJFS_CSUM_HEX]);
 
 /* Borrow a connected slot.  0, -EIO (Redis unreachable, in backoff, or no
  * slot free within the timeout), -EACCES, -ENOMEM. */
-int pool_get(struct meta *m, struct conn **ret);
-/* pool_get() for a call other than meta_connect(): only -EIO or -ENOMEM. */
-int pool_get_call(struct meta *m, struct conn **ret);
-/* Give a slot from pool_get() back. */
-void pool_put(struct meta *m, struct conn *c);
+int meta_pool_get(struct meta *m, struct conn **ret);
+/* meta_pool_get() for a call other than meta_connect(): only -EIO or -ENOMEM. */
+int meta_pool_get_call(struct meta *m, struct conn **ret);
+/* Give a slot from meta_pool_get() back. */
+void meta_pool_put(struct meta *m, struct conn *c);
 
 /* One command on a borrowed slot.  The reply (caller frees it with
  * freeReplyObject()) may be an error reply; a failed context gives -EIO
  * (or -ENOMEM) and is dropped. */
-int pool_cmd(struct meta *m, struct conn *c, struct args *a, redisReply **ret);
-/* Run script @s on a borrowed slot, @a from args_script(); an error reply
+int meta_pool_cmd(struct meta *m, struct conn *c, struct args *a, redisReply **ret);
+/* Run script @s on a borrowed slot, @a from meta_args_script(); an error reply
  * becomes an errno.  The caller frees the reply with freeReplyObject(). */
-int pool_script(struct meta *m, struct conn *c, enum meta_script s, struct args *a,
-		redisReply **ret);
+int meta_pool_script(struct meta *m, struct conn *c, enum meta_script s, struct args *a,
+		     redisReply **ret);
 
 /* The one map from an error reply to a negative errno. */
-int pool_reply_errno(const redisReply *rep);
+int meta_pool_reply_errno(const redisReply *rep);
 /* The same, of an error reply's text (an errno name first). */
-int pool_errno_of(const char *str);
+int meta_pool_errno_of(const char *str);
 /* The one map from a failed context to a negative errno (@e: errno right
  * after the failing call), with a text into @why. */
-int pool_ctx_error(const redisContext *ctx, int e, char *why, size_t len);
+int meta_pool_ctx_error(const redisContext *ctx, int e, char *why, size_t len);
 
 /*
  * A context of the caller's own, outside the pool, to the current target
  * (resolved first if need be): connected with send and receive timeouts
  * of @timeout_ms, authenticated and with the database selected as the URL
  * says.  *@ret_gen: the generation of the target it reached (the caller
- * reconnects when pool_gen() moves on).  0, -EIO, -EACCES or -ENOMEM,
+ * reconnects when meta_pool_gen() moves on).  0, -EIO, -EACCES or -ENOMEM,
  * with a text in @why.  The caller frees it with redisFree().
  */
-int pool_connect(struct meta *m, unsigned timeout_ms, redisContext **ret, uint64_t *ret_gen,
-		 char *why, size_t wlen);
+int meta_pool_connect(struct meta *m, unsigned timeout_ms, redisContext **ret, uint64_t *ret_gen,
+		      char *why, size_t wlen);
 /* A context to @a (NULL: the unix socket of the URL), with send and
  * receive timeouts of @timeout_ms; with @auth, AUTH and SELECT as the URL
  * says.  0, -EIO, -EACCES or -ENOMEM, with a text in @why. */
-int pool_ctx_open(struct meta *m, const struct addr *a, unsigned timeout_ms, bool auth,
-		  redisContext **ret, char *why, size_t wlen);
+int meta_pool_ctx_open(struct meta *m, const struct addr *a, unsigned timeout_ms, bool auth,
+		       redisContext **ret, char *why, size_t wlen);
 /* One command on a context of the caller's own (SIGPIPE blocked).  The
  * reply may be an error reply; a failed context gives a negative errno
  * with the reason in @why, and is then unusable. */
-int pool_ctx_cmd(redisContext *ctx, int argc, const char **argv, redisReply **ret, char *why,
-		 size_t wlen);
+int meta_pool_ctx_cmd(redisContext *ctx, int argc, const char **argv, redisReply **ret, char *why,
+		      size_t wlen);
 /* Send what is queued on @ctx (a few bytes: the socket takes them). */
-int pool_ctx_flush(redisContext *ctx, char *why, size_t wlen);
+int meta_pool_ctx_flush(redisContext *ctx, char *why, size_t wlen);
 /*
  * The next reply on the non-blocking use of @ctx, waiting until @deadline
  * (mono ns) or until @wake_fd is readable.  0, -ETIMEDOUT (the deadline
  * passed), -ECANCELED (@wake_fd), or another negative errno with the
  * reason in @why (the context is then unusable).
  */
-int pool_ctx_next(redisContext *ctx, int wake_fd, int64_t deadline, redisReply **ret, char *why,
-		  size_t wlen);
+int meta_pool_ctx_next(redisContext *ctx, int wake_fd, int64_t deadline, redisReply **ret,
+		       char *why, size_t wlen);
 
 /* The generation of the target (struct meta, "target"). */
-uint64_t pool_gen(struct meta *m);
+uint64_t meta_pool_gen(struct meta *m);
 /* The target is @a from now on (a redirect, a failover): if it moved,
  * bump the generation and end any backoff.  @why goes to the debug log. */
-void pool_target_set(struct meta *m, const struct addr *a, const char *why);
+void meta_pool_target_set(struct meta *m, const struct addr *a, const char *why);
 /* The target of generation @gen failed: resolve it again before the next
  * connect (nothing if the generation moved on already). */
-void pool_target_stale(struct meta *m, uint64_t gen);
+void meta_pool_target_stale(struct meta *m, uint64_t gen);
 
 /* Fill the url, host, port, sock, password, db, engine, seeds and master
  * of @m from @url (see meta.h).  0, -EINVAL (what is wrong in @why, which
- * may be NULL) or -ENOMEM; pool_release() frees what it filled. */
-int pool_parse_url(struct meta *m, const char *url, char *why, size_t wlen);
+ * may be NULL) or -ENOMEM; meta_pool_release() frees what it filled. */
+int meta_pool_parse_url(struct meta *m, const char *url, char *why, size_t wlen);
 /* host:port, [v6]:port, or host alone (@def_port) as the @len bytes at @s
  * hold it.  0 or -EINVAL. */
-int addr_parse(const char *s, size_t len, int def_port, struct addr *ret);
-/* Free what pool_parse_url(), the slot map and the sentinel watcher hold
+int meta_addr_parse(const char *s, size_t len, int def_port, struct addr *ret);
+/* Free what meta_pool_parse_url(), the slot map and the sentinel watcher hold
  * (meta_free(), after the subscriber stopped). */
-void pool_release(struct meta *m);
+void meta_pool_release(struct meta *m);
 
 /* ---- Redis Cluster (meta_route.c) ---- */
 
 #define SLOTS 16384
 
 /* CRC16/XMODEM, the checksum of Redis Cluster's key slots. */
-uint16_t route_crc16(const void *s, size_t len);
+uint16_t meta_route_crc16(const void *s, size_t len);
 /* The slot of key @key (@len bytes), with the hash tag rule. */
-unsigned route_keyslot(const char *key, size_t len);
+unsigned meta_route_keyslot(const char *key, size_t len);
 /* The slot of the namespace: every key is "{P}:...". */
-unsigned route_ns_slot(const struct meta *m);
+unsigned meta_route_ns_slot(const struct meta *m);
 /*
  * Read the slot map (CLUSTER SLOTS) from @first (if not NULL), then the
  * masters of the map, then the seed nodes, until one answers; keep it and
@@ -339,12 +344,12 @@ unsigned route_ns_slot(const struct meta *m);
  * reason in @why), -EACCES or -ENOMEM.  Bounded: one connect and round
  * trip of timeout_ms per node, at most SEEDS_MAX + 16 nodes.
  */
-int route_resolve(struct meta *m, const struct addr *first, struct addr *ret, char *why,
-		  size_t wlen);
+int meta_route_resolve(struct meta *m, const struct addr *first, struct addr *ret, char *why,
+		       size_t wlen);
 /* Is the first key of @a (EVALSHA: the first after numkeys) in the
  * namespace's slot?  0, or -EXDEV (logged: a bug of the caller). */
-int route_check(const struct meta *m, const struct args *a);
-void route_free(struct route *r);
+int meta_route_check(const struct meta *m, const struct args *a);
+void meta_route_free(struct route *r);
 
 enum redirect {
 	RD_NONE,	/* an answer (or an error that is one) */
@@ -357,7 +362,7 @@ enum redirect {
 	RD_NOSCRIPT,	/* NOSCRIPT: load the script, then again */
 };
 /* What error reply @rep asks of the caller; MOVED and ASK fill @ret. */
-enum redirect redirect_kind(const redisReply *rep, struct addr *ret);
+enum redirect meta_redirect_kind(const redisReply *rep, struct addr *ret);
 
 /* ---- Redis Sentinel (meta_sentinel.c) ---- */
 
@@ -367,44 +372,47 @@ enum redirect redirect_kind(const redisReply *rep, struct addr *ret);
  * -ENOMEM.  Bounded: a connect and two round trips of timeout_ms per
  * sentinel.
  */
-int sentinel_resolve(struct meta *m, struct addr *ret, char *why, size_t wlen);
+int meta_sentinel_resolve(struct meta *m, struct addr *ret, char *why, size_t wlen);
 /* Start the thread that follows +switch-master (once; later calls do
  * nothing).  0 or a negative errno. */
-int sentinel_watch_start(struct meta *m);
+int meta_sentinel_watch_start(struct meta *m);
 /* Stop and join it (meta_free()). */
-void sentinel_watch_stop(struct meta *m);
+void meta_sentinel_watch_stop(struct meta *m);
 
 /* ---- calls and replies (meta.c) ---- */
 
-/* Run script @s with its own arguments as @fmt says (see args_vadd()). */
-int script_(struct meta *m, enum meta_script s, bool self, redisReply **ret, const char *fmt, ...);
+/* Run script @s with its own arguments as @fmt says (see meta_args_vadd()). */
+int meta_script_(struct meta *m, enum meta_script s, bool self, redisReply **ret, const char *fmt,
+		 ...);
 /* Is @b (NULL: none) block sums as text that a script may store: digits,
  * ':' and lower-case hex, at most BSUM_TEXT_MAX bytes (bsum.h)? */
 bool meta_bsum_text_ok(const char *b);
 /* One plain command built as @fmt says; an error reply becomes an errno. */
-int command_(struct meta *m, redisReply **ret, const char *fmt, ...);
+int meta_command_(struct meta *m, redisReply **ret, const char *fmt, ...);
 /* A script on object @id and this node that answers 0, 1 or 2: that, or -errno. */
 int meta_node_obj_script(struct meta *m, enum meta_script ms, uint64_t id);
-#define script(m, s, ret, fmt, ...) script_(m, s, false, ret, fmt, ##__VA_ARGS__, args_end)
+#define meta_script(m, s, ret, fmt, ...) \
+	meta_script_(m, s, false, ret, fmt, ##__VA_ARGS__, meta_args_end)
 /* The same for a change made through this node's kernel (ARGV[4]). */
-#define script_self(m, s, ret, fmt, ...) script_(m, s, true, ret, fmt, ##__VA_ARGS__, args_end)
-#define command(m, ret, fmt, ...) command_(m, ret, fmt, ##__VA_ARGS__, args_end)
+#define meta_script_self(m, s, ret, fmt, ...) \
+	meta_script_(m, s, true, ret, fmt, ##__VA_ARGS__, meta_args_end)
+#define meta_command(m, ret, fmt, ...) meta_command_(m, ret, fmt, ##__VA_ARGS__, meta_args_end)
 
 /* A bulk string of at most @max bytes and without NULs, or NULL. */
-const char *rep_text(const redisReply *r, size_t max);
+const char *meta_rep_text(const redisReply *r, size_t max);
 /* Decimal numbers in bulk strings: 0 or -EBADMSG. */
-int rep_u64(const redisReply *r, uint64_t *ret);
-int rep_i64(const redisReply *r, int64_t *ret);
+int meta_rep_u64(const redisReply *r, uint64_t *ret);
+int meta_rep_i64(const redisReply *r, int64_t *ret);
 /* An id: decimal, no leading zero, 1 .. UINT64_MAX.  0 or -EBADMSG. */
-int parse_id(const char *s, uint64_t *ret);
+int meta_parse_id(const char *s, uint64_t *ret);
 /* An object record from its fields size, csum, mtime, origin. */
-int rep_obj(redisReply *const *f, uint64_t id, struct meta_obj *ret);
+int meta_rep_obj(redisReply *const *f, uint64_t id, struct meta_obj *ret);
 /* Field @field of record @kind @id (an object, a directory) is @r:
  * logged as corrupt; -EBADMSG. */
-int rep_bad_field(const char *kind, uint64_t id, const char *field, const redisReply *r);
+int meta_rep_bad_field(const char *kind, uint64_t id, const char *field, const redisReply *r);
 /* What a script returned of @id (of @kind; 0: any), as lookup returns
  * it, into *@ret (may be NULL); frees @rep.  -EBADMSG if not that. */
-int rep_entry_of(redisReply *rep, enum meta_kind kind, uint64_t id, struct meta_entry *ret);
+int meta_rep_entry_of(redisReply *rep, enum meta_kind kind, uint64_t id, struct meta_entry *ret);
 /* Tries before giving up on finding an unused id: each draw collides with
  * an id Redis knows with a chance below 2^-30 even at 2^33 objects. */
 #define ID_TRIES 8
@@ -416,16 +424,16 @@ int meta_attr_parse(const char *t, int64_t mtime_ns, struct meta_attr *ret);
 #define META_CARD_FIELDS 9
 /* A node card (of node @node, for the log) from its fields host, pid,
  * listen, instance, started, capacity, used, caps, rdma. */
-int rep_card(redisReply *const *f, const char *node, struct meta_card *ret);
+int meta_rep_card(redisReply *const *f, const char *node, struct meta_card *ret);
 /* The "rdma" field of @node's card: the address, or "" if it has none
  * or a malformed one (which is logged, rate limited).  Owned by @r. */
-const char *rep_rdma(const redisReply *r, const char *node);
+const char *meta_rep_rdma(const redisReply *r, const char *node);
 /* A caps string as struct meta_card allows it ("" included)? */
-bool caps_valid(const char *s, size_t len);
+bool meta_caps_valid(const char *s, size_t len);
 
 /* ---- corrupt records (meta.c) ---- */
 
-/* Room for a value from Redis as rep_shown() and meta_esc() show it. */
+/* Room for a value from Redis as meta_rep_shown() and meta_esc() show it. */
 #define META_SHOWN_MAX 160
 
 /*
@@ -435,7 +443,7 @@ bool caps_valid(const char *s, size_t len);
  * limited: the same line at most once in 10 s, at most 100 lines in 10 s.
  */
 void meta_log_corrupt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The same for an error reply that pool_reply_errno() maps to -EBADMSG:
+/* The same for an error reply that meta_pool_reply_errno() maps to -EBADMSG:
  * a WRONGTYPE from command or script @what on @key (NULL if not known),
  * or the message of a script's EBADMSG. */
 void meta_log_bad_reply(const char *what, const char *key, const char *str);
@@ -444,7 +452,7 @@ void meta_log_bad_reply(const char *what, const char *key, const char *str);
 const char *meta_esc(const char *s, size_t len, char *buf, size_t size);
 /* How reply @r shows in a log line: "'value'" (escaped), "missing" (nil),
  * or what it is; in @buf (or a constant). */
-const char *rep_shown(const redisReply *r, char *buf, size_t size);
+const char *meta_rep_shown(const redisReply *r, char *buf, size_t size);
 
 /* ---- strings ---- */
 

@@ -127,7 +127,7 @@ static int run_step(struct meta *m, const char *step, const char *dir,
 	int r;
 
 	do {
-		r = script(m, MS_MIGRATE, &rep, "ssss", step, cursor, m->node, dir ? dir : "");
+		r = meta_script(m, MS_MIGRATE, &rep, "ssss", step, cursor, m->node, dir ? dir : "");
 		if (r < 0)
 			return r;
 		if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
@@ -196,7 +196,7 @@ static int step_done(struct meta *m, const char *step, const char *want)
 	redisReply *rep;
 	int r;
 
-	r = script(m, MS_MIGRATE, &rep, "ssss", step, "0", m->node, "");
+	r = meta_script(m, MS_MIGRATE, &rep, "ssss", step, "0", m->node, "");
 	if (r < 0)
 		return r;
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 1 ||
@@ -237,7 +237,7 @@ static void warn_skipped(struct meta *m, const struct migration *mg)
 static int migrate1(struct meta *m)
 {
 	struct migration mg = {0};
-	int64_t t0 = mono_ns();
+	int64_t t0 = util_mono_ns();
 	int r;
 
 	log_info("namespace {%s} at %s has layout 1 (objfs before layout keys): migrating it to "
@@ -257,8 +257,8 @@ static int migrate1(struct meta *m)
 		 "given their attributes, %lld holder sets folded into records and %lld of deleted "
 		 "objects dropped; %lld records left as they were (no entry names them, or "
 		 "damaged)",
-		 m->prefix, (double)(mono_ns() - t0) / 1e9, mg.migrated, mg.completed, mg.folded,
-		 mg.dropped, mg.left + (mg.unplaced > 0 ? mg.unplaced : 0));
+		 m->prefix, (double)(util_mono_ns() - t0) / 1e9, mg.migrated, mg.completed,
+		 mg.folded, mg.dropped, mg.left + (mg.unplaced > 0 ? mg.unplaced : 0));
 	warn_skipped(m, &mg);
 	return 0;
 }
@@ -276,7 +276,7 @@ static int add_recs(struct meta *m, const redisReply *rep, struct migration *mg)
 static int migrate2(struct meta *m)
 {
 	struct migration mg = {0};
-	int64_t t0 = mono_ns();
+	int64_t t0 = util_mono_ns();
 	int r;
 
 	log_info("namespace {%s} at %s has layout 2: migrating it to layout %d", m->prefix, m->url,
@@ -288,7 +288,7 @@ static int migrate2(struct meta *m)
 		return migrate_failed(m, r);
 	log_info("namespace {%s} migrated to layout %d in %.1f s: %lld records moved into "
 		 "buckets",
-		 m->prefix, META_LAYOUT, (double)(mono_ns() - t0) / 1e9, mg.migrated);
+		 m->prefix, META_LAYOUT, (double)(util_mono_ns() - t0) / 1e9, mg.migrated);
 	warn_skipped(m, &mg);
 	return 0;
 }
@@ -299,7 +299,7 @@ int meta_layout_settle(struct meta *m)
 	const char *l;
 	int r;
 
-	r = script(m, MS_MIGRATE, &rep, "ssss", "check", "0", m->node, "");
+	r = meta_script(m, MS_MIGRATE, &rep, "ssss", "check", "0", m->node, "");
 	if (r < 0)
 		return r;
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 ||
@@ -321,7 +321,7 @@ int meta_layout_settle(struct meta *m)
 		    m,
 		    "namespace {%s} has layout %s; this objfsd reads and writes layout %d only: "
 		    "upgrade it",
-		    m->prefix, rep_shown(rep->element[0], shown, sizeof(shown)), META_LAYOUT);
+		    m->prefix, meta_rep_shown(rep->element[0], shown, sizeof(shown)), META_LAYOUT);
 		r = -EPROTO;
 	}
 	freeReplyObject(rep);

@@ -32,11 +32,11 @@ int meta_setattr(struct meta *m, uint64_t id, unsigned what, const struct meta_a
 	if (r < 0)
 		return r;
 	snprintf(mode, sizeof(mode), "%" PRIo32, a->mode);
-	r = script_self(m, MS_SETATTR, &rep, "usuusiis", id, w, (uint64_t)a->uid, (uint64_t)a->gid,
-			mode, a->atime_ns, mtime_ns, bt);
+	r = meta_script_self(m, MS_SETATTR, &rep, "usuusiis", id, w, (uint64_t)a->uid,
+			     (uint64_t)a->gid, mode, a->atime_ns, mtime_ns, bt);
 	if (r < 0)
 		return r;
-	return rep_entry_of(rep, 0, id, ret);
+	return meta_rep_entry_of(rep, 0, id, ret);
 }
 
 int meta_symlink(struct meta *m, uint64_t parent, const char *name, const char *target,
@@ -48,7 +48,7 @@ int meta_symlink(struct meta *m, uint64_t parent, const char *name, const char *
 	size_t len = target ? strnlen(target, META_LINK_MAX + 1) : 0;
 	int i, r;
 
-	r = parent ? name_validate(name) : -EINVAL;
+	r = parent ? util_name_validate(name) : -EINVAL;
 	if (r == 0 && (!len || len > META_LINK_MAX))
 		r = len ? -ENAMETOOLONG : -ENOENT;
 	if (r == 0)
@@ -56,14 +56,14 @@ int meta_symlink(struct meta *m, uint64_t parent, const char *name, const char *
 	for (i = 0; r == 0 || (r == -EAGAIN && i < ID_TRIES); i++) {
 		r = meta_draw_id(&id);
 		if (r == 0)
-			r = script_self(m, MS_SYMLINK, &rep, "usiuss", parent, name, mtime_ns, id,
-					target, at);
+			r = meta_script_self(m, MS_SYMLINK, &rep, "usiuss", parent, name, mtime_ns,
+					     id, target, at);
 		if (r == 0)
 			break;
 	}
 	if (r < 0)
 		return r;
-	return rep_entry_of(rep, META_LINK, id, ret);
+	return meta_rep_entry_of(rep, META_LINK, id, ret);
 }
 
 int meta_link(struct meta *m, uint64_t id, uint64_t parent, const char *name,
@@ -73,14 +73,14 @@ int meta_link(struct meta *m, uint64_t id, uint64_t parent, const char *name,
 	redisReply *rep;
 	int r;
 
-	r = id && parent && base && base->set ? name_validate(name) : -EINVAL;
+	r = id && parent && base && base->set ? util_name_validate(name) : -EINVAL;
 	if (r == 0)
 		r = meta_attr_text(base, INT64_MIN, bt);
 	if (r == 0)
-		r = script_self(m, MS_LINK, &rep, "uuss", id, parent, name, bt);
+		r = meta_script_self(m, MS_LINK, &rep, "uuss", id, parent, name, bt);
 	if (r < 0)
 		return r;
-	return rep_entry_of(rep, META_FILE, id, ret);
+	return meta_rep_entry_of(rep, META_FILE, id, ret);
 }
 
 int meta_readlink(struct meta *m, uint64_t id, char *buf, size_t len)
@@ -89,14 +89,14 @@ int meta_readlink(struct meta *m, uint64_t id, char *buf, size_t len)
 	redisReply *rep;
 	int r;
 
-	r = id && len > META_LINK_MAX ? script(m, MS_READLINK, &rep, "u", id) : -EINVAL;
+	r = id && len > META_LINK_MAX ? meta_script(m, MS_READLINK, &rep, "u", id) : -EINVAL;
 	if (r < 0)
 		return r;
-	t = rep_text(rep, META_LINK_MAX);
+	t = meta_rep_text(rep, META_LINK_MAX);
 	if (t && *t)
 		memcpy(buf, t, strlen(t) + 1);
 	else
-		r = rep_bad_field("symbolic link", id, "t", rep);
+		r = meta_rep_bad_field("symbolic link", id, "t", rep);
 	freeReplyObject(rep);
 	return r;
 }

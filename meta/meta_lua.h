@@ -397,7 +397,7 @@
  * Helpers of the scripts that read node cards: the card fields in the
  * order ARGV carries them from ARGV[9] on and the scripts return them in,
  * the key of a card, whether a holder or member is a node name at all
- * (see node_name_validate(); anything else is left alone for
+ * (see util_node_name_validate(); anything else is left alone for
  * meta_cluster.c to report), and whether node @n has a card a fetch can
  * use.
  */

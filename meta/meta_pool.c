@@ -11,21 +11,21 @@
  *
  * Engines (meta.h, "URL"): redis:// and unix: name one server, the target,
  * which never changes.  redis-sentinel:// names sentinels: the target is
- * the master they name (sentinel_resolve()), confirmed by ROLE on every
+ * the master they name (meta_sentinel_resolve()), confirmed by ROLE on every
  * new connection and followed on +switch-master by a watcher thread.
  * redis-cluster:// names seed nodes: the target is the master of the one
  * slot every key of the namespace hashes to ("{P}:...", slot CRC16(P)),
- * from the slot map (route_resolve()).  Every engine needs Redis 7.0 or
+ * from the slot map (meta_route_resolve()).  Every engine needs Redis 7.0 or
  * later (SPUBLISH, SSUBSCRIBE): a new connection checks INFO server.
  *
  * Target and generation: m->tgt under m->lock, with m->gen counting its
  * changes.  A slot remembers the generation it connected in and is
  * dropped when borrowed in a later one, so moving the target
- * (pool_target_set(): a MOVED, +switch-master, a new answer of the
+ * (meta_pool_target_set(): a MOVED, +switch-master, a new answer of the
  * sentinels) reconnects the whole pool, scripts included, and the
  * invalidation subscriber with it.  A target that failed (a lost
  * connection, a failed connect, READONLY, a non-master ROLE) goes stale
- * (pool_target_stale()): the next connect resolves it again first.
+ * (meta_pool_target_stale()): the next connect resolves it again first.
  *
  * Pool: pool_size slots, each holding a blocking redisContext with send
  * and receive timeouts of timeout_ms, or NULL while down.  A slot is
@@ -41,13 +41,13 @@
  * connect or resolve starts a backoff shared by the pool, 100 ms doubling
  * to 5 s and reset by a successful connect or a new target: until it
  * expires, a call that would have to connect fails with -EIO at once, and
- * afterwards one call at a time probes.  pool_connect() makes a
+ * afterwards one call at a time probes.  meta_pool_connect() makes a
  * connection outside the pool to the same target (for the invalidation
  * subscriber), without the scripts.
  *
- * Redirects and retries (pool_cmd()): a call's command is checked to be in
- * the namespace's slot (route_check(): -EXDEV otherwise, a bug), sent,
- * and its error reply read (redirect_kind()):
+ * Redirects and retries (meta_pool_cmd()): a call's command is checked to be in
+ * the namespace's slot (meta_route_check(): -EXDEV otherwise, a bug), sent,
+ * and its error reply read (meta_redirect_kind()):
  *
  *   MOVED slot host:port   read the slot map from that node first, make
  *                          the slot's master the target (new generation),
@@ -59,7 +59,7 @@
  *   CLUSTERDOWN, a script's "non local key", READONLY, LOADING,
  *   MASTERDOWN             the target goes stale; wait, reconnect (which
  *                          resolves it), send again
- *   NOSCRIPT               answered to pool_script(), which loads the
+ *   NOSCRIPT               answered to meta_pool_script(), which loads the
  *                          script and sends again, once (a promoted
  *                          replica lacks them: SCRIPT LOAD is not
  *                          replicated)
@@ -77,8 +77,8 @@
  * callers).  redis:// and unix: follow the same rules (one server sends
  * no MOVED or ASK), except that a lost connection is not retried.
  *
- * Errors: pool_ctx_error() is the one map from hiredis context errors and
- * pool_reply_errno() the one map from error replies.  A lost connection is
+ * Errors: meta_pool_ctx_error() is the one map from hiredis context errors and
+ * meta_pool_reply_errno() the one map from error replies.  A lost connection is
  * -EIO to callers, as meta.h promises; the detail goes to meta_last_error().
  * An error reply is an answer, so the connection is up: a key of the
  * wrong type (WRONGTYPE) or a script's EBADMSG is a corrupt record
@@ -125,13 +125,13 @@
 
 /* ---- argument vectors ---- */
 
-const char args_end[] = "";
+const char meta_args_end[] = "";
 
 /*
  * Append to @a as @fmt says, one letter an argument: 's' a string (not
- * copied), 'u' a uint64_t, 'i' an int64_t; then args_end.
+ * copied), 'u' a uint64_t, 'i' an int64_t; then meta_args_end.
  */
-void args_vadd(struct args *a, const char *fmt, va_list ap)
+void meta_args_vadd(struct args *a, const char *fmt, va_list ap)
 {
 	const char *end;
 
@@ -145,21 +145,21 @@ void args_vadd(struct args *a, const char *fmt, va_list ap)
 			snprintf(a->num[a->n], sizeof(a->num[0]), "%" PRId64, va_arg(ap, int64_t));
 		if (*fmt != 's')
 			a->v[a->n] = a->num[a->n];
-		assert(a->v[a->n] != args_end);
+		assert(a->v[a->n] != meta_args_end);
 		a->len[a->n] = strlen(a->v[a->n]);
 		a->n++;
 	}
 	end = va_arg(ap, const char *);
-	assert(end == args_end);
+	assert(end == meta_args_end);
 	(void)end;
 }
 
-void args_add_(struct args *a, const char *fmt, ...)
+void meta_args_add_(struct args *a, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	args_vadd(a, fmt, ap);
+	meta_args_vadd(a, fmt, ap);
 	va_end(ap);
 }
 
@@ -182,7 +182,7 @@ static int random_token(char out[2 * 16 + 1])
 
 /* Start the ARGV of a script: three slots for EVALSHA sha numkeys, then
  * the header of meta_i.h. */
-int args_script(const struct meta *m, struct args *a, bool self)
+int meta_args_script(const struct meta *m, struct args *a, bool self)
 {
 	int r = random_token(a->token);
 
@@ -190,7 +190,7 @@ int args_script(const struct meta *m, struct args *a, bool self)
 		return r;
 	a->n = 3;
 	a->keyed = false;
-	args_add(a, "ssis", m->prefix, a->token, now_ns(), self ? m->node : "-");
+	meta_args_add(a, "ssis", m->prefix, a->token, util_now_ns(), self ? m->node : "-");
 	return 0;
 }
 
@@ -200,7 +200,7 @@ int args_script(const struct meta *m, struct args *a, bool self)
  * The one map from a failed hiredis context to an errno, with a text for
  * meta_last_error().  @e is errno right after the failing call.
  */
-int pool_ctx_error(const redisContext *ctx, int e, char *why, size_t len)
+int meta_pool_ctx_error(const redisContext *ctx, int e, char *why, size_t len)
 {
 	int r;
 
@@ -236,12 +236,12 @@ int pool_ctx_error(const redisContext *ctx, int e, char *why, size_t len)
  * errno name as the first word ("ENOENT", or "ERR ENOENT ..." from
  * redis.error_reply() on Redis 7).
  */
-int pool_reply_errno(const redisReply *rep)
+int meta_pool_reply_errno(const redisReply *rep)
 {
-	return pool_errno_of(rep->str);
+	return meta_pool_errno_of(rep->str);
 }
 
-int pool_errno_of(const char *str)
+int meta_pool_errno_of(const char *str)
 {
 	static const struct {
 		const char *name;
@@ -321,7 +321,7 @@ static void note_error(struct meta *m, const char *why)
 static int conn_broken(struct meta *m, struct conn *c, int e)
 {
 	char why[256];
-	int r = pool_ctx_error(c->ctx, e, why, sizeof(why));
+	int r = meta_pool_ctx_error(c->ctx, e, why, sizeof(why));
 
 	log_debug("meta: connection to %s lost: %s", m->url, why);
 	redisFree(c->ctx);
@@ -342,13 +342,13 @@ static int read_reply(redisContext *ctx, redisReply **ret, char *why, size_t len
 	e = errno;
 	sigpipe_unblock(&g, ok != REDIS_OK);
 	if (ok != REDIS_OK || !rep)
-		return pool_ctx_error(ctx, e, why, len);
+		return meta_pool_ctx_error(ctx, e, why, len);
 	*ret = rep;
 	return 0;
 }
 
-int pool_ctx_cmd(redisContext *ctx, int argc, const char **argv, redisReply **ret, char *why,
-		 size_t wlen)
+int meta_pool_ctx_cmd(redisContext *ctx, int argc, const char **argv, redisReply **ret, char *why,
+		      size_t wlen)
 {
 	if (redisAppendCommandArgv(ctx, argc, argv, NULL) != REDIS_OK) {
 		snprintf(why, wlen, "out of memory");
@@ -357,19 +357,19 @@ int pool_ctx_cmd(redisContext *ctx, int argc, const char **argv, redisReply **re
 	return read_reply(ctx, ret, why, wlen);
 }
 
-int pool_ctx_flush(redisContext *ctx, char *why, size_t wlen)
+int meta_pool_ctx_flush(redisContext *ctx, char *why, size_t wlen)
 {
 	int done = 0;
 
 	do {
 		if (redisBufferWrite(ctx, &done) != REDIS_OK)
-			return pool_ctx_error(ctx, errno, why, wlen);
+			return meta_pool_ctx_error(ctx, errno, why, wlen);
 	} while (!done);
 	return 0;
 }
 
-int pool_ctx_next(redisContext *ctx, int wake_fd, int64_t deadline, redisReply **ret, char *why,
-		  size_t wlen)
+int meta_pool_ctx_next(redisContext *ctx, int wake_fd, int64_t deadline, redisReply **ret,
+		       char *why, size_t wlen)
 {
 	struct pollfd p[2] = {
 	    {.fd = wake_fd, .events = POLLIN},
@@ -381,12 +381,12 @@ int pool_ctx_next(redisContext *ctx, int wake_fd, int64_t deadline, redisReply *
 
 	for (;;) {
 		if (redisGetReplyFromReader(ctx, &rep) != REDIS_OK)
-			return pool_ctx_error(ctx, errno, why, wlen);
+			return meta_pool_ctx_error(ctx, errno, why, wlen);
 		if (rep) {
 			*ret = rep;
 			return 0;
 		}
-		left = deadline - mono_ns();
+		left = deadline - util_mono_ns();
 		if (left <= 0)
 			return -ETIMEDOUT;
 		n = poll(p, 2, (int)((left + 999999) / 1000000));
@@ -399,7 +399,7 @@ int pool_ctx_next(redisContext *ctx, int wake_fd, int64_t deadline, redisReply *
 		if (p[0].revents)
 			return -ECANCELED;
 		if (p[1].revents && redisBufferRead(ctx) != REDIS_OK)
-			return pool_ctx_error(ctx, errno, why, wlen);
+			return meta_pool_ctx_error(ctx, errno, why, wlen);
 	}
 }
 
@@ -439,7 +439,7 @@ static int ctx_open(struct meta *m, const struct addr *a, unsigned timeout_ms, b
 		return -ENOMEM;
 	}
 	if (ctx->err || redisSetTimeout(ctx, tv) != REDIS_OK) {
-		r = pool_ctx_error(ctx, errno, why, wlen);
+		r = meta_pool_ctx_error(ctx, errno, why, wlen);
 		if (a) {
 			size_t n = strlen(why);
 
@@ -479,7 +479,7 @@ static int ctx_auth(struct meta *m, redisContext *ctx, char *why, size_t wlen)
 		if (rep->type == REDIS_REPLY_ERROR) {
 			snprintf(why, wlen, "%s: %.200s",
 				 i == 0 ? "authentication failed" : "SELECT", rep->str);
-			r = i == 0 ? -EACCES : pool_reply_errno(rep);
+			r = i == 0 ? -EACCES : meta_pool_reply_errno(rep);
 			freeReplyObject(rep);
 			return r == -EACCES || r == -ENOMEM ? r : -EIO;
 		}
@@ -488,8 +488,8 @@ static int ctx_auth(struct meta *m, redisContext *ctx, char *why, size_t wlen)
 	return 0;
 }
 
-int pool_ctx_open(struct meta *m, const struct addr *a, unsigned timeout_ms, bool auth,
-		  redisContext **ret, char *why, size_t wlen)
+int meta_pool_ctx_open(struct meta *m, const struct addr *a, unsigned timeout_ms, bool auth,
+		       redisContext **ret, char *why, size_t wlen)
 {
 	redisContext *ctx;
 	int r;
@@ -509,7 +509,7 @@ int pool_ctx_open(struct meta *m, const struct addr *a, unsigned timeout_ms, boo
 
 /* ---- the target ---- */
 
-uint64_t pool_gen(struct meta *m)
+uint64_t meta_pool_gen(struct meta *m)
 {
 	uint64_t gen;
 
@@ -519,7 +519,7 @@ uint64_t pool_gen(struct meta *m)
 	return gen;
 }
 
-void pool_target_set(struct meta *m, const struct addr *a, const char *why)
+void meta_pool_target_set(struct meta *m, const struct addr *a, const char *why)
 {
 	bool moved;
 
@@ -538,7 +538,7 @@ void pool_target_set(struct meta *m, const struct addr *a, const char *why)
 			  a->port);
 }
 
-void pool_target_stale(struct meta *m, uint64_t gen)
+void meta_pool_target_stale(struct meta *m, uint64_t gen)
 {
 	pthread_mutex_lock(&m->lock);
 	if (m->engine != ENGINE_REDIS && m->gen == gen)
@@ -563,17 +563,17 @@ static int target_get(struct meta *m, struct addr *ret, bool *ret_sock, uint64_t
 	pthread_mutex_unlock(&m->lock);
 	if (!known) {
 		if (m->engine == ENGINE_SENTINEL) {
-			r = sentinel_watch_start(m);
+			r = meta_sentinel_watch_start(m);
 			if (r < 0)
 				log_debug("meta: cannot start the sentinel watcher: %s",
 					  strerror(-r));
-			r = sentinel_resolve(m, &a, why, wlen);
+			r = meta_sentinel_resolve(m, &a, why, wlen);
 		} else {
-			r = route_resolve(m, NULL, &a, why, wlen);
+			r = meta_route_resolve(m, NULL, &a, why, wlen);
 		}
 		if (r < 0)
 			return r;
-		pool_target_set(m, &a, "resolved");
+		meta_pool_target_set(m, &a, "resolved");
 	}
 	pthread_mutex_lock(&m->lock);
 	*ret = m->tgt;
@@ -583,8 +583,8 @@ static int target_get(struct meta *m, struct addr *ret, bool *ret_sock, uint64_t
 	return 0;
 }
 
-int pool_connect(struct meta *m, unsigned timeout_ms, redisContext **ret, uint64_t *ret_gen,
-		 char *why, size_t wlen)
+int meta_pool_connect(struct meta *m, unsigned timeout_ms, redisContext **ret, uint64_t *ret_gen,
+		      char *why, size_t wlen)
 {
 	struct addr a;
 	uint64_t gen;
@@ -594,9 +594,9 @@ int pool_connect(struct meta *m, unsigned timeout_ms, redisContext **ret, uint64
 	r = target_get(m, &a, &sock, &gen, why, wlen);
 	if (r < 0)
 		return r;
-	r = pool_ctx_open(m, sock ? NULL : &a, timeout_ms, true, ret, why, wlen);
+	r = meta_pool_ctx_open(m, sock ? NULL : &a, timeout_ms, true, ret, why, wlen);
 	if (r < 0) {
-		pool_target_stale(m, gen);
+		meta_pool_target_stale(m, gen);
 		return r;
 	}
 	*ret_gen = gen;
@@ -617,7 +617,7 @@ static int check_version(struct meta *m, const redisReply *rep, char *why, size_
 	/* the first command a server without our password refuses */
 	if (rep->type == REDIS_REPLY_ERROR) {
 		snprintf(why, wlen, "INFO server: %.200s", rep->str);
-		return pool_reply_errno(rep) == -EACCES ? -EACCES : -EIO;
+		return meta_pool_reply_errno(rep) == -EACCES ? -EACCES : -EIO;
 	}
 	if (v)
 		v += strlen("redis_version:");
@@ -637,7 +637,7 @@ static int check_version(struct meta *m, const redisReply *rep, char *why, size_
 static int check_role(const struct addr *a, const redisReply *rep, char *why, size_t wlen)
 {
 	const char *role = rep->type == REDIS_REPLY_ARRAY && rep->elements > 0
-			       ? rep_text(rep->element[0], 16)
+			       ? meta_rep_text(rep->element[0], 16)
 			       : NULL;
 
 	if (role && !strcmp(role, "master"))
@@ -662,12 +662,12 @@ static int conn_open(struct meta *m, struct conn *c, const struct addr *to, char
 	struct args a;
 	int r, i;
 
-	r = args_script(m, &a, false);
+	r = meta_args_script(m, &a, false);
 	if (r < 0) {
 		snprintf(why, wlen, "no random token: %s", strerror(-r));
 		return r;
 	}
-	r = script_keys(m, MS_INIT, &a);
+	r = meta_script_keys(m, MS_INIT, &a);
 	if (r < 0) {
 		snprintf(why, wlen, "cannot name the keys: %s", strerror(-r));
 		return r;
@@ -717,7 +717,7 @@ static int conn_open(struct meta *m, struct conn *c, const struct addr *to, char
 			snprintf(why, wlen, "%s: %.200s",
 				 i < META_NSCRIPTS ? "SCRIPT LOAD" : "cannot create the namespace",
 				 rep->str);
-			r = pool_reply_errno(rep);
+			r = meta_pool_reply_errno(rep);
 			goto clean_rep;
 		}
 		if (i < META_NSCRIPTS) {
@@ -760,7 +760,7 @@ static struct conn *pool_pick(struct meta *m)
 	return down;
 }
 
-void pool_put(struct meta *m, struct conn *c)
+void meta_pool_put(struct meta *m, struct conn *c)
 {
 	pthread_mutex_lock(&m->lock);
 	c->busy = false;
@@ -807,7 +807,7 @@ static int conn_ready(struct meta *m, struct conn *c)
 
 	pthread_mutex_lock(&m->lock);
 	if (m->backoff_ms) {
-		if (m->probing || mono_ns() < m->retry_at) {
+		if (m->probing || util_mono_ns() < m->retry_at) {
 			pthread_mutex_unlock(&m->lock);
 			return -EIO;
 		}
@@ -819,7 +819,7 @@ static int conn_ready(struct meta *m, struct conn *c)
 		r = conn_open(m, c, sock ? NULL : &to, why, sizeof(why));
 	if (r < 0) {
 		log_debug("meta: cannot connect to %s: %s", m->url, why);
-		pool_target_stale(m, gen);
+		meta_pool_target_stale(m, gen);
 	}
 	pthread_mutex_lock(&m->lock);
 	if (probe)
@@ -832,7 +832,7 @@ static int conn_ready(struct meta *m, struct conn *c)
 		else if (probe)
 			m->backoff_ms =
 			    m->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : m->backoff_ms * 2;
-		m->retry_at = mono_ns() + (int64_t)m->backoff_ms * 1000000;
+		m->retry_at = util_mono_ns() + (int64_t)m->backoff_ms * 1000000;
 		snprintf(m->last_err, sizeof(m->last_err), "%s", why);
 		set_up(m, false);
 		pthread_mutex_unlock(&m->lock);
@@ -850,7 +850,7 @@ static int conn_ready(struct meta *m, struct conn *c)
  * Borrow a connected slot.  0, -EIO (Redis unreachable, in backoff, or no
  * slot free within the timeout), -EACCES, -ENOMEM.
  */
-int pool_get(struct meta *m, struct conn **ret)
+int meta_pool_get(struct meta *m, struct conn **ret)
 {
 	struct timespec until;
 	struct conn *c;
@@ -877,7 +877,7 @@ int pool_get(struct meta *m, struct conn **ret)
 	pthread_mutex_unlock(&m->lock);
 	r = conn_ready(m, c);
 	if (r < 0) {
-		pool_put(m, c);
+		meta_pool_put(m, c);
 		return r;
 	}
 	*ret = c;
@@ -917,9 +917,9 @@ static int ask_once(struct meta *m, const struct addr *to, struct args *a, redis
 	char why[256];
 	int r, tries;
 
-	r = pool_ctx_open(m, to, m->timeout_ms, true, &ctx, why, sizeof(why));
+	r = meta_pool_ctx_open(m, to, m->timeout_ms, true, &ctx, why, sizeof(why));
 	for (tries = 0; r == 0 && tries < 2; tries++) {
-		r = pool_ctx_cmd(ctx, 1, asking, &rep, why, sizeof(why));
+		r = meta_pool_ctx_cmd(ctx, 1, asking, &rep, why, sizeof(why));
 		if (r < 0)
 			break;
 		freeReplyObject(rep);
@@ -929,12 +929,12 @@ static int ask_once(struct meta *m, const struct addr *to, struct args *a, redis
 			break;
 		}
 		r = read_reply(ctx, &rep, why, sizeof(why));
-		if (r < 0 || tries > 0 || redirect_kind(rep, NULL) != RD_NOSCRIPT ||
+		if (r < 0 || tries > 0 || meta_redirect_kind(rep, NULL) != RD_NOSCRIPT ||
 		    strcmp(a->v[0], "EVALSHA") || !a->src)
 			break;
 		freeReplyObject(rep);
 		rep = NULL;
-		r = pool_ctx_cmd(ctx, 3, load, &rep, why, sizeof(why));
+		r = meta_pool_ctx_cmd(ctx, 3, load, &rep, why, sizeof(why));
 		if (r == 0 && !is_sha(rep))
 			r = -EIO;
 		freeReplyObject(rep);
@@ -955,7 +955,7 @@ static int ask_once(struct meta *m, const struct addr *to, struct args *a, redis
  * *@wait_ms for the next time (at most WAIT_MAX_MS). */
 static void nap(int64_t deadline, unsigned *wait_ms)
 {
-	int64_t ns = deadline - mono_ns();
+	int64_t ns = deadline - util_mono_ns();
 	struct timespec ts;
 
 	if (ns > (int64_t)*wait_ms * 1000000)
@@ -973,9 +973,9 @@ static void nap(int64_t deadline, unsigned *wait_ms)
  * (the rules and bounds are in the comment at the top).  The reply may be
  * an error reply; a failed context gives -EIO (or -ENOMEM) and is dropped.
  */
-int pool_cmd(struct meta *m, struct conn *c, struct args *a, redisReply **ret)
+int meta_pool_cmd(struct meta *m, struct conn *c, struct args *a, redisReply **ret)
 {
-	int64_t deadline = mono_ns() + (int64_t)m->timeout_ms * 2000000;
+	int64_t deadline = util_mono_ns() + (int64_t)m->timeout_ms * 2000000;
 	unsigned wait_ms = WAIT_MIN_MS, tries;
 	bool lost = false;
 	enum redirect kind;
@@ -984,7 +984,7 @@ int pool_cmd(struct meta *m, struct conn *c, struct args *a, redisReply **ret)
 	char why[256];
 	int r;
 
-	r = route_check(m, a);
+	r = meta_route_check(m, a);
 	if (r < 0)
 		return r;
 	for (tries = 1;; tries++) {
@@ -999,15 +999,15 @@ int pool_cmd(struct meta *m, struct conn *c, struct args *a, redisReply **ret)
 			/* once: the command may have run before the
 			 * connection went; a new master may lack it anyway */
 			if (r == -ENOMEM || m->engine == ENGINE_REDIS || lost ||
-			    mono_ns() >= deadline)
+			    util_mono_ns() >= deadline)
 				return r;
 			lost = true;
-			pool_target_stale(m, c->gen);
+			meta_pool_target_stale(m, c->gen);
 			continue;
 		}
-		kind = redirect_kind(rep, &to);
+		kind = meta_redirect_kind(rep, &to);
 		if (kind == RD_NONE || kind == RD_NOSCRIPT || tries >= RETRY_MAX ||
-		    mono_ns() >= deadline)
+		    util_mono_ns() >= deadline)
 			break;
 		log_debug("meta: %s on %s: %.200s", a->v[0], m->url, rep->str);
 		freeReplyObject(rep);
@@ -1020,14 +1020,14 @@ int pool_cmd(struct meta *m, struct conn *c, struct args *a, redisReply **ret)
 			return 0;
 		case RD_MOVED:
 			/* the node that sent it knows the new map best */
-			if (route_resolve(m, &to, &to, why, sizeof(why)) < 0)
+			if (meta_route_resolve(m, &to, &to, why, sizeof(why)) < 0)
 				log_debug("meta: after MOVED: %s", why);
-			pool_target_set(m, &to, "MOVED");
+			meta_pool_target_set(m, &to, "MOVED");
 			break;
 		case RD_RESOLVE:
 		case RD_NONLOCAL:
 		case RD_CLUSTERDOWN:
-			pool_target_stale(m, c->gen);
+			meta_pool_target_stale(m, c->gen);
 			redisFree(c->ctx);
 			c->ctx = NULL;
 			nap(deadline, &wait_ms);
@@ -1047,26 +1047,26 @@ static int conn_load(struct meta *m, struct conn *c, enum meta_script s)
 	struct args a = {0};
 	int r;
 
-	args_add(&a, "sss", "SCRIPT", "LOAD", meta_script_src[s]);
-	r = pool_cmd(m, c, &a, &rep);
+	meta_args_add(&a, "sss", "SCRIPT", "LOAD", meta_script_src[s]);
+	r = meta_pool_cmd(m, c, &a, &rep);
 	if (r < 0)
 		return r;
 	if (is_sha(rep))
 		memcpy(c->sha[s], rep->str, SHA_LEN + 1);
 	else
-		r = rep->type == REDIS_REPLY_ERROR ? pool_reply_errno(rep) : -EIO;
+		r = rep->type == REDIS_REPLY_ERROR ? meta_pool_reply_errno(rep) : -EIO;
 	freeReplyObject(rep);
 	return r;
 }
 
 /* Run script @s on a borrowed slot; an error reply becomes an errno. */
-int pool_script(struct meta *m, struct conn *c, enum meta_script s, struct args *a,
-		redisReply **ret)
+int meta_pool_script(struct meta *m, struct conn *c, enum meta_script s, struct args *a,
+		     redisReply **ret)
 {
 	redisReply *rep;
 	int r, tries;
 
-	r = script_keys(m, s, a);
+	r = meta_script_keys(m, s, a);
 	if (r < 0)
 		return r;
 	for (tries = 0;; tries++) {
@@ -1077,7 +1077,7 @@ int pool_script(struct meta *m, struct conn *c, enum meta_script s, struct args 
 		a->v[2] = a->nkeys;
 		a->len[2] = strlen(a->nkeys);
 		a->src = meta_script_src[s];
-		r = pool_cmd(m, c, a, &rep);
+		r = meta_pool_cmd(m, c, a, &rep);
 		if (r < 0)
 			return r;
 		/* Redis restarted, SCRIPT FLUSH, or a promoted replica (SCRIPT
@@ -1090,7 +1090,7 @@ int pool_script(struct meta *m, struct conn *c, enum meta_script s, struct args 
 			return r;
 	}
 	if (rep->type == REDIS_REPLY_ERROR) {
-		r = pool_reply_errno(rep);
+		r = meta_pool_reply_errno(rep);
 		if (r == -EBADMSG)
 			meta_log_bad_reply(meta_script_name[s], NULL, rep->str);
 		else
@@ -1102,19 +1102,19 @@ int pool_script(struct meta *m, struct conn *c, enum meta_script s, struct args 
 	return 0;
 }
 
-/* pool_get() for a call other than meta_connect(): meta.h promises -EIO
+/* meta_pool_get() for a call other than meta_connect(): meta.h promises -EIO
  * for anything that keeps Redis from answering. */
-int pool_get_call(struct meta *m, struct conn **ret)
+int meta_pool_get_call(struct meta *m, struct conn **ret)
 {
-	int r = pool_get(m, ret);
+	int r = meta_pool_get(m, ret);
 
 	return r < 0 && r != -ENOMEM ? -EIO : r;
 }
 
-void pool_release(struct meta *m)
+void meta_pool_release(struct meta *m)
 {
-	sentinel_watch_stop(m);
-	route_free(m->route);
+	meta_sentinel_watch_stop(m);
+	meta_route_free(m->route);
 	m->route = NULL;
 	free(m->host);
 	free(m->sock);
@@ -1153,7 +1153,7 @@ static int parse_range(const char *s, size_t len, uint64_t min, uint64_t max, ui
 		return -EINVAL;
 	memcpy(buf, s, len);
 	buf[len] = '\0';
-	if (parse_u64(buf, &v) < 0 || v < min || v > max)
+	if (util_parse_u64(buf, &v) < 0 || v < min || v > max)
 		return -EINVAL;
 	*ret = v;
 	return 0;
@@ -1162,7 +1162,7 @@ static int parse_range(const char *s, size_t len, uint64_t min, uint64_t max, ui
 /* At most this much of a bad part goes into a message. */
 #define SHOWN(len) ((int)((len) > 100 ? 100 : (len)))
 
-/* addr_parse(), saying in @why (may be NULL) which part is wrong. */
+/* meta_addr_parse(), saying in @why (may be NULL) which part is wrong. */
 static int addr_parse_why(const char *s, size_t len, int def_port, struct addr *ret, char *why,
 			  size_t wlen)
 {
@@ -1213,7 +1213,7 @@ static int addr_parse_why(const char *s, size_t len, int def_port, struct addr *
 	return 0;
 }
 
-int addr_parse(const char *s, size_t len, int def_port, struct addr *ret)
+int meta_addr_parse(const char *s, size_t len, int def_port, struct addr *ret)
 {
 	return addr_parse_why(s, len, def_port, ret, NULL, 0);
 }
@@ -1262,7 +1262,7 @@ static int parse_db(struct meta *m, const char *s, char *why, size_t wlen)
  * a name, an IPv4 address or [IPv6].  0, -EINVAL (@why says why) or
  * -ENOMEM.
  */
-int pool_parse_url(struct meta *m, const char *url, char *why, size_t wlen)
+int meta_pool_parse_url(struct meta *m, const char *url, char *why, size_t wlen)
 {
 	static const struct {
 		const char *scheme;

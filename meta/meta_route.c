@@ -11,11 +11,11 @@
  * target is that slot's master: every pool connection goes to it, scripts
  * included.  The slot map is read at the first connect, after a MOVED
  * (asking the node that sent it first), and when the master of the slot
- * stops answering (pool_target_stale()): route_resolve() asks the node it
+ * stops answering (meta_pool_target_stale()): meta_route_resolve() asks the node it
  * is given, then the masters it knew, then the seed nodes of the URL, one
  * connect and one round trip of timeout_ms each, and stops at the first
  * answer.  A command whose first key is in another slot is a bug of its
- * caller: route_check() refuses it with -EXDEV rather than send it where
+ * caller: meta_route_check() refuses it with -EXDEV rather than send it where
  * it could only be redirected.
  *
  * The map: owner[slot] is 1 + the index of the slot's master in nodes[]
@@ -36,7 +36,7 @@
 
 /* more masters than this in CLUSTER SLOTS is a reply we do not trust */
 #define NODES_MAX 1024
-/* route_resolve() asks at most this many masters it knew */
+/* meta_route_resolve() asks at most this many masters it knew */
 #define KNOWN_ASKED 16
 
 struct route {
@@ -45,7 +45,7 @@ struct route {
 	unsigned n;
 };
 
-uint16_t route_crc16(const void *s, size_t len)
+uint16_t meta_route_crc16(const void *s, size_t len)
 {
 	const unsigned char *p = s;
 	uint16_t crc = 0;
@@ -60,7 +60,7 @@ uint16_t route_crc16(const void *s, size_t len)
 	return crc;
 }
 
-unsigned route_keyslot(const char *key, size_t len)
+unsigned meta_route_keyslot(const char *key, size_t len)
 {
 	const char *open = memchr(key, '{', len), *close;
 
@@ -73,15 +73,15 @@ unsigned route_keyslot(const char *key, size_t len)
 			len = (size_t)(close - key);
 		}
 	}
-	return route_crc16(key, len) & (SLOTS - 1);
+	return meta_route_crc16(key, len) & (SLOTS - 1);
 }
 
-unsigned route_ns_slot(const struct meta *m)
+unsigned meta_route_ns_slot(const struct meta *m)
 {
-	return route_crc16(m->prefix, strlen(m->prefix)) & (SLOTS - 1);
+	return meta_route_crc16(m->prefix, strlen(m->prefix)) & (SLOTS - 1);
 }
 
-void route_free(struct route *r)
+void meta_route_free(struct route *r)
 {
 	if (!r)
 		return;
@@ -104,7 +104,7 @@ static int node_addr(const redisReply *n, const struct addr *asked, struct addr 
 	if (n->type != REDIS_REPLY_ARRAY || n->elements < 2 || !rep_int(n->element[1], 65535) ||
 	    n->element[1]->integer == 0)
 		return -EBADMSG;
-	host = rep_text(n->element[0], HOST_MAX - 1);
+	host = meta_rep_text(n->element[0], HOST_MAX - 1);
 	if (!host)
 		return -EBADMSG;
 	if (!host[0] || !strcmp(host, "?"))
@@ -128,7 +128,7 @@ static int route_parse(const redisReply *rep, const struct addr *asked, struct r
 		return -EBADMSG;
 	rt = calloc(1, sizeof(*rt));
 	if (!rt || !(rt->nodes = calloc(NODES_MAX, sizeof(*rt->nodes)))) {
-		route_free(rt);
+		meta_route_free(rt);
 		return -ENOMEM;
 	}
 	for (i = 0; i < rep->elements; i++) {
@@ -155,7 +155,7 @@ static int route_parse(const redisReply *rep, const struct addr *asked, struct r
 	return 0;
 
 clean_rt:
-	route_free(rt);
+	meta_route_free(rt);
 	return r;
 }
 
@@ -168,16 +168,16 @@ static int route_read(struct meta *m, const struct addr *a, struct route **ret, 
 	redisReply *rep;
 	int r;
 
-	r = pool_ctx_open(m, a, m->timeout_ms, true, &ctx, why, wlen);
+	r = meta_pool_ctx_open(m, a, m->timeout_ms, true, &ctx, why, wlen);
 	if (r < 0)
 		return r;
-	r = pool_ctx_cmd(ctx, 2, argv, &rep, why, wlen);
+	r = meta_pool_ctx_cmd(ctx, 2, argv, &rep, why, wlen);
 	redisFree(ctx);
 	if (r < 0)
 		return r;
 	if (rep->type == REDIS_REPLY_ERROR) {
 		snprintf(why, wlen, "CLUSTER SLOTS on %s:%d: %.200s", a->host, a->port, rep->str);
-		r = pool_reply_errno(rep) == -EACCES ? -EACCES : -EIO;
+		r = meta_pool_reply_errno(rep) == -EACCES ? -EACCES : -EIO;
 	} else {
 		r = route_parse(rep, a, ret);
 		if (r == -EBADMSG)
@@ -188,11 +188,11 @@ static int route_read(struct meta *m, const struct addr *a, struct route **ret, 
 	return r;
 }
 
-int route_resolve(struct meta *m, const struct addr *first, struct addr *ret, char *why,
-		  size_t wlen)
+int meta_route_resolve(struct meta *m, const struct addr *first, struct addr *ret, char *why,
+		       size_t wlen)
 {
 	struct addr ask[1 + KNOWN_ASKED + SEEDS_MAX];
-	unsigned n = 0, i, slot = route_ns_slot(m);
+	unsigned n = 0, i, slot = meta_route_ns_slot(m);
 	struct route *rt = NULL, *old;
 	int r = -EIO;
 
@@ -226,7 +226,7 @@ int route_resolve(struct meta *m, const struct addr *first, struct addr *ret, ch
 	old = m->route;
 	m->route = rt;
 	pthread_mutex_unlock(&m->lock);
-	route_free(old);
+	meta_route_free(old);
 	return r;
 }
 
@@ -244,7 +244,7 @@ static bool keyless(const char *cmd)
 	return false;
 }
 
-int route_check(const struct meta *m, const struct args *a)
+int meta_route_check(const struct meta *m, const struct args *a)
 {
 	const char *key;
 	size_t len;
@@ -262,11 +262,11 @@ int route_check(const struct meta *m, const struct args *a)
 		key = a->v[1];
 		len = a->len[1];
 	}
-	slot = route_keyslot(key, len);
-	if (slot == route_ns_slot(m))
+	slot = meta_route_keyslot(key, len);
+	if (slot == meta_route_ns_slot(m))
 		return 0;
 	log_error("meta: %s on key '%.*s' of slot %u, not of the namespace's slot %u: not sent",
-		  a->v[0], (int)(len > 100 ? 100 : len), key, slot, route_ns_slot(m));
+		  a->v[0], (int)(len > 100 ? 100 : len), key, slot, meta_route_ns_slot(m));
 	return -EXDEV;
 }
 
@@ -275,12 +275,12 @@ static enum redirect redirect_to(enum redirect kind, const char *s, struct addr 
 {
 	const char *sp = strchr(s, ' ');
 
-	if (!sp || addr_parse(sp + 1, strlen(sp + 1), 0, ret) < 0 || !ret->port)
+	if (!sp || meta_addr_parse(sp + 1, strlen(sp + 1), 0, ret) < 0 || !ret->port)
 		return RD_NONE;
 	return kind;
 }
 
-enum redirect redirect_kind(const redisReply *rep, struct addr *ret)
+enum redirect meta_redirect_kind(const redisReply *rep, struct addr *ret)
 {
 	const char *s;
 

@@ -1405,7 +1405,7 @@ static int key_add(const struct meta *m, struct args *a, int *nk, const char *wh
 	return 0;
 }
 
-int script_keys(const struct meta *m, enum meta_script s, struct args *a)
+int meta_script_keys(const struct meta *m, enum meta_script s, struct args *a)
 {
 	static const char *const kinds[] = {
 	    ['d'] = "d:", ['o'] = "r:", ['x'] = "x:", ['t'] = "t:", ['s'] = "s:", ['c'] = "node:"};

@@ -5,7 +5,7 @@
  * Owns: finding the master from the sentinels of a redis-sentinel:// URL,
  * and the watcher thread that follows +switch-master.
  *
- * Resolve: sentinel_resolve() asks the sentinels one after the other,
+ * Resolve: meta_sentinel_resolve() asks the sentinels one after the other,
  * starting with the one that answered last, "SENTINEL
  * get-master-addr-by-name NAME", each within one connect and two round
  * trips of timeout_ms (a sentinel that answers NOAUTH gets AUTH with the
@@ -19,7 +19,7 @@
  * a time, subscribed to +switch-master.  On each (re)connect it asks that
  * sentinel for the master first, so a switch it missed while away is
  * caught up.  A message "NAME old-ip old-port new-ip new-port" that names
- * our master sets the pool's target (pool_target_set(): the generation
+ * our master sets the pool's target (meta_pool_target_set(): the generation
  * moves, every pool connection and the invalidation subscriber reconnect
  * to the new master) before any call had to fail on the old one.  The
  * thread polls its socket and a wake pipe (as the invalidation subscriber
@@ -68,7 +68,7 @@ static int master_addr(const char *host, size_t hlen, const char *port, size_t p
 	/* an IPv6 address is bare in a sentinel's answers */
 	snprintf(buf, sizeof(buf), "%s%.*s%s:%.*s", memchr(host, ':', hlen) ? "[" : "", (int)hlen,
 		 host, memchr(host, ':', hlen) ? "]" : "", (int)plen, port);
-	return addr_parse(buf, strlen(buf), 0, ret) < 0 || !ret->port ? -EBADMSG : 0;
+	return meta_addr_parse(buf, strlen(buf), 0, ret) < 0 || !ret->port ? -EBADMSG : 0;
 }
 
 /* One command to a sentinel; a NOAUTH gets AUTH with the URL's password
@@ -80,7 +80,7 @@ static int sentinel_cmd(struct meta *m, redisContext *ctx, int argc, const char 
 	redisReply *rep;
 	int r;
 
-	r = pool_ctx_cmd(ctx, argc, argv, &rep, why, wlen);
+	r = meta_pool_ctx_cmd(ctx, argc, argv, &rep, why, wlen);
 	if (r < 0 || rep->type != REDIS_REPLY_ERROR || strncmp(rep->str, "NOAUTH", 6) ||
 	    !m->password) {
 		if (r == 0)
@@ -88,7 +88,7 @@ static int sentinel_cmd(struct meta *m, redisContext *ctx, int argc, const char 
 		return r;
 	}
 	freeReplyObject(rep);
-	r = pool_ctx_cmd(ctx, 2, auth, &rep, why, wlen);
+	r = meta_pool_ctx_cmd(ctx, 2, auth, &rep, why, wlen);
 	if (r < 0)
 		return r;
 	if (rep->type == REDIS_REPLY_ERROR) {
@@ -97,7 +97,7 @@ static int sentinel_cmd(struct meta *m, redisContext *ctx, int argc, const char 
 		return -EACCES;
 	}
 	freeReplyObject(rep);
-	return pool_ctx_cmd(ctx, argc, argv, ret, why, wlen);
+	return meta_pool_ctx_cmd(ctx, argc, argv, ret, why, wlen);
 }
 
 /* Ask the sentinel on @ctx (@s, for messages) where the master is. */
@@ -118,7 +118,8 @@ static int sentinel_ask(struct meta *m, redisContext *ctx, const struct addr *s,
 	else if (rep->type == REDIS_REPLY_ERROR)
 		snprintf(why, wlen, "sentinel %s:%d: %.200s", s->host, s->port, rep->str);
 	else if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
-		 !rep_text(rep->element[0], HOST_MAX - 1) || !rep_text(rep->element[1], 5) ||
+		 !meta_rep_text(rep->element[0], HOST_MAX - 1) ||
+		 !meta_rep_text(rep->element[1], 5) ||
 		 master_addr(rep->element[0]->str, rep->element[0]->len, rep->element[1]->str,
 			     rep->element[1]->len, ret) < 0)
 		snprintf(why, wlen, "sentinel %s:%d: malformed master address", s->host, s->port);
@@ -128,7 +129,7 @@ static int sentinel_ask(struct meta *m, redisContext *ctx, const struct addr *s,
 	return r;
 }
 
-int sentinel_resolve(struct meta *m, struct addr *ret, char *why, size_t wlen)
+int meta_sentinel_resolve(struct meta *m, struct addr *ret, char *why, size_t wlen)
 {
 	redisContext *ctx;
 	unsigned first, i, k;
@@ -139,7 +140,7 @@ int sentinel_resolve(struct meta *m, struct addr *ret, char *why, size_t wlen)
 	pthread_mutex_unlock(&m->lock);
 	for (k = 0; k < m->nseeds; k++) {
 		i = (first + k) % m->nseeds;
-		r = pool_ctx_open(m, &m->seeds[i], m->timeout_ms, false, &ctx, why, wlen);
+		r = meta_pool_ctx_open(m, &m->seeds[i], m->timeout_ms, false, &ctx, why, wlen);
 		if (r == 0) {
 			r = sentinel_ask(m, ctx, &m->seeds[i], ret, why, wlen);
 			redisFree(ctx);
@@ -166,7 +167,7 @@ static void watch_message(struct watch *w, const redisReply *rep)
 	struct addr a;
 	int i;
 
-	if (rep->elements != 3 || !(s = rep_text(rep->element[2], 2 * HOST_MAX + 100)))
+	if (rep->elements != 3 || !(s = meta_rep_text(rep->element[2], 2 * HOST_MAX + 100)))
 		return;
 	for (i = 0; i < 5; i++) {
 		n = strcspn(s, " ");
@@ -182,7 +183,7 @@ static void watch_message(struct watch *w, const redisReply *rep)
 		log_debug("meta: malformed +switch-master for '%s'", m->master);
 		return;
 	}
-	pool_target_set(m, &a, "+switch-master");
+	meta_pool_target_set(m, &a, "+switch-master");
 }
 
 /* Is @rep the array {@kind, ...}? */
@@ -192,7 +193,7 @@ static bool push_is(const redisReply *rep, const char *kind)
 
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1)
 		return false;
-	s = rep_text(rep->element[0], 16);
+	s = meta_rep_text(rep->element[0], 16);
 	return s && !strcmp(s, kind);
 }
 
@@ -210,13 +211,14 @@ static int watch_one(struct watch *w, unsigned i, char *why, size_t wlen)
 	struct addr a;
 	int r;
 
-	r = pool_ctx_open(m, s, m->timeout_ms < WATCH_CONNECT_MS ? m->timeout_ms : WATCH_CONNECT_MS,
-			  false, &ctx, why, wlen);
+	r = meta_pool_ctx_open(m, s,
+			       m->timeout_ms < WATCH_CONNECT_MS ? m->timeout_ms : WATCH_CONNECT_MS,
+			       false, &ctx, why, wlen);
 	if (r < 0)
 		return r;
 	r = sentinel_ask(m, ctx, s, &a, why, wlen);
 	if (r == 0)
-		pool_target_set(m, &a, "sentinel");
+		meta_pool_target_set(m, &a, "sentinel");
 	if (r == 0)
 		r = sentinel_cmd(m, ctx, 2, sub, &rep, why, wlen);
 	if (r < 0)
@@ -230,9 +232,10 @@ static int watch_one(struct watch *w, unsigned i, char *why, size_t wlen)
 		goto clean_ctx;
 	log_debug("meta: following +switch-master of '%s' on sentinel %s:%d", m->master, s->host,
 		  s->port);
-	ping_at = mono_ns() + (int64_t)WATCH_PING_MS * 1000000;
+	ping_at = util_mono_ns() + (int64_t)WATCH_PING_MS * 1000000;
 	for (;;) {
-		r = pool_ctx_next(ctx, w->wake[0], pong_by ? pong_by : ping_at, &rep, why, wlen);
+		r = meta_pool_ctx_next(ctx, w->wake[0], pong_by ? pong_by : ping_at, &rep, why,
+				       wlen);
 		if (r == -ETIMEDOUT && pong_by) {
 			snprintf(why, wlen, "no answer to PING within %u ms", m->timeout_ms);
 			break;
@@ -240,10 +243,10 @@ static int watch_one(struct watch *w, unsigned i, char *why, size_t wlen)
 		if (r == -ETIMEDOUT) {
 			r = redisAppendCommand(ctx, "PING") == REDIS_OK ? 0 : -ENOMEM;
 			if (r == 0)
-				r = pool_ctx_flush(ctx, why, wlen);
+				r = meta_pool_ctx_flush(ctx, why, wlen);
 			if (r < 0)
 				break;
-			pong_by = mono_ns() + (int64_t)m->timeout_ms * 1000000;
+			pong_by = util_mono_ns() + (int64_t)m->timeout_ms * 1000000;
 			continue;
 		}
 		if (r < 0)
@@ -254,7 +257,7 @@ static int watch_one(struct watch *w, unsigned i, char *why, size_t wlen)
 			pong_by = 0;
 		freeReplyObject(rep);
 		if (!pong_by)
-			ping_at = mono_ns() + (int64_t)WATCH_PING_MS * 1000000;
+			ping_at = util_mono_ns() + (int64_t)WATCH_PING_MS * 1000000;
 	}
 clean_ctx:
 	redisFree(ctx);
@@ -293,7 +296,7 @@ static void *watch_main(void *arg)
 	return NULL;
 }
 
-int sentinel_watch_start(struct meta *m)
+int meta_sentinel_watch_start(struct meta *m)
 {
 	sigset_t all, old;
 	struct watch *w;
@@ -328,7 +331,7 @@ out:
 	return r;
 }
 
-void sentinel_watch_stop(struct meta *m)
+void meta_sentinel_watch_stop(struct meta *m)
 {
 	struct watch *w;
 

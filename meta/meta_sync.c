@@ -35,12 +35,13 @@ static int add_holder(struct meta *m, uint64_t id, const struct meta_obj *obj, b
 	int r;
 
 	if (obj) {
-		csum_to_hex(obj->csum, hex);
+		util_csum_to_hex(obj->csum, hex);
 		snprintf(size, sizeof(size), "%" PRIu64, obj->size);
 	}
 	r = id && meta_bsum_text_ok(bsum) && (!bsum || obj)
-		? script(m, MS_ADD_HOLDER, &rep, "ussssssus", id, m->node, prune ? "1" : "0", size,
-			 hex, bsum ? bsum : "", ret_path ? "1" : "0", parent, name ? name : "")
+		? meta_script(m, MS_ADD_HOLDER, &rep, "ussssssus", id, m->node, prune ? "1" : "0",
+			      size, hex, bsum ? bsum : "", ret_path ? "1" : "0", parent,
+			      name ? name : "")
 		: -EINVAL;
 	if (r < 0)
 		return r;
@@ -48,7 +49,7 @@ static int add_holder(struct meta *m, uint64_t id, const struct meta_obj *obj, b
 		n = rep;
 	} else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
 		n = rep->element[0];
-		path = rep_text(rep->element[1], OBJFS_PATH_MAX - 1);
+		path = meta_rep_text(rep->element[1], OBJFS_PATH_MAX - 1);
 		if (!path || (path[0] && path[0] != '/'))
 			n = NULL;
 	}
@@ -124,8 +125,8 @@ static int sync_parse(const redisReply *rep, size_t n, struct meta_sync *ret)
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 * n)
 		return -EBADMSG;
 	for (i = 0; i < n; i++) {
-		st = rep_text(rep->element[2 * i], 1);
-		path = rep_text(rep->element[2 * i + 1], OBJFS_PATH_MAX - 1);
+		st = meta_rep_text(rep->element[2 * i], 1);
+		path = meta_rep_text(rep->element[2 * i + 1], OBJFS_PATH_MAX - 1);
 		if (!st || !path || (path[0] && path[0] != '/'))
 			return -EBADMSG;
 		switch (st[0]) {
@@ -175,10 +176,10 @@ int meta_sync_holders(struct meta *m, const struct meta_obj *objs, size_t n, str
 			free(buf);
 			return -EINVAL;
 		}
-		csum_to_hex(objs[i].csum, hex);
+		util_csum_to_hex(objs[i].csum, hex);
 		p += sprintf(p, "%" PRIu64 " %" PRIu64 " %s;", objs[i].id, objs[i].size, hex);
 	}
-	r = script(m, MS_SYNC_HOLDERS, &rep, "ss", m->node, buf);
+	r = meta_script(m, MS_SYNC_HOLDERS, &rep, "ss", m->node, buf);
 	free(buf);
 	if (r < 0)
 		return r;
@@ -210,14 +211,14 @@ static int rereg_parse(const redisReply *rep, size_t n, struct meta_rereg *ret)
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 * n)
 		return -EBADMSG;
 	for (i = 0; i < n; i++) {
-		code = rep_text(rep->element[2 * i], 200);
-		path = rep_text(rep->element[2 * i + 1], OBJFS_PATH_MAX - 1);
+		code = meta_rep_text(rep->element[2 * i], 200);
+		path = meta_rep_text(rep->element[2 * i + 1], OBJFS_PATH_MAX - 1);
 		if (!code || !path || (path[0] && path[0] != '/'))
 			return -EBADMSG;
 		if (!strcmp(code, "0") || !strcmp(code, "1")) {
 			ret[i].r = code[0] - '0';
 		} else {
-			ret[i].r = pool_errno_of(code);
+			ret[i].r = meta_pool_errno_of(code);
 			if (ret[i].r == -EBADMSG)
 				meta_log_corrupt("registering one of a batch again: %s", code);
 			continue;
@@ -282,7 +283,7 @@ int meta_reregister_batch(struct meta *m, const struct meta_obj *objs, const cha
 	}
 	if (r < 0)
 		goto out;
-	r = script(m, MS_REREGISTER_BATCH, &rep, "sss", m->node, buf, ids);
+	r = meta_script(m, MS_REREGISTER_BATCH, &rep, "sss", m->node, buf, ids);
 	if (r < 0)
 		goto out;
 	r = rereg_parse(rep, n, ret);

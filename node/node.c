@@ -67,7 +67,8 @@ struct node *node_new(const struct node_config *cfg, int *ret_err)
 	pthread_mutex_init(&nd->evict_lock, NULL);
 	pthread_cond_init(&nd->queue_cond, NULL);
 	if (nd->transport) {
-		r = fetch_start_workers(nd, cfg->workers ? cfg->workers : FETCH_WORKERS_DEFAULT);
+		r = node_fetch_start_workers(nd,
+					     cfg->workers ? cfg->workers : FETCH_WORKERS_DEFAULT);
 		if (r < 0) {
 			node_free(nd);
 			*ret_err = r;
@@ -81,8 +82,8 @@ void node_stop(struct node *nd)
 {
 	if (!nd)
 		return;
-	fetch_stop_workers(nd);
-	fetch_drop_all(nd);
+	node_fetch_stop_workers(nd);
+	node_fetch_drop_all(nd);
 }
 
 void node_free(struct node *nd)
@@ -90,7 +91,7 @@ void node_free(struct node *nd)
 	if (!nd)
 		return;
 	node_stop(nd);
-	fetch_peer_free_all(nd);
+	node_fetch_peer_free_all(nd);
 	node_unpublished_free_all(nd);
 	pthread_mutex_destroy(&nd->lock);
 	pthread_mutex_destroy(&nd->pub_lock);

@@ -417,7 +417,7 @@ bool node_source_sending(struct node_source *src, uint64_t id);
 bool node_source_leased(struct node_source *src, uint64_t id);
 
 /* Wait until no GET of @id is being answered, or until @deadline_ns
- * (mono_ns()): 0 or -ETIMEDOUT.  NULL is fine. */
+ * (util_mono_ns()): 0 or -ETIMEDOUT.  NULL is fine. */
 int node_source_wait(struct node_source *src, uint64_t id, int64_t deadline_ns);
 
 #endif

@@ -698,7 +698,7 @@ static uint64_t evict_round(struct node *nd, uint64_t need)
 	struct round rd = {.want = pages(need)};
 	struct store_stats ss;
 	uint64_t spare = 0, gen;
-	int64_t deadline, now = mono_ns();
+	int64_t deadline, now = util_mono_ns();
 	size_t i;
 	bool up = true;
 
@@ -760,7 +760,7 @@ static uint64_t evict_round(struct node *nd, uint64_t need)
 		/* a long walk for nothing is not walked again at once */
 		if (up && rd.walked >= 1024) {
 			pthread_mutex_lock(&nd->lock);
-			nd->evict_memo_ns = mono_ns() + EVICT_MEMO_NS;
+			nd->evict_memo_ns = util_mono_ns() + EVICT_MEMO_NS;
 			nd->evict_memo_gen = gen;
 			nd->evict_memo_need = need;
 			nd->evict_memo_room = free_pages(nd);
@@ -770,7 +770,7 @@ static uint64_t evict_round(struct node *nd, uint64_t need)
 		return rd.freed;
 	}
 	settle(nd, &rd);
-	deadline = mono_ns() + (int64_t)NODE_EVICT_WAIT_MS * 1000000;
+	deadline = util_mono_ns() + (int64_t)NODE_EVICT_WAIT_MS * 1000000;
 	for (i = 0; i < rd.rel.n; i++) {
 		struct cand *c = &rd.all.v[rd.rel.v[i]];
 
@@ -800,7 +800,7 @@ static uint64_t evict_round(struct node *nd, uint64_t need)
 static bool sole_recheck(struct node *nd)
 {
 	struct store_stats ss;
-	int64_t now = mono_ns();
+	int64_t now = util_mono_ns();
 
 	if (now - nd->sole_checked_ns < SOLE_RECHECK_NS)
 		return false;

@@ -84,7 +84,7 @@ struct node_fan {
 
 static int64_t now_ms(void)
 {
-	return mono_ns() / 1000000;
+	return util_mono_ns() / 1000000;
 }
 
 static uint64_t fan_rnd(void *ctx)
@@ -122,7 +122,7 @@ static void src_add(struct node *nd, struct node_fan *fan, const struct meta_hol
 		}
 		return;
 	}
-	if (fan->nsrc >= FANPICK_SRC_MAX || !fetch_holder_usable(nd, h))
+	if (fan->nsrc >= FANPICK_SRC_MAX || !node_fetch_holder_usable(nd, h))
 		return;
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -138,7 +138,7 @@ static void src_add(struct node *nd, struct node_fan *fan, const struct meta_hol
 	fan->view[k].no_park = !transport_parks(nd->transport, h->node, h->caps, h->rdma);
 }
 
-void fan_free(struct node_fan *fan)
+void node_fan_free(struct node_fan *fan)
 {
 	if (!fan)
 		return;
@@ -148,7 +148,7 @@ void fan_free(struct node_fan *fan)
 	free(fan);
 }
 
-int fan_new(struct node_fetch *f)
+int node_fan_new(struct node_fetch *f)
 {
 	struct node *nd = f->nd;
 	struct node_fan *fan;
@@ -171,11 +171,11 @@ int fan_new(struct node_fetch *f)
 	    .full_bias = 1,
 	    .park = true,
 	};
-	fan->ttl_ms = fetch_fan_ttl_ms(nd);
+	fan->ttl_ms = node_fetch_fan_ttl_ms(nd);
 	fan->t0 = now_ms();
 	fan->renew_ms = FAN_RENEW_FIRST_MS;
 	fan->renew_at = fan->t0 + fan->renew_ms;
-	fan->rnd = (uint64_t)mono_ns() ^ (f->id * 0x9e3779b97f4a7c15ull) ^ (uintptr_t)fan;
+	fan->rnd = (uint64_t)util_mono_ns() ^ (f->id * 0x9e3779b97f4a7c15ull) ^ (uintptr_t)fan;
 	if (!fan->rnd)
 		fan->rnd = 1;
 	for (i = 0; i < f->nholders; i++)
@@ -189,7 +189,7 @@ int fan_new(struct node_fetch *f)
 	return 0;
 }
 
-void fan_want_locked(struct node_fetch *f, uint64_t off, uint64_t end)
+void node_fan_want_locked(struct node_fetch *f, uint64_t off, uint64_t end)
 {
 	unsigned shift = f->sums->shift, b;
 	bool any = false;
@@ -205,7 +205,7 @@ void fan_want_locked(struct node_fetch *f, uint64_t off, uint64_t end)
 		pthread_cond_broadcast(&f->nd->queue_cond);
 }
 
-int fan_take_locked(struct node_fetch *f, struct fan_task *ret)
+int node_fan_take_locked(struct node_fetch *f, struct fan_task *ret)
 {
 	struct node_fan *fan = f->fan;
 	struct fanpick_choice c;
@@ -309,7 +309,7 @@ int fan_take_locked(struct node_fetch *f, struct fan_task *ret)
 	return 0;
 }
 
-bool fan_done_locked(const struct node_fetch *f)
+bool node_fan_done_locked(const struct node_fetch *f)
 {
 	return !f->fan || fanpick_left(f->fan->fp) == 0;
 }
@@ -353,8 +353,8 @@ static bool same_src(const struct node_fan *fan, const struct fan_task *t)
 	return t->src < fan->nsrc && !strcmp(fan->src[t->src]->h.node, t->h.node);
 }
 
-bool fan_block_end(struct node_fetch *f, const struct fan_task *t, int r,
-		   const struct transport_have *th, bool got_have)
+bool node_fan_block_end(struct node_fetch *f, const struct fan_task *t, int r,
+			const struct transport_have *th, bool got_have)
 {
 	struct node *nd = f->nd;
 	struct node_fan *fan = f->fan;
@@ -412,21 +412,21 @@ bool fan_block_end(struct node_fetch *f, const struct fan_task *t, int r,
 	(void)front;
 	if (r == -EBADE) {
 		NODE_COUNT(nd, csum_failures, 1);
-		fetch_peer_blame(nd, t->h.node);
+		node_fetch_peer_blame(nd, t->h.node);
 	}
 	if (r < 0 && r != -EAGAIN) {
 		NODE_COUNT(nd, failovers, 1);
 		log_warn("object %" PRIu64 ": %s '%s' (%s) %s at offset %" PRIu64
 			 " (block %u); fetching it elsewhere",
 			 f->id, t->full ? "holder" : "fetcher", t->h.node,
-			 t->h.addr[0] ? t->h.addr : t->h.rdma, fetch_holder_errname(r),
+			 t->h.addr[0] ? t->h.addr : t->h.rdma, node_fetch_holder_errname(r),
 			 (uint64_t)t->block << f->sums->shift, t->block);
 	}
 	return last;
 }
 
-void fan_query_end(struct node_fetch *f, const struct fan_task *t, int r,
-		   const struct transport_have *th)
+void node_fan_query_end(struct node_fetch *f, const struct fan_task *t, int r,
+			const struct transport_have *th)
 {
 	struct node *nd = f->nd;
 	struct node_fan *fan = f->fan;
@@ -448,7 +448,7 @@ void fan_query_end(struct node_fetch *f, const struct fan_task *t, int r,
 	pthread_mutex_unlock(&nd->lock);
 }
 
-int fan_locate(struct node_fetch *f)
+int node_fan_locate(struct node_fetch *f)
 {
 	struct node *nd = f->nd;
 	struct node_fan *fan = f->fan;

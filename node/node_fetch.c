@@ -14,7 +14,7 @@
  * and node_fetch_ref()), each worker running one of its ranges one, and the
  * opening thread while it runs a small fetch.  The queue holds none.  A
  * fetch leaves the table when it fails, or once its copy is registered
- * (fetch_after_seal()): until then eviction leaves the copy alone, and
+ * (node_fetch_after_seal()): until then eviction leaves the copy alone, and
  * afterwards the next open sees the sealed object, or starts afresh
  * after a failure.
  */
@@ -119,10 +119,10 @@ static bool others_fetching(struct node_fetch *f)
 static int reserve_wait(struct node_fetch *f)
 {
 	struct node *nd = f->nd;
-	int64_t end = mono_ns() + (int64_t)RESERVE_WAIT_TIMEOUTS * nd->io_timeout_ms * 1000000;
+	int64_t end = util_mono_ns() + (int64_t)RESERVE_WAIT_TIMEOUTS * nd->io_timeout_ms * 1000000;
 	int r = -ENOSPC;
 
-	while (r == -ENOSPC && others_fetching(f) && mono_ns() < end) {
+	while (r == -ENOSPC && others_fetching(f) && util_mono_ns() < end) {
 		struct timespec ts = {0, RESERVE_POLL_MS * 1000000L};
 
 		nanosleep(&ts, NULL);
@@ -194,13 +194,13 @@ static int setup(struct node_fetch *f, const struct meta_obj *rec)
 			  f->id);
 		return -EIO;
 	}
-	r = fetch_holder_locate(f, rec);
+	r = node_fetch_holder_locate(f, rec);
 	if (r == 0)
 		r = split(f);
 	if (r == 0)
 		r = reserve(f);
 	if (r == 0 && f->sums && f->nd->source)
-		r = fan_new(f);
+		r = node_fan_new(f);
 	if (r == 0 && f->sums) {
 		store_skip_sums(f->obj); /* each block is checked as it lands */
 		/* other nodes fetching it may have its checked blocks */
@@ -222,23 +222,23 @@ static void go(struct node_fetch *f)
 	if (nd->stopping) {
 		/* no worker will take it: fail it rather than queue it */
 		pthread_mutex_unlock(&nd->lock);
-		fetch_fail(f, "the node is shutting down");
+		node_fetch_fail(f, "the node is shutting down");
 		return;
 	}
 	if (sync && f->nchunks) {
 		f->chunks[0].state = CHUNK_RUNNING;
 		f->refs++;
 	} else if (f->nchunks) {
-		fetch_enqueue_locked(f);
+		node_fetch_enqueue_locked(f);
 	}
 	pthread_mutex_unlock(&nd->lock);
 	if (!f->nchunks) {
-		if (fetch_finish(f))
-			fetch_after_seal(f);
+		if (node_fetch_finish(f))
+			node_fetch_after_seal(f);
 	} else if (sync) {
 		/* the rest of the work (Redis, the catalog path) is done by
 		 * node_fetch_opened() once the open has been answered */
-		if (fetch_run_chunk(f, 0) && fetch_finish(f)) {
+		if (node_fetch_run_chunk(f, 0) && node_fetch_finish(f)) {
 			pthread_mutex_lock(&nd->lock);
 			f->post_seal = true;
 			pthread_mutex_unlock(&nd->lock);
@@ -277,7 +277,7 @@ static int find_or_add(struct node *nd, uint64_t id, uint64_t parent, const char
 	}
 	f->id = id;
 	f->nd = nd;
-	f->started_ns = mono_ns();
+	f->started_ns = util_mono_ns();
 	if (name) {
 		f->parent = parent;
 		snprintf(f->name, sizeof(f->name), "%s", name);
@@ -288,7 +288,7 @@ static int find_or_add(struct node *nd, uint64_t id, uint64_t parent, const char
 	HASH_ADD(hh, nd->fetches, id, sizeof(f->id), f);
 	if (!fetch_running_locked(nd, id)) { /* the table could not grow */
 		pthread_mutex_unlock(&nd->lock);
-		fetch_free(f);
+		node_fetch_free(f);
 		return -ENOMEM;
 	}
 	f->in_table = true;
@@ -318,7 +318,7 @@ int node_fetch_open(struct node *nd, uint64_t id, const struct meta_obj *rec, ui
 		pthread_mutex_unlock(&nd->lock);
 		if (r < 0) {
 			NODE_COUNT(nd, failed, 1);
-			fetch_untable(f);
+			node_fetch_untable(f);
 		} else {
 			go(f);
 		}
@@ -352,7 +352,7 @@ void node_fetch_opened(struct node_fetch *f)
 	f->post_seal = false;
 	pthread_mutex_unlock(&f->nd->lock);
 	if (post)
-		fetch_after_seal(f);
+		node_fetch_after_seal(f);
 	node_fetch_put(f);
 }
 
@@ -388,7 +388,7 @@ int node_fetch_wait(struct node_fetch *f, uint64_t off, uint64_t len)
 	last = end == f->rec.size;
 	pthread_mutex_lock(&nd->lock);
 	if (f->fan && f->state == FETCH_RUNNING && !covered_locked(f, off, end))
-		fan_want_locked(f, off, end);
+		node_fan_want_locked(f, off, end);
 	while (f->state == FETCH_RUNNING && (last || !covered_locked(f, off, end))) {
 		f->waiters++;
 		pthread_cond_wait(&f->cond, &nd->lock);

@@ -39,7 +39,7 @@
 struct peer_addr {
 	char node[OBJFS_NODE_MAX];
 	struct meta_holder h;
-	int64_t at; /* mono_ns() when learnt */
+	int64_t at; /* util_mono_ns() when learnt */
 	UT_hash_handle hh;
 };
 
@@ -68,7 +68,7 @@ static void peer_put(struct node *nd, const struct meta_holder *hs, size_t n)
 			}
 		}
 		p->h = hs[i];
-		p->at = mono_ns();
+		p->at = util_mono_ns();
 	}
 	pthread_mutex_unlock(&nd->lock);
 }
@@ -80,7 +80,7 @@ static bool peer_get(struct node *nd, const char *node, struct meta_holder *ret)
 
 	pthread_mutex_lock(&nd->lock);
 	HASH_FIND_STR(nd->peers, node, p);
-	if (p && mono_ns() - p->at < PEER_CACHE_NS) {
+	if (p && util_mono_ns() - p->at < PEER_CACHE_NS) {
 		*ret = p->h;
 		found = true;
 	}
@@ -88,7 +88,7 @@ static bool peer_get(struct node *nd, const char *node, struct meta_holder *ret)
 	return found;
 }
 
-void fetch_peer_del(struct node *nd, const char *node)
+void node_fetch_peer_del(struct node *nd, const char *node)
 {
 	struct peer_addr *p;
 
@@ -101,7 +101,7 @@ void fetch_peer_del(struct node *nd, const char *node)
 	pthread_mutex_unlock(&nd->lock);
 }
 
-void fetch_peer_free_all(struct node *nd)
+void node_fetch_peer_free_all(struct node *nd)
 {
 	struct peer_addr *p, *tmp;
 	struct peer_blame *b, *btmp;
@@ -118,7 +118,7 @@ void fetch_peer_free_all(struct node *nd)
 
 /* ---- peers that sent bad blocks ---- */
 
-void fetch_peer_blame(struct node *nd, const char *node)
+void node_fetch_peer_blame(struct node *nd, const char *node)
 {
 	struct peer_blame *b;
 
@@ -130,7 +130,7 @@ void fetch_peer_blame(struct node *nd, const char *node)
 	}
 	if (b) {
 		b->csum_failures++;
-		b->avoid_until = mono_ns() + PEER_AVOID_NS;
+		b->avoid_until = util_mono_ns() + PEER_AVOID_NS;
 	}
 	pthread_mutex_unlock(&nd->lock);
 }
@@ -198,14 +198,14 @@ static void take_sums(struct node_fetch *f, char *text)
 
 /* ---- choosing ---- */
 
-unsigned fetch_fan_ttl_ms(const struct node *nd)
+unsigned node_fetch_fan_ttl_ms(const struct node *nd)
 {
 	unsigned ttl = 4 * nd->io_timeout_ms;
 
 	return ttl > 30000 ? ttl : 30000;
 }
 
-const char *fetch_holder_errname(int err)
+const char *node_fetch_holder_errname(int err)
 {
 	switch (-err) {
 	case ENOENT:
@@ -227,7 +227,7 @@ const char *fetch_holder_errname(int err)
 	}
 }
 
-bool fetch_holder_usable(struct node *nd, const struct meta_holder *h)
+bool node_fetch_holder_usable(struct node *nd, const struct meta_holder *h)
 {
 	return nd->transport && (h->addr[0] || h->rdma[0]) &&
 	       transport_reaches(nd->transport, h->caps, h->addr, h->rdma);
@@ -240,7 +240,7 @@ static bool holder_same(const struct meta_holder *a, const struct meta_holder *b
 	return !strcmp(a->node, b->node) && !strcmp(a->addr, b->addr) && !strcmp(a->rdma, b->rdma);
 }
 
-int fetch_holder_pick_locked(struct node_fetch *f)
+int node_fetch_holder_pick_locked(struct node_fetch *f)
 {
 	size_t i, k;
 
@@ -254,14 +254,14 @@ int fetch_holder_pick_locked(struct node_fetch *f)
 	return -1;
 }
 
-void fetch_holder_mark_locked(struct node_fetch *f, int k, const struct meta_holder *h,
-			      enum holder_mark m)
+void node_fetch_holder_mark_locked(struct node_fetch *f, int k, const struct meta_holder *h,
+				   enum holder_mark m)
 {
 	if (k >= 0 && (size_t)k < f->nholders && holder_same(&f->holders[k], h) && f->mark[k] < m)
 		f->mark[k] = m;
 }
 
-int fetch_holder_stalled_locked(const struct node_fetch *f)
+int node_fetch_holder_stalled_locked(const struct node_fetch *f)
 {
 	size_t i;
 
@@ -279,11 +279,11 @@ static void count_stale(struct node *nd, uint64_t id, unsigned stale)
 	log_info("object %" PRIu64 ": dropped %u holder entries of nodes that are gone", id, stale);
 }
 
-int fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec)
+int node_fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec)
 {
 	struct node *nd = f->nd;
 	struct meta_holder origin;
-	int64_t now = mono_ns();
+	int64_t now = util_mono_ns();
 	size_t i, good = 0, avoided;
 	int r;
 
@@ -291,7 +291,7 @@ int fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec)
 	 * and knowing every holder lets ranges come from several */
 	if (rec && rec->id == f->id && rec->size <= nd->sync_max && rec->origin[0] &&
 	    strcmp(rec->origin, nd->node) && peer_get(nd, rec->origin, &origin) &&
-	    fetch_holder_usable(nd, &origin) && (f->holders = malloc(sizeof(*f->holders)))) {
+	    node_fetch_holder_usable(nd, &origin) && (f->holders = malloc(sizeof(*f->holders)))) {
 		/* the node that wrote it, at the address we know: no Redis */
 		f->rec = *rec;
 		f->holders[0] = origin;
@@ -305,7 +305,7 @@ int fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec)
 		bool multi = !rec || bsum_blocks(rec->size) >= 2;
 
 		r = meta_locate_fan(nd->meta, f->id, multi ? META_LOCATE_SUMS : 0,
-				    multi && nd->source ? fetch_fan_ttl_ms(nd) : 0,
+				    multi && nd->source ? node_fetch_fan_ttl_ms(nd) : 0,
 				    multi ? FAN_SAMPLE : 0, &l);
 		if (r < 0)
 			return r;
@@ -317,7 +317,7 @@ int fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec)
 		take_sums(f, l.bsum);
 		l.bsum = NULL;
 		peer_put(nd, f->holders, f->nholders);
-		/* the fetchers found, for the fan-out (fan_new()) */
+		/* the fetchers found, for the fan-out (node_fan_new()) */
 		f->first = l.partials;
 		f->nfirst = l.np;
 		l.partials = NULL;
@@ -328,7 +328,8 @@ int fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec)
 		return -ENOMEM;
 	pthread_mutex_lock(&nd->lock);
 	for (i = 0, avoided = 0; i < f->nholders; i++) {
-		f->mark[i] = fetch_holder_usable(nd, &f->holders[i]) ? HOLDER_GOOD : HOLDER_BAD;
+		f->mark[i] =
+		    node_fetch_holder_usable(nd, &f->holders[i]) ? HOLDER_GOOD : HOLDER_BAD;
 		if (f->mark[i] == HOLDER_GOOD && avoided_locked(nd, f->holders[i].node, now))
 			avoided++;
 		good += f->mark[i] == HOLDER_GOOD;
@@ -345,11 +346,11 @@ int fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec)
 		log_error("object %" PRIu64 " has no live holder to fetch it from", f->id);
 		return -EIO;
 	}
-	f->rr = (unsigned)(mono_ns() / 1000) % (unsigned)f->nholders;
+	f->rr = (unsigned)(util_mono_ns() / 1000) % (unsigned)f->nholders;
 	return 0;
 }
 
-int fetch_holder_relocate(struct node_fetch *f, bool unstall)
+int node_fetch_holder_relocate(struct node_fetch *f, bool unstall)
 {
 	struct node *nd = f->nd;
 	struct meta_holder *hs = NULL, *old;
@@ -378,7 +379,7 @@ int fetch_holder_relocate(struct node_fetch *f, bool unstall)
 				mark[i] = f->mark[j];
 		if (unstall && mark[i] == HOLDER_STALLED)
 			mark[i] = HOLDER_GOOD;
-		if (!fetch_holder_usable(nd, &hs[i]))
+		if (!node_fetch_holder_usable(nd, &hs[i]))
 			mark[i] = HOLDER_BAD;
 		if (mark[i] == HOLDER_GOOD)
 			good++;

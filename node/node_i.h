@@ -1,6 +1,10 @@
 /*
  * node_i.h: what the files of the node room share.
  *
+ * node may call meta, store, transport and common, never fs (fs gives it
+ * hooks for what it needs of the mount).  It is the only room that joins
+ * the store, Redis and the peers.
+ *
  *   node.c           the node: making and stopping it, its counters; an
  *                    object's life here: open (local copy or fetch),
  *                    create, discard, unlink, gone, rename
@@ -109,25 +113,25 @@ struct node_fetch {
 	 * fixed once RUNNING, owned */
 	struct bsums *sums;
 	/* the sums of the sealed copy, when the record had none:
-	 * fetch_after_seal() records them; owned */
+	 * node_fetch_after_seal() records them; owned */
 	struct bsums *copy_sums;
 	/* with sums: served to other nodes in part (the blocks checked),
-	 * from the setup until the fetch ends (fetch_end_serving()); NULL
+	 * from the setup until the fetch ends (node_fetch_end_serving()); NULL
 	 * if not; owned */
 	struct node_partial *part;
 	/* with sums and a node to serve from: blocks from full and partial
 	 * sources alike (node_fan.c); NULL for a plain fetch; nd->lock */
 	struct node_fan *fan;
 	/* a fan-out fetch that ran out of sources goes on as a plain one:
-	 * its state, kept until fetch_free() */
+	 * its state, kept until node_fetch_free() */
 	struct node_fan *fan_off;
-	/* the other fetchers the first locate found, until fan_new() */
+	/* the other fetchers the first locate found, until node_fan_new() */
 	struct meta_holder *first;
 	size_t nfirst;
 	struct store_obj *obj; /* reserved, pending until sealed; owned */
 	/* obj's memory registered with the backends that need it (RDMA) for
 	 * the life of the fetch, or NULL (TCP, or it could not be): set up
-	 * with obj, before the fetch runs; freed by fetch_free(), once no
+	 * with obj, before the fetch runs; freed by node_fetch_free(), once no
 	 * worker uses it, before obj's reference goes */
 	struct transport_region *region;
 	unsigned refs;		/* table, handles, running workers, a small fetch's
@@ -154,7 +158,7 @@ struct node_fetch {
 	bool in_table;		     /* in nd->fetches; nd->lock */
 	int64_t started_ns;
 	/* the name the first open came by (name[0] == 0: none), from which
-	 * fetch_after_seal() resolves the copy's catalog path; fixed */
+	 * node_fetch_after_seal() resolves the copy's catalog path; fixed */
 	uint64_t parent;
 	char name[OBJFS_NAME_MAX + 1];
 	struct node_fetch *qnext; /* nd->lock */
@@ -172,7 +176,7 @@ struct peer_addr;
 struct peer_blame {
 	char node[OBJFS_NODE_MAX];
 	uint64_t csum_failures;
-	int64_t avoid_until; /* mono_ns() */
+	int64_t avoid_until; /* util_mono_ns() */
 	UT_hash_handle hh;
 };
 
@@ -228,7 +232,7 @@ struct node {
 	 * found no room answers at once until it moves, or evict_memo_ns */
 	atomic_uint_fast64_t use_gen;
 	int64_t evict_memo_ns; /* lock */
-	/* evict_lock: mono_ns() when the copies known as the only ones
+	/* evict_lock: util_mono_ns() when the copies known as the only ones
 	 * were last put back in the use order to be asked about again
 	 * (node_evict(): what made them so may have changed unseen) */
 	int64_t sole_checked_ns;
@@ -311,41 +315,41 @@ void node_unpublished_free_all(struct node *nd);
 /* ---- node_worker.c ---- */
 
 /* Free @f (no references left). */
-void fetch_free(struct node_fetch *f);
+void node_fetch_free(struct node_fetch *f);
 /* Remove @f from the table (new opens then see the sealed object, or
  * start afresh after a failure), dropping the table's reference: @f may
  * be freed unless the caller holds one.  Takes nd->lock. */
-void fetch_untable(struct node_fetch *f);
+void node_fetch_untable(struct node_fetch *f);
 /* Put @f on the queue for the workers.  nd->lock held. */
-void fetch_enqueue_locked(struct node_fetch *f);
+void node_fetch_enqueue_locked(struct node_fetch *f);
 /* Fail @f if it is running (else nothing): wake its readers, free its
  * pages, take it out of the table, call the failed hook if readers may
  * have had bytes.  The caller holds a reference. */
-void fetch_fail(struct node_fetch *f, const char *why);
+void node_fetch_fail(struct node_fetch *f, const char *why);
 /* @f's blocks are served no more as a partial object (it sealed, or
  * @failed: then this node also withdraws as a fetcher in Redis).  Takes
  * nd->lock; no lock held. */
-void fetch_end_serving(struct node_fetch *f, bool failed);
+void node_fetch_end_serving(struct node_fetch *f, bool failed);
 /*
  * Run range @ci of @f to its end, failing over between holders.  True if
- * the fetch is complete (the caller then calls fetch_finish()).  The
+ * the fetch is complete (the caller then calls node_fetch_finish()).  The
  * caller holds a reference on @f.
  */
-bool fetch_run_chunk(struct node_fetch *f, unsigned ci);
+bool node_fetch_run_chunk(struct node_fetch *f, unsigned ci);
 /* Seal and verify a complete fetch.  True if the copy is good
- * (fetch_after_seal() is then still to run); false if discarded. */
-bool fetch_finish(struct node_fetch *f);
+ * (node_fetch_after_seal() is then still to run); false if discarded. */
+bool node_fetch_finish(struct node_fetch *f);
 /* Register this node as a holder, write the catalog record (the path
  * of the name the fetch was opened by, if it still names the object),
  * record a use, take @f out of the table.  If the object was deleted
  * meanwhile, unlink the copy instead (its readers keep it until they
  * close it). */
-void fetch_after_seal(struct node_fetch *f);
+void node_fetch_after_seal(struct node_fetch *f);
 /* Start @n workers (at most FETCH_WORKERS_MAX). */
-int fetch_start_workers(struct node *nd, unsigned n);
-void fetch_stop_workers(struct node *nd);
+int node_fetch_start_workers(struct node *nd, unsigned n);
+void node_fetch_stop_workers(struct node *nd);
 /* Fail the fetches still in the table (at stop; no reader is left). */
-void fetch_drop_all(struct node *nd);
+void node_fetch_drop_all(struct node *nd);
 
 /* ---- node_fan.c: fetching from full and partial sources ---- */
 
@@ -353,7 +357,7 @@ void fetch_drop_all(struct node *nd);
 #define FAN_SAMPLE 8
 
 struct node_fan;
-/* What a worker is to do for a fan-out fetch (fan_take_locked()). */
+/* What a worker is to do for a fan-out fetch (node_fan_take_locked()). */
 struct fan_task {
 	enum {
 		FAN_TASK_WAIT,
@@ -371,27 +375,27 @@ struct fan_task {
 /* Make @f a fan-out fetch from its holders and the fetchers its first
  * locate found (f->first, freed here), if it has block sums (else
  * nothing).  Before it runs.  0 or -ENOMEM. */
-int fan_new(struct node_fetch *f);
-void fan_free(struct node_fan *fan);
+int node_fan_new(struct node_fetch *f);
+void node_fan_free(struct node_fan *fan);
 /* A reader waits for [@off, @end): those blocks first.  nd->lock held. */
-void fan_want_locked(struct node_fetch *f, uint64_t off, uint64_t end);
+void node_fan_want_locked(struct node_fetch *f, uint64_t off, uint64_t end);
 /* The next task of @f into *@ret: 1 (a task to run), 0 (nothing now:
  * ret->until says until when), -errno.  nd->lock held. */
-int fan_take_locked(struct node_fetch *f, struct fan_task *ret);
+int node_fan_take_locked(struct node_fetch *f, struct fan_task *ret);
 /* Is every block of @f checked?  nd->lock held. */
-bool fan_done_locked(const struct node_fetch *f);
+bool node_fan_done_locked(const struct node_fetch *f);
 /* Block task @t ended with @r (0: in place and checked; -EAGAIN: the
  * source has it not yet; -EBADE: it failed its sum; else the source
  * failed), the source's HAVE in @th if @got_have.  True if that was the
  * fetch's last block.  Takes nd->lock. */
-bool fan_block_end(struct node_fetch *f, const struct fan_task *t, int r,
-		   const struct transport_have *th, bool got_have);
+bool node_fan_block_end(struct node_fetch *f, const struct fan_task *t, int r,
+			const struct transport_have *th, bool got_have);
 /* Query task @t ended with @r, the source's HAVE in @th if 0.  Takes
  * nd->lock. */
-void fan_query_end(struct node_fetch *f, const struct fan_task *t, int r,
-		   const struct transport_have *th);
+void node_fan_query_end(struct node_fetch *f, const struct fan_task *t, int r,
+			const struct transport_have *th);
 /* Locate again: renew this node's entry, learn new sources.  No lock. */
-int fan_locate(struct node_fetch *f);
+int node_fan_locate(struct node_fetch *f);
 
 /* ---- node_source.c: objects served in part ---- */
 
@@ -417,37 +421,37 @@ void node_source_partial_end(struct node_source *src, struct node_partial *p);
 /* ---- node_holders.c ---- */
 
 /* What a holder's error @err means, for the log. */
-const char *fetch_holder_errname(int err);
+const char *node_fetch_holder_errname(int err);
 /* May @h be asked (it has an address our transport reaches)? */
-bool fetch_holder_usable(struct node *nd, const struct meta_holder *h);
+bool node_fetch_holder_usable(struct node *nd, const struct meta_holder *h);
 /* The next good holder of @f, round robin; -1 if none is good.
  * nd->lock held. */
-int fetch_holder_pick_locked(struct node_fetch *f);
+int node_fetch_holder_pick_locked(struct node_fetch *f);
 /* Mark holder @k of @f @m (never better than it is), if it is still @h
  * (the list may have been replaced meanwhile).  nd->lock held. */
-void fetch_holder_mark_locked(struct node_fetch *f, int k, const struct meta_holder *h,
-			      enum holder_mark m);
+void node_fetch_holder_mark_locked(struct node_fetch *f, int k, const struct meta_holder *h,
+				   enum holder_mark m);
 /* The first holder of @f marked stalled, or -1.  nd->lock held. */
-int fetch_holder_stalled_locked(const struct node_fetch *f);
+int node_fetch_holder_stalled_locked(const struct node_fetch *f);
 /*
  * Fill in @f's record and holders: from the address cache for a small
  * object whose origin is known (no Redis round trip), else from Redis.
  * -ENOENT, -EIO (no live holder, or Redis unreachable), -ENOMEM.
  */
-int fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec);
+int node_fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec);
 /* Replace @f's holders with a fresh list from Redis (live cards only),
  * keeping those found bad marked bad, and those found stalled marked
  * stalled unless @unstall (they are asked again).  0 if at least one
  * good holder, -EHOSTUNREACH if none, or meta_locate()'s error. */
-int fetch_holder_relocate(struct node_fetch *f, bool unstall);
+int node_fetch_holder_relocate(struct node_fetch *f, bool unstall);
 /* How long this node's entry as a fetcher lives in Redis, renewed. */
-unsigned fetch_fan_ttl_ms(const struct node *nd);
+unsigned node_fetch_fan_ttl_ms(const struct node *nd);
 /* Forget the cached address of @node (it failed). */
-void fetch_peer_del(struct node *nd, const char *node);
-void fetch_peer_free_all(struct node *nd);
+void node_fetch_peer_del(struct node *nd, const char *node);
+void node_fetch_peer_free_all(struct node *nd);
 /* @node sent a block that failed its sum: count it, and avoid it for
  * PEER_AVOID_NS.  Takes nd->lock. */
-void fetch_peer_blame(struct node *nd, const char *node);
+void node_fetch_peer_blame(struct node *nd, const char *node);
 
 /* ---- node_evict.c ---- */
 

@@ -319,7 +319,7 @@ static int seal_publish(struct node *nd, struct store_obj *o, uint64_t parent, c
 {
 	bool told = flags & NODE_SEAL_TOLD, replace = flags & NODE_SEAL_REPLACE;
 	uint64_t id = store_obj_id(o);
-	int64_t now = now_ns(), mtime = md && md->mtime_set ? md->mtime_ns : now;
+	int64_t now = util_now_ns(), mtime = md && md->mtime_set ? md->mtime_ns : now;
 	struct bsums *sums = NULL;
 	struct meta_attr attr = {0};
 	int r, pr;

@@ -102,10 +102,10 @@
 struct given {
 	uint64_t id;
 	uint64_t size;
-	int64_t last_ns; /* mono_ns() of its last fan-out GET */
+	int64_t last_ns; /* util_mono_ns() of its last fan-out GET */
 	uint32_t n;	 /* blocks */
 	UT_hash_handle hh;
-	/* per block, who got it: node_name_key() of the peer, 0 if nobody
+	/* per block, who got it: util_node_name_key() of the peer, 0 if nobody
 	 * (that peer asking again is served: it lost the block) */
 	uint64_t to[];
 };
@@ -118,7 +118,7 @@ struct lease_key {
 struct lease {
 	struct lease_key key;
 	struct store_obj *o; /* one lease reference, the lease's own */
-	int64_t last_ns;     /* mono_ns() at the start or end of the last GET */
+	int64_t last_ns;     /* util_mono_ns() at the start or end of the last GET */
 	unsigned inflight;   /* GETs being answered under it */
 	bool revoked;	     /* taken back: serves no new GET, goes when inflight is 0 */
 	UT_hash_handle hh;
@@ -383,7 +383,7 @@ static int src_open(void *ctx, const char *peer, uint64_t id, uint64_t *ret_size
 	struct lease_key k;
 	struct lease *l;
 	struct pin *pin;
-	int64_t now = mono_ns();
+	int64_t now = util_mono_ns();
 	bool fresh = false;
 
 	pin = calloc(1, sizeof(*pin));
@@ -458,7 +458,7 @@ static struct given *given_find_locked(struct pin *pin, bool make)
 	struct node_source *src = pin->src;
 	uint64_t id = store_obj_id(pin->o), size = store_obj_size(pin->o);
 	uint32_t n = bsum_blocks(size);
-	int64_t now = mono_ns();
+	int64_t now = util_mono_ns();
 	struct given *g, *tmp, *old = NULL;
 
 	HASH_FIND(hh, src->given, &id, sizeof(id), g);
@@ -540,7 +540,7 @@ static int src_give(void *token, uint64_t off, uint64_t len, struct transport_ha
 	if (pin->part || !len)
 		return 1; /* a partial object serves what it checked, as often as asked */
 	/* (a peer that did not name itself counts as one) */
-	me = node_name_key(pin->peer) ? node_name_key(pin->peer) : 1;
+	me = util_node_name_key(pin->peer) ? util_node_name_key(pin->peer) : 1;
 	pthread_mutex_lock(&src->lock);
 	g = given_find_locked(pin, true);
 	if (g) {
@@ -554,7 +554,7 @@ static int src_give(void *token, uint64_t off, uint64_t len, struct transport_ha
 			/* (a refusal does not count: the table forgets blocks
 			 * whose fetcher may have died GIVEN_IDLE_NS after the
 			 * last one it gave out) */
-			g->last_ns = mono_ns();
+			g->last_ns = util_mono_ns();
 		} else {
 			given_have_locked(g, ret);
 		}
@@ -567,7 +567,8 @@ static int src_give(void *token, uint64_t off, uint64_t len, struct transport_ha
 static void src_ungive(void *token, uint64_t off, uint64_t len)
 {
 	struct pin *pin = token;
-	uint64_t first, end, b, me = node_name_key(pin->peer) ? node_name_key(pin->peer) : 1;
+	uint64_t first, end, b,
+	    me = util_node_name_key(pin->peer) ? util_node_name_key(pin->peer) : 1;
 	struct given *g;
 
 	if (pin->part || !len)
@@ -753,7 +754,7 @@ static void src_close(void *token)
 	if (l) {
 		pthread_mutex_lock(&src->lock);
 		l->inflight--;
-		l->last_ns = mono_ns();
+		l->last_ns = util_mono_ns();
 		if (!l->inflight && l->revoked)
 			drop = lease_del_locked(src, l);
 		pthread_cond_broadcast(&src->ended);
@@ -790,7 +791,7 @@ static unsigned sweep(struct node_source *src, bool revoke, uint64_t id)
 {
 	struct store_obj **objs;
 	struct lease *l, *tmp;
-	int64_t now = mono_ns();
+	int64_t now = util_mono_ns();
 	size_t n = 0, i;
 
 	pthread_mutex_lock(&src->lock);
@@ -847,7 +848,7 @@ bool node_source_sending(struct node_source *src, uint64_t id)
 
 bool node_source_leased(struct node_source *src, uint64_t id)
 {
-	int64_t now = mono_ns();
+	int64_t now = util_mono_ns();
 	struct lease *l, *tmp;
 	bool r = false;
 

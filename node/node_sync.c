@@ -454,7 +454,7 @@ void node_tick(struct node *nd)
 			log_warn("Redis at %s lost its data; registering this node's objects again",
 				 meta_url(nd->meta));
 		static struct log_ratelimit rl = LOG_RATELIMIT_INIT("failed reconciles", 60000, 3);
-		int64_t t0 = mono_ns();
+		int64_t t0 = util_mono_ns();
 		struct store_stats ss;
 
 		store_stats(nd->store, &ss);
@@ -463,7 +463,7 @@ void node_tick(struct node *nd)
 			log_info("reconciled %" PRIu64
 				 " objects with Redis in %.1f s: %u registered "
 				 "again",
-				 ss.objects, (double)(mono_ns() - t0) / 1e9, n);
+				 ss.objects, (double)(util_mono_ns() - t0) / 1e9, n);
 		} else {
 			/* Redis away is said elsewhere; anything else here */
 			if (r != -EIO)

@@ -29,7 +29,7 @@
  *             catalog record written
  *
  * Small objects (up to sync_max) are run by the opening thread itself
- * through fetch_run_chunk(), with no worker involved.
+ * through node_fetch_run_chunk(), with no worker involved.
  */
 #include "node_i.h"
 
@@ -47,14 +47,14 @@
 
 /* ---- references ---- */
 
-void fetch_free(struct node_fetch *f)
+void node_fetch_free(struct node_fetch *f)
 {
 	/* no worker is left (each held a reference); the memory it covers
 	 * is still mapped: f's own reference on the object goes next */
 	transport_region_free(f->region);
 	node_source_partial_end(f->nd->source, f->part); /* a fetch that never ran */
-	fan_free(f->fan);
-	fan_free(f->fan_off);
+	node_fan_free(f->fan);
+	node_fan_free(f->fan_off);
 	free(f->first);
 	store_obj_unref(f->obj);
 	free(f->sums);
@@ -86,10 +86,10 @@ void node_fetch_put(struct node_fetch *f)
 	last = --f->refs == 0;
 	pthread_mutex_unlock(&f->nd->lock);
 	if (last)
-		fetch_free(f);
+		node_fetch_free(f);
 }
 
-void fetch_untable(struct node_fetch *f)
+void node_fetch_untable(struct node_fetch *f)
 {
 	struct node *nd = f->nd;
 	bool drop = false;
@@ -107,7 +107,7 @@ void fetch_untable(struct node_fetch *f)
 
 /* ---- the queue ---- */
 
-void fetch_enqueue_locked(struct node_fetch *f)
+void node_fetch_enqueue_locked(struct node_fetch *f)
 {
 	struct node *nd = f->nd;
 	struct node_fetch **pp;
@@ -173,11 +173,11 @@ static bool take_task_locked(struct node *nd, struct task *ret, int64_t *ret_unt
 	for (f = nd->queue; f; f = next) {
 		next = f->qnext;
 		if (f->fan) {
-			if (f->state != FETCH_RUNNING || fan_done_locked(f)) {
+			if (f->state != FETCH_RUNNING || node_fan_done_locked(f)) {
 				dequeue_locked(f);
 				continue;
 			}
-			if (fan_take_locked(f, &ret->ft) == 1) {
+			if (node_fan_take_locked(f, &ret->ft) == 1) {
 				f->refs++;
 				ret->f = f;
 				ret->ci = ret->ft.block;
@@ -345,7 +345,7 @@ static int pull_flags(struct node_fetch *f, struct chunk *c, const struct meta_h
 
 /* ---- the end of a fetch ---- */
 
-void fetch_end_serving(struct node_fetch *f, bool failed)
+void node_fetch_end_serving(struct node_fetch *f, bool failed)
 {
 	struct node_partial *p;
 
@@ -363,7 +363,7 @@ void fetch_end_serving(struct node_fetch *f, bool failed)
 			  f->id);
 }
 
-void fetch_fail(struct node_fetch *f, const char *why)
+void node_fetch_fail(struct node_fetch *f, const char *why)
 {
 	struct node *nd = f->nd;
 	bool was_running;
@@ -382,9 +382,9 @@ void fetch_fail(struct node_fetch *f, const char *why)
 	log_error("fetch of object %" PRIu64 " (%" PRIu64 " bytes) failed: %s; reads get EIO",
 		  f->id, f->rec.size, why);
 	NODE_COUNT(nd, failed, 1);
-	fetch_end_serving(f, true);
+	node_fetch_end_serving(f, true);
 	store_unlink(f->obj);
-	fetch_untable(f);
+	node_fetch_untable(f);
 	/* Bytes that readers got before the failure may be cached above,
 	 * and may be bad.  Only fetches run by the workers can have given
 	 * any out (a small one ends before its open is answered), and only
@@ -393,7 +393,7 @@ void fetch_fail(struct node_fetch *f, const char *why)
 		nd->hooks.failed(nd->hooks.ctx, f->id);
 }
 
-void fetch_after_seal(struct node_fetch *f)
+void node_fetch_after_seal(struct node_fetch *f)
 {
 	struct node *nd = f->nd;
 	char path[OBJFS_PATH_MAX];
@@ -433,7 +433,7 @@ void fetch_after_seal(struct node_fetch *f)
 	}
 	if (r == -ENOENT || r == -ENOTUNIQ) {
 		store_unlink(f->obj);
-		fetch_untable(f);
+		node_fetch_untable(f);
 		return;
 	}
 	if (r < 0)
@@ -446,10 +446,10 @@ void fetch_after_seal(struct node_fetch *f)
 		log_warn("object %" PRIu64 ": cannot write its catalog record: %s", f->id,
 			 strerror(-r));
 	node_touch(nd, f->id);
-	fetch_untable(f);
+	node_fetch_untable(f);
 }
 
-bool fetch_finish(struct node_fetch *f)
+bool node_fetch_finish(struct node_fetch *f)
 {
 	struct node *nd = f->nd;
 	char want[OBJFS_CSUM_HEX], got[OBJFS_CSUM_HEX];
@@ -457,22 +457,22 @@ bool fetch_finish(struct node_fetch *f)
 	int r;
 
 	/* a record without block sums gets them from this copy, once its
-	 * whole checksum matched (fetch_after_seal()) */
+	 * whole checksum matched (node_fetch_after_seal()) */
 	r = store_seal_sums(f->obj, NULL, f->rec.mtime_ns,
 			    f->sums || f->rec.size <= nd->sync_max ? NULL : &f->copy_sums);
 	if (r < 0) {
-		fetch_fail(f, strerror(-r));
+		node_fetch_fail(f, strerror(-r));
 		return false;
 	}
 	store_obj_csum(f->obj, csum);
 	if (memcmp(csum, f->rec.csum, OBJFS_CSUM_LEN)) {
-		csum_to_hex(f->rec.csum, want);
-		csum_to_hex(csum, got);
+		util_csum_to_hex(f->rec.csum, want);
+		util_csum_to_hex(csum, got);
 		NODE_COUNT(nd, csum_failures, 1);
 		log_error("object %" PRIu64 ": the fetched bytes have checksum %s, the record "
 			  "says %s; discarding the copy",
 			  f->id, got, want);
-		fetch_fail(f, "checksum mismatch");
+		node_fetch_fail(f, "checksum mismatch");
 		return false;
 	}
 	pthread_mutex_lock(&nd->lock);
@@ -481,11 +481,11 @@ bool fetch_finish(struct node_fetch *f)
 	pthread_cond_broadcast(&f->cond);
 	pthread_mutex_unlock(&nd->lock);
 	/* sealed: served whole from now on */
-	fetch_end_serving(f, false);
+	node_fetch_end_serving(f, false);
 	NODE_COUNT(nd, done, 1);
 	log_debug("fetched object %" PRIu64 " (%" PRIu64 " bytes) in %.1f ms", f->id, f->rec.size,
-		  (double)(mono_ns() - f->started_ns) / 1e6);
-	/* it stays in the table until fetch_after_seal() has registered
+		  (double)(util_mono_ns() - f->started_ns) / 1e6);
+	/* it stays in the table until node_fetch_after_seal() has registered
 	 * it: until then eviction must leave the copy alone */
 	return true;
 }
@@ -505,12 +505,13 @@ static unsigned stall_backoff_ms(const struct node *nd, unsigned n)
 static bool backoff(struct node_fetch *f, unsigned ms)
 {
 	struct node *nd = f->nd;
-	int64_t end = mono_ns() + (int64_t)ms * 1000000, left;
+	int64_t end = util_mono_ns() + (int64_t)ms * 1000000, left;
 	struct timespec until;
 	bool run;
 
 	pthread_mutex_lock(&nd->lock);
-	while ((run = f->state == FETCH_RUNNING && !nd->stopping) && (left = end - mono_ns()) > 0) {
+	while ((run = f->state == FETCH_RUNNING && !nd->stopping) &&
+	       (left = end - util_mono_ns()) > 0) {
 		/* the deadline is monotonic; the condition's clock is not */
 		clock_gettime(CLOCK_REALTIME, &until);
 		left += until.tv_nsec;
@@ -541,7 +542,7 @@ static int relocate_or_fail(struct node_fetch *f, unsigned gen)
 		pthread_mutex_unlock(&nd->lock);
 		return 0; /* the list changed: look again */
 	}
-	k = fetch_holder_stalled_locked(f);
+	k = node_fetch_holder_stalled_locked(f);
 	if (k >= 0)
 		snprintf(stalled, sizeof(stalled), "%s", f->holders[k].node);
 	if (k >= 0 && f->stall_retries < FETCH_STALL_RETRIES) {
@@ -558,9 +559,9 @@ static int relocate_or_fail(struct node_fetch *f, unsigned gen)
 			 "again on a fresh connection in %u ms if its node card is live "
 			 "(retry %u of %u)",
 			 f->id, stalled, ms, retry, FETCH_STALL_RETRIES);
-		r = backoff(f, ms) ? fetch_holder_relocate(f, true) : -ECANCELED;
+		r = backoff(f, ms) ? node_fetch_holder_relocate(f, true) : -ECANCELED;
 	} else {
-		r = again ? fetch_holder_relocate(f, false) : -EHOSTUNREACH;
+		r = again ? node_fetch_holder_relocate(f, false) : -EHOSTUNREACH;
 	}
 	if (again) {
 		pthread_mutex_lock(&nd->lock);
@@ -583,11 +584,11 @@ static int relocate_or_fail(struct node_fetch *f, unsigned gen)
 			 stalled, FETCH_STALL_RETRIES);
 	else
 		snprintf(why, sizeof(why), "no holder of it is reachable");
-	fetch_fail(f, why);
+	node_fetch_fail(f, why);
 	return r;
 }
 
-bool fetch_run_chunk(struct node_fetch *f, unsigned ci)
+bool node_fetch_run_chunk(struct node_fetch *f, unsigned ci)
 {
 	struct node *nd = f->nd;
 	struct chunk *c = &f->chunks[ci];
@@ -606,7 +607,7 @@ bool fetch_run_chunk(struct node_fetch *f, unsigned ci)
 			pthread_mutex_unlock(&nd->lock);
 			return false;
 		}
-		k = fetch_holder_pick_locked(f);
+		k = node_fetch_holder_pick_locked(f);
 		if (k >= 0)
 			h = f->holders[k];
 		gen = f->gen;
@@ -643,19 +644,20 @@ bool fetch_run_chunk(struct node_fetch *f, unsigned ci)
 		if (f->sums)
 			c->done = 0;
 		/* a stall may be retried (relocate_or_fail()) */
-		fetch_holder_mark_locked(f, k, &h, r == -ETIMEDOUT ? HOLDER_STALLED : HOLDER_BAD);
+		node_fetch_holder_mark_locked(f, k, &h,
+					      r == -ETIMEDOUT ? HOLDER_STALLED : HOLDER_BAD);
 		left = good_locked(f);
 		pthread_mutex_unlock(&nd->lock);
 		if (r == -EBADE) {
 			NODE_COUNT(nd, csum_failures, 1);
-			fetch_peer_blame(nd, h.node);
+			node_fetch_peer_blame(nd, h.node);
 		} else if (r != -ENOENT && r != -ERANGE) {
 			transport_forget_peer(nd->transport, h.node);
-			fetch_peer_del(nd, h.node);
+			node_fetch_peer_del(nd, h.node);
 		}
 		NODE_COUNT(nd, failovers, 1);
 		log_warn("object %" PRIu64 ": holder '%s' (%s) %s at offset %" PRIu64 "; %s", f->id,
-			 h.node, h.addr[0] ? h.addr : h.rdma, fetch_holder_errname(r), at,
+			 h.node, h.addr[0] ? h.addr : h.rdma, node_fetch_holder_errname(r), at,
 			 left ? "trying another holder" : "no other holder is left");
 	}
 }
@@ -723,7 +725,7 @@ static bool fan_run(struct node_fetch *f, const struct fan_task *t)
 		r = verify_block(f, c, t->block);
 	if (r == -ENOENT && !t->full)
 		r = -EAGAIN; /* a fetcher of wire version 1, or done with it */
-	last = fan_block_end(f, t, r, &th, th.shift != 0xff);
+	last = node_fan_block_end(f, t, r, &th, th.shift != 0xff);
 	pthread_mutex_lock(&nd->lock);
 	front = in_place_locked(f);
 	pthread_mutex_unlock(&nd->lock);
@@ -749,7 +751,7 @@ static void fan_query(struct node_fetch *f, const struct fan_task *t)
 
 	memset(&th, 0, sizeof(th));
 	r = transport_fetch(f->nd->transport, &req);
-	fan_query_end(f, t, r, &th);
+	node_fan_query_end(f, t, r, &th);
 }
 
 /* Run @t; true if the fetch's last block came in with it. */
@@ -762,10 +764,10 @@ static bool run_task(struct task *t)
 		fan_query(t->f, &t->ft);
 		return false;
 	case FAN_TASK_LOCATE:
-		(void)fan_locate(t->f);
+		(void)node_fan_locate(t->f);
 		return false;
 	default:
-		return fetch_run_chunk(t->f, t->ci);
+		return node_fetch_run_chunk(t->f, t->ci);
 	}
 }
 
@@ -784,7 +786,7 @@ static void *worker_main(void *arg)
 				continue;
 			}
 			/* a fan-out fetch holds a block back until then */
-			wake -= mono_ns() / 1000000;
+			wake -= util_mono_ns() / 1000000;
 			clock_gettime(CLOCK_REALTIME, &until);
 			wake = wake < 1 ? 1 : wake;
 			until.tv_sec += wake / 1000;
@@ -797,8 +799,8 @@ static void *worker_main(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&nd->lock);
-		if (run_task(&t) && fetch_finish(t.f))
-			fetch_after_seal(t.f);
+		if (run_task(&t) && node_fetch_finish(t.f))
+			node_fetch_after_seal(t.f);
 		node_fetch_put(t.f);
 		pthread_mutex_lock(&nd->lock);
 	}
@@ -806,7 +808,7 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-int fetch_start_workers(struct node *nd, unsigned n)
+int node_fetch_start_workers(struct node *nd, unsigned n)
 {
 	sigset_t all, old;
 	unsigned i;
@@ -825,7 +827,7 @@ int fetch_start_workers(struct node *nd, unsigned n)
 	return r;
 }
 
-void fetch_stop_workers(struct node *nd)
+void node_fetch_stop_workers(struct node *nd)
 {
 	struct node_fetch *f, *tmp;
 	unsigned i;
@@ -842,7 +844,7 @@ void fetch_stop_workers(struct node *nd)
 	nd->nworkers = 0;
 }
 
-void fetch_drop_all(struct node *nd)
+void node_fetch_drop_all(struct node *nd)
 {
 	struct node_fetch *f;
 	bool failed;
@@ -857,7 +859,7 @@ void fetch_drop_all(struct node *nd)
 		dequeue_locked(f);
 		pthread_cond_broadcast(&f->cond);
 		pthread_mutex_unlock(&nd->lock);
-		fetch_end_serving(f, failed);
+		node_fetch_end_serving(f, failed);
 		if (failed)
 			store_unlink(f->obj);
 		node_fetch_put(f);

@@ -15,7 +15,7 @@
  * read as zeros (store_reserve() alone skips that, for receivers that
  * write every byte).  A receiver may fold a prefix into the checksum
  * early (store_hash_ahead()).  Sealing hashes what hash-ahead left
- * (xxh3-128, the same digest as csum_buf()), cuts the file to the size,
+ * (xxh3-128, the same digest as util_csum_buf()), cuts the file to the size,
  * writes the catalog record (store_catalog.c), maps the object
  * read-only and then publishes obj->sealed with release order; from then
  * on the mapping never changes, so readers of a sealed object load
@@ -1240,7 +1240,7 @@ static uint64_t max_map_count(void)
  * How many objects may be written or fetched at once: each holds a
  * descriptor and a mapping until it is sealed (a sealed object holds
  * neither at rest), so the open-files limit and vm.max_map_count bound
- * them.  Of the open-files limit, fd_budget() (common/util.h) keeps a
+ * them.  Of the open-files limit, util_fd_budget() (common/util.h) keeps a
  * quarter (64 to 1024) for everything else, the transport's served
  * connections among it (an eighth, 16 to 256, sized by the same rule),
  * so that both add up below the limit.  Of vm.max_map_count, an eighth
@@ -1250,9 +1250,9 @@ static uint64_t max_map_count(void)
 static uint64_t open_max(uint64_t map_cache)
 {
 	uint64_t max, n = max_map_count();
-	struct fd_budget b;
+	struct util_fd_budget b;
 
-	fd_budget(nofile_limit(), &b);
+	util_fd_budget(util_nofile_limit(), &b);
 	max = b.open_max;
 	if (n > map_cache)
 		max = min_u64(max, limit_left(n - map_cache, n / 8, 1024, 8192));
@@ -1359,11 +1359,11 @@ struct store *store_open(const struct store_config *cfg, int *ret_err, uint64_t 
 	if (max_map_count() && s->map_cache > max_map_count() / 2)
 		s->map_cache = max_map_count() / 2;
 	s->regs_max = cfg->regs_max ? cfg->regs_max : STORE_REGS_DEFAULT;
-	/* each may map its object twice (rreg_object()): an eighth of
+	/* each may map its object twice (transport_rreg_object()): an eighth of
 	 * vm.max_map_count at most */
 	if (max_map_count() && s->regs_max > max_map_count() / 16)
 		s->regs_max = max_u64(max_map_count() / 16, 1);
-	/* a registered object may map its file twice (rreg_object()), and
+	/* a registered object may map its file twice (transport_rreg_object()), and
 	 * each chunk of packed objects is mapped while the store is open: as
 	 * many as the capacity holds, and a class each besides */
 	s->open_max = open_max(

@@ -83,7 +83,7 @@ static int write_atomic(int dir_fd, const char *tmp, const char *name, const voi
 	fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
-	r = write_full(fd, buf, len);
+	r = util_write_full(fd, buf, len);
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	if (close(fd) < 0 && r == 0)
@@ -701,8 +701,8 @@ static void keep_bad(struct store *s, const char *p, size_t len)
 		    0600);
 	if (fd < 0)
 		return;
-	if (write_full(fd, p, len) < 0 ||
-	    (len && p[len - 1] != '\n' && write_full(fd, "\n", 1) < 0))
+	if (util_write_full(fd, p, len) < 0 ||
+	    (len && p[len - 1] != '\n' && util_write_full(fd, "\n", 1) < 0))
 		log_debug("store: cannot keep a bad catalog line in %s", LOG_BAD);
 	close(fd);
 }
@@ -782,7 +782,7 @@ static int log_compact(struct store *s, struct store_obj ***ret_objs, size_t *re
 			used += line_rec(buf + used, v[i], l->path);
 		}
 		if (used >= CHUNK || i == n) {
-			r = write_full(fd, buf, used);
+			r = util_write_full(fd, buf, used);
 			bytes += used;
 			used = 0;
 		}
@@ -855,14 +855,14 @@ void store_tick(struct store *s)
 	pthread_mutex_unlock(&s->log_lock);
 	if (dead < max_u64(live, LOG_COMPACT_MIN) && !dirty)
 		return;
-	if (mono_ns() < s->log_retry_ns)
+	if (util_mono_ns() < s->log_retry_ns)
 		return; /* it failed a moment ago (a full filesystem) */
 	r = compact(s);
 	if (r < 0) {
 		log_warn("store: cannot compact the catalog log (%" PRIu64
 			 " dead lines): %s; trying again in a minute",
 			 dead, strerror(-r));
-		s->log_retry_ns = mono_ns() + LOG_RETRY_NS;
+		s->log_retry_ns = util_mono_ns() + LOG_RETRY_NS;
 	} else
 		log_debug("store: catalog log compacted: %" PRIu64 " lines dropped", dead);
 }

@@ -1,6 +1,9 @@
 /*
  * store_i.h: what the store's files share and nobody else sees.
  *
+ * The store may use common only: it knows nothing of Redis, peers or
+ * FUSE, and nothing but its own files and mappings.
+ *
  * store_files.c owns the object files: the filesystem they live on (a
  * tmpfs the store mounts, or the one the user gave), creating, growing,
  * mapping, trimming and removing an object's file, the pool of freed
@@ -401,7 +404,7 @@ struct store {
 	/* a compaction is due whatever the count of dead lines (a D that
 	 * could not be appended, a compaction at open that could not run) */
 	bool log_dirty;
-	int64_t log_retry_ns; /* the ticker's alone: no compaction before (mono_ns()) */
+	int64_t log_retry_ns; /* the ticker's alone: no compaction before (util_mono_ns()) */
 };
 
 /* ---- store_files.c: the filesystem ---- */

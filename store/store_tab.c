@@ -48,7 +48,7 @@ static void grow(struct store_tab *t)
 
 	if (shift < 64 - 40)
 		return; /* 2^40 buckets: more than any memory */
-	b = table_alloc(n * sizeof(*b));
+	b = util_table_alloc(n * sizeof(*b));
 	if (!b)
 		return;
 	for (i = 0; i < nbuckets(t); i++)
@@ -59,7 +59,7 @@ static void grow(struct store_tab *t)
 			o->hnext = b[k];
 			b[k] = o;
 		}
-	table_free(t->b, nbuckets(t) * sizeof(*b));
+	util_table_free(t->b, nbuckets(t) * sizeof(*b));
 	t->b = b;
 	t->shift = shift;
 }
@@ -106,7 +106,7 @@ struct store_obj *store_tab_next_i(const struct store_tab *t, struct store_obj *
 
 void store_tab_free_i(struct store_tab *t)
 {
-	table_free(t->b, nbuckets(t) * sizeof(*t->b));
+	util_table_free(t->b, nbuckets(t) * sizeof(*t->b));
 	t->b = NULL;
 	t->count = 0;
 }

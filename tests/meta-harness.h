@@ -351,7 +351,7 @@ static void mkobj(struct meta *m, struct meta_obj *o, uint64_t size)
 	o->size = size;
 	o->mtime_ns = 1700000000123456789LL;
 	snprintf(data, sizeof(data), "object %" PRIu64, o->id);
-	csum_buf(data, strlen(data), o->csum);
+	util_csum_buf(data, strlen(data), o->csum);
 	snprintf(o->origin, sizeof(o->origin), "node-a");
 }
 
@@ -366,7 +366,7 @@ static uint64_t lookup_id(struct meta *m, uint64_t parent, const char *name)
 
 static int64_t ms_since(int64_t t0)
 {
-	return (mono_ns() - t0) / 1000000;
+	return (util_mono_ns() - t0) / 1000000;
 }
 
 /* What a subscriber saw; a gap (NULL event) is recorded as kind "(gap)". */
@@ -422,7 +422,7 @@ static int inval_count(struct inval_log *l)
 /* Wait up to @ms for @n events; the number seen. */
 static int inval_wait(struct inval_log *l, int n, int ms)
 {
-	int64_t t0 = mono_ns();
+	int64_t t0 = util_mono_ns();
 
 	while (inval_count(l) < n && ms_since(t0) < ms)
 		usleep(2000);

@@ -23,7 +23,7 @@ static bool has_kind(struct fs *fs, uint64_t i, enum meta_kind want)
 	uint64_t id = 0;
 
 	snprintf(name, sizeof(name), "n%llu", (unsigned long long)i);
-	return dcache_get(fs, i % 7 + 1, name, &kind, &id) && kind == want && id == i + 100;
+	return fs_dcache_get(fs, i % 7 + 1, name, &kind, &id) && kind == want && id == i + 100;
 }
 
 static bool has(struct fs *fs, uint64_t i)
@@ -36,7 +36,7 @@ static void put(struct fs *fs, uint64_t i, enum meta_kind kind)
 	char name[32];
 
 	snprintf(name, sizeof(name), "n%llu", (unsigned long long)i);
-	dcache_put(fs, i % 7 + 1, name, kind, i + 100);
+	fs_dcache_put(fs, i % 7 + 1, name, kind, i + 100);
 }
 
 TEST(directories_lru)
@@ -57,7 +57,7 @@ TEST(directories_lru)
 	CHECK(has(fs, 1001));
 	CHECK(has(fs, DCACHE_MAX - 1)); /* put just before the cap was hit */
 	CHECK(has(fs, n - 1));
-	dcache_free_all(fs);
+	fs_dcache_free_all(fs);
 	CHECK_EQ(fs->n_dcache, 0);
 	free(fs);
 }
@@ -87,7 +87,7 @@ TEST(files_bounded)
 	printf("# %zu file names kept in %zu slots after %llu puts; %llu of the last 10000\n",
 	       fs->n_dcache_files, fs->dcache_nslots, (unsigned long long)n,
 	       (unsigned long long)found);
-	dcache_free_all(fs);
+	fs_dcache_free_all(fs);
 	CHECK_EQ(fs->n_dcache_files, 0);
 	CHECK_EQ(fs->dcache_nslots, 0);
 	free(fs);
@@ -101,40 +101,40 @@ TEST(files_put_get_del)
 	enum meta_kind kind;
 	uint64_t id;
 
-	dcache_put(fs, 1, "f", META_FILE, 10);
+	fs_dcache_put(fs, 1, "f", META_FILE, 10);
 	CHECK(names(fs, 1, "f", 10));
 	CHECK(!names(fs, 2, "f", 10)); /* another directory */
-	CHECK(!dcache_get(fs, 1, "g", &kind, &id));
-	dcache_put(fs, 1, "f", META_FILE, 11); /* put again: the new id */
+	CHECK(!fs_dcache_get(fs, 1, "g", &kind, &id));
+	fs_dcache_put(fs, 1, "f", META_FILE, 11); /* put again: the new id */
 	CHECK(names(fs, 1, "f", 11));
 	CHECK_EQ(fs->n_dcache_files, 1);
-	dcache_del(fs, 1, "f");
-	CHECK(!dcache_get(fs, 1, "f", &kind, &id));
+	fs_dcache_del(fs, 1, "f");
+	CHECK(!fs_dcache_get(fs, 1, "f", &kind, &id));
 	CHECK_EQ(fs->n_dcache_files, 0);
 
 	/* a name that changes kind lives in one table only */
-	dcache_put(fs, 1, "x", META_FILE, 20);
-	dcache_put(fs, 1, "x", META_DIR, 21);
-	CHECK(dcache_get(fs, 1, "x", &kind, &id) && kind == META_DIR && id == 21);
+	fs_dcache_put(fs, 1, "x", META_FILE, 20);
+	fs_dcache_put(fs, 1, "x", META_DIR, 21);
+	CHECK(fs_dcache_get(fs, 1, "x", &kind, &id) && kind == META_DIR && id == 21);
 	CHECK_EQ(fs->n_dcache_files, 0);
 	CHECK_EQ(fs->n_dcache, 1);
-	dcache_put(fs, 1, "x", META_FILE, 22);
+	fs_dcache_put(fs, 1, "x", META_FILE, 22);
 	CHECK(names(fs, 1, "x", 22));
 	CHECK_EQ(fs->n_dcache, 0);
 	CHECK_EQ(fs->n_dcache_files, 1);
-	dcache_put(fs, 1, "y", META_DIR, 30);
-	dcache_forget(fs, 1, "x");
-	dcache_forget(fs, 1, "y");
-	CHECK(!dcache_get(fs, 1, "x", &kind, &id));
-	CHECK(!dcache_get(fs, 1, "y", &kind, &id));
+	fs_dcache_put(fs, 1, "y", META_DIR, 30);
+	fs_dcache_forget(fs, 1, "x");
+	fs_dcache_forget(fs, 1, "y");
+	CHECK(!fs_dcache_get(fs, 1, "x", &kind, &id));
+	CHECK(!fs_dcache_get(fs, 1, "y", &kind, &id));
 	CHECK_EQ(fs->n_dcache + fs->n_dcache_files, 0);
-	dcache_free_all(fs);
+	fs_dcache_free_all(fs);
 	free(fs);
 }
 
 static void bucket_pair(struct fs *fs, const char *name, size_t *b)
 {
-	uint64_t key = dcache_file_key(1, name);
+	uint64_t key = fs_dcache_file_key(1, name);
 	size_t nb = fs->dcache_nslots / DCACHE_WAYS;
 
 	b[0] = dcache_bucket(key, nb, 0);
@@ -157,9 +157,9 @@ TEST(files_same_bucket)
 	/* the first name: two distinct buckets */
 	for (i = 0;; i++) {
 		snprintf(names_[0], sizeof(names_[0]), "first%zu", i);
-		dcache_put(fs, 1, names_[0], META_FILE, 1000);
+		fs_dcache_put(fs, 1, names_[0], META_FILE, 1000);
 		bucket_pair(fs, names_[0], want);
-		dcache_del(fs, 1, names_[0]);
+		fs_dcache_del(fs, 1, names_[0]);
 		if (want[0] != want[1])
 			break;
 	}
@@ -173,12 +173,12 @@ TEST(files_same_bucket)
 	}
 	CHECK_EQ(n, DCACHE_WAYS * 2 + 1);
 	for (i = 0; i < n; i++)
-		dcache_put(fs, 1, names_[i], META_FILE, 1000 + i);
+		fs_dcache_put(fs, 1, names_[i], META_FILE, 1000 + i);
 	CHECK_EQ(fs->dcache_nslots, DCACHE_FILES_MIN); /* no growth: few names */
 	CHECK_EQ(fs->n_dcache_files, DCACHE_WAYS * 2); /* one replaced */
 	CHECK(names(fs, 1, names_[n - 1], 1000 + n - 1));
 	for (i = 0; i < n; i++) {
-		if (!dcache_get(fs, 1, names_[i], &kind, &id))
+		if (!fs_dcache_get(fs, 1, names_[i], &kind, &id))
 			continue;
 		kept++;
 		CHECK_EQ(id, 1000 + i);
@@ -192,8 +192,8 @@ TEST(files_same_bucket)
 		if (b[0] == want[0] || b[1] == want[0])
 			break;
 	}
-	CHECK(!dcache_get(fs, 1, cand, &kind, &id));
-	dcache_free_all(fs);
+	CHECK(!fs_dcache_get(fs, 1, cand, &kind, &id));
+	fs_dcache_free_all(fs);
 	free(fs);
 }
 
@@ -235,7 +235,7 @@ TEST(files_bytes_per_name)
 			k++;
 		}
 	}
-	dcache_free_all(fs);
+	fs_dcache_free_all(fs);
 	free(fs);
 }
 
@@ -244,7 +244,7 @@ static bool names(struct fs *fs, uint64_t parent, const char *name, uint64_t id)
 	enum meta_kind kind;
 	uint64_t got = 0;
 
-	return dcache_get(fs, parent, name, &kind, &got) && kind == META_FILE && got == id;
+	return fs_dcache_get(fs, parent, name, &kind, &got) && kind == META_FILE && got == id;
 }
 
 /*
@@ -277,20 +277,20 @@ TEST(names_of_copies_being_fetched)
 	/* the open of d/f (object 42) begins a fetch, and remembers the name */
 	o = store_create(nc.store, 42, &err);
 	CHECK(o != NULL);
-	dcache_put(fs, 1, "f", META_FILE, 42);
+	fs_dcache_put(fs, 1, "f", META_FILE, 42);
 	/* Redis says what d/f and d/g are meanwhile */
-	dcache_seen(fs, 1, "f", META_FILE, 42);
-	dcache_seen(fs, 1, "g", META_FILE, 43); /* held elsewhere only */
+	fs_dcache_seen(fs, 1, "f", META_FILE, 42);
+	fs_dcache_seen(fs, 1, "g", META_FILE, 43); /* held elsewhere only */
 	CHECK(!names(fs, 1, "g", 43));
 	/* the fetch ends */
 	CHECK_EQ(store_write(o, "bytes", 5, 0), 0);
 	CHECK_EQ(store_seal(o, "/d/f", 1), 0);
 	store_obj_unref(o);
 	CHECK(names(fs, 1, "f", 42));
-	dcache_seen(fs, 1, "f", META_FILE, 42);
+	fs_dcache_seen(fs, 1, "f", META_FILE, 42);
 	CHECK(names(fs, 1, "f", 42));
 
-	dcache_free_all(fs);
+	fs_dcache_free_all(fs);
 	node_free(fs->nd);
 	meta_free(nc.meta);
 	store_close(nc.store);

@@ -646,7 +646,7 @@ TEST(subscribe)
 	};
 
 	inval_init(&l);
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	CHECK_EQ(meta_subscribe(m, inval_cb, &l), 0);
 	CHECK(ms_since(t0) < 1000);
 	CHECK_EQ(meta_subscribe(m, inval_cb, &l), -EALREADY);
@@ -717,7 +717,7 @@ TEST(subscribe)
 	}
 
 	/* unsubscribe is prompt, and nothing comes afterwards */
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	meta_unsubscribe(m);
 	CHECK(ms_since(t0) < 200);
 	CHECK_EQ(meta_mkdir(m, 1, "after", 1, NULL), 0);
@@ -731,7 +731,7 @@ TEST(subscribe)
 	CHECK_EQ(meta_mkdir(b, 1, "again", 1, &d), 0);
 	CHECK_EQ(inval_wait(&l2, 1, 3000), 1);
 	CHECK_EV(&l2, 0, "mkdir", 1, "again", d.id);
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	meta_free(m);
 	CHECK(ms_since(t0) < 200);
 	meta_free(b);
@@ -776,12 +776,12 @@ TEST(subscribe_hung)
 	CHECK_EQ(meta_connect(m), 0);
 	CHECK_EQ(meta_subscribe(m, inval_cb, &l), 0);
 	kill(R.pid, SIGSTOP);
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	CHECK_EQ(meta_subscribe(m2, inval_cb, &l2), 0);
 	CHECK(ms_since(t0) >= 1400 && ms_since(t0) < 2500);
 	/* in its second attempt, waiting for an answer to SUBSCRIBE */
 	usleep(400000);
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	meta_unsubscribe(m2);
 	CHECK(ms_since(t0) < 100);
 	CHECK_EQ(inval_count(&l2), 0);
@@ -796,7 +796,7 @@ TEST(subscribe_hung)
 	CHECK_EQ(meta_mkdir(m, 1, "back", 1, &d), 0);
 	CHECK_EQ(inval_wait(&l, 2, 3000), 2);
 	CHECK_EV(&l, 1, "mkdir", 1, "back", d.id);
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	meta_free(m);
 	CHECK(ms_since(t0) < 100);
 	meta_free(m2);

@@ -84,7 +84,7 @@ TEST(corrupt)
 		};
 		char csum[OBJFS_CSUM_HEX], val[32];
 
-		csum_to_hex(o.csum, csum);
+		util_csum_to_hex(o.csum, csum);
 		/* an entry with its attributes: lookup reads them there */
 		for (i = 0; i < ARRAY_SIZE(bad); i++) {
 			char v[256];
@@ -272,7 +272,7 @@ TEST(wrong_types)
 	d = e.id;
 	mkobj(m, &o, 10);
 	CHECK_EQ(meta_publish(m, d, "obj", &o, false, NULL, NULL), 0);
-	csum_to_hex(o.csum, csum);
+	util_csum_to_hex(o.csum, csum);
 
 	/* the object record (the entry without attributes, as older
 	 * versions wrote it, so that lookup reads the record) */

@@ -126,7 +126,7 @@ static void srv_kill(int i)
 /* Wait up to @ms for server @i's reply to @cmd to contain @want. */
 static bool srv_wait(int i, const char *cmd, const char *want, int ms)
 {
-	int64_t t0 = mono_ns();
+	int64_t t0 = util_mono_ns();
 	char buf[8192];
 
 	do {
@@ -174,11 +174,11 @@ static int pcmd(struct meta *m, redisReply **ret, const char *a0, const char *a1
 		a.v[a.n++] = a2;
 	for (r = 0; r < a.n; r++)
 		a.len[r] = strlen(a.v[r]);
-	r = pool_get_call(m, &c);
+	r = meta_pool_get_call(m, &c);
 	if (r < 0)
 		return r;
-	r = pool_cmd(m, c, &a, ret);
-	pool_put(m, c);
+	r = meta_pool_cmd(m, c, &a, ret);
+	meta_pool_put(m, c);
 	return r;
 }
 
@@ -195,20 +195,20 @@ TEST(crc16)
 					   "{}",
 					   "a{b"};
 
-	CHECK_EQ(route_crc16("123456789", 9), 0x31C3);
-	CHECK_EQ(route_crc16("", 0), 0);
+	CHECK_EQ(meta_route_crc16("123456789", 9), 0x31C3);
+	CHECK_EQ(meta_route_crc16("", 0), 0);
 	/* the examples of the Redis Cluster specification */
-	CHECK_EQ(route_keyslot("{user1000}.following", 20),
-		 route_keyslot("{user1000}.followers", 20));
-	CHECK_EQ(route_keyslot("foo{}{bar}", 10), route_crc16("foo{}{bar}", 10) & 16383);
-	CHECK_EQ(route_keyslot("foo{{bar}}zap", 13), route_crc16("{bar", 4) & 16383);
-	CHECK_EQ(route_keyslot("foo{bar}{zap}", 13), route_crc16("bar", 3) & 16383);
+	CHECK_EQ(meta_route_keyslot("{user1000}.following", 20),
+		 meta_route_keyslot("{user1000}.followers", 20));
+	CHECK_EQ(meta_route_keyslot("foo{}{bar}", 10), meta_route_crc16("foo{}{bar}", 10) & 16383);
+	CHECK_EQ(meta_route_keyslot("foo{{bar}}zap", 13), meta_route_crc16("{bar", 4) & 16383);
+	CHECK_EQ(meta_route_keyslot("foo{bar}{zap}", 13), meta_route_crc16("bar", 3) & 16383);
 	/* against a real node */
 	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
 		char buf[32];
 
 		sget(0, buf, sizeof(buf), "CLUSTER KEYSLOT %s", keys[i]);
-		CHECK_EQ(atoi(buf), route_keyslot(keys[i], strlen(keys[i])));
+		CHECK_EQ(atoi(buf), meta_route_keyslot(keys[i], strlen(keys[i])));
 	}
 }
 
@@ -331,7 +331,7 @@ TEST(redirects)
 		redisReply rep = {.type = REDIS_REPLY_ERROR, .str = (char *)cases[i].err};
 		struct addr a = {0};
 
-		CHECK_EQ(redirect_kind(&rep, &a), cases[i].kind);
+		CHECK_EQ(meta_redirect_kind(&rep, &a), cases[i].kind);
 		if (cases[i].host) {
 			CHECK_STR(a.host, cases[i].host);
 			CHECK_EQ(a.port, cases[i].port);
@@ -382,7 +382,7 @@ static void cluster_start(void)
  * 1 importing/migrating set, 2 some keys moved, 3 done. */
 static void migrate(int from, int to, void (*step)(int stage, int from, int to))
 {
-	unsigned slot = route_crc16(PREFIX, strlen(PREFIX)) & 16383;
+	unsigned slot = meta_route_crc16(PREFIX, strlen(PREFIX)) & 16383;
 	char idf[64], idt[64];
 	redisReply *keys;
 	size_t i;
@@ -434,7 +434,7 @@ static void migrate_step(int stage, int from, int to)
 	} else if (stage == 2) {
 		/* keys on both sides: TRYAGAIN until the time budget is
 		 * spent (2 x 500 ms), then -EIO */
-		t0 = mono_ns();
+		t0 = util_mono_ns();
 		r = meta_lookup(cm, 1, "d1", &e);
 		CHECK_EQ(r, -EIO);
 		CHECK(ms_since(t0) >= 900 && ms_since(t0) < 2500);
@@ -484,15 +484,15 @@ TEST(cluster)
 	CHECK_EV(&l, 0, "mkdir", 1, "d2", e.id);
 
 	/* move the slot: ASK and TRYAGAIN on the way, then MOVED */
-	gen = pool_gen(cm);
+	gen = meta_pool_gen(cm);
 	migrate(owner, other, migrate_step);
 	CHECK_EQ(meta_lookup(cm, 1, "d1", &e2), 0);
 	CHECK_EQ(tgt_port(cm), S[other].port);
-	CHECK(pool_gen(cm) > gen);
+	CHECK(meta_pool_gen(cm) > gen);
 	CHECK_STR(sget(other, buf, sizeof(buf), "HEXISTS {" PREFIX "}:d:1 d1"), "1");
 	/* the subscriber follows: a gap, then the new owner's messages */
 	CHECK_EQ(meta_mkdir(cm, 1, "d3", 1, &e), 0);
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	while (ms_since(t0) < 5000) {
 		pthread_mutex_lock(&l.lock);
 		r = l.n > 1 && !strcmp(l.ev[l.n - 1].name, "d3");
@@ -508,12 +508,12 @@ TEST(cluster)
 	CHECK(l.n >= 2 && !strcmp(l.ev[1].kind, "(gap)"));
 
 	/* the slot loses its master: -EIO within the budget, then back */
-	freeReplyObject(scmd(other, "CLUSTER DELSLOTS %u", route_crc16(PREFIX, 7) & 16383));
-	t0 = mono_ns();
+	freeReplyObject(scmd(other, "CLUSTER DELSLOTS %u", meta_route_crc16(PREFIX, 7) & 16383));
+	t0 = util_mono_ns();
 	CHECK_EQ(meta_lookup(cm, 1, "d1", &e2), -EIO);
 	CHECK(ms_since(t0) < 2500);
-	freeReplyObject(scmd(other, "CLUSTER ADDSLOTS %u", route_crc16(PREFIX, 7) & 16383));
-	t0 = mono_ns();
+	freeReplyObject(scmd(other, "CLUSTER ADDSLOTS %u", meta_route_crc16(PREFIX, 7) & 16383));
+	t0 = util_mono_ns();
 	while ((r = meta_lookup(cm, 1, "d1", &e2)) != 0 && ms_since(t0) < 10000)
 		usleep(50000);
 	CHECK_EQ(r, 0);
@@ -567,8 +567,8 @@ TEST(sentinel)
 		struct addr a = {.port = S[4].port};
 
 		snprintf(a.host, sizeof(a.host), "127.0.0.1");
-		pool_target_set(m, &a, "test");
-		t0 = mono_ns();
+		meta_pool_target_set(m, &a, "test");
+		t0 = util_mono_ns();
 		while ((r = meta_lookup(m, 1, "s1", &e)) != 0 && ms_since(t0) < 3000)
 			usleep(20000);
 		CHECK_EQ(r, 0);
@@ -579,9 +579,9 @@ TEST(sentinel)
 	/* the master dies: calls fail during the failover, then go on */
 	inval_init(&l);
 	CHECK_EQ(meta_subscribe(idle, inval_cb, &l), 0);
-	gen = pool_gen(idle);
+	gen = meta_pool_gen(idle);
 	srv_kill(3);
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	while ((r = meta_lookup(m, 1, "s1", &e)) != 0 && ms_since(t0) < 20000) {
 		CHECK_EQ(r, -EIO);
 		usleep(50000);
@@ -590,13 +590,13 @@ TEST(sentinel)
 	CHECK_EQ(tgt_port(m), S[4].port);
 	CHECK_EQ(meta_mkdir(m, 1, "s2", 1, &e), 0);
 	/* a meta that made no call followed +switch-master on its own */
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	while (tgt_port(idle) != S[4].port && ms_since(t0) < 5000)
 		usleep(20000);
 	CHECK_EQ(tgt_port(idle), S[4].port);
-	CHECK(pool_gen(idle) > gen);
+	CHECK(meta_pool_gen(idle) > gen);
 	/* and its subscriber with it: a gap, then the new master's news */
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	do {
 		meta_rmdir(m, 1, "s3", NULL);
 		CHECK_EQ(meta_mkdir(m, 1, "s3", 1, &e), 0);

@@ -123,24 +123,24 @@ TEST(dead_socket)
 	CHECK(m != NULL);
 	if (!m)
 		return;
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	CHECK_EQ(meta_connect(m), -EIO);
 	CHECK(ms_since(t0) < 400);
 	CHECK(!meta_is_up(m));
 	meta_last_error(m, err, sizeof(err));
 	CHECK(strstr(err, "No such file") != NULL);
 	/* in backoff: immediate */
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	CHECK_EQ(meta_getattr(m, 1, &e), -EIO);
 	CHECK_EQ(meta_lookup(m, 1, "x", &e), -EIO);
 	CHECK(ms_since(t0) < 50);
 	/* a subscriber keeps trying in its thread, and stops at once */
 	inval_init(&l);
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	CHECK_EQ(meta_subscribe(m, inval_cb, &l), 0);
 	CHECK(ms_since(t0) < 400);
 	usleep(250000);
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	meta_unsubscribe(m);
 	CHECK(ms_since(t0) < 100);
 	CHECK_EQ(inval_count(&l), 0);
@@ -771,7 +771,7 @@ TEST(reregister)
 	meta_dirents_free(ents);
 	CHECK(strlen(alt) <= 255 && strlen(alt) > 200);
 	CHECK(strstr(alt, ".objfs-5003") != NULL);
-	CHECK_EQ(name_validate(alt), 0);
+	CHECK_EQ(util_name_validate(alt), 0);
 
 	/* malformed paths */
 	CHECK_EQ(meta_reregister(m, &o, "a/b", got), -EINVAL);
@@ -813,7 +813,7 @@ TEST(ids_survive_redis_loss)
 		}
 	}
 	/* whoever made the namespace again told every node: "resync" */
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	pthread_mutex_lock(&l.lock);
 	while (l.resyncs < 1 && ms_since(t0) < 3000) {
 		pthread_mutex_unlock(&l.lock);
@@ -830,7 +830,7 @@ TEST(ids_survive_redis_loss)
 	rdo("SET {t-ids}:ctr 0");
 	mkobj(m, &o, 11);
 	CHECK_EQ(meta_publish(m, 1, "seq2", &o, false, NULL, NULL), 0);
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	pthread_mutex_lock(&l.lock);
 	while (l.resyncs < 2 && ms_since(t0) < 3000) {
 		pthread_mutex_unlock(&l.lock);
@@ -878,7 +878,7 @@ TEST(nodes)
 	snprintf(a.listen, sizeof(a.listen), "10.0.0.1:7000");
 	a.pid = getpid();
 	snprintf(a.instance, sizeof(a.instance), "aaaa1111");
-	a.started_ns = now_ns();
+	a.started_ns = util_now_ns();
 	a.capacity = 1 << 30;
 	a.used = 42;
 	b = a;
@@ -928,7 +928,7 @@ TEST(nodes)
 		_exit(0);
 	}
 	kill(dead, SIGKILL);
-	while (!proc_gone(dead, 0))
+	while (!util_proc_gone(dead, 0))
 		usleep(1000);
 	a.pid = dead;
 	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), 0);
@@ -939,7 +939,7 @@ TEST(nodes)
 	 * card was written: the pid was reused, taken over */
 	CHECK_EQ(meta_node_release(m2, "bbbb2222"), 0);
 	a.pid = getpid();
-	a.started_ns = now_ns() - 3600 * 1000000000LL;
+	a.started_ns = util_now_ns() - 3600 * 1000000000LL;
 	CHECK_EQ(meta_node_claim(m1, &a, 30, &other), 0);
 	CHECK_EQ(meta_node_claim(m2, &b, 30, &other), 0);
 	rget(buf, sizeof(buf), "HGET {t-node}:node:alpha instance");
@@ -1084,13 +1084,13 @@ TEST(hung)
 	CHECK_EQ(meta_connect(m), 0);
 	kill(R.pid, SIGSTOP);
 	for (i = 0; i < 4; i++) {
-		t0 = mono_ns();
+		t0 = util_mono_ns();
 		CHECK_EQ(meta_getattr(m, 1, &e), -EIO);
 		CHECK(ms_since(t0) < 1000);
 	}
 	CHECK(!meta_is_up(m));
 	kill(R.pid, SIGCONT);
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	while (meta_getattr(m, 1, &e) < 0 && ms_since(t0) < 10000)
 		usleep(20000);
 	CHECK_EQ(meta_getattr(m, 1, &e), 0);
@@ -1127,19 +1127,19 @@ TEST(restart)
 	CHECK_EQ(inval_wait(&l, 1, 3000), 1);
 	redis_kill();
 	for (i = 0; i < 8; i++) {
-		t0 = mono_ns();
+		t0 = util_mono_ns();
 		CHECK_EQ(meta_lookup(m, 1, "x", &e), -EIO);
 		CHECK(ms_since(t0) < 1500);
 	}
 	CHECK(!meta_is_up(m));
 	meta_last_error(m, err, sizeof(err));
 	CHECK(err[0] != '\0');
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	CHECK_EQ(meta_connect(m), -EIO);
 	CHECK(ms_since(t0) < 1500);
 
 	redis_start();
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	while (meta_getattr(m, 1, &e) < 0 && ms_since(t0) < 10000)
 		usleep(20000);
 	CHECK_EQ(meta_getattr(m, 1, &e), 0);
@@ -1168,7 +1168,7 @@ TEST(restart)
 	CHECK_EQ(meta_lookup(m, 1, "y", &e), 0);
 	CHECK(meta_is_up(m));
 	/* a gap again (the mkdir of "y" may have come before or after) */
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	while (ms_since(t0) < 10000 && inval_count(&l) < 4)
 		usleep(5000);
 	CHECK(inval_count(&l) >= 4);

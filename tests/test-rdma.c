@@ -443,9 +443,9 @@ TEST(no_fin)
 	CHECK(t != NULL);
 	if (!t)
 		return;
-	rdma_test_no_fin = true;
+	transport_rdma_test_no_fin = true;
 	CHECK_EQ(fetch_cmp(t, &objs[6], NULL, NULL), 0);
-	rdma_test_no_fin = false;
+	transport_rdma_test_no_fin = false;
 	CHECK(atomic_load(&pins) == 1); /* held for the FIN that never comes */
 	CHECK(unpinned(3000));
 	transport_free(t);
@@ -460,10 +460,10 @@ struct slow {
 static void *slow_fetch(void *arg)
 {
 	struct slow *s = arg;
-	int64_t t0 = mono_ns();
+	int64_t t0 = util_mono_ns();
 
 	s->err = fetch_cmp(s->t, &objs[7], NULL, NULL);
-	s->took_ns = mono_ns() - t0;
+	s->took_ns = util_mono_ns() - t0;
 	return NULL;
 }
 
@@ -674,62 +674,64 @@ TEST(codec)
 	struct rmsg d;
 
 	memset(buf, 0, sizeof(buf));
-	rmsg_encode(&m, buf);
-	CHECK_EQ(rmsg_decode(buf, RMSG_HDR, &d), 0);
+	transport_rmsg_encode(&m, buf);
+	CHECK_EQ(transport_rmsg_decode(buf, RMSG_HDR, &d), 0);
 	CHECK(d.type == RM_GET && d.flags == RM_F_EAGER && d.credits == 7 && d.tag == 99);
 	CHECK(d.id == 5 && d.off == 10 && d.len == 20);
-	CHECK_EQ(rmsg_decode(buf, RMSG_HDR - 1, &d), -EPROTO); /* short */
-	CHECK_EQ(rmsg_decode(buf, RMSG_HDR + 1, &d), -EPROTO); /* a GET has no body */
-	m.flags = 0x80;					       /* unknown flag */
-	rmsg_encode(&m, buf);
-	CHECK_EQ(rmsg_decode(buf, RMSG_HDR, &d), -EPROTO);
+	CHECK_EQ(transport_rmsg_decode(buf, RMSG_HDR - 1, &d), -EPROTO); /* short */
+	CHECK_EQ(transport_rmsg_decode(buf, RMSG_HDR + 1, &d), -EPROTO); /* a GET has no body */
+	m.flags = 0x80;							 /* unknown flag */
+	transport_rmsg_encode(&m, buf);
+	CHECK_EQ(transport_rmsg_decode(buf, RMSG_HDR, &d), -EPROTO);
 	m = (struct rmsg){.type = RM_DATA, .len = 40};
-	rmsg_encode(&m, buf);
-	CHECK_EQ(rmsg_decode(buf, RMSG_HDR + 40, &d), 0);
-	CHECK_EQ(rmsg_decode(buf, RMSG_HDR + 39, &d), -EPROTO); /* payload shorter than said */
+	transport_rmsg_encode(&m, buf);
+	CHECK_EQ(transport_rmsg_decode(buf, RMSG_HDR + 40, &d), 0);
+	CHECK_EQ(transport_rmsg_decode(buf, RMSG_HDR + 39, &d),
+		 -EPROTO); /* payload shorter than said */
 	m = (struct rmsg){.type = RM_ERR};
-	rmsg_encode(&m, buf);
-	CHECK_EQ(rmsg_decode(buf, RMSG_HDR, &d), -EPROTO); /* an ERR without an errno */
+	transport_rmsg_encode(&m, buf);
+	CHECK_EQ(transport_rmsg_decode(buf, RMSG_HDR, &d), -EPROTO); /* an ERR without an errno */
 	m.status = ENOENT;
-	rmsg_encode(&m, buf);
-	CHECK_EQ(rmsg_decode(buf, RMSG_HDR, &d), 0);
+	transport_rmsg_encode(&m, buf);
+	CHECK_EQ(transport_rmsg_decode(buf, RMSG_HDR, &d), 0);
 	m = (struct rmsg){.type = RM_GET, .off = UINT64_MAX, .len = 2};
-	rmsg_encode(&m, buf);
-	CHECK_EQ(rmsg_decode(buf, RMSG_HDR, &d), -EPROTO); /* offset + length overflows */
+	transport_rmsg_encode(&m, buf);
+	CHECK_EQ(transport_rmsg_decode(buf, RMSG_HDR, &d), -EPROTO); /* offset + length overflows */
 	m = (struct rmsg){.type = 99};
-	rmsg_encode(&m, buf);
-	CHECK_EQ(rmsg_decode(buf, RMSG_HDR, &d), -EPROTO);
+	transport_rmsg_encode(&m, buf);
+	CHECK_EQ(transport_rmsg_decode(buf, RMSG_HDR, &d), -EPROTO);
 	m = (struct rmsg){.type = RM_FIN};
-	rmsg_encode(&m, buf);
+	transport_rmsg_encode(&m, buf);
 	buf[4] = RMSG_V2 + 1;
-	CHECK_EQ(rmsg_decode(buf, RMSG_HDR, &d), -EPROTO); /* another version */
+	CHECK_EQ(transport_rmsg_decode(buf, RMSG_HDR, &d), -EPROTO); /* another version */
 	/* version 2: GET flags (WANT_HAVE only for a query) and HAVE */
 	m = (struct rmsg){.type = RM_GET, .flags = RM_F_PARTIAL_OK | RM_F_BUSY_OK, .len = 9};
-	rmsg_encode(&m, buf);
-	CHECK_EQ(rmsg_decode(buf, RMSG_HDR, &d), -EPROTO); /* not in version 1 */
+	transport_rmsg_encode(&m, buf);
+	CHECK_EQ(transport_rmsg_decode(buf, RMSG_HDR, &d), -EPROTO); /* not in version 1 */
 	m.ver = RMSG_V2;
-	rmsg_encode(&m, buf);
-	CHECK_EQ(rmsg_decode(buf, RMSG_HDR, &d), 0);
+	transport_rmsg_encode(&m, buf);
+	CHECK_EQ(transport_rmsg_decode(buf, RMSG_HDR, &d), 0);
 	CHECK(d.ver == RMSG_V2 && d.flags == (RM_F_PARTIAL_OK | RM_F_BUSY_OK));
 	m.flags = RM_F_WANT_HAVE;
-	rmsg_encode(&m, buf);
-	CHECK_EQ(rmsg_decode(buf, RMSG_HDR, &d), -EPROTO); /* a HAVE before bytes */
+	transport_rmsg_encode(&m, buf);
+	CHECK_EQ(transport_rmsg_decode(buf, RMSG_HDR, &d), -EPROTO); /* a HAVE before bytes */
 	m.len = 0;
-	rmsg_encode(&m, buf);
-	CHECK_EQ(rmsg_decode(buf, RMSG_HDR, &d), 0);
+	transport_rmsg_encode(&m, buf);
+	CHECK_EQ(transport_rmsg_decode(buf, RMSG_HDR, &d), 0);
 	m = (struct rmsg){.ver = RMSG_V1, .type = RM_HAVE, .len = 40};
-	rmsg_encode(&m, buf);
-	CHECK_EQ(rmsg_decode(buf, RMSG_HDR + 40, &d), -EPROTO); /* version 1 has none */
+	transport_rmsg_encode(&m, buf);
+	CHECK_EQ(transport_rmsg_decode(buf, RMSG_HDR + 40, &d), -EPROTO); /* version 1 has none */
 	m.ver = RMSG_V2;
-	rmsg_encode(&m, buf);
-	CHECK_EQ(rmsg_decode(buf, RMSG_HDR + 40, &d), -EPROTO); /* a header alone */
+	transport_rmsg_encode(&m, buf);
+	CHECK_EQ(transport_rmsg_decode(buf, RMSG_HDR + 40, &d), -EPROTO); /* a header alone */
 	m.len = 48;
-	rmsg_encode(&m, buf);
-	CHECK_EQ(rmsg_decode(buf, RMSG_HDR + 40, &d), -EPROTO); /* body shorter than said */
-	CHECK_EQ(rdma_wc_errno(IBV_WC_SUCCESS), 0);
-	CHECK_EQ(rdma_wc_errno(IBV_WC_RETRY_EXC_ERR), -ETIMEDOUT);
-	CHECK_EQ(rdma_wc_errno(IBV_WC_WR_FLUSH_ERR), -ECONNRESET);
-	CHECK_EQ(rdma_wc_errno(IBV_WC_REM_ACCESS_ERR), -EPROTO);
+	transport_rmsg_encode(&m, buf);
+	CHECK_EQ(transport_rmsg_decode(buf, RMSG_HDR + 40, &d),
+		 -EPROTO); /* body shorter than said */
+	CHECK_EQ(transport_rdma_wc_errno(IBV_WC_SUCCESS), 0);
+	CHECK_EQ(transport_rdma_wc_errno(IBV_WC_RETRY_EXC_ERR), -ETIMEDOUT);
+	CHECK_EQ(transport_rdma_wc_errno(IBV_WC_WR_FLUSH_ERR), -ECONNRESET);
+	CHECK_EQ(transport_rdma_wc_errno(IBV_WC_REM_ACCESS_ERR), -EPROTO);
 }
 
 int main(void)

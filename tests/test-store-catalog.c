@@ -303,7 +303,7 @@ TEST(upgrade)
 	set_le64(rbuf + REC_ID, id);
 	set_le64(rbuf + REC_SIZE, size);
 	set_le64(rbuf + 24, 12345);
-	csum_buf(want, size, csum);
+	util_csum_buf(want, size, csum);
 	memcpy(rbuf + 32, csum, sizeof(csum));
 	rbuf[REC_PATH_LEN] = 2;
 	rbuf[REC_N_EXT] = 1;

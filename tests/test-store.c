@@ -67,7 +67,7 @@ TEST(zero_byte)
 	size_t bytes = 99;
 
 	tdir_init(&t);
-	csum_buf("", 0, want);
+	util_csum_buf("", 0, want);
 	s = must_open(&t, MiB, false);
 	o = store_create(s, 1, NULL);
 	CHECK(o);
@@ -132,7 +132,7 @@ TEST(enospc)
 	CHECK_EQ(used_bytes(s), used);
 	CHECK(obj_equals(ob, b, 100 * PG));
 	CHECK(obj_equals(oa, a, 100 * PG));
-	csum_buf(a, 100 * PG, csum);
+	util_csum_buf(a, 100 * PG, csum);
 	CHECK(!memcmp(csum, csum_a, sizeof(csum)));
 	CHECK_EQ(store_truncate(ob, MiB), -ENOSPC);
 	CHECK_EQ(store_obj_size(ob), 100 * PG);
@@ -239,7 +239,7 @@ TEST(holes)
 	CHECK(obj_equals(y, shadow, size));
 	CHECK_EQ(store_seal(y, "/y", 1), 0);
 	CHECK(obj_equals(y, shadow, size));
-	csum_buf(shadow, size, want);
+	util_csum_buf(shadow, size, want);
 	store_obj_csum(y, csum);
 	CHECK(!memcmp(want, csum, sizeof(want)));
 	store_obj_unref(y);
@@ -320,7 +320,7 @@ TEST(seal)
 	CHECK_EQ(store_seal(o, "/a/b", 77), 0);
 	CHECK(store_obj_sealed(o));
 	CHECK_EQ(store_obj_mtime(o), 77);
-	csum_buf(data, len, want);
+	util_csum_buf(data, len, want);
 	store_obj_csum(o, got);
 	CHECK(!memcmp(want, got, sizeof(want)));
 	store_obj_path(o, path, sizeof(path));
@@ -530,7 +530,7 @@ TEST(reserve_iov)
 	}
 	CHECK_EQ(store_seal(o, "/r", 1), 0);
 	CHECK(obj_equals(o, want, len));
-	csum_buf(want, len, wcsum);
+	util_csum_buf(want, len, wcsum);
 	store_obj_csum(o, csum);
 	CHECK(!memcmp(csum, wcsum, sizeof(csum)));
 	CHECK_EQ(store_reserve(o, 1), -EACCES);
@@ -711,7 +711,7 @@ TEST(hash_ahead)
 
 	tdir_init(&t);
 	s = must_open(&t, 16 * MiB, false);
-	csum_buf(want, len, wcsum);
+	util_csum_buf(want, len, wcsum);
 
 	/* in pieces, front to back, some hashed twice, one past the end */
 	o = store_create(s, 1, NULL);
@@ -736,7 +736,7 @@ TEST(hash_ahead)
 	CHECK_EQ(store_hash_ahead(o, 2 * MiB), 0);
 	want[100] ^= 0xff;
 	CHECK_EQ(store_write(o, want + 100, 1, 100), 0);
-	csum_buf(want, len, wcsum);
+	util_csum_buf(want, len, wcsum);
 	CHECK_EQ(store_hash_ahead(o, 3 * MiB), 0);
 	CHECK_EQ(store_seal(o, "/b", 1), 0);
 	store_obj_csum(o, csum);
@@ -777,7 +777,7 @@ TEST(hash_follow)
 
 	tdir_init(&t);
 	s = must_open(&t, 32 * MiB, false);
-	csum_buf(want, len, wcsum);
+	util_csum_buf(want, len, wcsum);
 
 	for (id = 1; id <= 4; id++) {
 		o = store_create(s, id, NULL);
@@ -808,7 +808,7 @@ TEST(hash_follow)
 			want[10] ^= 0x5a;
 			CHECK_EQ(store_write(o, want, 4096, 0), 0);
 			CHECK_EQ(store_hash_follow(o, 0, 4096), 0);
-			csum_buf(want, len, wcsum);
+			util_csum_buf(want, len, wcsum);
 		}
 		CHECK_EQ(store_seal(o, "/f", 1), 0);
 		store_obj_csum(o, csum);
@@ -866,7 +866,7 @@ TEST(full)
 	CHECK_EQ(used_bytes(s), used);
 	CHECK(obj_equals(o, data, 10 * PG));
 	CHECK_EQ(store_seal(o, "/frag", 1), 0);
-	csum_buf(data, 10 * PG, wcsum);
+	util_csum_buf(data, 10 * PG, wcsum);
 	store_obj_csum(o, csum);
 	CHECK(!memcmp(csum, wcsum, sizeof(csum)));
 	store_obj_unref(o);
@@ -1249,7 +1249,7 @@ static bool check_sealed(struct store_obj *o)
 	uint8_t *want = pattern(len, store_obj_id(o)), csum[OBJFS_CSUM_LEN], got[OBJFS_CSUM_LEN];
 	bool ok = obj_equals(o, want, len);
 
-	csum_buf(want, len, csum);
+	util_csum_buf(want, len, csum);
 	store_obj_csum(o, got);
 	free(want);
 	return ok && !memcmp(csum, got, sizeof(csum));
@@ -1357,10 +1357,10 @@ static double write_pass(struct store *s, uint64_t id, const uint8_t *data, size
 	size_t off;
 	int r = 0;
 
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	for (off = 0; off < total && !r; off += chunk)
 		r = store_write(o, data + off, chunk, off);
-	t1 = mono_ns();
+	t1 = util_mono_ns();
 	CHECK_EQ(r, 0);
 	CHECK_EQ(store_seal(o, "/big", 1), 0);
 	CHECK(obj_equals(o, data, total));

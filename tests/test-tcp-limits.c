@@ -71,7 +71,7 @@ TEST(idle_make_room)
 	CHECK(s != NULL);
 	if (!s)
 		return;
-	/* the cap the open-files limit gave (fd_budget()) */
+	/* the cap the open-files limit gave (util_fd_budget()) */
 	max = (int)stats(s).serve_conns;
 	CHECK(max >= 16 && max <= (int)ARRAY_SIZE(fds));
 	for (i = 0; i < max; i++) {
@@ -107,7 +107,7 @@ TEST(idle_make_room)
 
 /*
  * Issue 21: a transport made under an open-files limit of 256 serves at
- * most 32 connections, 16 from one node (fd_budget()), and still serves
+ * most 32 connections, 16 from one node (util_fd_budget()), and still serves
  * under it; one made under a limit of 64 keeps to the floor of 16.
  */
 TEST(sized_from_nofile)

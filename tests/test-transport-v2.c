@@ -102,7 +102,7 @@ static int part_state(uint64_t off, uint64_t len)
 static int psrc_wait(void *token, uint64_t off, uint64_t len, unsigned ms)
 {
 	struct mobj *o = token;
-	int64_t until = mono_ns() + (int64_t)ms * 1000000;
+	int64_t until = util_mono_ns() + (int64_t)ms * 1000000;
 	int r;
 
 	if (o->id != part.id)
@@ -112,7 +112,7 @@ static int psrc_wait(void *token, uint64_t off, uint64_t len, unsigned ms)
 		pthread_mutex_lock(&part.lock);
 		r = part_state(off, len);
 		pthread_mutex_unlock(&part.lock);
-		if (r != 2 || mono_ns() >= until)
+		if (r != 2 || util_mono_ns() >= until)
 			return r;
 		usleep(2000);
 	}
@@ -478,42 +478,42 @@ TEST(v2_downgrade)
 	bool close_after;
 
 	/* untouched, version 2 gets through */
-	auth_srv_init(&as, true);
-	CHECK_EQ(auth_cli_hello(c, &ac, WIRE_V2, &hello), 0);
-	CHECK_EQ(auth_srv_step(s, &as, &hello, &reply, &close_after), 0);
+	transport_auth_srv_init(&as, true);
+	CHECK_EQ(transport_auth_cli_hello(c, &ac, WIRE_V2, &hello), 0);
+	CHECK_EQ(transport_auth_srv_step(s, &as, &hello, &reply, &close_after), 0);
 	CHECK(reply.type == WIRE_CHALLENGE && reply.ver == WIRE_V2);
-	CHECK_EQ(auth_cli_step(c, &ac, &reply, &auth), 1);
+	CHECK_EQ(transport_auth_cli_step(c, &ac, &reply, &auth), 1);
 	CHECK_EQ(auth.ver, WIRE_V2);
-	CHECK_EQ(auth_srv_step(s, &as, &auth, &reply, &close_after), 0);
+	CHECK_EQ(transport_auth_srv_step(s, &as, &auth, &reply, &close_after), 0);
 	CHECK(reply.type == WIRE_READY && reply.status == 0 && !close_after);
-	CHECK_EQ(auth_cli_step(c, &ac, &reply, &auth), 0);
+	CHECK_EQ(transport_auth_cli_step(c, &ac, &reply, &auth), 0);
 
 	/* downgraded on the way in, restored on the way out */
-	auth_srv_init(&as, true);
-	CHECK_EQ(auth_cli_hello(c, &ac, WIRE_V2, &hello), 0);
+	transport_auth_srv_init(&as, true);
+	CHECK_EQ(transport_auth_cli_hello(c, &ac, WIRE_V2, &hello), 0);
 	hello.ver = WIRE_V1;
-	CHECK_EQ(auth_srv_step(s, &as, &hello, &reply, &close_after), 0);
+	CHECK_EQ(transport_auth_srv_step(s, &as, &hello, &reply, &close_after), 0);
 	CHECK_EQ(reply.ver, WIRE_V1);
 	reply.ver = WIRE_V2;
-	CHECK_EQ(auth_cli_step(c, &ac, &reply, &auth), 1);
+	CHECK_EQ(transport_auth_cli_step(c, &ac, &reply, &auth), 1);
 	CHECK(ac.refused);
 	auth.ver = WIRE_V1;
-	CHECK_EQ(auth_srv_step(s, &as, &auth, &reply, &close_after), 0);
+	CHECK_EQ(transport_auth_srv_step(s, &as, &auth, &reply, &close_after), 0);
 	CHECK(reply.status == EACCES && close_after);
 	reply.ver = WIRE_V2;
-	CHECK_EQ(auth_cli_step(c, &ac, &reply, &auth), -EACCES);
+	CHECK_EQ(transport_auth_cli_step(c, &ac, &reply, &auth), -EACCES);
 	/* not restored: an answer in another version is malformed */
-	auth_srv_init(&as, true);
-	CHECK_EQ(auth_cli_hello(c, &ac, WIRE_V2, &hello), 0);
+	transport_auth_srv_init(&as, true);
+	CHECK_EQ(transport_auth_cli_hello(c, &ac, WIRE_V2, &hello), 0);
 	hello.ver = WIRE_V1;
-	CHECK_EQ(auth_srv_step(s, &as, &hello, &reply, &close_after), 0);
-	CHECK_EQ(auth_cli_step(c, &ac, &reply, &auth), -EPROTO);
+	CHECK_EQ(transport_auth_srv_step(s, &as, &hello, &reply, &close_after), 0);
+	CHECK_EQ(transport_auth_cli_step(c, &ac, &reply, &auth), -EPROTO);
 	/* a transport that speaks version 1 only takes no version 2 HELLO */
 	s->wire_max = WIRE_V1;
-	auth_srv_init(&as, true);
-	CHECK_EQ(auth_cli_hello(c, &ac, WIRE_V2, &hello), 0);
-	CHECK_EQ(auth_srv_step(s, &as, &hello, &reply, &close_after), -EPROTO);
-	CHECK_EQ(auth_cli_hello(s, &ac, WIRE_V2, &hello), -EINVAL);
+	transport_auth_srv_init(&as, true);
+	CHECK_EQ(transport_auth_cli_hello(c, &ac, WIRE_V2, &hello), 0);
+	CHECK_EQ(transport_auth_srv_step(s, &as, &hello, &reply, &close_after), -EPROTO);
+	CHECK_EQ(transport_auth_cli_hello(s, &ac, WIRE_V2, &hello), -EINVAL);
 	transport_free(c);
 	transport_free(s);
 }
@@ -541,7 +541,7 @@ struct fake2 {
 static void quiet_send_msg(int fd, const struct wire_msg *m)
 {
 	uint8_t buf[WIRE_MSG_MAX_V2];
-	int n = wire_encode(m, buf, sizeof(buf));
+	int n = transport_wire_encode(m, buf, sizeof(buf));
 
 	CHECK(n > 0);
 	if (n > 0)
@@ -777,23 +777,23 @@ TEST(v2_park)
 	pthread_join(th, NULL);
 	CHECK_EQ(stats(s).parked, 1);
 	/* block 4: not held, not arriving */
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	CHECK_EQ(fetch_v2(c, "tcp,fan1,fan2", addr, 5, 4 * B, B, fl, &h), -EAGAIN);
-	CHECK(mono_ns() - t0 < 400 * 1000000LL);
+	CHECK(util_mono_ns() - t0 < 400 * 1000000LL);
 	/* block 6 arrives, but never checks out: io_timeout 1000 ms, half of it */
 	pthread_mutex_lock(&part.lock);
 	part.fetching[0] |= 0x40;
 	pthread_mutex_unlock(&part.lock);
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	CHECK_EQ(fetch_v2(c, "tcp,fan1,fan2", addr, 5, 6 * B, B, fl, &h), -EAGAIN);
-	CHECK(mono_ns() - t0 >= 450 * 1000000LL);
+	CHECK(util_mono_ns() - t0 >= 450 * 1000000LL);
 	CHECK(bit(h.fetching, 6) && !bit(h.have, 6));
 	/* without PARK, or without "fan2" on the card: "not yet" at once */
-	t0 = mono_ns();
+	t0 = util_mono_ns();
 	CHECK_EQ(fetch_v2(c, "tcp,fan1,fan2", addr, 5, 6 * B, B, TRANSPORT_F_PARTIAL_OK, NULL),
 		 -EAGAIN);
 	CHECK_EQ(fetch_v2(c, "tcp,fan1", addr, 5, 6 * B, B, fl, NULL), -EAGAIN);
-	CHECK(mono_ns() - t0 < 400 * 1000000LL);
+	CHECK(util_mono_ns() - t0 < 400 * 1000000LL);
 	CHECK_EQ(stats(s).parked, 3);
 	CHECK_EQ(stats(c).conns_open, 1); /* all in step on one connection */
 	CHECK_EQ(atomic_load(&part.bad_iov), 0);

@@ -8,7 +8,7 @@
  * buffers split into uneven iovecs.  Misbehaving peers are played by raw
  * sockets: raw clients that send junk to the real server, and a fake
  * server thread (fake_*) that answers a real client wrongly or stalls.
- * Some cases reach into the internals: tcp_serve_fd() (tcp_i.h) over a
+ * Some cases reach into the internals: transport_tcp_serve_fd() (tcp_i.h) over a
  * socketpair stands in for a peer that is not on this host, and a fake
  * backend (transport_new_ops()) shows what transport.c hands a backend.
  * Wire version 2 (GET flags, HAVE, the "fan1" card token) has its own
@@ -528,7 +528,7 @@ TEST(secret)
 	transport_free(s);
 }
 
-/* tcp_serve_fd() on one end of a socketpair, as if the peer were @sa */
+/* transport_tcp_serve_fd() on one end of a socketpair, as if the peer were @sa */
 struct fake_peer {
 	struct transport *t;
 	int fd;
@@ -540,7 +540,7 @@ static void *serve_fd_thread(void *arg)
 {
 	struct fake_peer *f = arg;
 
-	tcp_serve_fd(f->t, f->fd, (struct sockaddr *)&f->sa, f->len, NULL);
+	transport_tcp_serve_fd(f->t, f->fd, (struct sockaddr *)&f->sa, f->len, NULL);
 	close(f->fd);
 	return NULL;
 }
@@ -566,7 +566,7 @@ static int handshake_as(struct transport *server, struct transport *client, cons
 		return -errno;
 	f.fd = sv[0];
 	pthread_create(&th, NULL, serve_fd_thread, &f);
-	err = tcp_client_handshake(client, sv[1], WIRE_V1);
+	err = transport_tcp_client_handshake(client, sv[1], WIRE_V1);
 	close(sv[1]);
 	pthread_join(th, NULL);
 	return err;
@@ -611,7 +611,7 @@ TEST(bad_frames)
 	memset(&m, 0, sizeof(m));
 	m.type = WIRE_HELLO;
 	strcpy(m.node, "raw");
-	CHECK(wire_encode(&m, hdr, sizeof(hdr)) > 0);
+	CHECK(transport_wire_encode(&m, hdr, sizeof(hdr)) > 0);
 	fd = raw_connect(srv_addr);
 	raw_send(fd, hdr, 20);
 	shutdown(fd, SHUT_WR);
@@ -662,7 +662,7 @@ TEST(bad_frames)
 	m.type = WIRE_GET;
 	m.id = 5;
 	m.len = 1;
-	CHECK_EQ(wire_encode(&m, hdr, sizeof(hdr)), WIRE_HDR_LEN);
+	CHECK_EQ(transport_wire_encode(&m, hdr, sizeof(hdr)), WIRE_HDR_LEN);
 	hdr[32 + 3] = 0x80; /* length = 2 GiB + 1 */
 	raw_send(fd, hdr, WIRE_HDR_LEN);
 	raw_expect_close(fd);
@@ -1027,10 +1027,11 @@ TEST(bwlimit_shared)
 	    .open = msrc_open, .iov = msrc_iov, .close = msrc_close, .ctx = &ms};
 	node_before = node->bucket.tokens;
 	half_before = half->bucket.tokens;
-	CHECK_EQ(serve_begin(half, &get, "peer", "peer", NULL, &ctx, &reply), 0);
-	while (serve_more(&ctx) && serve_next(&ctx, MiB, iov, 16, &bytes, NULL) > 0)
+	CHECK_EQ(transport_serve_begin(half, &get, "peer", "peer", NULL, &ctx, &reply), 0);
+	while (transport_serve_more(&ctx) &&
+	       transport_serve_next(&ctx, MiB, iov, 16, &bytes, NULL) > 0)
 		sent += bytes;
-	serve_end(&ctx);
+	transport_serve_end(&ctx);
 	CHECK_EQ(sent, 64 * KiB);
 	/* one burst, taken from the node's bucket (what refilled meanwhile
 	 * is 8 KiB a second) */

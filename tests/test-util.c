@@ -42,7 +42,7 @@ TEST(sizes)
 
 	for (i = 0; i < ARRAY_SIZE(cases); i++) {
 		uint64_t v = 12345;
-		int r = parse_size(cases[i].in, &v);
+		int r = util_parse_size(cases[i].in, &v);
 
 		CHECK_EQ(r, cases[i].err);
 		if (r == 0)
@@ -50,53 +50,53 @@ TEST(sizes)
 		else
 			CHECK_EQ(v, 12345); /* untouched on failure */
 	}
-	CHECK_EQ(parse_size(NULL, NULL), -EINVAL);
+	CHECK_EQ(util_parse_size(NULL, NULL), -EINVAL);
 }
 
 TEST(names)
 {
 	char longname[300];
 
-	CHECK_EQ(name_validate("a"), 0);
-	CHECK_EQ(name_validate("with space and ünïcödé"), 0);
-	CHECK_EQ(name_validate(".hidden"), 0);
-	CHECK_EQ(name_validate("..."), 0);
-	CHECK_EQ(name_validate(""), -EINVAL);
-	CHECK_EQ(name_validate("."), -EINVAL);
-	CHECK_EQ(name_validate(".."), -EINVAL);
-	CHECK_EQ(name_validate("a/b"), -EINVAL);
-	CHECK_EQ(name_validate(NULL), -EINVAL);
+	CHECK_EQ(util_name_validate("a"), 0);
+	CHECK_EQ(util_name_validate("with space and ünïcödé"), 0);
+	CHECK_EQ(util_name_validate(".hidden"), 0);
+	CHECK_EQ(util_name_validate("..."), 0);
+	CHECK_EQ(util_name_validate(""), -EINVAL);
+	CHECK_EQ(util_name_validate("."), -EINVAL);
+	CHECK_EQ(util_name_validate(".."), -EINVAL);
+	CHECK_EQ(util_name_validate("a/b"), -EINVAL);
+	CHECK_EQ(util_name_validate(NULL), -EINVAL);
 	memset(longname, 'x', sizeof(longname));
 	longname[255] = '\0';
-	CHECK_EQ(name_validate(longname), 0);
+	CHECK_EQ(util_name_validate(longname), 0);
 	longname[255] = 'x';
 	longname[256] = '\0';
-	CHECK_EQ(name_validate(longname), -ENAMETOOLONG);
+	CHECK_EQ(util_name_validate(longname), -ENAMETOOLONG);
 	/* invalid UTF-8: stray continuation, overlong, surrogate, truncated,
 	 * beyond U+10FFFF */
-	CHECK_EQ(name_validate("a\x80"), -EILSEQ);
-	CHECK_EQ(name_validate("\xc0\xaf"), -EILSEQ);
-	CHECK_EQ(name_validate("\xed\xa0\x80"), -EILSEQ);
-	CHECK_EQ(name_validate("\xe2\x82"), -EILSEQ);
-	CHECK_EQ(name_validate("\xf4\x90\x80\x80"), -EILSEQ);
-	CHECK_EQ(name_validate("\xf0\x9f\x98\x80"), 0); /* emoji */
+	CHECK_EQ(util_name_validate("a\x80"), -EILSEQ);
+	CHECK_EQ(util_name_validate("\xc0\xaf"), -EILSEQ);
+	CHECK_EQ(util_name_validate("\xed\xa0\x80"), -EILSEQ);
+	CHECK_EQ(util_name_validate("\xe2\x82"), -EILSEQ);
+	CHECK_EQ(util_name_validate("\xf4\x90\x80\x80"), -EILSEQ);
+	CHECK_EQ(util_name_validate("\xf0\x9f\x98\x80"), 0); /* emoji */
 }
 
 TEST(node_names)
 {
-	CHECK_EQ(node_name_validate("node-1"), 0);
-	CHECK_EQ(node_name_validate("a.b_c"), 0);
-	CHECK_EQ(node_name_validate(""), -EINVAL);
-	CHECK_EQ(node_name_validate("-x"), -EINVAL);
-	CHECK_EQ(node_name_validate(".x"), -EINVAL);
-	CHECK_EQ(node_name_validate("a b"), -EINVAL);
-	CHECK_EQ(node_name_validate("a:b"), -EINVAL);
-	CHECK_EQ(
-	    node_name_validate("0123456789012345678901234567890123456789012345678901234567890123"),
-	    -EINVAL);
-	CHECK_EQ(
-	    node_name_validate("012345678901234567890123456789012345678901234567890123456789012"),
-	    0);
+	CHECK_EQ(util_node_name_validate("node-1"), 0);
+	CHECK_EQ(util_node_name_validate("a.b_c"), 0);
+	CHECK_EQ(util_node_name_validate(""), -EINVAL);
+	CHECK_EQ(util_node_name_validate("-x"), -EINVAL);
+	CHECK_EQ(util_node_name_validate(".x"), -EINVAL);
+	CHECK_EQ(util_node_name_validate("a b"), -EINVAL);
+	CHECK_EQ(util_node_name_validate("a:b"), -EINVAL);
+	CHECK_EQ(util_node_name_validate(
+		     "0123456789012345678901234567890123456789012345678901234567890123"),
+		 -EINVAL);
+	CHECK_EQ(util_node_name_validate(
+		     "012345678901234567890123456789012345678901234567890123456789012"),
+		 0);
 }
 
 TEST(checksums)
@@ -104,47 +104,47 @@ TEST(checksums)
 	uint8_t a[OBJFS_CSUM_LEN], b[OBJFS_CSUM_LEN];
 	char hex[OBJFS_CSUM_HEX];
 
-	csum_buf("hello", 5, a);
-	csum_to_hex(a, hex);
+	util_csum_buf("hello", 5, a);
+	util_csum_to_hex(a, hex);
 	CHECK_EQ(strlen(hex), 32);
-	CHECK_EQ(csum_from_hex(hex, b), 0);
+	CHECK_EQ(util_csum_from_hex(hex, b), 0);
 	CHECK(!memcmp(a, b, sizeof(a)));
-	csum_buf("hellp", 5, b);
+	util_csum_buf("hellp", 5, b);
 	CHECK(memcmp(a, b, sizeof(a)) != 0);
 	/* the empty input hashes to xxh3-128's published value */
-	csum_buf("", 0, a);
-	csum_to_hex(a, hex);
+	util_csum_buf("", 0, a);
+	util_csum_to_hex(a, hex);
 	CHECK_STR(hex, "99aa06d3014798d86001c324468d497f");
-	CHECK_EQ(csum_from_hex("zz", b), -EINVAL);
-	CHECK_EQ(csum_from_hex("99aa06d3014798d86001c324468d497g", b), -EINVAL);
-	CHECK_EQ(csum_from_hex("99aa06d3014798d86001c324468d497f0", b), -EINVAL);
+	CHECK_EQ(util_csum_from_hex("zz", b), -EINVAL);
+	CHECK_EQ(util_csum_from_hex("99aa06d3014798d86001c324468d497g", b), -EINVAL);
+	CHECK_EQ(util_csum_from_hex("99aa06d3014798d86001c324468d497f0", b), -EINVAL);
 }
 
 TEST(numbers)
 {
 	uint64_t v = 7;
 
-	CHECK_EQ(parse_u64("18446744073709551615", &v), 0);
+	CHECK_EQ(util_parse_u64("18446744073709551615", &v), 0);
 	CHECK(v == UINT64_MAX);
-	CHECK_EQ(parse_u64("18446744073709551616", &v), -ERANGE);
-	CHECK_EQ(parse_u64("12a", &v), -EINVAL);
-	CHECK_EQ(parse_u64("", &v), -EINVAL);
+	CHECK_EQ(util_parse_u64("18446744073709551616", &v), -ERANGE);
+	CHECK_EQ(util_parse_u64("12a", &v), -EINVAL);
+	CHECK_EQ(util_parse_u64("", &v), -EINVAL);
 }
 
 TEST(proc_liveness)
 {
-	int64_t now = now_ns(), hour = 3600 * 1000000000LL;
+	int64_t now = util_now_ns(), hour = 3600 * 1000000000LL;
 	pid_t child;
 	int i;
 
 	/* this process: alive, whether or not its start time is given */
-	CHECK(!proc_gone(getpid(), 0));
-	CHECK(!proc_gone(getpid(), now));
+	CHECK(!util_proc_gone(getpid(), 0));
+	CHECK(!util_proc_gone(getpid(), now));
 	/* a card written before this process started names another process
 	 * that had the same pid */
-	CHECK(proc_gone(getpid(), now - hour));
-	CHECK(!proc_gone(0, 0));
-	CHECK(!proc_gone(-1, 0));
+	CHECK(util_proc_gone(getpid(), now - hour));
+	CHECK(!util_proc_gone(0, 0));
+	CHECK(!util_proc_gone(-1, 0));
 
 	/* a child killed but not reaped (a zombie) is gone; reaped, too */
 	child = fork();
@@ -153,13 +153,13 @@ TEST(proc_liveness)
 		_exit(0);
 	}
 	CHECK(child > 0);
-	CHECK(!proc_gone(child, now_ns()));
+	CHECK(!util_proc_gone(child, util_now_ns()));
 	kill(child, SIGKILL);
-	for (i = 0; i < 5000 && !proc_gone(child, now); i++)
+	for (i = 0; i < 5000 && !util_proc_gone(child, now); i++)
 		usleep(1000);
-	CHECK(proc_gone(child, now));
+	CHECK(util_proc_gone(child, now));
 	CHECK_EQ(waitpid(child, NULL, 0), child);
-	CHECK(proc_gone(child, now));
+	CHECK(util_proc_gone(child, now));
 }
 
 TEST(format_sizes)
@@ -185,17 +185,17 @@ TEST(format_sizes)
 	size_t i;
 
 	for (i = 0; i < ARRAY_SIZE(cases); i++) {
-		format_size(cases[i].in, buf, sizeof(buf));
+		util_format_size(cases[i].in, buf, sizeof(buf));
 		CHECK_STR(buf, cases[i].want);
 	}
 	/* whole ones read back */
-	format_size(512ULL << 30, buf, sizeof(buf));
-	CHECK_EQ(parse_size(buf, &back), 0);
+	util_format_size(512ULL << 30, buf, sizeof(buf));
+	CHECK_EQ(util_parse_size(buf, &back), 0);
 	CHECK_EQ(back, 512ULL << 30);
 }
 
 /*
- * fd_budget(): the store's objects being written or fetched and the
+ * util_fd_budget(): the store's objects being written or fetched and the
  * transport's served connections add up below every open-files limit
  * from 64 on, and leave the rest at least 16 descriptors (an eighth of
  * the limit from 256).
@@ -204,24 +204,24 @@ TEST(fd_budgets)
 {
 	static const uint64_t limits[] = {64,  100,  128,  129,	 200,	255,   256,
 					  300, 1024, 4095, 4096, 20000, 65536, 1048576};
-	struct fd_budget b;
+	struct util_fd_budget b;
 	size_t i;
 
-	fd_budget(256, &b);
+	util_fd_budget(256, &b);
 	CHECK_EQ(b.serve_conns, 32);
 	CHECK_EQ(b.serve_conns_per_node, 16);
 	CHECK_EQ(b.open_max, 192);
-	fd_budget(1048576, &b);
+	util_fd_budget(1048576, &b);
 	CHECK_EQ(b.serve_conns, 256);
 	CHECK_EQ(b.serve_conns_per_node, 32);
 	CHECK_EQ(b.open_max, 1048576 - 1024);
-	fd_budget(0, &b); /* unlimited */
+	util_fd_budget(0, &b); /* unlimited */
 	CHECK_EQ(b.serve_conns, 256);
 	CHECK(b.open_max == UINT64_MAX);
 	for (i = 0; i < ARRAY_SIZE(limits); i++) {
 		uint64_t n = limits[i], rest;
 
-		fd_budget(n, &b);
+		util_fd_budget(n, &b);
 		CHECK(b.serve_conns >= 16 && b.serve_conns <= 256);
 		CHECK(b.serve_conns_per_node <= 32 && b.serve_conns_per_node <= b.serve_conns / 2);
 		CHECK(b.open_max + b.serve_conns < n);

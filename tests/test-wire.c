@@ -95,7 +95,7 @@ static int decode_raw(const struct raw *r, struct wire_msg *m, size_t *body)
 	int err;
 
 	raw_hdr(r, buf);
-	err = wire_decode_hdr(buf, m, body);
+	err = transport_wire_decode_hdr(buf, m, body);
 	free(buf);
 	return err;
 }
@@ -106,7 +106,7 @@ static int decode_exact(const uint8_t *src, size_t len, struct wire_msg *m)
 	int n;
 
 	memcpy(buf, src, len);
-	n = wire_decode(buf, len, m);
+	n = transport_wire_decode(buf, len, m);
 	free(buf);
 	return n;
 }
@@ -128,18 +128,18 @@ TEST(layout)
 	uint8_t buf[WIRE_MSG_MAX];
 
 	CHECK_EQ(WIRE_HDR_LEN, 40);
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), WIRE_HDR_LEN);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), WIRE_HDR_LEN);
 	CHECK(!memcmp(buf, want, sizeof(want)));
-	CHECK_STR(wire_type_name(WIRE_CHALLENGE), "CHALLENGE");
-	CHECK_STR(wire_type_name(0), "unknown");
-	CHECK_STR(wire_type_name(200), "unknown");
+	CHECK_STR(transport_wire_type_name(WIRE_CHALLENGE), "CHALLENGE");
+	CHECK_STR(transport_wire_type_name(0), "unknown");
+	CHECK_STR(transport_wire_type_name(200), "unknown");
 }
 
 static void roundtrip(const struct wire_msg *m, int want_len)
 {
 	uint8_t buf[WIRE_MSG_MAX];
 	struct wire_msg out;
-	int n = wire_encode(m, buf, sizeof(buf));
+	int n = transport_wire_encode(m, buf, sizeof(buf));
 
 	CHECK_EQ(n, want_len);
 	if (n < 0)
@@ -429,9 +429,9 @@ TEST(layout_v2)
 	uint8_t have[2] = {0xa5, 0x03}, fetching[2] = {0x40, 0x00};
 	size_t n;
 
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), WIRE_HDR_LEN);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), WIRE_HDR_LEN);
 	CHECK(!memcmp(buf, want_get, sizeof(want_get)));
-	CHECK_STR(wire_type_name(WIRE_HAVE), "HAVE");
+	CHECK_STR(transport_wire_type_name(WIRE_HAVE), "HAVE");
 
 	/* a HAVE of 10 blocks of 8 MiB: 2 bytes per bitmap */
 	memset(&m, 0, sizeof(m));
@@ -449,26 +449,26 @@ TEST(layout_v2)
 	n = raw_have(want, WIRE_V2, WIRE_F_HAVE_DATA, 23, 0, 0x0102, 10, WIRE_HAVE_FIXED + 4, have,
 		     fetching, 2);
 	CHECK_EQ(n, WIRE_HDR_LEN + 12);
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), (int)n);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), (int)n);
 	CHECK(!memcmp(buf, want, n));
 	/* too small a buffer for the body */
-	CHECK_EQ(wire_encode(&m, buf, n - 1), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, n - 1), -EINVAL);
 	/* version 1 has no HAVE, and no GET flags */
 	m.ver = WIRE_V1;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	memset(&m, 0, sizeof(m));
 	m.type = WIRE_GET;
 	m.flags = WIRE_F_PARTIAL_OK;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.ver = WIRE_V2;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), WIRE_HDR_LEN);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), WIRE_HDR_LEN);
 	m.flags = WIRE_F_BUSY_OK | WIRE_F_PARK;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), WIRE_HDR_LEN);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), WIRE_HDR_LEN);
 	m.flags = 16;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.flags = 0;
 	m.ver = 3;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 }
 
 /* @h encoded, decoded from an exact-size copy, is @h again */
@@ -480,7 +480,7 @@ static void have_roundtrip(const struct transport_have *h)
 	int n;
 
 	m.have = *h;
-	n = wire_encode(&m, buf, sizeof(buf));
+	n = transport_wire_encode(&m, buf, sizeof(buf));
 	CHECK_EQ(n, WIRE_HDR_LEN + WIRE_HAVE_FIXED + 2 * ((h->nblocks + 7) / 8));
 	if (n < 0)
 		return;
@@ -498,7 +498,7 @@ static void have_roundtrip(const struct transport_have *h)
 	{
 		uint8_t again[WIRE_MSG_MAX_V2];
 
-		CHECK_EQ(wire_encode(&out, again, sizeof(again)), n);
+		CHECK_EQ(transport_wire_encode(&out, again, sizeof(again)), n);
 		CHECK(!memcmp(again, buf, (size_t)n));
 	}
 }
@@ -533,7 +533,7 @@ TEST(have_codec)
 	h.flags = TRANSPORT_HAVE_SEALED;
 	h.load = UINT16_MAX;
 	have_roundtrip(&h);
-	CHECK(wire_have_ok(&h));
+	CHECK(transport_wire_have_ok(&h));
 	/* every bit of the largest */
 	memset(&h, 0, sizeof(h));
 	h.shift = 63;
@@ -626,32 +626,32 @@ TEST(have_bounds)
 	/* the encoder keeps the same rules */
 	memset(&h, 0, sizeof(h));
 	m.have = h;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL); /* nblocks 0, not sealed */
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL); /* nblocks 0, not sealed */
 	m.have.nblocks = TRANSPORT_HAVE_BLOCKS_MAX + 1;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.have.nblocks = 9;
 	m.have.have[1] = 2;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.have.have[1] = 1;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), WIRE_HDR_LEN + 12);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), WIRE_HDR_LEN + 12);
 	m.have.fetching[511] = 1;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.have.fetching[511] = 0;
 	m.have.shift = 64;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.have.shift = 0;
 	m.status = 1; /* a HAVE's status is its have.retry_ms */
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.status = 0;
 	m.have.retry_ms = 5; /* without BUSY */
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.have.flags = TRANSPORT_HAVE_BUSY;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), WIRE_HDR_LEN + 12);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), WIRE_HDR_LEN + 12);
 	CHECK_EQ(buf[8], 5); /* in the header's status */
 	m.have.retry_ms = 0;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.have.retry_ms = TRANSPORT_RETRY_MS_MAX + 1;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 }
 /* HELLO with @node as its name bytes (@n of them): decode result */
 static int hello_with(const char *node, size_t n)
@@ -686,16 +686,16 @@ TEST(bodies)
 	/* decode_body insists on the length the header gave */
 	memset(&m, 0, sizeof(m));
 	m.type = WIRE_AUTH;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), WIRE_HDR_LEN + WIRE_PROOF_LEN);
-	CHECK_EQ(wire_decode_hdr(buf, &d, &body), 0);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), WIRE_HDR_LEN + WIRE_PROOF_LEN);
+	CHECK_EQ(transport_wire_decode_hdr(buf, &d, &body), 0);
 	CHECK_EQ(body, WIRE_PROOF_LEN);
-	CHECK_EQ(wire_decode_body(&d, buf + WIRE_HDR_LEN, body - 1), -EPROTO);
-	CHECK_EQ(wire_decode_body(&d, buf + WIRE_HDR_LEN, body), 0);
+	CHECK_EQ(transport_wire_decode_body(&d, buf + WIRE_HDR_LEN, body - 1), -EPROTO);
+	CHECK_EQ(transport_wire_decode_body(&d, buf + WIRE_HDR_LEN, body), 0);
 	m.type = WIRE_GET;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), WIRE_HDR_LEN);
-	CHECK_EQ(wire_decode_hdr(buf, &d, &body), 0);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), WIRE_HDR_LEN);
+	CHECK_EQ(transport_wire_decode_hdr(buf, &d, &body), 0);
 	CHECK_EQ(body, 0);
-	CHECK_EQ(wire_decode_body(&d, buf, 1), -EPROTO);
+	CHECK_EQ(transport_wire_decode_body(&d, buf, 1), -EPROTO);
 }
 
 TEST(encode_rejects)
@@ -705,49 +705,50 @@ TEST(encode_rejects)
 
 	memset(&m, 0, sizeof(m));
 	m.type = WIRE_HELLO;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL); /* no name */
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL); /* no name */
 	strcpy(m.node, "..");
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	strcpy(m.node, "ok");
-	CHECK_EQ(wire_encode(&m, buf, WIRE_HDR_LEN + WIRE_NONCE_LEN + 1), -EINVAL); /* small */
-	CHECK_EQ(wire_encode(&m, buf, WIRE_HDR_LEN + WIRE_NONCE_LEN + 2), 74);
+	CHECK_EQ(transport_wire_encode(&m, buf, WIRE_HDR_LEN + WIRE_NONCE_LEN + 1),
+		 -EINVAL); /* small */
+	CHECK_EQ(transport_wire_encode(&m, buf, WIRE_HDR_LEN + WIRE_NONCE_LEN + 2), 74);
 	memset(m.node, 'n', sizeof(m.node)); /* not terminated */
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	strcpy(m.node, "ok");
 	m.reqid = 1;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.reqid = 0;
 	m.flags = 2;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 
 	memset(&m, 0, sizeof(m));
 	m.type = WIRE_GET;
 	m.len = WIRE_LEN_MAX + 1;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.len = 2;
 	m.off = UINT64_MAX - 1;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.off = 0;
-	CHECK_EQ(wire_encode(&m, buf, WIRE_HDR_LEN - 1), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, WIRE_HDR_LEN - 1), -EINVAL);
 	m.status = 5;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 
 	memset(&m, 0, sizeof(m));
 	m.type = WIRE_ERR;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL); /* status 0 */
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL); /* status 0 */
 	m.status = ENOENT;
 	m.len = 1;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.type = WIRE_READY;
 	m.len = 0;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL); /* READY ENOENT */
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL); /* READY ENOENT */
 	m.type = 0;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.type = WIRE_HAVE; /* version 1 (0 is 1) */
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 	m.ver = WIRE_V2;
 	m.type = WIRE_HAVE + 1;
-	CHECK_EQ(wire_encode(&m, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(transport_wire_encode(&m, buf, sizeof(buf)), -EINVAL);
 }
 
 TEST(partial)
@@ -760,13 +761,13 @@ TEST(partial)
 	memset(&m, 0, sizeof(m));
 	m.type = WIRE_HELLO;
 	strcpy(m.node, "partial");
-	n = wire_encode(&m, buf, sizeof(buf));
+	n = transport_wire_encode(&m, buf, sizeof(buf));
 	CHECK(n > WIRE_HDR_LEN);
 	for (i = 0; i < (size_t)n; i++)
 		CHECK_EQ(decode_exact(buf, i, &m), -EAGAIN);
 	CHECK_EQ(decode_exact(buf, (size_t)n, &m), n);
 	/* trailing bytes are the next message's business */
-	CHECK_EQ(wire_decode(buf, sizeof(buf), &m), n);
+	CHECK_EQ(transport_wire_decode(buf, sizeof(buf), &m), n);
 
 	/* a prefix that can never become a message is refused at once */
 	memcpy(bad, buf, sizeof(bad));
@@ -792,7 +793,7 @@ TEST(partial)
 
 		h.have.nblocks = 100;
 		h.have.have[3] = 0x11;
-		n = wire_encode(&h, hb, sizeof(hb));
+		n = transport_wire_encode(&h, hb, sizeof(hb));
 		CHECK_EQ(n, WIRE_HDR_LEN + 8 + 26);
 		for (i = 0; i < (size_t)n; i += 3)
 			CHECK_EQ(decode_exact(hb, i, &m), -EAGAIN);
@@ -852,7 +853,7 @@ TEST(junk)
 		n = decode_exact(src, len, &m);
 		if (n > 0) {
 			accepted++;
-			CHECK_EQ(wire_encode(&m, again, sizeof(again)), n);
+			CHECK_EQ(transport_wire_encode(&m, again, sizeof(again)), n);
 			CHECK(!memcmp(src, again, (size_t)n));
 		} else {
 			refused++;

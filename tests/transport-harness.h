@@ -233,7 +233,7 @@ static struct transport_stats stats(struct transport *t)
 
 static double now_s(void)
 {
-	return (double)mono_ns() / 1e9;
+	return (double)util_mono_ns() / 1e9;
 }
 
 struct progress_log {
@@ -335,7 +335,7 @@ static void raw_send(int fd, const void *buf, size_t len)
 static void raw_send_msg(int fd, const struct wire_msg *m)
 {
 	uint8_t buf[WIRE_MSG_MAX_V2];
-	int n = wire_encode(m, buf, sizeof(buf));
+	int n = transport_wire_encode(m, buf, sizeof(buf));
 
 	CHECK(n > 0);
 	if (n > 0)
@@ -390,7 +390,7 @@ static int raw_recv_msg(int fd, struct wire_msg *m)
 	size_t have = 0;
 
 	for (;;) {
-		int n = wire_decode(buf, have, m);
+		int n = transport_wire_decode(buf, have, m);
 		ssize_t r;
 
 		if (n != -EAGAIN)

@@ -69,7 +69,7 @@ enum {
 
 /* ---- addresses ---- */
 
-bool auth_peer_is_local(const struct sockaddr *sa, socklen_t len)
+bool transport_auth_peer_is_local(const struct sockaddr *sa, socklen_t len)
 {
 	const struct sockaddr_in *in4 = (const struct sockaddr_in *)sa;
 	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
@@ -91,7 +91,7 @@ bool auth_peer_is_local(const struct sockaddr *sa, socklen_t len)
 	return false;
 }
 
-void auth_addr_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t size)
+void transport_auth_addr_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t size)
 {
 	const struct sockaddr_in *in4 = (const struct sockaddr_in *)sa;
 	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
@@ -170,14 +170,14 @@ static bool proof_ok(const struct transport *t, const char *label, uint8_t ver,
 
 /* ---- server ---- */
 
-void auth_srv_init(struct auth_srv *a, bool local)
+void transport_auth_srv_init(struct auth_srv *a, bool local)
 {
 	memset(a, 0, sizeof(*a));
 	a->state = AUTH_SRV_HELLO;
 	a->local = local;
 }
 
-bool auth_srv_ready(const struct auth_srv *a)
+bool transport_auth_srv_ready(const struct auth_srv *a)
 {
 	return a->state == AUTH_SRV_READY;
 }
@@ -200,8 +200,8 @@ static void srv_refuse(struct transport *t, struct auth_srv *a, const char *why,
 	COUNT_ADD(t, auth_failures, 1);
 }
 
-int auth_srv_step(struct transport *t, struct auth_srv *a, const struct wire_msg *in,
-		  struct wire_msg *reply, bool *ret_close)
+int transport_auth_srv_step(struct transport *t, struct auth_srv *a, const struct wire_msg *in,
+			    struct wire_msg *reply, bool *ret_close)
 {
 	int err;
 
@@ -258,7 +258,8 @@ int auth_srv_step(struct transport *t, struct auth_srv *a, const struct wire_msg
 
 /* ---- client ---- */
 
-int auth_cli_hello(struct transport *t, struct auth_cli *a, uint8_t ver, struct wire_msg *ret_hello)
+int transport_auth_cli_hello(struct transport *t, struct auth_cli *a, uint8_t ver,
+			     struct wire_msg *ret_hello)
 {
 	int err;
 
@@ -279,8 +280,8 @@ int auth_cli_hello(struct transport *t, struct auth_cli *a, uint8_t ver, struct 
 	return 0;
 }
 
-int auth_cli_step(struct transport *t, struct auth_cli *a, const struct wire_msg *in,
-		  struct wire_msg *reply)
+int transport_auth_cli_step(struct transport *t, struct auth_cli *a, const struct wire_msg *in,
+			    struct wire_msg *reply)
 {
 	int err;
 

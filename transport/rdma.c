@@ -25,7 +25,7 @@
  * fetched) is never registered whole: a GET of verified blocks of it
  * gets a registration of exactly its range, for itself alone.  A
  * rendezvous keeps the object pinned (and such a registration) until
- * FIN, or until rdv_budget_ns() passes (the peer vanished).  GETs that
+ * FIN, or until transport_rdv_budget_ns() passes (the peer vanished).  GETs that
  * arrive while the client has no receive buffer for the answer wait in
  * the connection's queue.
  *
@@ -65,7 +65,7 @@
 
 enum path { PATH_HYBRID, PATH_EAGER, PATH_RDV };
 
-bool rdma_test_no_fin;
+bool transport_rdma_test_no_fin;
 
 /* ---- client ---- */
 
@@ -168,8 +168,8 @@ static int have_take_locked(struct rwait *w, const uint8_t *body, size_t len)
 	struct wire_msg h;
 	bool ok;
 
-	if (wire_decode(body, len, &h) != (int)len || h.type != WIRE_HAVE || h.ver != WIRE_V2 ||
-	    h.flags || h.id != w->id || h.off != w->off)
+	if (transport_wire_decode(body, len, &h) != (int)len || h.type != WIRE_HAVE ||
+	    h.ver != WIRE_V2 || h.flags || h.id != w->id || h.off != w->off)
 		return -EPROTO;
 	if (h.have.flags & TRANSPORT_HAVE_BUSY)
 		ok = (w->flags & RM_F_BUSY_OK) && w->len;
@@ -192,7 +192,7 @@ static int cli_msg(struct rconn *rc, const struct rmsg *m, const uint8_t *body, 
 
 	pthread_mutex_lock(&rc->lock);
 	if (m->type == RM_AUTH) {
-		err = wire_decode(body, len, &c->auth_in) == (int)len ? 0 : -EPROTO;
+		err = transport_wire_decode(body, len, &c->auth_in) == (int)len ? 0 : -EPROTO;
 		c->auth_got = true;
 		goto out;
 	}
@@ -267,8 +267,8 @@ static int send_wait_locked(struct rconn *c, struct rmsg *m, const void *body, s
 {
 	int err;
 
-	while ((err = rconn_send(c, m, body, blen, NULL, 0, NULL, true)) == -EAGAIN)
-		if (rconn_wait_locked(c, deadline))
+	while ((err = transport_rconn_send(c, m, body, blen, NULL, 0, NULL, true)) == -EAGAIN)
+		if (transport_rconn_wait_locked(c, deadline))
 			return -ETIMEDOUT;
 	return err;
 }
@@ -282,7 +282,7 @@ static int get_locked(struct rcli *c, struct rwait *w, bool eager, int64_t deadl
 	while (c->inflight >= c->peer_nrecv) {
 		if (c->rc.err)
 			return c->rc.err;
-		if (rconn_wait_locked(&c->rc, deadline))
+		if (transport_rconn_wait_locked(&c->rc, deadline))
 			return -ETIMEDOUT;
 	}
 	w->tag = ++c->next_tag;
@@ -303,7 +303,7 @@ static int get_locked(struct rcli *c, struct rwait *w, bool eager, int64_t deadl
 
 static uint64_t deadline_of(struct transport *t)
 {
-	return (uint64_t)mono_ns() + (uint64_t)t->io_timeout_ms * 1000000ULL;
+	return (uint64_t)util_mono_ns() + (uint64_t)t->io_timeout_ms * 1000000ULL;
 }
 
 /* Does an answer of @err leave the connection in step (the peer said
@@ -341,8 +341,8 @@ static int fetch_eager(struct rcli *c, const struct transport_req *req, uint64_t
 			x->len = req->len - at < piece ? req->len - at : piece;
 			x->flags = flags;
 			x->have_out = req->have_out;
-			cnt = iov_slice(req->iov, req->iovcnt, at, x->len, iov[sent % EAGER_WINDOW],
-					8);
+			cnt = transport_iov_slice(req->iov, req->iovcnt, at, x->len,
+						  iov[sent % EAGER_WINDOW], 8);
 			if (cnt < 0) {
 				err = -EINVAL;
 				break;
@@ -375,14 +375,14 @@ static int fetch_eager(struct rcli *c, const struct transport_req *req, uint64_t
 		}
 		if (rc->err)
 			err = rc->err;
-		else if (rconn_wait_locked(rc, deadline))
+		else if (transport_rconn_wait_locked(rc, deadline))
 			err = -ETIMEDOUT;
 	}
 	if (err) {
 		/* the rest are dropped with the connection: a late answer
 		 * must find no request to write into */
 		if (!answer_in_step(err))
-			rconn_fail_locked(rc, err);
+			transport_rconn_fail_locked(rc, err);
 		for (i = done; i < sent; i++)
 			wait_del_locked(c, &w[i % EAGER_WINDOW]);
 	}
@@ -402,7 +402,7 @@ static bool region_key(const struct transport_req *req, struct rconn *rc, const 
 	const struct rregion *r = (const struct rregion *)req->region;
 	uintptr_t a = (uintptr_t)addr, b = (uintptr_t)r;
 
-	if (!b || r->base.ops != &rdma_ops || r->reg->dev != rc->dev)
+	if (!b || r->base.ops != &transport_rdma_ops || r->reg->dev != rc->dev)
 		return false;
 	if (a < (uintptr_t)r->addr || a + len > (uintptr_t)r->addr + r->len)
 		return false;
@@ -436,9 +436,9 @@ static int read_all_locked(struct rcli *c, struct rwait *w, const struct transpo
 				n = req->iov[i].iov_len - at;
 			if (n > RDV_CHUNK)
 				n = RDV_CHUNK;
-			err = rconn_read_locked(rc, (uintptr_t)w,
-						(uint8_t *)req->iov[i].iov_base + at, keys[i],
-						w->raddr + posted, w->rkey, (uint32_t)n);
+			err = transport_rconn_read_locked(
+			    rc, (uintptr_t)w, (uint8_t *)req->iov[i].iov_base + at, keys[i],
+			    w->raddr + posted, w->rkey, (uint32_t)n);
 			if (err == -EAGAIN) {
 				err = 0;
 				break;
@@ -467,7 +467,7 @@ static int read_all_locked(struct rcli *c, struct rwait *w, const struct transpo
 			break;
 		if (rc->err)
 			err = rc->err;
-		else if (rconn_wait_locked(rc, deadline))
+		else if (transport_rconn_wait_locked(rc, deadline))
 			err = -ETIMEDOUT;
 	}
 	if (!err)
@@ -481,9 +481,9 @@ static int read_all_locked(struct rcli *c, struct rwait *w, const struct transpo
 	if (err) {
 		/* flush the READs still out, and wait for them: they
 		 * point at @w and write into the destination */
-		rconn_fail_locked(rc, err);
-		deadline = mono_ns() + 5000000000LL;
-		while (w->reads_out && !rconn_wait_locked(rc, deadline))
+		transport_rconn_fail_locked(rc, err);
+		deadline = util_mono_ns() + 5000000000LL;
+		while (w->reads_out && !transport_rconn_wait_locked(rc, deadline))
 			;
 		if (w->reads_out) {
 			log_error("transport: rdma: READs to %s never completed; leaving the "
@@ -502,7 +502,7 @@ static int fetch_rdv(struct rcli *c, const struct transport_req *req, uint8_t fl
 	struct rreg *tmp[8] = {0};
 	uint32_t keys[8];
 	struct rwait *w;
-	int64_t deadline = mono_ns() + rdv_budget_ns(t, req->len);
+	int64_t deadline = util_mono_ns() + transport_rdv_budget_ns(t, req->len);
 	int i, err;
 
 	if (req->iovcnt > 8)
@@ -510,8 +510,8 @@ static int fetch_rdv(struct rcli *c, const struct transport_req *req, uint8_t fl
 	for (i = 0; i < req->iovcnt; i++) {
 		if (region_key(req, rc, req->iov[i].iov_base, req->iov[i].iov_len, &keys[i]))
 			continue;
-		err = rreg_new(t, rc->dev, req->iov[i].iov_base, req->iov[i].iov_len,
-			       IBV_ACCESS_LOCAL_WRITE, &tmp[i]);
+		err = transport_rreg_new(t, rc->dev, req->iov[i].iov_base, req->iov[i].iov_len,
+					 IBV_ACCESS_LOCAL_WRITE, &tmp[i]);
 		if (err)
 			goto free_tmp;
 		keys[i] = tmp[i]->mr->lkey;
@@ -533,7 +533,7 @@ static int fetch_rdv(struct rcli *c, const struct transport_req *req, uint8_t fl
 		goto free_tmp;
 	}
 	while (w->state == W_SENT && !rc->err)
-		if (rconn_wait_locked(rc, deadline))
+		if (transport_rconn_wait_locked(rc, deadline))
 			break;
 	wait_del_locked(c, w);
 	if (w->state == W_SENT)
@@ -543,8 +543,8 @@ static int fetch_rdv(struct rcli *c, const struct transport_req *req, uint8_t fl
 	else
 		err = read_all_locked(c, w, req, keys);
 	if (err && !answer_in_step(err))
-		rconn_fail_locked(rc, err);
-	if (w->state == W_RDV && !rc->err && !rdma_test_no_fin) {
+		transport_rconn_fail_locked(rc, err);
+	if (w->state == W_RDV && !rc->err && !transport_rdma_test_no_fin) {
 		struct rmsg fin = {.type = RM_FIN, .tag = w->tag, .id = w->id, .off = w->off};
 
 		/* a lost FIN costs the holder a pin until its timeout, no more */
@@ -561,7 +561,7 @@ static int fetch_rdv(struct rcli *c, const struct transport_req *req, uint8_t fl
 	}
 free_tmp:
 	for (i = 0; i < 8; i++)
-		rreg_free(tmp[i]);
+		transport_rreg_free(tmp[i]);
 	return err;
 leak:
 	return err;
@@ -621,7 +621,7 @@ static void rd_close(struct tconn *tc)
 {
 	struct rcli *c = (struct rcli *)tc;
 
-	rconn_teardown(&c->rc);
+	transport_rconn_teardown(&c->rc);
 	free(c);
 }
 
@@ -641,7 +641,7 @@ static int cm_wait(struct rdma_event_channel *ech, int64_t deadline, struct rpri
 			break;
 		if (errno != EAGAIN)
 			return -errno;
-		if (!ms_left(deadline) || poll(&pfd, 1, ms_left(deadline)) < 0)
+		if (!transport_ms_left(deadline) || poll(&pfd, 1, transport_ms_left(deadline)) < 0)
 			return -ETIMEDOUT;
 	}
 	type = (int)ev->event;
@@ -678,7 +678,7 @@ static int cm_expect(struct rdma_event_channel *ech, int64_t deadline, enum rdma
 	}
 }
 
-void rconn_param(struct rconn *c, struct rdma_conn_param *p, struct rpriv *priv)
+void transport_rconn_param(struct rconn *c, struct rdma_conn_param *p, struct rpriv *priv)
 {
 	struct ibv_device_attr da;
 	int depth = RD_ATOMIC_MAX;
@@ -703,7 +703,7 @@ void rconn_param(struct rconn *c, struct rdma_conn_param *p, struct rpriv *priv)
 	p->rnr_retry_count = 7;
 }
 
-bool rpriv_ok(const struct rpriv *p, unsigned ver_max)
+bool transport_rpriv_ok(const struct rpriv *p, unsigned ver_max)
 {
 	return p->magic == RMSG_MAGIC && p->version >= RMSG_V1 && p->version <= ver_max &&
 	       p->nrecv >= 2 && p->nrecv <= 4096 && p->rsize >= RMSG_HDR + WIRE_MSG_MAX &&
@@ -715,23 +715,23 @@ static int cli_handshake(struct rcli *c)
 {
 	struct rconn *rc = &c->rc;
 	struct transport *t = rc->t;
-	int64_t deadline = mono_ns() + (int64_t)t->io_timeout_ms * 1000000LL;
+	int64_t deadline = util_mono_ns() + (int64_t)t->io_timeout_ms * 1000000LL;
 	uint8_t buf[WIRE_MSG_MAX];
 	struct wire_msg out, in;
 	struct auth_cli a;
 	struct rmsg m;
 	int n, err;
 
-	err = auth_cli_hello(t, &a, WIRE_V1, &out);
+	err = transport_auth_cli_hello(t, &a, WIRE_V1, &out);
 	while (!err) {
-		n = wire_encode(&out, buf, sizeof(buf));
+		n = transport_wire_encode(&out, buf, sizeof(buf));
 		if (n < 0)
 			return n;
 		m = (struct rmsg){.type = RM_AUTH, .len = (uint64_t)n};
 		pthread_mutex_lock(&rc->lock);
 		err = send_wait_locked(rc, &m, buf, (size_t)n, deadline);
 		while (!err && !c->auth_got && !rc->err)
-			if (rconn_wait_locked(rc, deadline))
+			if (transport_rconn_wait_locked(rc, deadline))
 				err = -ETIMEDOUT;
 		if (!err && !c->auth_got)
 			err = rc->err;
@@ -740,7 +740,7 @@ static int cli_handshake(struct rcli *c)
 		pthread_mutex_unlock(&rc->lock);
 		if (err)
 			return err;
-		err = auth_cli_step(t, &a, &in, &out);
+		err = transport_auth_cli_step(t, &a, &in, &out);
 		if (err == 0)
 			return 0;
 		if (err == 1)
@@ -753,7 +753,7 @@ static int cli_handshake(struct rcli *c)
  * card has "rfan"), not TCP's: the handshake they carry is version 1 */
 static int rd_connect(struct transport *t, const char *addr, unsigned ver, struct tconn **ret)
 {
-	int64_t deadline = mono_ns() + (int64_t)t->io_timeout_ms * 1000000LL;
+	int64_t deadline = util_mono_ns() + (int64_t)t->io_timeout_ms * 1000000LL;
 	unsigned eager = t->rdma_eager_max, rsize;
 	struct rdma_event_channel *ech;
 	struct sockaddr_storage sa;
@@ -766,7 +766,7 @@ static int rd_connect(struct transport *t, const char *addr, unsigned ver, struc
 	struct rcli *c;
 	int err;
 
-	err = raddr_resolve(addr, false, &sa, &salen);
+	err = transport_raddr_resolve(addr, false, &sa, &salen);
 	if (err)
 		return err == -EINVAL ? -EINVAL : -EHOSTUNREACH;
 	c = calloc(1, sizeof(*c));
@@ -785,8 +785,8 @@ static int rd_connect(struct transport *t, const char *addr, unsigned ver, struc
 	c->rc.wake_fd = -1;
 	c->rc.id = id;
 	c->rc.ech = ech;
-	if (fcntl_nonblock(ech->fd) ||
-	    rdma_resolve_addr(id, NULL, (struct sockaddr *)&sa, ms_left(deadline) ?: 1)) {
+	if (transport_fcntl_nonblock(ech->fd) ||
+	    rdma_resolve_addr(id, NULL, (struct sockaddr *)&sa, transport_ms_left(deadline) ?: 1)) {
 		err = -EHOSTUNREACH;
 		goto teardown;
 	}
@@ -796,32 +796,33 @@ static int rd_connect(struct transport *t, const char *addr, unsigned ver, struc
 	(void)rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout,
 			      sizeof(timeout));
 	err = -EHOSTUNREACH;
-	if (rdma_resolve_route(id, ms_left(deadline) ?: 1))
+	if (rdma_resolve_route(id, transport_ms_left(deadline) ?: 1))
 		goto teardown;
 	err = cm_expect(ech, deadline, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL, NULL);
 	if (err)
 		goto teardown;
 	/* room for a HAVE (version 2) however small the eager size */
 	rsize = RMSG_HDR + (eager > WIRE_MSG_MAX_V2 ? eager : WIRE_MSG_MAX_V2);
-	err = rconn_setup(t, &c->rc, id, ech, CLI_NRECV, rsize, CLI_NSEND);
+	err = transport_rconn_setup(t, &c->rc, id, ech, CLI_NRECV, rsize, CLI_NSEND);
 	if (err)
 		goto teardown;
 	c->rc.ver = ver >= RMSG_V2 ? RMSG_V2 : RMSG_V1;
-	rconn_param(&c->rc, &param, &mine);
+	transport_rconn_param(&c->rc, &param, &mine);
 	if (rdma_connect(id, &param)) {
 		err = -ECONNREFUSED;
 		goto teardown;
 	}
 	err = cm_expect(ech, deadline, RDMA_CM_EVENT_ESTABLISHED, &theirs, &has_priv);
 	/* a server accepts in the version asked, or rejects */
-	if (!err && (!has_priv || !rpriv_ok(&theirs, c->rc.ver) || theirs.version != c->rc.ver))
+	if (!err &&
+	    (!has_priv || !transport_rpriv_ok(&theirs, c->rc.ver) || theirs.version != c->rc.ver))
 		err = -EPROTO;
 	if (err)
 		goto teardown;
 	c->rc.credits = (int)theirs.nrecv;
 	c->peer_nrecv = theirs.nrecv;
 	c->rc.peer_rsize = theirs.rsize;
-	err = rconn_start(&c->rc, &cli_ops);
+	err = transport_rconn_start(&c->rc, &cli_ops);
 	if (!err)
 		err = cli_handshake(c);
 	if (err)
@@ -830,7 +831,7 @@ static int rd_connect(struct transport *t, const char *addr, unsigned ver, struc
 	return 0;
 
 teardown:
-	rconn_teardown(&c->rc);
+	transport_rconn_teardown(&c->rc);
 free_c:
 	free(c);
 	return err;
@@ -842,7 +843,7 @@ static int rd_region_new(struct transport *t, void *addr, uint64_t len,
 			 struct transport_region **ret)
 {
 	struct rregion *r;
-	struct rdev *d = rdev_default();
+	struct rdev *d = transport_rdev_default();
 	int err;
 
 	*ret = NULL;
@@ -850,16 +851,16 @@ static int rd_region_new(struct transport *t, void *addr, uint64_t len,
 		return 0; /* no device: nothing will be fetched over RDMA */
 	r = calloc(1, sizeof(*r));
 	if (!r) {
-		rdev_put(d);
+		transport_rdev_put(d);
 		return -ENOMEM;
 	}
-	err = rreg_new(t, d, addr, len, IBV_ACCESS_LOCAL_WRITE, &r->reg);
-	rdev_put(d);
+	err = transport_rreg_new(t, d, addr, len, IBV_ACCESS_LOCAL_WRITE, &r->reg);
+	transport_rdev_put(d);
 	if (err) {
 		free(r);
 		return err;
 	}
-	r->base.ops = &rdma_ops;
+	r->base.ops = &transport_rdma_ops;
 	r->addr = addr;
 	r->len = len;
 	*ret = &r->base;
@@ -870,11 +871,11 @@ static void rd_region_free(struct transport_region *base)
 {
 	struct rregion *r = (struct rregion *)base;
 
-	rreg_free(r->reg);
+	transport_rreg_free(r->reg);
 	free(r);
 }
 
-const struct transport_ops rdma_ops = {
+const struct transport_ops transport_rdma_ops = {
     .name = "rdma",
     .caps = "rdma",
     .streams_per_peer = 2,
@@ -882,9 +883,9 @@ const struct transport_ops rdma_ops = {
     .shared = true,
     .wire_max = RMSG_V2,
     .v2_token = "rfan",
-    .serve = rd_serve,
-    .stop = rd_stop,
-    .addr = rd_addr,
+    .serve = transport_rd_serve,
+    .stop = transport_rd_stop,
+    .addr = transport_rd_addr,
     .connect = rd_connect,
     .fetch = rd_fetch,
     .idle_ok = rd_idle_ok,

@@ -29,12 +29,12 @@
 #define RWR_KIND (3ULL << 62)
 #define CQ_BATCH 16
 
-int64_t rdv_budget_ns(const struct transport *t, uint64_t len)
+int64_t transport_rdv_budget_ns(const struct transport *t, uint64_t len)
 {
 	return (int64_t)t->io_timeout_ms * 1000000LL + (int64_t)(len / RDV_MIN_RATE) * 1000000000LL;
 }
 
-int rdma_wc_errno(enum ibv_wc_status st)
+int transport_rdma_wc_errno(enum ibv_wc_status st)
 {
 	switch (st) {
 	case IBV_WC_SUCCESS:
@@ -70,7 +70,7 @@ static pthread_mutex_t rdev_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rdev *rdevs;
 static struct ibv_context *default_verbs;
 
-int rdev_get(struct ibv_context *verbs, struct rdev **ret)
+int transport_rdev_get(struct ibv_context *verbs, struct rdev **ret)
 {
 	struct rdev *d;
 	int err = 0;
@@ -101,7 +101,7 @@ out:
 	return err;
 }
 
-void rdev_put(struct rdev *d)
+void transport_rdev_put(struct rdev *d)
 {
 	struct rdev **pp;
 
@@ -120,14 +120,14 @@ void rdev_put(struct rdev *d)
 	free(d);
 }
 
-void rdev_set_default(struct ibv_context *verbs)
+void transport_rdev_set_default(struct ibv_context *verbs)
 {
 	pthread_mutex_lock(&rdev_lock);
 	default_verbs = verbs;
 	pthread_mutex_unlock(&rdev_lock);
 }
 
-struct rdev *rdev_default(void)
+struct rdev *transport_rdev_default(void)
 {
 	struct ibv_context *verbs, **list;
 	struct rdev *d = NULL;
@@ -143,13 +143,13 @@ struct rdev *rdev_default(void)
 		if (list)
 			rdma_free_devices(list);
 	}
-	if (verbs && rdev_get(verbs, &d))
+	if (verbs && transport_rdev_get(verbs, &d))
 		d = NULL;
 	return d;
 }
 
-int rreg_new(struct transport *t, struct rdev *d, void *addr, size_t len, int access,
-	     struct rreg **ret)
+int transport_rreg_new(struct transport *t, struct rdev *d, void *addr, size_t len, int access,
+		       struct rreg **ret)
 {
 	struct rreg *r = calloc(1, sizeof(*r));
 
@@ -173,30 +173,30 @@ int rreg_new(struct transport *t, struct rdev *d, void *addr, size_t len, int ac
 	return 0;
 }
 
-void rreg_free(struct rreg *r)
+void transport_rreg_free(struct rreg *r)
 {
 	if (!r)
 		return;
 	ibv_dereg_mr(r->mr);
 	if (r->map)
 		munmap(r->map, r->maplen);
-	rdev_put(r->dev);
+	transport_rdev_put(r->dev);
 	free(r);
 }
 
-int rreg_object(struct transport *t, struct rdev *d, void *addr, size_t len, int fd,
-		struct rreg **ret)
+int transport_rreg_object(struct transport *t, struct rdev *d, void *addr, size_t len, int fd,
+			  struct rreg **ret)
 {
 	void *map;
 	int err;
 
-	err = rreg_new(t, d, addr, len, IBV_ACCESS_REMOTE_READ, ret);
+	err = transport_rreg_new(t, d, addr, len, IBV_ACCESS_REMOTE_READ, ret);
 	if (err != -EFAULT || fd < 0)
 		return err;
 	map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED)
 		return -errno;
-	err = rreg_new(t, d, map, len, IBV_ACCESS_REMOTE_READ, ret);
+	err = transport_rreg_new(t, d, map, len, IBV_ACCESS_REMOTE_READ, ret);
 	if (err) {
 		munmap(map, len);
 		return err;
@@ -208,21 +208,22 @@ int rreg_object(struct transport *t, struct rdev *d, void *addr, size_t len, int
 
 /* ---- addresses ---- */
 
-int raddr_resolve(const char *addr, bool passive, struct sockaddr_storage *ret, socklen_t *ret_len)
+int transport_raddr_resolve(const char *addr, bool passive, struct sockaddr_storage *ret,
+			    socklen_t *ret_len)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
 	struct addrinfo *res;
 	char host[TRANSPORT_ADDR_MAX], port[8];
 	int err;
 
-	err = addr_split(addr, host, sizeof(host), port, sizeof(port));
+	err = transport_addr_split(addr, host, sizeof(host), port, sizeof(port));
 	if (err)
 		return err;
 	if (passive)
 		hints.ai_flags |= AI_PASSIVE;
 	err = getaddrinfo(host, port, &hints, &res);
 	if (err)
-		return gai_err(err);
+		return transport_gai_err(err);
 	memcpy(ret, res->ai_addr, res->ai_addrlen);
 	*ret_len = res->ai_addrlen;
 	freeaddrinfo(res);
@@ -243,8 +244,8 @@ static int post_recv(struct rconn *c, unsigned i)
 	return -ibv_post_recv(c->id->qp, &wr, &bad);
 }
 
-int iov_slice(const struct iovec *iov, int cnt, uint64_t at, uint64_t len, struct iovec *out,
-	      int max)
+int transport_iov_slice(const struct iovec *iov, int cnt, uint64_t at, uint64_t len,
+			struct iovec *out, int max)
 {
 	int i, n = 0;
 
@@ -269,15 +270,16 @@ int iov_slice(const struct iovec *iov, int cnt, uint64_t at, uint64_t len, struc
 	return len ? -1 : n;
 }
 
-int fcntl_nonblock(int fd)
+int transport_fcntl_nonblock(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
 
 	return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
 }
 
-int rconn_setup(struct transport *t, struct rconn *c, struct rdma_cm_id *id,
-		struct rdma_event_channel *ech, unsigned nrecv, unsigned rsize, unsigned nsend)
+int transport_rconn_setup(struct transport *t, struct rconn *c, struct rdma_cm_id *id,
+			  struct rdma_event_channel *ech, unsigned nrecv, unsigned rsize,
+			  unsigned nsend)
 {
 	struct ibv_qp_init_attr qa = {0};
 	pthread_condattr_t ca;
@@ -294,12 +296,12 @@ int rconn_setup(struct transport *t, struct rconn *c, struct rdma_cm_id *id,
 	c->free_slots = nsend >= 64 ? ~0ULL : (1ULL << nsend) - 1;
 	c->wake_fd = -1;
 	pthread_mutex_init(&c->lock, NULL);
-	/* rconn_wait_locked() waits against CLOCK_MONOTONIC */
+	/* transport_rconn_wait_locked() waits against CLOCK_MONOTONIC */
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&c->cond, &ca);
 	pthread_condattr_destroy(&ca);
-	err = rdev_get(id->verbs, &c->dev);
+	err = transport_rdev_get(id->verbs, &c->dev);
 	if (err)
 		return err;
 	err = -ENOMEM;
@@ -328,7 +330,7 @@ int rconn_setup(struct transport *t, struct rconn *c, struct rdma_cm_id *id,
 		goto free_qp;
 	}
 	memset(c->ring, 0, bytes);
-	err = rreg_new(t, c->dev, c->ring, bytes, IBV_ACCESS_LOCAL_WRITE, &c->ring_reg);
+	err = transport_rreg_new(t, c->dev, c->ring, bytes, IBV_ACCESS_LOCAL_WRITE, &c->ring_reg);
 	if (err)
 		goto free_ring;
 	for (i = 0; i < nrecv; i++) {
@@ -337,7 +339,8 @@ int rconn_setup(struct transport *t, struct rconn *c, struct rdma_cm_id *id,
 			goto free_reg;
 	}
 	c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (c->wake_fd < 0 || fcntl_nonblock(c->cch->fd) || fcntl_nonblock(ech->fd)) {
+	if (c->wake_fd < 0 || transport_fcntl_nonblock(c->cch->fd) ||
+	    transport_fcntl_nonblock(ech->fd)) {
 		err = -errno;
 		goto free_reg;
 	}
@@ -347,7 +350,7 @@ free_reg:
 	if (c->wake_fd >= 0)
 		close(c->wake_fd);
 	c->wake_fd = -1;
-	rreg_free(c->ring_reg);
+	transport_rreg_free(c->ring_reg);
 	c->ring_reg = NULL;
 free_ring:
 	free(c->ring);
@@ -361,12 +364,12 @@ free_cch:
 	ibv_destroy_comp_channel(c->cch);
 	c->cch = NULL;
 put_dev:
-	rdev_put(c->dev);
+	transport_rdev_put(c->dev);
 	c->dev = NULL;
 	return err;
 }
 
-void rconn_fail_locked(struct rconn *c, int err)
+void transport_rconn_fail_locked(struct rconn *c, int err)
 {
 	struct ibv_qp_attr qa = {.qp_state = IBV_QPS_ERR};
 
@@ -380,15 +383,15 @@ void rconn_fail_locked(struct rconn *c, int err)
 	pthread_cond_broadcast(&c->cond);
 }
 
-void rconn_fail(struct rconn *c, int err)
+void transport_rconn_fail(struct rconn *c, int err)
 {
 	pthread_mutex_lock(&c->lock);
-	rconn_fail_locked(c, err);
+	transport_rconn_fail_locked(c, err);
 	pthread_mutex_unlock(&c->lock);
 }
 
-int rconn_send(struct rconn *c, struct rmsg *m, const void *body, size_t blen,
-	       const struct ibv_sge *sge, int nsge, unsigned *ret_slot, bool locked)
+int transport_rconn_send(struct rconn *c, struct rmsg *m, const void *body, size_t blen,
+			 const struct ibv_sge *sge, int nsge, unsigned *ret_slot, bool locked)
 {
 	struct ibv_sge sg[2];
 	struct ibv_send_wr wr = {0}, *bad;
@@ -415,7 +418,7 @@ int rconn_send(struct rconn *c, struct rmsg *m, const void *body, size_t blen,
 	m->ver = c->ver;
 	m->credits = (uint16_t)(c->unreported > UINT16_MAX ? UINT16_MAX : c->unreported);
 	slot_buf = c->ring + (size_t)c->nrecv * c->rsize + (size_t)slot * RMSG_SLOT;
-	rmsg_encode(m, slot_buf);
+	transport_rmsg_encode(m, slot_buf);
 	if (blen)
 		memcpy(slot_buf + RMSG_HDR, body, blen);
 	sg[0].addr = (uintptr_t)slot_buf;
@@ -430,7 +433,7 @@ int rconn_send(struct rconn *c, struct rmsg *m, const void *body, size_t blen,
 	wr.send_flags = IBV_SEND_SIGNALED;
 	err = -ibv_post_send(c->id->qp, &wr, &bad);
 	if (err) {
-		rconn_fail_locked(c, err);
+		transport_rconn_fail_locked(c, err);
 		goto out;
 	}
 	c->free_slots &= ~(1ULL << slot);
@@ -444,8 +447,8 @@ out:
 	return err;
 }
 
-int rconn_read_locked(struct rconn *c, uint64_t wr_id, void *laddr, uint32_t lkey, uint64_t raddr,
-		      uint32_t rkey, uint32_t len)
+int transport_rconn_read_locked(struct rconn *c, uint64_t wr_id, void *laddr, uint32_t lkey,
+				uint64_t raddr, uint32_t rkey, uint32_t len)
 {
 	struct ibv_sge sge = {.addr = (uintptr_t)laddr, .length = len, .lkey = lkey};
 	struct ibv_send_wr wr = {0}, *bad;
@@ -464,17 +467,17 @@ int rconn_read_locked(struct rconn *c, uint64_t wr_id, void *laddr, uint32_t lke
 	wr.wr.rdma.rkey = rkey;
 	err = -ibv_post_send(c->id->qp, &wr, &bad);
 	if (err) {
-		rconn_fail_locked(c, err);
+		transport_rconn_fail_locked(c, err);
 		return err;
 	}
 	c->reads++;
 	return 0;
 }
 
-int rconn_wait_locked(struct rconn *c, int64_t deadline_ns)
+int transport_rconn_wait_locked(struct rconn *c, int64_t deadline_ns)
 {
 	struct timespec ts;
-	int64_t now = mono_ns();
+	int64_t now = util_mono_ns();
 
 	if (now >= deadline_ns)
 		return -ETIMEDOUT;
@@ -489,19 +492,19 @@ int rconn_wait_locked(struct rconn *c, int64_t deadline_ns)
 	return 0;
 }
 
-void rconn_credit_locked(struct rconn *c)
+void transport_rconn_credit_locked(struct rconn *c)
 {
 	struct rmsg m = {.type = RM_CREDIT};
 
 	if (c->err || c->unreported < c->nrecv / 2)
 		return;
-	(void)rconn_send(c, &m, NULL, 0, NULL, 0, NULL, true);
+	(void)transport_rconn_send(c, &m, NULL, 0, NULL, 0, NULL, true);
 }
 
 /* One completion. */
 static void on_wc(struct rconn *c, const struct ibv_wc *wc)
 {
-	int err = rdma_wc_errno(wc->status);
+	int err = transport_rdma_wc_errno(wc->status);
 	uint64_t kind = wc->wr_id & RWR_KIND;
 	unsigned i = (unsigned)(wc->wr_id & ~RWR_KIND);
 	struct rmsg m;
@@ -510,9 +513,9 @@ static void on_wc(struct rconn *c, const struct ibv_wc *wc)
 	if (kind == RWR_SEND) {
 		pthread_mutex_lock(&c->lock);
 		if (err)
-			rconn_fail_locked(c, err);
+			transport_rconn_fail_locked(c, err);
 		c->free_slots |= 1ULL << i;
-		rconn_credit_locked(c);
+		transport_rconn_credit_locked(c);
 		pthread_cond_broadcast(&c->cond);
 		pthread_mutex_unlock(&c->lock);
 		if (c->ops->on_send)
@@ -522,7 +525,7 @@ static void on_wc(struct rconn *c, const struct ibv_wc *wc)
 	if (kind != RWR_RECV) {
 		pthread_mutex_lock(&c->lock);
 		if (err)
-			rconn_fail_locked(c, err);
+			transport_rconn_fail_locked(c, err);
 		c->reads--;
 		pthread_cond_broadcast(&c->cond);
 		pthread_mutex_unlock(&c->lock);
@@ -530,11 +533,11 @@ static void on_wc(struct rconn *c, const struct ibv_wc *wc)
 		return;
 	}
 	if (err) {
-		rconn_fail(c, err);
+		transport_rconn_fail(c, err);
 		return;
 	}
 	buf = c->ring + (size_t)i * c->rsize;
-	err = rmsg_decode(buf, wc->byte_len, &m);
+	err = transport_rmsg_decode(buf, wc->byte_len, &m);
 	if (!err && m.ver != c->ver)
 		err = -EPROTO; /* every message in the connection's version */
 	if (!err) {
@@ -554,10 +557,10 @@ static void on_wc(struct rconn *c, const struct ibv_wc *wc)
 		err = post_recv(c, i);
 	pthread_mutex_lock(&c->lock);
 	if (err)
-		rconn_fail_locked(c, err);
+		transport_rconn_fail_locked(c, err);
 	else
 		c->unreported++;
-	rconn_credit_locked(c);
+	transport_rconn_credit_locked(c);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -586,15 +589,15 @@ static int drain(struct rconn *c)
  */
 static void spin(struct rconn *c)
 {
-	int64_t span = (int64_t)c->t->rdma_poll_us * 1000, now = mono_ns();
+	int64_t span = (int64_t)c->t->rdma_poll_us * 1000, now = util_mono_ns();
 	int64_t until = now + span, cap = now + (int64_t)RCONN_TICK_MS * 1000000;
 
 	while (span && !atomic_load(&c->stop) && now < until && now < cap) {
 		if (drain(c))
-			until = mono_ns() + span;
+			until = util_mono_ns() + span;
 		else
 			sched_yield();
-		now = mono_ns();
+		now = util_mono_ns();
 	}
 }
 
@@ -611,7 +614,7 @@ static void cm_event(struct rconn *c)
 		case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		case RDMA_CM_EVENT_ADDR_CHANGE:
 		case RDMA_CM_EVENT_TIMEWAIT_EXIT:
-			rconn_fail(c, -ECONNRESET);
+			transport_rconn_fail(c, -ECONNRESET);
 			break;
 		default:
 			break;
@@ -651,7 +654,7 @@ static void *conn_thread(void *arg)
 	return NULL;
 }
 
-int rconn_start(struct rconn *c, const struct rconn_ops *ops)
+int transport_rconn_start(struct rconn *c, const struct rconn_ops *ops)
 {
 	int err;
 
@@ -662,7 +665,7 @@ int rconn_start(struct rconn *c, const struct rconn_ops *ops)
 	return err;
 }
 
-void rconn_teardown(struct rconn *c)
+void transport_rconn_teardown(struct rconn *c)
 {
 	uint64_t one = 1;
 
@@ -683,13 +686,13 @@ void rconn_teardown(struct rconn *c)
 		ibv_destroy_cq(c->cq);
 	if (c->cch)
 		ibv_destroy_comp_channel(c->cch);
-	rreg_free(c->ring_reg);
+	transport_rreg_free(c->ring_reg);
 	free(c->ring);
 	if (c->id)
 		rdma_destroy_id(c->id);
 	if (c->ech)
 		rdma_destroy_event_channel(c->ech);
-	rdev_put(c->dev);
+	transport_rdev_put(c->dev);
 	if (c->wake_fd >= 0)
 		close(c->wake_fd);
 	pthread_mutex_destroy(&c->lock);

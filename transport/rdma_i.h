@@ -68,7 +68,7 @@ enum rmsg_type {
 #define RM_F_BUSY_OK 0x08    /* GET (v2): at its slots, the server may answer HAVE, busy */
 
 struct rmsg {
-	uint8_t ver; /* RMSG_V1 or RMSG_V2: the connection's (rconn_send() sets it) */
+	uint8_t ver; /* RMSG_V1 or RMSG_V2: the connection's (transport_rconn_send() sets it) */
 	uint8_t type;
 	uint8_t flags;
 	uint16_t credits; /* receive buffers posted again since the last report */
@@ -81,11 +81,11 @@ struct rmsg {
 };
 
 /* Encode @m's header into @buf (RMSG_HDR bytes); ver 0 encodes as 1. */
-void rmsg_encode(const struct rmsg *m, uint8_t *buf);
+void transport_rmsg_encode(const struct rmsg *m, uint8_t *buf);
 /* Decode a message of @len bytes: 0, or -EPROTO (bad magic, version,
  * type, a type or flag its version lacks, or a length that disagrees with
  * @len).  The caller checks that ret->ver is the connection's. */
-int rmsg_decode(const uint8_t *buf, size_t len, struct rmsg *ret);
+int transport_rmsg_decode(const uint8_t *buf, size_t len, struct rmsg *ret);
 
 /* What each side tells the other when connecting (private data). */
 struct rpriv {
@@ -107,12 +107,12 @@ struct rdev {
 	struct rdev *next;
 };
 
-int rdev_get(struct ibv_context *verbs, struct rdev **ret);
-void rdev_put(struct rdev *d);
+int transport_rdev_get(struct ibv_context *verbs, struct rdev **ret);
+void transport_rdev_put(struct rdev *d);
 /* The device to register fetch destinations on before any connection
  * exists: the one serving, else the first.  A new reference or NULL. */
-struct rdev *rdev_default(void);
-void rdev_set_default(struct ibv_context *verbs);
+struct rdev *transport_rdev_default(void);
+void transport_rdev_set_default(struct ibv_context *verbs);
 
 /* A memory registration on a device, counted on @t; @map (@maplen
  * bytes) is a mapping it made for itself, unmapped with it. */
@@ -123,16 +123,16 @@ struct rreg {
 	void *map;
 	size_t maplen;
 };
-int rreg_new(struct transport *t, struct rdev *d, void *addr, size_t len, int access,
-	     struct rreg **ret);
-void rreg_free(struct rreg *r);
+int transport_rreg_new(struct transport *t, struct rdev *d, void *addr, size_t len, int access,
+		       struct rreg **ret);
+void transport_rreg_free(struct rreg *r);
 /* Register a sealed object's memory @addr (@len bytes, mapped read-only)
  * for remote reads; if the kernel refuses to pin a read-only mapping
  * (EFAULT: before 6.2 it pins for writing), map @fd (the object at
  * offset 0) anew, shared and writable, and register that.  The
  * registration's mr->addr is where the object starts. */
-int rreg_object(struct transport *t, struct rdev *d, void *addr, size_t len, int fd,
-		struct rreg **ret);
+int transport_rreg_object(struct transport *t, struct rdev *d, void *addr, size_t len, int fd,
+			  struct rreg **ret);
 
 /*
  * What a rendezvous of @len bytes is given: io_timeout plus a second per
@@ -141,10 +141,10 @@ int rreg_object(struct transport *t, struct rdev *d, void *addr, size_t len, int
  * holder may be registering a large object for the first time).
  */
 #define RDV_MIN_RATE (8u << 20)
-int64_t rdv_budget_ns(const struct transport *t, uint64_t len);
+int64_t transport_rdv_budget_ns(const struct transport *t, uint64_t len);
 
 /* Map a work completion's status to an errno (the one place). */
-int rdma_wc_errno(enum ibv_wc_status st);
+int transport_rdma_wc_errno(enum ibv_wc_status st);
 
 /* ---- one connection ---- */
 
@@ -206,16 +206,17 @@ struct rconn {
  * becomes the connection's.  0 or -errno; on error nothing is left but
  * what the caller passed (@id, @ech).
  */
-int rconn_setup(struct transport *t, struct rconn *c, struct rdma_cm_id *id,
-		struct rdma_event_channel *ech, unsigned nrecv, unsigned rsize, unsigned nsend);
+int transport_rconn_setup(struct transport *t, struct rconn *c, struct rdma_cm_id *id,
+			  struct rdma_event_channel *ech, unsigned nrecv, unsigned rsize,
+			  unsigned nsend);
 /* Start the connection's thread, once it is established. */
-int rconn_start(struct rconn *c, const struct rconn_ops *ops);
+int transport_rconn_start(struct rconn *c, const struct rconn_ops *ops);
 /* Stop the thread, disconnect, free everything but the struct. */
-void rconn_teardown(struct rconn *c);
+void transport_rconn_teardown(struct rconn *c);
 /* The connection failed with @err: the queue pair goes to the error
  * state (flushing what was posted), waiters wake.  Idempotent. */
-void rconn_fail(struct rconn *c, int err);
-void rconn_fail_locked(struct rconn *c, int err);
+void transport_rconn_fail(struct rconn *c, int err);
+void transport_rconn_fail_locked(struct rconn *c, int err);
 
 /*
  * SEND @m (header in a send slot, @body of @blen bytes after it), and
@@ -225,18 +226,18 @@ void rconn_fail_locked(struct rconn *c, int err);
  * c->lock itself unless @locked.  The slot is returned to the caller's
  * on_send() at completion.  0 or -errno.
  */
-int rconn_send(struct rconn *c, struct rmsg *m, const void *body, size_t blen,
-	       const struct ibv_sge *sge, int nsge, unsigned *ret_slot, bool locked);
+int transport_rconn_send(struct rconn *c, struct rmsg *m, const void *body, size_t blen,
+			 const struct ibv_sge *sge, int nsge, unsigned *ret_slot, bool locked);
 /* Post one RDMA READ of @len bytes from the peer's @raddr/@rkey into
  * @laddr (@lkey); its completion goes to on_read(@wr_id).  c->lock held.
  * -EAGAIN if RCONN_MAX_READS are out. */
-int rconn_read_locked(struct rconn *c, uint64_t wr_id, void *laddr, uint32_t lkey, uint64_t raddr,
-		      uint32_t rkey, uint32_t len);
+int transport_rconn_read_locked(struct rconn *c, uint64_t wr_id, void *laddr, uint32_t lkey,
+				uint64_t raddr, uint32_t rkey, uint32_t len);
 /* Wait on c->cond until @deadline_ns (c->lock held): 0, or -ETIMEDOUT. */
-int rconn_wait_locked(struct rconn *c, int64_t deadline_ns);
+int transport_rconn_wait_locked(struct rconn *c, int64_t deadline_ns);
 /* Report credits with a CREDIT if many are owed and the send is possible
  * (c->lock held). */
-void rconn_credit_locked(struct rconn *c);
+void transport_rconn_credit_locked(struct rconn *c);
 
 /* A fetch destination's registration (transport_region_new()). */
 struct rregion {
@@ -248,25 +249,26 @@ struct rregion {
 
 /* The connection parameters (and private data, in @priv, which must
  * live until rdma_connect()/rdma_accept()) of @c. */
-void rconn_param(struct rconn *c, struct rdma_conn_param *p, struct rpriv *priv);
+void transport_rconn_param(struct rconn *c, struct rdma_conn_param *p, struct rpriv *priv);
 /* Is a peer's private data one we can work with, in a version up to
  * @ver_max? */
-bool rpriv_ok(const struct rpriv *p, unsigned ver_max);
-int fcntl_nonblock(int fd);
+bool transport_rpriv_ok(const struct rpriv *p, unsigned ver_max);
+int transport_fcntl_nonblock(int fd);
 /* Point @out (room for @max) at [@at, @at + @len) of @iov: the entries
  * used, or -1 if it does not fit. */
-int iov_slice(const struct iovec *iov, int cnt, uint64_t at, uint64_t len, struct iovec *out,
-	      int max);
+int transport_iov_slice(const struct iovec *iov, int cnt, uint64_t at, uint64_t len,
+			struct iovec *out, int max);
 
 /* Tests: the client skips FIN (the server must unpin at its timeout). */
-extern bool rdma_test_no_fin;
+extern bool transport_rdma_test_no_fin;
 
-/* ---- rdma_serve.c: the server half of rdma_ops ---- */
-int rd_serve(struct transport *t);
-void rd_stop(struct transport *t);
-int rd_addr(const struct transport *t, char *buf, size_t len);
+/* ---- rdma_serve.c: the server half of transport_rdma_ops ---- */
+int transport_rd_serve(struct transport *t);
+void transport_rd_stop(struct transport *t);
+int transport_rd_addr(const struct transport *t, char *buf, size_t len);
 
 /* "HOST:PORT" -> a socket address, for rdma_cm.  0 or -errno. */
-int raddr_resolve(const char *addr, bool passive, struct sockaddr_storage *ret, socklen_t *ret_len);
+int transport_raddr_resolve(const char *addr, bool passive, struct sockaddr_storage *ret,
+			    socklen_t *ret_len);
 
 #endif

@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
-void rmsg_encode(const struct rmsg *m, uint8_t *buf)
+void transport_rmsg_encode(const struct rmsg *m, uint8_t *buf)
 {
 	put_u32(buf, RMSG_MAGIC);
 	buf[4] = m->ver ? m->ver : RMSG_V1;
@@ -31,7 +31,7 @@ static uint8_t get_flags_allowed(unsigned ver)
 			      : RM_F_EAGER;
 }
 
-int rmsg_decode(const uint8_t *buf, size_t len, struct rmsg *ret)
+int transport_rmsg_decode(const uint8_t *buf, size_t len, struct rmsg *ret)
 {
 	size_t body;
 

@@ -4,17 +4,17 @@
  * channel and reaps those that died; each connection is then answered
  * on its own thread (rdma_conn.c), here in srv_msg() and friends.
  *
- * A GET goes through serve.c (serve_begin(): slots, HAVE answers, given
+ * A GET goes through serve.c (transport_serve_begin(): slots, HAVE answers, given
  * out blocks, as over TCP) and is answered RDV, DATA, ERR or (version 2)
  * HAVE.  Its bytes are read through the object's registration, or, for
  * an object held in part, a registration of the range alone
  * (range_reg()), freed with the GET's pin.
  *
  * Ownership.  srv->conns (srv->lock) owns the connections; only the
- * listener thread (and rd_stop(), after it stopped) frees them, once
+ * listener thread (and transport_rd_stop(), after it stopped) frees them, once
  * their own thread has been joined.  A connection's pins, eager sends in
  * flight and queued GETs belong to its thread alone (no lock), and to
- * rconn_teardown()'s caller after.
+ * transport_rconn_teardown()'s caller after.
  */
 #define _GNU_SOURCE
 #include "rdma_i.h"
@@ -87,7 +87,7 @@ static void reg_drop(void *reg)
 
 	COUNT_SUB(t, rdma_regs_live, 1);
 	COUNT_ADD(t, rdma_regs_dropped, 1);
-	rreg_free(r);
+	transport_rreg_free(r);
 	/* the store may drop it after transport_free() (store_close()) */
 	transport_put(t);
 }
@@ -115,7 +115,7 @@ static int obj_reg(struct rsrv_conn *c, struct serve_ctx *ctx, struct rreg **ret
 				close(fd);
 			return -ENODATA; /* nothing to register: callers send no bytes */
 		}
-		err = rreg_object(c->rc.t, c->rc.dev, addr, len, fd, &r);
+		err = transport_rreg_object(c->rc.t, c->rc.dev, addr, len, fd, &r);
 		/* a fallback mapping made from it keeps the file */
 		if (fd >= 0)
 			close(fd);
@@ -129,7 +129,7 @@ static int obj_reg(struct rsrv_conn *c, struct serve_ctx *ctx, struct rreg **ret
 			cur = r;
 		} else {
 			COUNT_SUB(c->rc.t, rdma_regs_live, 1);
-			rreg_free(r);
+			transport_rreg_free(r);
 			transport_put(c->rc.t);
 		}
 		if (err && err != -EEXIST)
@@ -158,7 +158,7 @@ static int send_err(struct rsrv_conn *c, const struct rmsg *get, int status)
 	struct rmsg m = {.type = RM_ERR, .tag = get->tag, .id = get->id, .off = get->off};
 
 	m.status = (uint32_t)(status > 0 && status <= WIRE_STATUS_MAX ? status : EIO);
-	return rconn_send(&c->rc, &m, NULL, 0, NULL, 0, NULL, false);
+	return transport_rconn_send(&c->rc, &m, NULL, 0, NULL, 0, NULL, false);
 }
 
 /* Answer @get (version 2) with the wire.c HAVE @have as body. */
@@ -168,11 +168,11 @@ static int send_have(struct rsrv_conn *c, const struct rmsg *get, const struct w
 	uint8_t buf[WIRE_MSG_MAX_V2];
 	int n;
 
-	n = wire_encode(have, buf, sizeof(buf));
+	n = transport_wire_encode(have, buf, sizeof(buf));
 	if (n < 0)
-		return send_err(c, get, EIO); /* serve_begin() checked it: never */
+		return send_err(c, get, EIO); /* transport_serve_begin() checked it: never */
 	m.len = (uint64_t)n;
-	return rconn_send(&c->rc, &m, buf, (size_t)n, NULL, 0, NULL, false);
+	return transport_rconn_send(&c->rc, &m, buf, (size_t)n, NULL, 0, NULL, false);
 }
 
 /* The wire.c flags of a GET's RM_F_* (version 2; version 1 has none). */
@@ -184,7 +184,7 @@ static uint16_t get_wire_flags(uint8_t f)
 }
 
 /*
- * Take every piece of @ctx's range from serve_next(), and check they are
+ * Take every piece of @ctx's range from transport_serve_next(), and check they are
  * one run of memory, which starts at *@ret_base.  The pieces' bytes come
  * out of the node's bandwidth bucket here, before the peer reads them
  * (serve_bwlimit holds over RDMA too, at the price of this thread waiting
@@ -198,12 +198,12 @@ static int serve_all(struct rsrv_conn *c, struct serve_ctx *ctx, uint8_t **ret_b
 	struct iovec iov;
 	int n;
 
-	while (serve_more(ctx)) {
-		n = serve_next(ctx, (size_t)ctx->get_len, &iov, 1, &bytes, &c->rc.stop);
+	while (transport_serve_more(ctx)) {
+		n = transport_serve_next(ctx, (size_t)ctx->get_len, &iov, 1, &bytes, &c->rc.stop);
 		if (n < 0 ||
 		    (bytes && (n != 1 || (total && (uint8_t *)iov.iov_base != base + total)))) {
 			n = n < 0 ? n : -EIO;
-			serve_unsent(ctx, total + (n == -EIO ? bytes : 0), n);
+			transport_serve_unsent(ctx, total + (n == -EIO ? bytes : 0), n);
 			return n;
 		}
 		if (!total)
@@ -220,7 +220,7 @@ static int serve_all(struct rsrv_conn *c, struct serve_ctx *ctx, uint8_t **ret_b
  * object's registration (sealed), or, for an object held in part or one
  * packed in a chunk with others (the store refuses to hand it out
  * whole), which must never be registered whole, one of exactly that range (its blocks
- * all verified: serve_begin() checked) for this GET alone, which the
+ * all verified: transport_serve_begin() checked) for this GET alone, which the
  * caller frees in *@ret_own when the GET is done; with remote read access
  * for a rendezvous (@remote), local access only for an eager SEND.  The
  * range's address in it goes to *@ret_addr, its keys to *@ret_lkey and
@@ -238,8 +238,8 @@ static int range_reg(struct rsrv_conn *c, struct serve_ctx *ctx, uint8_t *base, 
 		err = obj_reg(c, ctx, &r);
 	if (err == -EOPNOTSUPP) {
 		/* held in part, or packed with others (store_pack.c) */
-		err = rreg_new(c->rc.t, c->rc.dev, base, len, remote ? IBV_ACCESS_REMOTE_READ : 0,
-			       &r);
+		err = transport_rreg_new(c->rc.t, c->rc.dev, base, len,
+					 remote ? IBV_ACCESS_REMOTE_READ : 0, &r);
 		if (err)
 			return err;
 		if (ctx->partial)
@@ -250,7 +250,7 @@ static int range_reg(struct rsrv_conn *c, struct serve_ctx *ctx, uint8_t *base, 
 		return err;
 	} else {
 		/* the registration covers the whole object from its offset 0,
-		 * in a mapping that may be its own (rreg_object()) */
+		 * in a mapping that may be its own (transport_rreg_object()) */
 		*ret_addr = (uintptr_t)r->mr->addr + ctx->get_off;
 	}
 	*ret_lkey = r->mr->lkey;
@@ -278,18 +278,18 @@ static int answer(struct rsrv_conn *c, const struct rmsg *get)
 
 	wget.ver = c->rc.ver >= RMSG_V2 ? WIRE_V2 : WIRE_V1;
 	wget.flags = get_wire_flags(get->flags);
-	r = serve_begin(t, &wget, c->rc.peer, c->auth.node, &c->rc.stop, &ctx, &reply);
+	r = transport_serve_begin(t, &wget, c->rc.peer, c->auth.node, &c->rc.stop, &ctx, &reply);
 	if (r == 1)
 		return reply.type == WIRE_HAVE ? send_have(c, get, &reply)
 					       : send_err(c, get, reply.status);
 	if (r) {
 		/* 2, a HAVE before the bytes: WANT_HAVE with a length, which
-		 * rmsg_decode() refuses */
-		serve_end(&ctx);
+		 * transport_rmsg_decode() refuses */
+		transport_serve_end(&ctx);
 		return send_err(c, get, EIO);
 	}
 	if (eager && get->len > c->rc.peer_rsize - RMSG_HDR) {
-		serve_end(&ctx);
+		transport_serve_end(&ctx);
 		bad_frame(c, "eager GET larger than its receive buffers");
 		return -EPROTO;
 	}
@@ -299,20 +299,20 @@ static int answer(struct rsrv_conn *c, const struct rmsg *get)
 		if (err == -ENODATA)
 			err = 0; /* an empty object (no bytes either: never) */
 		if (err)
-			serve_unsent(&ctx, bytes, err);
+			transport_serve_unsent(&ctx, bytes, err);
 	}
 	if (err) {
 		transport_log(t, TLOG_CONN, LOGL_WARN,
 			      "transport: rdma: cannot serve object %" PRIu64 " to %s: %s", get->id,
 			      c->rc.peer, strerror(-err));
-		serve_end(&ctx);
+		transport_serve_end(&ctx);
 		return send_err(c, get, -err);
 	}
 	m = (struct rmsg){.tag = get->tag, .id = get->id, .off = get->off, .len = get->len};
 	if (eager) {
 		m.type = RM_DATA;
 		sge = (struct ibv_sge){.addr = addr, .length = (uint32_t)bytes, .lkey = lkey};
-		err = rconn_send(&c->rc, &m, NULL, 0, &sge, bytes ? 1 : 0, &slot, false);
+		err = transport_rconn_send(&c->rc, &m, NULL, 0, &sge, bytes ? 1 : 0, &slot, false);
 		if (!err) {
 			c->eager[slot] = ctx; /* unpinned when the SEND completes */
 			c->eager_own[slot] = own;
@@ -325,21 +325,21 @@ static int answer(struct rsrv_conn *c, const struct rmsg *get)
 		m.type = RM_RDV;
 		m.addr = addr;
 		m.status = rkey;
-		err = p ? rconn_send(&c->rc, &m, NULL, 0, NULL, 0, NULL, false) : -ENOMEM;
+		err = p ? transport_rconn_send(&c->rc, &m, NULL, 0, NULL, 0, NULL, false) : -ENOMEM;
 		if (!err) {
 			p->tag = get->tag;
 			p->ctx = ctx;
 			p->own = own;
-			p->until = mono_ns() + rdv_budget_ns(t, get->len);
+			p->until = util_mono_ns() + transport_rdv_budget_ns(t, get->len);
 			p->next = c->pins;
 			c->pins = p;
 			return 0;
 		}
 		free(p);
 	}
-	rreg_free(own);
-	serve_unsent(&ctx, bytes, err);
-	serve_end(&ctx);
+	transport_rreg_free(own);
+	transport_serve_unsent(&ctx, bytes, err);
+	transport_serve_end(&ctx);
 	return err;
 }
 
@@ -370,8 +370,8 @@ static int run_queue(struct rsrv_conn *c)
  * its own registration goes before the pin that keeps its memory. */
 static void pin_free(struct pin *p)
 {
-	rreg_free(p->own);
-	serve_end(&p->ctx);
+	transport_rreg_free(p->own);
+	transport_serve_end(&p->ctx);
 	free(p);
 }
 
@@ -398,20 +398,20 @@ static int handshake(struct rsrv_conn *c, const uint8_t *body, size_t len)
 	bool close_after = false;
 	int n, err;
 
-	if (wire_decode(body, len, &in) != (int)len) {
+	if (transport_wire_decode(body, len, &in) != (int)len) {
 		bad_frame(c, "a malformed handshake message");
 		return -EPROTO;
 	}
-	err = auth_srv_step(t, &c->auth, &in, &reply, &close_after);
+	err = transport_auth_srv_step(t, &c->auth, &in, &reply, &close_after);
 	if (err) {
 		bad_frame(c, "a handshake message out of place");
 		return err;
 	}
-	n = wire_encode(&reply, buf, sizeof(buf));
+	n = transport_wire_encode(&reply, buf, sizeof(buf));
 	if (n < 0)
 		return n;
 	m.len = (uint64_t)n;
-	err = rconn_send(&c->rc, &m, buf, (size_t)n, NULL, 0, NULL, false);
+	err = transport_rconn_send(&c->rc, &m, buf, (size_t)n, NULL, 0, NULL, false);
 	if (close_after) {
 		transport_log(t, TLOG_REFUSED, LOGL_WARN, "transport: rdma: refused %s: %s",
 			      c->rc.peer, c->auth.why ? c->auth.why : "authentication failed");
@@ -426,7 +426,7 @@ static int srv_msg(struct rconn *rc, const struct rmsg *m, const uint8_t *body, 
 
 	if (m->type == RM_AUTH)
 		return handshake(c, body, len);
-	if (!auth_srv_ready(&c->auth)) {
+	if (!transport_auth_srv_ready(&c->auth)) {
 		bad_frame(c, "a request before the handshake");
 		return -EPROTO;
 	}
@@ -453,35 +453,35 @@ static void srv_send_done(struct rconn *rc, unsigned slot)
 
 	if (slot < SRV_NSEND && c->eager_live[slot]) {
 		c->eager_live[slot] = false;
-		rreg_free(c->eager_own[slot]);
+		transport_rreg_free(c->eager_own[slot]);
 		c->eager_own[slot] = NULL;
-		serve_end(&c->eager[slot]);
+		transport_serve_end(&c->eager[slot]);
 	}
 	if (c->close_after_send) {
-		rconn_fail(rc, -EACCES);
+		transport_rconn_fail(rc, -EACCES);
 		return;
 	}
 	if (run_queue(c))
-		rconn_fail(rc, -EPROTO);
+		transport_rconn_fail(rc, -EPROTO);
 }
 
 static void srv_read(struct rconn *rc, uint64_t wr_id, int err)
 {
 	(void)wr_id;
 	(void)err; /* a server posts no READs */
-	rconn_fail(rc, -EPROTO);
+	transport_rconn_fail(rc, -EPROTO);
 }
 
 static void srv_tick(struct rconn *rc)
 {
 	struct rsrv_conn *c = (struct rsrv_conn *)rc;
-	int64_t now = mono_ns();
+	int64_t now = util_mono_ns();
 	struct pin **pp = &c->pins, *p;
 
-	if (!auth_srv_ready(&c->auth) && now > c->hs_until) {
+	if (!transport_auth_srv_ready(&c->auth) && now > c->hs_until) {
 		transport_log(rc->t, TLOG_HANDSHAKE, LOGL_INFO,
 			      "transport: rdma: no handshake from %s in time", rc->peer);
-		rconn_fail(rc, -ETIMEDOUT);
+		transport_rconn_fail(rc, -ETIMEDOUT);
 	}
 	while ((p = *pp)) {
 		if (now < p->until) {
@@ -496,7 +496,7 @@ static void srv_tick(struct rconn *rc)
 		pin_free(p);
 	}
 	if (run_queue(c))
-		rconn_fail(rc, -EPROTO);
+		transport_rconn_fail(rc, -EPROTO);
 }
 
 static const struct rconn_ops srv_ops = {
@@ -512,15 +512,15 @@ static void conn_free(struct rsrv_conn *c)
 	struct pin *p;
 	unsigned i;
 
-	rconn_teardown(&c->rc);
+	transport_rconn_teardown(&c->rc);
 	while ((p = c->pins)) {
 		c->pins = p->next;
 		pin_free(p);
 	}
 	for (i = 0; i < SRV_NSEND; i++)
 		if (c->eager_live[i]) {
-			rreg_free(c->eager_own[i]);
-			serve_end(&c->eager[i]);
+			transport_rreg_free(c->eager_own[i]);
+			transport_serve_end(&c->eager[i]);
 		}
 	COUNT_SUB(c->rc.t, conns_open, 1);
 	free(c);
@@ -532,7 +532,7 @@ static bool peer_local(struct rdma_cm_id *id)
 {
 	struct sockaddr *peer = rdma_get_peer_addr(id), *me = rdma_get_local_addr(id);
 
-	if (auth_peer_is_local(peer, sizeof(struct sockaddr_storage)))
+	if (transport_auth_peer_is_local(peer, sizeof(struct sockaddr_storage)))
 		return true;
 	/* one host, one RDMA device: both ends have the same address */
 	if (peer->sa_family == AF_INET && me->sa_family == AF_INET)
@@ -552,8 +552,9 @@ static void accept_one(struct rdma_server *srv, struct rdma_cm_id *id, const str
 	unsigned n;
 	int err = -ENOMEM;
 
-	auth_addr_str(rdma_get_peer_addr(id), sizeof(struct sockaddr_storage), name, sizeof(name));
-	if (!rpriv_ok(theirs, t->wire_max)) {
+	transport_auth_addr_str(rdma_get_peer_addr(id), sizeof(struct sockaddr_storage), name,
+				sizeof(name));
+	if (!transport_rpriv_ok(theirs, t->wire_max)) {
 		COUNT_ADD(t, bad_frames, 1);
 		transport_log(t, TLOG_BAD_FRAME, LOGL_WARN,
 			      "transport: rdma: refused %s: unknown connection parameters", name);
@@ -576,7 +577,7 @@ static void accept_one(struct rdma_server *srv, struct rdma_cm_id *id, const str
 	}
 	snprintf(c->rc.peer, sizeof(c->rc.peer), "%s", name);
 	c->srv = srv;
-	err = rconn_setup(t, &c->rc, id, ech, SRV_NRECV, SRV_RSIZE, SRV_NSEND);
+	err = transport_rconn_setup(t, &c->rc, id, ech, SRV_NRECV, SRV_RSIZE, SRV_NSEND);
 	if (err) {
 		free(c);
 		goto fail;
@@ -584,13 +585,13 @@ static void accept_one(struct rdma_server *srv, struct rdma_cm_id *id, const str
 	c->rc.credits = (int)theirs->nrecv;
 	c->rc.peer_rsize = theirs->rsize;
 	c->rc.ver = theirs->version; /* the client's, which we speak (or it was refused) */
-	auth_srv_init(&c->auth, peer_local(id));
-	c->hs_until = mono_ns() + (int64_t)t->io_timeout_ms * 1000000LL;
-	rconn_param(&c->rc, &param, &mine);
-	if (rdma_accept(id, &param) || rconn_start(&c->rc, &srv_ops)) {
+	transport_auth_srv_init(&c->auth, peer_local(id));
+	c->hs_until = util_mono_ns() + (int64_t)t->io_timeout_ms * 1000000LL;
+	transport_rconn_param(&c->rc, &param, &mine);
+	if (rdma_accept(id, &param) || transport_rconn_start(&c->rc, &srv_ops)) {
 		transport_log(t, TLOG_CONN, LOGL_WARN, "transport: rdma: cannot accept %s: %s",
 			      name, strerror(errno));
-		rconn_teardown(&c->rc); /* destroys @id and @ech too */
+		transport_rconn_teardown(&c->rc); /* destroys @id and @ech too */
 		free(c);
 		return;
 	}
@@ -682,7 +683,7 @@ static void *listen_thread(void *arg)
 	return NULL;
 }
 
-int rd_serve(struct transport *t)
+int transport_rd_serve(struct transport *t)
 {
 	struct sockaddr_storage sa;
 	struct rdma_server *srv;
@@ -699,7 +700,7 @@ int rd_serve(struct transport *t)
 		return -ENODEV;
 	snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host,
 		 t->listen_port ? t->listen_port : 1);
-	err = raddr_resolve(addr, true, &sa, &salen);
+	err = transport_raddr_resolve(addr, true, &sa, &salen);
 	if (err)
 		return err;
 	if (!t->listen_port)
@@ -724,11 +725,11 @@ int rd_serve(struct transport *t)
 		goto free_id;
 	}
 	if (srv->lid->verbs)
-		rdev_set_default(srv->lid->verbs);
-	auth_addr_str(rdma_get_local_addr(srv->lid), sizeof(struct sockaddr_storage), srv->addr,
-		      sizeof(srv->addr));
+		transport_rdev_set_default(srv->lid->verbs);
+	transport_auth_addr_str(rdma_get_local_addr(srv->lid), sizeof(struct sockaddr_storage),
+				srv->addr, sizeof(srv->addr));
 	srv->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (srv->wake_fd < 0 || fcntl_nonblock(srv->lech->fd)) {
+	if (srv->wake_fd < 0 || transport_fcntl_nonblock(srv->lech->fd)) {
 		err = -errno;
 		goto free_id;
 	}
@@ -750,7 +751,7 @@ free_srv:
 	return err;
 }
 
-void rd_stop(struct transport *t)
+void transport_rd_stop(struct transport *t)
 {
 	struct rdma_server *srv = t->srv;
 	struct rsrv_conn *c;
@@ -772,7 +773,7 @@ void rd_stop(struct transport *t)
 	t->srv = NULL;
 }
 
-int rd_addr(const struct transport *t, char *buf, size_t len)
+int transport_rd_addr(const struct transport *t, char *buf, size_t len)
 {
 	const struct rdma_server *srv = t->srv;
 

@@ -6,20 +6,20 @@
  *
  * One GET flows like this (tcp.c's serve loop is the model):
  *
- *   serve_begin()   pins the object through t->src.open(), checks the
+ *   transport_serve_begin()   pins the object through t->src.open(), checks the
  *                   range and asks t->src.have() whether all of it is
  *                   servable.  The reply is an ERR or a HAVE (nothing
  *                   pinned, the request already counted as served), or
  *                   a DATA header (a version 2 GET may ask for a HAVE
  *                   before it).
- *   serve_next()    while serve_more(): points iovecs at the next piece
+ *   transport_serve_next()    while transport_serve_more(): points iovecs at the next piece
  *                   of the pinned object (t->src.iov()), takes its bytes
  *                   from the bandwidth bucket and counts them as sent
  *                   (and, with the last piece, the request as served)
  *                   before the backend sends them, so that the counters
  *                   are up to date by the time the client has the bytes.
- *   serve_unsent()  sending failed: takes those counts back, logs.
- *   serve_end()     unpins.
+ *   transport_serve_unsent()  sending failed: takes those counts back, logs.
+ *   transport_serve_end()     unpins.
  *
  * An empty range still has one piece, of no bytes, so that a backend
  * that sends the DATA header with the first piece sends it once.
@@ -93,7 +93,7 @@
 
 /* ---- bandwidth bucket ---- */
 
-void tbucket_init(struct tbucket *b, uint64_t rate)
+void transport_tbucket_init(struct tbucket *b, uint64_t rate)
 {
 	pthread_mutex_init(&b->lock, NULL);
 	b->rate = rate;
@@ -103,10 +103,10 @@ void tbucket_init(struct tbucket *b, uint64_t rate)
 	if (b->burst > BUCKET_BURST_MAX)
 		b->burst = BUCKET_BURST_MAX;
 	b->tokens = (double)b->burst;
-	b->last_ns = mono_ns();
+	b->last_ns = util_mono_ns();
 }
 
-void tbucket_release(struct tbucket *b)
+void transport_tbucket_release(struct tbucket *b)
 {
 	pthread_mutex_destroy(&b->lock);
 }
@@ -122,7 +122,7 @@ static void tbucket_take(struct tbucket *b, uint64_t n, const atomic_bool *stop)
 	if (!b->rate)
 		return;
 	pthread_mutex_lock(&b->lock);
-	now = mono_ns();
+	now = util_mono_ns();
 	b->tokens += (double)(now - b->last_ns) * (double)b->rate / 1e9;
 	if (b->tokens > (double)b->burst)
 		b->tokens = (double)b->burst;
@@ -133,7 +133,7 @@ static void tbucket_take(struct tbucket *b, uint64_t n, const atomic_bool *stop)
 
 	until = now + wait_ns;
 	while (!(stop && atomic_load(stop))) {
-		int64_t left = until - mono_ns();
+		int64_t left = until - util_mono_ns();
 		struct timespec ts;
 
 		if (left <= 0)
@@ -154,13 +154,13 @@ static struct transport *node_of(struct transport *t)
 	return t->parent ? t->parent : t;
 }
 
-void tslots_init(struct tslots *s, unsigned max)
+void transport_tslots_init(struct tslots *s, unsigned max)
 {
 	pthread_condattr_t ca;
 
 	memset(s, 0, sizeof(*s));
 	pthread_mutex_init(&s->lock, NULL);
-	/* slot_take() waits against CLOCK_MONOTONIC (mono_ns()) */
+	/* slot_take() waits against CLOCK_MONOTONIC (util_mono_ns()) */
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->freed, &ca);
@@ -168,7 +168,7 @@ void tslots_init(struct tslots *s, unsigned max)
 	s->max = max;
 }
 
-void tslots_release(struct tslots *s)
+void transport_tslots_release(struct tslots *s)
 {
 	pthread_cond_destroy(&s->freed);
 	pthread_mutex_destroy(&s->lock);
@@ -196,7 +196,7 @@ static bool slots_all_peer(const struct tslots *s, uint64_t peer)
  * together.  s->lock held. */
 static unsigned slot_retry_ms(const struct tslots *s, uint64_t rate, uint64_t sending)
 {
-	int64_t now = mono_ns();
+	int64_t now = util_mono_ns();
 	double best = -1;
 
 	for (unsigned i = 0; i < TSLOT_TRACK; i++) {
@@ -225,7 +225,7 @@ static unsigned slot_retry_ms(const struct tslots *s, uint64_t rate, uint64_t se
 	if (best < 0)
 		best = RETRY_GUESS_MS;
 	/* spread: the GETs refused meanwhile are not all back at once */
-	best *= 1.0 + (double)(mono_ns() & 1023) / 2048.0;
+	best *= 1.0 + (double)(util_mono_ns() & 1023) / 2048.0;
 	if (best < 1)
 		return 1;
 	return best > TRANSPORT_RETRY_MS_MAX ? TRANSPORT_RETRY_MS_MAX : (unsigned)best;
@@ -242,15 +242,15 @@ static int slot_take(struct serve_ctx *ctx, const char *node, bool may_wait,
 {
 	struct transport *n = node_of(ctx->t);
 	struct tslots *s = &n->slots;
-	uint64_t peer = node_name_key(node); /* 0: unknown, never waits */
-	int64_t now = mono_ns(), end = 0;
+	uint64_t peer = util_node_name_key(node); /* 0: unknown, never waits */
+	int64_t now = util_mono_ns(), end = 0;
 	struct timespec ts;
 	unsigned ms;
 
 	ctx->slot = -1;
 	pthread_mutex_lock(&s->lock);
 	while (s->max && s->busy >= s->max) {
-		now = mono_ns();
+		now = util_mono_ns();
 		/* never long enough for the client to take it for a stall */
 		if (!end)
 			end = now + (int64_t)n->io_timeout_ms * 1000000 / SLOT_WAIT_SHARE;
@@ -283,7 +283,7 @@ static int slot_take(struct serve_ctx *ctx, const char *node, bool may_wait,
 		if (!s->s[i].used) {
 			s->s[i].used = true;
 			s->s[i].peer = peer;
-			s->s[i].t0_ns = mono_ns();
+			s->s[i].t0_ns = util_mono_ns();
 			s->s[i].len = ctx->get_len;
 			s->s[i].rdma = ctx->t->parent != NULL;
 			atomic_store_explicit(&s->s[i].sent, 0, memory_order_relaxed);
@@ -348,7 +348,7 @@ static int range_servable(struct transport *t, const struct wire_msg *get, void 
 /* A HAVE the source filled in, checked before it goes out: 0 or -EIO. */
 static int have_check(struct transport *t, uint64_t id, const struct transport_have *h)
 {
-	if (wire_have_ok(h))
+	if (transport_wire_have_ok(h))
 		return 0;
 	transport_log(t, TLOG_CONN, LOGL_WARN,
 		      "transport: the source's blocks of object %" PRIu64 " make no HAVE (%" PRIu32
@@ -365,23 +365,24 @@ static int have_check(struct transport *t, uint64_t id, const struct transport_h
 static int park(struct transport *t, const struct wire_msg *get, void *token,
 		const atomic_bool *stop, struct transport_have *h)
 {
-	int64_t until = mono_ns() + (int64_t)t->io_timeout_ms * 1000000 / PARK_SHARE, left;
+	int64_t until = util_mono_ns() + (int64_t)t->io_timeout_ms * 1000000 / PARK_SHARE, left;
 	int r;
 
 	do {
-		left = (until - mono_ns()) / 1000000;
+		left = (until - util_mono_ns()) / 1000000;
 		r = t->src.wait(token, get->off, get->len,
 				left < 1	       ? 1
 				: left < PARK_SLICE_MS ? (unsigned)left
 						       : PARK_SLICE_MS);
 		if (r < 0)
 			return r;
-	} while (r == 2 && mono_ns() < until && !(stop && atomic_load(stop)));
+	} while (r == 2 && util_mono_ns() < until && !(stop && atomic_load(stop)));
 	return range_servable(t, get, token, h);
 }
 
-int serve_begin(struct transport *t, const struct wire_msg *get, const char *peer, const char *node,
-		const atomic_bool *stop, struct serve_ctx *ret_ctx, struct wire_msg *ret_reply)
+int transport_serve_begin(struct transport *t, const struct wire_msg *get, const char *peer,
+			  const char *node, const atomic_bool *stop, struct serve_ctx *ret_ctx,
+			  struct wire_msg *ret_reply)
 {
 	const struct transport_source *src = &t->src;
 	bool query = (get->flags & WIRE_F_WANT_HAVE) && !get->len;
@@ -477,7 +478,7 @@ int serve_begin(struct transport *t, const struct wire_msg *get, const char *pee
 		ret_reply->have = h;
 		return 2;
 	}
-	serve_data_hdr(ret_ctx, ret_reply);
+	transport_serve_data_hdr(ret_ctx, ret_reply);
 	return 0;
 
 give_slot:
@@ -491,7 +492,7 @@ reply_err:
 	return 1;
 }
 
-void serve_data_hdr(const struct serve_ctx *ctx, struct wire_msg *ret)
+void transport_serve_data_hdr(const struct serve_ctx *ctx, struct wire_msg *ret)
 {
 	memset(ret, 0, sizeof(*ret));
 	ret->ver = ctx->ver;
@@ -502,13 +503,13 @@ void serve_data_hdr(const struct serve_ctx *ctx, struct wire_msg *ret)
 	ret->len = ctx->get_len;
 }
 
-bool serve_more(const struct serve_ctx *ctx)
+bool transport_serve_more(const struct serve_ctx *ctx)
 {
 	return ctx->more;
 }
 
-int serve_next(struct serve_ctx *ctx, size_t max, struct iovec *iov, int max_iov, size_t *ret_bytes,
-	       const atomic_bool *stop)
+int transport_serve_next(struct serve_ctx *ctx, size_t max, struct iovec *iov, int max_iov,
+			 size_t *ret_bytes, const atomic_bool *stop)
 {
 	struct transport *t = ctx->t;
 	/* the node's one limit: an RDMA half takes from its parent's bucket */
@@ -547,7 +548,7 @@ int serve_next(struct serve_ctx *ctx, size_t max, struct iovec *iov, int max_iov
 	return n;
 }
 
-void serve_unsent(struct serve_ctx *ctx, size_t bytes, int err)
+void transport_serve_unsent(struct serve_ctx *ctx, size_t bytes, int err)
 {
 	struct transport *t = ctx->t;
 
@@ -561,7 +562,7 @@ void serve_unsent(struct serve_ctx *ctx, size_t bytes, int err)
 		      strerror(-err));
 }
 
-void serve_end(struct serve_ctx *ctx)
+void transport_serve_end(struct serve_ctx *ctx)
 {
 	/* not all of it went out: its blocks are not given out after all */
 	if (ctx->given && !ctx->served && ctx->t->src.ungive)

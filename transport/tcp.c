@@ -11,7 +11,7 @@
  * new connection is refused only when nothing can give way.  Each
  * connection's record (struct srv_conn) says under srv->lock whether it is
  * authenticated, as which node, and since when it has been idle.
- * A connection thread runs tcp_serve_fd(): the handshake (auth.c), then
+ * A connection thread runs transport_tcp_serve_fd(): the handshake (auth.c), then
  * GET after GET.  What a GET is answered with, and what serving it
  * costs and counts, is serve.c's; this file only writes it to the
  * socket: ERR, or a DATA header and then the payload written with
@@ -187,7 +187,7 @@ static int wait_ms(int ms, int64_t deadline)
 
 	if (!deadline)
 		return ms;
-	left = ms_left(deadline);
+	left = transport_ms_left(deadline);
 	return left < ms ? left : ms;
 }
 
@@ -269,7 +269,7 @@ static int send_msg(int fd, const struct wire_msg *m, int ms, int64_t deadline)
 {
 	uint8_t buf[WIRE_MSG_MAX_V2];
 	struct iovec v;
-	int n = wire_encode(m, buf, sizeof(buf));
+	int n = transport_wire_encode(m, buf, sizeof(buf));
 
 	if (n < 0)
 		return n;
@@ -290,11 +290,11 @@ static int recv_msg(int fd, struct wire_msg *ret, int ms, int64_t deadline, size
 
 	err = recv_buf(fd, buf, WIRE_HDR_LEN, ms, deadline, &got);
 	if (!err)
-		err = wire_decode_hdr(buf, ret, &body);
+		err = transport_wire_decode_hdr(buf, ret, &body);
 	if (!err && body)
 		err = recv_buf(fd, buf + WIRE_HDR_LEN, body, ms, deadline, &got2);
 	if (!err)
-		err = wire_decode_body(ret, buf + WIRE_HDR_LEN, body);
+		err = transport_wire_decode_body(ret, buf + WIRE_HDR_LEN, body);
 	if (ret_got)
 		*ret_got = got + got2;
 	return err;
@@ -365,16 +365,16 @@ static void prog_add(struct prog *p, uint64_t n)
 	}
 }
 
-int tcp_client_handshake(struct transport *t, int fd, unsigned ver)
+int transport_tcp_client_handshake(struct transport *t, int fd, unsigned ver)
 {
-	int64_t deadline = mono_ns() + (int64_t)t->io_timeout_ms * 1000000;
+	int64_t deadline = util_mono_ns() + (int64_t)t->io_timeout_ms * 1000000;
 	int ms = (int)t->io_timeout_ms, err;
 	struct wire_msg out, in;
 	struct auth_cli a;
 
 	err = set_nonblock(fd);
 	if (!err)
-		err = auth_cli_hello(t, &a, (uint8_t)ver, &out);
+		err = transport_auth_cli_hello(t, &a, (uint8_t)ver, &out);
 	if (err)
 		return err;
 	for (;;) {
@@ -382,7 +382,7 @@ int tcp_client_handshake(struct transport *t, int fd, unsigned ver)
 		if (!err)
 			err = recv_msg(fd, &in, ms, deadline, NULL);
 		if (!err)
-			err = auth_cli_step(t, &a, &in, &out);
+			err = transport_auth_cli_step(t, &a, &in, &out);
 		if (err < 0 && a.refused)
 			return -EACCES;
 		if (err != 1)
@@ -432,12 +432,12 @@ static int tcp_connect(struct transport *t, const char *addr, unsigned ver, stru
 	struct tcp_conn *c;
 	int fd = -EHOSTUNREACH, err;
 
-	err = addr_split(addr, host, sizeof(host), port, sizeof(port));
+	err = transport_addr_split(addr, host, sizeof(host), port, sizeof(port));
 	if (err)
 		return err;
 	err = getaddrinfo(host, port, &hints, &res);
 	if (err)
-		return gai_err(err);
+		return transport_gai_err(err);
 	for (ai = res; ai; ai = ai->ai_next) {
 		fd = connect_one(ai, (int)t->io_timeout_ms);
 		if (fd >= 0)
@@ -450,7 +450,7 @@ static int tcp_connect(struct transport *t, const char *addr, unsigned ver, stru
 	if (fd < 0)
 		return sock_err(-fd);
 
-	err = tcp_client_handshake(t, fd, ver);
+	err = transport_tcp_client_handshake(t, fd, ver);
 	if (err) {
 		log_debug("transport: handshake with %s failed: %s", addr, strerror(-err));
 		goto close_fd;
@@ -736,7 +736,7 @@ static int conn_admit(struct srv_conn *c, const char *node)
 	for (o = srv->conns; o; o = o->next)
 		n += o != c && !o->done && !o->evicted && o->authed && !strcmp(o->node, node);
 	if (n >= t->serve_conns_per_node) {
-		o = idlest_locked(srv, node, c, mono_ns());
+		o = idlest_locked(srv, node, c, util_mono_ns());
 		if (o)
 			evict_locked(srv, o, who, sizeof(who));
 		else
@@ -768,7 +768,7 @@ static bool conn_set_idle(struct srv_conn *c, bool idle)
 	ok = !c->evicted;
 	c->idle = idle;
 	if (idle)
-		c->since = mono_ns();
+		c->since = util_mono_ns();
 	pthread_mutex_unlock(&c->srv->lock);
 	return ok;
 }
@@ -804,52 +804,52 @@ static int answer_get(struct transport *t, int fd, const struct wire_msg *get, c
 	int first = 0, n, r, err = 0;
 	size_t bytes;
 
-	r = serve_begin(t, get, peer, node, stop, &ctx, &reply);
+	r = transport_serve_begin(t, get, peer, node, stop, &ctx, &reply);
 	if (r == 1)
 		return send_msg(fd, &reply, (int)t->io_timeout_ms, 0);
 	if (r == 2) {
 		/* the HAVE first, then the DATA header with the first piece */
 		err = send_msg(fd, &reply, (int)t->io_timeout_ms, 0);
 		if (err) {
-			serve_end(&ctx);
+			transport_serve_end(&ctx);
 			return err;
 		}
-		serve_data_hdr(&ctx, &reply);
+		transport_serve_data_hdr(&ctx, &reply);
 	}
-	if (wire_encode(&reply, hdr, sizeof(hdr)) != WIRE_HDR_LEN) {
-		serve_end(&ctx);
+	if (transport_wire_encode(&reply, hdr, sizeof(hdr)) != WIRE_HDR_LEN) {
+		transport_serve_end(&ctx);
 		return -EIO;
 	}
 	iov[0].iov_base = hdr;
 	iov[0].iov_len = sizeof(hdr);
-	while (serve_more(&ctx)) {
-		n = serve_next(&ctx, TCP_CHUNK, iov + 1, TCP_IOV_MAX, &bytes, stop);
+	while (transport_serve_more(&ctx)) {
+		n = transport_serve_next(&ctx, TCP_CHUNK, iov + 1, TCP_IOV_MAX, &bytes, stop);
 		if (n < 0) {
 			err = n;
 			break;
 		}
 		err = send_iov(fd, iov + first, n + 1 - first, (int)t->io_timeout_ms, 0);
 		if (err) {
-			serve_unsent(&ctx, bytes, err);
+			transport_serve_unsent(&ctx, bytes, err);
 			break;
 		}
 		first = 1; /* the header went with the first piece */
 	}
-	serve_end(&ctx);
+	transport_serve_end(&ctx);
 	return err;
 }
 
 /*
  * Serve one connection until the peer closes, misbehaves or stalls, or
  * *@stop.  @sc is the server's record of it, for the connection limits
- * (NULL: none, as when a test drives tcp_serve_fd()).
+ * (NULL: none, as when a test drives transport_tcp_serve_fd()).
  */
 static void serve_conn(struct transport *t, int fd, const struct sockaddr *peer, socklen_t peer_len,
 		       const atomic_bool *stop, struct srv_conn *sc)
 {
 	unsigned hs_ms = t->io_timeout_ms < TRANSPORT_HANDSHAKE_MAX_MS ? t->io_timeout_ms
 								       : TRANSPORT_HANDSHAKE_MAX_MS;
-	int64_t hs_deadline = mono_ns() + (int64_t)hs_ms * 1000000;
+	int64_t hs_deadline = util_mono_ns() + (int64_t)hs_ms * 1000000;
 	int ms = (int)t->io_timeout_ms, err;
 	char name[TRANSPORT_ADDR_MAX + OBJFS_NODE_MAX + 8];
 	struct wire_msg in, reply;
@@ -857,8 +857,8 @@ static void serve_conn(struct transport *t, int fd, const struct sockaddr *peer,
 	size_t got;
 	bool ready, close_after;
 
-	auth_addr_str(peer, peer_len, name, sizeof(name));
-	auth_srv_init(&a, auth_peer_is_local(peer, peer_len));
+	transport_auth_addr_str(peer, peer_len, name, sizeof(name));
+	transport_auth_srv_init(&a, transport_auth_peer_is_local(peer, peer_len));
 	err = set_nonblock(fd);
 	if (err) {
 		transport_log(t, TLOG_CONN, LOGL_WARN, "transport: connection from %s: %s", name,
@@ -866,7 +866,7 @@ static void serve_conn(struct transport *t, int fd, const struct sockaddr *peer,
 		return;
 	}
 	while (!(stop && atomic_load(stop))) {
-		ready = auth_srv_ready(&a);
+		ready = transport_auth_srv_ready(&a);
 		if (ready) {
 			/* between requests a pooled connection may idle */
 			if (!conn_set_idle(sc, true))
@@ -928,7 +928,7 @@ static void serve_conn(struct transport *t, int fd, const struct sockaddr *peer,
 			continue;
 		}
 
-		err = auth_srv_step(t, &a, &in, &reply, &close_after);
+		err = transport_auth_srv_step(t, &a, &in, &reply, &close_after);
 		if (err == -EPROTO) {
 			bad_frame(t, name,
 				  in.type == WIRE_GET ? "GET before authentication"
@@ -946,7 +946,7 @@ static void serve_conn(struct transport *t, int fd, const struct sockaddr *peer,
 
 			snprintf(name + l, sizeof(name) - l, " ('%s')", a.node);
 		}
-		if (auth_srv_ready(&a) && sc) {
+		if (transport_auth_srv_ready(&a) && sc) {
 			err = conn_admit(sc, a.node);
 			if (err == -EBUSY)
 				transport_log(t, TLOG_LIMIT, LOGL_WARN,
@@ -970,8 +970,8 @@ static void serve_conn(struct transport *t, int fd, const struct sockaddr *peer,
 	}
 }
 
-void tcp_serve_fd(struct transport *t, int fd, const struct sockaddr *peer, socklen_t peer_len,
-		  const atomic_bool *stop)
+void transport_tcp_serve_fd(struct transport *t, int fd, const struct sockaddr *peer,
+			    socklen_t peer_len, const atomic_bool *stop)
 {
 	serve_conn(t, fd, peer, peer_len, stop, NULL);
 }
@@ -1060,7 +1060,7 @@ static void accept_one(struct tcp_server *srv)
 		close(fd);
 		return;
 	}
-	auth_addr_str((struct sockaddr *)&ss, len, c->name, sizeof(c->name));
+	transport_auth_addr_str((struct sockaddr *)&ss, len, c->name, sizeof(c->name));
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 	c->srv = srv;
@@ -1069,7 +1069,7 @@ static void accept_one(struct tcp_server *srv)
 	c->peer_len = len;
 
 	pthread_mutex_lock(&srv->lock);
-	c->since = mono_ns();
+	c->since = util_mono_ns();
 	if (srv->n_hs >= t->serve_handshakes && (v = oldest_hs_locked(srv)))
 		evict_locked(srv, v, hs_who, sizeof(hs_who));
 	if (srv->n_live >= t->serve_conns) {
@@ -1257,14 +1257,14 @@ static int tcp_addr(const struct transport *t, char *buf, size_t len)
 
 	if (getsockname(srv->listen_fd, (struct sockaddr *)&ss, &sl) < 0)
 		return -errno;
-	auth_addr_str((struct sockaddr *)&ss, sl, s, sizeof(s));
+	transport_auth_addr_str((struct sockaddr *)&ss, sl, s, sizeof(s));
 	if (strlen(s) >= len)
 		return -ERANGE;
 	memcpy(buf, s, strlen(s) + 1);
 	return 0;
 }
 
-const struct transport_ops tcp_ops = {
+const struct transport_ops transport_tcp_ops = {
     .name = "tcp",
     .caps = "tcp",
     .streams_per_peer = TCP_STREAMS_PER_PEER,

@@ -86,7 +86,7 @@ struct peer {
 	uint64_t gen;
 	struct tconn *idle; /* shared backends: the one connection, if any */
 	unsigned n_idle;
-	int64_t rdma_down_until; /* mono_ns(); fetch over TCP until then */
+	int64_t rdma_down_until; /* util_mono_ns(); fetch over TCP until then */
 	UT_hash_handle hh;
 };
 
@@ -96,9 +96,9 @@ static const char *const mode_names[] = {
     [TMODE_AUTO] = "auto",
 };
 
-int ms_left(int64_t deadline_ns)
+int transport_ms_left(int64_t deadline_ns)
 {
-	int64_t left = deadline_ns - mono_ns();
+	int64_t left = deadline_ns - util_mono_ns();
 
 	if (left <= 0)
 		return 0;
@@ -144,11 +144,11 @@ void transport_log_flush(struct transport *t)
 struct transport *transport_new_ops(const struct transport_config *cfg,
 				    const struct transport_ops *ops, int *ret_err)
 {
-	struct fd_budget budget;
+	struct util_fd_budget budget;
 	struct transport *t;
 	int err = -EINVAL, i;
 
-	if (!cfg || !cfg->node || node_name_validate(cfg->node) || !ops_valid(ops))
+	if (!cfg || !cfg->node || util_node_name_validate(cfg->node) || !ops_valid(ops))
 		goto fail;
 	if (cfg->secret
 		? cfg->secret_len < TRANSPORT_SECRET_MIN || cfg->secret_len > TRANSPORT_SECRET_MAX
@@ -192,16 +192,17 @@ struct transport *transport_new_ops(const struct transport_config *cfg,
 	t->get_max = WIRE_LEN_MAX;
 	t->wire_max = ops->wire_max ? ops->wire_max : WIRE_V1;
 	t->fan2 = true;
-	fd_budget(nofile_limit(), &budget);
+	util_fd_budget(util_nofile_limit(), &budget);
 	t->serve_conns = budget.serve_conns;
 	t->serve_conns_per_node = budget.serve_conns_per_node;
 	t->serve_handshakes = TRANSPORT_SERVE_HANDSHAKES;
 	for (i = 0; i < TLOG_N; i++)
 		log_ratelimit_init(&t->log_rl[i], tlog_what[i], 1000, 1);
-	tbucket_init(&t->bucket, cfg->serve_bwlimit);
-	tslots_init(&t->slots, !cfg->serve_slots			  ? TRANSPORT_SLOTS_DEFAULT
-			       : cfg->serve_slots == TRANSPORT_SLOTS_NONE ? 0
-									  : cfg->serve_slots);
+	transport_tbucket_init(&t->bucket, cfg->serve_bwlimit);
+	transport_tslots_init(&t->slots, !cfg->serve_slots ? TRANSPORT_SLOTS_DEFAULT
+					 : cfg->serve_slots == TRANSPORT_SLOTS_NONE
+					     ? 0
+					     : cfg->serve_slots);
 	pthread_mutex_init(&t->lock, NULL);
 	if (ret_err)
 		*ret_err = 0;
@@ -238,14 +239,14 @@ struct transport *transport_new(const struct transport_config *cfg, int *ret_err
 		return NULL;
 	}
 #endif
-	t = transport_new_ops(cfg, &tcp_ops, ret_err);
+	t = transport_new_ops(cfg, &transport_tcp_ops, ret_err);
 	if (!t)
 		return NULL;
 	t->mode = mode;
 	if (mode == TMODE_TCP)
 		return t;
 #ifdef OBJFS_HAVE_RDMA
-	t->rdma = transport_new_ops(cfg, &rdma_ops, &err);
+	t->rdma = transport_new_ops(cfg, &transport_rdma_ops, &err);
 	if (!t->rdma) {
 		transport_free(t);
 		if (ret_err)
@@ -303,8 +304,8 @@ void transport_free(struct transport *t)
 		free(p);
 	}
 	pthread_mutex_destroy(&t->lock);
-	tbucket_release(&t->bucket);
-	tslots_release(&t->slots);
+	transport_tbucket_release(&t->bucket);
+	transport_tslots_release(&t->slots);
 	for (i = 0; i < TLOG_N; i++)
 		log_ratelimit_release(&t->log_rl[i]);
 	if (t->secret)
@@ -328,7 +329,7 @@ void transport_put(struct transport *t)
 
 const char *transport_name(const struct transport *t)
 {
-	if (t->ops == &tcp_ops)
+	if (t->ops == &transport_tcp_ops)
 		return mode_names[t->mode];
 	return t->ops->name;
 }
@@ -858,7 +859,7 @@ static bool rdma_down(struct transport *t, const char *peer, int64_t until)
 	if (p && until)
 		p->rdma_down_until = until;
 	else if (p)
-		down = mono_ns() < p->rdma_down_until;
+		down = util_mono_ns() < p->rdma_down_until;
 	pthread_mutex_unlock(&t->lock);
 	return down;
 }
@@ -909,7 +910,7 @@ static int fetch_rdma(struct transport *t, const struct transport_req *req, bool
 		pthread_mutex_unlock(&t->lock);
 		conn_close_list(t, drop);
 	}
-	(void)rdma_down(t, req->peer, mono_ns() + RDMA_RETRY_NS);
+	(void)rdma_down(t, req->peer, util_mono_ns() + RDMA_RETRY_NS);
 	transport_log(t, TLOG_CONN, LOGL_WARN,
 		      "transport: RDMA to '%s' at %s failed (%s); fetching over TCP, and "
 		      "from that peer for %llds",
@@ -939,7 +940,7 @@ int transport_fetch(struct transport *t, const struct transport_req *req)
 	bool tcp_ok, rdma_ok, v2, rv2;
 	int err, f;
 
-	if (!t || !req || !req->peer || node_name_validate(req->peer))
+	if (!t || !req || !req->peer || util_node_name_validate(req->peer))
 		return -EINVAL;
 	if (req->off > UINT64_MAX - req->len || !iov_covers(req->iov, req->iovcnt, req->len))
 		return -EINVAL;
@@ -1013,7 +1014,8 @@ void transport_region_free(struct transport_region *r)
 
 /* ---- addresses ---- */
 
-int addr_split(const char *addr, char *host, size_t host_size, char *port, size_t port_size)
+int transport_addr_split(const char *addr, char *host, size_t host_size, char *port,
+			 size_t port_size)
 {
 	const char *colon, *h = addr, *h_end;
 	char *end;
@@ -1045,7 +1047,7 @@ int addr_split(const char *addr, char *host, size_t host_size, char *port, size_
 	return 0;
 }
 
-int gai_err(int e)
+int transport_gai_err(int e)
 {
 	switch (e) {
 	case EAI_MEMORY:

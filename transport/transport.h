@@ -416,7 +416,7 @@ struct transport_stats {
 	uint64_t rdma_regs_live, rdma_regs_reused, rdma_regs_dropped;
 	/* the server's caps on connections in all and from one node (from
 	 * the open-files limit when the transport was made: common/util.h
-	 * fd_budget()), and its TCP connections open now (one evicted to
+	 * util_fd_budget()), and its TCP connections open now (one evicted to
 	 * make room counts until its socket is closed) */
 	unsigned serve_conns, serve_conns_per_node;
 	uint64_t serve_conns_open;

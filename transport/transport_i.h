@@ -1,10 +1,14 @@
 /*
  * transport_i.h: what transport.c, serve.c, auth.c and every backend
- * (tcp.c, later rdma.c) share.  Nothing outside transport/ includes
+ * (tcp.c, rdma.c) share.  Nothing outside transport/ includes
  * this, except the unit tests and the fuzz target, which drive the
  * internals directly (and may plug in a backend of their own with
  * transport_new_ops()).  What only one backend knows goes in its own
  * header (tcp_i.h).
+ *
+ * transport may use common only: it moves bytes between nodes, asking
+ * its caller for them (struct transport_source), and never calls the
+ * store, meta or node.
  *
  * A backend is a struct transport_ops.  transport.c owns everything
  * above it: config, the per-peer cache of client connections, counters.
@@ -37,7 +41,7 @@
  * threads, so fewer would refuse a busy node's own work); connections
  * still in the handshake.  The first two are the most there are: a
  * transport takes an eighth of its open-files limit (at least 16), and
- * half of that per node, from fd_budget() (common/util.h) when it is
+ * half of that per node, from util_fd_budget() (common/util.h) when it is
  * made, so that a node with a low limit still serves.  Each handshake must end within io_timeout_ms
  * and never later than TRANSPORT_HANDSHAKE_MAX_MS.  A connection idle
  * for TRANSPORT_IDLE_EVICT_MS may be closed to make room for another
@@ -92,8 +96,9 @@ struct transport_region {
  * (an accept thread, one per connection, a completion thread); stop()
  * wakes and joins every one of them before it returns, and nothing of
  * the backend runs after that.  The client ops (connect, fetch,
- * idle_ok, close) run on the calling thread, which they block; they
- * leave no thread behind.  Several fetches run at once on different
+ * idle_ok, close) run on the calling thread, which they block; a backend
+ * may give a client connection a thread of its own (RDMA: one per
+ * connection, for its completions), which close() joins.  Several fetches run at once on different
  * connections, so the client ops must be thread-safe across connections
  * (one connection is only ever used by one fetch at a time).
  *
@@ -120,8 +125,8 @@ struct transport_region {
  *
  * Serving.  serve() binds to t->listen_host/t->listen_port, runs the
  * handshake of auth.c on every connection (loopback only without a
- * secret), then answers each GET with serve.c (serve_begin() ...
- * serve_end()), never reading the source any other way.  It counts
+ * secret), then answers each GET with serve.c (transport_serve_begin() ...
+ * transport_serve_end()), never reading the source any other way.  It counts
  * conns_accepted and conns_open (server side) and bad_frames; client
  * side, fetch() counts requests_sent and bytes_received (transport.c
  * counts the client connections it opens).
@@ -181,9 +186,9 @@ struct transport_ops {
 };
 
 /* The backends transport_new() chooses from, by cfg->backend. */
-extern const struct transport_ops tcp_ops;
+extern const struct transport_ops transport_tcp_ops;
 #ifdef OBJFS_HAVE_RDMA
-extern const struct transport_ops rdma_ops;
+extern const struct transport_ops transport_rdma_ops;
 #endif
 
 /*
@@ -211,7 +216,8 @@ struct transport_counters {
 	atomic_uint_fast64_t rdma_fallbacks, rdma_regs;
 	atomic_uint_fast64_t rdma_regs_live, rdma_regs_reused, rdma_regs_dropped;
 	atomic_uint_fast64_t serve_open; /* server connections holding a socket */
-	atomic_uint_fast64_t serving;	 /* GETs pinned now (serve_begin() ... serve_end()) */
+	atomic_uint_fast64_t
+	    serving; /* GETs pinned now (transport_serve_begin() ... transport_serve_end()) */
 	atomic_uint_fast64_t busy_sent, busy_received, parked, given_refused;
 	atomic_uint_fast64_t rdma_partial_regs;
 };
@@ -227,7 +233,7 @@ struct tbucket {
 	uint64_t rate;	 /* bytes per second; 0: no limit (fixed) */
 	uint64_t burst;	 /* bytes (fixed) */
 	double tokens;	 /* may go negative: debt the next takers wait off (lock) */
-	int64_t last_ns; /* mono_ns() of the last refill (lock) */
+	int64_t last_ns; /* util_mono_ns() of the last refill (lock) */
 };
 
 /*
@@ -245,11 +251,11 @@ struct tslots {
 	unsigned max;		 /* serve_slots; 0: no limit (fixed) */
 	unsigned busy;		 /* fan-out GETs sending now (lock) */
 	unsigned waiting;	 /* GETs waiting for a slot: 0 or 1 (lock) */
-	int64_t contended_until; /* mono_ns(): another peer was told "busy" (lock) */
+	int64_t contended_until; /* util_mono_ns(): another peer was told "busy" (lock) */
 	struct tslot {
 		bool used;		   /* (lock) */
 		uint64_t peer;		   /* a hash of its peer's node name (lock) */
-		int64_t t0_ns;		   /* mono_ns() at its start (lock) */
+		int64_t t0_ns;		   /* util_mono_ns() at its start (lock) */
 		uint64_t len;		   /* its range (lock) */
 		bool rdma;		   /* served over RDMA: handed out at once (lock) */
 		atomic_uint_fast64_t sent; /* bytes handed out (its thread) */
@@ -261,7 +267,7 @@ enum transport_mode { TMODE_TCP, TMODE_RDMA, TMODE_AUTO };
 struct transport {
 	const struct transport_ops *ops;
 	/* the RDMA half of an "auto" or "rdma" transport: a transport of
-	 * its own (rdma_ops, same config) that this one drives; NULL for
+	 * its own (transport_rdma_ops, same config) that this one drives; NULL for
 	 * "tcp", without RDMA support, or when "auto" found no device.
 	 * Set by transport_new(), dropped by transport_serve() (before any
 	 * fetch may run) if it cannot serve; fixed after. */
@@ -291,7 +297,7 @@ struct transport {
 	 * clear it, before serving, to play a node of the first version 2,
 	 * whose server closes a connection that sends them */
 	bool fan2;
-	/* server limits: fd_budget()'s and TRANSPORT_SERVE_HANDSHAKES
+	/* server limits: util_fd_budget()'s and TRANSPORT_SERVE_HANDSHAKES
 	 * (tests change them before serving) */
 	unsigned serve_conns;
 	unsigned serve_conns_per_node;
@@ -326,14 +332,15 @@ struct transport {
 void transport_hold(struct transport *t);
 void transport_put(struct transport *t);
 
-/* Milliseconds left until @deadline_ns (mono_ns()); 0 when past. */
-int ms_left(int64_t deadline_ns);
+/* Milliseconds left until @deadline_ns (util_mono_ns()); 0 when past. */
+int transport_ms_left(int64_t deadline_ns);
 
 /* Split "HOST:PORT" ("[V6]:PORT") into its parts (port 1..65535).  0 or
  * -EINVAL. */
-int addr_split(const char *addr, char *host, size_t host_size, char *port, size_t port_size);
+int transport_addr_split(const char *addr, char *host, size_t host_size, char *port,
+			 size_t port_size);
 /* getaddrinfo()'s error as an errno. */
-int gai_err(int e);
+int transport_gai_err(int e);
 
 /* A server's line about a connection, through the rate limit of @why. */
 void transport_log(struct transport *t, enum tlog why, enum log_level level, const char *fmt, ...)
@@ -345,14 +352,14 @@ void transport_log_flush(struct transport *t);
 /* ---- serve.c: answering a GET, for every backend ---- */
 
 /* The node's slots, at most @max sending (0: no limit); release with
- * tslots_release(). */
-void tslots_init(struct tslots *s, unsigned max);
-void tslots_release(struct tslots *s);
+ * transport_tslots_release(). */
+void transport_tslots_init(struct tslots *s, unsigned max);
+void transport_tslots_release(struct tslots *s);
 
 /* A bucket for @rate bytes per second (0: no limit); release with
- * tbucket_release(). */
-void tbucket_init(struct tbucket *b, uint64_t rate);
-void tbucket_release(struct tbucket *b);
+ * transport_tbucket_release(). */
+void transport_tbucket_init(struct tbucket *b, uint64_t rate);
+void transport_tbucket_release(struct tbucket *b);
 
 /*
  * One GET being answered, on the stack of the server thread that reads
@@ -389,26 +396,27 @@ struct serve_ctx {
  * sending already (every other GET is served, and counts).
  *   0: the object is pinned and the range is in it, wholly servable;
  *      *@ret_reply is the DATA header to send, then come the pieces of
- *      serve_next(), then serve_end().
+ *      transport_serve_next(), then transport_serve_end().
  *   1: *@ret_reply is all there is to send, and nothing is pinned (the
  *      request is counted as served): an ERR (the object is not held,
  *      the range is outside it, or not wholly servable and the GET did
  *      not ask for a HAVE), or a HAVE (a version 2 GET with PARTIAL_OK
  *      for a range not wholly servable, or a query: WANT_HAVE, length 0).
  *   2: as 0, but a version 2 GET with WANT_HAVE: *@ret_reply is the HAVE
- *      to send first, then the DATA header of serve_data_hdr().
+ *      to send first, then the DATA header of transport_serve_data_hdr().
  * A version 1 GET is only ever answered 0 or 1 (ERR); RDMA never sends
  * WANT_HAVE with a length (so never gets 2) nor PARK (a parked GET would
  * hold up its connection's only thread).
  */
-int serve_begin(struct transport *t, const struct wire_msg *get, const char *peer, const char *node,
-		const atomic_bool *stop, struct serve_ctx *ret_ctx, struct wire_msg *ret_reply);
+int transport_serve_begin(struct transport *t, const struct wire_msg *get, const char *peer,
+			  const char *node, const atomic_bool *stop, struct serve_ctx *ret_ctx,
+			  struct wire_msg *ret_reply);
 
-/* The DATA header that follows the HAVE of a serve_begin() that gave 2. */
-void serve_data_hdr(const struct serve_ctx *ctx, struct wire_msg *ret);
+/* The DATA header that follows the HAVE of a transport_serve_begin() that gave 2. */
+void transport_serve_data_hdr(const struct serve_ctx *ctx, struct wire_msg *ret);
 
-/* Is a piece still due (call serve_next() again)? */
-bool serve_more(const struct serve_ctx *ctx);
+/* Is a piece still due (call transport_serve_next() again)? */
+bool transport_serve_more(const struct serve_ctx *ctx);
 
 /*
  * The next piece of the payload, at most @max bytes (less with a
@@ -418,30 +426,30 @@ bool serve_more(const struct serve_ctx *ctx);
  * empty range).  Before it returns, the bytes are taken from the
  * bandwidth bucket (sleeping off any debt, less if *@stop becomes true)
  * and counted as sent, and with the last piece the request is counted
- * as served: call serve_unsent() if sending them fails.  -errno if the
+ * as served: call transport_serve_unsent() if sending them fails.  -errno if the
  * source failed (logged; no piece is due after it): close the
  * connection, the reply cannot be finished.
  */
-int serve_next(struct serve_ctx *ctx, size_t max, struct iovec *iov, int max_iov, size_t *ret_bytes,
-	       const atomic_bool *stop);
+int transport_serve_next(struct serve_ctx *ctx, size_t max, struct iovec *iov, int max_iov,
+			 size_t *ret_bytes, const atomic_bool *stop);
 
 /*
- * Sending failed with @err: take back @bytes of what serve_next()
+ * Sending failed with @err: take back @bytes of what transport_serve_next()
  * counted as sent (the pieces that did not go out) and the request if it
  * was counted as served, and log it.  No piece is due after this.
  */
-void serve_unsent(struct serve_ctx *ctx, size_t bytes, int err);
+void transport_serve_unsent(struct serve_ctx *ctx, size_t bytes, int err);
 
-/* Unpin the object (after a 0 from serve_begin()). */
-void serve_end(struct serve_ctx *ctx);
+/* Unpin the object (after a 0 from transport_serve_begin()). */
+void transport_serve_end(struct serve_ctx *ctx);
 
 /* ---- auth.c: the handshake, independent of the byte stream ---- */
 
 /* Is the peer at @sa on this host (127.0.0.0/8, ::1, ::ffff:127.x, unix)? */
-bool auth_peer_is_local(const struct sockaddr *sa, socklen_t len);
+bool transport_auth_peer_is_local(const struct sockaddr *sa, socklen_t len);
 
 /* "HOST:PORT" (IPv6 "[HOST]:PORT") of @sa, for logs and transport_addr(). */
-void auth_addr_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t size);
+void transport_auth_addr_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t size);
 
 /* The server's handshake state for one connection. */
 struct auth_srv {
@@ -454,10 +462,10 @@ struct auth_srv {
 	const char *why;	   /* why it was refused, for the log */
 };
 
-void auth_srv_init(struct auth_srv *a, bool local);
+void transport_auth_srv_init(struct auth_srv *a, bool local);
 
 /* Has the peer authenticated (may it send GET)? */
-bool auth_srv_ready(const struct auth_srv *a);
+bool transport_auth_srv_ready(const struct auth_srv *a);
 
 /*
  * Feed one handshake message from the client to the server's state
@@ -467,8 +475,8 @@ bool auth_srv_ready(const struct auth_srv *a);
  * t->wire_max, or later a message in another version than the HELLO's
  * (the caller counts a bad frame).
  */
-int auth_srv_step(struct transport *t, struct auth_srv *a, const struct wire_msg *in,
-		  struct wire_msg *reply, bool *ret_close);
+int transport_auth_srv_step(struct transport *t, struct auth_srv *a, const struct wire_msg *in,
+			    struct wire_msg *reply, bool *ret_close);
 
 /* The client's handshake state for one connection. */
 struct auth_cli {
@@ -480,8 +488,8 @@ struct auth_cli {
 
 /* Fill in the HELLO to send first, for a connection in wire version
  * @ver (at most t->wire_max: -EINVAL).  0 or -errno (no randomness). */
-int auth_cli_hello(struct transport *t, struct auth_cli *a, uint8_t ver,
-		   struct wire_msg *ret_hello);
+int transport_auth_cli_hello(struct transport *t, struct auth_cli *a, uint8_t ver,
+			     struct wire_msg *ret_hello);
 
 /*
  * Feed one message from the server.  0: done, authenticated.  1: send
@@ -490,7 +498,7 @@ int auth_cli_hello(struct transport *t, struct auth_cli *a, uint8_t ver,
  * a reply in another version than our HELLO's).  Once
  * a->refused is set, the handshake ends in -EACCES whatever happens.
  */
-int auth_cli_step(struct transport *t, struct auth_cli *a, const struct wire_msg *in,
-		  struct wire_msg *reply);
+int transport_auth_cli_step(struct transport *t, struct auth_cli *a, const struct wire_msg *in,
+			    struct wire_msg *reply);
 
 #endif

@@ -3,7 +3,7 @@
  * docs/protocol.md.
  *
  * One function, check_hdr(), holds every rule about header fields, and
- * one, wire_have_ok(), every rule about a HAVE body; both wire_encode()
+ * one, transport_wire_have_ok(), every rule about a HAVE body; both transport_wire_encode()
  * (-EINVAL) and the decoders (-EPROTO) go through them, so what we send
  * and what we accept cannot drift apart.  The rules depend on the
  * version: version 1 knows neither HAVE nor GET flags, so a version 1
@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-const char *wire_type_name(unsigned type)
+const char *transport_wire_type_name(unsigned type)
 {
 	switch (type) {
 	case WIRE_HELLO:
@@ -100,7 +100,7 @@ static bool map_tail_clear(const uint8_t *map, uint32_t nblocks)
 	return true;
 }
 
-bool wire_have_ok(const struct transport_have *h)
+bool transport_wire_have_ok(const struct transport_have *h)
 {
 	if (h->flags & ~(TRANSPORT_HAVE_SEALED | TRANSPORT_HAVE_BUSY) || h->shift >= 64)
 		return false;
@@ -172,7 +172,7 @@ static bool check_hdr(const struct wire_msg *m, unsigned ver, uint64_t len)
 
 /* ---- encode ---- */
 
-int wire_encode(const struct wire_msg *m, uint8_t *buf, size_t size)
+int transport_wire_encode(const struct wire_msg *m, uint8_t *buf, size_t size)
 {
 	unsigned ver = m->ver ? m->ver : WIRE_V1;
 	const struct transport_have *h = &m->have;
@@ -182,7 +182,7 @@ int wire_encode(const struct wire_msg *m, uint8_t *buf, size_t size)
 
 	if (m->type == WIRE_HELLO) {
 		node_len = strnlen(m->node, sizeof(m->node));
-		if (node_len == sizeof(m->node) || node_name_validate(m->node))
+		if (node_len == sizeof(m->node) || util_node_name_validate(m->node))
 			return -EINVAL;
 		len = WIRE_NONCE_LEN + node_len;
 	} else if (m->type == WIRE_CHALLENGE) {
@@ -191,7 +191,7 @@ int wire_encode(const struct wire_msg *m, uint8_t *buf, size_t size)
 		len = WIRE_PROOF_LEN;
 	} else if (m->type == WIRE_HAVE) {
 		/* its status on the wire is have.retry_ms */
-		if (!wire_have_ok(h) || m->status)
+		if (!transport_wire_have_ok(h) || m->status)
 			return -EINVAL;
 		len = have_body_len(h->nblocks);
 	}
@@ -241,7 +241,7 @@ int wire_encode(const struct wire_msg *m, uint8_t *buf, size_t size)
 
 /* ---- decode ---- */
 
-int wire_decode_hdr(const uint8_t *buf, struct wire_msg *ret, size_t *ret_body)
+int transport_wire_decode_hdr(const uint8_t *buf, struct wire_msg *ret, size_t *ret_body)
 {
 	struct wire_msg m;
 
@@ -281,10 +281,10 @@ static int decode_have(struct transport_have *h, int32_t status, const uint8_t *
 	h->retry_ms = (uint16_t)status; /* check_hdr() bounded it */
 	memcpy(h->have, body + WIRE_HAVE_FIXED, map);
 	memcpy(h->fetching, body + WIRE_HAVE_FIXED + map, map);
-	return wire_have_ok(h) ? 0 : -EPROTO;
+	return transport_wire_have_ok(h) ? 0 : -EPROTO;
 }
 
-int wire_decode_body(struct wire_msg *m, const uint8_t *body, size_t len)
+int transport_wire_decode_body(struct wire_msg *m, const uint8_t *body, size_t len)
 {
 	size_t node_len;
 
@@ -299,7 +299,7 @@ int wire_decode_body(struct wire_msg *m, const uint8_t *body, size_t len)
 		memcpy(m->nonce, body, WIRE_NONCE_LEN);
 		memcpy(m->node, body + WIRE_NONCE_LEN, node_len);
 		m->node[node_len] = 0;
-		if (node_name_validate(m->node))
+		if (util_node_name_validate(m->node))
 			return -EPROTO;
 		break;
 	case WIRE_CHALLENGE:
@@ -313,7 +313,7 @@ int wire_decode_body(struct wire_msg *m, const uint8_t *body, size_t len)
 		int r = decode_have(&m->have, m->status, body, len);
 
 		/* the header's status was have.retry_ms: the message itself
-		 * has none (wire_encode() refuses one), so that it encodes
+		 * has none (transport_wire_encode() refuses one), so that it encodes
 		 * back to its bytes */
 		if (r == 0)
 			m->status = 0;
@@ -323,7 +323,7 @@ int wire_decode_body(struct wire_msg *m, const uint8_t *body, size_t len)
 	return 0;
 }
 
-int wire_decode(const uint8_t *buf, size_t len, struct wire_msg *ret)
+int transport_wire_decode(const uint8_t *buf, size_t len, struct wire_msg *ret)
 {
 	struct wire_msg m;
 	size_t body;
@@ -346,12 +346,12 @@ int wire_decode(const uint8_t *buf, size_t len, struct wire_msg *ret)
 			return -EPROTO;
 		return -EAGAIN;
 	}
-	err = wire_decode_hdr(buf, &m, &body);
+	err = transport_wire_decode_hdr(buf, &m, &body);
 	if (err)
 		return err;
 	if (len - WIRE_HDR_LEN < body)
 		return -EAGAIN;
-	err = wire_decode_body(&m, buf + WIRE_HDR_LEN, body);
+	err = transport_wire_decode_body(&m, buf + WIRE_HDR_LEN, body);
 	if (err)
 		return err;
 	*ret = m;

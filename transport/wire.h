@@ -88,7 +88,7 @@ enum wire_type {
  * One message.  Header fields first; nonce, proof, node and have are the
  * body (HELLO: nonce and node; CHALLENGE: nonce and proof; AUTH: proof;
  * HAVE: have, whose bitmaps beyond nblocks are zero).  For HELLO,
- * CHALLENGE, AUTH and HAVE, len is the body length: wire_encode() sets it
+ * CHALLENGE, AUTH and HAVE, len is the body length: transport_wire_encode() sets it
  * on the wire itself and the decoders report it.  ver 0 encodes as
  * WIRE_V1; the decoders set WIRE_V1 or WIRE_V2.
  */
@@ -108,7 +108,7 @@ struct wire_msg {
 };
 
 /* "HELLO", ..., or "unknown" */
-const char *wire_type_name(unsigned type);
+const char *transport_wire_type_name(unsigned type);
 
 /*
  * Is @h a HAVE we send and accept: flags TRANSPORT_HAVE_SEALED and
@@ -117,7 +117,7 @@ const char *wire_type_name(unsigned type);
  * TRANSPORT_HAVE_BLOCKS_MAX and 0 only when sealed, and no bit set
  * beyond nblocks?
  */
-bool wire_have_ok(const struct transport_have *h);
+bool transport_wire_have_ok(const struct transport_have *h);
 
 /*
  * Encode header and body into @buf (@size bytes; WIRE_MSG_MAX always
@@ -125,7 +125,7 @@ bool wire_have_ok(const struct transport_have *h);
  * the bytes written, or -EINVAL if @m breaks a rule of its type or @buf
  * is too small.
  */
-int wire_encode(const struct wire_msg *m, uint8_t *buf, size_t size);
+int transport_wire_encode(const struct wire_msg *m, uint8_t *buf, size_t size);
 
 /*
  * Decode the WIRE_HDR_LEN bytes of a header into @ret (body fields
@@ -133,23 +133,23 @@ int wire_encode(const struct wire_msg *m, uint8_t *buf, size_t size);
  * HELLO, CHALLENGE, AUTH and HAVE; at most WIRE_BODY_MAX_V2).  0 or
  * -EPROTO.
  */
-int wire_decode_hdr(const uint8_t *buf, struct wire_msg *ret, size_t *ret_body);
+int transport_wire_decode_hdr(const uint8_t *buf, struct wire_msg *ret, size_t *ret_body);
 
 /*
  * Decode the @len body bytes of the message whose header @m holds into
  * its body fields.  0, or -EPROTO if @len is not what the header said or
- * the body breaks a rule (a node name that node_name_validate() refuses;
- * a HAVE that wire_have_ok() refuses, or whose length is not that of its
+ * the body breaks a rule (a node name that util_node_name_validate() refuses;
+ * a HAVE that transport_wire_have_ok() refuses, or whose length is not that of its
  * nblocks).
  */
-int wire_decode_body(struct wire_msg *m, const uint8_t *body, size_t len);
+int transport_wire_decode_body(struct wire_msg *m, const uint8_t *body, size_t len);
 
 /*
  * Decode one whole message (header and body) from the start of @buf.
  * Returns the bytes it took, -EAGAIN if @buf holds only part of a message
  * that is well formed so far, or -EPROTO.
  */
-int wire_decode(const uint8_t *buf, size_t len, struct wire_msg *ret);
+int transport_wire_decode(const uint8_t *buf, size_t len, struct wire_msg *ret);
 
 /* Little-endian integers, for every codec of the transport. */
 

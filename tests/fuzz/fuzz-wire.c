@@ -4,13 +4,13 @@
  * tests/fuzz/run-wire.sh.
  *
  * Every input first goes through the decoder as a stream of messages
- * (wire_decode() until it stops), and every message it accepts must
+ * (transport_wire_decode() until it stops), and every message it accepts must
  * encode back to the very same bytes; and whole, through the RDMA
- * backend's decoder (rmsg_decode(), when built with RDMA), under the
+ * backend's decoder (transport_rmsg_decode(), when built with RDMA), under the
  * same rule.  Then byte 0 of the input picks a
  * mode and the rest is what a malicious peer sends over a socketpair:
  *
- *   0  to the real server connection handler (tcp_serve_fd()), no secret,
+ *   0  to the real server connection handler (transport_tcp_serve_fd()), no secret,
  *      the peer counted as loopback
  *   1  to the handler of a server with a secret: the pre-auth states
  *   2  the same, but the harness authenticates first (with the real
@@ -206,7 +206,7 @@ static void seed_byte(struct seed *s, uint8_t b)
 
 static void seed_msg(struct seed *s, const struct wire_msg *m)
 {
-	int n = wire_encode(m, s->buf + s->len, sizeof(s->buf) - s->len);
+	int n = transport_wire_encode(m, s->buf + s->len, sizeof(s->buf) - s->len);
 
 	if (n < 0)
 		abort();
@@ -438,14 +438,14 @@ static void fuzz_decoder(const uint8_t *data, size_t size)
 	while (off < size) {
 		uint8_t again[WIRE_MSG_MAX_V2];
 		struct wire_msg m;
-		int n = wire_decode(data + off, size - off, &m);
+		int n = transport_wire_decode(data + off, size - off, &m);
 
 		if (n <= 0) {
 			if (n != -EAGAIN && n != -EPROTO)
-				fail("wire_decode() returned an unexpected error");
+				fail("transport_wire_decode() returned an unexpected error");
 			break;
 		}
-		if (wire_encode(&m, again, sizeof(again)) != n ||
+		if (transport_wire_encode(&m, again, sizeof(again)) != n ||
 		    memcmp(again, data + off, (size_t)n))
 			fail("a decoded message does not encode back to its bytes");
 		off += (size_t)n;
@@ -463,7 +463,7 @@ static void *handler_thread(void *arg)
 {
 	struct handler *h = arg;
 
-	tcp_serve_fd(h->t, h->fd, (struct sockaddr *)&h->sa, h->sa_len, NULL);
+	transport_tcp_serve_fd(h->t, h->fd, (struct sockaddr *)&h->sa, h->sa_len, NULL);
 	close(h->fd);
 	return NULL;
 }
@@ -523,7 +523,8 @@ static void fuzz_server(int mode, const uint8_t *data, size_t size)
 	if (pthread_create(&th, NULL, handler_thread, &h))
 		abort();
 	if (mode == 2 || mode == 6) {
-		err = tcp_client_handshake(cli_secret, sv[1], mode == 6 ? WIRE_V2 : WIRE_V1);
+		err = transport_tcp_client_handshake(cli_secret, sv[1],
+						     mode == 6 ? WIRE_V2 : WIRE_V1);
 		if (err) {
 			fprintf(stderr, "fuzz-wire: handshake: %s\n", strerror(-err));
 			fail("the right secret did not get in");
@@ -548,8 +549,8 @@ static void fuzz_client(int mode, const uint8_t *data, size_t size)
 		return;
 	}
 	shutdown(sv[0], SHUT_WR);
-	tcp_client_handshake(mode == 5 ? cli_secret : cli_plain, sv[1],
-			     mode == 7 ? WIRE_V2 : WIRE_V1);
+	transport_tcp_client_handshake(mode == 5 ? cli_secret : cli_plain, sv[1],
+				       mode == 7 ? WIRE_V2 : WIRE_V1);
 	close(sv[0]);
 	close(sv[1]);
 }
@@ -562,9 +563,9 @@ static void fuzz_rdma_decoder(const uint8_t *data, size_t size)
 	uint8_t again[RMSG_HDR];
 	struct rmsg m;
 
-	if (rmsg_decode(data, size, &m))
+	if (transport_rmsg_decode(data, size, &m))
 		return;
-	rmsg_encode(&m, again);
+	transport_rmsg_encode(&m, again);
 	if (memcmp(again, data, RMSG_HDR))
 		fail("an RDMA message does not encode back to its bytes");
 	if (m.type == RM_DATA && m.len != size - RMSG_HDR)
