@@ -119,7 +119,7 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 	r = util_name_validate(name);
 	if (r < 0) {
-		fuse_reply_err(req, -r);
+		fs_reply_err(req, r);
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
@@ -146,14 +146,13 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			fs_neg_note(fs, parent, name);
 		}
 		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_err(req, r == -ENOENT ? ENOENT
-						 : fs_reply_errno(fs, r, "lookup", parent, name));
+		fs_reply_err_at(req, r, "lookup", parent, name);
 		return;
 	}
 	if (e.kind == META_FILE && fs_take_replace_wish(fs, e.id)) {
 		p = make_replacement(fs, parent, name, &r);
 		if (!p) {
-			fuse_reply_err(req, fs_reply_errno(fs, r, "overwrite", parent, name));
+			fs_reply_err_at(req, r, "overwrite", parent, name);
 			return;
 		}
 		/* the new object keeps the name's owner and mode, not its
@@ -184,7 +183,7 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 no_mem:
 	pthread_mutex_unlock(&fs->lock);
-	fuse_reply_err(req, ENOMEM);
+	fs_reply_err(req, -ENOMEM);
 }
 
 void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -242,8 +241,7 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	in = fs_inode_find(fs, ino);
 	if (r < 0 && !(r == -EIO && in)) {
 		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_err(req,
-			       r == -ENOENT ? ESTALE : fs_reply_errno(fs, r, "getattr", ino, NULL));
+		fs_reply_err_at(req, r == -ENOENT ? -ESTALE : r, "getattr", ino, NULL);
 		return;
 	}
 	if (!in)
@@ -252,7 +250,7 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fs_inode_update_as_of(fs, in, &e, seen);
 	pthread_mutex_unlock(&fs->lock);
 	if (!in)
-		fuse_reply_err(req, ENOMEM);
+		fs_reply_err(req, -ENOMEM);
 	else
 		fs_reply_attr(req, fs, ino);
 }
@@ -473,7 +471,7 @@ void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	d = calloc(1, sizeof(*d));
 	if (!d) {
-		fuse_reply_err(req, ENOMEM);
+		fs_reply_err(req, -ENOMEM);
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
@@ -484,7 +482,7 @@ void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_mutex_unlock(&fs->lock);
 	if (!in) {
 		free(d);
-		fuse_reply_err(req, ENOMEM);
+		fs_reply_err(req, -ENOMEM);
 		return;
 	}
 	pthread_mutex_init(&d->lock, NULL);
@@ -615,7 +613,7 @@ static void dir_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		ids = calloc(size / 152 + 1, sizeof(*ids));
 	if (!buf || (plus && !ids)) {
 		free(buf);
-		fuse_reply_err(req, ENOMEM);
+		fs_reply_err(req, -ENOMEM);
 		return;
 	}
 	pthread_mutex_lock(&d->lock);
@@ -627,8 +625,7 @@ static void dir_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		pthread_mutex_unlock(&d->lock);
 		free(ids);
 		free(buf);
-		fuse_reply_err(req,
-			       r == -ENOENT ? ENOENT : fs_reply_errno(fs, r, "readdir", ino, NULL));
+		fs_reply_err_at(req, r, "readdir", ino, NULL);
 		return;
 	}
 	used = dir_fill(req, fs, ino, d, buf, size, off, plus, ids, &nids);
@@ -668,7 +665,7 @@ void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	stale = d->loaded && in && in->dir_gen != d->gen;
 	fs_inode_put_handle(fs, ino);
 	pthread_mutex_unlock(&fs->lock);
-	fuse_reply_err(req, 0);
+	fs_reply_err(req, 0);
 	/* the kernel may have cached what we read before a change */
 	if (stale)
 		fs_notify_dir(fs, ino);
@@ -692,7 +689,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, enum
 
 	r = util_name_validate(name);
 	if (r < 0) {
-		fuse_reply_err(req, -r);
+		fs_reply_err(req, r);
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
@@ -703,7 +700,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, enum
 		r = kind == META_DIR ? meta_mkdir_attr(fs->meta, parent, name, now, &attr, &e)
 				     : meta_symlink(fs->meta, parent, name, target, now, &attr, &e);
 	if (r < 0) {
-		fuse_reply_err(req, fs_reply_errno(fs, r, what, parent, name));
+		fs_reply_err_at(req, r, what, parent, name);
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
@@ -714,7 +711,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, enum
 	in = fs_inode_get(fs, e.id, kind);
 	if (!in) {
 		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_err(req, ENOMEM);
+		fs_reply_err(req, -ENOMEM);
 		return;
 	}
 	fs_inode_update(fs, in, &e);
@@ -742,7 +739,7 @@ void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
 
 	r = util_name_validate(newname);
 	if (r < 0) {
-		fuse_reply_err(req, -r);
+		fs_reply_err(req, r);
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
@@ -766,7 +763,7 @@ void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
 	if (r == 0)
 		r = meta_link(fs->meta, ino, newparent, newname, &base, &e);
 	if (r < 0) {
-		fuse_reply_err(req, fs_reply_errno(fs, r, "link", newparent, newname));
+		fs_reply_err_at(req, r, "link", newparent, newname);
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
@@ -774,7 +771,7 @@ void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
 	in = fs_inode_get(fs, ino, META_FILE);
 	if (!in) {
 		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_err(req, ENOMEM);
+		fs_reply_err(req, -ENOMEM);
 		return;
 	}
 	fs_inode_attr_changed(fs, in);
@@ -792,8 +789,7 @@ void fs_op_readlink(fuse_req_t req, fuse_ino_t ino)
 	 * never changes */
 	r = buf ? meta_readlink(fs->meta, ino, buf, META_LINK_MAX + 1) : -ENOMEM;
 	if (r < 0)
-		fuse_reply_err(req, r == -ENOENT ? ESTALE
-						 : fs_reply_errno(fs, r, "readlink", ino, NULL));
+		fs_reply_err_at(req, r == -ENOENT ? -ESTALE : r, "readlink", ino, NULL);
 	else
 		fuse_reply_readlink(req, buf);
 	free(buf);
@@ -809,7 +805,7 @@ void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fs_dcache_forget(fs, parent, name);
 		fs_dir_touched(fs, parent, true);
 	}
-	fuse_reply_err(req, r < 0 ? fs_reply_errno(fs, r, "rmdir", parent, name) : 0);
+	fs_reply_err_at(req, r, "rmdir", parent, name);
 }
 
 /* Mark a pending file gone: it is discarded at its last release, or now
@@ -865,7 +861,7 @@ void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		dead = pending_drop(fs, p);
 		pthread_mutex_unlock(&fs->lock);
 		fs_pending_free(fs, dead);
-		fuse_reply_err(req, 0);
+		fs_reply_err(req, 0);
 		return;
 	}
 	if (p)
@@ -875,7 +871,7 @@ void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 	r = meta_unlink(fs->meta, parent, name, &id);
 	if (r < 0) {
-		fuse_reply_err(req, fs_reply_errno(fs, r, "unlink", parent, name));
+		fs_reply_err_at(req, r, "unlink", parent, name);
 		return;
 	}
 	fs_dcache_forget(fs, parent, name);
@@ -892,7 +888,7 @@ void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		}
 		pthread_mutex_unlock(&fs->lock);
 	}
-	fuse_reply_err(req, 0);
+	fs_reply_err(req, 0);
 }
 
 /*
@@ -957,11 +953,11 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_
 
 	r = util_name_validate(newname);
 	if (r < 0) {
-		fuse_reply_err(req, -r);
+		fs_reply_err(req, r);
 		return;
 	}
 	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
-		fuse_reply_err(req, EINVAL);
+		fs_reply_err(req, -EINVAL);
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
@@ -970,8 +966,7 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_
 	if (p) {
 		r = rename_pending(fs, parent, name, newparent, newname, flags);
 		if (r != -EAGAIN) {
-			fuse_reply_err(req,
-				       r < 0 ? fs_reply_errno(fs, r, "rename", parent, name) : 0);
+			fs_reply_err_at(req, r, "rename", parent, name);
 			return;
 		}
 	}
@@ -986,7 +981,7 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_
 			log_info("rename of '%s' onto existing '%s' refused: objects are immutable "
 				 "and the mount lacks allow_overwrite",
 				 name, newname);
-		fuse_reply_err(req, fs_reply_errno(fs, r, "rename", parent, name));
+		fs_reply_err_at(req, r, "rename", parent, name);
 		return;
 	}
 	fs_dcache_forget(fs, parent, name);
@@ -997,7 +992,7 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_
 	pthread_mutex_unlock(&fs->lock);
 	if (replaced)
 		node_unlinked(fs->nd, replaced); /* its name is gone */
-	fuse_reply_err(req, 0);
+	fs_reply_err(req, 0);
 	/* the catalog path follows the name */
 	node_renamed(fs->nd, newparent, newname);
 	if (flags & RENAME_EXCHANGE)

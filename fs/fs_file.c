@@ -304,7 +304,7 @@ fail_obj:
 fail_free:
 	free(p);
 fail:
-	fuse_reply_err(req, fs_reply_errno(fs, r, "create", parent, name));
+	fs_reply_err_at(req, r, "create", parent, name);
 }
 
 static bool wants_write(int flags)
@@ -527,7 +527,7 @@ static void reply_open(struct fs *fs, fuse_req_t req, uint64_t ino, struct handl
 				 "was set aside: refusing new opens until those handles close",
 				 ino);
 		handle_release(fs, ino, h);
-		fuse_reply_err(req, -io);
+		fs_reply_err(req, io);
 		return;
 	}
 
@@ -569,14 +569,14 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if ((fi->flags & O_ACCMODE) == O_ACCMODE) {
 		/* neither read, write nor both: Linux lets it through (for
 		 * ioctls), POSIX leaves it undefined; objfs has no use for it */
-		fuse_reply_err(req, EINVAL);
+		fs_reply_err(req, -EINVAL);
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
 	in = fs_inode_find(fs, ino);
 	if (!in || in->kind != META_FILE) {
 		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_err(req, !in ? ESTALE : in->kind == META_LINK ? ELOOP : EISDIR);
+		fs_reply_err(req, !in ? -ESTALE : in->kind == META_LINK ? -ELOOP : -EISDIR);
 		return;
 	}
 	if (in->pending)
@@ -584,19 +584,19 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	p = in->pending;
 	if (!p && !in->sealed) {
 		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_err(req, ENOENT); /* a discarded write */
+		fs_reply_err(req, -ENOENT); /* a discarded write */
 		return;
 	}
 	if (p && p->sealing && !p->seal_retry) {
 		pthread_mutex_unlock(&fs->lock);
 		log_warn("object %" PRIu64 " is still being sealed after 60 s", (uint64_t)ino);
-		fuse_reply_err(req, EBUSY);
+		fs_reply_err(req, -EBUSY);
 		return;
 	}
 	if (p && p->seal_retry && (fi->flags & O_ACCMODE) != O_RDONLY) {
 		/* its writers are done; only its seal is left */
 		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_err(req, EACCES);
+		fs_reply_err(req, -EACCES);
 		return;
 	}
 	if (p && !p->unlinked) {
@@ -607,7 +607,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (!h) {
 			pthread_mutex_unlock(&fs->lock);
 			store_obj_unref(obj);
-			fuse_reply_err(req, ENOMEM);
+			fs_reply_err(req, -ENOMEM);
 			return;
 		}
 		p->opens++;
@@ -619,7 +619,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		pthread_mutex_unlock(&fs->lock);
 		if ((fi->flags & O_TRUNC) && h->writable && (r = store_truncate(p->obj, 0)) < 0) {
 			handle_release(fs, ino, h);
-			fuse_reply_err(req, -r);
+			fs_reply_err(req, r);
 			return;
 		}
 		fi->fh = (uintptr_t)h;
@@ -634,7 +634,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (fs->cfg.allow_overwrite && (fi->flags & O_TRUNC) && in->sealed) {
 			add_replace_wish(fs, ino);
 			pthread_mutex_unlock(&fs->lock);
-			fuse_reply_err(req, ESTALE);
+			fs_reply_err(req, -ESTALE);
 			return;
 		}
 		pthread_mutex_unlock(&fs->lock);
@@ -642,7 +642,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			 "once sealed%s",
 			 (uint64_t)ino,
 			 fs->cfg.allow_overwrite ? " (replace it with an O_TRUNC open)" : "");
-		fuse_reply_err(req, EACCES);
+		fs_reply_err(req, -EACCES);
 		return;
 	}
 	in->handles++;
@@ -659,16 +659,14 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	r = node_open(fs->nd, ino, have_rec ? &rec : NULL, parent, name[0] ? name : NULL, &obj, &f);
 	if (r < 0) {
-		r = -r;
-		if (r != ENOENT && r != ENOSPC && r != EFBIG && r != ENOMEM)
-			r = EIO;
+		r = fs_open_errno(r);
 		goto fail;
 	}
 	h = handle_new(req, obj, NULL, false);
 	if (!h) {
 		store_obj_unref(obj);
 		node_fetch_opened(f); /* what is left of a small fetch, and its reference */
-		r = ENOMEM;
+		r = -ENOMEM;
 		goto fail;
 	}
 	h->fetch = f;
@@ -689,7 +687,7 @@ fail:
 	pthread_mutex_lock(&fs->lock);
 	fs_inode_put_handle(fs, ino);
 	pthread_mutex_unlock(&fs->lock);
-	fuse_reply_err(req, r);
+	fs_reply_err(req, r);
 }
 
 void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
@@ -703,21 +701,21 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct f
 
 	FS_COUNT((struct fs *)fuse_req_userdata(req), reads, 1);
 	if (off < 0) {
-		fuse_reply_err(req, EINVAL);
+		fs_reply_err(req, -EINVAL);
 		return;
 	}
 	if (h->fetch) {
 		int r = node_fetch_wait(h->fetch, (uint64_t)off, size);
 
 		if (r < 0) {
-			fuse_reply_err(req, -r);
+			fs_reply_err(req, r);
 			return;
 		}
 	}
 	if (!h->pending || store_obj_sealed(h->obj)) {
 		cnt = store_obj_iov(h->obj, (uint64_t)off, size, iov, READ_IOV_MAX, &bytes);
 		if (cnt < 0)
-			fuse_reply_err(req, -cnt);
+			fs_reply_err(req, cnt);
 		else if (cnt == 0)
 			fuse_reply_buf(req, NULL, 0);
 		else
@@ -727,12 +725,12 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct f
 	/* a file still being written: copy under the object's lock */
 	buf = malloc(size ? size : 1);
 	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
+		fs_reply_err(req, -ENOMEM);
 		return;
 	}
 	n = store_read(h->obj, buf, size, (uint64_t)off);
 	if (n < 0)
-		fuse_reply_err(req, (int)-n);
+		fs_reply_err(req, (int)n);
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
 	free(buf);
@@ -767,11 +765,11 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 	int r, mk = -1;
 
 	if (!p || !h->writable) {
-		fuse_reply_err(req, p ? EBADF : EACCES);
+		fs_reply_err(req, p ? -EBADF : -EACCES);
 		return;
 	}
 	if (off < 0) {
-		fuse_reply_err(req, EINVAL);
+		fs_reply_err(req, -EINVAL);
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
@@ -790,7 +788,7 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 	if (mapper > 0)
 		mk = fs_task_killed_by(mapper);
 	if (failed || r) {
-		fuse_reply_err(req, failed ? ENOSPC : -r);
+		fs_reply_err(req, failed ? -ENOSPC : r);
 		return;
 	}
 	r = sealed ? -EACCES : store_write(h->obj, buf, size, (uint64_t)off);
@@ -798,7 +796,7 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 		r = store_write(h->obj, buf, size, (uint64_t)off);
 	if (r == -EACCES) {
 		/* sealed meanwhile, if not before */
-		fuse_reply_err(req, -late_write(fs, p));
+		fs_reply_err(req, late_write(fs, p));
 		return;
 	}
 	/* the bytes are in the cache now: fold them into the checksum, so
@@ -842,7 +840,7 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 			 use, p->id, name);
 	}
 	if (r < 0)
-		fuse_reply_err(req, -r);
+		fs_reply_err(req, r);
 	else
 		fuse_reply_write(req, size);
 }
@@ -918,13 +916,13 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* close(2) reports a write that was lost to a full store */
 	if (failed && h->writable)
 		r = -ENOSPC;
-	fuse_reply_err(req, -r);
+	fs_reply_err(req, r);
 }
 
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	/* the store is memory; there is nothing further to make durable */
-	fuse_reply_err(req, 0);
+	fs_reply_err(req, 0);
 }
 
 /* Drop handle @h on inode @ino; when the last writer of a pending object
@@ -989,7 +987,7 @@ static void handle_release(struct fs *fs, uint64_t ino, struct handle *h)
 void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	handle_release(fuse_req_userdata(req), ino, (struct handle *)(uintptr_t)fi->fh);
-	fuse_reply_err(req, 0);
+	fs_reply_err(req, 0);
 }
 
 /* @ts in ns since the epoch; false if it does not fit (before 1678 or
@@ -1129,7 +1127,7 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 	in = fs_inode_find(fs, ino);
 	if (!in) {
 		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_err(req, ESTALE);
+		fs_reply_err(req, -ESTALE);
 		return;
 	}
 	kind = in->kind;
@@ -1142,7 +1140,7 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 			log_info("refusing to truncate object %" PRIu64
 				 ": objects are immutable once sealed",
 				 (uint64_t)ino);
-			fuse_reply_err(req, kind == META_DIR ? EISDIR : EACCES);
+			fs_reply_err(req, kind == META_DIR ? -EISDIR : -EACCES);
 			return;
 		}
 		r = store_truncate(obj, (uint64_t)attr->st_size);
@@ -1160,7 +1158,7 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 	if (r == 0)
 		r = setattr_meta(fs, ino, attr, to_set);
 	if (r < 0)
-		fuse_reply_err(req, fs_reply_errno(fs, r, "setattr", ino, NULL));
+		fs_reply_err_at(req, r, "setattr", ino, NULL);
 	else
 		fs_reply_attr(req, fs, ino);
 }
@@ -1173,5 +1171,5 @@ void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 	log_debug("refusing mknod of '%s' in directory %" PRIu64 " (mode %o): objfs holds "
 		  "regular files and directories only",
 		  name, (uint64_t)parent, (unsigned)mode);
-	fuse_reply_err(req, EPERM);
+	fs_reply_err(req, -EPERM);
 }

@@ -520,9 +520,21 @@ void fs_fill_entry(struct fs *fs, struct inode *in, struct fuse_entry_param *e);
 int fs_reply_entry_unlock(fuse_req_t req, struct fs *fs, struct inode *in);
 /* Reply with the attributes of inode @ino.  Takes fs->lock. */
 void fs_reply_attr(fuse_req_t req, struct fs *fs, fuse_ino_t ino);
-/* The positive errno for fuse_reply_err() of a failed @what on @name in
- * @parent, logging what the user must know (a corrupt record in Redis,
- * Redis unreachable).  No lock needed. */
-int fs_reply_errno(struct fs *fs, int err, const char *what, uint64_t parent, const char *name);
+/*
+ * The one way an op answers with an error (or with plain success): @r is
+ * 0 or a negative errno, as everywhere in objfs; the kernel gets -@r, as
+ * libfuse's fuse_reply_err() wants it.  fs_reply_err_at() names the
+ * request (@what of @name in directory @parent) and logs what the user
+ * must know: a corrupt record in Redis (-EBADMSG, answered EIO), Redis
+ * unreachable (-EIO).  fs_kernel_errno() is the map itself (a positive
+ * @r is a bug: logged, EIO).  No lock needed.
+ */
+void fs_reply_err(fuse_req_t req, int r);
+void fs_reply_err_at(fuse_req_t req, int r, const char *what, uint64_t parent, const char *name);
+int fs_kernel_errno(struct fs *fs, int r, const char *what, uint64_t parent, const char *name);
+
+/* node_open()'s error @r as an open answers it: -ENOENT, -ENOSPC, -EFBIG
+ * and -ENOMEM as they are, anything else (a peer, the wire, Redis) -EIO */
+int fs_open_errno(int r);
 
 #endif

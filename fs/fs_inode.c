@@ -664,22 +664,50 @@ static struct log_ratelimit corrupt_rl =
 static struct log_ratelimit down_rl =
     LOG_RATELIMIT_INIT("failed requests (Redis unreachable)", 10000, 100);
 
-int fs_reply_errno(struct fs *fs, int err, const char *what, uint64_t parent, const char *name)
+int fs_kernel_errno(struct fs *fs, int r, const char *what, uint64_t parent, const char *name)
 {
-	if (err == -EBADMSG) {
-		log_msg_limited(
-		    &corrupt_rl, LOGL_ERROR,
-		    "corrupt record in Redis (%s) while handling %s of '%s' in directory %" PRIu64
-		    ": returning EIO",
-		    meta_url(fs->meta), what, name ? name : "", parent);
+	const char *url = fs && fs->meta ? meta_url(fs->meta) : "-";
+
+	if (r > 0) {
+		/* a bug: the caller meant an error; never answer success */
+		log_error("%s: a positive errno (%d) where a negative one was expected: "
+			  "returning EIO",
+			  what ? what : "a request", r);
 		return EIO;
 	}
-	if (err == -EIO)
+	if (r == -EBADMSG) {
+		log_msg_limited(&corrupt_rl, LOGL_ERROR,
+				"corrupt record in Redis (%s) while handling %s of '%s' in "
+				"directory %" PRIu64 ": returning EIO",
+				url, what ? what : "a request", name ? name : "", parent);
+		return EIO;
+	}
+	if (r == -EIO && what)
 		log_msg_limited(&down_rl, LOGL_WARN,
 				"%s of '%s' in directory %" PRIu64
 				" failed: Redis at %s is unreachable",
-				what, name ? name : "", parent, meta_url(fs->meta));
-	return -err;
+				what, name ? name : "", parent, url);
+	return -r;
+}
+
+void fs_reply_err_at(fuse_req_t req, int r, const char *what, uint64_t parent, const char *name)
+{
+	fuse_reply_err(req, fs_kernel_errno(fuse_req_userdata(req), r, what, parent, name));
+}
+
+void fs_reply_err(fuse_req_t req, int r)
+{
+	fs_reply_err_at(req, r, NULL, 0, NULL);
+}
+
+int fs_open_errno(int r)
+{
+	/* what a fetch or a local open may say that means something to the
+	 * opener: the object is gone, there is no room for it, it is too
+	 * big, memory; anything else (a peer, the wire, Redis) is EIO */
+	if (r >= 0 || r == -ENOENT || r == -ENOSPC || r == -EFBIG || r == -ENOMEM)
+		return r;
+	return -EIO;
 }
 
 /* @ns in a timespec: tv_nsec is never negative, so a time before the
@@ -846,7 +874,7 @@ void fs_reply_attr(fuse_req_t req, struct fs *fs, fuse_ino_t ino)
 		fs_pending_settle_locked(fs, in->pending);
 	if (!in || (in->kind == META_FILE && !in->pending && !in->sealed)) {
 		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_err(req, in ? ENOENT : ESTALE);
+		fs_reply_err(req, in ? -ENOENT : -ESTALE);
 		return;
 	}
 	fs_fill_attr(fs, in, &st);

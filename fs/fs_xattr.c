@@ -71,7 +71,7 @@ static void reply_xattr_value(fuse_req_t req, const char *val, size_t len, size_
 	if (size == 0)
 		fuse_reply_xattr(req, len);
 	else if (size < len)
-		fuse_reply_err(req, ERANGE);
+		fs_reply_err(req, -ERANGE);
 	else
 		fuse_reply_buf(req, val, len);
 }
@@ -85,13 +85,13 @@ static void xattr_locations(fuse_req_t req, struct fs *fs, uint64_t id, size_t s
 
 	r = meta_holders(fs->meta, id, &nodes, &n);
 	if (r < 0) {
-		fuse_reply_err(req, fs_reply_errno(fs, r, "getxattr", id, XATTR_LOC));
+		fs_reply_err_at(req, r, "getxattr", id, XATTR_LOC);
 		return;
 	}
 	buf = calloc(n + 1, OBJFS_NODE_MAX);
 	if (!buf) {
 		free(nodes);
-		fuse_reply_err(req, ENOMEM);
+		fs_reply_err(req, -ENOMEM);
 		return;
 	}
 	for (i = 0; i < n; i++)
@@ -127,14 +127,14 @@ static void xattr_nodes(fuse_req_t req, struct fs *fs, size_t size)
 
 	r = meta_members(fs->meta, &mm, &n);
 	if (r < 0) {
-		fuse_reply_err(req, fs_reply_errno(fs, r, "getxattr", META_ROOT_ID, XATTR_NODES));
+		fs_reply_err_at(req, r, "getxattr", META_ROOT_ID, XATTR_NODES);
 		return;
 	}
 	cap = (n + 1) * 640;
 	buf = malloc(cap);
 	if (!buf) {
 		free(mm);
-		fuse_reply_err(req, ENOMEM);
+		fs_reply_err(req, -ENOMEM);
 		return;
 	}
 	buf[0] = '\0';
@@ -170,7 +170,7 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 	 * for them after the first file of the mount, where it asked twice
 	 * per file.  tar, cp -a and rsync -X take it as "no such xattrs" too. */
 	if (strncmp(name, XATTR_USER, sizeof(XATTR_USER) - 1)) {
-		fuse_reply_err(req, EOPNOTSUPP);
+		fs_reply_err(req, -EOPNOTSUPP);
 		return;
 	}
 	if (ino == META_ROOT_ID && !strcmp(name, XATTR_NODES)) {
@@ -181,7 +181,7 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 		char *buf = malloc(8192);
 
 		if (!buf) {
-			fuse_reply_err(req, ENOMEM);
+			fs_reply_err(req, -ENOMEM);
 			return;
 		}
 		len = fs_status(fs, buf, 8192);
@@ -193,7 +193,7 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 	in = fs_inode_find(fs, ino);
 	if (!in || in->kind != META_FILE) {
 		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_err(req, ENODATA);
+		fs_reply_err(req, -ENODATA);
 		return;
 	}
 	if (in->pending)
@@ -230,7 +230,7 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t siz
 		return;
 	} else {
 		pthread_mutex_unlock(&fs->lock);
-		fuse_reply_err(req, ENODATA);
+		fs_reply_err(req, -ENODATA);
 		return;
 	}
 	pthread_mutex_unlock(&fs->lock);
@@ -265,12 +265,12 @@ void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char
 {
 	/* objects carry no user metadata of their own (yet); cp -a and tar
 	 * treat ENOTSUP as "this filesystem has no xattrs" */
-	fuse_reply_err(req, ENOTSUP);
+	fs_reply_err(req, -ENOTSUP);
 }
 
 void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	fuse_reply_err(req, ENOTSUP);
+	fs_reply_err(req, -ENOTSUP);
 }
 
 /* Descriptors this process holds now, or -1 if /proc cannot tell. */
