@@ -611,7 +611,7 @@ int meta_node_heartbeat(struct meta *m, const struct meta_card *card, unsigned t
 /* Delete this node's card if it still carries @instance (clean shutdown). */
 int meta_node_release(struct meta *m, const char *instance);
 
-/* ---- cluster (meta_cluster.c) ---- */
+/* ---- the cluster's nodes (meta_nodes.c, meta_subscriber.c) ---- */
 
 /* A holder of an object that a fetch can ask. */
 struct meta_holder {

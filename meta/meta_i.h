@@ -1,19 +1,23 @@
 /*
- * meta_i.h: what meta.c, meta_pool.c, meta_route.c, meta_sentinel.c,
- * meta_scripts.c and meta_cluster.c share.  Not for other modules.
+ * meta_i.h: what the files of meta/ share.  Not for other modules.
+ * From the bottom up: meta_reply.c (validators) and meta_conn.c (one
+ * connection), then meta_route.c and meta_sentinel.c (where the target
+ * is), meta_pool.c (the pool and its target), and on top meta.c,
+ * meta_nodes.c, meta_subscriber.c and the others, whose calls use the
+ * pool; no file calls one above it (tests/layering checks).
  *
  * meta may use common only: it speaks Redis and knows nothing of the
  * store, the transport or FUSE; its callers hand it ids, paths and node
  * names.
  *
  * struct meta is built by meta.c (meta_new()) and its pool run by
- * meta_pool.c, which sends the commands of meta.c's and meta_cluster.c's
+ * meta_pool.c, which sends the commands of meta.c's and meta_nodes.c's
  * calls: a call builds a struct args, borrows a slot with
  * meta_pool_get_call(), runs it with meta_pool_script() or
  * meta_pool_cmd() (or the meta_script() and meta_command() helpers of
- * meta.c), and gives the slot back with meta_pool_put().  The
- * reply validators of meta.c are shared too.  The invalidation subscriber
- * (meta_cluster.c) connects on its own with meta_pool_connect().
+ * meta_pool.c), and gives the slot back with meta_pool_put().  The
+ * invalidation subscriber (meta_subscriber.c) connects on its own with
+ * meta_pool_connect().
  *
  Every script is called as EVALSHA <sha> <numkeys> <KEYS...> with this
  * ARGV header:
@@ -31,13 +35,14 @@
  * its arguments name (meta_script_keys()); all carry the hash tag {P}, as do
  * the keys a script finds on its way (a walk up the parents), so a script
  * runs in one Redis Cluster slot.  A script fails with an error reply that names an errno
- * ("ENOENT", which Redis 7 sends as "ERR ENOENT"); meta_pool_reply_errno() in
+ * ("ENOENT", which Redis 7 sends as "ERR ENOENT"); meta_conn_reply_errno() in
  * meta_pool.c maps it back.
  */
 #ifndef OBJFS_META_I_H
 #define OBJFS_META_I_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -201,7 +206,7 @@ struct meta {
 	/* serializes meta_subscribe() and meta_unsubscribe(); held while
 	 * the subscriber thread starts and while it is joined */
 	pthread_mutex_t sub_lock;
-	struct sub *sub; /* guarded by sub_lock; meta_cluster.c */
+	struct sub *sub; /* guarded by sub_lock; meta_subscriber.c */
 };
 
 /* ---- argument vectors (meta_pool.c) ---- */
@@ -268,13 +273,15 @@ int meta_pool_cmd(struct meta *m, struct conn *c, struct args *a, redisReply **r
 int meta_pool_script(struct meta *m, struct conn *c, enum meta_script s, struct args *a,
 		     redisReply **ret);
 
+/* ---- one connection to one server (meta_conn.c) ---- */
+
 /* The one map from an error reply to a negative errno. */
-int meta_pool_reply_errno(const redisReply *rep);
+int meta_conn_reply_errno(const redisReply *rep);
 /* The same, of an error reply's text (an errno name first). */
-int meta_pool_errno_of(const char *str);
+int meta_conn_errno_of(const char *str);
 /* The one map from a failed context to a negative errno (@e: errno right
  * after the failing call), with a text into @why. */
-int meta_pool_ctx_error(const redisContext *ctx, int e, char *why, size_t len);
+int meta_conn_error(const redisContext *ctx, int e, char *why, size_t len);
 
 /*
  * A context of the caller's own, outside the pool, to the current target
@@ -289,23 +296,56 @@ int meta_pool_connect(struct meta *m, unsigned timeout_ms, redisContext **ret, u
 /* A context to @a (NULL: the unix socket of the URL), with send and
  * receive timeouts of @timeout_ms; with @auth, AUTH and SELECT as the URL
  * says.  0, -EIO, -EACCES or -ENOMEM, with a text in @why. */
-int meta_pool_ctx_open(struct meta *m, const struct addr *a, unsigned timeout_ms, bool auth,
-		       redisContext **ret, char *why, size_t wlen);
+int meta_conn_open(struct meta *m, const struct addr *a, unsigned timeout_ms, bool auth,
+		   redisContext **ret, char *why, size_t wlen);
 /* One command on a context of the caller's own (SIGPIPE blocked).  The
  * reply may be an error reply; a failed context gives a negative errno
  * with the reason in @why, and is then unusable. */
-int meta_pool_ctx_cmd(redisContext *ctx, int argc, const char **argv, redisReply **ret, char *why,
-		      size_t wlen);
+int meta_conn_cmd(redisContext *ctx, int argc, const char **argv, redisReply **ret, char *why,
+		  size_t wlen);
 /* Send what is queued on @ctx (a few bytes: the socket takes them). */
-int meta_pool_ctx_flush(redisContext *ctx, char *why, size_t wlen);
+int meta_conn_flush(redisContext *ctx, char *why, size_t wlen);
 /*
  * The next reply on the non-blocking use of @ctx, waiting until @deadline
  * (mono ns) or until @wake_fd is readable.  0, -ETIMEDOUT (the deadline
  * passed), -ECANCELED (@wake_fd), or another negative errno with the
  * reason in @why (the context is then unusable).
  */
-int meta_pool_ctx_next(redisContext *ctx, int wake_fd, int64_t deadline, redisReply **ret,
-		       char *why, size_t wlen);
+int meta_conn_next(redisContext *ctx, int wake_fd, int64_t deadline, redisReply **ret, char *why,
+		   size_t wlen);
+
+/* SIGPIPE held off around a write to a socket whose peer may be gone:
+ * block, write, unblock (@failed: the write failed, so a SIGPIPE it
+ * raised is taken, unless one was pending before). */
+struct meta_sigpipe_guard {
+	sigset_t old;
+	bool was_pending;
+};
+void meta_conn_sigpipe_block(struct meta_sigpipe_guard *g);
+void meta_conn_sigpipe_unblock(struct meta_sigpipe_guard *g, bool failed);
+/* The next reply on a blocking @ctx: 0, or a negative errno (the context
+ * is then unusable) with the reason in @why. */
+int meta_conn_read_reply(redisContext *ctx, redisReply **ret, char *why, size_t len);
+/* meta_conn_open() without the wait for AUTH and SELECT: with @auth they
+ * are queued, and meta_conn_auth() reads their replies. */
+int meta_conn_connect(struct meta *m, const struct addr *a, unsigned timeout_ms, bool auth,
+		      redisContext **ret, char *why, size_t wlen);
+int meta_conn_auth(struct meta *m, redisContext *ctx, char *why, size_t wlen);
+/* Whether @rep is the SHA1 SCRIPT LOAD answers (40 hex digits). */
+bool meta_conn_is_sha(const redisReply *rep);
+/* -EINVAL with the message in @why (the URL itself is never shown: it may
+ * hold the password). */
+int __attribute__((format(printf, 3, 4)))
+meta_conn_bad_url(char *why, size_t wlen, const char *fmt, ...);
+/* The @len decimal digits at @s, from @min to @max: 0 or -EINVAL. */
+int meta_conn_parse_range(const char *s, size_t len, uint64_t min, uint64_t max, uint64_t *ret);
+/* At most this much of a bad part of a URL goes into a message. */
+#define META_SHOWN(len) ((int)((len) > 100 ? 100 : (len)))
+/* meta_addr_parse() with what is wrong in @why. */
+int meta_addr_parse_why(const char *s, size_t len, int def_port, struct addr *ret, char *why,
+			size_t wlen);
+
+/* ---- the pool's target (meta_pool.c) ---- */
 
 /* The generation of the target (struct meta, "target"). */
 uint64_t meta_pool_gen(struct meta *m);
@@ -373,9 +413,13 @@ enum redirect meta_redirect_kind(const redisReply *rep, struct addr *ret);
  * sentinel.
  */
 int meta_sentinel_resolve(struct meta *m, struct addr *ret, char *why, size_t wlen);
+/* Where the master is now, told by the sentinels: the pool's
+ * meta_pool_target_set(), given to the watcher so that meta_sentinel.c
+ * does not call up into the pool. */
+typedef void meta_target_fn(struct meta *m, const struct addr *a, const char *why);
 /* Start the thread that follows +switch-master (once; later calls do
- * nothing).  0 or a negative errno. */
-int meta_sentinel_watch_start(struct meta *m);
+ * nothing), telling @moved.  0 or a negative errno. */
+int meta_sentinel_watch_start(struct meta *m, meta_target_fn *moved);
 /* Stop and join it (meta_free()). */
 void meta_sentinel_watch_stop(struct meta *m);
 
@@ -413,6 +457,12 @@ int meta_rep_bad_field(const char *kind, uint64_t id, const char *field, const r
 /* What a script returned of @id (of @kind; 0: any), as lookup returns
  * it, into *@ret (may be NULL); frees @rep.  -EBADMSG if not that. */
 int meta_rep_entry_of(redisReply *rep, enum meta_kind kind, uint64_t id, struct meta_entry *ret);
+/* A reply that is an id (meta_parse_id()), a name's entry ("d<id>",
+ * "f<id>[ ...]": its kind and id), or lookup's answer for a name, as the
+ * scripts give them: 0 or -EBADMSG (meta_reply.c). */
+int meta_rep_id(const redisReply *r, uint64_t *ret);
+int meta_rep_entry(const redisReply *r, enum meta_kind *kind, uint64_t *id);
+int meta_rep_lookup(const redisReply *rep, struct meta_entry *ret);
 /* Tries before giving up on finding an unused id: each draw collides with
  * an id Redis knows with a chance below 2^-30 even at 2^33 objects. */
 #define ID_TRIES 8
@@ -443,7 +493,7 @@ bool meta_caps_valid(const char *s, size_t len);
  * limited: the same line at most once in 10 s, at most 100 lines in 10 s.
  */
 void meta_log_corrupt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The same for an error reply that meta_pool_reply_errno() maps to -EBADMSG:
+/* The same for an error reply that meta_conn_reply_errno() maps to -EBADMSG:
  * a WRONGTYPE from command or script @what on @key (NULL if not known),
  * or the message of a script's EBADMSG. */
 void meta_log_bad_reply(const char *what, const char *key, const char *str);

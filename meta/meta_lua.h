@@ -398,7 +398,7 @@
  * order ARGV carries them from ARGV[9] on and the scripts return them in,
  * the key of a card, whether a holder or member is a node name at all
  * (see util_node_name_validate(); anything else is left alone for
- * meta_cluster.c to report), and whether node @n has a card a fetch can
+ * meta_nodes.c to report), and whether node @n has a card a fetch can
  * use.
  */
 #define LUA_NODES \

@@ -5,9 +5,10 @@
  * Owns: the argument vector a command is sent as (struct args), the pool
  * of connections with its target, connect, reconnect and backoff, running
  * one command or script on a borrowed connection with the redirect and
- * failover retries, the two maps from hiredis errors to errno, SIGPIPE,
- * and parsing the Redis URL into struct meta.  Redis Cluster's slot map
- * is meta_route.c's, the sentinels' side meta_sentinel.c's.
+ * failover retries, and parsing the Redis URL into struct meta.  One
+ * connection to one server (opening it, AUTH and SELECT, a command, the
+ * error maps, SIGPIPE, host:port) is meta_conn.c's, Redis Cluster's slot
+ * map meta_route.c's, the sentinels' side meta_sentinel.c's.
  *
  * Engines (meta.h, "URL"): redis:// and unix: name one server, the target,
  * which never changes.  redis-sentinel:// names sentinels: the target is
@@ -77,8 +78,8 @@
  * callers).  redis:// and unix: follow the same rules (one server sends
  * no MOVED or ASK), except that a lost connection is not retried.
  *
- * Errors: meta_pool_ctx_error() is the one map from hiredis context errors and
- * meta_pool_reply_errno() the one map from error replies.  A lost connection is
+ * Errors: meta_conn_error() is the one map from hiredis context errors and
+ * meta_conn_reply_errno() the one map from error replies.  A lost connection is
  * -EIO to callers, as meta.h promises; the detail goes to meta_last_error().
  * An error reply is an answer, so the connection is up: a key of the
  * wrong type (WRONGTYPE) or a script's EBADMSG is a corrupt record
@@ -196,111 +197,7 @@ int meta_args_script(const struct meta *m, struct args *a, bool self)
 
 /* ---- errors ---- */
 
-/*
- * The one map from a failed hiredis context to an errno, with a text for
- * meta_last_error().  @e is errno right after the failing call.
- */
-int meta_pool_ctx_error(const redisContext *ctx, int e, char *why, size_t len)
-{
-	int r;
-
-	switch (ctx->err) {
-	case REDIS_ERR_IO:
-		/* hiredis 0.14 reports a timeout as EAGAIN from read(2) */
-		if (e == EAGAIN || e == EWOULDBLOCK || e == EINPROGRESS || e == ETIMEDOUT ||
-		    !strcmp(ctx->errstr, strerror(EAGAIN))) {
-			snprintf(why, len, "%s", strerror(ETIMEDOUT));
-			return -ETIMEDOUT;
-		}
-		r = e > 0 ? -e : -EIO;
-		break;
-	case REDIS_ERR_EOF:
-		snprintf(why, len, "connection closed by server");
-		return -ECONNRESET;
-	case REDIS_ERR_PROTOCOL:
-		r = -EPROTO;
-		break;
-	case REDIS_ERR_OOM:
-		r = -ENOMEM;
-		break;
-	default:
-		r = -EIO;
-		break;
-	}
-	snprintf(why, len, "%s", ctx->errstr[0] ? ctx->errstr : strerror(-r));
-	return r;
-}
-
-/*
- * The one map from an error reply to an errno.  Scripts answer with an
- * errno name as the first word ("ENOENT", or "ERR ENOENT ..." from
- * redis.error_reply() on Redis 7).
- */
-int meta_pool_reply_errno(const redisReply *rep)
-{
-	return meta_pool_errno_of(rep->str);
-}
-
-int meta_pool_errno_of(const char *str)
-{
-	static const struct {
-		const char *name;
-		int err;
-	} codes[] = {
-	    {"ENOENT", ENOENT},	    {"EEXIST", EEXIST},		{"ENOTDIR", ENOTDIR},
-	    {"EISDIR", EISDIR},	    {"ENOTEMPTY", ENOTEMPTY},	{"EINVAL", EINVAL},
-	    {"EBADMSG", EBADMSG},   {"EADDRINUSE", EADDRINUSE}, {"ELOOP", ELOOP},
-	    {"ENOTUNIQ", ENOTUNIQ}, {"EAGAIN", EAGAIN},		{"EPERM", EPERM},
-	    {"EMLINK", EMLINK},	    {"EPROTO", EPROTO},		{"EBUSY", EBUSY},
-	};
-	const char *s = str ? str : "";
-	size_t i, n;
-
-	if (!strncmp(s, "NOAUTH", 6) || !strncmp(s, "WRONGPASS", 9))
-		return -EACCES;
-	/* a key of the wrong type is a corrupt record, not a failure of Redis */
-	if (!strncmp(s, "WRONGTYPE", 9))
-		return -EBADMSG;
-	if (!strncmp(s, "ERR ", 4))
-		s += 4;
-	n = strcspn(s, " ");
-	for (i = 0; i < ARRAY_SIZE(codes); i++)
-		if (strlen(codes[i].name) == n && !strncmp(s, codes[i].name, n))
-			return -codes[i].err;
-	return -EIO;
-}
-
 /* ---- SIGPIPE ---- */
-
-struct sigpipe_guard {
-	sigset_t old;
-	bool was_pending;
-};
-
-static void sigpipe_block(struct sigpipe_guard *g)
-{
-	sigset_t set, pend;
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &set, &g->old);
-	g->was_pending = sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE) == 1;
-}
-
-/* @failed: the command failed, so it may have raised SIGPIPE. */
-static void sigpipe_unblock(struct sigpipe_guard *g, bool failed)
-{
-	static const struct timespec zero;
-	sigset_t set, pend;
-
-	if (failed && !g->was_pending && sigpending(&pend) == 0 &&
-	    sigismember(&pend, SIGPIPE) == 1) {
-		sigemptyset(&set);
-		sigaddset(&set, SIGPIPE);
-		sigtimedwait(&set, NULL, &zero);
-	}
-	pthread_sigmask(SIG_SETMASK, &g->old, NULL);
-}
 
 /* ---- contexts ---- */
 
@@ -321,190 +218,13 @@ static void note_error(struct meta *m, const char *why)
 static int conn_broken(struct meta *m, struct conn *c, int e)
 {
 	char why[256];
-	int r = meta_pool_ctx_error(c->ctx, e, why, sizeof(why));
+	int r = meta_conn_error(c->ctx, e, why, sizeof(why));
 
 	log_debug("meta: connection to %s lost: %s", m->url, why);
 	redisFree(c->ctx);
 	c->ctx = NULL;
 	note_error(m, why);
 	return r == -ENOMEM ? r : -EIO;
-}
-
-/* Read the next pipelined reply; on failure the context is unusable. */
-static int read_reply(redisContext *ctx, redisReply **ret, char *why, size_t len)
-{
-	struct sigpipe_guard g;
-	void *rep = NULL;
-	int ok, e;
-
-	sigpipe_block(&g);
-	ok = redisGetReply(ctx, &rep);
-	e = errno;
-	sigpipe_unblock(&g, ok != REDIS_OK);
-	if (ok != REDIS_OK || !rep)
-		return meta_pool_ctx_error(ctx, e, why, len);
-	*ret = rep;
-	return 0;
-}
-
-int meta_pool_ctx_cmd(redisContext *ctx, int argc, const char **argv, redisReply **ret, char *why,
-		      size_t wlen)
-{
-	if (redisAppendCommandArgv(ctx, argc, argv, NULL) != REDIS_OK) {
-		snprintf(why, wlen, "out of memory");
-		return -ENOMEM;
-	}
-	return read_reply(ctx, ret, why, wlen);
-}
-
-int meta_pool_ctx_flush(redisContext *ctx, char *why, size_t wlen)
-{
-	int done = 0;
-
-	do {
-		if (redisBufferWrite(ctx, &done) != REDIS_OK)
-			return meta_pool_ctx_error(ctx, errno, why, wlen);
-	} while (!done);
-	return 0;
-}
-
-int meta_pool_ctx_next(redisContext *ctx, int wake_fd, int64_t deadline, redisReply **ret,
-		       char *why, size_t wlen)
-{
-	struct pollfd p[2] = {
-	    {.fd = wake_fd, .events = POLLIN},
-	    {.fd = ctx->fd, .events = POLLIN},
-	};
-	void *rep;
-	int64_t left;
-	int n;
-
-	for (;;) {
-		if (redisGetReplyFromReader(ctx, &rep) != REDIS_OK)
-			return meta_pool_ctx_error(ctx, errno, why, wlen);
-		if (rep) {
-			*ret = rep;
-			return 0;
-		}
-		left = deadline - util_mono_ns();
-		if (left <= 0)
-			return -ETIMEDOUT;
-		n = poll(p, 2, (int)((left + 999999) / 1000000));
-		if (n < 0 && errno != EINTR) {
-			snprintf(why, wlen, "poll: %s", strerror(errno));
-			return -errno;
-		}
-		if (n <= 0)
-			continue;
-		if (p[0].revents)
-			return -ECANCELED;
-		if (p[1].revents && redisBufferRead(ctx) != REDIS_OK)
-			return meta_pool_ctx_error(ctx, errno, why, wlen);
-	}
-}
-
-static bool is_sha(const redisReply *rep)
-{
-	size_t i;
-
-	if (rep->type != REDIS_REPLY_STRING || rep->len != SHA_LEN)
-		return false;
-	for (i = 0; i < SHA_LEN; i++)
-		if (!isxdigit((unsigned char)rep->str[i]))
-			return false;
-	return true;
-}
-
-/*
- * Connect to @a (NULL: the URL's unix socket) with send and receive
- * timeouts of @timeout_ms and, with @auth, queue AUTH and SELECT as the
- * URL says (ctx_auth() reads their replies).
- */
-static int ctx_open(struct meta *m, const struct addr *a, unsigned timeout_ms, bool auth,
-		    redisContext **ret, char *why, size_t wlen)
-{
-	struct timeval tv = {
-	    .tv_sec = timeout_ms / 1000,
-	    .tv_usec = (timeout_ms % 1000) * 1000,
-	};
-	redisContext *ctx;
-	int r;
-
-	if (!a)
-		ctx = redisConnectUnixWithTimeout(m->sock, tv);
-	else
-		ctx = redisConnectWithTimeout(a->host, a->port, tv);
-	if (!ctx) {
-		snprintf(why, wlen, "out of memory");
-		return -ENOMEM;
-	}
-	if (ctx->err || redisSetTimeout(ctx, tv) != REDIS_OK) {
-		r = meta_pool_ctx_error(ctx, errno, why, wlen);
-		if (a) {
-			size_t n = strlen(why);
-
-			snprintf(why + n, wlen - n, " (%s:%d)", a->host, a->port);
-		}
-		goto clean_ctx;
-	}
-	/* hiredis 0.14 keeps at most 16 KiB of unused read buffer and
-	 * moves the rest on every read: big replies get quadratic */
-	ctx->reader->maxbuf = 0;
-	r = -ENOMEM;
-	snprintf(why, wlen, "out of memory");
-	if (auth && m->password && redisAppendCommand(ctx, "AUTH %s", m->password) != REDIS_OK)
-		goto clean_ctx;
-	if (auth && m->db && redisAppendCommand(ctx, "SELECT %u", m->db) != REDIS_OK)
-		goto clean_ctx;
-	*ret = ctx;
-	return 0;
-
-clean_ctx:
-	redisFree(ctx);
-	return r == -ENOMEM ? r : -EIO;
-}
-
-/* Read the replies of the AUTH and SELECT that ctx_open() queued. */
-static int ctx_auth(struct meta *m, redisContext *ctx, char *why, size_t wlen)
-{
-	redisReply *rep;
-	int i, r;
-
-	for (i = 0; i < 2; i++) {
-		if ((i == 0 && !m->password) || (i == 1 && !m->db))
-			continue;
-		r = read_reply(ctx, &rep, why, wlen);
-		if (r < 0)
-			return r == -ENOMEM ? r : -EIO;
-		if (rep->type == REDIS_REPLY_ERROR) {
-			snprintf(why, wlen, "%s: %.200s",
-				 i == 0 ? "authentication failed" : "SELECT", rep->str);
-			r = i == 0 ? -EACCES : meta_pool_reply_errno(rep);
-			freeReplyObject(rep);
-			return r == -EACCES || r == -ENOMEM ? r : -EIO;
-		}
-		freeReplyObject(rep);
-	}
-	return 0;
-}
-
-int meta_pool_ctx_open(struct meta *m, const struct addr *a, unsigned timeout_ms, bool auth,
-		       redisContext **ret, char *why, size_t wlen)
-{
-	redisContext *ctx;
-	int r;
-
-	r = ctx_open(m, a, timeout_ms, auth, &ctx, why, wlen);
-	if (r < 0)
-		return r;
-	r = auth ? ctx_auth(m, ctx, why, wlen) : 0;
-	if (r < 0) {
-		redisFree(ctx);
-		return r;
-	}
-	why[0] = '\0';
-	*ret = ctx;
-	return 0;
 }
 
 /* ---- the target ---- */
@@ -563,7 +283,7 @@ static int target_get(struct meta *m, struct addr *ret, bool *ret_sock, uint64_t
 	pthread_mutex_unlock(&m->lock);
 	if (!known) {
 		if (m->engine == ENGINE_SENTINEL) {
-			r = meta_sentinel_watch_start(m);
+			r = meta_sentinel_watch_start(m, meta_pool_target_set);
 			if (r < 0)
 				log_debug("meta: cannot start the sentinel watcher: %s",
 					  strerror(-r));
@@ -594,7 +314,7 @@ int meta_pool_connect(struct meta *m, unsigned timeout_ms, redisContext **ret, u
 	r = target_get(m, &a, &sock, &gen, why, wlen);
 	if (r < 0)
 		return r;
-	r = meta_pool_ctx_open(m, sock ? NULL : &a, timeout_ms, true, ret, why, wlen);
+	r = meta_conn_open(m, sock ? NULL : &a, timeout_ms, true, ret, why, wlen);
 	if (r < 0) {
 		meta_pool_target_stale(m, gen);
 		return r;
@@ -617,7 +337,7 @@ static int check_version(struct meta *m, const redisReply *rep, char *why, size_
 	/* the first command a server without our password refuses */
 	if (rep->type == REDIS_REPLY_ERROR) {
 		snprintf(why, wlen, "INFO server: %.200s", rep->str);
-		return meta_pool_reply_errno(rep) == -EACCES ? -EACCES : -EIO;
+		return meta_conn_reply_errno(rep) == -EACCES ? -EACCES : -EIO;
 	}
 	if (v)
 		v += strlen("redis_version:");
@@ -679,7 +399,7 @@ static int conn_open(struct meta *m, struct conn *c, const struct addr *to, char
 	a.v[2] = a.nkeys;
 	a.len[2] = strlen(a.nkeys);
 
-	r = ctx_open(m, to, m->timeout_ms, true, &ctx, why, wlen);
+	r = meta_conn_connect(m, to, m->timeout_ms, true, &ctx, why, wlen);
 	if (r < 0)
 		return r;
 	r = -ENOMEM;
@@ -696,13 +416,13 @@ static int conn_open(struct meta *m, struct conn *c, const struct addr *to, char
 		goto clean_ctx;
 
 	/* the replies: [AUTH], [SELECT], INFO, [ROLE], the scripts, the init */
-	r = ctx_auth(m, ctx, why, wlen);
+	r = meta_conn_auth(m, ctx, why, wlen);
 	if (r < 0)
 		goto clean_ctx;
 	for (i = -2; i <= META_NSCRIPTS; i++) {
 		if (i == -1 && !role)
 			continue;
-		r = read_reply(ctx, &rep, why, wlen);
+		r = meta_conn_read_reply(ctx, &rep, why, wlen);
 		if (r < 0)
 			goto clean_ctx;
 		if (i == -2 || i == -1) {
@@ -717,11 +437,11 @@ static int conn_open(struct meta *m, struct conn *c, const struct addr *to, char
 			snprintf(why, wlen, "%s: %.200s",
 				 i < META_NSCRIPTS ? "SCRIPT LOAD" : "cannot create the namespace",
 				 rep->str);
-			r = meta_pool_reply_errno(rep);
+			r = meta_conn_reply_errno(rep);
 			goto clean_rep;
 		}
 		if (i < META_NSCRIPTS) {
-			if (!is_sha(rep)) {
+			if (!meta_conn_is_sha(rep)) {
 				snprintf(why, wlen, "SCRIPT LOAD: unexpected reply");
 				r = -EIO;
 				goto clean_rep;
@@ -888,14 +608,14 @@ int meta_pool_get(struct meta *m, struct conn **ret)
  * dropped. */
 static int cmd_once(struct meta *m, struct conn *c, struct args *a, redisReply **ret)
 {
-	struct sigpipe_guard g;
+	struct meta_sigpipe_guard g;
 	redisReply *rep;
 	int e;
 
-	sigpipe_block(&g);
+	meta_conn_sigpipe_block(&g);
 	rep = redisCommandArgv(c->ctx, a->n, a->v, a->len);
 	e = errno;
-	sigpipe_unblock(&g, !rep);
+	meta_conn_sigpipe_unblock(&g, !rep);
 	if (!rep)
 		return conn_broken(m, c, e);
 	set_up(m, true);
@@ -917,9 +637,9 @@ static int ask_once(struct meta *m, const struct addr *to, struct args *a, redis
 	char why[256];
 	int r, tries;
 
-	r = meta_pool_ctx_open(m, to, m->timeout_ms, true, &ctx, why, sizeof(why));
+	r = meta_conn_open(m, to, m->timeout_ms, true, &ctx, why, sizeof(why));
 	for (tries = 0; r == 0 && tries < 2; tries++) {
-		r = meta_pool_ctx_cmd(ctx, 1, asking, &rep, why, sizeof(why));
+		r = meta_conn_cmd(ctx, 1, asking, &rep, why, sizeof(why));
 		if (r < 0)
 			break;
 		freeReplyObject(rep);
@@ -928,14 +648,14 @@ static int ask_once(struct meta *m, const struct addr *to, struct args *a, redis
 			r = -ENOMEM;
 			break;
 		}
-		r = read_reply(ctx, &rep, why, sizeof(why));
+		r = meta_conn_read_reply(ctx, &rep, why, sizeof(why));
 		if (r < 0 || tries > 0 || meta_redirect_kind(rep, NULL) != RD_NOSCRIPT ||
 		    strcmp(a->v[0], "EVALSHA") || !a->src)
 			break;
 		freeReplyObject(rep);
 		rep = NULL;
-		r = meta_pool_ctx_cmd(ctx, 3, load, &rep, why, sizeof(why));
-		if (r == 0 && !is_sha(rep))
+		r = meta_conn_cmd(ctx, 3, load, &rep, why, sizeof(why));
+		if (r == 0 && !meta_conn_is_sha(rep))
 			r = -EIO;
 		freeReplyObject(rep);
 		rep = NULL;
@@ -1051,10 +771,10 @@ static int conn_load(struct meta *m, struct conn *c, enum meta_script s)
 	r = meta_pool_cmd(m, c, &a, &rep);
 	if (r < 0)
 		return r;
-	if (is_sha(rep))
+	if (meta_conn_is_sha(rep))
 		memcpy(c->sha[s], rep->str, SHA_LEN + 1);
 	else
-		r = rep->type == REDIS_REPLY_ERROR ? meta_pool_reply_errno(rep) : -EIO;
+		r = rep->type == REDIS_REPLY_ERROR ? meta_conn_reply_errno(rep) : -EIO;
 	freeReplyObject(rep);
 	return r;
 }
@@ -1090,7 +810,7 @@ int meta_pool_script(struct meta *m, struct conn *c, enum meta_script s, struct 
 			return r;
 	}
 	if (rep->type == REDIS_REPLY_ERROR) {
-		r = meta_pool_reply_errno(rep);
+		r = meta_conn_reply_errno(rep);
 		if (r == -EBADMSG)
 			meta_log_bad_reply(meta_script_name[s], NULL, rep->str);
 		else
@@ -1126,98 +846,6 @@ void meta_pool_release(struct meta *m)
 
 /* ---- URL ---- */
 
-/* Say in @why (may be NULL) what part of a URL is wrong, never the URL
- * itself (it may hold the password), and return -EINVAL. */
-static int __attribute__((format(printf, 3, 4)))
-bad_url(char *why, size_t wlen, const char *fmt, ...)
-{
-	char what[256];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
-	va_end(ap);
-	log_debug("meta: bad Redis URL: %s", what);
-	if (why && wlen)
-		snprintf(why, wlen, "%s", what);
-	return -EINVAL;
-}
-
-/* Whole decimal number in [min, max]. */
-static int parse_range(const char *s, size_t len, uint64_t min, uint64_t max, uint64_t *ret)
-{
-	char buf[24];
-	uint64_t v;
-
-	if (len == 0 || len >= sizeof(buf))
-		return -EINVAL;
-	memcpy(buf, s, len);
-	buf[len] = '\0';
-	if (util_parse_u64(buf, &v) < 0 || v < min || v > max)
-		return -EINVAL;
-	*ret = v;
-	return 0;
-}
-
-/* At most this much of a bad part goes into a message. */
-#define SHOWN(len) ((int)((len) > 100 ? 100 : (len)))
-
-/* meta_addr_parse(), saying in @why (may be NULL) which part is wrong. */
-static int addr_parse_why(const char *s, size_t len, int def_port, struct addr *ret, char *why,
-			  size_t wlen)
-{
-	const char *end = s + len, *host, *hend, *q;
-	const char *set = ALNUM ".-_";
-	struct addr a = {.port = def_port};
-	uint64_t v;
-	size_t hlen;
-
-	if (len && *s == '[') {
-		host = s + 1;
-		hend = memchr(host, ']', len - 1);
-		if (!hend)
-			return bad_url(why, wlen, "bad address '%.*s': '[' without ']'", SHOWN(len),
-				       s);
-		q = hend + 1;
-		set = "0123456789abcdefABCDEF:.";
-	} else {
-		host = s;
-		hend = memchr(s, ':', len);
-		/* "::1:6379": MOVED and ASK name IPv6 nodes without brackets */
-		if (hend && !def_port && memchr(hend + 1, ':', (size_t)(end - hend - 1))) {
-			hend = memrchr(s, ':', len);
-			set = "0123456789abcdefABCDEF:.";
-		}
-		q = hend ? hend : end;
-		hend = q;
-	}
-	hlen = (size_t)(hend - host);
-	if (!hlen)
-		return bad_url(why, wlen, "bad address '%.*s': expected host:port", SHOWN(len), s);
-	if (!chars_in(host, hlen, HOST_MAX - 3, set))
-		return bad_url(why, wlen,
-			       "bad host '%.*s' in '%.*s': a name, an IPv4 address or [IPv6] "
-			       "of at most %d characters",
-			       SHOWN(hlen), host, SHOWN(len), s, HOST_MAX - 3);
-	if (q < end) {
-		if (*q != ':')
-			return bad_url(why, wlen, "bad address '%.*s': expected host:port",
-				       SHOWN(len), s);
-		if (parse_range(q + 1, (size_t)(end - q - 1), 1, 65535, &v) < 0)
-			return bad_url(why, wlen, "bad port '%.*s' in '%.*s': must be 1-65535",
-				       SHOWN(end - q - 1), q + 1, SHOWN(len), s);
-		a.port = (int)v;
-	}
-	memcpy(a.host, host, hlen);
-	*ret = a;
-	return 0;
-}
-
-int meta_addr_parse(const char *s, size_t len, int def_port, struct addr *ret)
-{
-	return addr_parse_why(s, len, def_port, ret, NULL, 0);
-}
-
 /* The list "host:port[,host:port...]" of @len bytes at @s into m->seeds. */
 static int parse_seeds(struct meta *m, const char *s, size_t len, int def_port, const char *what,
 		       char *why, size_t wlen)
@@ -1230,9 +858,9 @@ static int parse_seeds(struct meta *m, const char *s, size_t len, int def_port, 
 		if (!comma)
 			comma = end;
 		if (m->nseeds == SEEDS_MAX)
-			return bad_url(why, wlen, "more than %d %ss", SEEDS_MAX, what);
-		r = addr_parse_why(s, (size_t)(comma - s), def_port, &m->seeds[m->nseeds], why,
-				   wlen);
+			return meta_conn_bad_url(why, wlen, "more than %d %ss", SEEDS_MAX, what);
+		r = meta_addr_parse_why(s, (size_t)(comma - s), def_port, &m->seeds[m->nseeds], why,
+					wlen);
 		if (r < 0)
 			return r;
 		m->nseeds++;
@@ -1248,9 +876,10 @@ static int parse_db(struct meta *m, const char *s, char *why, size_t wlen)
 
 	if (!*s)
 		return 0;
-	if (*s != '/' || parse_range(s + 1, strlen(s + 1), 0, INT_MAX, &v) < 0)
-		return bad_url(why, wlen, "bad database '%.40s': must be a number 0-%d after '/'",
-			       *s == '/' ? s + 1 : s, INT_MAX);
+	if (*s != '/' || meta_conn_parse_range(s + 1, strlen(s + 1), 0, INT_MAX, &v) < 0)
+		return meta_conn_bad_url(why, wlen,
+					 "bad database '%.40s': must be a number 0-%d after '/'",
+					 *s == '/' ? s + 1 : s, INT_MAX);
 	m->db = (unsigned)v;
 	return 0;
 }
@@ -1280,9 +909,9 @@ int meta_pool_parse_url(struct meta *m, const char *url, char *why, size_t wlen)
 	if (!strncmp(url, "unix:", 5)) {
 		p = url + 5;
 		if (p[0] != '/' || strlen(p) >= sizeof(((struct sockaddr_un *)0)->sun_path))
-			return bad_url(why, wlen,
-				       "unix: needs an absolute socket path of at most %zu bytes",
-				       sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+			return meta_conn_bad_url(
+			    why, wlen, "unix: needs an absolute socket path of at most %zu bytes",
+			    sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
 		m->sock = strdup(p);
 		m->url = strdup(url);
 		return m->sock && m->url ? 0 : -ENOMEM;
@@ -1291,15 +920,16 @@ int meta_pool_parse_url(struct meta *m, const char *url, char *why, size_t wlen)
 		if (!strncmp(url, schemes[i].scheme, strlen(schemes[i].scheme)))
 			break;
 	if (i == ARRAY_SIZE(schemes))
-		return bad_url(why, wlen,
-			       "not unix:, redis://, redis-sentinel:// or redis-cluster://");
+		return meta_conn_bad_url(
+		    why, wlen, "not unix:, redis://, redis-sentinel:// or redis-cluster://");
 	m->engine = schemes[i].engine;
 	p = url + strlen(schemes[i].scheme);
 	at = strrchr(p, '@');
 	if (at) {
 		/* only ":password@"; no ACL user names */
 		if (p[0] != ':' || at == p + 1)
-			return bad_url(why, wlen, "only ':password@' may come before the address");
+			return meta_conn_bad_url(why, wlen,
+						 "only ':password@' may come before the address");
 		m->password = strndup(p + 1, (size_t)(at - p - 1));
 		if (!m->password)
 			return -ENOMEM;
@@ -1313,7 +943,7 @@ int meta_pool_parse_url(struct meta *m, const char *url, char *why, size_t wlen)
 	switch (m->engine) {
 	case ENGINE_REDIS:
 		if (m->nseeds != 1)
-			return bad_url(
+			return meta_conn_bad_url(
 			    why, wlen,
 			    "redis:// takes one address (redis-cluster:// takes several)");
 		r = parse_db(m, slash, why, wlen);
@@ -1327,13 +957,14 @@ int meta_pool_parse_url(struct meta *m, const char *url, char *why, size_t wlen)
 		name = *slash ? slash + 1 : slash;
 		nlen = strcspn(name, "/");
 		if (!nlen)
-			return bad_url(why, wlen,
-				       "no master name: redis-sentinel:// needs /MASTER after the "
-				       "sentinels");
+			return meta_conn_bad_url(
+			    why, wlen,
+			    "no master name: redis-sentinel:// needs /MASTER after the "
+			    "sentinels");
 		if (!chars_in(name, nlen, 64, ALNUM "._-"))
-			return bad_url(why, wlen,
-				       "bad master name '%.*s': use 1-64 of [A-Za-z0-9._-]",
-				       SHOWN(nlen), name);
+			return meta_conn_bad_url(
+			    why, wlen, "bad master name '%.*s': use 1-64 of [A-Za-z0-9._-]",
+			    META_SHOWN(nlen), name);
 		m->master = strndup(name, nlen);
 		if (!m->master)
 			return -ENOMEM;
@@ -1341,8 +972,8 @@ int meta_pool_parse_url(struct meta *m, const char *url, char *why, size_t wlen)
 		break;
 	case ENGINE_CLUSTER:
 		if (*slash)
-			return bad_url(why, wlen,
-				       "redis-cluster:// takes no /db: a cluster has only db 0");
+			return meta_conn_bad_url(
+			    why, wlen, "redis-cluster:// takes no /db: a cluster has only db 0");
 		break;
 	}
 	if (r < 0)
@@ -1356,4 +987,59 @@ int meta_pool_parse_url(struct meta *m, const char *url, char *why, size_t wlen)
 		m->url = strdup(url);
 	}
 	return m->url ? 0 : -ENOMEM;
+}
+
+/* Run script @s with its own arguments as @fmt says (see meta_args_vadd()). */
+int meta_script_(struct meta *m, enum meta_script s, bool self, redisReply **ret, const char *fmt,
+		 ...)
+{
+	struct args a;
+	struct conn *c;
+	va_list ap;
+	int r;
+
+	r = meta_args_script(m, &a, self);
+	if (r < 0)
+		return r;
+	va_start(ap, fmt);
+	meta_args_vadd(&a, fmt, ap);
+	va_end(ap);
+	r = meta_pool_get_call(m, &c);
+	if (r < 0)
+		return r;
+	r = meta_pool_script(m, c, s, &a, ret);
+	meta_pool_put(m, c);
+	return r;
+}
+
+/* One plain command built as @fmt says; an error reply becomes an errno. */
+int meta_command_(struct meta *m, redisReply **ret, const char *fmt, ...)
+{
+	struct args a = {0};
+	redisReply *rep;
+	struct conn *c;
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	meta_args_vadd(&a, fmt, ap);
+	va_end(ap);
+	r = meta_pool_get_call(m, &c);
+	if (r < 0)
+		return r;
+	r = meta_pool_cmd(m, c, &a, &rep);
+	meta_pool_put(m, c);
+	if (r < 0)
+		return r;
+	if (rep->type == REDIS_REPLY_ERROR) {
+		r = meta_conn_reply_errno(rep);
+		if (r == -EBADMSG)
+			meta_log_bad_reply(a.v[0], a.n > 1 ? a.v[1] : NULL, rep->str);
+		else
+			log_debug("meta: %s: %.200s", a.v[0], rep->str);
+		freeReplyObject(rep);
+		return r;
+	}
+	*ret = rep;
+	return 0;
 }

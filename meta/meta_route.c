@@ -168,16 +168,16 @@ static int route_read(struct meta *m, const struct addr *a, struct route **ret, 
 	redisReply *rep;
 	int r;
 
-	r = meta_pool_ctx_open(m, a, m->timeout_ms, true, &ctx, why, wlen);
+	r = meta_conn_open(m, a, m->timeout_ms, true, &ctx, why, wlen);
 	if (r < 0)
 		return r;
-	r = meta_pool_ctx_cmd(ctx, 2, argv, &rep, why, wlen);
+	r = meta_conn_cmd(ctx, 2, argv, &rep, why, wlen);
 	redisFree(ctx);
 	if (r < 0)
 		return r;
 	if (rep->type == REDIS_REPLY_ERROR) {
 		snprintf(why, wlen, "CLUSTER SLOTS on %s:%d: %.200s", a->host, a->port, rep->str);
-		r = meta_pool_reply_errno(rep) == -EACCES ? -EACCES : -EIO;
+		r = meta_conn_reply_errno(rep) == -EACCES ? -EACCES : -EIO;
 	} else {
 		r = route_parse(rep, a, ret);
 		if (r == -EBADMSG)

@@ -805,7 +805,7 @@ static const char script_release[] =
  * number of stale entries removed, block sums (nil if not asked or
  * there are none), number of holders, then node, listen, caps, rdma of
  * each other holder whose card exists, then the same of up to ARGV[9]
- * other nodes fetching it}; card fields may be nil (meta_cluster.c skips
+ * other nodes fetching it}; card fields may be nil (meta_nodes.c skips
  * such a node).  A holder other than this node whose card is gone is
  * removed from the set: its entry is stale.  A holder that is not a node
  * name is returned as it is, for meta.c to skip.

@@ -19,14 +19,15 @@
  * a time, subscribed to +switch-master.  On each (re)connect it asks that
  * sentinel for the master first, so a switch it missed while away is
  * caught up.  A message "NAME old-ip old-port new-ip new-port" that names
- * our master sets the pool's target (meta_pool_target_set(): the generation
- * moves, every pool connection and the invalidation subscriber reconnect
- * to the new master) before any call had to fail on the old one.  The
- * thread polls its socket and a wake pipe (as the invalidation subscriber
- * does, meta_cluster.c), PINGs after WATCH_PING_MS without traffic, moves
- * on to the next sentinel when one fails, and backs off 100 ms doubling to
- * 5 s once every sentinel failed in a row.  It runs with every signal
- * blocked; meta_free() stops it (a byte in the pipe) and joins it.
+ * our master sets the pool's target (with the function the pool gave,
+ * meta_pool_target_set(): the generation moves, every pool connection
+ * and the invalidation subscriber reconnect to the new master) before
+ * any call had to fail on the old one.  The thread polls its socket and
+ * a wake pipe (as the invalidation subscriber does, meta_subscriber.c),
+ * PINGs after WATCH_PING_MS without traffic, moves on to the next
+ * sentinel when one fails, and backs off 100 ms doubling to 5 s once
+ * every sentinel failed in a row.  It runs with every signal blocked;
+ * meta_free() stops it (a byte in the pipe) and joins it.
  */
 #define _GNU_SOURCE
 #include "meta.h"
@@ -53,6 +54,7 @@
 
 struct watch {
 	struct meta *m;
+	meta_target_fn *moved; /* the pool's: where the master is now */
 	pthread_t thread;
 	int wake[2]; /* a byte in wake[0]: stop */
 };
@@ -80,7 +82,7 @@ static int sentinel_cmd(struct meta *m, redisContext *ctx, int argc, const char 
 	redisReply *rep;
 	int r;
 
-	r = meta_pool_ctx_cmd(ctx, argc, argv, &rep, why, wlen);
+	r = meta_conn_cmd(ctx, argc, argv, &rep, why, wlen);
 	if (r < 0 || rep->type != REDIS_REPLY_ERROR || strncmp(rep->str, "NOAUTH", 6) ||
 	    !m->password) {
 		if (r == 0)
@@ -88,7 +90,7 @@ static int sentinel_cmd(struct meta *m, redisContext *ctx, int argc, const char 
 		return r;
 	}
 	freeReplyObject(rep);
-	r = meta_pool_ctx_cmd(ctx, 2, auth, &rep, why, wlen);
+	r = meta_conn_cmd(ctx, 2, auth, &rep, why, wlen);
 	if (r < 0)
 		return r;
 	if (rep->type == REDIS_REPLY_ERROR) {
@@ -97,7 +99,7 @@ static int sentinel_cmd(struct meta *m, redisContext *ctx, int argc, const char 
 		return -EACCES;
 	}
 	freeReplyObject(rep);
-	return meta_pool_ctx_cmd(ctx, argc, argv, ret, why, wlen);
+	return meta_conn_cmd(ctx, argc, argv, ret, why, wlen);
 }
 
 /* Ask the sentinel on @ctx (@s, for messages) where the master is. */
@@ -140,7 +142,7 @@ int meta_sentinel_resolve(struct meta *m, struct addr *ret, char *why, size_t wl
 	pthread_mutex_unlock(&m->lock);
 	for (k = 0; k < m->nseeds; k++) {
 		i = (first + k) % m->nseeds;
-		r = meta_pool_ctx_open(m, &m->seeds[i], m->timeout_ms, false, &ctx, why, wlen);
+		r = meta_conn_open(m, &m->seeds[i], m->timeout_ms, false, &ctx, why, wlen);
 		if (r == 0) {
 			r = sentinel_ask(m, ctx, &m->seeds[i], ret, why, wlen);
 			redisFree(ctx);
@@ -183,7 +185,7 @@ static void watch_message(struct watch *w, const redisReply *rep)
 		log_debug("meta: malformed +switch-master for '%s'", m->master);
 		return;
 	}
-	meta_pool_target_set(m, &a, "+switch-master");
+	w->moved(m, &a, "+switch-master");
 }
 
 /* Is @rep the array {@kind, ...}? */
@@ -211,14 +213,14 @@ static int watch_one(struct watch *w, unsigned i, char *why, size_t wlen)
 	struct addr a;
 	int r;
 
-	r = meta_pool_ctx_open(m, s,
-			       m->timeout_ms < WATCH_CONNECT_MS ? m->timeout_ms : WATCH_CONNECT_MS,
-			       false, &ctx, why, wlen);
+	r = meta_conn_open(m, s,
+			   m->timeout_ms < WATCH_CONNECT_MS ? m->timeout_ms : WATCH_CONNECT_MS,
+			   false, &ctx, why, wlen);
 	if (r < 0)
 		return r;
 	r = sentinel_ask(m, ctx, s, &a, why, wlen);
 	if (r == 0)
-		meta_pool_target_set(m, &a, "sentinel");
+		w->moved(m, &a, "sentinel");
 	if (r == 0)
 		r = sentinel_cmd(m, ctx, 2, sub, &rep, why, wlen);
 	if (r < 0)
@@ -234,8 +236,7 @@ static int watch_one(struct watch *w, unsigned i, char *why, size_t wlen)
 		  s->port);
 	ping_at = util_mono_ns() + (int64_t)WATCH_PING_MS * 1000000;
 	for (;;) {
-		r = meta_pool_ctx_next(ctx, w->wake[0], pong_by ? pong_by : ping_at, &rep, why,
-				       wlen);
+		r = meta_conn_next(ctx, w->wake[0], pong_by ? pong_by : ping_at, &rep, why, wlen);
 		if (r == -ETIMEDOUT && pong_by) {
 			snprintf(why, wlen, "no answer to PING within %u ms", m->timeout_ms);
 			break;
@@ -243,7 +244,7 @@ static int watch_one(struct watch *w, unsigned i, char *why, size_t wlen)
 		if (r == -ETIMEDOUT) {
 			r = redisAppendCommand(ctx, "PING") == REDIS_OK ? 0 : -ENOMEM;
 			if (r == 0)
-				r = meta_pool_ctx_flush(ctx, why, wlen);
+				r = meta_conn_flush(ctx, why, wlen);
 			if (r < 0)
 				break;
 			pong_by = util_mono_ns() + (int64_t)m->timeout_ms * 1000000;
@@ -296,7 +297,7 @@ static void *watch_main(void *arg)
 	return NULL;
 }
 
-int meta_sentinel_watch_start(struct meta *m)
+int meta_sentinel_watch_start(struct meta *m, meta_target_fn *moved)
 {
 	sigset_t all, old;
 	struct watch *w;
@@ -310,6 +311,7 @@ int meta_sentinel_watch_start(struct meta *m)
 	if (!w)
 		goto out;
 	w->m = m;
+	w->moved = moved;
 	if (pipe2(w->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
 		r = -errno;
 		free(w);

@@ -218,7 +218,7 @@ static int rereg_parse(const redisReply *rep, size_t n, struct meta_rereg *ret)
 		if (!strcmp(code, "0") || !strcmp(code, "1")) {
 			ret[i].r = code[0] - '0';
 		} else {
-			ret[i].r = meta_pool_errno_of(code);
+			ret[i].r = meta_conn_errno_of(code);
 			if (ret[i].r == -EBADMSG)
 				meta_log_corrupt("registering one of a batch again: %s", code);
 			continue;
