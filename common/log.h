@@ -1,16 +1,21 @@
 /*
  * log: the one log sink of an objfs process.
  *
- * Libraries log only at LOGL_DEBUG, or at LOGL_ERROR for faults that cannot
- * be returned to a caller (a corrupt Redis record seen inside a FUSE reply,
- * say).  The daemon chooses the sink (stderr in the foreground, a log file
- * in the background) and the threshold.
- *
- * A line that a peer or a loop can make the process write again and again
- * goes through a rate limit (struct log_ratelimit), as the kernel's
+ * The rule for the libraries (meta, store, transport, node, fs): what a
+ * caller can be told goes back as an errno, not to the log.  Beyond
+ * LOGL_DEBUG a library logs only what an operator must see and no errno
+ * carries: a fault nobody can be told of (a corrupt Redis record met
+ * inside a FUSE reply, an object lost at its seal), a condition of the
+ * node (the store full, Redis unreachable, a peer that keeps failing),
+ * and a one-off event of a mount's life (a migration, a reconcile, what
+ * a limit came to).  A line that requests, objects, peers or a loop can
+ * make the process write again and again goes through a rate limit
+ * (struct log_ratelimit, log_msg_limited()), as the kernel's
  * printk_ratelimit() does: at most a burst of lines per interval, and
  * never the same line twice within an interval; what is held back is
- * counted and reported later as "N more ... suppressed".
+ * counted and reported later as "N more ... suppressed".  The daemon
+ * chooses the sink (stderr in the foreground, a log file in the
+ * background) and the threshold.
  */
 #ifndef OBJFS_LOG_H
 #define OBJFS_LOG_H
