@@ -186,26 +186,15 @@ TEST(card_rdma)
 	meta_free(m2);
 }
 
-TEST(locate)
+/* Who holds @o as the holders' cards come and go */
+static void locate_holders(struct meta *a, struct meta *b, struct meta *c, struct meta_obj o)
 {
-	struct meta *a = mk_connected("t-loc");
-	struct meta *b = mk("t-loc", "node-b", 0, 0);
-	struct meta *c = mk("t-loc", "node-c", 0, 0);
-	struct meta *e = mk("t-loc", "node-e", 0, 0);
 	struct meta_holder *hs = NULL;
 	const struct meta_holder *h;
-	struct meta_obj o, got;
+	struct meta_obj got;
 	unsigned stale = 99;
 	size_t n = 99;
 	char buf[64];
-
-	claim_card(a, "10.0.0.1:7000", "tcp");
-	claim_card(b, "10.0.0.2:7000", "tcp,rdma");
-	rdo("HSET {t-loc}:node:node-b rdma 10.0.1.2:7001");
-	claim_card(c, "10.0.0.3:7001", "tcp");
-	claim_card(e, "10.0.0.5:7000", "tcp");
-	mkobj(a, &o, 4096);
-	CHECK_EQ(meta_publish(a, 1, "obj", &o, false, NULL, NULL), 0);
 
 	/* only this node holds it: no one to ask */
 	CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
@@ -284,6 +273,16 @@ TEST(locate)
 	free(hs);
 	claim_card(a, "10.0.0.1:7000", "tcp");
 	CHECK_EQ(meta_add_holder(a, o.id), 0);
+}
+
+/* Malformed cards and holder names are skipped, and left alone */
+static void locate_bad_cards(struct meta *a, struct meta *e, struct meta_obj o)
+{
+	struct meta_holder *hs = NULL;
+	const struct meta_holder *h;
+	struct meta_obj got;
+	unsigned stale = 99;
+	size_t n = 99;
 
 	/* malformed cards and names are skipped, and left alone */
 	CHECK_EQ(meta_add_holder(e, o.id), 0);
@@ -358,6 +357,15 @@ TEST(locate)
 			free(hs);
 		}
 	}
+}
+
+/* No record, a damaged record */
+static void locate_bad_records(struct meta *a, struct meta_obj o)
+{
+	struct meta_holder *hs = NULL;
+	struct meta_obj got;
+	unsigned stale = 99;
+	size_t n = 99;
 
 	/* no record; a damaged record */
 	hs = NULL;
@@ -383,6 +391,26 @@ TEST(locate)
 		CHECK_EQ(meta_locate(a, o.id, &got, &hs, &n, &stale), 0);
 	}
 	free(hs);
+}
+
+TEST(locate)
+{
+	struct meta *a = mk_connected("t-loc");
+	struct meta *b = mk("t-loc", "node-b", 0, 0);
+	struct meta *c = mk("t-loc", "node-c", 0, 0);
+	struct meta *e = mk("t-loc", "node-e", 0, 0);
+	struct meta_obj o;
+
+	claim_card(a, "10.0.0.1:7000", "tcp");
+	claim_card(b, "10.0.0.2:7000", "tcp,rdma");
+	rdo("HSET {t-loc}:node:node-b rdma 10.0.1.2:7001");
+	claim_card(c, "10.0.0.3:7001", "tcp");
+	claim_card(e, "10.0.0.5:7000", "tcp");
+	mkobj(a, &o, 4096);
+	CHECK_EQ(meta_publish(a, 1, "obj", &o, false, NULL, NULL), 0);
+	locate_holders(a, b, c, o);
+	locate_bad_cards(a, e, o);
+	locate_bad_records(a, o);
 	meta_free(a);
 	meta_free(b);
 	meta_free(c);

@@ -13,16 +13,13 @@
 
 #include "log.h"
 
-TEST(corrupt)
+/* Entries of a directory that lead nowhere or are not entries: each
+ * hides only itself */
+static void corrupt_entries(struct meta *m, uint64_t d)
 {
-	struct meta *m = mk_connected("t-bad");
-	char(*nodes)[OBJFS_NODE_MAX];
 	struct meta_dirent *ents = NULL;
 	struct meta_entry e;
-	struct meta_obj o, got;
-	char name[400], epoch[64];
 	size_t n;
-	uint64_t d, id;
 	static const char *const bad_values[] = {
 	    "garbage",
 	    "d",
@@ -38,8 +35,6 @@ TEST(corrupt)
 	};
 	size_t i;
 
-	CHECK_EQ(meta_mkdir(m, 1, "d", 1, &e), 0);
-	d = e.id;
 	for (i = 0; i < ARRAY_SIZE(bad_values); i++) {
 		rdo("HSET {t-bad}:d:%" PRIu64 " bad %s", d, bad_values[i]);
 		CHECK_EQ(meta_lookup(m, d, "bad", &e), -EBADMSG);
@@ -59,6 +54,16 @@ TEST(corrupt)
 	rdo("HSET {t-bad}:d:%" PRIu64 " ghost d777777", d);
 	CHECK_EQ(meta_lookup(m, d, "ghost", &e), -EBADMSG);
 	rdo("HDEL {t-bad}:d:%" PRIu64 " ghost", d);
+}
+
+/* An object's record and its entry, each field damaged in turn; returns
+ * the object's id */
+static uint64_t corrupt_objects(struct meta *m, uint64_t d)
+{
+	struct meta_entry e;
+	struct meta_obj o, got;
+	uint64_t id;
+	size_t i;
 
 	/* object records */
 	mkobj(m, &o, 10);
@@ -150,6 +155,17 @@ TEST(corrupt)
 		snprintf(val, sizeof(val), "%s", "ok");
 		CHECK_STR(val, "ok");
 	}
+	return id;
+}
+
+/* A directory's own fields, names that cannot be names, a damaged path */
+static void corrupt_dirs(struct meta *m, uint64_t d, uint64_t id)
+{
+	struct meta_dirent *ents = NULL;
+	struct meta_entry e;
+	struct meta_obj o;
+	char name[400];
+	size_t n;
 
 	/* directory fields */
 	rdo("HSET {t-bad}:d:%" PRIu64 " /nsub -3", d);
@@ -194,6 +210,15 @@ TEST(corrupt)
 	CHECK_EQ(meta_publish(m, d, "p", &o, false, NULL, NULL), -EBADMSG);
 	CHECK_EQ(meta_object_exists(m, o.id), 0);
 	rdo("HSET {t-bad}:d:%" PRIu64 " /name d", d);
+}
+
+/* The namespace's counters and a holder set with a bad member */
+static void corrupt_counters(struct meta *m, uint64_t d, uint64_t id)
+{
+	char(*nodes)[OBJFS_NODE_MAX];
+	struct meta_obj o;
+	char epoch[64];
+	size_t n;
 
 	/* a damaged write sequence: ids do not depend on it, and the next
 	 * publish sets it right */
@@ -222,7 +247,20 @@ TEST(corrupt)
 		rdo("HSET %s %s %b", key, field, v, (size_t)len);
 	}
 	CHECK_EQ(meta_holders(m, id, &nodes, &n), -EBADMSG);
+}
 
+TEST(corrupt)
+{
+	struct meta *m = mk_connected("t-bad");
+	struct meta_entry e;
+	uint64_t d, id;
+
+	CHECK_EQ(meta_mkdir(m, 1, "d", 1, &e), 0);
+	d = e.id;
+	corrupt_entries(m, d);
+	id = corrupt_objects(m, d);
+	corrupt_dirs(m, d, id);
+	corrupt_counters(m, d, id);
 	meta_free(m);
 }
 
