@@ -237,7 +237,7 @@ static void floor_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t 
 			f->cap = cap;
 		}
 	}
-	if (!err) {
+	if (!err && size) {
 		if ((size_t)off > f->size)
 			memset(f->data + f->size, 0, (size_t)off - f->size);
 		memcpy(f->data + off, buf, size);
@@ -318,7 +318,7 @@ static void floor_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
 		n += fuse_add_direntry(req, buf + n, sizeof(buf) - n, ".", &st, 1);
 	if (off < 2)
 		n += fuse_add_direntry(req, buf + n, sizeof(buf) - n, "..", &st, 2);
-	fuse_reply_buf(req, buf, n < size ? n : 0);
+	fuse_reply_buf(req, buf, n <= size ? n : 0);
 }
 
 static void floor_init(void *userdata, struct fuse_conn_info *conn)

@@ -1071,10 +1071,10 @@ static int touch_round(const char *dir, const char *src, char *hot, size_t size,
 		r = -errno;
 		goto out;
 	}
+	/* before Linux 5.14 there is no MADV_POPULATE_WRITE: a negative
+	 * time, shown as "-" */
 	t0 = now_s();
-	if (madvise(m, size, MADV_POPULATE_WRITE) < 0)
-		r = -errno;
-	t[1] = now_s() - t0;
+	t[1] = madvise(m, size, MADV_POPULATE_WRITE) < 0 ? -1.0 : now_s() - t0;
 	t0 = now_s();
 	memcpy(m, src, size);
 	t[2] = now_s() - t0;
@@ -1140,8 +1140,14 @@ static int cmd_touch(int argc, char **argv)
 			t[k][i] = round[k] * 1e6;
 	}
 	printf("touch size=%" PRIu64 " n=%ld", size, repeat);
-	for (k = 0; k < 5; k++)
-		printf(" %s_us=%.1f", names[k], median(t[k], (int)repeat));
+	for (k = 0; k < 5; k++) {
+		double med = median(t[k], (int)repeat);
+
+		if (med < 0)
+			printf(" %s_us=-", names[k]);
+		else
+			printf(" %s_us=%.1f", names[k], med);
+	}
 	printf("\n");
 	rc = 0;
 out:

@@ -72,9 +72,44 @@ void log_ratelimit_init(struct log_ratelimit *rl, const char *what, unsigned int
 	pthread_mutex_init(&rl->lock, NULL);
 }
 
+/* The limits that held a line back (struct log_ratelimit, listed). */
+static pthread_mutex_t listed_lock = PTHREAD_MUTEX_INITIALIZER; /* before any rl->lock */
+static struct log_ratelimit *listed_head;
+
 void log_ratelimit_release(struct log_ratelimit *rl)
 {
+	struct log_ratelimit **p;
+
+	pthread_mutex_lock(&listed_lock);
+	for (p = &listed_head; *p; p = &(*p)->listed_next)
+		if (*p == rl) {
+			*p = rl->listed_next;
+			break;
+		}
+	pthread_mutex_unlock(&listed_lock);
 	pthread_mutex_destroy(&rl->lock);
+}
+
+/* @rl held a line back: on the list from now on (never under rl->lock) */
+static void list_limit(struct log_ratelimit *rl)
+{
+	pthread_mutex_lock(&listed_lock);
+	if (!rl->listed) {
+		rl->listed = true;
+		rl->listed_next = listed_head;
+		listed_head = rl;
+	}
+	pthread_mutex_unlock(&listed_lock);
+}
+
+void log_ratelimit_flush_all(void)
+{
+	struct log_ratelimit *rl;
+
+	pthread_mutex_lock(&listed_lock);
+	for (rl = listed_head; rl; rl = rl->listed_next)
+		log_ratelimit_flush(rl);
+	pthread_mutex_unlock(&listed_lock);
 }
 
 /* Is a line with @hash among those that went out less than an interval
@@ -90,31 +125,33 @@ static bool recent_locked(const struct log_ratelimit *rl, uint64_t hash, int64_t
 	return false;
 }
 
-bool log_ratelimit_check(struct log_ratelimit *rl, uint64_t hash, enum log_level level,
-			 int64_t util_now_ns, unsigned long *ret_missed)
+bool log_ratelimit_check(struct log_ratelimit *rl, uint64_t hash, enum log_level level, int64_t now,
+			 unsigned long *ret_missed)
 {
-	bool ok;
+	bool ok, first_miss = false;
 
 	pthread_mutex_lock(&rl->lock);
-	if (!rl->begin || util_now_ns - rl->begin >= rl->interval_ns) {
-		rl->begin = util_now_ns ? util_now_ns : 1;
+	if (!rl->begin || now - rl->begin >= rl->interval_ns) {
+		rl->begin = now ? now : 1;
 		rl->printed = 0;
 	}
-	ok = rl->printed < rl->burst && !recent_locked(rl, hash, util_now_ns);
+	ok = rl->printed < rl->burst && !recent_locked(rl, hash, now);
 	if (ok) {
 		rl->printed++;
 		rl->recent[rl->recent_next] = hash;
-		rl->recent_at[rl->recent_next] = util_now_ns ? util_now_ns : 1;
+		rl->recent_at[rl->recent_next] = now ? now : 1;
 		rl->recent_next = (rl->recent_next + 1) % LOG_RL_RECENT;
 		*ret_missed = rl->missed;
 		rl->missed = 0;
 		rl->missed_level = LOGL_DEBUG;
 	} else {
-		rl->missed++;
+		first_miss = rl->missed++ == 0;
 		if (level < rl->missed_level)
 			rl->missed_level = level;
 	}
 	pthread_mutex_unlock(&rl->lock);
+	if (first_miss)
+		list_limit(rl);
 	return ok;
 }
 

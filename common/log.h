@@ -56,7 +56,9 @@ void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(p
  * out, and a line identical to one that went out less than interval_ns
  * ago does not go out either.  Embed it, set it up with
  * LOG_RATELIMIT_INIT or log_ratelimit_init(), and release it with
- * log_ratelimit_release().  Thread-safe.
+ * log_ratelimit_release() before its memory goes, unless it is static:
+ * once it held a line back it is on log_ratelimit_flush_all()'s list.
+ * Thread-safe.
  */
 struct log_ratelimit {
 	const char *what; /* names the lines in the "suppressed" report (fixed) */
@@ -71,6 +73,11 @@ struct log_ratelimit {
 	uint64_t recent[LOG_RL_RECENT];	  /* hashes of lines that went out */
 	int64_t recent_at[LOG_RL_RECENT]; /* and when (0: free slot) */
 	unsigned recent_next;
+
+	/* on the list log_ratelimit_flush_all() walks once it held a line
+	 * back (guarded by log.c's list lock) */
+	struct log_ratelimit *listed_next;
+	bool listed;
 };
 
 #define LOG_RATELIMIT_INIT(what_, interval_ms, burst_)                                             \
@@ -82,15 +89,20 @@ struct log_ratelimit {
 void log_ratelimit_init(struct log_ratelimit *rl, const char *what, unsigned interval_ms,
 			unsigned burst);
 void log_ratelimit_release(struct log_ratelimit *rl);
+/* log_ratelimit_flush() of every limit that has held a line back since it
+ * was made (the daemon's ticker calls it every few seconds, so that what
+ * a burst at mount held back is reported though no line of its kind
+ * comes again).  Takes the list lock, then each limit's lock. */
+void log_ratelimit_flush_all(void);
 
 /*
- * The decision alone, at time @util_now_ns (util_mono_ns()) for a line whose hash
+ * The decision alone, at time @now (util_mono_ns()) for a line whose hash
  * is @hash at @level: true if it may go out, with *@ret_missed set to the
  * lines held back before it (the caller reports them first; the count
  * starts again at 0); false if it is held back (and counted).
  */
-bool log_ratelimit_check(struct log_ratelimit *rl, uint64_t hash, enum log_level level,
-			 int64_t util_now_ns, unsigned long *ret_missed);
+bool log_ratelimit_check(struct log_ratelimit *rl, uint64_t hash, enum log_level level, int64_t now,
+			 unsigned long *ret_missed);
 
 /*
  * log_msg() through @rl: the line goes out if @rl lets it, after a line

@@ -431,7 +431,8 @@ static int opt_passthrough(struct config *c, const char *opt, const char *val, c
 	return 0;
 }
 
-/* user: what mount(8) implies for user mounts */
+/* user: what mount(8) implies for user mounts; libmount passes
+ * user=LOGIN for a user mount of a "user" line of fstab */
 static int opt_user(struct config *c, const char *opt, const char *val, char *err, size_t errlen)
 {
 	c->nosuid = c->nodev = c->noexec = true;
@@ -456,6 +457,7 @@ struct config_opt {
 	const char *shown; /* --help's left column when not NAME[=ARG] */
 	const char *help;
 	const char *dflt;
+	bool any_value; /* a flag that may come with a value, ignored */
 };
 
 #define FLAG_AT(field) offsetof(struct config, field)
@@ -633,7 +635,7 @@ static const struct config_opt config_opts[] = {
     {.name = "nodev", .flag = FLAG_AT(nodev)},
     {.name = "noexec", .flag = FLAG_AT(noexec)},
     {.name = "noatime", .flag = FLAG_AT(noatime)},
-    {.name = "user", .parse = opt_user},
+    {.name = "user", .parse = opt_user, .any_value = true},
     /* node_source_test_corrupt(): a byte of every range this node serves
      * of an object it is still fetching is flipped, on the wire only */
     {.name = "test_corrupt_serve", .flag = FLAG_AT(test_corrupt_serve)},
@@ -739,7 +741,7 @@ int config_parse_options(struct config *c, const char *opts, char *err, size_t e
 			r = fail(err, errlen, "unknown option '%s'", opt);
 		else if (o->arg && (!val || !*val))
 			r = fail(err, errlen, "option '%s' needs a value (%s=...)", opt, opt);
-		else if (!o->arg && val)
+		else if (!o->arg && val && !o->any_value)
 			r = fail(err, errlen, "option '%s' takes no value", opt);
 		else if (o->parse)
 			r = o->parse(c, opt, val, err, errlen);

@@ -355,6 +355,9 @@ static void *ticker_main(void *arg)
 		pthread_mutex_unlock(&d->lock);
 
 		local_redis_check(d->lr);
+		/* what rate limits held back, reported though no line of
+		 * its kind comes again */
+		log_ratelimit_flush_all();
 		/* serving leases lapse: a peer that died mid-fetch keeps an
 		 * unlinked object's pages here lease_ms and a heartbeat at most */
 		node_source_expire(d->src);

@@ -805,7 +805,7 @@ void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fs_dcache_forget(fs, parent, name);
 		fs_dir_touched(fs, parent, true);
 	}
-	fs_reply_err_at(req, r, "rmdir", parent, name);
+	fs_reply_err_at(req, r < 0 ? r : 0, "rmdir", parent, name);
 }
 
 /* Mark a pending file gone: it is discarded at its last release, or now

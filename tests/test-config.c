@@ -120,6 +120,10 @@ TEST(options)
 	CHECK_EQ(parse(&c, err, "local", "user"), 0);
 	CHECK(c.nosuid && c.nodev && c.noexec);
 	config_release(&c);
+	/* libmount passes user=LOGIN for a user mount of a "user" fstab line */
+	CHECK_EQ(parse(&c, err, "local", "user=alice"), 0);
+	CHECK(c.nosuid && c.nodev && c.noexec);
+	config_release(&c);
 
 	CHECK_EQ(parse(&c, err, "local",
 		       "listen=10.0.0.5:0,advertise=node1.example,io_timeout=750,"

@@ -58,6 +58,7 @@ TEST(repeats)
 	CHECK(!log_ratelimit_check(&rl, 42, LOGL_ERROR, t + 10 * SEC - 1, &missed));
 	CHECK(log_ratelimit_check(&rl, 42, LOGL_ERROR, t + 10 * SEC, &missed));
 	CHECK_EQ(missed, 1);
+	log_ratelimit_release(&rl); /* it is on the flush list */
 }
 
 /* The lines written to @f since offset @from that contain @needle. */
@@ -109,6 +110,45 @@ TEST(lines)
 	CHECK_EQ(count_lines(f, 0, "quiet"), 0);
 	log_setup(LOGL_INFO, NULL);
 	fclose(f);
+	log_ratelimit_release(&rl); /* it is on the flush list */
+}
+
+/* A static limit that held lines back is reported by
+ * log_ratelimit_flush_all() (the daemon's ticker) though no line of its
+ * kind comes again; a released one is off the list. */
+TEST(flush_all)
+{
+	static struct log_ratelimit st = LOG_RATELIMIT_INIT("test: static", 200, 1);
+	struct log_ratelimit heap;
+	FILE *f = tmpfile();
+	int i;
+
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	log_setup(LOGL_INFO, f);
+	log_ratelimit_init(&heap, "test: heap", 200, 1);
+	for (i = 0; i < 4; i++) {
+		log_msg_limited(&st, LOGL_WARN, "static line %d", i);
+		log_msg_limited(&heap, LOGL_WARN, "heap line %d", i);
+	}
+	CHECK_EQ(count_lines(f, 0, "static line"), 1);
+	log_ratelimit_flush_all(); /* too early: nothing */
+	CHECK_EQ(count_lines(f, 0, "suppressed"), 0);
+	usleep(250 * 1000);
+	log_ratelimit_flush_all();
+	CHECK_EQ(count_lines(f, 0, "test: static: 3 more suppressed"), 1);
+	CHECK_EQ(count_lines(f, 0, "test: heap: 3 more suppressed"), 1);
+	/* released: flush_all never touches it again */
+	for (i = 0; i < 4; i++)
+		log_msg_limited(&heap, LOGL_WARN, "heap line %d", i);
+	log_ratelimit_release(&heap);
+	memset(&heap, 0xff, sizeof(heap));
+	usleep(250 * 1000);
+	log_ratelimit_flush_all();
+	CHECK_EQ(count_lines(f, 0, "test: heap: 3 more suppressed"), 1);
+	log_setup(LOGL_INFO, NULL);
+	fclose(f);
 }
 
 int main(void)
@@ -116,5 +156,6 @@ int main(void)
 	RUN(burst_and_window);
 	RUN(repeats);
 	RUN(lines);
+	RUN(flush_all);
 	return tap_done();
 }
