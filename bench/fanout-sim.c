@@ -1,85 +1,10 @@
 /*
  * fanout-sim: a discrete-event simulation of one object read by many
- * nodes at once (issue 22), driving node/fanpick.c unchanged.  One
- * binary heap of events; a run of N = 1000 on a 256 MiB object takes
- * one or two seconds with the defaults, about five with --daemon (its
- * HAVE queries and busy answers are events too).  The options are a
- * table in fanout-sim-opts.c; --daemon sets those of today's
- * node_fan.c.
- *
- * Model.  N nodes; nodes 0..H-1 (--holders, the origins) hold the
- * object (S bytes, in blocks of B = 8 MiB doubled while S/B >= 4096);
- * nodes H..N-1 read it, all at t=0 or spread over --stagger.  Each node
- * sends at most BW bytes/s, shared equally among the blocks it is
- * sending (TCP connections behind one token bucket, as serve_bwlimit
- * does).  Receiving is unlimited (full duplex; loopback in the real
- * benchmark) unless --rx, which caps a node's intake at BW too (a flow
- * then runs at the smaller of its two fair shares).  A block is
- * servable only once wholly received (verify, then forward:
- * store-and-forward per block; hashing takes no time here).
- *
- * The reader.  Its fetch is fanpick: at most --streams requests in
- * flight (the fetch workers), --cap per source (streams_per_holder).
- *
- * What a reader knows.  Its locate runs at Redis, one script at a time
- * (--redis-us each): it registers the reader as a partial holder (seen
- * by later locates --adv ms later) and returns every holder, up to
- * --full-sample readers that finished and up to --sample partial
- * holders drawn at random.  It locates again every --relocate ms while
- * it has nothing in flight, or with --relocate-first on a timer as the
- * daemon does (that long after the first locate's answer, the gap
- * doubling up to --relocate); and after --starve ms with nothing in
- * flight.  Everything else is in-band, a HAVE: (have, fetching = the
- * blocks flowing in now, load) from a partial holder; (given out, load)
- * from a holder, or only its load with --hide-given.  A reader done is a
- * full holder to the readers that learn of it from then on, and a
- * partial one with every block to those that knew it; with
- * --sealed-full, as the daemon's HAVE SEALED makes it, a full holder to
- * all, which tells and refuses what it gave out since as a holder
- * does.  A HAVE comes before every DATA, with every refusal, and as the
- * answer to a HAVE query: sent to a partial holder when first heard of,
- * then at most every --poll ms to each one while the reader has nothing
- * in flight; with --poll-all, as the daemon does, every --poll ms to
- * every source (holders too) with none of the reader's requests in
- * flight and not busy, whatever else runs.  Its content is the holder's
- * state when it arrives (RTT/2 optimistic).  A GET or a HAVE query also
- * tells the node asked that the asker fetches the object: it becomes
- * one of its sources ("discovery both ways"; otherwise knowledge would
- * only flow from earlier locates to later ones); --no-discover turns
- * this off.
- *
- * The server side of a GET, in this order:
- *   - a block it is receiving (bytes flowing in): with --park the GET
- *     waits there until the block is verified; else, or a block it
- *     does not have: refused ("not yet", with its HAVE);
- *   - a holder (with --sealed-full, a reader done too) refuses a block
- *     it gave out already unless the GET is late (fanpick's rule 3 wait
- *     is over); --no-sent and --hide-given turn this off;
- *   - a node sends at most --slots blocks at once (0: no limit, today's
- *     server); beyond, it refuses ("busy"): with --retry-after the
- *     answer says when its first slot frees, else the reader backs off
- *     --busy ms, doubled per refusal in a row; --fill admits more while
- *     its flows leave bandwidth unused (with --rx);
- *   - a refusal names the last --hints nodes it sent the block to.
- *
- * Faults.  --churn F: that fraction of the readers dies at a random time
- * in [0, S/BW]; their requests fail at once (a reset) and are fetched
- * elsewhere, and the dead are not waited for.  --stall F: that fraction
- * stops sending at a random time in [0, S/BW] for --stall-ms; a block
- * with no progress for --io-timeout fails, and its source is avoided
- * for --avoid ms.
- *
- * Output: every option's value, then one line per N.  time = when the
- * last live reader had every block, med = when the median reader had
- * every block, orig_t = the holders' last block sent, all against S/BW;
- * origin/S and maxsrv/S = bytes the busiest holder and the busiest node
- * sent; own = the longest a reader took from its start (time, without
- * --stagger), against S/BW; per reader: locates (Redis), haves (HAVE
- * queries), busy (refusals for load) and nyet (other refusals: "not
- * yet", given out).  Topology: hops = store-and-forward hops of a block
- * from a holder to a reader (mean/max); fan = nodes one node sent one
- * block to (mean over the pairs that sent it); hop/tau = the time one
- * block took over one hop, against tau = B/BW.
+ * nodes at once, driving node/fanpick.c unchanged, with one binary heap
+ * of events.  The options are a table in fanout-sim-opts.c (--help);
+ * docs/benchmarks.md, "objfs-fanout-sim", describes the model (the
+ * nodes, the reader, what it knows, the server side of a GET, faults)
+ * and the output.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -32,13 +32,8 @@
  * the last worker has finished.  A worker stops at --max-seconds
  * (default 300) whatever is left; those names count as skipped.
  *
- * Output, one line of key=value pairs:
- *   OP dir=D first=I count=C workers=N per_worker_dir=0|1 size=B ok=K failed=F
- *      skipped=S seconds=T per_s=R
- * per_s is ok / seconds.  A failed operation is counted, and the first
- * three of each worker are printed on stderr with their errno; the exit
- * status is 0 when the run was measured (failures or not), 1 when it
- * could not be (a worker lost, a pipe or fork failed), 2 on bad usage.
+ * It prints one line of key=value pairs; docs/benchmarks.md,
+ * "objfs-meta-bench", has its fields and the exit status.
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -1,88 +1,9 @@
 /*
- * objfs-bench: the measuring half of bench/run-bench.
- *
- *   objfs-bench read FILE [--drop] [--repeat N] [--mmap]
- *       Read FILE from start to end with 1 MiB read() calls into one
- *       reused, pre-touched buffer and report the throughput.  --drop
- *       first asks the kernel to forget the file's cached pages
- *       (posix_fadvise DONTNEED); the caller drops caches globally too if
- *       it wants a truly cold read.  With --repeat, N reads and the
- *       median.  With --mmap, map the whole file (read-only, MAP_SHARED)
- *       and read one byte of every 4 KiB page instead; the time covers
- *       mmap, the touches and munmap.
- *
- *   objfs-bench create DIR COUNT SIZE [--random]
- *       Create DIR/f00000 .. DIR/f<COUNT-1> of SIZE bytes each (open,
- *       write, close), for the stat benchmark.  --random fills every file
- *       with different pseudo-random bytes (for the latency benchmark, so
- *       that no two objects are alike).
- *
- *   objfs-bench stat DIR COUNT [--passes N]
- *       stat() every DIR/fNNNNN once to warm the caches, then N timed
- *       passes (default 5); report the median pass in stats per second.
- *
- *   objfs-bench tcp SIZE [--repeat N] [--buf SIZE]
- *       The raw loopback TCP ceiling: a sender thread write()s SIZE bytes
- *       from a pre-touched 1 MiB buffer in 1 MiB calls to 127.0.0.1; the
- *       receiver read()s them into a pre-touched buffer that is reused
- *       (1 MiB by default, --buf to receive into a bigger one, filled
- *       round-robin).  N transfers (default 5), each on a new connection;
- *       reports the median.
- *
- *   objfs-bench redis-get URL SIZE N
- *       SET a SIZE-byte value in the Redis at URL (unix:/path.sock or
- *       redis://host:port), then time N GETs of it with hiredis, the
- *       reader's maxbuf set to 0 (its fast setting for big replies).
- *       2 + N/10 untimed GETs first.  Reports p50/p99 in microseconds.
- *
- *   objfs-bench open-read DIR COUNT [--no-stat]
- *       For each DIR/f00000 .. DIR/f<COUNT-1>, once: open, read to the end
- *       (1 MiB read() calls into one reused buffer), close, each timed.
- *       The names are stat()ed first, untimed, so that the timing is of
- *       open+read+close and not of the name lookup (--no-stat includes
- *       the lookup).  Each file is read once: through a node that does not
- *       hold the objects, every open is a cold remote fetch.  Reports
- *       p50/p99 in microseconds.
- *
- *   objfs-bench close DIR COUNT SIZE [--writers N] [--visible DIR2]
- *       Write DIR/c00000 .. DIR/c<COUNT-1> of SIZE bytes each (open with
- *       O_CREAT|O_EXCL, 1 MiB write() calls from a pre-touched buffer of
- *       pseudo-random bytes, different for every file, close) and time
- *       each close() on its own: what close adds to a writer.  With
- *       --writers, N threads share the files (COUNT/N each, at least 1):
- *       the create rate.  With --visible, after each close the same name
- *       is stat()ed in DIR2 (another node's mount) until it appears: the
- *       time from the start of close() until another node sees the file
- *       (when close returns before the seal, the seal's time).  Reports
- *       the rate of whole objects (open+write+close) per second and p50
- *       and p99 of close and of visible, in microseconds.
- *
- *   objfs-bench touch SIZE [--repeat N] [--dir DIR]
- *       What first touches of memory cost on this machine, the price of
- *       landing bytes in a new mapping (a fetch lands in a new store
- *       file's mapping; a GET's reply in a reused buffer).  Per round: a
- *       memcpy of SIZE into a reused buffer (hot); a new file of SIZE in
- *       DIR (default /dev/shm), fallocate()d, mapped shared and
- *       populated with MADV_POPULATE_WRITE (populate), a memcpy into the
- *       mapping (first), another (again); the file mapped anew read-only
- *       and one byte of each 4 KiB page read (read_touch).  N rounds
- *       (default 9), medians in microseconds.  On a guest whose
- *       hypervisor fills its page tables lazily, "first" is many times
- *       "again" although the pages were populated.
- *
- * SIZE takes a K, M or G suffix (powers of 1024).  Percentiles are
- * nearest-rank: p99 of 20 samples is the largest.
- *
- * Output is one line of key=value pairs per measurement, for scripts:
- *   read file=F bytes=B seconds=S gibps=G   ("mmap file=..." with --mmap)
- *   stat dir=D count=C passes=N median_per_s=R best_per_s=R
- *   tcp bytes=B runs=N rbuf=B gibps=G min_gibps=G max_gibps=G
- *   redis-get size=B n=N p50_us=U p99_us=U mean_us=U max_us=U
- *   open-read dir=D n=N bytes=B p50_us=U p99_us=U mean_us=U max_us=U
- *   close dir=D n=N size=B writers=W per_s=R close_p50_us=U close_p99_us=U
- *       close_max_us=U [visible_p50_us=U visible_p99_us=U visible_max_us=U]
- *   touch size=B n=N hot_us=U populate_us=U first_us=U again_us=U
- *       read_touch_us=U
+ * objfs-bench: the measuring half of bench/run-bench.  Its commands
+ * (read, create, stat, tcp, redis-get, open-read, close, touch) each
+ * print one line of key=value pairs per measurement: usage() lists their
+ * arguments, docs/benchmarks.md, "objfs-bench", what each measures and
+ * prints.
  *
  * Timing uses CLOCK_MONOTONIC.  Nothing here depends on objfs: the same
  * program measures the baselines.

@@ -1,97 +1,13 @@
 /*
- * objfs-rdma-bench: the RDMA transport's benchmark (issue 11, "the
- * thesis's figures, redrawn"), run inside the Soft-RoCE VM by
- * bench/run-bench rdma.
- *
- *   objfs-rdma-bench [--out DIR] [--redis URL] [--budget-ms MS]
- *                    [--max-seconds S] [--ip ADDR] [--dev DEV] [--gid N]
- *                    [--pin CPU] [MODE...]
- *
- * MODE is latency, redis, sweep or throughput; all four, in that
- * order, when none is named.  --ip defaults to $OBJFS_VM_IP, --dev to
- * $OBJFS_VM_RDMA_DEV (rxe0), --gid to $OBJFS_VM_GID_INDEX (1); --redis
- * (redis://HOST:PORT or unix:/PATH) is needed by the redis mode only.
- * --budget-ms (default 500) is the time one measured point may take per
- * client; --max-seconds (default 900) bounds the whole run: the modes
- * left when it passes are skipped.  --pin runs the whole process (every
- * thread: server, clients, connections) on one CPU: in a TCG guest a
- * thread woken on the other vCPU waits for the host to run that vCPU's
- * thread, milliseconds on a busy host, and the paths with more thread
- * hand-offs would pay for the host rather than for themselves.
- *
- * One process does everything, as tests/test-rdma.c does: a server
- * transport of mode "auto" (TCP and RDMA) serves 21 objects, 64 B to
- * 64 MiB (powers of two), from malloc()ed memory through a source with
- * map()/attach(), with a cluster secret; client transports in the same
- * process fetch one whole object per transport_fetch() into one 64 MiB
- * destination, registered once per client with transport_region_new()
- * (as objfs registers a fetch destination), outside the timed loops.
- * The clients, by path:
- *
- *   tcp         backend "tcp"
- *   eager       backend "rdma", OBJFS_RDMA_PATH=eager, rdma_eager_max
- *               32 KiB: larger objects go as several 32 KiB eager GETs
- *   rendezvous  backend "rdma", OBJFS_RDMA_PATH=rendezvous: RDMA READ
- *               for every size
- *   hybrid      backend "auto", the defaults (what objfs runs)
- *
- * A point (one size, one or more clients): for each client an untimed
- * first fetch, checked byte for byte (the connections were made before
- * anything is measured), and warm-up fetches; then N rounds in which
- * every client fetches once, in an order that rotates, so that whatever
- * else the VM and its host do hits every client alike.  N = the budget
- * over the mean warm-up fetch, clamped to [nmin, 1000] (nmin 10, 5 from
- * 256 KiB, 3 from 4 MiB); a point stops early after 3 budgets per
- * client.  The transport's path counters are checked around every
- * point: a client that did not go the way it should (a fallback to TCP,
- * the wrong path) is marked "!" and warned about.  Latencies are
- * nearest-rank medians (p50) and p90 of the timed fetches.
- *
- * Modes:
- *
- *   latency     p50/p90 of tcp, eager, rendezvous and hybrid, 64 B..32 KiB
- *               (the small figure) and 64 KiB..64 MiB (the large one);
- *               the sizes where hybrid is slower than tcp
- *   redis       hybrid against a Redis GET (hiredis, one client, its
- *               reader's maxbuf 0) of a value of the same size, in the
- *               same rounds, every size
- *   sweep       hybrid, 4 KiB..256 KiB, with rdma_eager_max 4, 8, 16, 32,
- *               64, 128 and 256 KiB (a client each, in the same rounds);
- *               per eager_max the total of the medians and their mean
- *               ratio to the best at each size; the recommendation (the
- *               lowest mean ratio; "keep" when the default is within 5%)
- *   throughput  three rounds of ib_read_bw (-s 1048576 -n 64) then a
- *               64 MiB fetch by rendezvous and one by tcp (for scale),
- *               every thread of both free to use every CPU (--pin is
- *               lifted for these): medians in MB/s; then for 64 B..4 KiB,
- *               ib_send_lat polling (every CPU) and with -e (completion
- *               events, as objfs waits, on objfs's CPU), and hybrid's
- *               round trip
- *
- * perftest runs in this VM on the same rxe device: its server in the
- * background, its client retried until the server listens, a run
- * repeated (3 at most) when its numbers are not finite (perftest
- * calibrates its TSC against gettimeofday, which a busy TCG host can
- * upset: such rows are marked "?").  Its MB are 2^20 bytes
- * (format_factor 0x100000 in perftest); ours here too.
- *
- * ib_send_lat reports one-way latency: half its measured round trip.
- * The issue's target "eager <= 2 x ib_send_lat" is taken literally:
- * hybrid's eager round trip against twice the reported number, that is
- * against the raw SEND/RECV round trip.  Both numbers are printed, and
- * the round trip of ib_send_lat -e next to them.
- *
- * Targets, printed as "target NAME: ... PASS|MISS" (never asserted):
- * rendezvous >= 0.8 x ib_read_bw; eager <= 2 x ib_send_lat at every size
- * 64 B..4 KiB; hybrid no slower than TCP at any size.
- *
- * Output: tables on stdout, progress and warnings on stderr; in DIR
- * (default "."), for bench/rdma-plots: lat-small.dat, lat-large.dat,
- * redis.dat, sweep.dat, sweep-score.dat, tput.dat, sendlat.dat (times in
- * microseconds), perftest/ (perftest's output), and targets.txt (the
- * target lines).  Exit status 0 if every mode ran (targets met or not),
- * 1 if one failed or was skipped, 2 for bad usage, 77 if there is no
- * RDMA device or no address (not in the VM) or no RDMA in this build.
+ * objfs-rdma-bench: the RDMA transport's benchmark ("the thesis's
+ * figures, redrawn"), run inside the Soft-RoCE VM by bench/run-bench
+ * rdma.  One process serves 21 objects, 64 B to 64 MiB, over TCP and
+ * RDMA and fetches them with a client per path (tcp, eager, rendezvous,
+ * hybrid) in rotating rounds; its modes (latency, redis, sweep,
+ * throughput, poll) print tables and write .dat files for
+ * bench/rdma-plots.  usage() lists the options; docs/benchmarks.md,
+ * "objfs-rdma-bench", describes the modes, the method, the targets, the
+ * output and the exit status.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -1232,8 +1148,8 @@ static int mode_throughput(void)
 
 /*
  * Hybrid whose connections sleep on completion events against hybrid
- * whose connections poll (rdma_poll_us, --poll-us), 64 B..4 KiB (issue
- * 25).  Each client is measured in blocks of its own, POLL_BLOCKS each,
+ * whose connections poll (rdma_poll_us, --poll-us), 64 B..4 KiB.  Each
+ * client is measured in blocks of its own, POLL_BLOCKS each,
  * alternating (E P, P E, E P): a polling connection's thread spins on
  * after its last fetch, and in shared rounds it would compete with the
  * other client's fetches.  The server's connections poll for both with

@@ -11,7 +11,8 @@
  * Prints the seconds and GiB/s of each round: round 1 lands on memory
  * never touched (unless --prefault), the later ones on what the store
  * kept of the round before (the arena's pages; the pool's files), after
- * GAP seconds (this VM hands free memory back to its host after ~2 s).
+ * GAP seconds (a VM may hand free memory back to its host meanwhile:
+ * docs/design.md, "The store", "Reuse").
  *
  * Built against the store of the tree it is in; the arena store of objfs
  * 0.x is measured by building this file there with -DOBJFS_ARENA_STORE.

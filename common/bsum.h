@@ -1,5 +1,5 @@
 /*
- * bsum: the block sums of an object (issue 22).  No state, no locks.
+ * bsum: the block sums of an object.  No state, no locks.
  *
  * An object of more than one block carries a 64-bit sum per block of B
  * bytes, B = 8 MiB doubled until the object has at most BSUM_BLOCKS_MAX

@@ -2,10 +2,9 @@
  * xxh: xxhash, by way of its x86 run-time dispatch where the library has
  * it (meson sets OBJFS_XXH_DISPATCH).  The library's plain XXH3 entry
  * points use SSE2; the dispatched ones pick AVX2 or AVX-512 when the CPU
- * has them, with the same results.  On this machine kind that halves
- * every xxh3 pass (bench/hash-bench: 1 GiB of xxh3-128 in about 41 ms
- * rather than 73; the writer's xxh3-128 plus block sums in 75 rather
- * than 147).  Include this, never <xxhash.h> alone.
+ * has them, with the same results.  On this machine kind that about
+ * halves every xxh3 pass (bench/hash-bench; docs/benchmarks.md,
+ * OBJFS_XXH_DISPATCH).  Include this, never <xxhash.h> alone.
  */
 #ifndef OBJFS_XXH_H
 #define OBJFS_XXH_H

@@ -40,9 +40,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	/* a listing hands the kernel every entry's attributes: `ls -l` then
 	 * needs no LOOKUP per name.  "Auto" lets the kernel ask for them
-	 * past the first batch only once a name was stat()ed: `ls -l` of
-	 * 100k files is as fast (1.25 s cold), plain `ls` takes 0.67 s
-	 * instead of 1.04 s, since the kernel makes no inodes for it. */
+	 * past the first batch only once a name was stat()ed: `ls -l` is as
+	 * fast as without it, and plain `ls` faster, since the kernel makes
+	 * no inodes for it (docs/benchmarks.md, "Figures behind
+	 * constants"). */
 	/* a symbolic link's target never changes: the kernel may keep it */
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
@@ -238,7 +239,8 @@ void fs_free(struct fs *fs)
 /*
  * Find the mount's id and device in /proc/self/mountinfo (for FLUSH, see
  * fs_file.c).  The kernel offers only 128 KiB of read-ahead at INIT;
- * raising the mount's bdi setting doubles cold read throughput here.
+ * raising the mount's bdi setting speeds up cold reads a lot
+ * (docs/benchmarks.md, "Figures behind constants").
  * Done before the session loop answers INIT (see FS_READAHEAD_KB), so the
  * value holds from before the daemon reports the mount ready.
  */

@@ -10,86 +10,13 @@
  * into the store's shared memory (fuse_reply_iov): no copy in the daemon,
  * and no splice, which cannot carry 1 MiB replies on these kernels.
  *
- * How the kernel serves a handle (enum fs_io, chosen at open, counted per
- * inode under fs->lock).  The kernel (6.9+, fs/fuse/iomode.c) fails an
- * open with EIO if its mode clashes with the handles already open on the
- * inode:
- *   - a page-cache (cached) open and a passthrough open exclude each
- *     other, in either order;
- *   - beside passthrough handles every open must be a passthrough open
- *     on the same backing file (the same backing id);
- *   - direct-I/O handles coexist with both, except that a MAP_SHARED
- *     mmap of a direct-I/O handle (FUSE_DIRECT_IO_ALLOW_MMAP) puts the
- *     inode in page-cache mode for that handle's life, which the daemon
- *     cannot see.
- * tests/test-passthrough.c checks these rules.  So an open gets:
- *   passthrough  if passthrough handles are open (it must), or if the
- *                object is sealed here, passthrough is usable, and no
- *                cached or direct-I/O handle is open;
- *   direct I/O   if it is at least FS_DIRECT_IO_MIN and is being fetched,
- *                or is sealed but direct-I/O handles from its fetch are
- *                still open (they may be mapped shared), and the kernel
- *                lets direct-I/O handles be mapped shared;
- *   cached       otherwise: objects being written here, small objects,
- *                and everything when passthrough is off or unavailable.
- * The first open after the last daemon-served handle is released may
- * switch to passthrough.  RELEASE reaches the daemon after the kernel has
- * dropped the handle's mode, so the daemon's counts are never behind the
- * kernel's in the direction that matters.  One backing id per inode:
- * registered (store_obj_open_fd(), FUSE_DEV_IOC_BACKING_OPEN) at the
- * first passthrough open, closed at the last passthrough handle's
- * release, with the inode holding a reference on the object until then.
- *
- * Overwrite (allow_overwrite): an O_TRUNC open of a sealed object must not
- * reuse its inode, because the kernel would truncate the page cache that
- * other readers of the old object share.  So the open records a wish and
- * answers ESTALE; the VFS retries the path walk with LOOKUP_REVAL, our
- * lookup (fs_dir.c) then creates the replacement object and returns its
- * new inode, and the writer opens that.  The replacement takes the name
- * at seal.
- *
- * When a writer is done (close-to-open).  close(2) waits for FLUSH but not
- * for RELEASE, so the seal runs in FLUSH whenever FLUSH can tell that the
- * process that opened the handle closed its last descriptor of the file:
- * then close(2) returns only once the object is sealed, in the catalog
- * and published, and returns EIO or ENOSPC if it is not.  FLUSH comes at
- * every close of every descriptor (a shell's dup2() and close() before
- * any write, a forked child's exit), so it seals only if
- *   (a) the flushing thread belongs to the opener's thread group
- *       (/proc/<tid>/task/<opener> exists), and
- *   (b) neither that thread's descriptor table nor those of the process's
- *       direct children hold a file with our inode number
- *       (/proc/<pid>/fd and fdinfo: the descriptor being closed has left
- *       the table when FLUSH runs, and at exit the whole table has), nor
- *       map it shared and writable (/proc/<pid>/maps: stores through such
- *       a mapping reach us as WRITEs at munmap, before the RELEASE that
- *       comes with the last mapping's end; at exit the mappings go before
- *       the descriptors).
- * Reading /proc sends nothing to this filesystem (readlink and fdinfo,
- * never stat).  FLUSH cannot see the writer when FUSE gives pid 0
- * (another pid namespace), /proc is not readable (a daemon that is not
- * root and a writer of another user), or fdinfo has no "ino:" line
- * (before Linux 5.14): then RELEASE seals, as it does for every other
- * handle.  When it could look but failed to (out of memory or
- * descriptors), or past FLUSH_SCAN_MAX fds, it seals now, so that the
- * result reaches close(2).  A seal at FLUSH that fails discards the
- * object and fails that close(2) (and the writer's other descriptors); a
- * seal at RELEASE that fails keeps it for fs_seal_retry().  The object
- * is sealed once every writable handle on it is done, so parallel
- * writers of one file seal it at the last one's close.
- *
- * A writer killed by a signal.  Every FLUSH of a writable handle reads
- * the flushing thread's /proc/<tid>/stat: a thread exiting from a signal
- * (PF_EXITING, and a signal in its exit_code, both set before the kernel
- * closes a dying process's files) marks the object, and a FLUSH from a
- * live or normally exiting writer clears the mark.  A marked object is
- * sealed into /lost+found/NAME.objfs-ID (node_seal_publish()), never
- * under its name: it may be cut short.
- *
- * A write after the seal, through a descriptor the opener's process no
- * longer has (a grandchild that outlived its parent, one passed over a
- * socket), fails with EACCES, as writing to any sealed object does; it is
- * logged once per object.
+ * It calls the node for an object's life and the store for the bytes of
+ * objects it holds a reference to; what FLUSH reads of /proc is
+ * fs_lastclose.c's, backing ids are fs_pt.c's.  docs/design.md has the
+ * rules: how the kernel serves a handle (enum fs_io, chosen at open,
+ * counted per inode under fs->lock: "Which open gets which mode"),
+ * "Overwrite", and "When a writer is done" (the seal at FLUSH or at
+ * RELEASE, a writer killed by a signal, a write after the seal).
  */
 #include "fs_i.h"
 
@@ -106,7 +33,7 @@
 #define REPLACE_WISH_NS (2 * 1000000000LL)
 #define READ_IOV_MAX 256
 
-/* ---- overwrite wishes (see the top of this file) ---- */
+/* ---- overwrite wishes (docs/design.md, "Overwrite") ---- */
 
 /* Called with fs->lock held. */
 static void add_replace_wish(struct fs *fs, uint64_t id)
@@ -170,10 +97,10 @@ static void io_count_locked(struct inode *in, enum fs_io io);
  * cache out of the write path: each write(2) is one WRITE request either
  * way (no writeback cache), but the kernel no longer copies the bytes
  * into page-cache pages it must allocate, insert and keep (the object
- * would be in RAM twice).  `cp` of 1 GiB into the mount took 0.35-0.50 s
- * that way against 0.79-0.90 s through the page cache, and 0.43-0.64 s
- * into a tmpfs (issue 10).  A direct-I/O handle coexists with the
- * passthrough handles of readers once the object is sealed.
+ * would be in RAM twice), and a big copy into the mount is faster than
+ * through the page cache (docs/benchmarks.md, "Figures behind
+ * constants").  A direct-I/O handle coexists with the passthrough
+ * handles of readers once the object is sealed.
  */
 static enum fs_io writer_io(const struct fs *fs)
 {
@@ -312,33 +239,33 @@ static bool wants_write(int flags)
 	return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
 }
 
-/* ---- how the kernel serves a handle (see the top of this file) ---- */
+/* ---- how the kernel serves a handle (docs/design.md) ---- */
 
 /*
  * Objects of at least this size, read while they are being fetched, are
  * read with direct I/O.  Then the fetched bytes go from the store to the
- * reader with no page-cache insert of every page: a remote 1 GiB fetch
- * read at once ran at 0.66x raw TCP instead of 0.43x, at 0.85 CPU-s/GiB
- * instead of 1.34 (issue 10).  But direct-I/O reads reach the daemon at
- * the reader's own size, with no read-ahead.  Measured here (a 256 MiB
- * object fetched over loopback while dd reads it, medians of 3, GiB/s,
- * direct I/O against the page cache): 16 KiB reads 0.65 / 1.93, 128 KiB
- * 2.26 / 2.26, 1 MiB 2.79 / 2.31.  Files report st_blksize 1 MiB, so
- * cat, cp and stdio or python buffers read 1 MiB at a time.  The daemon cannot
- * know the reader's read size at open; the object's size stands in for
- * it: a smaller object fits in one read-ahead window of the mount (4 MiB)
- * and caching it costs little, and objects up to the node's sync_max
- * (1 MiB) are complete, and sealed, when the open is answered anyway.
+ * reader with no page-cache insert of every page, which makes a big
+ * remote read faster and cheaper in CPU.  But direct-I/O reads reach the
+ * daemon at the reader's own size, with no read-ahead, so small reads
+ * are slower than through the page cache while 1 MiB ones are faster
+ * (docs/benchmarks.md, "Figures behind constants").  Files report
+ * st_blksize 1 MiB, so cat, cp and stdio or python buffers read 1 MiB at
+ * a time.  The daemon cannot know the reader's read size at open; the
+ * object's size stands in for it: a smaller object fits in one
+ * read-ahead window of the mount (4 MiB) and caching it costs little, and
+ * objects up to the node's sync_max (1 MiB) are complete, and sealed,
+ * when the open is answered anyway.
  */
 #define FS_DIRECT_IO_MIN (1ull << 20)
 
 /*
- * How the kernel is to serve the next open of @in (see the top of this
- * file): @sealed, the object is sealed in the store (else being fetched);
- * @pt_ok, it can be passed through (its store file is at hand); @size,
- * its size.  -EBUSY if passthrough handles are open on @in and the object
- * is not sealed here any more (its copy was set aside): no other mode can
- * open beside them.  Called with fs->lock held.
+ * How the kernel is to serve the next open of @in (docs/design.md,
+ * "Which open gets which mode"): @sealed, the object is sealed in the
+ * store (else being fetched); @pt_ok, it can be passed through (its store
+ * file is at hand); @size, its size.  -EBUSY if passthrough handles are
+ * open on @in and the object is not sealed here any more (its copy was
+ * set aside): no other mode can open beside them.  Called with fs->lock
+ * held.
  */
 static int choose_io_locked(struct fs *fs, const struct inode *in, bool sealed, bool pt_ok,
 			    uint64_t size)
@@ -736,8 +663,9 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct f
 	free(buf);
 }
 
-/* A write through a handle whose object was sealed meanwhile (see the
- * top of this file): EACCES, logged once per object.  Takes fs->lock. */
+/* A write through a handle whose object was sealed meanwhile
+ * (docs/design.md, "When a writer is done"): EACCES, logged once per
+ * object.  Takes fs->lock. */
 static int late_write(struct fs *fs, struct pending *p)
 {
 	bool log;

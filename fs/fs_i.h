@@ -201,7 +201,8 @@ struct inode {
 /*
  * Slots of the file table at most: 2^21 slots of 16 B are 32 MiB, and
  * hold 2^20 names or more without replacing any (the directory LRU's
- * capacity, which files shared before), where 2^20 dentries took 128 MiB.
+ * capacity, which files shared before), a fraction of what as many
+ * dentries took (docs/benchmarks.md, "Figures behind constants").
  */
 #define DCACHE_FILES_MAX (1u << 21)
 #define DCACHE_FILES_MIN 1024u /* slots at first */
@@ -379,8 +380,8 @@ void fs_seal_retry(struct fs *fs);
 void fs_reap_pending(struct fs *fs);
 
 /* ---- fs_lastclose.c ---- */
-/* What FLUSH learns of a writer's close (fs_file.c, "When a writer is
- * done"). */
+/* What FLUSH learns of a writer's close (docs/design.md, "When a writer
+ * is done"). */
 enum flush_verdict {
 	FLUSH_NOT_LAST, /* the opener's process (or a child) still holds the file */
 	FLUSH_LAST,	/* the opener's last close, or the daemon could not look:

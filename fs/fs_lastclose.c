@@ -1,6 +1,6 @@
 /*
  * fs_lastclose: what FLUSH reads of /proc about the process closing a
- * file being written (see fs_file.c, "When a writer is done", for the
+ * file being written (docs/design.md, "When a writer is done", has the
  * rules that use it): whether the process that opened the handle, or one
  * of its children, still holds the file, by descriptor or by a writable
  * shared mapping (fs_flush_verdict()), and whether the closing thread is
@@ -158,8 +158,8 @@ static int maps_hold_ino(struct fd_scan *sc, pid_t tid)
 	if (!f)
 		return errno == ENOENT || errno == ESRCH ? 0 : -errno;
 	/* each read() of /proc makes the kernel walk the mappings again:
-	 * few and large ones (a Python process has 20 KiB of lines; 1 KiB
-	 * reads cost ~300 us a close) */
+	 * few and large ones (small reads of a Python process's lines made
+	 * each close much slower: docs/benchmarks.md, MAPS_READ) */
 	big = malloc(MAPS_READ);
 	if (big)
 		(void)setvbuf(f, big, _IOFBF, MAPS_READ);

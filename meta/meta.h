@@ -134,8 +134,9 @@
  * watcher of +switch-master with a redis-sentinel:// URL).  When Redis is
  * unreachable, calls fail fast with -EIO (no call blocks for longer than
  * the configured timeout, or about three times that while it follows a
- * failover or a slot migration of Sentinel or Cluster: meta_pool.c has
- * the rules); the next call after the backoff delay tries to reconnect.
+ * failover or a slot migration of Sentinel or Cluster: docs/design.md,
+ * "The connection pool", has the rules); the next call after the backoff
+ * delay tries to reconnect.
  *
  * Engines: one Redis (redis://, unix:), the master that Redis Sentinel
  * names (redis-sentinel://, followed through failovers), or the master

@@ -1,51 +1,9 @@
 /*
- * meta_layout: the namespace's layout, checked at connect, and the
- * migrations from layouts 1 and 2.
- *
- * Layout 1 (objfs before the key {P}:layout) kept every object in two
- * keys besides its directory entry: the record o:<id> with size, csum,
- * mtime, origin and attr (copies of the entry's), and the holder set
- * h:<id>.  Layout 2 keeps the record only, with where the object is
- * linked, its hard links, block sums and fetchers as before, and its
- * holders as fields "@<node>"; the attributes live in the entries alone
- * (about 630 B an object in Redis before, under 300 after).  Node cards
- * list themselves in {P}:members instead of {P}:nodes, which becomes a
- * string so that an objfsd of layout 1 fails its claim (meta_i.h,
- * META_LAYOUT_POISON).
- *
- * Layout 3 (meta.h) keeps no key per object: the record is a field of
- * one of 10,000 bucket hashes, "<parent>/<name>[/@<node>...]", and the
- * rare or passing fields (hard links, block sums, fetchers) live in a
- * hash x:<id> of their own while the object has any (about 100 B an
- * object less in Redis, measured in docs/benchmarks.md).
- *
- * meta_layout_settle() (objfsd calls it after meta_connect(), and when a
- * heartbeat finds the layout key gone) migrates a namespace of layout 1
- * or 2 when no node of that layout has a live card on it (cards say
- * their layout since layout 2; layout 1's say none).  Layout 1 goes to
- * 2 first, then 2 to 3.  For layout 1, its first step turns
- * {P}:nodes into that string at once; then it goes in steps of a SCAN
- * page (each step one script, atomic, repeatable: a migration cut short
- * goes on at the next mount), and writes the layout key last:
- *   1. every record (SCAN o:*): each name of the object gets an entry
- *      with the attributes (entries of older versions had none), the
- *      holder set becomes fields, the copied attributes go;
- *   2. only if some record did not say where it is linked (records of
- *      older versions): every directory (SCAN d:*, HSCAN), whose entries
- *      tell those records where they are, then the same as 1;
- *   3. holder sets left (SCAN h:*): of records that 1 met meanwhile, or
- *      of no record at all (deleted);
- *   4. {P}:layout becomes META_LAYOUT_MOVING (the members moved to
- *      {P}:members in the first step);
- *   5. (layout 2: the check step writes META_LAYOUT_MOVING, which nodes
- *      of layout 2 refuse) every record (SCAN o:*) becomes its bucket's
- *      field, its other fields go to x:<id>, and the key goes;
- *   6. {P}:layout is written: 3.
- * Directories, empty or not, symbolic links and tombstones are the same
- * in all three layouts: nothing touches them.  A record no entry names, or a
- * damaged one, keeps its fields (it was unreachable before too); a key of
- * the wrong type is skipped and named in the log.  The script is
- * meta_scripts.c's script_migrate.
+ * meta_layout: the namespace's layout, checked at connect
+ * (meta_layout_settle()), and the migrations from layouts 1 and 2 to
+ * layout 3, a SCAN page at a time, each step one call of meta_scripts.c's
+ * script_migrate.  meta.h has the schema of layout 3; docs/design.md,
+ * "Layout migrations", the older layouts and the steps.
  */
 #include "meta.h"
 #include "meta_i.h"
@@ -233,7 +191,8 @@ static void warn_skipped(struct meta *m, const struct migration *mg)
 			 m->prefix, mg->skipped, mg->first_skipped);
 }
 
-/* Layout 1 to layout 2 (steps 1 to 4 above). */
+/* Layout 1 to layout 2 (docs/design.md, "Layout migrations": steps 1 to
+ * 4). */
 static int migrate1(struct meta *m)
 {
 	struct migration mg = {0};
@@ -272,7 +231,8 @@ static int add_recs(struct meta *m, const redisReply *rep, struct migration *mg)
 	return 0;
 }
 
-/* Layout 2 to layout 3 (steps 5 and 6 above). */
+/* Layout 2 to layout 3 (docs/design.md, "Layout migrations": steps 5
+ * and 6). */
 static int migrate2(struct meta *m)
 {
 	struct migration mg = {0};

@@ -10,86 +10,9 @@
  * error maps, SIGPIPE, host:port) is meta_conn.c's, Redis Cluster's slot
  * map meta_route.c's, the sentinels' side meta_sentinel.c's.
  *
- * Engines (meta.h, "URL"): redis:// and unix: name one server, the target,
- * which never changes.  redis-sentinel:// names sentinels: the target is
- * the master they name (meta_sentinel_resolve()), confirmed by ROLE on every
- * new connection and followed on +switch-master by a watcher thread.
- * redis-cluster:// names seed nodes: the target is the master of the one
- * slot every key of the namespace hashes to ("{P}:...", slot CRC16(P)),
- * from the slot map (meta_route_resolve()).  Every engine needs Redis 7.0 or
- * later (SPUBLISH, SSUBSCRIBE): a new connection checks INFO server.
- *
- * Target and generation: m->tgt under m->lock, with m->gen counting its
- * changes.  A slot remembers the generation it connected in and is
- * dropped when borrowed in a later one, so moving the target
- * (meta_pool_target_set(): a MOVED, +switch-master, a new answer of the
- * sentinels) reconnects the whole pool, scripts included, and the
- * invalidation subscriber with it.  A target that failed (a lost
- * connection, a failed connect, READONLY, a non-master ROLE) goes stale
- * (meta_pool_target_stale()): the next connect resolves it again first.
- *
- * Pool: pool_size slots, each holding a blocking redisContext with send
- * and receive timeouts of timeout_ms, or NULL while down.  A slot is
- * borrowed under m->lock; the borrower owns its context until it gives the
- * slot back, so no context is ever used by two threads at once.  Borrowing
- * a slot without a context connects it: resolve the target if need be,
- * connect, then one pipelined round trip of AUTH, SELECT, INFO server,
- * ROLE (sentinel), SCRIPT LOAD of every script and the namespace init,
- * so that a Redis that restarted empty is healed on reconnect (every
- * namespace script also heals a FLUSHALL on its own).  A context that
- * fails (I/O error, EOF, timeout, protocol error) is freed, and so is an
- * idle one found closed when it is borrowed (Redis restarted).  A failed
- * connect or resolve starts a backoff shared by the pool, 100 ms doubling
- * to 5 s and reset by a successful connect or a new target: until it
- * expires, a call that would have to connect fails with -EIO at once, and
- * afterwards one call at a time probes.  meta_pool_connect() makes a
- * connection outside the pool to the same target (for the invalidation
- * subscriber), without the scripts.
- *
- * Redirects and retries (meta_pool_cmd()): a call's command is checked to be in
- * the namespace's slot (meta_route_check(): -EXDEV otherwise, a bug), sent,
- * and its error reply read (meta_redirect_kind()):
- *
- *   MOVED slot host:port   read the slot map from that node first, make
- *                          the slot's master the target (new generation),
- *                          send again on a new connection
- *   ASK slot host:port     send it once more to that node on a connection
- *                          of its own after ASKING (loading the script
- *                          there first on NOSCRIPT); the map is unchanged
- *   TRYAGAIN               wait, send again
- *   CLUSTERDOWN, a script's "non local key", READONLY, LOADING,
- *   MASTERDOWN             the target goes stale; wait, reconnect (which
- *                          resolves it), send again
- *   NOSCRIPT               answered to meta_pool_script(), which loads the
- *                          script and sends again, once (a promoted
- *                          replica lacks them: SCRIPT LOAD is not
- *                          replicated)
- *   a lost connection      sentinel and cluster only: the target goes
- *                          stale, reconnect, send again, once per call
- *                          (the command may have run: a script's second
- *                          run then answers like a repeated call)
- *
- * Waits start at 10 ms and double up to 500 ms, never past the call's
- * budget.  Bounds: at most RETRY_MAX (16) sends per call, and no retry
- * starts after 2 x timeout_ms from the call's start (a failover takes
- * longer than one timeout); each send and connect is bounded by
- * timeout_ms, so a call returns within about 3 x timeout_ms.  When the
- * budget or the tries run out, the last error reply stands (-EIO to
- * callers).  redis:// and unix: follow the same rules (one server sends
- * no MOVED or ASK), except that a lost connection is not retried.
- *
- * Errors: meta_conn_error() is the one map from hiredis context errors and
- * meta_conn_reply_errno() the one map from error replies.  A lost connection is
- * -EIO to callers, as meta.h promises; the detail goes to meta_last_error().
- * An error reply is an answer, so the connection is up: a key of the
- * wrong type (WRONGTYPE) or a script's EBADMSG is a corrupt record
- * (-EBADMSG, logged by meta_log_bad_reply() with what the script said),
- * never a reason to reconnect or back off.  The namespace init that a new
- * connection runs reads no record, so a corrupt one cannot fail it.
- *
- * hiredis writes with write(2), so a Redis that went away could raise
- * SIGPIPE: each command blocks SIGPIPE in the calling thread and swallows
- * one that it caused (as libpq does).
+ * docs/design.md, "The connection pool", describes the engines, the
+ * target and its generation, the pool and its backoff, the redirect and
+ * retry rules with their bounds, and the error maps.
  */
 #define _GNU_SOURCE
 #include "meta.h"
@@ -690,8 +613,9 @@ static void nap(int64_t deadline, unsigned *wait_ms)
 
 /*
  * One command on a borrowed slot, following redirects and failovers
- * (the rules and bounds are in the comment at the top).  The reply may be
- * an error reply; a failed context gives -EIO (or -ENOMEM) and is dropped.
+ * (docs/design.md, "The connection pool", has the rules and bounds).
+ * The reply may be an error reply; a failed context gives -EIO (or
+ * -ENOMEM) and is dropped.
  */
 int meta_pool_cmd(struct meta *m, struct conn *c, struct args *a, redisReply **ret)
 {

@@ -1,6 +1,6 @@
 /*
  * fanpick: which block of a fetch to start next, and from which source
- * (issue 22, "source choice per block").
+ * (source choice per block).
  *
  * A leaf: it includes libc only and knows nothing of threads, the clock,
  * the random source, the store, Redis or the transport.  The caller
@@ -21,10 +21,9 @@
  * on its own, and the caller sets the source's avoid_until.
  *
  * Rules (fanpick_next()).  A source is usable unless now < avoid_until
- * (dead, stalled, corrupt: it does not count at all; the issue's rule
- * 5), now < busy_until (it refused for load: what it has and fetches
- * still counts) or it has tune.src_cap of our requests.  The blocks, in
- * this order:
+ * (dead, stalled, corrupt: it does not count at all; rule 5), now <
+ * busy_until (it refused for load: what it has and fetches still counts)
+ * or it has tune.src_cap of our requests.  The blocks, in this order:
  *  a. a block a local reader waits on (fanpick_want()), lowest first, so
  *     that reads still stream (rule 1);
  *  b. a block some usable partial source has, rarest first (the number
@@ -55,14 +54,14 @@
  * tune.full_bias for a full holder), random among equals; a full holder
  * is not asked for a block it gave out unless the choice is late.
  *
- * What the caller tells (the in-band HAVE of issue 22): for a partial
+ * What the caller tells (the in-band HAVE of wire version 2): for a partial
  * source, `have` = its verified blocks and `fetching` = the blocks whose
- * bytes are flowing to it now (not those merely asked for: a request
- * parked at it must not wait for a request parked elsewhere, or two
- * fetchers could wait for each other); for a full holder, `fetching` =
- * the blocks it gave out to a fan-out fetcher.  A full holder refuses a
- * fan-out GET for a block it gave out, answering its HAVE; a late GET
- * is served.  bench/fanout-sim.c shows why each of these is needed.
+ * bytes are flowing to it now (not those merely asked for: a request parked
+ * at it must not wait for a request parked elsewhere, or two fetchers could
+ * wait for each other); for a full holder, `fetching` = the blocks it gave
+ * out to a fan-out fetcher.  A full holder refuses a fan-out GET for a
+ * block it gave out, answering its HAVE; a late GET is served.
+ * bench/fanout-sim.c shows why each of these is needed.
  *
  * Cost: O(nblocks / 64 × nsrc) word operations per call (rarity is
  * counted with bit-sliced counters, one word of 64 blocks at a time),

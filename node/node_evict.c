@@ -3,43 +3,13 @@
  *
  * Every open of a local object and every fetch that ends moves it to the
  * hot end of the store's use order (node_touch(), store_touch()).  When
- * the store has no room (a fetch reserving pages, a write growing a
- * file), node_evict() walks that order from the cold end, a batch at a
- * time (store_walk_cold()), so that it costs the objects it looks at, not
- * the objects the store holds, and gives up sealed objects that nobody
- * uses here, least recently used first, but only those that
- * live on another node too: meta_release_replica() removes this node from
- * the holders in one atomic step only if another live holder remains, so
- * two nodes evicting at once can never drop the last copy.  An object
- * that exists nowhere else stays, and the writer gets ENOSPC.  Nothing is
- * given up unless giving up copies makes the room asked for: an object
- * that cannot fit anyway costs this node none of its replicas.  Packed
- * copies (store_pack.c) go by the page: a page shared by several slots
- * comes free only with all of them, so a copy whose page keeps an
- * object that stays is not given up (evict_round()).
- *
- * "Nobody uses it" is asked of the layer above (hooks->busy(): open,
- * being written), of the unpublished list and the seals in progress
- * (objects with no record yet), of the fetch table (a copy being
- * fetched, or just sealed and not yet registered) and of the store
- * (store_obj_in_use(): held by anyone but the store and the peers'
- * serving leases; its pages would not come free until they let go, so
- * giving it up would make no room).  It is asked again after Redis
- * agreed, since an open may have come meanwhile; then the holder entry
- * is put back and the object kept.
- *
- * Peers.  A serving lease (node_source.c) does not keep a copy: an
- * evicted copy's leases are taken back, and a peer that comes back for
- * more of it gets "not here" and fails over to another holder, which
- * Redis vouched for.  A copy whose GETs are being answered is given up
- * only after the idle ones, and then waited for (NODE_EVICT_WAIT_MS at
- * most): its pages, and any RDMA registration of them, stay until its
- * last GET in flight ends.
- *
- * When no room can be made, one line (rate limited) says what holds it:
- * copies open here, being fetched here, being sent to a peer, in use
- * here, the only copy in the cluster, deleted objects still read, each
- * with one object named.
+ * the store has no room, node_evict() walks that order from the cold
+ * end and gives up sealed copies that nobody uses here and that live on
+ * another node too (meta_release_replica(): one atomic step, so that two
+ * nodes evicting at once never drop the last copy), and only if that
+ * makes the room asked for.  docs/design.md, "Eviction", has the rules:
+ * what "nobody uses it" means, packed copies by the page, copies being
+ * sent to a peer, and what is logged when no room can be made.
  */
 #include "node_i.h"
 

@@ -1,6 +1,5 @@
 /*
- * node_fan: fetching an object from every node that has blocks of it
- * (issue 22).
+ * node_fan: fetching an object from every node that has blocks of it.
  *
  * A fetch whose record has block sums advertises this node as fetching
  * it (meta_locate_fan(): a field of the record with a deadline) and

@@ -3,41 +3,23 @@
  *
  * node may call meta, store, transport and common, never fs (fs gives it
  * hooks for what it needs of the mount).  It is the only room that joins
- * the store, Redis and the peers.
- *
- *   node.c           the node: making and stopping it, its counters; an
- *                    object's life here: open (local copy or fetch),
- *                    create, discard, unlink, gone, rename
- *   node_sync.c      reconciling the store with Redis, the tick
- *   node_publish.c   sealing and publishing objects written here, the
- *                    unpublished list, moving a copy to a fresh id
- *                    (rekey), store_create() at the object limit
- *   node_fetch.c     single flight: the table of fetches, open, wait,
- *                    progress, setting a fetch up
- *   node_worker.c    references, the queue of ranges, the workers, moving
- *                    bytes, and the end of a fetch (seal, verify,
- *                    register, or fail)
- *   node_holders.c   which holder to ask, relocating holders, the cache of
- *                    peer addresses
- *   node_evict.c     use times and eviction
- *   node_source.c    the store as the transport's source, and the
- *                    serving leases of peers (its own leaf lock)
- *
- * Calls go down that list only (node.c → node_sync.c → node_publish.c →
- * node_fetch.c → node_worker.c → the others).
+ * the store, Redis and the peers.  docs/design.md, "The node room's
+ * files", lists its files and the order their calls go in.
  *
  * Locking: nd->pub_lock guards the unpublished list, the seals in
  * progress and the epoch last reconciled against; it is a leaf, never
- * held across a call out of the node.  nd->lock guards the fetch table, the queue, every fetch's
- * state, ranges, holders and refcount, the peer address cache and the
- * use times.  Readers, openers, workers waiting for another worker's
- * relocation and a worker backing off before it retries a stalled holder
- * wait on their fetch's own condition, idle workers on nd->queue_cond,
- * all with nd->lock.  Functions named *_locked are called
- * with nd->lock held.  nd->lock is taken
- * after any lock of the layer above (fs->lock) and is never held across
- * a transfer, a Redis call, a store call that may block (reserving,
- * sealing, hashing) or a hook.
+ * held across a call out of the node.  nd->lock guards the fetch table,
+ * the queue, every fetch's state, ranges, holders and refcount, the peer
+ * address cache, the blamed peers and the memo of an eviction round (the
+ * use order is the store's).  Readers, openers, workers waiting for
+ * another worker's relocation and a worker backing off before it retries
+ * a stalled holder wait on their fetch's own condition, idle workers on
+ * nd->queue_cond, all with nd->lock.  Functions named *_locked are called
+ * with nd->lock held.  nd->lock is taken after any lock of the layer
+ * above (fs->lock) and is never held across a transfer, a Redis call, a
+ * store call that may block (reserving, sealing, hashing) or a hook.
+ * nd->retry_lock and nd->evict_lock come before every other lock
+ * (docs/design.md, "Threads and locks").
  */
 #ifndef OBJFS_NODE_I_H
 #define OBJFS_NODE_I_H

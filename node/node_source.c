@@ -4,84 +4,17 @@
  *
  * A GET pins a sealed object with a store reference for as long as its
  * pages are on the wire; objects being written here are not served
- * (-ENOENT), so a peer never reads bytes that are not final.
+ * (-ENOENT), so a peer never reads bytes that are not final.  An object
+ * being fetched here with block sums is served in part (its checked
+ * blocks only); a sealed one gives each of its blocks out once to
+ * fan-out fetches; and every GET takes a lease, keyed by (peer, id), so
+ * that a peer gets the rest of an object unlinked here meanwhile.
+ * docs/design.md, "Serving from this node", has the rules: partial
+ * objects, given out, leases, registrations, eviction, the test hook.
  *
- * Partial objects (issue 22).  An object being fetched here with block
- * sums is served in part: the fetch registers it (node_source_partial_add())
- * and sets a block's bit once that block's sum checked out
- * (node_source_partial_have()); have() tells the transport whether a
- * GET's range is wholly such blocks, and the transport answers HAVE (or
- * ENOENT to a peer of wire version 1) otherwise, so that no unverified
- * byte ever leaves this node.  The fetch takes it out of the table when
- * it ends (node_source_partial_end()); a GET under way keeps its pin.
- * A partial object takes no lease and cannot be registered whole (map()
- * fails): the RDMA backend registers the range of each GET of it alone
- * (have() said SEALED of every sealed object, which tells them apart).
- *
- * Given out (issue 22).  A sealed object sends each of its blocks once to
- * the fan-out fetches (GETs with BUSY_OK | PARTIAL_OK: give()): the
- * fetcher that got it serves it onward, so a second fan-out GET of a
- * block is answered HAVE, sealed, with the blocks given out as
- * "fetching", and goes to that fetcher; have() says the same to a query.
- * A plain GET (a late one, fanpick's rule 3, or any other fetch) is
- * always served.  The bitmaps live in a table of at most GIVEN_MAX
- * objects; one not asked for GIVEN_IDLE_NS starts afresh (the fetchers
- * that got its blocks may be gone), and a full table drops its oldest.
- *
- * Leases.  A peer fetches a big object as many GETs (8 MiB ranges, two
- * at a time, over connections that come and go), and the object may be
- * deleted or replaced here between two of them: the unlink takes it
- * out of the store at once, and the peer's next GET would find nothing.
- * So every GET also takes a lease, keyed by (peer, id), that holds a
- * lease reference of its own: while it lasts, the object's pages
- * stay, and that peer's GETs of that id are served from them even once
- * the store no longer knows the id.  Nothing else can find the object
- * through a lease: not the layer above (lookups go to the store), nor
- * another peer, nor a fetch that begins after the unlink (it finds no
- * record in Redis, and had it one, no lease of its own here).
- *
- *   GET ──► the store has @id sealed: serve it, take or renew the lease
- *           the store has it not: a live lease of this peer's serves it
- *           and is renewed; else -ENOENT
- *   end of a GET ──► the lease is renewed again (it runs from the end
- *           of the peer's last GET, and never lapses during one)
- *   node_source_expire() ──► drops leases idle for lease_ms: the pages
- *           of an unlinked object go with its last lease (and reader)
- *
- * Registrations.  A backend that registers an object's memory once for
- * its life (RDMA) gets it whole through map() and hangs its
- * registration on the store object through attach(): the store drops it
- * when the object is freed, whichever lease, GET or reader let go last.
- *
- * Eviction.  A lease holds a lease reference (store_obj_ref_lease()),
- * which does not count as use: a copy that a peer fetched from is as
- * evictable as any other once no GET of it is in flight (node_evict.c
- * gives up one being sent only last).  Eviction unlinks the copy, then
- * takes its leases back (node_source_revoke()): an idle one goes at
- * once, with the pages, and one under a GET when its last GET ends (the
- * GET's own reference keeps the pages, and so an RDMA registration of
- * them, until then).  A revoked lease serves nothing more: the peer's
- * next GET gets -ENOENT and its fetch fails over to another holder,
- * which eviction knows exists (meta_release_replica()).  A GET that
- * began just as its object was unlinked (deleted or evicted) is served,
- * but gives its peer no lease it did not have before.
- *
- *   node_source_revoke() ──► idle leases of @id go; busy ones are
- *           marked, and go with the end of their last GET
- *   node_source_wait() ──► eviction waits, boundedly, for the GETs of
- *           an object in flight
- *
- * Test hook.  node_source_test_corrupt() makes this node flip the first
- * byte of every range it serves of a partial object, on the wire only
- * (the byte goes out of a copy in the GET's pin; the store's bytes stay
- * as they are), so that a test can check that a fetcher catches a bad
- * block from a partial holder, blames it and serves no bad byte onward
- * (tests/integration/100-fanout-corrupt.sh).  Never on in production:
- * only the test-only mount option test_corrupt_serve turns it on.
- *
- * Locking: src->lock guards the lease table.  It is a leaf: no store
- * call that may take a store lock runs under it (references are dropped
- * after it is released).
+ * Locking: src->lock guards the tables of leases, partial objects and
+ * blocks given out.  It is a leaf: no store call that may take a store
+ * lock runs under it (references are dropped after it is released).
  */
 #include "node_i.h"
 

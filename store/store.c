@@ -754,8 +754,9 @@ int store_truncate(struct store_obj *o, uint64_t size)
 
 int store_reserve(struct store_obj *o, uint64_t size)
 {
-	/* zeroing a gigabyte the receiver is about to overwrite would cost
-	 * the open 0.1 s; what the pages held stays unreadable, because
+	/* zeroing the pages the receiver is about to overwrite would cost
+	 * the open a pass over all of them (docs/benchmarks.md,
+	 * store_reserve()); what the pages held stays unreadable, because
 	 * readers of a pending fetched object wait for the bytes they ask
 	 * for, and only a sealed object is served to others */
 	return resize_locked(o, size, false);

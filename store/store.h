@@ -14,7 +14,8 @@
  *                       files mapped once, charged by the pages they
  *                       fill (store_pack.c)
  *   DIR/data/.free-<n>  freed files kept for reuse (their pages are
- *                       resident: a first touch costs ~12 us a page here)
+ *                       resident: a first touch of memory is slow on
+ *                       virtual machines)
  *   DIR/catalog.log     the catalog: a line per sealed object (id, size,
  *                       mtime, checksum, last known path), a line per new
  *                       path and per object gone, each checksummed;
@@ -223,13 +224,13 @@ struct store_prefault_report {
 
 /*
  * Fill the pool with files that hold the free capacity, their pages
- * allocated now (first touch of memory is slow on virtual machines: ~12
- * us a page here), so that the first large objects written or fetched
- * land on resident memory: files of a power of two, 64 MiB and more,
- * each the largest that fits in half of what is still free and in what
- * @limit (may be NULL) leaves.  0 and *@ret once it stopped; -ECANCELED
- * once *@stop (may be NULL) becomes true, or the errno of a failed
- * syscall.
+ * allocated now (first touch of memory is slow on virtual machines:
+ * docs/benchmarks.md, "Figures behind constants"), so that the first
+ * large objects written or fetched land on resident memory: files of a
+ * power of two, 64 MiB and more, each the largest that fits in half of
+ * what is still free and in what @limit (may be NULL) leaves.  0 and
+ * *@ret once it stopped; -ECANCELED once *@stop (may be NULL) becomes
+ * true, or the errno of a failed syscall.
  */
 int store_prefault(struct store *s, const atomic_bool *stop,
 		   const struct store_prefault_limit *limit, struct store_prefault_report *ret);
@@ -476,7 +477,8 @@ int store_foreach(struct store *s, int (*cb)(struct store_obj *o, void *arg), vo
  * Housekeeping, about once a second (the node's ticker): compacts the
  * catalog log once its dead lines (replaced paths, objects gone) are at
  * least as many as its live ones, and 4096.  Seals and unlinks wait
- * meanwhile (about 0.3 s per million objects).
+ * meanwhile (a pass over the live objects: docs/benchmarks.md,
+ * LOG_COMPACT_MIN).
  */
 void store_tick(struct store *s);
 

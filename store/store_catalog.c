@@ -2,44 +2,14 @@
  * store_catalog: the catalog log and the notes beside the objects' files.
  *
  * DIR/catalog.log records the sealed objects the store keeps, so that a
- * restart adopts them: one text line per step, appended with one
- * write(2) to a descriptor kept open, each line ending with its own hash:
- *
- *   objfs-catalog 2                                       (the first line)
- *   R <id> <size> <mtime_ns> <csum> =<path> <hash>        an object sealed
- *   R <id> <size> <mtime_ns> <csum> @<n>:<off> =<path> <hash>  one packed
- *                                                         in slot <off> of chunk <n>
- *   P <id> =<path> <hash>                                 its new path
- *   D <id> <hash>                                         it is gone
- *
- * id is 16 hex digits, csum the xxh3-128 of the bytes (32 hex digits),
- * path the last known one, %-escaped (%, bytes up to space, DEL), hash
- * XXH3_64bits of the line up to the space before it (16 hex digits).  A
- * create appends R at the seal (its path may be "" until it is
- * published) and P with the path; a fetched copy one R when it gets its
- * path; an unlink D.  The last line of an id wins; D ends it.
- *
- * At open the log is replayed (store_catalog_adopt_i()): a line cut
- * short by a crash (no newline at the end) is cut off; a line whose
- * hash does not match is counted as a bad record, copied to
- * DIR/catalog.bad and skipped.  Every object left must have its file,
- * exactly its size, and (with cfg->verify) bytes that match the
- * checksum; one that does not is a bad record too.  Then the catalog of
- * earlier versions, if any, is converted (store_catalog_old.c).
- *
- * Compaction writes the live objects to catalog.log.new and renames it
- * over the log: at open, if anything was dropped or converted or the
- * dead lines outnumber the live ones, and at runtime from store_tick()
- * once dead lines are at least max(live, 4096).  A crash before the
- * rename leaves the old log whole (.new is deleted at the next open).
- * Nothing is fsynced: the objects' own bytes are in memory, and a
- * crash of the daemon leaves what it wrote in the page cache.
- *
- * notes/<key> holds one small value, replaced atomically (a temp file,
- * then rename).
- *
- * This file also sets up the directory itself: creates it and its
- * subdirectories and takes the flock on DIR/lock.
+ * restart adopts them: one text line per step (R an object sealed, P its
+ * new path, D it is gone), appended with one write(2) to a descriptor
+ * kept open, each line ending with its own hash.  This file appends to
+ * the log, replays it at open (store_catalog_adopt_i()) and compacts it.
+ * notes/<key> holds one small value, replaced atomically.  It also sets
+ * up the directory itself: creates it and its subdirectories and takes
+ * the flock on DIR/lock.  docs/design.md, "The catalog log", has the
+ * lines, the replay and the compaction.
  */
 #include "store_i.h"
 
@@ -65,8 +35,8 @@
 #define LOG_NEW LOG_NAME ".new"
 #define LOG_BAD "catalog.bad"
 #define LOG_HEADER "objfs-catalog 2\n"
-/* before packed objects (issue 24): read, and written anew as 2, so that
- * an objfs that cannot read their lines refuses the log */
+/* before packed objects (store_pack.c): read, and written anew as 2, so
+ * that an objfs that cannot read their lines refuses the log */
 #define LOG_HEADER_V1 "objfs-catalog 1\n"
 #define LOG_HEADER_PREFIX "objfs-catalog "
 #define LOG_COMPACT_MIN 4096		 /* dead lines before a runtime compaction */

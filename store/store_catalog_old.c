@@ -3,7 +3,7 @@
  * convert it to the catalog log (store_catalog.c).
  *
  * objects/<16 hex digits> was the catalog record of one sealed object
- * (objfs before issue 21).  Binary, little-endian:
+ * (objfs before the catalog log).  Binary, little-endian:
  *
  *   u32 magic "OBJC", u32 version (2)
  *   u64 id, u64 size, i64 mtime_ns, u8 csum[16]  (xxh3-128, canonical)

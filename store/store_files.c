@@ -1225,9 +1225,9 @@ static void mapped_push_locked(struct store *s, struct store_obj *o)
  * While more than s->map_cache objects are mapped, take mappings away
  * from the cold end (a clock: an object read since the hand last passed
  * goes back to the hot end once): from objects only the table holds
- * (refs 1, see store_i.h).  One in use goes to the hot end too.  Looks at
- * UNMAP_BATCH objects at most; the mappings to unmap go in @ret (*@n of
- * them), for after s->lock.
+ * (refs 1: docs/design.md, "Locks and references").  One in use goes to
+ * the hot end too.  Looks at UNMAP_BATCH objects at most; the mappings
+ * to unmap go in @ret (*@n of them), for after s->lock.
  */
 static void mapped_trim_locked(struct store *s, struct unmap *ret, size_t *n)
 {

@@ -2,86 +2,21 @@
  * store_i.h: what the store's files share and nobody else sees.
  *
  * The store may use common only: it knows nothing of Redis, peers or
- * FUSE, and nothing but its own files and mappings.
+ * FUSE, and nothing but its own files and mappings.  store_files.c owns
+ * the object files and the pool of freed files (store_prefault.c fills
+ * it), store.c the objects and opening and closing the store,
+ * store_tab.c the id table, store_pack.c the chunks of small objects,
+ * store_catalog.c the catalog log and notes, store_catalog_old.c the
+ * conversion of earlier versions.
  *
- * store_files.c owns the object files: the filesystem they live on (a
- * tmpfs the store mounts, or the one the user gave), creating, growing,
- * mapping, trimming and removing an object's file, the pool of freed
- * files kept for reuse, and prefault; store.c owns the objects (lookup,
- * refcounts, bytes, checksum, seal, unlink) and opening and closing the
- * store; store_catalog.c owns the files beside them (catalog records and
- * notes), the adoption of records at open, and the upgrade of a store
- * written by the arena layout of objfs 0.x.
- *
- * Locks.  There are four kinds, taken in this order:
- *
- *   obj->hash_lock  an object's hash lock (obj_hash_lock(): one of
- *                   store->hash_locks, by id, shared by many objects);
- *                   the checksum taken ahead of sealing (w->hst,
- *                   hashed, hash_gen), and obj->w going at the seal.
- *                   Held across hashing (store_hash_ahead(),
- *                   store_seal()) so that only one thread feeds an
- *                   object's hash state; only tried by hash-ahead, so
- *                   an object whose lock another holds is hashed at the
- *                   seal.
- *   obj->lock       an object's lock (obj_lock(): one of
- *                   store->obj_locks, by id); its pending state: size (stores),
- *                   its file while pending (fd appears, alloc, map,
- *                   w->map_len, w->old_maps), path, w->gen, the one write of
- *                   sealed, the registration slot (reg), and
- *                   a sealed object's mapping being made (map goes from
- *                   NULL to set only under it).  File I/O for the object
- *                   (growth, the seal's trim, record write and remove,
- *                   the rename at unlink, mapping a sealed object)
- *                   happens under it.
- *   store->log_lock one per store; the catalog log (log_fd, log_size,
- *                   log_lines, log_live, compactions) and each object's
- *                   place in it (obj->recorded, and obj->path_ref, which is
- *                   read under log_lock and written under obj->lock and
- *                   log_lock both, but by a compaction, which moves the
- *                   offsets under log_lock alone).  Held
- *                   across an append (one write(2)) and a compaction.
- *   store->lock     one per store, the global lock; the capacity
- *                   (used, draining, the pool and its bytes, and what the
- *                   filesystem holds besides: limbo, prefault_alloc,
- *                   extra and obj->extra; bytes change hands, and
- *                   obj->linked changes, only under it), the
- *                   id table and the unlinked objects (table, gone,
- *                   obj->hnext), obj->linked (with obj->lock),
- *                   the mapped objects (mapped, obj->mprev/mnext,
- *                   obj->on_mapped; a sealed object's map goes from set
- *                   to NULL only under it), the registered ones (regd,
- *                   the same obj->mprev/mnext, obj->pinned) and the
- *                   counters.  Held only for work in memory, never
- *                   across file I/O or a caller's callback.
- *
- * So: obj->hash_lock, then obj->lock, then store->log_lock, then
- * store->lock.  No thread holds
- * the locks of two objects at once.  store->note_lock is a leaf: it only
- * serializes note writers and nothing is taken under it.
- *
- * Fields not named under a lock are set before the store or the object
- * is shared and never change after (store->dir_fd and the other fds,
- * capacity, unit, kind, verify; obj->s, obj->id), or are atomic
- * (obj->refs, obj->lease_refs, obj->size loads, obj->sealed loads).  Once an object is
- * sealed its mapping's length never changes.
- *
- * At rest, a sealed object holds no descriptor and, once the mapping
- * cache lets it go, no mapping: its file is opened by name when someone
- * needs a descriptor, and mapped on first use (store_file_map_i()).  A
- * mapping is taken away (store_file_unmap_idle_i()) only under
- * store->lock, only from a linked object whose refs is 1 (the table's
- * own), and never from one a transport registered (pinned).  That is
- * safe without a reader's lock because every increment of refs from 1
- * happens under store->lock (store_lookup(), store_foreach()); anyone
- * else who takes a reference already holds one, so refs is 2 or more
- * while anyone but the table holds the object, and a reader that loaded
- * the map while holding its reference used it before its release
- * decrement.
- *
- * References: the id table holds one reference of its own on every
- * linked object (pending or sealed), dropped by store_unlink().  So a
- * count of zero means the object is unlinked and its file can go.
+ * Locks, in this order: obj->hash_lock, then obj->lock, then
+ * store->log_lock, then store->lock; store->pack_lock nests inside
+ * obj->lock and above store->lock.  No thread holds the locks of two
+ * objects at once.  store->note_lock is a leaf.  A sealed object's
+ * mapping is taken away only from an object whose refs is 1 (the
+ * table's own), so a reader that holds a reference needs no lock for it.
+ * docs/design.md, "Locks and references", says what each lock guards,
+ * which fields need none, and why the mapping rule is safe.
  */
 #ifndef OBJFS_STORE_I_H
 #define OBJFS_STORE_I_H

@@ -1,47 +1,14 @@
 /*
  * store_pack: small objects packed into slots of shared chunk files.
  *
- * An object of at most s->pack_max bytes (T) has no file of its own: it
- * sits in a slot of a chunk, data/.pack-<n>-<slot size>, a sparse file of
- * 2 MiB (more in a large store: store_pack_chunk_len()) mapped read-write once for as long as the
- * store is open (no descriptor kept).  A chunk holds slots of one size class: steps of 64 bytes up
- * to 1 KiB, then steps of about x1.25 (rounded up to 64 bytes) and every multiple of 4 KiB, up to
- * T.  A slot is taken lowest first, from the chunks of its class that have a free one.
- *
- * Pages.  A chunk holds memory only where a slot is in use.  Each chunk
- * counts the used slots that touch each of its pages; a page is charged
- * to the capacity (s->used) when its count leaves 0, faulted in then
- * (MADV_POPULATE_WRITE: a full filesystem says ENOSPC here, not SIGBUS
- * later), and when its count comes back to 0 it is punched out
- * (MADV_REMOVE) and only then uncharged.  So the capacity counts the
- * pages the chunks hold, whole, and a freed slot is reused before a new
- * page is touched.  A chunk whose slots are all free is deleted, unless
- * it is the only one of its class with a free slot.
- *
- * An object's life.  A writer's object takes the slot of its first
- * write's class, a bigger one as it grows (twice the slot, at least), and
- * spills into a file of its own past T (store_files.c), copying what it
- * has; the slots it left stay until the seal, as hashing ahead may still
- * read them.  At the seal it moves to its size's class if its slot is
- * bigger.  A fetch reserves its exact size (store_reserve()): it lands in
- * its slot at once.  The slot is freed when the object's last reference
- * goes (store_obj_unref()), so a reader, or a transfer to a peer, keeps
- * its bytes past an unlink; a process's mmap of a packed object maps the
- * FUSE inode's page cache, never the chunk.
- *
- * Never handed to the kernel or a peer whole: a packed object has no file
- * to pass through (store_obj_open_fd() says -EOPNOTSUPP) and no memory of
- * its own to register (store_obj_map(), store_obj_attach() likewise), as
- * a registration or an rkey must reach one object's sealed bytes only.
- *
- * Restart.  A packed object's catalog line names its slot (chunk number
- * and offset).  store_pack_open_i() maps the chunks found in data/;
- * store_pack_claim_i() claims each line's slot, the last line first (a
- * slot named twice belongs to the later line: the earlier one's D line
- * was lost), store_pack_adopt_i() checks the bytes against the checksum,
- * and store_pack_settle_i() then punches
- * out the pages no adopted slot touches (a crashed writer's, say),
- * charges the rest, and deletes chunks that hold nothing.
+ * An object of at most s->pack_max bytes has no file of its own: it sits
+ * in a slot of a chunk, data/.pack-<n>-<slot size>, a sparse file mapped
+ * read-write once for as long as the store is open.  This file owns the
+ * chunks, their slots and the count of used slots on each page (a page
+ * is charged to the capacity while a used slot touches it), a writer's
+ * slot, and the chunks' adoption at open.  docs/design.md, "Packed
+ * objects, in the code", has the size classes, the pages, an object's
+ * life and the restart.
  *
  * Locks: s->pack_lock guards every chunk's bits, page counts and list,
  * the chunk table and the counts below; it is taken under obj->lock and
@@ -477,7 +444,8 @@ void store_pack_pages_i(struct store_obj *o, struct store_pages *ret)
 	pthread_mutex_unlock(&s->pack_lock);
 }
 
-/* Keep @o's slot until the seal or the end (see the top). */
+/* Keep @o's slot until the seal or the end (docs/design.md, "Packed
+ * objects, in the code": hashing ahead may still read it). */
 static int slot_retire(struct store_obj *o)
 {
 	struct store_slot *old = malloc(sizeof(*old));

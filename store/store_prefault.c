@@ -20,12 +20,11 @@
  * Touch [@off, @off + @len) of pooled file @fd, allocated already.  On
  * tmpfs, fallocate(2) only reserves pages: each is cleared at its first
  * fault, and on a VM whose host backs guest memory lazily that first
- * write costs about 12 us a page (0.13-0.35 GiB/s; the notes'
- * fuse-and-memory-here.md).  Without this, a store's first fetches paid
- * it in the data path: 8 readers' first 256 MiB fan-out ran at 2x the
- * time of the runs after it, every objfsd in clear_page under
- * shmem_fault.  Best effort: a kernel without MADV_POPULATE_WRITE (5.14)
- * leaves the pages to their first use, as before.
+ * write is slow.  Without this, a store's first fetches paid it in the
+ * data path, every objfsd in clear_page under shmem_fault
+ * (docs/benchmarks.md, "Figures behind constants").  Best effort: a
+ * kernel without MADV_POPULATE_WRITE (5.14) leaves the pages to their
+ * first use, as before.
  */
 static void prefault_touch(int fd, uint64_t off, uint64_t len)
 {

@@ -3,39 +3,13 @@
  * pairs, libibverbs for the data path).  docs/protocol.md, "RDMA", has
  * the wire; rdma_i.h the connection (rings, credits, its thread).
  *
- * Client.  One connection per peer (ops.shared): many fetches use it at
- * once, each with its own tag.  A range of at most the eager size goes
- * eager: GET with RM_F_EAGER, and the server SENDs the bytes straight
- * from the object's registered pages into one of our receive buffers;
- * the connection's thread copies them into the destination, the path's
- * only copy.  A larger range goes by rendezvous: GET, the server answers
- * RDV with the address and rkey of the range in the object's
- * registration, and the fetching thread issues RDMA READs of
- * RDV_CHUNK, RDV_WINDOW at a time, straight into the destination (the
- * fetch's region, registered once when the fetch reserved it; without
- * one, a registration for this transfer only), then sends FIN.
- *
- * Server.  A listener thread accepts connections (and reaps dead ones);
- * each connection's thread answers what arrives, in order: the
- * handshake of auth.c, then GETs through serve.c like every backend.  A
- * served object is registered once, the first time it is served, with
- * remote read access, and the registration hangs on the object
- * (transport_source.attach) until the object is freed: an rkey reads one
- * sealed object and dies with it.  An object held in part (being
- * fetched) is never registered whole: a GET of verified blocks of it
- * gets a registration of exactly its range, for itself alone.  A
- * rendezvous keeps the object pinned (and such a registration) until
- * FIN, or until transport_rdv_budget_ns() passes (the peer vanished).  GETs that
- * arrive while the client has no receive buffer for the answer wait in
- * the connection's queue.
- *
- * Versions.  A connection speaks version 1 of the messages, or version 2
- * to a peer whose card has "rfan" (transport.c chooses; the private data
- * says which, and the server answers in it): a GET may then carry the
- * fan-out flags (PARTIAL_OK, BUSY_OK, WANT_HAVE for a query; never PARK,
- * which would hold up the server's connection thread), and be answered
- * RM_HAVE, which carries wire.c's HAVE and ends the request ("not yet",
- * -EAGAIN, or a query's answer).
+ * This file is the client and the ops: one shared connection per peer; a
+ * range goes eager (GET with RM_F_EAGER, answered by a SEND of the bytes,
+ * which the connection's thread copies into the destination) or by
+ * rendezvous (RDMA READs of the holder's registered range straight into
+ * the destination, then FIN).  rdma_serve.c is the server, which answers
+ * GETs through serve.c like every backend.  docs/design.md, "The RDMA
+ * backend", has both sides, the registrations and the versions.
  *
  * OBJFS_RDMA_PATH=eager|rendezvous in the environment forces one path
  * for every range (eager ranges larger than the eager size go as several

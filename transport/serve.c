@@ -2,70 +2,14 @@
  * serve: answering a GET, for every backend.  A backend reads requests
  * and writes replies on its own kind of connection; what a reply holds,
  * and what serving it costs and counts, is decided here, the same way
- * for all of them.
- *
- * One GET flows like this (tcp.c's serve loop is the model):
- *
- *   transport_serve_begin()   pins the object through t->src.open(), checks the
- *                   range and asks t->src.have() whether all of it is
- *                   servable.  The reply is an ERR or a HAVE (nothing
- *                   pinned, the request already counted as served), or
- *                   a DATA header (a version 2 GET may ask for a HAVE
- *                   before it).
- *   transport_serve_next()    while transport_serve_more(): points iovecs at the next piece
- *                   of the pinned object (t->src.iov()), takes its bytes
- *                   from the bandwidth bucket and counts them as sent
- *                   (and, with the last piece, the request as served)
- *                   before the backend sends them, so that the counters
- *                   are up to date by the time the client has the bytes.
- *   transport_serve_unsent()  sending failed: takes those counts back, logs.
- *   transport_serve_end()     unpins.
- *
- * An empty range still has one piece, of no bytes, so that a backend
- * that sends the DATA header with the first piece sends it once.
- *
- * What a peer may get.  Only bytes the source calls servable (sealed, or
- * verified: have() says 1 for the range) ever go out.  A range the
- * source has in part is ENOENT to a version 1 GET, as it was before
- * version 2 existed, and a HAVE only to a version 2 GET that said it can
- * take one (PARTIAL_OK).  A HAVE's load is the GETs the node (both
- * halves of its transport) has pinned when it answers.
- *
- * Slots (serve_slots, struct tslots).  A GET that said it can take a
- * "busy" answer (WIRE_F_BUSY_OK: a fan-out fetch, which has other
- * sources and other blocks to ask for) holds one of the node's slots
- * while it sends, and is refused when all are taken: a HAVE with
- * TRANSPORT_HAVE_BUSY and a retry_ms, the time until the first of them
- * is likely done (its bytes left at the rate it gets).  Every other GET
- * is served at once, as before slots existed, and takes no slot (a long
- * plain GET must not keep fan-out away from a node: it shares the rate
- * with the slots instead).  So a
- * node sends few blocks at a time, each at its full rate, and each
- * reaches its fetcher (which serves it onward) as early as it can; a
- * node that split its rate over every asker would finish them all late.
- * bench/fanout-sim.c measures this (--slots).  One exception: a GET
- * that may wait (WIRE_F_PARK) from the peer that holds every slot, while
- * no other peer was told "busy" lately, waits for a slot (one such GET
- * at a time, at most a quarter of io_timeout_ms, so that its client
- * never takes it for a stall; then it is told "busy" after all) rather
- * than come back
- * after retry_ms: a lone fetcher keeps its next block queued, where a
- * retry left the node idle for the round trip and the estimate's error
- * (one reader of 256 MiB at 64 MiB/s took 1.12-1.21 x S/BW with busy
- * answers alone).  With other peers asking, the next block is theirs to
- * race for, as the simulator wants (--queue=1 costs it at large N).
- *
- * Parking.  A GET with WIRE_F_PARK for a range the source is receiving
- * (its own fetch) waits for it, through t->src.wait(), for as long as
- * the bytes keep arriving and at most PARK_SHARE of io_timeout_ms (the
- * client waits io_timeout_ms for an answer), then is answered as usual.
- * Its fetcher would otherwise fall back on the origin for a block that
- * is a fraction of a block time away here.
- *
- * The bandwidth bucket (serve_bwlimit) is shared by every server
- * connection of a transport, under its own mutex.  Pieces shrink to the
- * bucket's burst, so that no single wait is long, and a wait is cut into
- * slices so that a server that is stopping is not held up by it.
+ * for all of them: transport_serve_begin() answers ERR or HAVE, or pins
+ * the object for a DATA header; transport_serve_next() hands out each
+ * piece, transport_serve_unsent() takes back what was not sent, and
+ * transport_serve_end() unpins (tcp.c's serve loop is the model).  Only
+ * sealed or verified bytes ever go out.  The node's serving slots, parked
+ * GETs and the bandwidth bucket live here too.  docs/design.md, "Serving
+ * a GET", has the flow and the rules: what a peer may get, slots,
+ * parking, the bucket.
  */
 #define _GNU_SOURCE
 #include "transport_i.h"
@@ -235,7 +179,8 @@ static unsigned slot_retry_ms(const struct tslots *s, uint64_t rate, uint64_t se
  * Take a slot for @ctx, a GET of ctx->get_len bytes from @node, or
  * -EBUSY when every slot is taken, with when to ask again in *@ret_ms.
  * With @may_wait, a GET from the peer that holds every slot waits for
- * one while no other peer is being refused (see the top of the file).
+ * one while no other peer is being refused (docs/design.md, "Serving a
+ * GET", "Slots").
  */
 static int slot_take(struct serve_ctx *ctx, const char *node, bool may_wait,
 		     const atomic_bool *stop, unsigned *ret_ms)

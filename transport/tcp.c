@@ -1,67 +1,15 @@
 /*
  * tcp: the TCP backend.
  *
- * Server.  One listening socket (IPv4 or IPv6, whatever listen_host
- * resolves to first), one accept thread, and one thread per accepted
- * connection, within the limits of transport_i.h (TRANSPORT_SERVE_*): so
- * many in all, per peer node, and in the handshake.  At a limit, the
- * connection idle longest (or, for the handshakes, the one in it longest)
- * is closed to make room: its record is marked evicted, it stops counting
- * and its socket is shut down, which wakes its thread to end quietly.  A
- * new connection is refused only when nothing can give way.  Each
- * connection's record (struct srv_conn) says under srv->lock whether it is
- * authenticated, as which node, and since when it has been idle.
- * A connection thread runs transport_tcp_serve_fd(): the handshake (auth.c), then
- * GET after GET.  What a GET is answered with, and what serving it
- * costs and counts, is serve.c's; this file only writes it to the
- * socket: ERR, or a DATA header and then the payload written with
- * sendmsg() straight from the iovecs that the source points into its
- * shared memory, in pieces of up to TCP_CHUNK bytes (the header rides
- * with the first piece).  No byte is copied into a buffer of ours
- * (sendfile was slower than write() from mapped memory on loopback
- * here).
- *
- * A connection speaks the wire version of its HELLO (1, or 2 if the
- * client chose it: transport.c does, for peers whose card says "fan1"),
- * and every message on it carries that version: the server answers in
- * it, and closes a connection whose later messages change it.  A version
- * 2 GET may be answered HAVE (alone, or before its DATA header), as
- * serve.c decides.
- *
- * Any malformed frame, a message out of place (GET before READY), a
- * stall or an I/O error closes that connection only, with one log line
- * naming the peer (through the rate limit of its reason: transport_log());
- * the other connections and the server go on.
- *
- * Client.  A connection is a non-blocking socket, connected with a
- * timeout, authenticated, then used by one fetch at a time (the cache in
- * transport.c sees to that).  A fetch sends GET, checks that the reply
- * echoes exactly what was asked, and reads the payload with readv()
- * straight into the caller's iovecs.  On a version 2 connection the GET
- * carries the request's flags, and a HAVE is taken only where they
- * allow one: alone after PARTIAL_OK (-EAGAIN) or a query, and marked
- * "DATA follows" after WANT_HAVE.
- *
- * Tuning (transport_tuning()).  The fetch engine should run
- * TCP_STREAMS_PER_PEER ranges of one object at once from each peer, of
- * at least TCP_RANGE_MIN bytes each.
- * Loopback measurements: 2 streams moved 1 GiB in 0.30 s, 8 in 0.40 s
- * (more streams compete for the same cores, and the reader's next bytes
- * and the checksum's wait behind the others).
- *
- * Timeouts.  All sockets are non-blocking and every wait is a poll():
- * a client wait lasts at most io_timeout_ms since the last byte moved;
- * the server gives the whole handshake io_timeout_ms (at most
- * TRANSPORT_HANDSHAKE_MAX_MS), a request io_timeout_ms since its last
- * byte, and an idle connection TCP_IDLE_MS between requests.  Writes
- * use MSG_NOSIGNAL, so a vanished peer is EPIPE, never SIGPIPE.
- *
- * Stopping.  The accept thread sleeps in poll() on the listening socket
- * and an eventfd.  tcp_stop() sets srv->stop, kicks the eventfd, joins the
- * accept thread, shuts down every connection's socket (under srv->lock,
- * so never one that its thread already closed) and joins them all.
- * Connection threads that end on their own are joined by the accept
- * thread, which they kick on the way out.
+ * Server: one listening socket, one accept thread, and one thread per
+ * connection, within the limits transport_i.h describes; each runs the
+ * handshake (auth.c), then writes what serve.c answers to each GET, the
+ * payload with sendmsg() straight from the source's shared memory.
+ * Client: a connection used by one fetch at a time (the cache in
+ * transport.c), GET, a checked reply, readv() straight into the caller's
+ * iovecs.  Sockets are non-blocking, and every wait is a bounded poll().
+ * docs/protocol.md has the wire; docs/design.md, "The TCP backend", the
+ * threads and limits, versions, tuning, timeouts and stopping.
  */
 #define _GNU_SOURCE
 #include "tcp_i.h"

@@ -5,53 +5,11 @@
  * counters, and reading the secret file.  What serving a GET means is
  * serve.c's.
  *
- * Connection cache.  t->peers is a uthash table keyed by node name, under
- * t->lock.  Each peer holds the address its connections were made to, a
- * generation number and a list of idle connections (at most
- * conns_per_peer).  A fetch borrows an idle connection (after asking the
- * backend whether the peer has closed it meanwhile) or makes a new one
- * outside the lock; there is no cap on connections in use, only on those
- * kept, so a fetch never waits for another.  Afterwards the connection
- * goes back to the list, unless it broke, the list is full, or the peer's
- * generation changed while it was out: a new address for the peer, or
- * transport_forget_peer(), gives it a new generation and closes its idle
- * connections at once and its busy ones when they come back.
- *
- * A peer that restarted leaves dead connections in the cache.  Those
- * found closed at borrow time are dropped; one that fails with a reset
- * before any reply byte arrived is retried once on a fresh connection,
- * which is safe because GET has no side effects.
- *
- * A shared backend (RDMA: one queue pair carries many requests at once,
- * under credit-based flow control) keeps one connection per peer
- * instead, which every fetch uses at the same time; it is counted
- * (users) and closed when it broke or its peer changed and the last
- * fetch on it is done.
- *
- * Hybrid.  A transport of mode "auto" or "rdma" drives a second
- * transport, t->rdma, of the RDMA backend, with its own connection cache
- * and counters; transport_fetch() sends a range there when the peer's
- * card has an RDMA address, and with "auto" retries it over TCP when the
- * RDMA connection fails (not when the peer answered that it does not
- * hold the object), and leaves RDMA to that peer alone for
- * RDMA_RETRY_NS.
- *
- * Wire versions.  A serving transport whose TCP speaks version 2 adds
- * the token "fan1" to its caps, and one whose RDMA speaks version 2 of
- * its messages (GET flags and HAVE, as TCP's version 2) adds "rfan"
- * (each backend's ops->v2_token).  A fetch speaks version 2 of a backend
- * to a peer only if the caps of the peer's card (req->caps) have that
- * backend's token, so a node that predates it never sees it; every other
- * peer gets version 1, exactly as before.  The version is fixed per
- * connection: the peer entry (of each half) remembers it, and a change
- * (the peer's card gained or lost the token) makes a new generation, as
- * a new address does.  A request with flags goes over RDMA to a peer of
- * "rfan" (PARK dropped: a server answers on its connection's thread,
- * which must not wait), else over TCP to a peer of "fan1", else without
- * them (transport_fetch()).
- *
- * Counters are relaxed atomics; transport_stats() reads each on its own,
- * so a snapshot is not atomic as a whole.
+ * docs/design.md, "Above the backends", describes the connection cache
+ * (t->peers, under t->lock), the hybrid of TCP and RDMA, and which wire
+ * version a fetch speaks to a peer.  Counters are relaxed atomics;
+ * transport_stats() reads each on its own, so a snapshot is not atomic
+ * as a whole.
  */
 #define _GNU_SOURCE
 #include "transport_i.h"
