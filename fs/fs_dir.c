@@ -24,6 +24,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* Refusals that requests repeat (common/log.h): at most 10 lines in 10 s,
+ * the same line at most once. */
+static struct log_ratelimit link_rl =
+    LOG_RATELIMIT_INIT("second names refused while written", 10000, 10);
+static struct log_ratelimit rename_rl =
+    LOG_RATELIMIT_INIT("renames onto existing names refused", 10000, 10);
+
 /*
  * An O_TRUNC open of a sealed object with allow_overwrite was answered
  * with ESTALE (see fs_op_open); the kernel now looks the name up again.
@@ -750,9 +757,10 @@ void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
 		r = -EPERM; /* directories and symbolic links have one name */
 	} else if (in->pending || !in->sealed) {
 		/* it has no name in Redis before its seal */
-		log_info("refusing a second name for object %" PRIu64
-			 " while it is being written: it may have more once it is closed",
-			 (uint64_t)ino);
+		log_msg_limited(&link_rl, LOGL_INFO,
+				"refusing a second name for object %" PRIu64
+				" while it is being written: it may have more once it is closed",
+				(uint64_t)ino);
 		r = -EPERM;
 	} else if (fs_pending_find(fs, newparent, newname)) {
 		r = -EEXIST;
@@ -978,9 +986,11 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_
 			&replaced);
 	if (r < 0) {
 		if (r == -EEXIST && !fs->cfg.allow_overwrite && !(flags & RENAME_NOREPLACE))
-			log_info("rename of '%s' onto existing '%s' refused: objects are immutable "
-				 "and the mount lacks allow_overwrite",
-				 name, newname);
+			log_msg_limited(
+			    &rename_rl, LOGL_INFO,
+			    "rename of '%s' onto existing '%s' refused: objects are immutable "
+			    "and the mount lacks allow_overwrite",
+			    name, newname);
 		fs_reply_err_at(req, r, "rename", parent, name);
 		return;
 	}

@@ -33,6 +33,23 @@
 #define REPLACE_WISH_NS (2 * 1000000000LL)
 #define READ_IOV_MAX 256
 
+/* Lines that requests or objects repeat (common/log.h): at most a few in
+ * 10 s, the same line at most once. */
+static struct log_ratelimit refuse_rl =
+    LOG_RATELIMIT_INIT("refused writes to sealed objects", 10000, 10);
+static struct log_ratelimit late_rl =
+    LOG_RATELIMIT_INIT("writes after the seal refused", 10000, 10);
+static struct log_ratelimit sealing_rl =
+    LOG_RATELIMIT_INIT("requests refused while a seal runs", 10000, 10);
+static struct log_ratelimit setaside_rl =
+    LOG_RATELIMIT_INIT("opens refused of copies set aside", 10000, 10);
+static struct log_ratelimit discard_rl =
+    LOG_RATELIMIT_INIT("objects discarded while written", 10000, 10);
+static struct log_ratelimit backing_rl =
+    LOG_RATELIMIT_INIT("FUSE backing ids that could not be closed", 10000, 10);
+static struct log_ratelimit nopt_rl =
+    LOG_RATELIMIT_INIT("OPEN replies without passthrough", 10000, 10);
+
 /* ---- overwrite wishes (docs/design.md, "Overwrite") ---- */
 
 /* Called with fs->lock held. */
@@ -337,7 +354,8 @@ static void backing_close(struct fs *fs, uint32_t id, struct store_obj *o)
 	int r = id ? fs_pt_backing_close(fs->pt, id) : 0;
 
 	if (r < 0)
-		log_warn("cannot close FUSE backing id %u: %s", id, strerror(-r));
+		log_msg_limited(&backing_rl, LOGL_WARN, "cannot close FUSE backing id %u: %s", id,
+				strerror(-r));
 	store_obj_unref(o);
 }
 
@@ -450,9 +468,11 @@ static void reply_open(struct fs *fs, fuse_req_t req, uint64_t ino, struct handl
 	backing_close(fs, spare, NULL);
 	if (io < 0) {
 		if (io == -EBUSY)
-			log_info("object %" PRIu64 " is open in passthrough mode on a copy that "
-				 "was set aside: refusing new opens until those handles close",
-				 ino);
+			log_msg_limited(
+			    &setaside_rl, LOGL_INFO,
+			    "object %" PRIu64 " is open in passthrough mode on a copy that "
+			    "was set aside: refusing new opens until those handles close",
+			    ino);
 		handle_release(fs, ino, h);
 		fs_reply_err(req, io);
 		return;
@@ -475,7 +495,9 @@ static void reply_open(struct fs *fs, fuse_req_t req, uint64_t ino, struct handl
 		/* never with libfuse 3.14 (fs_pt turned passthrough off for the
 		 * mount): the kernel has a page-cache handle that is counted as
 		 * a passthrough one, and an open of this inode beside it fails */
-		log_error("the OPEN reply of object %" PRIu64 " went out without passthrough", ino);
+		log_msg_limited(&nopt_rl, LOGL_ERROR,
+				"the OPEN reply of object %" PRIu64 " went out without passthrough",
+				ino);
 	count_open(fs, (enum fs_io)io);
 }
 
@@ -516,7 +538,9 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (p && p->sealing && !p->seal_retry) {
 		pthread_mutex_unlock(&fs->lock);
-		log_warn("object %" PRIu64 " is still being sealed after 60 s", (uint64_t)ino);
+		log_msg_limited(&sealing_rl, LOGL_WARN,
+				"object %" PRIu64 " is still being sealed after 60 s",
+				(uint64_t)ino);
 		fs_reply_err(req, -EBUSY);
 		return;
 	}
@@ -565,10 +589,12 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			return;
 		}
 		pthread_mutex_unlock(&fs->lock);
-		log_info("refusing to open object %" PRIu64 " for writing: objects are immutable "
-			 "once sealed%s",
-			 (uint64_t)ino,
-			 fs->cfg.allow_overwrite ? " (replace it with an O_TRUNC open)" : "");
+		log_msg_limited(
+		    &refuse_rl, LOGL_INFO,
+		    "refusing to open object %" PRIu64 " for writing: objects are immutable "
+		    "once sealed%s",
+		    (uint64_t)ino,
+		    fs->cfg.allow_overwrite ? " (replace it with an O_TRUNC open)" : "");
 		fs_reply_err(req, -EACCES);
 		return;
 	}
@@ -675,9 +701,10 @@ static int late_write(struct fs *fs, struct pending *p)
 	p->late_logged = true;
 	pthread_mutex_unlock(&fs->lock);
 	if (log)
-		log_info("write after the seal of object %" PRIu64 " ('%s') refused: it was "
-			 "sealed when the process that created it closed it",
-			 p->id, p->name);
+		log_msg_limited(&late_rl, LOGL_INFO,
+				"write after the seal of object %" PRIu64 " ('%s') refused: it was "
+				"sealed when the process that created it closed it",
+				p->id, p->name);
 	return -EACCES;
 }
 
@@ -749,9 +776,10 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 	if ((r == -EMFILE || r == -ENFILE) && !p->failed) {
 		/* the daemon's own limit, not the writer's: the write is lost */
 		p->failed = true;
-		log_warn("out of descriptors: object %" PRIu64 " being written as '%s' is "
-			 "discarded; raise the open-files limit (LimitNOFILE=, ulimit -n)",
-			 p->id, p->name);
+		log_msg_limited(&discard_rl, LOGL_WARN,
+				"out of descriptors: object %" PRIu64 " being written as '%s' is "
+				"discarded; raise the open-files limit (LimitNOFILE=, ulimit -n)",
+				p->id, p->name);
 	}
 	log_full = r == -ENOSPC && !p->failed;
 	if (log_full) {
@@ -764,8 +792,10 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, o
 	if (log_full) {
 		/* without fs->lock: it asks the store's filesystem */
 		store_describe_use(fs->store, use, sizeof(use));
-		log_warn("store full (%s): object %" PRIu64 " being written as '%s' is discarded",
-			 use, p->id, name);
+		log_msg_limited(&discard_rl, LOGL_WARN,
+				"store full (%s): object %" PRIu64
+				" being written as '%s' is discarded",
+				use, p->id, name);
 	}
 	if (r < 0)
 		fs_reply_err(req, r);
@@ -996,9 +1026,11 @@ static int setattr_meta(struct fs *fs, fuse_ino_t ino, const struct stat *attr, 
 	if (in->kind == META_FILE && in->pending && in->pending->sealing) {
 		/* its seal took the metadata already, and is not done */
 		pthread_mutex_unlock(&fs->lock);
-		log_warn("object %" PRIu64 " is still being sealed: its owner, mode or times "
-			 "cannot change yet",
-			 (uint64_t)ino);
+		log_msg_limited(&sealing_rl, LOGL_WARN,
+				"object %" PRIu64
+				" is still being sealed: its owner, mode or times "
+				"cannot change yet",
+				(uint64_t)ino);
 		return -EBUSY;
 	}
 	if (in->kind == META_FILE && in->pending) {
@@ -1065,9 +1097,10 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set
 
 	if (to_set & FUSE_SET_ATTR_SIZE) {
 		if (!obj) {
-			log_info("refusing to truncate object %" PRIu64
-				 ": objects are immutable once sealed",
-				 (uint64_t)ino);
+			log_msg_limited(&refuse_rl, LOGL_INFO,
+					"refusing to truncate object %" PRIu64
+					": objects are immutable once sealed",
+					(uint64_t)ino);
 			fs_reply_err(req, kind == META_DIR ? -EISDIR : -EACCES);
 			return;
 		}

@@ -663,6 +663,8 @@ static struct log_ratelimit corrupt_rl =
     LOG_RATELIMIT_INIT("failed requests (corrupt records)", 10000, 100);
 static struct log_ratelimit down_rl =
     LOG_RATELIMIT_INIT("failed requests (Redis unreachable)", 10000, 100);
+static struct log_ratelimit bug_rl =
+    LOG_RATELIMIT_INIT("failed requests (positive errnos)", 10000, 10);
 
 int fs_kernel_errno(struct fs *fs, int r, const char *what, uint64_t parent, const char *name)
 {
@@ -670,9 +672,10 @@ int fs_kernel_errno(struct fs *fs, int r, const char *what, uint64_t parent, con
 
 	if (r > 0) {
 		/* a bug: the caller meant an error; never answer success */
-		log_error("%s: a positive errno (%d) where a negative one was expected: "
-			  "returning EIO",
-			  what ? what : "a request", r);
+		log_msg_limited(&bug_rl, LOGL_ERROR,
+				"%s: a positive errno (%d) where a negative one was expected: "
+				"returning EIO",
+				what ? what : "a request", r);
 		return EIO;
 	}
 	if (r == -EBADMSG) {

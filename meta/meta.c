@@ -44,6 +44,9 @@
 #define DIR_MAX (1u << 20)
 #define EPOCH_MAX 64
 
+/* every create repeats it (common/log.h) */
+static struct log_ratelimit ids_rl = LOG_RATELIMIT_INIT("meta: ids not random", 10000, 10);
+
 /* ---- calls ---- */
 
 /* ---- reporting corrupt records ---- */
@@ -553,9 +556,10 @@ int meta_alloc_id(struct meta *m, uint64_t *ret_id)
 			r = 0; /* a whole block in use: draw another */
 	}
 	if (r == 0) {
-		log_error("%d blocks of random ids in a row are in use in Redis: its ids are "
-			  "not random",
-			  i);
+		log_msg_limited(&ids_rl, LOGL_ERROR,
+				"%d blocks of random ids in a row are in use in Redis: its ids are "
+				"not random",
+				i);
 		r = -EAGAIN;
 	}
 	return r;

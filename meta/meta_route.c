@@ -39,6 +39,10 @@
 /* meta_route_resolve() asks at most this many masters it knew */
 #define KNOWN_ASKED 16
 
+/* a bug that every command of its kind repeats (common/log.h) */
+static struct log_ratelimit slot_rl =
+    LOG_RATELIMIT_INIT("meta: commands on keys of other slots", 10000, 10);
+
 struct route {
 	uint16_t owner[SLOTS];
 	struct addr *nodes;
@@ -265,8 +269,10 @@ int meta_route_check(const struct meta *m, const struct args *a)
 	slot = meta_route_keyslot(key, len);
 	if (slot == meta_route_ns_slot(m))
 		return 0;
-	log_error("meta: %s on key '%.*s' of slot %u, not of the namespace's slot %u: not sent",
-		  a->v[0], (int)(len > 100 ? 100 : len), key, slot, meta_route_ns_slot(m));
+	log_msg_limited(
+	    &slot_rl, LOGL_ERROR,
+	    "meta: %s on key '%.*s' of slot %u, not of the namespace's slot %u: not sent", a->v[0],
+	    (int)(len > 100 ? 100 : len), key, slot, meta_route_ns_slot(m));
 	return -EXDEV;
 }
 

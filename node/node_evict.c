@@ -324,13 +324,16 @@ static void say_no_room(struct node *nd, uint64_t need, const struct kept *k, ui
  */
 static void evict_one(struct node *nd, const struct cand *c, int64_t deadline_ns)
 {
+	static struct log_ratelimit evicted_rl =
+	    LOG_RATELIMIT_INIT("eviction: evicted objects", 10000, 10);
 	static struct log_ratelimit rl = LOG_RATELIMIT_INIT("eviction: still sent", 10000, 5);
 
 	(void)store_unlink_id(nd->store, c->id);
 	node_source_revoke(nd->source, c->id);
 	NODE_COUNT(nd, evictions, 1);
-	log_info("evicted object %" PRIu64 " (%" PRIu64 " bytes; other nodes hold it)", c->id,
-		 c->size);
+	log_msg_limited(&evicted_rl, LOGL_INFO,
+			"evicted object %" PRIu64 " (%" PRIu64 " bytes; other nodes hold it)",
+			c->id, c->size);
 	if (node_source_wait(nd->source, c->id, deadline_ns) < 0)
 		log_msg_limited(&rl, LOGL_WARN,
 				"evicted object %" PRIu64

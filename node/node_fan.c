@@ -37,6 +37,12 @@
 #include "fanpick.h"
 #include "log.h"
 
+/* Lines that fetches repeat (common/log.h): at most 10 in 10 s. */
+static struct log_ratelimit alone_rl =
+    LOG_RATELIMIT_INIT("fan-out fetches left to the holders", 10000, 10);
+static struct log_ratelimit failover_rl =
+    LOG_RATELIMIT_INIT("fan-out blocks fetched elsewhere", 10000, 10);
+
 /* the first re-locate after the start, doubling up to FAN_RENEW_MAX_MS:
  * fetchers that start later are found that soon */
 #define FAN_RENEW_FIRST_MS 250
@@ -289,9 +295,11 @@ int node_fan_take_locked(struct node_fetch *f, struct fan_task *ret)
 			ret->what = FAN_TASK_LOCATE;
 			return 1;
 		}
-		log_info("object %" PRIu64 ": no node fetching it can be asked; fetching the "
-			 "rest from its holders only",
-			 f->id);
+		log_msg_limited(&alone_rl, LOGL_INFO,
+				"object %" PRIu64
+				": no node fetching it can be asked; fetching the "
+				"rest from its holders only",
+				f->id);
 		/* holders this fetch found bad stay so (a stalled one is
 		 * the plain fetch's to retry) */
 		for (unsigned i = 0; i < fan->nsrc; i++)
@@ -415,11 +423,12 @@ bool node_fan_block_end(struct node_fetch *f, const struct fan_task *t, int r,
 	}
 	if (r < 0 && r != -EAGAIN) {
 		NODE_COUNT(nd, failovers, 1);
-		log_warn("object %" PRIu64 ": %s '%s' (%s) %s at offset %" PRIu64
-			 " (block %u); fetching it elsewhere",
-			 f->id, t->full ? "holder" : "fetcher", t->h.node,
-			 t->h.addr[0] ? t->h.addr : t->h.rdma, node_fetch_holder_errname(r),
-			 (uint64_t)t->block << f->sums->shift, t->block);
+		log_msg_limited(&failover_rl, LOGL_WARN,
+				"object %" PRIu64 ": %s '%s' (%s) %s at offset %" PRIu64
+				" (block %u); fetching it elsewhere",
+				f->id, t->full ? "holder" : "fetcher", t->h.node,
+				t->h.addr[0] ? t->h.addr : t->h.rdma, node_fetch_holder_errname(r),
+				(uint64_t)t->block << f->sums->shift, t->block);
 	}
 	return last;
 }

@@ -85,6 +85,11 @@ static void region_new(struct node_fetch *f)
  * store is full (and the fetches under way end, if need be). */
 static struct log_ratelimit slots_rl =
     LOG_RATELIMIT_INIT("fetches over the object limit", 10000, 5);
+static struct log_ratelimit big_rl =
+    LOG_RATELIMIT_INIT("fetches of objects bigger than the store", 10000, 10);
+static struct log_ratelimit room_rl = LOG_RATELIMIT_INIT("fetches with no room", 10000, 10);
+static struct log_ratelimit notransport_rl =
+    LOG_RATELIMIT_INIT("fetches without a transport", 10000, 10);
 
 /* Fetches under way here that hold room (RUNNING: each holds what it
  * reserved until it ends, and its copy cannot be evicted before)?  Not
@@ -144,9 +149,11 @@ static int reserve(struct node_fetch *f)
 	 * or a corrupt size in its record) */
 	store_stats(nd->store, &ss);
 	if (f->rec.size > ss.capacity) {
-		log_error("object %" PRIu64 " is %" PRIu64 " bytes, more than this node's whole "
-			  "store (%" PRIu64 " bytes): it cannot be fetched here",
-			  f->id, f->rec.size, ss.capacity);
+		log_msg_limited(&big_rl, LOGL_ERROR,
+				"object %" PRIu64 " is %" PRIu64
+				" bytes, more than this node's whole "
+				"store (%" PRIu64 " bytes): it cannot be fetched here",
+				f->id, f->rec.size, ss.capacity);
 		return -EFBIG;
 	}
 	f->obj = store_create(nd->store, f->id, &err);
@@ -169,8 +176,10 @@ static int reserve(struct node_fetch *f)
 		r = reserve_wait(f);
 	if (r == -ENOSPC) {
 		store_describe_use(nd->store, use, sizeof(use));
-		log_warn("no room in the store for object %" PRIu64 " (%" PRIu64 " bytes): %s",
-			 f->id, f->rec.size, use);
+		log_msg_limited(&room_rl, LOGL_WARN,
+				"no room in the store for object %" PRIu64 " (%" PRIu64
+				" bytes): %s",
+				f->id, f->rec.size, use);
 	}
 	if (r < 0) {
 		store_unlink(f->obj);
@@ -189,9 +198,10 @@ static int setup(struct node_fetch *f, const struct meta_obj *rec)
 	int r;
 
 	if (!f->nd->transport) {
-		log_error("object %" PRIu64 " is not on this node, and this node has no "
-			  "transport to fetch it with",
-			  f->id);
+		log_msg_limited(&notransport_rl, LOGL_ERROR,
+				"object %" PRIu64 " is not on this node, and this node has no "
+				"transport to fetch it with",
+				f->id);
 		return -EIO;
 	}
 	r = node_fetch_holder_locate(f, rec);

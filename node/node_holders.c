@@ -31,6 +31,15 @@
 
 #include "log.h"
 
+/* Lines that fetches repeat (common/log.h): at most a burst in 10 s. */
+static struct log_ratelimit sums_rl =
+    LOG_RATELIMIT_INIT("corrupt records in Redis (block sums)", 10000, 100);
+static struct log_ratelimit stale_rl =
+    LOG_RATELIMIT_INIT("holder entries of nodes that are gone", 10000, 10);
+static struct log_ratelimit noholder_rl =
+    LOG_RATELIMIT_INIT("fetches with no live holder", 10000, 100);
+static struct log_ratelimit gone_rl = LOG_RATELIMIT_INIT("stalled holders given up", 10000, 10);
+
 #define PEER_CACHE_NS (10 * 1000000000LL)
 #define PEER_CACHE_MAX 4096
 
@@ -189,9 +198,11 @@ static void take_sums(struct node_fetch *f, char *text)
 	if (text && bsum_blocks(f->rec.size) >= 2) {
 		r = bsum_from_text(text, strlen(text), f->rec.size, &f->sums);
 		if (r == -EINVAL)
-			log_error("corrupt record in Redis: object %" PRIu64 ": its block sums do "
-				  "not fit its size (%" PRIu64 " bytes); fetching it without them",
-				  f->id, f->rec.size);
+			log_msg_limited(
+			    &sums_rl, LOGL_ERROR,
+			    "corrupt record in Redis: object %" PRIu64 ": its block sums do "
+			    "not fit its size (%" PRIu64 " bytes); fetching it without them",
+			    f->id, f->rec.size);
 	}
 	free(text);
 }
@@ -276,7 +287,9 @@ static void count_stale(struct node *nd, uint64_t id, unsigned stale)
 	if (!stale)
 		return;
 	NODE_COUNT(nd, stale_holders, stale);
-	log_info("object %" PRIu64 ": dropped %u holder entries of nodes that are gone", id, stale);
+	log_msg_limited(&stale_rl, LOGL_INFO,
+			"object %" PRIu64 ": dropped %u holder entries of nodes that are gone", id,
+			stale);
 }
 
 int node_fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec)
@@ -343,7 +356,8 @@ int node_fetch_holder_locate(struct node_fetch *f, const struct meta_obj *rec)
 		}
 	pthread_mutex_unlock(&nd->lock);
 	if (!good) {
-		log_error("object %" PRIu64 " has no live holder to fetch it from", f->id);
+		log_msg_limited(&noholder_rl, LOGL_ERROR,
+				"object %" PRIu64 " has no live holder to fetch it from", f->id);
 		return -EIO;
 	}
 	f->rr = (unsigned)(util_mono_ns() / 1000) % (unsigned)f->nholders;
@@ -401,8 +415,10 @@ int node_fetch_holder_relocate(struct node_fetch *f, bool unstall)
 	pthread_mutex_unlock(&nd->lock);
 	free(old);
 	if (gone[0])
-		log_warn("object %" PRIu64 ": holder '%s' stalled, and its node card is gone "
-			 "(or it holds the object no more): giving up on it",
-			 f->id, gone);
+		log_msg_limited(&gone_rl, LOGL_WARN,
+				"object %" PRIu64
+				": holder '%s' stalled, and its node card is gone "
+				"(or it holds the object no more): giving up on it",
+				f->id, gone);
 	return good ? 0 : -EHOSTUNREACH;
 }

@@ -31,6 +31,17 @@
 static struct log_ratelimit seal_rl = LOG_RATELIMIT_INIT("failed seals", 60000, 10);
 static struct log_ratelimit limit_rl =
     LOG_RATELIMIT_INIT("creates over the object limit", 10000, 5);
+/* Lines that objects repeat (common/log.h): at most a burst in 10 s. */
+static struct log_ratelimit told_rl =
+    LOG_RATELIMIT_INIT("failed seals (their close(2) failed)", 10000, 100);
+static struct log_ratelimit rekey_rl =
+    LOG_RATELIMIT_INIT("objects whose id was another object's", 10000, 100);
+static struct log_ratelimit conflict_rl =
+    LOG_RATELIMIT_INIT("objects published under another name", 10000, 10);
+static struct log_ratelimit killed_rl = LOG_RATELIMIT_INIT("objects of killed writers", 10000, 10);
+static struct log_ratelimit unpub_rl = LOG_RATELIMIT_INIT("objects left unpublished", 10000, 10);
+static struct log_ratelimit retry_rl = LOG_RATELIMIT_INIT("publishes to be retried", 10000, 10);
+static struct log_ratelimit late_rl = LOG_RATELIMIT_INIT("objects published late", 10000, 10);
 
 /* The name an object is kept under in /lost+found (a killed writer's, or one whose id was another
  * object's). */
@@ -79,9 +90,10 @@ struct store_obj *node_rekey(struct node *nd, struct store_obj *o, int *ret_err)
 	if (r == 0)
 		r = store_seal(n, path, store_obj_mtime(o));
 	if (r < 0) {
-		log_error("object %" PRIu64 " is not the object its id names, and it cannot "
-			  "be copied to another id: %s; kept as it is, unregistered",
-			  store_obj_id(o), strerror(-r));
+		log_msg_limited(&rekey_rl, LOGL_ERROR,
+				"object %" PRIu64 " is not the object its id names, and it cannot "
+				"be copied to another id: %s; kept as it is, unregistered",
+				store_obj_id(o), strerror(-r));
 		if (n) {
 			store_unlink(n);
 			store_obj_unref(n);
@@ -89,9 +101,10 @@ struct store_obj *node_rekey(struct node *nd, struct store_obj *o, int *ret_err)
 		*ret_err = r;
 		return NULL;
 	}
-	log_warn("object %" PRIu64 " ('%s') is not the object Redis knows by that id (Redis "
-		 "lost writes and the id was used again); it is object %" PRIu64 " now",
-		 store_obj_id(o), path, id);
+	log_msg_limited(&rekey_rl, LOGL_WARN,
+			"object %" PRIu64 " ('%s') is not the object Redis knows by that id (Redis "
+			"lost writes and the id was used again); it is object %" PRIu64 " now",
+			store_obj_id(o), path, id);
 	store_unlink(o);
 	return n;
 }
@@ -119,9 +132,10 @@ static int publish_conflict(struct node *nd, uint64_t parent, const char *name,
 	snprintf(alt, sizeof(alt), "%.*s.objfs-%" PRIu64, OBJFS_NAME_MAX - 28, name, mo->id);
 	r = meta_publish_attr(nd->meta, parent, alt, mo, bsum, attr, 0, NULL, path);
 	if (r == 0)
-		log_warn("'%s' was created elsewhere while object %" PRIu64
-			 " was written here; kept it as '%s'",
-			 name, mo->id, alt);
+		log_msg_limited(&conflict_rl, LOGL_WARN,
+				"'%s' was created elsewhere while object %" PRIu64
+				" was written here; kept it as '%s'",
+				name, mo->id, alt);
 	return r;
 }
 
@@ -131,7 +145,9 @@ static void remember_unpublished(struct node *nd, uint64_t id, uint64_t parent, 
 	struct unpublished *u = calloc(1, sizeof(*u));
 
 	if (!u) {
-		log_error("out of memory: object %" PRIu64 " stays unpublished until restart", id);
+		log_msg_limited(&unpub_rl, LOGL_ERROR,
+				"out of memory: object %" PRIu64 " stays unpublished until restart",
+				id);
 		return;
 	}
 	u->id = id;
@@ -167,13 +183,15 @@ static int publish_rekeyed(struct node *nd, struct store_obj *obj, const char *n
 	r = meta_reregister(nd->meta, &mo, path, got);
 	if (r >= 0) {
 		store_set_path(n, got);
-		log_error("object written as '%s' kept as '%s': its id was another object's", name,
-			  got);
+		log_msg_limited(&rekey_rl, LOGL_ERROR,
+				"object written as '%s' kept as '%s': its id was another object's",
+				name, got);
 	} else {
 		/* the catalog path is "": the next reconcile registers it */
-		log_error("object written as '%s' is kept as object %" PRIu64
-			  " until Redis takes it: %s",
-			  name, mo.id, strerror(-r));
+		log_msg_limited(&rekey_rl, LOGL_ERROR,
+				"object written as '%s' is kept as object %" PRIu64
+				" until Redis takes it: %s",
+				name, mo.id, strerror(-r));
 	}
 	store_obj_unref(n);
 	return -ENOTUNIQ;
@@ -215,16 +233,18 @@ static int publish_named(struct node *nd, uint64_t id, uint64_t parent, const ch
 		if (r == -ENOTUNIQ)
 			return publish_rekeyed(nd, obj, name);
 		if (r >= 0) {
-			log_warn("directory of '%s' vanished while object %" PRIu64
-				 " was written; it is in /lost+found",
-				 name, id);
+			log_msg_limited(&conflict_rl, LOGL_WARN,
+					"directory of '%s' vanished while object %" PRIu64
+					" was written; it is in /lost+found",
+					name, id);
 			r = 0;
 		}
 	}
 	if (r < 0) {
 		if (r != -EIO)
-			log_error("cannot publish object %" PRIu64 " as '%s': %s; will retry", id,
-				  name, strerror(-r));
+			log_msg_limited(&retry_rl, LOGL_ERROR,
+					"cannot publish object %" PRIu64 " as '%s': %s; will retry",
+					id, name, strerror(-r));
 		return -EIO;
 	}
 	if (path[0])
@@ -302,9 +322,11 @@ static int seal_bytes(struct node *nd, struct store_obj *o, const char *name, bo
 	if (r < 0) {
 		NODE_COUNT(nd, seal_failed, 1);
 		if (told)
-			log_error("cannot seal object %" PRIu64 " ('%s'): %s; discarding it, and "
-				  "its close(2) fails",
-				  store_obj_id(o), name, strerror(-r));
+			log_msg_limited(&told_rl, LOGL_ERROR,
+					"cannot seal object %" PRIu64
+					" ('%s'): %s; discarding it, and "
+					"its close(2) fails",
+					store_obj_id(o), name, strerror(-r));
 		else
 			log_msg_limited(&seal_rl, LOGL_ERROR,
 					"cannot seal object %" PRIu64 " ('%s'): %s; kept, and "
@@ -338,10 +360,12 @@ static int seal_publish(struct node *nd, struct store_obj *o, uint64_t parent, c
 	if (sig) {
 		*ret = NODE_SEAL_LOST;
 		NODE_COUNT(nd, killed_writers, 1);
-		log_warn("the writer of '%s' (object %" PRIu64 ", %" PRIu64 " bytes) was killed "
-			 "by %s: kept on this node as '/lost+found/%s.objfs-%" PRIu64
-			 "', not published under its name",
-			 name, id, store_obj_size(o), sig_name(sig), name, id);
+		log_msg_limited(&killed_rl, LOGL_WARN,
+				"the writer of '%s' (object %" PRIu64 ", %" PRIu64
+				" bytes) was killed "
+				"by %s: kept on this node as '/lost+found/%s.objfs-%" PRIu64
+				"', not published under its name",
+				name, id, store_obj_size(o), sig_name(sig), name, id);
 		pr = publish_lost(nd, o, name);
 	} else {
 		*ret = NODE_SEAL_PUBLISHED;
@@ -353,9 +377,10 @@ static int seal_publish(struct node *nd, struct store_obj *o, uint64_t parent, c
 		return -EIO;
 	}
 	if (pr < 0) {
-		log_warn("Redis unreachable: object %" PRIu64 " ('%s') sealed on this node, "
-			 "published when Redis is back",
-			 id, name);
+		log_msg_limited(&unpub_rl, LOGL_WARN,
+				"Redis unreachable: object %" PRIu64 " ('%s') sealed on this node, "
+				"published when Redis is back",
+				id, name);
 		remember_unpublished(nd, id, parent, name, replace, sig != 0, &attr);
 		if (!sig)
 			*ret = NODE_SEAL_LATER;
@@ -438,9 +463,10 @@ void node_publish_retry(struct node *nd)
 				r = publish(nd, u->id, u->parent, u->name, u->replace, obj, NULL,
 					    &u->attr);
 			if (r == 0) {
-				log_info("published object %" PRIu64
-					 " as '%s' now that Redis is back",
-					 u->id, u->name);
+				log_msg_limited(&late_rl, LOGL_INFO,
+						"published object %" PRIu64
+						" as '%s' now that Redis is back",
+						u->id, u->name);
 				NODE_COUNT(nd, published_late, 1);
 			}
 			/* -ENOTUNIQ: kept under another id in /lost+found */

@@ -31,6 +31,17 @@
 
 #include "log.h"
 
+/* A reconcile says a line per object it changes (common/log.h): at most
+ * 10 of a kind in 10 s. */
+static struct log_ratelimit moved_rl =
+    LOG_RATELIMIT_INIT("reconcile: objects renamed elsewhere", 10000, 10);
+static struct log_ratelimit deleted_rl =
+    LOG_RATELIMIT_INIT("reconcile: objects deleted while away", 10000, 10);
+static struct log_ratelimit unknown_rl =
+    LOG_RATELIMIT_INIT("reconcile: objects Redis did not know", 10000, 10);
+static struct log_ratelimit rereg_rl =
+    LOG_RATELIMIT_INIT("reconcile: objects registered under a new name", 10000, 10);
+
 struct idlist {
 	uint64_t *ids;
 	size_t n, cap;
@@ -60,14 +71,17 @@ static void reregistered(struct store_obj *o, uint64_t id, const char *path, boo
 			 const char *got)
 {
 	if (r == 1)
-		log_warn("object %" PRIu64 ": '%s' is taken; registered it as '%s'", id, path, got);
+		log_msg_limited(&rereg_rl, LOGL_WARN,
+				"object %" PRIu64 ": '%s' is taken; registered it as '%s'", id,
+				path, got);
 	if (got[0] && strcmp(got, path))
 		store_set_path(o, got);
 	else if (lost)
 		store_set_path(o, path);
 	if (lost)
-		log_warn("object %" PRIu64 " was never published; registered it as '%s'", id,
-			 got[0] ? got : path);
+		log_msg_limited(&rereg_rl, LOGL_WARN,
+				"object %" PRIu64 " was never published; registered it as '%s'", id,
+				got[0] ? got : path);
 }
 
 /* Register @o again under @path ("" if it never had one: /lost+found).
@@ -230,8 +244,9 @@ static int reconcile_one(struct node *nd, uint64_t id, bool same_epoch)
 		 * recording the path */
 		if (r == 0 && meta_object_path(nd->meta, id, now) == 0 && now[0] &&
 		    strcmp(now, path) && store_set_path(o, now) == 0)
-			log_info("object %" PRIu64 " is '%s' now (the catalog said '%s')", id, now,
-				 path);
+			log_msg_limited(&moved_rl, LOGL_INFO,
+					"object %" PRIu64 " is '%s' now (the catalog said '%s')",
+					id, now, path);
 		if (r != -ENOTUNIQ)
 			break;
 		/* Redis lost this object, and its id was used again for
@@ -242,17 +257,20 @@ static int reconcile_one(struct node *nd, uint64_t id, bool same_epoch)
 		break;
 	}
 	case OBJ_DELETED:
-		log_info("object %" PRIu64 " was deleted while this node was away; dropping it",
-			 id);
+		log_msg_limited(
+		    &deleted_rl, LOGL_INFO,
+		    "object %" PRIu64 " was deleted while this node was away; dropping it", id);
 		store_unlink(o);
 		r = 0;
 		break;
 	case OBJ_UNKNOWN:
 		if (same_epoch && path[0])
-			log_warn("Redis does not know object %" PRIu64 " ('%s') although its "
-				 "epoch is unchanged (restored from an older snapshot?); "
-				 "registering it again",
-				 id, path);
+			log_msg_limited(&unknown_rl, LOGL_WARN,
+					"Redis does not know object %" PRIu64
+					" ('%s') although its "
+					"epoch is unchanged (restored from an older snapshot?); "
+					"registering it again",
+					id, path);
 		r = reregister(nd, o, path);
 		if (r == 0)
 			r = 1;
@@ -334,22 +352,26 @@ static int reconcile_batch(struct node *nd, const uint64_t *ids, size_t n, bool 
 			/* the catalog learns where the object lives now */
 			if (res[i].path && strcmp(res[i].path, path) &&
 			    store_set_path(o, res[i].path) == 0)
-				log_info("object %" PRIu64 " is '%s' now (the catalog said '%s')",
-					 id, res[i].path, path);
+				log_msg_limited(&moved_rl, LOGL_INFO,
+						"object %" PRIu64
+						" is '%s' now (the catalog said '%s')",
+						id, res[i].path, path);
 			continue;
 		case META_SYNC_DELETED:
-			log_info("object %" PRIu64 " was deleted while this node was away; "
-				 "dropping it",
-				 id);
+			log_msg_limited(&deleted_rl, LOGL_INFO,
+					"object %" PRIu64 " was deleted while this node was away; "
+					"dropping it",
+					id);
 			store_unlink(o);
 			continue;
 		case META_SYNC_UNKNOWN:
 			if (path[0])
-				log_warn("Redis does not know object %" PRIu64
-					 " ('%s') although its "
-					 "epoch is unchanged (restored from an older snapshot?); "
-					 "registering it again",
-					 id, path);
+				log_msg_limited(
+				    &unknown_rl, LOGL_WARN,
+				    "Redis does not know object %" PRIu64 " ('%s') although its "
+				    "epoch is unchanged (restored from an older snapshot?); "
+				    "registering it again",
+				    id, path);
 			break;
 		case META_SYNC_OTHER:
 			/* Redis lost this object, and its id was used again

@@ -42,6 +42,17 @@
 
 #include "log.h"
 
+/* Lines that fetches repeat (common/log.h): at most a burst in 10 s. */
+static struct log_ratelimit failed_rl = LOG_RATELIMIT_INIT("failed fetches", 10000, 100);
+static struct log_ratelimit csum_rl =
+    LOG_RATELIMIT_INIT("fetched copies with another checksum", 10000, 100);
+static struct log_ratelimit stale_rl =
+    LOG_RATELIMIT_INIT("holder entries of nodes that are gone", 10000, 10);
+static struct log_ratelimit dropped_rl = LOG_RATELIMIT_INIT("fetched copies dropped", 10000, 10);
+static struct log_ratelimit register_rl =
+    LOG_RATELIMIT_INIT("fetched copies not recorded", 10000, 10);
+static struct log_ratelimit stall_rl = LOG_RATELIMIT_INIT("stalled holders asked again", 10000, 10);
+
 #define FETCH_IOV_MAX 64
 #define RELOCATE_MAX 1
 
@@ -379,8 +390,9 @@ void node_fetch_fail(struct node_fetch *f, const char *why)
 	pthread_mutex_unlock(&nd->lock);
 	if (!was_running)
 		return;
-	log_error("fetch of object %" PRIu64 " (%" PRIu64 " bytes) failed: %s; reads get EIO",
-		  f->id, f->rec.size, why);
+	log_msg_limited(&failed_rl, LOGL_ERROR,
+			"fetch of object %" PRIu64 " (%" PRIu64 " bytes) failed: %s; reads get EIO",
+			f->id, f->rec.size, why);
 	NODE_COUNT(nd, failed, 1);
 	node_fetch_end_serving(f, true);
 	store_unlink(f->obj);
@@ -415,21 +427,26 @@ void node_fetch_after_seal(struct node_fetch *f)
 	}
 	if (stale) {
 		NODE_COUNT(nd, stale_holders, stale);
-		log_info("object %" PRIu64 ": dropped %u holder entries of nodes that are gone",
-			 f->id, stale);
+		log_msg_limited(&stale_rl, LOGL_INFO,
+				"object %" PRIu64
+				": dropped %u holder entries of nodes that are gone",
+				f->id, stale);
 	}
 	if (r == -ENOENT) {
 		/* its readers keep it until they close it; nobody else may
 		 * find it here, and no record must bring it back */
-		log_info("object %" PRIu64 " was deleted while it was fetched; "
-			 "dropping the copy once its readers close it",
-			 f->id);
+		log_msg_limited(&dropped_rl, LOGL_INFO,
+				"object %" PRIu64 " was deleted while it was fetched; "
+				"dropping the copy once its readers close it",
+				f->id);
 	} else if (r == -ENOTUNIQ) {
 		/* Redis lost the object and its id now names other bytes:
 		 * this copy is not that object, and no one else may get it */
-		log_warn("object %" PRIu64 " was fetched, but its record now describes other "
-			 "bytes; dropping the copy once its readers close it",
-			 f->id);
+		log_msg_limited(&dropped_rl, LOGL_WARN,
+				"object %" PRIu64
+				" was fetched, but its record now describes other "
+				"bytes; dropping the copy once its readers close it",
+				f->id);
 	}
 	if (r == -ENOENT || r == -ENOTUNIQ) {
 		store_unlink(f->obj);
@@ -437,14 +454,17 @@ void node_fetch_after_seal(struct node_fetch *f)
 		return;
 	}
 	if (r < 0)
-		log_warn("object %" PRIu64 " was fetched but could not be registered as held "
-			 "here: %s",
-			 f->id, strerror(-r));
+		log_msg_limited(&register_rl, LOGL_WARN,
+				"object %" PRIu64
+				" was fetched but could not be registered as held "
+				"here: %s",
+				f->id, strerror(-r));
 	/* the catalog record: from now on the copy survives a restart */
 	r = store_set_path(f->obj, path);
 	if (r < 0 && r != -ENOENT)
-		log_warn("object %" PRIu64 ": cannot write its catalog record: %s", f->id,
-			 strerror(-r));
+		log_msg_limited(&register_rl, LOGL_WARN,
+				"object %" PRIu64 ": cannot write its catalog record: %s", f->id,
+				strerror(-r));
 	node_touch(nd, f->id);
 	node_fetch_untable(f);
 }
@@ -469,9 +489,11 @@ bool node_fetch_finish(struct node_fetch *f)
 		util_csum_to_hex(f->rec.csum, want);
 		util_csum_to_hex(csum, got);
 		NODE_COUNT(nd, csum_failures, 1);
-		log_error("object %" PRIu64 ": the fetched bytes have checksum %s, the record "
-			  "says %s; discarding the copy",
-			  f->id, got, want);
+		log_msg_limited(&csum_rl, LOGL_ERROR,
+				"object %" PRIu64
+				": the fetched bytes have checksum %s, the record "
+				"says %s; discarding the copy",
+				f->id, got, want);
 		node_fetch_fail(f, "checksum mismatch");
 		return false;
 	}
@@ -555,10 +577,12 @@ static int relocate_or_fail(struct node_fetch *f, unsigned gen)
 	pthread_mutex_unlock(&nd->lock);
 	if (retry) {
 		ms = stall_backoff_ms(nd, retry);
-		log_warn("object %" PRIu64 ": no holder left but '%s', which stalled; asking it "
-			 "again on a fresh connection in %u ms if its node card is live "
-			 "(retry %u of %u)",
-			 f->id, stalled, ms, retry, FETCH_STALL_RETRIES);
+		log_msg_limited(&stall_rl, LOGL_WARN,
+				"object %" PRIu64
+				": no holder left but '%s', which stalled; asking it "
+				"again on a fresh connection in %u ms if its node card is live "
+				"(retry %u of %u)",
+				f->id, stalled, ms, retry, FETCH_STALL_RETRIES);
 		r = backoff(f, ms) ? node_fetch_holder_relocate(f, true) : -ECANCELED;
 	} else {
 		r = again ? node_fetch_holder_relocate(f, false) : -EHOSTUNREACH;

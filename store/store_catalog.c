@@ -45,6 +45,14 @@
 /* the longest line: R, id, size, mtime, csum, a path escaped 3 to 1, hash */
 #define LOG_LINE_MAX (64 + 3 * OBJFS_PATH_MAX + 64)
 
+/* Lines that objects or lines of the log repeat (common/log.h): at most a
+ * burst in 10 s. */
+static struct log_ratelimit append_rl =
+    LOG_RATELIMIT_INIT("short catalog log lines left in place", 10000, 10);
+static struct log_ratelimit path_rl =
+    LOG_RATELIMIT_INIT("catalog paths that could not be read", 10000, 100);
+static struct log_ratelimit bad_rl = LOG_RATELIMIT_INIT("catalog log lines set aside", 10000, 10);
+
 /* Write @buf to @dir_fd/@name through @tmp and rename(). */
 static int write_atomic(int dir_fd, const char *tmp, const char *name, const void *buf, size_t len)
 {
@@ -480,7 +488,9 @@ static int log_append(struct store *s, const char *line, size_t len)
 	if (n > 0 && ftruncate(s->log_fd, (off_t)s->log_size) < 0) {
 		struct stat st;
 
-		log_warn("store: cannot cut a short line off the catalog log: %s", strerror(errno));
+		log_msg_limited(&append_rl, LOGL_WARN,
+				"store: cannot cut a short line off the catalog log: %s",
+				strerror(errno));
 		/* end the fragment, so that the next line is not read as part
 		 * of it (a damaged line, set aside at open), and go on from
 		 * the file's end: an object's path is read at the offset of
@@ -574,9 +584,10 @@ static void path_get_locked(struct store *s, const struct store_obj *o, struct l
 	}
 	r = path_read_locked(s, o, l, buf);
 	if (r < 0) {
-		log_error("store: the catalog log has no path of object %016" PRIx64
-			  " at offset %" PRIu64 ": %s",
-			  o->id, (uint64_t)(o->path_ref >> 1), strerror(-r));
+		log_msg_limited(&path_rl, LOGL_ERROR,
+				"store: the catalog log has no path of object %016" PRIx64
+				" at offset %" PRIu64 ": %s",
+				o->id, (uint64_t)(o->path_ref >> 1), strerror(-r));
 		l->path[0] = '\0';
 	}
 }
@@ -599,7 +610,8 @@ void store_catalog_path_i(struct store_obj *o, char *buf, size_t len)
 		memcpy(buf, l->path, n);
 		buf[n] = '\0';
 	} else {
-		log_error("store: no memory to read the path of object %016" PRIx64, o->id);
+		log_msg_limited(&path_rl, LOGL_ERROR,
+				"store: no memory to read the path of object %016" PRIx64, o->id);
 		buf[0] = '\0';
 	}
 	pthread_mutex_unlock(&s->log_lock);
@@ -966,9 +978,11 @@ static int log_replay(struct store *s, struct replay *pend, bool *ret_dirty, uin
 		}
 		s->log_lines++;
 		if (line_parse(p, (size_t)(nl - p), l) < 0) {
-			log_warn("store: catalog log line %" PRIu64 " is damaged: set aside in "
-				 "%s",
-				 s->log_lines, LOG_BAD);
+			log_msg_limited(&bad_rl, LOGL_WARN,
+					"store: catalog log line %" PRIu64
+					" is damaged: set aside in "
+					"%s",
+					s->log_lines, LOG_BAD);
 			keep_bad(s, p, (size_t)(nl - p) + 1);
 			*ret_dirty = true;
 		} else {
@@ -996,8 +1010,9 @@ static void adopt_bad(struct store *s, struct store_obj *o, const char *why, cha
 		*buf = malloc(LOG_LINE_MAX);
 	if (!*path)
 		*path = malloc(OBJFS_PATH_MAX);
-	log_warn("store: object %016" PRIx64 " of the catalog log %s: set aside in %s", o->id, why,
-		 LOG_BAD);
+	log_msg_limited(&bad_rl, LOGL_WARN,
+			"store: object %016" PRIx64 " of the catalog log %s: set aside in %s",
+			o->id, why, LOG_BAD);
 	if (*buf && *path) {
 		store_catalog_path_i(o, *path, OBJFS_PATH_MAX);
 		keep_bad(s, *buf, line_rec(*buf, o, *path));

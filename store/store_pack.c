@@ -65,6 +65,8 @@ struct store_slot {
 
 static struct log_ratelimit pack_rl =
     LOG_RATELIMIT_INIT("chunk files that could not be made", 10000, 5);
+static struct log_ratelimit badchunk_rl =
+    LOG_RATELIMIT_INIT("chunk files deleted at open", 10000, 10);
 
 /* ---- classes ---- */
 
@@ -668,7 +670,8 @@ static int chunk_adopt(struct store *s, const char *name)
 	}
 	return 0;
 bad:
-	log_warn("store: data/%s is no chunk file this store can use: deleted", name);
+	log_msg_limited(&badchunk_rl, LOGL_WARN,
+			"store: data/%s is no chunk file this store can use: deleted", name);
 	unlinkat(s->data_fd, name, 0);
 	return 0;
 fail:

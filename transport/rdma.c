@@ -37,6 +37,10 @@
 #define ACK_TIMEOUT 14 /* 4.096 us * 2^14: 67 ms per retry */
 #define RD_ATOMIC_MAX 16
 
+/* every fetch from a broken peer may repeat it (common/log.h) */
+static struct log_ratelimit reads_rl =
+    LOG_RATELIMIT_INIT("transport: rdma: READs that never completed", 10000, 10);
+
 enum path { PATH_HYBRID, PATH_EAGER, PATH_RDV };
 
 bool transport_rdma_test_no_fin;
@@ -460,9 +464,10 @@ static int read_all_locked(struct rcli *c, struct rwait *w, const struct transpo
 		while (w->reads_out && !transport_rconn_wait_locked(rc, deadline))
 			;
 		if (w->reads_out) {
-			log_error("transport: rdma: READs to %s never completed; leaving the "
-				  "connection's memory in place",
-				  rc->peer);
+			log_msg_limited(&reads_rl, LOGL_ERROR,
+					"transport: rdma: READs to %s never completed; leaving the "
+					"connection's memory in place",
+					rc->peer);
 			return -EIO;
 		}
 	}
