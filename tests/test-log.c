@@ -133,8 +133,8 @@ TEST(flush_all)
 		log_msg_limited(&heap, LOGL_WARN, "heap line %d", i);
 	}
 	CHECK_EQ(count_lines(f, 0, "static line"), 1);
-	log_ratelimit_flush_all(); /* too early: nothing */
-	CHECK_EQ(count_lines(f, 0, "suppressed"), 0);
+	/* (that a flush within the window reports nothing is
+	 * burst_and_window's; here only outcomes once it is over) */
 	usleep(250 * 1000);
 	log_ratelimit_flush_all();
 	CHECK_EQ(count_lines(f, 0, "test: static: 3 more suppressed"), 1);
